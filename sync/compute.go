@@ -1,0 +1,118 @@
+package sync
+
+import (
+	"fmt"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Compute is the sync hook: a pure function of the request, the current time and the server's options.
+// The same arguments give the same response, byte for byte once marshalled.
+func Compute(req *Request, now time.Time, opts Options) (*Response, error) {
+	o, err := Decode(req)
+	if err != nil {
+		return nil, err
+	}
+	if o.Finalizing {
+		return finalize(o), nil
+	}
+	f := newFacts(o, now)
+	p, err := decide(f, opts)
+	if err != nil {
+		return nil, err
+	}
+	children, err := p.children()
+	if err != nil {
+		return nil, err
+	}
+	resync := float64(resyncIdleSeconds)
+	if p.busy != "" || p.rolling || p.pendingSpec || p.quorumLost || !f.bootstrapped || len(p.waiting) > 0 {
+		resync = resyncBusySeconds
+	}
+	return &Response{Status: p.status(), Children: children, ResyncAfterSeconds: resync}, nil
+}
+
+// children renders every child in a fixed order. Without a spec to render from, nothing exists yet
+// (decide refuses the case where children exist), so an empty list deletes nothing.
+func (p *plan) children() ([]any, error) {
+	out := []any{}
+	if !p.hasSpec {
+		return out, nil
+	}
+	objs := p.rbac()
+	objs = append(objs, p.configMap())
+	for _, s := range p.services() {
+		objs = append(objs, s)
+	}
+	objs = append(objs, p.statefulSet(), p.pdb())
+	for _, l := range p.leaseObjects() {
+		objs = append(objs, l)
+	}
+	seen := map[string]bool{}
+	for _, j := range p.jobs {
+		if !seen[j.Name] {
+			seen[j.Name] = true
+			objs = append(objs, j)
+		}
+	}
+	for _, obj := range objs {
+		m, err := toChild(obj)
+		if err != nil {
+			return nil, fmt.Errorf("rendering %T: %w", obj, err)
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+// finalize answers a finalize call (registered only if the user adds the finalize hook): every child is
+// released to deletion; volumes are not children and stay (Retain). Finalized once no member pod is left.
+func finalize(o *Observed) *Response {
+	st := o.Parent.Status
+	st.ObservedGeneration = o.Parent.Generation
+	left := len(o.StatefulSets) + len(o.Pods)
+	st.Message = fmt.Sprintf("deleting: %d StatefulSet(s) and member pods left; volumes are kept", left)
+	resp := &Response{Status: &st, Children: []any{}, Finalized: left == 0}
+	if !resp.Finalized {
+		resp.ResyncAfterSeconds = resyncBusySeconds
+	}
+	return resp
+}
+
+// CustomizeRequest is Metacontroller's customize hook request.
+type CustomizeRequest struct {
+	Controller map[string]any `json:"controller"`
+	Parent     EtcdCluster    `json:"parent"`
+}
+
+// RelatedRule is one relatedResources entry of the customize response.
+type RelatedRule struct {
+	APIVersion    string                `json:"apiVersion"`
+	Resource      string                `json:"resource"`
+	LabelSelector *metav1.LabelSelector `json:"labelSelector"`
+}
+
+// CustomizeResponse lists the related objects a sync needs.
+type CustomizeResponse struct {
+	RelatedResources []RelatedRule `json:"relatedResources"`
+}
+
+// Customize selects the cluster's member pods and claims by instance and component labels; they are
+// related objects, never children (Metacontroller would adopt and delete the claims).
+func Customize(req *CustomizeRequest) (*CustomizeResponse, error) {
+	p := &req.Parent
+	if p.APIVersion != APIVersion || p.Kind != Kind {
+		return nil, inputErrorf("parent is %s %s, want %s %s", p.APIVersion, p.Kind, APIVersion, Kind)
+	}
+	if p.Name == "" {
+		return nil, inputErrorf("parent has no metadata.name")
+	}
+	sel := &metav1.LabelSelector{MatchLabels: map[string]string{
+		LabelInstance: p.Name, LabelComponent: ComponentEtcd,
+	}}
+	return &CustomizeResponse{RelatedResources: []RelatedRule{
+		{APIVersion: "v1", Resource: "pods", LabelSelector: sel},
+		{APIVersion: "v1", Resource: "persistentvolumeclaims", LabelSelector: sel},
+	}}, nil
+}

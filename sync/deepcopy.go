@@ -1,0 +1,58 @@
+package sync
+
+// DeepCopy copies a spec; written by hand because the type is small and a generator would be a build step.
+func (s *ClusterSpec) DeepCopy() *ClusterSpec {
+	out := *s
+	if s.Size != nil {
+		out.Size = ptr(*s.Size)
+	}
+	out.Storage = StorageSpec{}
+	if s.Storage.StorageClassName != nil {
+		out.Storage.StorageClassName = ptr(*s.Storage.StorageClassName)
+	}
+	if s.Storage.Size != nil {
+		q := s.Storage.Size.DeepCopy()
+		out.Storage.Size = &q
+	}
+	if s.Storage.EmptyDir != nil {
+		out.Storage.EmptyDir = s.Storage.EmptyDir.DeepCopy()
+	}
+	if s.Resources != nil {
+		out.Resources = s.Resources.DeepCopy()
+	}
+	sc := s.Scheduling
+	out.Scheduling = SchedulingSpec{PriorityClassName: sc.PriorityClassName}
+	if sc.Affinity != nil {
+		out.Scheduling.Affinity = sc.Affinity.DeepCopy()
+	}
+	for i := range sc.Tolerations {
+		out.Scheduling.Tolerations = append(out.Scheduling.Tolerations, *sc.Tolerations[i].DeepCopy())
+	}
+	if sc.NodeSelector != nil {
+		out.Scheduling.NodeSelector = map[string]string{}
+		for k, v := range sc.NodeSelector {
+			out.Scheduling.NodeSelector[k] = v
+		}
+	}
+	for i := range sc.TopologySpreadConstraints {
+		out.Scheduling.TopologySpreadConstraints = append(out.Scheduling.TopologySpreadConstraints, *sc.TopologySpreadConstraints[i].DeepCopy())
+	}
+	if s.Options != nil {
+		out.Options = map[string]string{}
+		for k, v := range s.Options {
+			out.Options[k] = v
+		}
+	}
+	t := s.Timeouts
+	out.Timeouts = TimeoutsSpec{}
+	if t.LearnerPromotionSeconds != nil {
+		out.Timeouts.LearnerPromotionSeconds = ptr(*t.LearnerPromotionSeconds)
+	}
+	if t.DeadMemberSeconds != nil {
+		out.Timeouts.DeadMemberSeconds = ptr(*t.DeadMemberSeconds)
+	}
+	if t.LeaveSeconds != nil {
+		out.Timeouts.LeaveSeconds = ptr(*t.LeaveSeconds)
+	}
+	return &out
+}

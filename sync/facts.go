@@ -1,0 +1,474 @@
+package sync
+
+import (
+	"encoding/json"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	coordv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+)
+
+// DefaultLeaseDurationSeconds is the member Lease duration the agent is configured with; it renews every
+// third of it. A Lease not renewed for UnhealthyAfterDurations durations makes its member unhealthy.
+const (
+	DefaultLeaseDurationSeconds = 30
+	UnhealthyAfterDurations     = 3
+)
+
+// leaseView is one member Lease: the hook's intent and the agent's report, judged against now.
+type leaseView struct {
+	ordinal       int
+	lease         *coordv1.Lease
+	report        Report
+	reportErr     error
+	holder        string
+	renewed       time.Time
+	fresh         bool
+	intent        string
+	intentSince   string
+	joinPermitted string
+	permittedAt   time.Time
+}
+
+// memberView is one member of the membership truth, mapped to an ordinal (-1: orphan).
+type memberView struct {
+	Member
+	ordinal int
+	healthy bool
+	// dead: its Lease has not been renewed for spec.timeouts.deadMemberSeconds and its pod is not ready.
+	dead    bool
+	version string
+}
+
+func (m *memberView) voter() bool { return !m.Learner }
+
+// jobView is a remove or pvc-delete Job parsed from its name and status.
+type jobView struct {
+	job      *batchv1.Job
+	memberID string // remove Jobs
+	ordinal  int    // pvc Jobs
+	attempt  int
+	state    jobState
+	finished time.Time
+}
+
+type jobState int
+
+const (
+	jobActive jobState = iota
+	jobSucceeded
+	jobFailed
+)
+
+// facts is everything the decision reads, derived once from the request.
+type facts struct {
+	now    time.Time
+	names  Names
+	parent *EtcdCluster
+	uid    string
+	obs    *Observed
+
+	sts    *appsv1.StatefulSet
+	cm     *corev1.ConfigMap
+	leases map[int]*leaseView
+	pods   map[int]*corev1.Pod
+	pvcs   map[int]*corev1.PersistentVolumeClaim
+
+	// applied is the spec the children were last rendered from (ConfigMap), nil before the first render.
+	applied *ClusterSpec
+
+	clusterID    string
+	splitBrain   bool
+	clusterIDs   []string
+	bootstrapped bool
+
+	// truth is the freshest member list reported by a healthy voter; nil when none is known.
+	truth     []Member
+	truthFrom int
+	members   []*memberView // every truth member, by ordinal then ID; orphans (ordinal -1) first
+	primary   map[int]*memberView
+	orphans   []*memberView
+	leaderID  string
+	running   []SemVer
+
+	removeJobs map[string][]*jobView // by member ID, attempts ascending
+	pvcJobs    map[int][]*jobView    // by ordinal, attempts ascending
+}
+
+func newFacts(o *Observed, now time.Time) *facts {
+	p := &o.Parent
+	f := &facts{
+		now:        now,
+		names:      Names{Cluster: p.Name, Namespace: p.Namespace},
+		parent:     p,
+		uid:        string(p.UID),
+		obs:        o,
+		leases:     map[int]*leaseView{},
+		pods:       map[int]*corev1.Pod{},
+		pvcs:       map[int]*corev1.PersistentVolumeClaim{},
+		primary:    map[int]*memberView{},
+		removeJobs: map[string][]*jobView{},
+		pvcJobs:    map[int][]*jobView{},
+	}
+	f.sts = o.StatefulSets[f.names.StatefulSet()]
+	f.cm = o.ConfigMaps[f.names.ConfigMap()]
+	if f.cm != nil {
+		if s, ok := f.cm.Data[ConfigKeySpec]; ok {
+			var spec ClusterSpec
+			if err := json.Unmarshal([]byte(s), &spec); err == nil {
+				spec = Defaulted(spec)
+				f.applied = &spec
+			}
+		}
+	}
+	for _, pod := range o.Pods {
+		if i := f.names.PodOrdinal(pod.Name); i >= 0 && ownedByStatefulSet(pod, f.names.StatefulSet()) {
+			f.pods[i] = pod
+		}
+	}
+	for _, pvc := range o.PVCs {
+		if i := f.names.PVCOrdinal(pvc.Name); i >= 0 {
+			f.pvcs[i] = pvc
+		}
+	}
+	f.readLeases()
+	f.readClusterID()
+	f.readTruth()
+	f.readJobs()
+	return f
+}
+
+func ownedByStatefulSet(pod *corev1.Pod, name string) bool {
+	for _, r := range pod.OwnerReferences {
+		if r.Kind == "StatefulSet" && r.Name == name && r.Controller != nil && *r.Controller {
+			return true
+		}
+	}
+	return false
+}
+
+func (f *facts) readLeases() {
+	for _, l := range f.obs.Leases {
+		i := f.names.LeaseOrdinal(l.Name)
+		if i < 0 {
+			continue
+		}
+		lv := &leaseView{ordinal: i, lease: l}
+		lv.report, lv.reportErr = ParseReport(l.Annotations)
+		if l.Spec.HolderIdentity != nil {
+			lv.holder = *l.Spec.HolderIdentity
+		}
+		lv.renewed = l.CreationTimestamp.Time
+		if l.Spec.RenewTime != nil {
+			lv.renewed = l.Spec.RenewTime.Time
+		}
+		d := int32(DefaultLeaseDurationSeconds)
+		if l.Spec.LeaseDurationSeconds != nil && *l.Spec.LeaseDurationSeconds > 0 {
+			d = *l.Spec.LeaseDurationSeconds
+		}
+		lv.fresh = l.Spec.RenewTime != nil &&
+			f.now.Sub(lv.renewed) <= time.Duration(UnhealthyAfterDurations*d)*time.Second
+		lv.intent = l.Annotations[AnnIntent]
+		lv.intentSince = l.Annotations[AnnIntentSince]
+		lv.joinPermitted = l.Annotations[AnnJoinPermitted]
+		if t, err := time.Parse(time.RFC3339, lv.joinPermitted); err == nil {
+			lv.permittedAt = t
+		} else {
+			lv.joinPermitted = ""
+		}
+		// A report from another parent (a deleted cluster of the same name) says nothing about ours.
+		if lv.report.ParentUID != "" && lv.report.ParentUID != f.uid {
+			lv.report = Report{Error: lv.report.Error, Role: RoleNone}
+		}
+		f.leases[i] = lv
+	}
+}
+
+// readClusterID latches the cluster ID and the bootstrapped flag from every source (DESIGN.md §3).
+func (f *facts) readClusterID() {
+	ids := map[string]bool{}
+	add := func(id string) {
+		if id != "" {
+			ids[id] = true
+		}
+	}
+	add(f.parent.Status.ClusterID)
+	if f.cm != nil {
+		add(f.cm.Data[ConfigKeyClusterID])
+	}
+	for _, lv := range f.sortedLeases() {
+		add(lv.report.ClusterID)
+	}
+	for id := range ids {
+		f.clusterIDs = append(f.clusterIDs, id)
+	}
+	sort.Strings(f.clusterIDs)
+	f.splitBrain = len(f.clusterIDs) > 1
+	// The first source in order of authority wins: status, then ConfigMap, then the reports.
+	switch {
+	case f.parent.Status.ClusterID != "":
+		f.clusterID = f.parent.Status.ClusterID
+	case f.cm != nil && f.cm.Data[ConfigKeyClusterID] != "":
+		f.clusterID = f.cm.Data[ConfigKeyClusterID]
+	case len(f.clusterIDs) > 0:
+		f.clusterID = f.clusterIDs[0]
+	}
+	f.bootstrapped = f.clusterID != "" || f.parent.Status.Bootstrapped ||
+		(f.cm != nil && f.cm.Data[ConfigKeyBootstrapped] == "true") ||
+		(f.sts != nil && f.sts.Spec.Replicas != nil && *f.sts.Spec.Replicas > 1)
+	for _, lv := range f.leases {
+		switch lv.report.Role {
+		case RoleLeader, RoleVoter, RoleLearner, RoleLeft:
+			f.bootstrapped = true
+		}
+	}
+}
+
+func (f *facts) sortedLeases() []*leaseView {
+	out := make([]*leaseView, 0, len(f.leases))
+	for _, lv := range f.leases {
+		out = append(out, lv)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ordinal < out[j].ordinal })
+	return out
+}
+
+// podReady says whether ordinal i has a pod whose Ready condition is true.
+func (f *facts) podReady(i int) bool {
+	pod := f.pods[i]
+	if pod == nil || pod.DeletionTimestamp != nil {
+		return false
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// reportsHealthyVoter: the Lease at i is fresh, held by the pod at i when that pod is known, and reports
+// a healthy voter of this cluster with member ID id ("" = any).
+func (f *facts) reportsHealthyVoter(i int, id string) bool {
+	lv := f.leases[i]
+	if lv == nil || !lv.fresh || !lv.report.IsVoter() || !lv.report.Healthy {
+		return false
+	}
+	if id != "" && lv.report.MemberID != id {
+		return false
+	}
+	if f.clusterID != "" && lv.report.ClusterID != f.clusterID {
+		return false
+	}
+	if pod := f.pods[i]; pod != nil && string(pod.UID) != lv.holder {
+		return false
+	}
+	return true
+}
+
+// readTruth picks the freshest member list a healthy voter reported and maps its members to ordinals.
+func (f *facts) readTruth() {
+	var best *leaseView
+	for _, lv := range f.sortedLeases() {
+		if lv.report.Members == nil || !f.reportsHealthyVoter(lv.ordinal, "") {
+			continue
+		}
+		if best == nil || lv.renewed.After(best.renewed) {
+			best = lv
+		}
+	}
+	versions := map[SemVer]bool{}
+	for _, lv := range f.leases {
+		if lv.report.MemberID == "" {
+			continue
+		}
+		if v, err := ParseVersion(lv.report.Version); err == nil {
+			versions[v] = true
+		}
+	}
+	if v, err := ParseVersion(f.parent.Status.CurrentVersion); err == nil && len(versions) == 0 {
+		versions[v] = true
+	}
+	for v := range versions {
+		f.running = append(f.running, v)
+	}
+	sort.Slice(f.running, func(i, j int) bool { return f.running[i].Less(f.running[j]) })
+	if best == nil {
+		return
+	}
+	f.truth = best.report.Members
+	f.truthFrom = best.ordinal
+	f.leaderID = best.report.LeaderID
+	deadAfter := time.Duration(DefaultDeadMemberSeconds) * time.Second
+	if f.applied != nil {
+		deadAfter = time.Duration(*f.applied.Timeouts.DeadMemberSeconds) * time.Second
+	}
+	byOrdinal := map[int][]*memberView{}
+	for _, m := range f.truth {
+		mv := &memberView{Member: m, ordinal: f.names.PeerURLOrdinal(m.PeerURL)}
+		if mv.ordinal >= MaxSize {
+			mv.ordinal = -1
+		}
+		if mv.ordinal >= 0 {
+			lv := f.leases[mv.ordinal]
+			if lv != nil && lv.report.MemberID == m.ID {
+				mv.version = lv.report.Version
+			}
+			if m.Learner {
+				mv.healthy = lv != nil && lv.fresh && lv.report.MemberID == m.ID && lv.report.Healthy
+			} else {
+				mv.healthy = f.reportsHealthyVoter(mv.ordinal, m.ID)
+			}
+			stale := lv == nil || f.now.Sub(lv.renewed) >= deadAfter
+			mv.dead = !mv.healthy && stale && !f.podReady(mv.ordinal)
+			byOrdinal[mv.ordinal] = append(byOrdinal[mv.ordinal], mv)
+		} else {
+			mv.dead = true
+			f.orphans = append(f.orphans, mv)
+		}
+		f.members = append(f.members, mv)
+	}
+	// A second ID at one ordinal is an orphan: keep the one the ordinal's agent reports, else a started voter.
+	for i, ms := range byOrdinal {
+		sort.Slice(ms, func(a, b int) bool { return f.preferMember(i, ms[a], ms[b]) })
+		f.primary[i] = ms[0]
+		for _, m := range ms[1:] {
+			m.ordinal = -1
+			f.orphans = append(f.orphans, m)
+		}
+	}
+	sort.Slice(f.orphans, func(a, b int) bool { return f.orphans[a].ID < f.orphans[b].ID })
+	sort.Slice(f.members, func(a, b int) bool {
+		if f.members[a].ordinal != f.members[b].ordinal {
+			return f.members[a].ordinal < f.members[b].ordinal
+		}
+		return f.members[a].ID < f.members[b].ID
+	})
+}
+
+func (f *facts) preferMember(i int, a, b *memberView) bool {
+	if lv := f.leases[i]; lv != nil {
+		if (lv.report.MemberID == a.ID) != (lv.report.MemberID == b.ID) {
+			return lv.report.MemberID == a.ID
+		}
+	}
+	if a.Started != b.Started {
+		return a.Started
+	}
+	if a.Learner != b.Learner {
+		return !a.Learner
+	}
+	return a.ID < b.ID
+}
+
+func (f *facts) truthKnown() bool { return f.truth != nil }
+
+// voters counts voting members of the truth and those that are healthy.
+func (f *facts) voters() (all, healthy int) {
+	for _, m := range f.members {
+		if m.voter() {
+			all++
+			if m.healthy {
+				healthy++
+			}
+		}
+	}
+	return
+}
+
+func (f *facts) learner() *memberView {
+	for _, m := range f.members {
+		if m.Learner {
+			return m
+		}
+	}
+	return nil
+}
+
+// highestMemberOrdinal is the highest ordinal with a member, -1 when none.
+func (f *facts) highestMemberOrdinal() int {
+	h := -1
+	for i := range f.primary {
+		if i > h {
+			h = i
+		}
+	}
+	return h
+}
+
+func (f *facts) readJobs() {
+	rmPrefix := f.names.Cluster + "-rm-"
+	pvcPrefix := f.names.Cluster + "-pvc-"
+	for _, j := range f.obs.Jobs {
+		jv := &jobView{job: j, ordinal: -1}
+		jv.state, jv.finished = jobStatus(j)
+		switch {
+		case strings.HasPrefix(j.Name, rmPrefix):
+			id, n, ok := splitAttempt(strings.TrimPrefix(j.Name, rmPrefix))
+			if !ok {
+				continue
+			}
+			if _, err := ParseID(id); err != nil {
+				continue
+			}
+			jv.memberID, jv.attempt = id, n
+			f.removeJobs[id] = append(f.removeJobs[id], jv)
+		case strings.HasPrefix(j.Name, pvcPrefix):
+			o, n, ok := splitAttempt(strings.TrimPrefix(j.Name, pvcPrefix))
+			if !ok {
+				continue
+			}
+			i, err := strconv.Atoi(o)
+			if err != nil || i < 0 || i >= MaxSize {
+				continue
+			}
+			jv.ordinal, jv.attempt = i, n
+			f.pvcJobs[i] = append(f.pvcJobs[i], jv)
+		}
+	}
+	for _, js := range f.removeJobs {
+		sort.Slice(js, func(a, b int) bool { return js[a].attempt < js[b].attempt })
+	}
+	for _, js := range f.pvcJobs {
+		sort.Slice(js, func(a, b int) bool { return js[a].attempt < js[b].attempt })
+	}
+}
+
+func splitAttempt(s string) (string, int, bool) {
+	i := strings.LastIndexByte(s, '-')
+	if i <= 0 {
+		return "", 0, false
+	}
+	n, err := strconv.Atoi(s[i+1:])
+	if err != nil || n < 1 || strconv.Itoa(n) != s[i+1:] {
+		return "", 0, false
+	}
+	return s[:i], n, true
+}
+
+func jobStatus(j *batchv1.Job) (jobState, time.Time) {
+	for _, c := range j.Status.Conditions {
+		if c.Status != corev1.ConditionTrue {
+			continue
+		}
+		switch c.Type {
+		case batchv1.JobComplete, batchv1.JobSuccessCriteriaMet:
+			return jobSucceeded, c.LastTransitionTime.Time
+		case batchv1.JobFailed, batchv1.JobFailureTarget:
+			return jobFailed, c.LastTransitionTime.Time
+		}
+	}
+	if j.Status.Succeeded > 0 {
+		t := j.CreationTimestamp.Time
+		if j.Status.CompletionTime != nil {
+			t = j.Status.CompletionTime.Time
+		}
+		return jobSucceeded, t
+	}
+	return jobActive, time.Time{}
+}

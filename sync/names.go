@@ -1,0 +1,190 @@
+package sync
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Ports every member uses. The agent serves ProbePort and proxies it to etcd's metrics listener on
+// EtcdMetricsPort (loopback only), so probes answer during the agent's pre-start as well.
+const (
+	ClientPort      = 2379
+	PeerPort        = 2380
+	ProbePort       = 2381
+	EtcdMetricsPort = 2382
+)
+
+// Paths inside member pods.
+const (
+	AgentDir        = "/agent"
+	AgentBinary     = AgentDir + "/etcdhook"
+	ConfigDir       = "/etc/etcdhook"
+	AgentConfigPath = ConfigDir + "/" + ConfigKeyAgent
+	DataMount       = "/var/lib/etcd"
+	DataDir         = DataMount + "/data"
+	EtcdBinary      = "/usr/local/bin/etcd"
+	HookBinary      = "/etcdhook"
+	MaxSize         = 9
+	MaxNameLength   = 40
+)
+
+// Labels on every object the hook renders.
+const (
+	LabelName      = "app.kubernetes.io/name"
+	LabelInstance  = "app.kubernetes.io/instance"
+	LabelComponent = "app.kubernetes.io/component"
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	// LabelClusterUID ties a member claim to the EtcdCluster that created it, so that only its own
+	// claims are ever deleted (a re-created cluster of the same name inherits the old claims).
+	LabelClusterUID = "etcd.io/cluster-uid"
+	ComponentEtcd   = "etcd"
+	ComponentOps    = "ops"
+	ManagedBy       = "etcdhook"
+)
+
+// Hook-owned Lease annotations: the intent half of a member Lease (DESIGN.md §2).
+const (
+	AnnIntent        = "etcd.io/intent"
+	AnnIntentSince   = "etcd.io/intent-since"
+	AnnJoinPermitted = "etcd.io/join-permitted"
+	AnnBootstrap     = "etcd.io/bootstrap"
+	IntentMember     = "member"
+	IntentLeave      = "leave"
+	BootstrapSeed    = "seed"
+)
+
+// Agent-owned Lease annotations: the report half.
+const (
+	AnnMemberID  = "etcd.io/member-id"
+	AnnClusterID = "etcd.io/cluster-id"
+	AnnParentUID = "etcd.io/parent-uid"
+	AnnRole      = "etcd.io/role"
+	AnnHealthy   = "etcd.io/healthy"
+	AnnVersion   = "etcd.io/version"
+	AnnError     = "etcd.io/error"
+	AnnLeaderID  = "etcd.io/leader-id"
+	AnnMembers   = "etcd.io/members"
+)
+
+// Roles an agent reports.
+const (
+	RoleLeader  = "leader"
+	RoleVoter   = "voter"
+	RoleLearner = "learner"
+	RoleLeft    = "left"
+	RoleNone    = "none"
+)
+
+// Other annotations.
+const (
+	AnnTemplateHash = "etcd.io/template-hash"
+	AnnJobReason    = "etcd.io/reason"
+)
+
+// ConfigMap keys.
+const (
+	ConfigKeyAgent        = "agent.json"
+	ConfigKeySpec         = "spec.json"
+	ConfigKeyBootstrapped = "bootstrapped"
+	ConfigKeyClusterID    = "cluster-id"
+)
+
+// Names derives every object name from the cluster's name and namespace.
+type Names struct {
+	Cluster   string
+	Namespace string
+}
+
+func (n Names) StatefulSet() string   { return n.Cluster }
+func (n Names) ClientService() string { return n.Cluster }
+func (n Names) PeerService() string   { return n.Cluster + "-peer" }
+func (n Names) PDB() string           { return n.Cluster }
+func (n Names) ConfigMap() string     { return n.Cluster + "-config" }
+func (n Names) MemberAccount() string { return n.Cluster + "-member" }
+func (n Names) OpsAccount() string    { return n.Cluster + "-ops" }
+func (n Names) Pod(i int) string      { return fmt.Sprintf("%s-%d", n.Cluster, i) }
+func (n Names) Lease(i int) string    { return fmt.Sprintf("%s-%d-member", n.Cluster, i) }
+func (n Names) PVC(i int) string      { return fmt.Sprintf("data-%s-%d", n.Cluster, i) }
+func (n Names) PeerHost(i int) string {
+	return fmt.Sprintf("%s.%s.%s.svc", n.Pod(i), n.PeerService(), n.Namespace)
+}
+func (n Names) PeerURL(i int) string   { return fmt.Sprintf("http://%s:%d", n.PeerHost(i), PeerPort) }
+func (n Names) ClientURL(i int) string { return fmt.Sprintf("http://%s:%d", n.PeerHost(i), ClientPort) }
+
+// ClientEndpoint is the client Service address, which routes only to ready (voting) members.
+func (n Names) ClientEndpoint() string {
+	return fmt.Sprintf("http://%s.%s.svc:%d", n.ClientService(), n.Namespace, ClientPort)
+}
+
+// RemoveJob names the attempt-th Job removing memberID (DESIGN.md §3: attempt-numbered remove Jobs).
+func (n Names) RemoveJob(memberID string, attempt int) string {
+	return fmt.Sprintf("%s-rm-%s-%d", n.Cluster, memberID, attempt)
+}
+
+// PVCJob names the attempt-th Job deleting the volume of ordinal i.
+func (n Names) PVCJob(i, attempt int) string {
+	return fmt.Sprintf("%s-pvc-%d-%d", n.Cluster, i, attempt)
+}
+
+// Token is the etcd cluster token: it includes the parent UID so a re-created cluster differs.
+func Token(namespace, name, uid string) string { return namespace + "-" + name + "-" + uid }
+
+// OrdinalOf parses "<prefix>-<i><suffix>" and returns i, or -1.
+func ordinalOf(name, prefix, suffix string) int {
+	if !strings.HasPrefix(name, prefix+"-") || !strings.HasSuffix(name, suffix) {
+		return -1
+	}
+	s := strings.TrimSuffix(strings.TrimPrefix(name, prefix+"-"), suffix)
+	i, err := strconv.Atoi(s)
+	if err != nil || i < 0 || strconv.Itoa(i) != s {
+		return -1
+	}
+	return i
+}
+
+// LeaseOrdinal returns the ordinal of a member Lease name, or -1.
+func (n Names) LeaseOrdinal(name string) int { return ordinalOf(name, n.Cluster, "-member") }
+
+// PodOrdinal returns the ordinal of a member pod name, or -1.
+func (n Names) PodOrdinal(name string) int { return ordinalOf(name, n.Cluster, "") }
+
+// PVCOrdinal returns the ordinal of a member data claim, or -1.
+func (n Names) PVCOrdinal(name string) int { return ordinalOf(name, "data-"+n.Cluster, "") }
+
+// PeerURLOrdinal maps a member's peer URL to the ordinal whose peer URL it is, or -1 (an orphan).
+func (n Names) PeerURLOrdinal(url string) int {
+	host := strings.TrimPrefix(url, "http://")
+	host, _, _ = strings.Cut(host, ":")
+	pod, rest, ok := strings.Cut(host, ".")
+	if !ok {
+		return -1
+	}
+	i := n.PodOrdinal(pod)
+	if i < 0 || n.PeerURL(i) != url || rest == "" {
+		return -1
+	}
+	return i
+}
+
+// Labels are the selector labels of member pods (and so of their PVCs).
+func (n Names) Labels() map[string]string {
+	return map[string]string{
+		LabelName:      "etcd",
+		LabelInstance:  n.Cluster,
+		LabelComponent: ComponentEtcd,
+	}
+}
+
+// ObjectLabels are the labels of every child; component distinguishes member from ops objects.
+func (n Names) ObjectLabels(component string) map[string]string {
+	return map[string]string{
+		LabelName:      "etcd",
+		LabelInstance:  n.Cluster,
+		LabelComponent: component,
+		LabelManagedBy: ManagedBy,
+	}
+}
+
+// Quorum is the number of voters a cluster of n voters needs to commit.
+func Quorum(n int) int { return n/2 + 1 }

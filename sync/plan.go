@@ -1,0 +1,720 @@
+package sync
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+)
+
+// ReasonWaitingForJoin is what an agent reports while it needs join-permitted to (re)join.
+const ReasonWaitingForJoin = "WaitingForJoin"
+
+// Timing of Jobs and resyncs.
+const (
+	removeJobDeadlineSeconds = 300
+	succeededJobGrace        = 2 * time.Minute
+	retryBackoffBase         = 30 * time.Second
+	retryBackoffMax          = 10 * time.Minute
+	maxAttempts              = 99
+	resyncBusySeconds        = 5
+	resyncIdleSeconds        = 30
+)
+
+// leasePlan is the hook-owned half of one member Lease.
+type leasePlan struct {
+	intent        string
+	intentSince   string
+	joinPermitted string
+	seed          bool
+}
+
+// plan is the outcome of one decision: what to render and what to say in status.
+type plan struct {
+	f        *facts
+	opts     Options
+	spec     ClusterSpec // rendered from
+	hasSpec  bool
+	problems []Problem // why the user's spec is not (yet) applied
+	// pendingSpec: a valid new spec waits for the step in flight.
+	pendingSpec bool
+
+	replicas  int32
+	partition int32
+	hash      string
+	leases    map[int]*leasePlan
+	jobs      []*batchv1.Job // rendered new Jobs and carried-over observed ones
+
+	// busy names the membership change in flight ("" when none); action the change started this sync.
+	busy    string
+	action  string
+	waiting []string // what the hook waits for, in order
+	stalled string   // a step past its deadline
+	rolling bool
+	// unsafe reasons block actions (QuorumLost, SplitBrain).
+	quorumLost bool
+}
+
+func (p *plan) wait(format string, args ...any) {
+	p.waiting = append(p.waiting, fmt.Sprintf(format, args...))
+}
+
+func (p *plan) target() int { return int(*p.spec.Size) }
+
+func (p *plan) timeout(secs *int32) time.Duration { return time.Duration(*secs) * time.Second }
+
+func (p *plan) lease(i int) *leasePlan {
+	lp := p.leases[i]
+	if lp == nil {
+		lp = &leasePlan{}
+		p.leases[i] = lp
+	}
+	return lp
+}
+
+func (p *plan) setIntent(i int, intent string) {
+	lp := p.lease(i)
+	if lp.intent != intent {
+		lp.intent = intent
+		lp.intentSince = p.f.now.UTC().Format(time.RFC3339)
+	}
+}
+
+func (p *plan) permit(i int) {
+	p.setIntent(i, IntentMember)
+	p.lease(i).joinPermitted = p.f.now.UTC().Format(time.RFC3339)
+}
+
+// decide runs the membership protocol of DESIGN.md §3 for one sync.
+func decide(f *facts, opts Options) (*plan, error) {
+	p := &plan{f: f, opts: opts.withDefaults(), leases: map[int]*leasePlan{}}
+	p.carry()
+	if err := p.chooseSpec(); err != nil {
+		return nil, err
+	}
+	if !p.hasSpec {
+		return p, nil
+	}
+	p.hash = templateHash(p.podTemplate())
+	p.keepJobs()
+	switch {
+	case !f.bootstrapped:
+		p.bootstrap()
+	case f.splitBrain:
+		p.wait("two cluster IDs %v are reported: no membership change is made until a human resolves it", f.clusterIDs)
+	case !f.truthKnown():
+		p.quorumLost = true
+		p.wait("no voting member reports a healthy cluster; waiting for quorum (see README: Recovering from quorum loss)")
+		p.roll(false)
+	default:
+		p.reconcile()
+	}
+	p.floorReplicas()
+	p.trimLeases()
+	return p, nil
+}
+
+// carry starts from what was observed: replicas, partition, the hook's Lease intents.
+func (p *plan) carry() {
+	f := p.f
+	p.replicas = 1
+	if f.sts != nil && f.sts.Spec.Replicas != nil {
+		p.replicas = *f.sts.Spec.Replicas
+	}
+	if f.sts != nil && f.sts.Spec.UpdateStrategy.RollingUpdate != nil && f.sts.Spec.UpdateStrategy.RollingUpdate.Partition != nil {
+		p.partition = *f.sts.Spec.UpdateStrategy.RollingUpdate.Partition
+	}
+	for i, lv := range f.leases {
+		lp := p.lease(i)
+		lp.intent, lp.intentSince, lp.joinPermitted = lv.intent, lv.intentSince, lv.joinPermitted
+	}
+}
+
+// chooseSpec latches the spec: a valid spec is adopted unless a membership step is in flight; an invalid
+// one leaves the last applied spec (read from the ConfigMap, not from the request) in force.
+func (p *plan) chooseSpec() error {
+	f := p.f
+	cand := Defaulted(f.parent.Spec)
+	p.problems = Validate(f.names.Cluster, cand)
+	if len(p.problems) == 0 {
+		p.problems = ValidateChange(f.applied, cand, f.running)
+	}
+	valid := len(p.problems) == 0
+	switch {
+	case f.applied == nil && valid:
+		p.spec, p.hasSpec = cand, true
+	case f.applied == nil:
+		if f.sts != nil {
+			return inputErrorf("spec is invalid (%s) and the last valid spec is not recorded (ConfigMap %s missing): refusing to render children from nothing", p.problems[0].Message, f.names.ConfigMap())
+		}
+	case valid && !specEqual(*f.applied, cand) && p.inFlight() != "":
+		p.spec, p.hasSpec, p.pendingSpec = *f.applied, true, true
+	case valid:
+		p.spec, p.hasSpec = cand, true
+	default:
+		p.spec, p.hasSpec = *f.applied, true
+	}
+	return nil
+}
+
+// inFlight names the membership change under way, judged from observed objects alone.
+func (p *plan) inFlight() string {
+	f := p.f
+	learnerDeadline := time.Duration(DefaultLearnerPromotionSeconds) * time.Second
+	if f.applied != nil {
+		learnerDeadline = p.timeoutOf(f.applied.Timeouts.LearnerPromotionSeconds)
+	}
+	for _, id := range sortedKeys(f.removeJobs) {
+		js := f.removeJobs[id]
+		last := js[len(js)-1]
+		if last.state == jobActive {
+			return fmt.Sprintf("Job %s removing member %s", last.job.Name, id)
+		}
+		if last.state == jobSucceeded && f.member(id) != nil && f.now.Sub(last.finished) < succeededJobGrace {
+			return fmt.Sprintf("member %s to leave the member list after Job %s", id, last.job.Name)
+		}
+	}
+	for _, i := range sortedKeys(f.pvcJobs) {
+		js := f.pvcJobs[i]
+		if js[len(js)-1].state == jobActive {
+			return fmt.Sprintf("Job %s deleting the volume of %s", js[len(js)-1].job.Name, f.names.Pod(i))
+		}
+	}
+	if m := f.learner(); m != nil {
+		return fmt.Sprintf("learner %s (%s) to be promoted", m.ID, m.PeerURL)
+	}
+	for _, lv := range f.sortedLeases() {
+		m := f.primary[lv.ordinal]
+		if lv.intent == IntentLeave && m != nil {
+			return fmt.Sprintf("%s to leave the cluster", f.names.Pod(lv.ordinal))
+		}
+		if lv.joinPermitted != "" && (m == nil || !f.reportsHealthyVoter(lv.ordinal, m.ID)) &&
+			f.now.Sub(lv.permittedAt) < learnerDeadline {
+			return fmt.Sprintf("%s to join the cluster", f.names.Pod(lv.ordinal))
+		}
+	}
+	if f.sts != nil && f.sts.Status.ObservedGeneration < f.sts.Generation {
+		return fmt.Sprintf("StatefulSet %s to observe generation %d", f.sts.Name, f.sts.Generation)
+	}
+	return ""
+}
+
+func (p *plan) timeoutOf(secs *int32) time.Duration { return time.Duration(*secs) * time.Second }
+
+// bootstrap: replicas 1, the seed may start "new" (DESIGN.md §3). Nothing else happens before a cluster ID exists.
+func (p *plan) bootstrap() {
+	f := p.f
+	p.replicas = 1
+	p.setIntent(0, IntentMember)
+	p.lease(0).seed = true
+	p.busy = "bootstrap"
+	if lv := f.leases[0]; lv != nil && lv.report.Reason() == ReasonForeignData {
+		p.wait("%s refuses its volume: %s", f.names.Pod(0), lv.report.Error)
+		return
+	}
+	p.wait("%s to bootstrap the cluster", f.names.Pod(0))
+}
+
+// reconcile is the normal path: cluster bootstrapped, one cluster ID, a healthy voter's member list known.
+func (p *plan) reconcile() {
+	p.busy = p.inFlight()
+	p.advanceJoins()
+	p.advanceLeave()
+	p.advanceLearner()
+	if p.busy != "" {
+		p.wait("%s", p.busy)
+		p.roll(false)
+		return
+	}
+	for _, step := range []func() bool{
+		p.removeOrphan, p.removeDead, p.repairJoin, p.deleteVolume,
+		func() bool { return p.roll(true) }, p.scaleDown, p.scaleUp,
+	} {
+		if step() {
+			return
+		}
+	}
+}
+
+// member finds a truth member by ID.
+func (f *facts) member(id string) *memberView {
+	for _, m := range f.members {
+		if m.ID == id {
+			return m
+		}
+	}
+	return nil
+}
+
+// quorumAllowsRemoving applies the quorum rule of DESIGN.md §3 to removing m.
+func (p *plan) quorumAllowsRemoving(m *memberView) bool {
+	if m.Learner {
+		return true
+	}
+	all, healthy := p.f.voters()
+	after := healthy
+	if m.healthy {
+		after--
+	}
+	return healthy >= Quorum(all) && after >= Quorum(all-1) && all > 1
+}
+
+func (p *plan) allVotersHealthy() bool {
+	all, healthy := p.f.voters()
+	return all == healthy
+}
+
+// advanceJoins clears join permissions of finished joins and of ordinals no longer wanted.
+func (p *plan) advanceJoins() {
+	f := p.f
+	for _, i := range sortedKeys(p.leases) {
+		lp := p.leases[i]
+		if lp.joinPermitted == "" {
+			continue
+		}
+		m := f.primary[i]
+		switch {
+		case m != nil && !m.Learner && f.reportsHealthyVoter(i, m.ID):
+			lp.joinPermitted = ""
+		case m == nil && i >= p.target() && p.busy == "":
+			lp.joinPermitted = ""
+		}
+	}
+	// An expired permission with nobody joining is renewed below by repairJoin/scaleUp, or dropped.
+	for _, i := range sortedKeys(p.leases) {
+		lp := p.leases[i]
+		lv := f.leases[i]
+		if lp.joinPermitted == "" || lv == nil || lv.joinPermitted != lp.joinPermitted {
+			continue
+		}
+		if f.now.Sub(lv.permittedAt) >= p.timeout(p.spec.Timeouts.LearnerPromotionSeconds) && f.primary[i] == nil {
+			p.stalled = fmt.Sprintf("%s was permitted to join at %s and has not joined", f.names.Pod(i), lv.joinPermitted)
+		}
+	}
+}
+
+// advanceLearner removes a learner that missed its promotion deadline, or that no join explains.
+func (p *plan) advanceLearner() {
+	f := p.f
+	m := f.learner()
+	if m == nil || p.removalRunning() {
+		return
+	}
+	reason := ""
+	switch lv := f.leases[m.ordinal]; {
+	case m.ordinal < 0:
+		reason = "orphan"
+	case m.ordinal >= p.target() && (lv == nil || lv.joinPermitted == ""):
+		reason = "unwanted-learner"
+	case lv == nil || lv.joinPermitted == "":
+		if f.now.Sub(f.learnerSince(m)) >= p.timeout(p.spec.Timeouts.LearnerPromotionSeconds) {
+			reason = "stuck-learner"
+		}
+	case f.now.Sub(lv.permittedAt) >= p.timeout(p.spec.Timeouts.LearnerPromotionSeconds):
+		reason = "stuck-learner"
+	}
+	if reason == "" {
+		return
+	}
+	p.stalled = fmt.Sprintf("learner %s (%s) was not promoted in time", m.ID, m.PeerURL)
+	p.removeMember(m, reason)
+}
+
+// learnerSince is when a learner without a permission was first seen: its Lease's intent time at best.
+func (f *facts) learnerSince(m *memberView) time.Time {
+	if lv := f.leases[m.ordinal]; lv != nil {
+		if t, err := time.Parse(time.RFC3339, lv.intentSince); err == nil {
+			return t
+		}
+	}
+	return time.Time{}
+}
+
+// advanceLeave removes, through a Job, a leaving member whose agent is gone or too slow.
+func (p *plan) advanceLeave() {
+	f := p.f
+	if p.removalRunning() {
+		return
+	}
+	for _, i := range sortedKeys(p.leases) {
+		lp := p.leases[i]
+		m := f.primary[i]
+		if lp.intent != IntentLeave || m == nil {
+			continue
+		}
+		lv := f.leases[i]
+		since, err := time.Parse(time.RFC3339, lp.intentSince)
+		agentGone := lv == nil || !lv.fresh
+		slow := err == nil && f.now.Sub(since) >= p.timeout(p.spec.Timeouts.LeaveSeconds)
+		if agentGone || slow {
+			if p.quorumAllowsRemoving(m) {
+				p.removeMember(m, "leave")
+			} else {
+				p.wait("quorum does not allow removing %s now", f.names.Pod(i))
+			}
+		}
+		return
+	}
+}
+
+// keepJobs carries observed Jobs over: active ones, the latest failed attempt while its reason may still
+// hold, and succeeded ones until their effect shows. Finished Jobs whose effect is observed are dropped.
+func (p *plan) keepJobs() {
+	f := p.f
+	for _, id := range sortedKeys(f.removeJobs) {
+		js := f.removeJobs[id]
+		m := f.member(id)
+		last := js[len(js)-1]
+		for _, jv := range js {
+			keep := false
+			switch jv.state {
+			case jobActive:
+				keep = true
+			case jobSucceeded:
+				keep = m != nil && jv == last
+			case jobFailed:
+				// The latest failure stays visible, and the one before it while a retry runs.
+				keep = m != nil && !m.healthy && (jv == last || (last.state == jobActive && jv.attempt == last.attempt-1))
+			}
+			if keep || !p.judgeJobs() {
+				p.jobs = append(p.jobs, carryJob(jv.job))
+			}
+		}
+	}
+	for _, i := range sortedKeys(f.pvcJobs) {
+		js := f.pvcJobs[i]
+		last := js[len(js)-1]
+		pvc := f.pvcs[i]
+		gone := pvc == nil || pvc.DeletionTimestamp != nil
+		for _, jv := range js {
+			if jv.state == jobActive || (!gone && jv == last) || !p.judgeJobs() {
+				p.jobs = append(p.jobs, carryJob(jv.job))
+			}
+		}
+	}
+}
+
+// judgeJobs: only with one cluster and a known member list can a finished Job be judged done; otherwise
+// every observed Job is kept.
+func (p *plan) judgeJobs() bool {
+	return p.f.bootstrapped && !p.f.splitBrain && p.f.truthKnown()
+}
+
+// removalRunning says whether any remove Job is active: removals go one at a time.
+func (p *plan) removalRunning() bool {
+	for _, js := range p.f.removeJobs {
+		if js[len(js)-1].state == jobActive {
+			return true
+		}
+	}
+	return false
+}
+
+// removeMember emits the next remove Job for m unless one is running or the backoff has not passed.
+func (p *plan) removeMember(m *memberView, reason string) {
+	f := p.f
+	js := f.removeJobs[m.ID]
+	attempt := 1
+	if len(js) > 0 {
+		last := js[len(js)-1]
+		switch last.state {
+		case jobActive:
+			p.wait("Job %s to remove member %s (%s)", last.job.Name, m.ID, reason)
+			return
+		case jobSucceeded:
+			if f.now.Sub(last.finished) < succeededJobGrace {
+				return
+			}
+		case jobFailed:
+			if next := last.finished.Add(backoff(last.attempt)); f.now.Before(next) {
+				p.wait("retrying the removal of member %s after %s (Job %s failed)", m.ID, next.UTC().Format(time.RFC3339), last.job.Name)
+				return
+			}
+		}
+		attempt = last.attempt + 1
+	}
+	if attempt > maxAttempts {
+		p.wait("member %s could not be removed in %d attempts: see Job %s", m.ID, maxAttempts, js[len(js)-1].job.Name)
+		return
+	}
+	p.jobs = append(p.jobs, p.removeJob(m, reason, attempt))
+	p.action = fmt.Sprintf("removing member %s (%s, %s)", m.ID, m.PeerURL, reason)
+	p.busy = p.action
+	p.wait("%s", p.action)
+}
+
+func backoff(attempt int) time.Duration {
+	d := retryBackoffBase
+	for i := 1; i < attempt && d < retryBackoffMax; i++ {
+		d *= 2
+	}
+	if d > retryBackoffMax {
+		d = retryBackoffMax
+	}
+	return d
+}
+
+// removeOrphan removes a member that maps to no ordinal, or a second ID at one ordinal.
+func (p *plan) removeOrphan() bool {
+	for _, m := range p.f.orphans {
+		if p.quorumAllowsRemoving(m) {
+			p.removeMember(m, "orphan")
+			return true
+		}
+		p.wait("quorum does not allow removing orphan member %s (%s)", m.ID, m.PeerURL)
+	}
+	return false
+}
+
+// removeDead removes a voter that has been gone for minutes, when the quorum rule allows it.
+func (p *plan) removeDead() bool {
+	f := p.f
+	for _, m := range f.members {
+		if m.ordinal < 0 || !m.dead || !m.voter() {
+			continue
+		}
+		if p.quorumAllowsRemoving(m) {
+			p.removeMember(m, "dead")
+			return true
+		}
+		p.wait("%s (member %s) is dead but removing it would break quorum", f.names.Pod(m.ordinal), m.ID)
+		return true
+	}
+	return false
+}
+
+// joinable says whether ordinal i may be given join-permitted now, and why not.
+func (p *plan) joinable(i int) (bool, string) {
+	f := p.f
+	if !p.allVotersHealthy() {
+		return false, "every voter to be healthy before a member joins"
+	}
+	if pvc := f.pvcs[i]; pvc != nil && pvc.DeletionTimestamp != nil {
+		return false, fmt.Sprintf("claim %s to finish deleting", pvc.Name)
+	}
+	return true, ""
+}
+
+// repairJoin lets a wanted ordinal below replicas (re)join: its member was removed, or its agent
+// reports its data lost and waits to replace its old ID (the quorum rule applies to that removal).
+func (p *plan) repairJoin() bool {
+	f := p.f
+	for i := 0; i < int(p.replicas) && i < p.target(); i++ {
+		m := f.primary[i]
+		lv := f.leases[i]
+		replace := m != nil && !m.healthy && lv != nil && lv.fresh && lv.report.Reason() == ReasonWaitingForJoin
+		if m != nil && !replace {
+			continue
+		}
+		if replace && !p.quorumAllowsRemoving(m) {
+			p.wait("%s lost its data but replacing member %s would break quorum", f.names.Pod(i), m.ID)
+			return true
+		}
+		if ok, why := p.joinable(i); !ok {
+			p.wait("%s", why)
+			return true
+		}
+		p.permit(i)
+		p.action = fmt.Sprintf("%s to join the cluster", f.names.Pod(i))
+		p.busy = p.action
+		p.wait("%s", p.action)
+		return true
+	}
+	return false
+}
+
+// deleteVolume deletes the claim of an ordinal that left: above replicas, no member, no pod.
+func (p *plan) deleteVolume() bool {
+	f := p.f
+	if p.spec.Storage.EmptyDir != nil {
+		return false
+	}
+	for _, i := range sortedKeys(f.pvcs) {
+		pvc := f.pvcs[i]
+		if i < int(p.replicas) || f.primary[i] != nil || f.pods[i] != nil || pvc.DeletionTimestamp != nil ||
+			pvc.Labels[LabelClusterUID] != f.uid {
+			continue
+		}
+		if f.sts == nil || f.sts.Spec.Replicas == nil || int(*f.sts.Spec.Replicas) > i {
+			continue // the StatefulSet has not been lowered yet
+		}
+		js := f.pvcJobs[i]
+		attempt := 1
+		if len(js) > 0 {
+			last := js[len(js)-1]
+			if last.state == jobFailed && f.now.Before(last.finished.Add(backoff(last.attempt))) {
+				p.wait("retrying the deletion of claim %s after Job %s failed", pvc.Name, last.job.Name)
+				return true
+			}
+			attempt = last.attempt + 1
+		}
+		if attempt > maxAttempts {
+			continue
+		}
+		p.jobs = append(p.jobs, p.pvcJob(i, attempt))
+		p.action = fmt.Sprintf("deleting claim %s of the removed member", pvc.Name)
+		p.busy = p.action
+		p.wait("%s", p.action)
+		return true
+	}
+	return false
+}
+
+// scaleDown asks the highest member above the target to leave (DESIGN.md §3).
+func (p *plan) scaleDown() bool {
+	f := p.f
+	h := f.highestMemberOrdinal()
+	if h < p.target() {
+		return false
+	}
+	m := f.primary[h]
+	if !p.quorumAllowsRemoving(m) {
+		p.wait("quorum does not allow %s to leave now", f.names.Pod(h))
+		return true
+	}
+	p.setIntent(h, IntentLeave)
+	p.lease(h).joinPermitted = ""
+	p.action = fmt.Sprintf("%s to leave the cluster", f.names.Pod(h))
+	p.busy = p.action
+	p.wait("%s", p.action)
+	return true
+}
+
+// scaleUp raises replicas by one and permits the new ordinal to join.
+func (p *plan) scaleUp() bool {
+	f := p.f
+	n := len(f.primary)
+	if n >= p.target() {
+		return false
+	}
+	i := int(p.replicas)
+	for j := 0; j < i; j++ {
+		if f.primary[j] == nil {
+			return false // repairJoin handles holes below replicas
+		}
+	}
+	if ok, why := p.joinable(i); !ok {
+		p.wait("%s", why)
+		return true
+	}
+	if js := f.pvcJobs[i]; len(js) > 0 && js[len(js)-1].state == jobActive {
+		p.wait("the old claim of %s to be deleted", f.names.Pod(i))
+		return true
+	}
+	p.replicas = int32(i + 1)
+	p.permit(i)
+	p.action = fmt.Sprintf("%s to join the cluster", f.names.Pod(i))
+	p.busy = p.action
+	p.wait("%s", p.action)
+	return true
+}
+
+// floorReplicas keeps invariant 2 (replicas >= 1 + highest member ordinal) and drops pods that are
+// neither members nor wanted nor joining.
+func (p *plan) floorReplicas() {
+	f := p.f
+	if !f.bootstrapped {
+		return
+	}
+	floor := int32(f.highestMemberOrdinal() + 1)
+	if !f.truthKnown() {
+		// Without a member list nothing is lowered: status.members is the best memory of who is a member.
+		floor = p.replicas
+		for _, m := range f.parent.Status.Members {
+			if i := f.names.PodOrdinal(m.Name); int32(i+1) > floor {
+				floor = int32(i + 1)
+			}
+		}
+	}
+	for i, lp := range p.leases {
+		if lp.joinPermitted != "" && int32(i+1) > floor && i < p.target() {
+			floor = int32(i + 1)
+		}
+	}
+	want := p.replicas
+	if t := int32(p.target()); want > t && f.truthKnown() {
+		want = t
+	}
+	if want < floor {
+		want = floor
+	}
+	if want < 1 {
+		want = 1
+	}
+	p.replicas = want
+	if p.partition > p.replicas {
+		p.partition = p.replicas
+	}
+}
+
+// trimLeases renders a Lease for every ordinal in use: below replicas, a member, or with a pod left.
+func (p *plan) trimLeases() {
+	f := p.f
+	n := int(p.replicas)
+	if h := f.highestMemberOrdinal() + 1; h > n {
+		n = h
+	}
+	for i := range f.pods {
+		if i+1 > n {
+			n = i + 1
+		}
+	}
+	for i := range p.leases {
+		if i >= n {
+			delete(p.leases, i)
+		}
+	}
+	for i := 0; i < n; i++ {
+		lp := p.lease(i)
+		switch {
+		case i >= int(p.replicas) && f.primary[i] == nil:
+			// A pod above replicas is on its way out: a restart must park, never rejoin.
+			if lp.intent != IntentLeave {
+				p.setIntent(i, IntentLeave)
+			}
+			lp.joinPermitted = ""
+		case lp.intent == "":
+			p.setIntent(i, IntentMember)
+		}
+	}
+}
+
+// sortedKeys returns a map's int or string keys in order, so every loop is deterministic.
+func sortedKeys[K int | string, V any](m map[K]V) []K {
+	ks := make([]K, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Slice(ks, func(i, j int) bool { return ks[i] < ks[j] })
+	return ks
+}
+
+func specEqual(a, b ClusterSpec) bool { return string(specJSON(a)) == string(specJSON(b)) }
+
+// carryJob re-emits an observed Job unchanged (Jobs are OnDelete children; the object only keeps it alive).
+func carryJob(j *batchv1.Job) *batchv1.Job {
+	out := &batchv1.Job{
+		TypeMeta: j.TypeMeta,
+		Spec:     *j.Spec.DeepCopy(),
+	}
+	out.APIVersion, out.Kind = "batch/v1", "Job"
+	out.Name, out.Namespace = j.Name, j.Namespace
+	out.Labels, out.Annotations = j.Labels, withoutLastApplied(j.Annotations)
+	return out
+}
+
+func withoutLastApplied(ann map[string]string) map[string]string {
+	if _, ok := ann[lastAppliedAnnotation]; !ok {
+		return ann
+	}
+	out := map[string]string{}
+	for k, v := range ann {
+		if k != lastAppliedAnnotation {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+const lastAppliedAnnotation = "metacontroller.k8s.io/last-applied-configuration"

@@ -1,0 +1,109 @@
+package sync
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Member is one entry of etcd's member list as an agent read it (linearizably, through a voter).
+type Member struct {
+	ID        string `json:"id"`
+	Name      string `json:"name,omitempty"`
+	PeerURL   string `json:"peerURL"`
+	ClientURL string `json:"clientURL,omitempty"`
+	Learner   bool   `json:"learner,omitempty"`
+	// Started is false for a member added to the list whose etcd has never published itself.
+	Started bool `json:"started"`
+}
+
+// Report is the agent-owned half of a member Lease. The agent writes it as annotations; the hook reads it.
+type Report struct {
+	MemberID  string
+	ClusterID string
+	ParentUID string
+	Role      string
+	Healthy   bool
+	Version   string
+	LeaderID  string
+	// Error is "<Reason>: <detail>" for the last thing the agent could not do, empty when none.
+	Error string
+	// Members is nil when the agent has no linearizable member list to report.
+	Members []Member
+}
+
+// Error reasons an agent reports that the hook turns into conditions.
+const (
+	ReasonForeignData = "ForeignData"
+	ReasonParked      = "Parked"
+)
+
+// FormatID renders an etcd member or cluster ID the way every etcdhook object spells it.
+func FormatID(id uint64) string { return fmt.Sprintf("%016x", id) }
+
+// ParseID reads an ID written by FormatID (or by etcdctl, which omits leading zeros).
+func ParseID(s string) (uint64, error) {
+	if s == "" || len(s) > 16 {
+		return 0, fmt.Errorf("invalid member ID %q", s)
+	}
+	return strconv.ParseUint(s, 16, 64)
+}
+
+// Annotations renders the report; keys with empty values are included so that an update clears them.
+func (r Report) Annotations() map[string]string {
+	members := ""
+	if r.Members != nil {
+		ms := append([]Member(nil), r.Members...)
+		sort.Slice(ms, func(i, j int) bool { return ms[i].ID < ms[j].ID })
+		b, _ := json.Marshal(ms) // cannot fail: plain strings and bools
+		members = string(b)
+	}
+	return map[string]string{
+		AnnMemberID:  r.MemberID,
+		AnnClusterID: r.ClusterID,
+		AnnParentUID: r.ParentUID,
+		AnnRole:      r.Role,
+		AnnHealthy:   strconv.FormatBool(r.Healthy),
+		AnnVersion:   r.Version,
+		AnnLeaderID:  r.LeaderID,
+		AnnError:     r.Error,
+		AnnMembers:   members,
+	}
+}
+
+// ParseReport reads the report from Lease annotations. A malformed member list is reported as an error
+// and the list treated as absent, so a bad write can never shrink the hook's view of membership.
+func ParseReport(ann map[string]string) (Report, error) {
+	r := Report{
+		MemberID:  ann[AnnMemberID],
+		ClusterID: ann[AnnClusterID],
+		ParentUID: ann[AnnParentUID],
+		Role:      ann[AnnRole],
+		Healthy:   ann[AnnHealthy] == "true",
+		Version:   ann[AnnVersion],
+		LeaderID:  ann[AnnLeaderID],
+		Error:     ann[AnnError],
+	}
+	if s := ann[AnnMembers]; s != "" {
+		var ms []Member
+		if err := json.Unmarshal([]byte(s), &ms); err != nil {
+			return r, fmt.Errorf("annotation %s: %w", AnnMembers, err)
+		}
+		if ms == nil {
+			ms = []Member{}
+		}
+		r.Members = ms
+	}
+	return r, nil
+}
+
+// Reason is the leading word of Error.
+func (r Report) Reason() string {
+	reason, _, _ := strings.Cut(r.Error, ":")
+	return strings.TrimSpace(reason)
+}
+
+// IsVoter says whether the agent reports a voting member.
+func (r Report) IsVoter() bool { return r.Role == RoleLeader || r.Role == RoleVoter }

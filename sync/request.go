@@ -1,0 +1,195 @@
+package sync
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	coordv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+)
+
+// Request is a Metacontroller CompositeController sync/finalize request. Children and related objects are
+// keyed "Kind.group/version" and then by name (hook v1) or namespace/name (hook v2); the inner key is
+// never trusted, objects are identified by their own metadata, so both key formats decode alike.
+type Request struct {
+	Controller json.RawMessage                       `json:"controller,omitempty"`
+	Parent     json.RawMessage                       `json:"parent"`
+	Children   map[string]map[string]json.RawMessage `json:"children"`
+	Related    map[string]map[string]json.RawMessage `json:"related"`
+	Finalizing bool                                  `json:"finalizing"`
+}
+
+// Response is what Metacontroller applies. Children is never nil: an absent list deletes every child.
+type Response struct {
+	Status             *ClusterStatus `json:"status"`
+	Children           []any          `json:"children"`
+	ResyncAfterSeconds float64        `json:"resyncAfterSeconds"`
+	Finalized          bool           `json:"finalized"`
+}
+
+// Group keys of the child and related types the registration declares (metacontroller/).
+const (
+	KeyStatefulSet    = "StatefulSet.apps/v1"
+	KeyService        = "Service.v1"
+	KeyPDB            = "PodDisruptionBudget.policy/v1"
+	KeyConfigMap      = "ConfigMap.v1"
+	KeyLease          = "Lease.coordination.k8s.io/v1"
+	KeyJob            = "Job.batch/v1"
+	KeyServiceAccount = "ServiceAccount.v1"
+	KeyRole           = "Role.rbac.authorization.k8s.io/v1"
+	KeyRoleBinding    = "RoleBinding.rbac.authorization.k8s.io/v1"
+	KeyPod            = "Pod.v1"
+	KeyPVC            = "PersistentVolumeClaim.v1"
+)
+
+// Observed is the decoded request: every object typed and indexed by name.
+type Observed struct {
+	Parent          EtcdCluster
+	StatefulSets    map[string]*appsv1.StatefulSet
+	Services        map[string]*corev1.Service
+	PDBs            map[string]*policyv1.PodDisruptionBudget
+	ConfigMaps      map[string]*corev1.ConfigMap
+	Leases          map[string]*coordv1.Lease
+	Jobs            map[string]*batchv1.Job
+	ServiceAccounts map[string]*corev1.ServiceAccount
+	Roles           map[string]*rbacv1.Role
+	RoleBindings    map[string]*rbacv1.RoleBinding
+	Pods            map[string]*corev1.Pod
+	PVCs            map[string]*corev1.PersistentVolumeClaim
+	Finalizing      bool
+}
+
+// InputError is a request the hook refuses (HTTP 4xx): nothing may be changed on its account.
+type InputError struct{ Msg string }
+
+func (e *InputError) Error() string { return e.Msg }
+
+func inputErrorf(format string, args ...any) error {
+	return &InputError{Msg: fmt.Sprintf(format, args...)}
+}
+
+// Decode checks and types a request. Any error is an *InputError.
+func Decode(req *Request) (*Observed, error) {
+	if len(req.Parent) == 0 || string(req.Parent) == "null" {
+		return nil, inputErrorf("request has no parent")
+	}
+	o := &Observed{Finalizing: req.Finalizing}
+	if err := json.Unmarshal(req.Parent, &o.Parent); err != nil {
+		return nil, inputErrorf("parent: %v", err)
+	}
+	p := &o.Parent
+	if p.APIVersion != APIVersion || p.Kind != Kind {
+		return nil, inputErrorf("parent is %s %s, want %s %s", p.APIVersion, p.Kind, APIVersion, Kind)
+	}
+	if p.Name == "" || p.Namespace == "" || p.UID == "" {
+		return nil, inputErrorf("parent metadata must have name, namespace and uid")
+	}
+	ns := p.Namespace
+	children := []struct {
+		key  string
+		kind string
+		into any
+	}{
+		{KeyStatefulSet, "StatefulSet", &o.StatefulSets},
+		{KeyService, "Service", &o.Services},
+		{KeyPDB, "PodDisruptionBudget", &o.PDBs},
+		{KeyConfigMap, "ConfigMap", &o.ConfigMaps},
+		{KeyLease, "Lease", &o.Leases},
+		{KeyJob, "Job", &o.Jobs},
+		{KeyServiceAccount, "ServiceAccount", &o.ServiceAccounts},
+		{KeyRole, "Role", &o.Roles},
+		{KeyRoleBinding, "RoleBinding", &o.RoleBindings},
+	}
+	related := []struct {
+		key  string
+		kind string
+		into any
+	}{
+		{KeyPod, "Pod", &o.Pods},
+		{KeyPVC, "PersistentVolumeClaim", &o.PVCs},
+	}
+	known := map[string]bool{}
+	for _, c := range children {
+		known[c.key] = true
+		if err := decodeGroup(req.Children[c.key], c.key, c.kind, ns, c.into); err != nil {
+			return nil, err
+		}
+	}
+	if err := unknownGroups(req.Children, known, "children"); err != nil {
+		return nil, err
+	}
+	known = map[string]bool{}
+	for _, r := range related {
+		known[r.key] = true
+		if err := decodeGroup(req.Related[r.key], r.key, r.kind, ns, r.into); err != nil {
+			return nil, err
+		}
+	}
+	// Related objects of other types cannot be deleted by our answer, so they are only ignored.
+	return o, nil
+}
+
+// unknownGroups refuses child types the hook does not render: answering would delete all of them.
+func unknownGroups(groups map[string]map[string]json.RawMessage, known map[string]bool, what string) error {
+	var bad []string
+	for k, objs := range groups {
+		if !known[k] && len(objs) > 0 {
+			bad = append(bad, k)
+		}
+	}
+	if len(bad) > 0 {
+		sort.Strings(bad)
+		return inputErrorf("%s of undeclared types %v: the CompositeController registration and the hook disagree", what, bad)
+	}
+	return nil
+}
+
+// decodeGroup decodes one group into *map[string]*T, checking each object's kind, name and namespace.
+func decodeGroup(objs map[string]json.RawMessage, key, kind, ns string, into any) error {
+	keys := make([]string, 0, len(objs))
+	for k := range objs {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var raw = map[string]json.RawMessage{}
+	for _, k := range keys {
+		var meta struct {
+			APIVersion string `json:"apiVersion"`
+			Kind       string `json:"kind"`
+			Metadata   struct {
+				Name      string `json:"name"`
+				Namespace string `json:"namespace"`
+			} `json:"metadata"`
+		}
+		if err := json.Unmarshal(objs[k], &meta); err != nil {
+			return inputErrorf("%s[%q]: %v", key, k, err)
+		}
+		if meta.Kind != "" && meta.Kind != kind {
+			return inputErrorf("%s[%q] has kind %q", key, k, meta.Kind)
+		}
+		if meta.Metadata.Name == "" {
+			return inputErrorf("%s[%q] has no metadata.name", key, k)
+		}
+		if meta.Metadata.Namespace != "" && meta.Metadata.Namespace != ns {
+			return inputErrorf("%s[%q] is in namespace %q, the parent in %q", key, k, meta.Metadata.Namespace, ns)
+		}
+		if _, dup := raw[meta.Metadata.Name]; dup {
+			return inputErrorf("%s has two objects named %q", key, meta.Metadata.Name)
+		}
+		raw[meta.Metadata.Name] = objs[k]
+	}
+	// Re-marshal the name-keyed map and decode it in one go into the typed map.
+	b, err := json.Marshal(raw)
+	if err != nil {
+		return inputErrorf("%s: %v", key, err)
+	}
+	if err := json.Unmarshal(b, into); err != nil {
+		return inputErrorf("%s: %v", key, err)
+	}
+	return nil
+}

@@ -1,0 +1,229 @@
+package sync
+
+import (
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// Defaults, identical to the CRD's.
+const (
+	DefaultSize                    = 3
+	DefaultVersion                 = "3.6.16"
+	DefaultRepository              = "quay.io/coreos/etcd"
+	DefaultStorageSize             = "10Gi"
+	DefaultLearnerPromotionSeconds = 600
+	DefaultDeadMemberSeconds       = 300
+	DefaultLeaveSeconds            = 120
+)
+
+// MinVersion is the oldest etcd the agent supports: /livez and /readyz exist from 3.5.11 on.
+var MinVersion = SemVer{3, 5, 11}
+
+// ManagedOptions are etcd flags the hook or agent sets; spec.options may not override them.
+var ManagedOptions = map[string]bool{
+	"name": true, "data-dir": true, "wal-dir": true, "config-file": true,
+	"listen-client-urls": true, "listen-peer-urls": true, "listen-metrics-urls": true, "listen-client-http-urls": true,
+	"advertise-client-urls": true, "initial-advertise-peer-urls": true,
+	"initial-cluster": true, "initial-cluster-state": true, "initial-cluster-token": true,
+	"discovery": true, "discovery-srv": true, "discovery-srv-name": true, "discovery-token": true, "discovery-endpoints": true,
+	"force-new-cluster": true, "strict-reconfig-check": true, "max-learners": true, "experimental-max-learners": true,
+	// Security flags stay managed so that TLS can be introduced without user flags contradicting it.
+	"cert-file": true, "key-file": true, "trusted-ca-file": true, "client-cert-auth": true, "auto-tls": true,
+	"peer-cert-file": true, "peer-key-file": true, "peer-trusted-ca-file": true, "peer-client-cert-auth": true,
+	"peer-auto-tls": true, "client-crl-file": true, "peer-crl-file": true,
+}
+
+var (
+	optionKey   = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*$`)
+	versionRe   = regexp.MustCompile(`^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)$`)
+	repoRe      = regexp.MustCompile(`^[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)*$`)
+	dnsLabelRe  = regexp.MustCompile(`^[a-z]([-a-z0-9]*[a-z0-9])?$`)
+	defaultSize = resource.MustParse(DefaultStorageSize)
+)
+
+// Defaulted returns the spec with every CRD default applied.
+func Defaulted(s ClusterSpec) ClusterSpec {
+	s = *s.DeepCopy()
+	if s.Size == nil {
+		s.Size = ptr(int32(DefaultSize))
+	}
+	if s.Version == "" {
+		s.Version = DefaultVersion
+	}
+	if s.Repository == "" {
+		s.Repository = DefaultRepository
+	}
+	if s.Storage.EmptyDir == nil && s.Storage.Size == nil {
+		q := defaultSize.DeepCopy()
+		s.Storage.Size = &q
+	}
+	if s.Timeouts.LearnerPromotionSeconds == nil {
+		s.Timeouts.LearnerPromotionSeconds = ptr(int32(DefaultLearnerPromotionSeconds))
+	}
+	if s.Timeouts.DeadMemberSeconds == nil {
+		s.Timeouts.DeadMemberSeconds = ptr(int32(DefaultDeadMemberSeconds))
+	}
+	if s.Timeouts.LeaveSeconds == nil {
+		s.Timeouts.LeaveSeconds = ptr(int32(DefaultLeaveSeconds))
+	}
+	return s
+}
+
+// Problem is one reason a spec cannot be applied; Reason becomes the InvalidSpec condition's reason.
+type Problem struct {
+	Reason  string
+	Message string
+}
+
+// Validate checks a defaulted spec on its own. It mirrors the CRD's schema and CEL rules, so a spec the
+// API server accepted normally passes; it exists because the hook must not trust what it is sent.
+func Validate(name string, s ClusterSpec) []Problem {
+	var ps []Problem
+	add := func(reason, format string, args ...any) {
+		ps = append(ps, Problem{reason, fmt.Sprintf(format, args...)})
+	}
+	if len(name) > MaxNameLength || !dnsLabelRe.MatchString(name) {
+		add("InvalidName", "metadata.name %q must be a DNS label of at most %d characters (it prefixes pod, claim and Job names)", name, MaxNameLength)
+	}
+	if size := *s.Size; size < 1 || size > MaxSize {
+		add("InvalidSize", "spec.size %d is outside 1..%d", size, MaxSize)
+	}
+	if v, err := ParseVersion(s.Version); err != nil {
+		add("InvalidVersion", "spec.version: %v", err)
+	} else if msg := supported(v); msg != "" {
+		add("UnsupportedVersion", "spec.version %s: %s", s.Version, msg)
+	}
+	if !repoRe.MatchString(s.Repository) {
+		add("InvalidRepository", "spec.repository %q must be an image repository without tag or digest", s.Repository)
+	}
+	if s.Storage.EmptyDir != nil {
+		if s.Storage.StorageClassName != nil {
+			add("InvalidStorage", "spec.storage: emptyDir and storageClassName are exclusive")
+		}
+	} else if s.Storage.Size.Sign() <= 0 {
+		add("InvalidStorage", "spec.storage.size must be positive")
+	}
+	if s.Security.TLS.Enabled {
+		add("TLSNotSupported", "spec.security.tls.enabled: TLS is not supported by this etcdhook release")
+	}
+	keys := make([]string, 0, len(s.Options))
+	for k := range s.Options {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		switch {
+		case !optionKey.MatchString(k):
+			add("InvalidOption", "spec.options key %q must be an etcd flag name without dashes in front", k)
+		case ManagedOptions[k]:
+			add("ManagedOption", "spec.options %q is managed by etcdhook and cannot be set", k)
+		case strings.ContainsAny(s.Options[k], "\n\x00"):
+			add("InvalidOption", "spec.options %q: value must be a single line", k)
+		}
+	}
+	for _, t := range []struct {
+		name string
+		v    int32
+		min  int32
+	}{
+		{"learnerPromotionSeconds", *s.Timeouts.LearnerPromotionSeconds, 30},
+		{"deadMemberSeconds", *s.Timeouts.DeadMemberSeconds, 60},
+		{"leaveSeconds", *s.Timeouts.LeaveSeconds, 30},
+	} {
+		if t.v < t.min || t.v > 86400 {
+			add("InvalidTimeout", "spec.timeouts.%s %d is outside %d..86400", t.name, t.v, t.min)
+		}
+	}
+	return ps
+}
+
+// ValidateChange checks a valid spec against the spec the cluster runs (applied) and the versions its
+// members report (running): immutable fields and the upgrade path.
+func ValidateChange(applied *ClusterSpec, next ClusterSpec, running []SemVer) []Problem {
+	var ps []Problem
+	if applied != nil {
+		if !equality.Semantic.DeepEqual(applied.Storage, next.Storage) {
+			ps = append(ps, Problem{"StorageImmutable", "spec.storage cannot change after creation (no volume migration exists yet)"})
+		}
+		if applied.Security.TLS.Enabled != next.Security.TLS.Enabled {
+			ps = append(ps, Problem{"TLSImmutable", "spec.security.tls.enabled cannot change after creation"})
+		}
+	}
+	to, err := ParseVersion(next.Version)
+	if err != nil || len(running) == 0 {
+		return ps
+	}
+	if msg := upgradePath(running, to); msg != "" {
+		ps = append(ps, Problem{"UpgradeRefused", msg})
+	}
+	return ps
+}
+
+// upgradePath allows patch changes upwards, one minor up, and 3.5 -> 3.6 only from 3.5.20: never below
+// the newest version a member runs, never more than one minor above the oldest.
+func upgradePath(running []SemVer, to SemVer) string {
+	lo, hi := running[0], running[0]
+	for _, v := range running[1:] {
+		if v.Less(lo) {
+			lo = v
+		}
+		if hi.Less(v) {
+			hi = v
+		}
+	}
+	switch {
+	case to.Less(hi):
+		return fmt.Sprintf("version %s is below %s, which members run: downgrades are not supported", to, hi)
+	case to.Major != lo.Major || to.Minor > lo.Minor+1:
+		return fmt.Sprintf("version %s is more than one minor version above %s, which members run: upgrade one minor version at a time", to, lo)
+	case to.Minor == lo.Minor+1 && lo.Major == 3 && lo.Minor == 5 && lo.Patch < 20:
+		return fmt.Sprintf("upgrading to %s needs every member on 3.5.20 or newer first (members run %s)", to, lo)
+	}
+	return ""
+}
+
+func supported(v SemVer) string {
+	if v.Less(MinVersion) {
+		return fmt.Sprintf("etcd older than %s lacks /livez and /readyz", MinVersion)
+	}
+	if v.Major != 3 || v.Minor > 6 {
+		return "supported versions are 3.5.x (from 3.5.11) and 3.6.x"
+	}
+	return ""
+}
+
+// SemVer is an etcd release version.
+type SemVer struct{ Major, Minor, Patch int }
+
+// ParseVersion parses "X.Y.Z" (a leading "v" is refused: spec.version holds the bare number).
+func ParseVersion(s string) (SemVer, error) {
+	m := versionRe.FindStringSubmatch(s)
+	if m == nil {
+		return SemVer{}, fmt.Errorf("%q is not a version of the form 3.6.16", s)
+	}
+	var v SemVer
+	fmt.Sscan(m[1], &v.Major)
+	fmt.Sscan(m[2], &v.Minor)
+	fmt.Sscan(m[3], &v.Patch)
+	return v, nil
+}
+
+func (v SemVer) String() string { return fmt.Sprintf("%d.%d.%d", v.Major, v.Minor, v.Patch) }
+
+// Less orders versions.
+func (v SemVer) Less(w SemVer) bool {
+	if v.Major != w.Major {
+		return v.Major < w.Major
+	}
+	if v.Minor != w.Minor {
+		return v.Minor < w.Minor
+	}
+	return v.Patch < w.Patch
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,242 @@
+package sync
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"sort"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// Options are the hook server's own settings that reach the children.
+type Options struct {
+	// Image is etcdhook's own image: the init container copies the agent from it, Jobs run it.
+	Image string
+	// ImagePullPolicy applies to the etcdhook image and the etcd image.
+	ImagePullPolicy corev1.PullPolicy
+}
+
+// DefaultImage is used when the server is not told its own image.
+const DefaultImage = "ghcr.io/etcdhook/etcdhook:dev"
+
+func (o Options) withDefaults() Options {
+	if o.Image == "" {
+		o.Image = DefaultImage
+	}
+	if o.ImagePullPolicy == "" {
+		o.ImagePullPolicy = corev1.PullIfNotPresent
+	}
+	return o
+}
+
+const terminationGracePeriodSeconds = 60
+
+// EtcdArgs are the static etcd flags of a member; the agent appends --initial-cluster and
+// --initial-cluster-state, which only it can decide.
+func EtcdArgs(n Names, uid string, options map[string]string) []string {
+	host := fmt.Sprintf("$(POD_NAME).%s.%s.svc", n.PeerService(), n.Namespace)
+	args := []string{
+		"--name=$(POD_NAME)",
+		"--data-dir=" + DataDir,
+		fmt.Sprintf("--listen-peer-urls=http://0.0.0.0:%d", PeerPort),
+		fmt.Sprintf("--listen-client-urls=http://0.0.0.0:%d", ClientPort),
+		fmt.Sprintf("--listen-metrics-urls=http://127.0.0.1:%d", EtcdMetricsPort),
+		fmt.Sprintf("--advertise-client-urls=http://%s:%d", host, ClientPort),
+		fmt.Sprintf("--initial-advertise-peer-urls=http://%s:%d", host, PeerPort),
+		"--initial-cluster-token=" + Token(n.Namespace, n.Cluster, uid),
+	}
+	keys := make([]string, 0, len(options))
+	for k := range options {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		args = append(args, fmt.Sprintf("--%s=%s", k, options[k]))
+	}
+	return args
+}
+
+func (p *plan) podTemplate() corev1.PodTemplateSpec {
+	f, s, o := p.f, p.spec, p.opts
+	n := f.names
+	restricted := &corev1.SecurityContext{
+		AllowPrivilegeEscalation: ptr(false),
+		ReadOnlyRootFilesystem:   ptr(true),
+		RunAsNonRoot:             ptr(true),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+	}
+	probe := func(path string, period, failures int32) *corev1.Probe {
+		return &corev1.Probe{
+			ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+				Path: path, Port: intstr.FromInt32(ProbePort), Scheme: corev1.URISchemeHTTP,
+			}},
+			PeriodSeconds: period, TimeoutSeconds: 5, SuccessThreshold: 1, FailureThreshold: failures,
+		}
+	}
+	command := append([]string{AgentBinary, "agent", "--config=" + AgentConfigPath, "--", EtcdBinary}, EtcdArgs(n, f.uid, s.Options)...)
+	etcd := corev1.Container{
+		Name:            "etcd",
+		Image:           fmt.Sprintf("%s:v%s", s.Repository, s.Version),
+		ImagePullPolicy: o.ImagePullPolicy,
+		Command:         command,
+		Env: []corev1.EnvVar{
+			fieldEnv("POD_NAME", "metadata.name"),
+			fieldEnv("POD_NAMESPACE", "metadata.namespace"),
+			fieldEnv("POD_UID", "metadata.uid"),
+		},
+		Ports: []corev1.ContainerPort{
+			{Name: "client", ContainerPort: ClientPort, Protocol: corev1.ProtocolTCP},
+			{Name: "peer", ContainerPort: PeerPort, Protocol: corev1.ProtocolTCP},
+			{Name: "metrics", ContainerPort: ProbePort, Protocol: corev1.ProtocolTCP},
+		},
+		// /livez answers on leader, follower and learner and does not need quorum; /readyz keeps
+		// learners and members without quorum out of the client Service (etcd-facts §2.7, §5).
+		StartupProbe:             probe("/livez", 10, 60),
+		LivenessProbe:            probe("/livez", 10, 3),
+		ReadinessProbe:           probe("/readyz", 5, 3),
+		SecurityContext:          restricted,
+		TerminationMessagePath:   corev1.TerminationMessagePathDefault,
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+		VolumeMounts: []corev1.VolumeMount{
+			{Name: "data", MountPath: DataMount},
+			{Name: "agent", MountPath: AgentDir, ReadOnly: true},
+			{Name: "config", MountPath: ConfigDir, ReadOnly: true},
+		},
+	}
+	if s.Resources != nil {
+		etcd.Resources = *s.Resources.DeepCopy()
+	}
+	install := corev1.Container{
+		Name:                     "install-agent",
+		Image:                    o.Image,
+		ImagePullPolicy:          o.ImagePullPolicy,
+		Command:                  []string{HookBinary, "install", AgentBinary},
+		SecurityContext:          restricted,
+		TerminationMessagePath:   corev1.TerminationMessagePathDefault,
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+		VolumeMounts:             []corev1.VolumeMount{{Name: "agent", MountPath: AgentDir}},
+	}
+	volumes := []corev1.Volume{
+		{Name: "agent", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+		{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: n.ConfigMap()},
+			Items:                []corev1.KeyToPath{{Key: ConfigKeyAgent, Path: ConfigKeyAgent}},
+			DefaultMode:          ptr(int32(0o444)),
+		}}},
+	}
+	if s.Storage.EmptyDir != nil {
+		volumes = append(volumes, corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: s.Storage.EmptyDir.DeepCopy()}})
+	}
+	sc := s.Scheduling
+	affinity := sc.Affinity
+	if affinity == nil {
+		// Soft spreading: one member per node when the cluster has the nodes, never unschedulable.
+		affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+			PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{
+				Weight: 100,
+				PodAffinityTerm: corev1.PodAffinityTerm{
+					LabelSelector: &metav1.LabelSelector{MatchLabels: n.Labels()},
+					TopologyKey:   "kubernetes.io/hostname",
+				},
+			}},
+		}}
+	}
+	labels := n.Labels()
+	return corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: labels},
+		Spec: corev1.PodSpec{
+			ServiceAccountName:            n.MemberAccount(),
+			AutomountServiceAccountToken:  ptr(true),
+			EnableServiceLinks:            ptr(false),
+			TerminationGracePeriodSeconds: ptr(int64(terminationGracePeriodSeconds)),
+			RestartPolicy:                 corev1.RestartPolicyAlways,
+			DNSPolicy:                     corev1.DNSClusterFirst,
+			SecurityContext: &corev1.PodSecurityContext{
+				RunAsNonRoot:        ptr(true),
+				RunAsUser:           ptr(int64(65532)),
+				RunAsGroup:          ptr(int64(65532)),
+				FSGroup:             ptr(int64(65532)),
+				FSGroupChangePolicy: ptr(corev1.FSGroupChangeOnRootMismatch),
+				SeccompProfile:      &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+			},
+			InitContainers:            []corev1.Container{install},
+			Containers:                []corev1.Container{etcd},
+			Volumes:                   volumes,
+			Affinity:                  affinity,
+			Tolerations:               sc.Tolerations,
+			NodeSelector:              sc.NodeSelector,
+			TopologySpreadConstraints: sc.TopologySpreadConstraints,
+			PriorityClassName:         sc.PriorityClassName,
+		},
+	}
+}
+
+func fieldEnv(name, path string) corev1.EnvVar {
+	return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{
+		FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: path},
+	}}
+}
+
+func templateHash(t corev1.PodTemplateSpec) string {
+	b, _ := json.Marshal(t) // typed struct: cannot fail
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
+}
+
+func (p *plan) statefulSet() *appsv1.StatefulSet {
+	f, s := p.f, p.spec
+	n := f.names
+	sts := &appsv1.StatefulSet{
+		TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "StatefulSet"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: n.StatefulSet(), Namespace: n.Namespace,
+			Labels:      n.ObjectLabels(ComponentEtcd),
+			Annotations: map[string]string{AnnTemplateHash: p.hash},
+		},
+		Spec: appsv1.StatefulSetSpec{
+			Replicas:            ptr(p.replicas),
+			Selector:            &metav1.LabelSelector{MatchLabels: n.Labels()},
+			ServiceName:         n.PeerService(),
+			PodManagementPolicy: appsv1.ParallelPodManagement,
+			UpdateStrategy: appsv1.StatefulSetUpdateStrategy{
+				Type:          appsv1.RollingUpdateStatefulSetStrategyType,
+				RollingUpdate: &appsv1.RollingUpdateStatefulSetStrategy{Partition: ptr(p.partition)},
+			},
+			PersistentVolumeClaimRetentionPolicy: &appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy{
+				WhenDeleted: appsv1.RetainPersistentVolumeClaimRetentionPolicyType,
+				WhenScaled:  appsv1.RetainPersistentVolumeClaimRetentionPolicyType,
+			},
+			RevisionHistoryLimit: ptr(int32(10)),
+			Template:             p.podTemplate(),
+		},
+	}
+	if s.Storage.EmptyDir == nil {
+		claimLabels := n.Labels()
+		claimLabels[LabelClusterUID] = f.uid
+		sts.Spec.VolumeClaimTemplates = []corev1.PersistentVolumeClaim{{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},
+			ObjectMeta: metav1.ObjectMeta{Name: "data", Labels: claimLabels},
+			Spec: corev1.PersistentVolumeClaimSpec{
+				AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				StorageClassName: s.Storage.StorageClassName,
+				VolumeMode:       ptr(corev1.PersistentVolumeFilesystem),
+				Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{
+					corev1.ResourceStorage: s.Storage.Size.DeepCopy(),
+				}},
+			},
+		}}
+	}
+	// Immutable fields come from the live object: an update that changed them would fail forever.
+	if obs := f.sts; obs != nil {
+		sts.Spec.VolumeClaimTemplates = obs.Spec.VolumeClaimTemplates
+		sts.Spec.ServiceName = obs.Spec.ServiceName
+		sts.Spec.Selector = obs.Spec.Selector
+		sts.Spec.PodManagementPolicy = obs.Spec.PodManagementPolicy
+	}
+	return sts
+}

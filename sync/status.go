@@ -1,0 +1,214 @@
+package sync
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// status renders the parent status. It holds no per-call clock values: lastTransitionTime is carried over
+// while a condition's status is unchanged, so the same facts give the same status and no sync loop.
+func (p *plan) status() *ClusterStatus {
+	f := p.f
+	st := &ClusterStatus{
+		ObservedGeneration: f.parent.Generation,
+		Bootstrapped:       f.bootstrapped,
+		ClusterID:          f.clusterID,
+		Replicas:           p.replicas,
+	}
+	if f.sts != nil {
+		st.ReadyReplicas = f.sts.Status.ReadyReplicas
+	}
+	if p.hasSpec {
+		st.Target = &Target{Size: *p.spec.Size, Version: p.spec.Version}
+	}
+	st.Members = p.memberStatus()
+	for _, m := range st.Members {
+		if m.Role == RoleLeader {
+			st.Leader = m.Name
+		}
+	}
+	if len(f.running) > 0 {
+		st.CurrentVersion = f.running[0].String()
+	}
+	var conds []metav1.Condition
+	add := func(typ string, ok bool, reason, msg string) {
+		s := metav1.ConditionFalse
+		if ok {
+			s = metav1.ConditionTrue
+		}
+		conds = append(conds, metav1.Condition{Type: typ, Status: s, Reason: reason, Message: msg, ObservedGeneration: f.parent.Generation})
+	}
+	all, healthy := f.voters()
+	available := f.bootstrapped && f.truthKnown() && !f.splitBrain && healthy >= Quorum(all)
+	switch {
+	case available:
+		add(CondAvailable, true, "QuorumHealthy", fmt.Sprintf("%d of %d voters healthy", healthy, all))
+	case !f.bootstrapped:
+		add(CondAvailable, false, "NotBootstrapped", "the cluster has not been bootstrapped yet")
+	case f.splitBrain:
+		add(CondAvailable, false, "SplitBrain", "members report different cluster IDs")
+	default:
+		add(CondAvailable, false, "NoQuorum", "no voting member reports a healthy cluster")
+	}
+	var unhealthy []string
+	for _, m := range st.Members {
+		if !m.Healthy {
+			unhealthy = append(unhealthy, m.Name)
+		}
+	}
+	switch {
+	case p.quorumLost:
+		add(CondDegraded, true, "QuorumLost", "no voting member reports a healthy cluster")
+	case len(unhealthy) > 0:
+		add(CondDegraded, true, "MembersUnhealthy", "unhealthy: "+strings.Join(unhealthy, ", "))
+	case p.stalled != "":
+		add(CondDegraded, true, "StepStalled", p.stalled)
+	case f.bootstrapped && len(f.primary) < p.target() && p.hasSpec && !p.progressing():
+		add(CondDegraded, true, "MembersMissing", fmt.Sprintf("%d of %d members", len(f.primary), p.target()))
+	default:
+		add(CondDegraded, false, "AllMembersHealthy", "")
+	}
+	switch {
+	case p.stalled != "":
+		add(CondProgressing, false, "StepDeadlineExceeded", p.stalled)
+	case !f.bootstrapped && p.hasSpec:
+		add(CondProgressing, true, "Bootstrapping", p.message())
+	case p.busy != "":
+		add(CondProgressing, true, "MembershipChange", p.busy)
+	case p.rolling:
+		add(CondProgressing, true, "RollingUpdate", p.message())
+	case p.pendingSpec:
+		add(CondProgressing, true, "SpecPending", "a new spec waits for the step in flight")
+	case len(p.waiting) > 0:
+		add(CondProgressing, false, "Waiting", p.message())
+	default:
+		add(CondProgressing, false, "Stable", "")
+	}
+	if p.quorumLost {
+		add(CondQuorumLost, true, "NoHealthyVoter", "no voting member reports a healthy cluster; membership is frozen. See README: Recovering from quorum loss")
+	}
+	if f.splitBrain {
+		add(CondSplitBrain, true, "ClusterIDMismatch", fmt.Sprintf("cluster IDs %s are reported; no membership change is made", strings.Join(f.clusterIDs, ", ")))
+	}
+	if foreign := p.foreignData(); foreign != "" {
+		add(CondForeignData, true, "VolumeOfAnotherCluster", foreign)
+	}
+	if len(p.problems) > 0 {
+		var msgs []string
+		for _, pr := range p.problems {
+			msgs = append(msgs, pr.Message)
+		}
+		add(CondInvalidSpec, true, p.problems[0].Reason, strings.Join(msgs, "; ")+p.keptNote())
+	}
+	if p.hasSpec && p.target()%2 == 0 {
+		add(CondEvenSize, true, "EvenSize", fmt.Sprintf("size %d tolerates no more failures than size %d", p.target(), p.target()-1))
+	}
+	if p.hasSpec && p.target() <= 2 {
+		add(CondLimitedDisruptionBudget, true, "SizeBelowThree",
+			"the PodDisruptionBudget allows one member down (a quorum budget would block every drain), so a drain makes the cluster unavailable")
+	}
+	st.Conditions = carryTransitions(conds, f.parent.Status.Conditions, f.now)
+	st.Phase = p.phase(available, len(unhealthy) > 0)
+	st.Message = p.message()
+	return st
+}
+
+func (p *plan) progressing() bool { return p.busy != "" || p.rolling || p.pendingSpec }
+
+func (p *plan) keptNote() string {
+	if p.hasSpec && p.f.applied != nil {
+		return fmt.Sprintf(" (children keep the last valid spec: size %d, version %s)", *p.spec.Size, p.spec.Version)
+	}
+	return ""
+}
+
+func (p *plan) foreignData() string {
+	var out []string
+	for _, lv := range p.f.sortedLeases() {
+		if lv.report.Reason() == ReasonForeignData {
+			out = append(out, fmt.Sprintf("%s: %s", p.f.names.Pod(lv.ordinal), lv.report.Error))
+		}
+	}
+	return strings.Join(out, "; ")
+}
+
+func (p *plan) message() string { return strings.Join(p.waiting, "; ") }
+
+func (p *plan) phase(available, unhealthy bool) string {
+	f := p.f
+	obsPhase := f.parent.Status.Phase
+	switch {
+	case !p.hasSpec, f.splitBrain, !f.bootstrapped && p.foreignData() != "":
+		return PhaseFailed
+	case !f.bootstrapped:
+		return PhaseCreating
+	case p.quorumLost || !available || p.stalled != "":
+		return PhaseDegraded
+	case (obsPhase == "" || obsPhase == PhaseCreating) && len(f.primary) < p.target():
+		return PhaseCreating
+	case unhealthy:
+		return PhaseDegraded
+	case p.rolling:
+		return PhaseUpgrading
+	case p.busy != "" || len(f.primary) != p.target() || p.pendingSpec:
+		return PhaseScaling
+	}
+	return PhaseRunning
+}
+
+// memberStatus lists the truth's members; without a member list the last known members are kept, unhealthy.
+func (p *plan) memberStatus() []MemberStatus {
+	f := p.f
+	if !f.truthKnown() {
+		var out []MemberStatus
+		for _, m := range f.parent.Status.Members {
+			m.Healthy = false
+			out = append(out, m)
+		}
+		return out
+	}
+	out := []MemberStatus{}
+	for _, m := range f.members {
+		ms := MemberStatus{ID: m.ID, PeerURL: m.PeerURL, ClientURL: m.ClientURL, Healthy: m.healthy, Version: m.version, Role: RoleVoter}
+		switch {
+		case m.Learner:
+			ms.Role = RoleLearner
+		case m.ID == f.leaderID:
+			ms.Role = RoleLeader
+		}
+		if m.ordinal >= 0 {
+			ms.Name = f.names.Pod(m.ordinal)
+			if ms.ClientURL == "" {
+				ms.ClientURL = f.names.ClientURL(m.ordinal)
+			}
+		} else {
+			ms.Name = m.Name
+			if ms.Name == "" {
+				ms.Name = "orphan-" + m.ID
+			}
+		}
+		out = append(out, ms)
+	}
+	return out
+}
+
+// carryTransitions keeps lastTransitionTime from the observed condition of the same type and status.
+func carryTransitions(conds, observed []metav1.Condition, now time.Time) []metav1.Condition {
+	old := map[string]metav1.Condition{}
+	for _, c := range observed {
+		old[c.Type] = c
+	}
+	for i := range conds {
+		if o, ok := old[conds[i].Type]; ok && o.Status == conds[i].Status && !o.LastTransitionTime.IsZero() {
+			conds[i].LastTransitionTime = o.LastTransitionTime
+		} else {
+			conds[i].LastTransitionTime = metav1.NewTime(now.UTC().Truncate(1e9))
+		}
+	}
+	sort.SliceStable(conds, func(i, j int) bool { return conds[i].Type < conds[j].Type })
+	return conds
+}

@@ -1,0 +1,135 @@
+// Package sync holds the pure decision of etcdhook: a Metacontroller request (an EtcdCluster with its
+// observed children and related Pods/PVCs) plus the current time in, the desired children and status out.
+// Nothing here performs I/O; see DESIGN.md §3 for the protocol this implements.
+package sync
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Group, version and kind of the parent resource.
+const (
+	Group      = "etcd.io"
+	Version    = "v1alpha1"
+	Kind       = "EtcdCluster"
+	APIVersion = Group + "/" + Version
+)
+
+// EtcdCluster is the parent object. Its schema lives in manifests/crd.yaml; the two must agree.
+type EtcdCluster struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Spec              ClusterSpec   `json:"spec"`
+	Status            ClusterStatus `json:"status,omitempty"`
+}
+
+// ClusterSpec is what the user asks for. Pointers mark fields the CRD defaults; the hook applies the same
+// defaults (Defaulted) because objects written before a default existed, and fixtures, may lack them.
+type ClusterSpec struct {
+	Size              *int32                       `json:"size,omitempty"`
+	Version           string                       `json:"version,omitempty"`
+	Repository        string                       `json:"repository,omitempty"`
+	Storage           StorageSpec                  `json:"storage,omitempty"`
+	Resources         *corev1.ResourceRequirements `json:"resources,omitempty"`
+	Scheduling        SchedulingSpec               `json:"scheduling,omitempty"`
+	Security          SecuritySpec                 `json:"security,omitempty"`
+	AdoptExistingData bool                         `json:"adoptExistingData,omitempty"`
+	Options           map[string]string            `json:"options,omitempty"`
+	Timeouts          TimeoutsSpec                 `json:"timeouts,omitempty"`
+}
+
+// StorageSpec chooses the member data volume: a PVC per member (default) or an emptyDir for throwaway clusters.
+type StorageSpec struct {
+	StorageClassName *string                      `json:"storageClassName,omitempty"`
+	Size             *resource.Quantity           `json:"size,omitempty"`
+	EmptyDir         *corev1.EmptyDirVolumeSource `json:"emptyDir,omitempty"`
+}
+
+// SchedulingSpec is copied into the pod template.
+type SchedulingSpec struct {
+	Affinity                  *corev1.Affinity                  `json:"affinity,omitempty"`
+	Tolerations               []corev1.Toleration               `json:"tolerations,omitempty"`
+	NodeSelector              map[string]string                 `json:"nodeSelector,omitempty"`
+	TopologySpreadConstraints []corev1.TopologySpreadConstraint `json:"topologySpreadConstraints,omitempty"`
+	PriorityClassName         string                            `json:"priorityClassName,omitempty"`
+}
+
+// SecuritySpec is a placeholder until TLS lands: enabled must stay false.
+type SecuritySpec struct {
+	TLS TLSSpec `json:"tls,omitempty"`
+}
+
+// TLSSpec is immutable after creation (CEL) because switching schemes needs a migration.
+type TLSSpec struct {
+	Enabled bool `json:"enabled,omitempty"`
+}
+
+// TimeoutsSpec bounds how long the hook waits for a step before it acts on its own.
+type TimeoutsSpec struct {
+	// LearnerPromotionSeconds: a learner not promoted this long after its join was permitted is removed.
+	LearnerPromotionSeconds *int32 `json:"learnerPromotionSeconds,omitempty"`
+	// DeadMemberSeconds: a voter whose Lease has not been renewed this long, and whose pod is not ready,
+	// is removed when the quorum rule allows.
+	DeadMemberSeconds *int32 `json:"deadMemberSeconds,omitempty"`
+	// LeaveSeconds: a member asked to leave that has not left this long after is removed by a Job.
+	LeaveSeconds *int32 `json:"leaveSeconds,omitempty"`
+}
+
+// ClusterStatus is written by Metacontroller from the hook's response. Every field is declared in the CRD.
+type ClusterStatus struct {
+	Phase              string             `json:"phase,omitempty"`
+	Message            string             `json:"message,omitempty"`
+	ObservedGeneration int64              `json:"observedGeneration,omitempty"`
+	Bootstrapped       bool               `json:"bootstrapped,omitempty"`
+	ClusterID          string             `json:"clusterID,omitempty"`
+	Leader             string             `json:"leader,omitempty"`
+	CurrentVersion     string             `json:"currentVersion,omitempty"`
+	ReadyReplicas      int32              `json:"readyReplicas"`
+	Replicas           int32              `json:"replicas"`
+	Target             *Target            `json:"target,omitempty"`
+	Members            []MemberStatus     `json:"members,omitempty"`
+	Conditions         []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// Target is the latched (size, version) the hook is working towards.
+type Target struct {
+	Size    int32  `json:"size"`
+	Version string `json:"version"`
+}
+
+// MemberStatus is one etcd member as the membership truth shows it.
+type MemberStatus struct {
+	Name      string `json:"name"`
+	ID        string `json:"id"`
+	PeerURL   string `json:"peerURL"`
+	ClientURL string `json:"clientURL,omitempty"`
+	Role      string `json:"role"`
+	Healthy   bool   `json:"healthy"`
+	Version   string `json:"version,omitempty"`
+}
+
+// Phases.
+const (
+	PhaseCreating  = "Creating"
+	PhaseRunning   = "Running"
+	PhaseScaling   = "Scaling"
+	PhaseUpgrading = "Upgrading"
+	PhaseDegraded  = "Degraded"
+	PhaseFailed    = "Failed"
+)
+
+// Condition types.
+const (
+	CondAvailable   = "Available"
+	CondProgressing = "Progressing"
+	CondDegraded    = "Degraded"
+	CondQuorumLost  = "QuorumLost"
+	CondSplitBrain  = "SplitBrain"
+	CondForeignData = "ForeignData"
+	CondInvalidSpec = "InvalidSpec"
+	CondEvenSize    = "EvenSize"
+	// CondLimitedDisruptionBudget notes that a cluster of size <= 2 gets maxUnavailable 1, not a quorum budget.
+	CondLimitedDisruptionBudget = "LimitedDisruptionBudget"
+)
