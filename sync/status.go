@@ -17,7 +17,9 @@ func (p *plan) status() *ClusterStatus {
 		ObservedGeneration: f.parent.Generation,
 		Bootstrapped:       f.bootstrapped,
 		ClusterID:          f.clusterID,
-		Replicas:           p.replicas,
+	}
+	if p.hasSpec {
+		st.Replicas = p.replicas
 	}
 	if f.sts != nil {
 		st.ReadyReplicas = f.sts.Status.ReadyReplicas
@@ -114,6 +116,9 @@ func (p *plan) status() *ClusterStatus {
 	st.Conditions = carryTransitions(conds, f.parent.Status.Conditions, f.now)
 	st.Phase = p.phase(available, len(unhealthy) > 0)
 	st.Message = p.message()
+	if !p.hasSpec && len(p.problems) > 0 {
+		st.Message = "nothing is created until the spec is valid: " + p.problems[0].Message
+	}
 	return st
 }
 

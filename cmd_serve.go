@@ -1,0 +1,75 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/etcdhook/etcdhook/hooks"
+	etcdsync "github.com/etcdhook/etcdhook/sync"
+)
+
+func runServe(args []string) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	addr := fs.String("addr", ":8080", "listen address HOST:PORT")
+	image := fs.String("image", envOr("ETCDHOOK_IMAGE", etcdsync.DefaultImage), "etcdhook image for the agent init container and Jobs (env ETCDHOOK_IMAGE)")
+	pull := fs.String("image-pull-policy", envOr("ETCDHOOK_IMAGE_PULL_POLICY", string(corev1.PullIfNotPresent)), "pull policy of member and Job images")
+	frozen := fs.String("frozen-clock", "", "answer as if the time were this RFC 3339 instant (fixtures and demos only)")
+	drain := fs.Duration("drain-delay", 5*time.Second, "on SIGTERM, fail /readyz this long before closing the listener")
+	if err := fs.Parse(args); err != nil {
+		return usageError{err}
+	}
+	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	now := time.Now
+	if *frozen != "" {
+		t, err := time.Parse(time.RFC3339, *frozen)
+		if err != nil {
+			return usageError{fmt.Errorf("--frozen-clock: %w", err)}
+		}
+		now = func() time.Time { return t }
+		log.Warn("clock frozen: answers use a fixed time", "now", t)
+	}
+	srv := hooks.New(hooks.Config{
+		Options: etcdsync.Options{Image: *image, ImagePullPolicy: corev1.PullPolicy(*pull)},
+		Now:     now,
+		Logger:  log,
+	})
+	hs := srv.HTTPServer(*addr)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	errc := make(chan error, 1)
+	go func() { errc <- hs.ListenAndServe() }()
+	log.Info("serving", "addr", *addr, "image", *image, "version", version)
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	// Fail readiness first so the Service stops routing here, then finish in-flight requests.
+	srv.Drain()
+	log.Info("draining", "delay", drain.String())
+	time.Sleep(*drain)
+	sctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	log.Info("stopped")
+	return nil
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}

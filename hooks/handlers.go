@@ -1,0 +1,118 @@
+package hooks
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"time"
+
+	etcdsync "github.com/etcdhook/etcdhook/sync"
+)
+
+// handleSync serves /sync and /finalize: the body says whether it is finalizing.
+func (s *Server) handleSync(w http.ResponseWriter, r *http.Request) {
+	var req etcdsync.Request
+	if !s.decode(w, r, &req) {
+		return
+	}
+	start := time.Now()
+	resp, err := etcdsync.Compute(&req, s.cfg.Now(), s.cfg.Options)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	parent := parentName(req.Parent)
+	s.cfg.Logger.Info("sync",
+		"parent", parent, "finalizing", req.Finalizing, "phase", resp.Status.Phase,
+		"message", resp.Status.Message, "children", len(resp.Children),
+		"duration", time.Since(start).String())
+	writeJSON(w, http.StatusOK, resp)
+}
+
+func (s *Server) handleCustomize(w http.ResponseWriter, r *http.Request) {
+	var req etcdsync.CustomizeRequest
+	if !s.decode(w, r, &req) {
+		return
+	}
+	resp, err := etcdsync.Customize(&req)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// decode reads a JSON body into v, answering 4xx itself when it cannot.
+func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+			writeError(w, http.StatusUnsupportedMediaType, fmt.Sprintf("content type %q: hooks take application/json", ct))
+			return false
+		}
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body over %d bytes", MaxBodyBytes))
+			return false
+		}
+		writeError(w, http.StatusBadRequest, "reading request body: "+err.Error())
+		return false
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if err := dec.Decode(v); err != nil {
+		writeError(w, http.StatusBadRequest, "malformed JSON: "+err.Error())
+		return false
+	}
+	if dec.More() {
+		writeError(w, http.StatusBadRequest, "malformed JSON: data after the request object")
+		return false
+	}
+	return true
+}
+
+// fail answers an error: 422 for input the hook refuses, 500 otherwise. Metacontroller changes nothing
+// on a non-200 answer and retries with backoff, which is what both cases need.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var in *etcdsync.InputError
+	code := http.StatusInternalServerError
+	if errors.As(err, &in) {
+		code = http.StatusUnprocessableEntity
+	}
+	s.cfg.Logger.Warn("hook refused request", "path", r.URL.Path, "code", code, "error", err.Error())
+	writeError(w, code, err.Error())
+}
+
+func parentName(raw json.RawMessage) string {
+	var p struct {
+		Metadata struct{ Namespace, Name string } `json:"metadata"`
+	}
+	_ = json.Unmarshal(raw, &p)
+	return p.Metadata.Namespace + "/" + p.Metadata.Name
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "encoding response: "+err.Error())
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+func writeError(w http.ResponseWriter, code int, msg string) {
+	writeJSON(w, code, map[string]string{"error": msg})
+}
+
+func writeText(w http.ResponseWriter, code int, s string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(code)
+	_, _ = io.WriteString(w, s)
+}

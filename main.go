@@ -1,0 +1,55 @@
+// Command etcdhook is one static binary with three roles (DESIGN.md §1): the Metacontroller hook server
+// (serve), the in-pod agent that wraps etcd (agent), and the one-shot Jobs the hook emits (member remove,
+// pvc delete). `install` copies the binary into the shared volume of a member pod.
+package main
+
+import (
+	"fmt"
+	"os"
+)
+
+const usage = `usage: etcdhook <command> [flags]
+
+commands:
+  serve            run the Metacontroller hook server (sync, customize, finalize, health, metrics)
+  agent -- etcd …  supervise etcd in a member pod (the etcd container's entrypoint)
+  member remove    remove an etcd member (the Job the hook emits)
+  pvc delete       delete the volume of a removed member (the Job the hook emits)
+  install DEST     copy this binary to DEST (the member pod's init container)
+  version          print the version
+`
+
+// version is set by the build (-ldflags "-X main.version=…").
+var version = "dev"
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	var err error
+	args := os.Args[2:]
+	switch os.Args[1] {
+	case "serve":
+		err = runServe(args)
+	case "agent":
+		err = runAgent(args)
+	case "member":
+		err = runMember(args)
+	case "pvc":
+		err = runPVC(args)
+	case "install":
+		err = runInstall(args)
+	case "version", "--version":
+		fmt.Println(version)
+	case "help", "-h", "--help":
+		fmt.Print(usage)
+	default:
+		fmt.Fprintf(os.Stderr, "unknown command %q\n%s", os.Args[1], usage)
+		os.Exit(2)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "etcdhook %s: %v\n", os.Args[1], err)
+		os.Exit(exitCode(err))
+	}
+}
