@@ -265,7 +265,9 @@ func (f *facts) reportsHealthyVoter(i int, id string) bool {
 	if f.clusterID != "" && lv.report.ClusterID != f.clusterID {
 		return false
 	}
-	if pod := f.pods[i]; pod != nil && string(pod.UID) != lv.holder {
+	// A known pod must be the Lease's holder and ready: a report outlives its pod by up to three
+	// Lease durations, readiness does not.
+	if pod := f.pods[i]; pod != nil && (string(pod.UID) != lv.holder || !f.podReady(i)) {
 		return false
 	}
 	return true

@@ -378,7 +378,7 @@ func (p *plan) keepJobs() {
 				keep = m != nil && !m.healthy && (jv == last || (last.state == jobActive && jv.attempt == last.attempt-1))
 			}
 			if keep || !p.judgeJobs() {
-				p.jobs = append(p.jobs, carryJob(jv.job))
+				p.jobs = append(p.jobs, p.carryJob(jv.job))
 			}
 		}
 	}
@@ -389,7 +389,7 @@ func (p *plan) keepJobs() {
 		gone := pvc == nil || pvc.DeletionTimestamp != nil
 		for _, jv := range js {
 			if jv.state == jobActive || (!gone && jv == last) || !p.judgeJobs() {
-				p.jobs = append(p.jobs, carryJob(jv.job))
+				p.jobs = append(p.jobs, p.carryJob(jv.job))
 			}
 		}
 	}
@@ -438,8 +438,9 @@ func (p *plan) removeMember(m *memberView, reason string) {
 		p.wait("member %s could not be removed in %d attempts: see Job %s", m.ID, maxAttempts, js[len(js)-1].job.Name)
 		return
 	}
-	p.jobs = append(p.jobs, p.removeJob(m, reason, attempt))
-	p.action = fmt.Sprintf("removing member %s (%s, %s)", m.ID, m.PeerURL, reason)
+	job := p.removeJob(m, reason, attempt)
+	p.jobs = append(p.jobs, job)
+	p.action = fmt.Sprintf("Job %s removing member %s", job.Name, m.ID)
 	p.busy = p.action
 	p.wait("%s", p.action)
 }
@@ -552,8 +553,9 @@ func (p *plan) deleteVolume() bool {
 		if attempt > maxAttempts {
 			continue
 		}
-		p.jobs = append(p.jobs, p.pvcJob(i, attempt))
-		p.action = fmt.Sprintf("deleting claim %s of the removed member", pvc.Name)
+		job := p.pvcJob(i, attempt)
+		p.jobs = append(p.jobs, job)
+		p.action = fmt.Sprintf("Job %s deleting the volume of %s", job.Name, f.names.Pod(i))
 		p.busy = p.action
 		p.wait("%s", p.action)
 		return true
@@ -692,28 +694,13 @@ func sortedKeys[K int | string, V any](m map[K]V) []K {
 
 func specEqual(a, b ClusterSpec) bool { return string(specJSON(a)) == string(specJSON(b)) }
 
-// carryJob re-emits an observed Job unchanged (Jobs are OnDelete children; the object only keeps it alive).
-func carryJob(j *batchv1.Job) *batchv1.Job {
-	out := &batchv1.Job{
-		TypeMeta: j.TypeMeta,
-		Spec:     *j.Spec.DeepCopy(),
-	}
+// carryJob re-emits an observed Job under the hook's own labels (Jobs are OnDelete children: the object
+// only keeps the Job alive, its spec is never updated).
+func (p *plan) carryJob(j *batchv1.Job) *batchv1.Job {
+	out := &batchv1.Job{Spec: *j.Spec.DeepCopy()}
 	out.APIVersion, out.Kind = "batch/v1", "Job"
-	out.Name, out.Namespace = j.Name, j.Namespace
-	out.Labels, out.Annotations = j.Labels, withoutLastApplied(j.Annotations)
-	return out
-}
-
-func withoutLastApplied(ann map[string]string) map[string]string {
-	if _, ok := ann[lastAppliedAnnotation]; !ok {
-		return ann
-	}
-	out := map[string]string{}
-	for k, v := range ann {
-		if k != lastAppliedAnnotation {
-			out[k] = v
-		}
-	}
+	out.ObjectMeta = p.meta(j.Name, ComponentOps)
+	out.Annotations = map[string]string{AnnJobReason: j.Annotations[AnnJobReason]}
 	return out
 }
 

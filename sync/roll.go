@@ -34,9 +34,7 @@ func (p *plan) roll(full bool) bool {
 	}
 	top := int(p.partition)
 	if top < int(p.replicas) && !p.podUpdated(top) {
-		if full {
-			p.wait("%s to run the new revision and report a healthy voter", f.names.Pod(top))
-		}
+		p.wait("%s to run the new revision and report a healthy voter", f.names.Pod(top))
 		return true
 	}
 	next := top - 1
@@ -58,7 +56,7 @@ func (p *plan) roll(full bool) bool {
 		return true
 	}
 	p.partition = int32(next)
-	p.action = fmt.Sprintf("updating %s", f.names.Pod(next))
+	p.action = fmt.Sprintf("%s to run the new revision and report a healthy voter", f.names.Pod(next))
 	p.wait("%s", p.action)
 	return true
 }

@@ -1,0 +1,205 @@
+package sync
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// checkResponse asserts the invariants of DESIGN.md §4 on one sync of the world.
+func (w *world) checkResponse(req *Request, resp *Response) {
+	w.t.Helper()
+	first := mustJSON(resp)
+	// 5. Same request and now: identical bytes.
+	again, err := Compute(req, w.now, w.opts)
+	if err != nil {
+		w.t.Fatalf("second compute: %v", err)
+	}
+	if b := mustJSON(again); !bytes.Equal(first, b) {
+		w.t.Errorf("same request and now gave different bytes")
+	}
+	children := map[string]map[string]any{}
+	for _, c := range resp.Children {
+		obj := c.(map[string]any)
+		children[groupKey(obj)+"/"+obj["metadata"].(map[string]any)["name"].(string)] = obj
+		if strings.Contains(string(mustJSON(obj)), "null") {
+			w.t.Errorf("child %s contains null", obj["metadata"].(map[string]any)["name"])
+		}
+	}
+	sts := children[KeyStatefulSet+"/"+w.name]
+	// 4. Never a partial child list: once the cluster exists, its core children are always answered.
+	if w.sts() != nil {
+		for _, k := range []string{KeyStatefulSet + "/" + w.name, KeyService + "/" + w.name, KeyService + "/" + w.name + "-peer",
+			KeyPDB + "/" + w.name, KeyConfigMap + "/" + w.name + "-config"} {
+			if children[k] == nil {
+				w.t.Fatalf("response omits existing child %s", k)
+			}
+		}
+		for name, j := range w.jobs {
+			if j.state == jobActive && children[KeyJob+"/"+name] == nil {
+				w.t.Errorf("response drops active Job %s", name)
+			}
+		}
+	}
+	if sts == nil {
+		return
+	}
+	replicas := int(sts["spec"].(map[string]any)["replicas"].(float64))
+	// 2. Replicas never below 1 + the highest ordinal that is a member (by etcd's own list).
+	for _, m := range w.etcd.members {
+		if i := w.ordinalOf(m); i >= replicas {
+			w.t.Errorf("replicas %d below member %s at ordinal %d", replicas, m.ID, i)
+		}
+	}
+	// 1. At most one membership change in flight: the subjects of permits, leaves and remove Jobs.
+	subjects := map[string]bool{}
+	for name, obj := range children {
+		if !strings.HasPrefix(name, KeyLease+"/") {
+			continue
+		}
+		i := w.names().LeaseOrdinal(strings.TrimPrefix(name, KeyLease+"/"))
+		ann := obj["metadata"].(map[string]any)["annotations"].(map[string]any)
+		m := w.etcd.byPeer(w.peerURL(i))
+		if ann[AnnJoinPermitted] != nil && (m == nil || m.Learner || w.data[i] != m.ID) {
+			subjects[fmt.Sprint("ordinal ", i)] = true
+		}
+		if ann[AnnIntent] == IntentLeave && m != nil {
+			subjects[fmt.Sprint("ordinal ", i)] = true
+		}
+	}
+	for name, obj := range children {
+		if !strings.HasPrefix(name, KeyJob+"/"+w.name+"-rm-") {
+			continue
+		}
+		jname := strings.TrimPrefix(name, KeyJob+"/")
+		if j := w.jobs[jname]; j != nil && j.state != jobActive {
+			continue
+		}
+		id := jobFlag(obj, "id")
+		if m := w.etcd.byID(id); m != nil {
+			subjects[fmt.Sprint("ordinal ", w.ordinalOf(*m))] = true
+		}
+		if w.jobs[jname] == nil {
+			w.checkQuorumRule(id)
+		}
+	}
+	if len(subjects) > 1 {
+		w.t.Errorf("%d membership changes in flight: %v", len(subjects), subjects)
+	}
+	// 7. Nothing is bootstrapped twice: once a cluster ID was reported, no Lease carries the seed mark.
+	if w.status.ClusterID != "" {
+		for name, obj := range children {
+			if strings.HasPrefix(name, KeyLease+"/") {
+				if ann := obj["metadata"].(map[string]any)["annotations"].(map[string]any); ann[AnnBootstrap] != nil {
+					w.t.Errorf("%s carries the seed mark after bootstrap", name)
+				}
+			}
+		}
+	}
+	// 5b. Applying the answer and syncing again changes nothing.
+	saved := w.snapshot()
+	w.apply(resp)
+	req2 := w.request()
+	resp2, err := Compute(req2, w.now, w.opts)
+	w.restore(saved)
+	if err != nil {
+		w.t.Fatalf("resync: %v", err)
+	}
+	if a, b := mustJSON(resp.Children), mustJSON(resp2.Children); !bytes.Equal(a, b) {
+		w.t.Errorf("resync after applying changed the children:\n%s", diffJSON(a, b))
+	}
+	if a, b := mustJSON(resp.Status), mustJSON(resp2.Status); !bytes.Equal(a, b) {
+		w.t.Errorf("resync after applying changed the status:\n%s", diffJSON(a, b))
+	}
+}
+
+// checkQuorumRule verifies a new remove Job against etcd's real state (DESIGN.md §3).
+func (w *world) checkQuorumRule(id string) {
+	m := w.etcd.byID(id)
+	if m == nil || m.Learner {
+		return
+	}
+	all, healthy := 0, 0
+	targetHealthy := false
+	for _, v := range w.etcd.members {
+		if v.Learner {
+			continue
+		}
+		all++
+		if i := w.ordinalOf(v); i >= 0 && w.alive(i) && v.Started && w.data[i] == v.ID {
+			healthy++
+			if v.ID == id {
+				targetHealthy = true
+			}
+		}
+	}
+	after := healthy
+	if targetHealthy {
+		after--
+	}
+	if healthy < Quorum(all) || after < Quorum(all-1) {
+		w.t.Errorf("remove Job for %s breaks the quorum rule: %d of %d healthy, %d after", id, healthy, all, after)
+	}
+}
+
+func jobFlag(job map[string]any, flag string) string {
+	args := job["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)["command"].([]any)
+	for _, a := range args {
+		if v, ok := strings.CutPrefix(a.(string), "--"+flag+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+type snapshot struct {
+	desired  map[string]map[string]map[string]any
+	created  map[string]time.Time
+	jobs     map[string]*simJob
+	leases   map[int]*simLease
+	status   ClusterStatus
+	stsGen   int64
+	stsSpec  string
+	lastResp *Response
+}
+
+func (w *world) snapshot() snapshot {
+	s := snapshot{desired: w.desired, created: map[string]time.Time{}, jobs: map[string]*simJob{}, leases: map[int]*simLease{},
+		status: w.status, stsGen: w.stsGen, stsSpec: w.stsSpec, lastResp: w.lastResp}
+	for k, v := range w.created {
+		s.created[k] = v
+	}
+	for k, v := range w.jobs {
+		c := *v
+		s.jobs[k] = &c
+	}
+	for k, v := range w.leases {
+		s.leases[k] = v
+	}
+	return s
+}
+
+func (w *world) restore(s snapshot) {
+	w.desired, w.created, w.jobs, w.leases, w.status = s.desired, s.created, s.jobs, s.leases, s.status
+	w.stsGen, w.stsSpec, w.lastResp = s.stsGen, s.stsSpec, s.lastResp
+}
+
+// diffJSON shows the first differing line of two indented documents.
+func diffJSON(a, b []byte) string {
+	var x, y bytes.Buffer
+	_ = json.Indent(&x, a, "", " ")
+	_ = json.Indent(&y, b, "", " ")
+	al, bl := strings.Split(x.String(), "\n"), strings.Split(y.String(), "\n")
+	for i := 0; i < len(al) && i < len(bl); i++ {
+		if al[i] != bl[i] {
+			lo := i - 3
+			if lo < 0 {
+				lo = 0
+			}
+			return fmt.Sprintf("line %d:\n- %s\n+ %s\ncontext:\n%s", i, al[i], bl[i], strings.Join(al[lo:i], "\n"))
+		}
+	}
+	return fmt.Sprintf("lengths %d and %d", len(al), len(bl))
+}

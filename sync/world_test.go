@@ -1,0 +1,724 @@
+package sync
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+)
+
+// world models everything around the hook closely enough to drive it through sequences: Metacontroller
+// applying responses (children, status), the StatefulSet controller (pods, claims, partition), etcd's
+// member list, the agents' protocol (seed, join, promote, leave, park) and the Jobs. Tests mutate it to
+// inject failures; every sync is checked against the invariants of DESIGN.md §4.
+type world struct {
+	t    testing.TB
+	now  time.Time
+	name string
+	ns   string
+	uid  string
+	opts Options
+
+	generation int64
+	spec       ClusterSpec
+	status     ClusterStatus
+
+	// v2 keys children by namespace/name; lastApplied adds Metacontroller's dynamic-apply annotation.
+	v2          bool
+	lastApplied bool
+
+	desired  map[string]map[string]map[string]any // group key -> name -> last desired object
+	created  map[string]time.Time
+	stsGen   int64
+	stsSpec  string
+	stsSeen  int64 // the generation the StatefulSet controller has observed
+	stsLag   bool  // when set, the StatefulSet controller does not observe new generations
+	pods     map[int]*simPod
+	pvcs     map[int]*simPVC
+	leases   map[int]*simLease
+	jobs     map[string]*simJob
+	etcd     simEtcd
+	data     map[int]string // member ID recorded in ordinal i's volume ("" = empty)
+	down     map[int]bool   // pod present but its agent and etcd are dead
+	noJobs   bool           // Jobs stay active (their pods cannot run)
+	failJobs bool           // Jobs fail
+	seq      int
+	lastResp *Response
+	badImage string // pods with this image never start
+}
+
+type simPod struct {
+	uid      string
+	revision string
+	image    string
+	ready    bool
+}
+
+type simPVC struct {
+	uid        string
+	clusterUID string
+	deleting   bool
+}
+
+type simLease struct {
+	holder  string
+	renewed time.Time
+	report  Report
+}
+
+type simJob struct {
+	state    jobState
+	finished time.Time
+}
+
+type simEtcd struct {
+	clusterID string
+	members   []Member
+	leader    string
+	nextID    uint64
+}
+
+var fixtureNow = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+
+func newWorld(t testing.TB, size int32) *world {
+	w := &world{
+		t: t, now: fixtureNow, name: "demo", ns: "prod", uid: "8f0c7a52-3b1e-4d6a-9f11-2c5e8d7b6a10",
+		opts:       Options{Image: "ghcr.io/etcdhook/etcdhook:v0.1.0"},
+		generation: 1,
+		desired:    map[string]map[string]map[string]any{},
+		created:    map[string]time.Time{},
+		pods:       map[int]*simPod{}, pvcs: map[int]*simPVC{}, leases: map[int]*simLease{},
+		jobs: map[string]*simJob{}, data: map[int]string{}, down: map[int]bool{},
+		etcd: simEtcd{nextID: 0x8e9e05c52164694d},
+	}
+	w.spec.Size = ptr(size)
+	return w
+}
+
+func (w *world) names() Names { return Names{Cluster: w.name, Namespace: w.ns} }
+
+func (w *world) newUID(kind string) string {
+	w.seq++
+	return fmt.Sprintf("%s-%04d", kind, w.seq)
+}
+
+// setSpec is a user edit: a new generation.
+func (w *world) setSpec(edit func(*ClusterSpec)) {
+	edit(&w.spec)
+	w.generation++
+}
+
+// ---- the request Metacontroller would send --------------------------------------------------------
+
+var childKeys = []string{KeyStatefulSet, KeyService, KeyPDB, KeyConfigMap, KeyLease, KeyJob, KeyServiceAccount, KeyRole, KeyRoleBinding}
+
+func (w *world) key(name string) string {
+	if w.v2 {
+		return w.ns + "/" + name
+	}
+	return name
+}
+
+func (w *world) parentJSON() map[string]any {
+	st, _ := json.Marshal(w.status)
+	sp, _ := json.Marshal(w.spec)
+	var stm, spm map[string]any
+	_ = json.Unmarshal(st, &stm)
+	_ = json.Unmarshal(sp, &spm)
+	return map[string]any{
+		"apiVersion": APIVersion, "kind": Kind,
+		"metadata": map[string]any{
+			"name": w.name, "namespace": w.ns, "uid": w.uid, "generation": w.generation,
+			"creationTimestamp": fixtureNow.Add(-24 * time.Hour).Format(time.RFC3339),
+		},
+		"spec":   spm,
+		"status": stm,
+	}
+}
+
+func (w *world) request() *Request {
+	req := &Request{Children: map[string]map[string]json.RawMessage{}, Related: map[string]map[string]json.RawMessage{}}
+	req.Parent = mustJSON(w.parentJSON())
+	for _, k := range childKeys {
+		group := map[string]json.RawMessage{}
+		for name, obj := range w.desired[k] {
+			group[w.key(name)] = mustJSON(w.observe(k, name, obj))
+		}
+		req.Children[k] = group
+	}
+	pods := map[string]json.RawMessage{}
+	for i, p := range w.pods {
+		pods[w.key(w.names().Pod(i))] = mustJSON(w.podJSON(i, p))
+	}
+	req.Related[KeyPod] = pods
+	pvcs := map[string]json.RawMessage{}
+	for i, c := range w.pvcs {
+		pvcs[w.key(w.names().PVC(i))] = mustJSON(w.pvcJSON(i, c))
+	}
+	req.Related[KeyPVC] = pvcs
+	return req
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+func deepCopyMap(m map[string]any) map[string]any {
+	var out map[string]any
+	_ = json.Unmarshal(mustJSON(m), &out)
+	return out
+}
+
+func (w *world) ownerRef() []any {
+	return []any{map[string]any{
+		"apiVersion": APIVersion, "kind": Kind, "name": w.name, "uid": w.uid,
+		"controller": true, "blockOwnerDeletion": true,
+	}}
+}
+
+// observe adds what the API server and the other actors add to a desired child.
+func (w *world) observe(key, name string, desired map[string]any) map[string]any {
+	o := deepCopyMap(desired)
+	md := o["metadata"].(map[string]any)
+	md["uid"] = "uid-" + strings.ToLower(strings.Split(key, ".")[0]) + "-" + name
+	md["creationTimestamp"] = w.created[key+"/"+name].UTC().Format(time.RFC3339)
+	md["ownerReferences"] = w.ownerRef()
+	md["labels"].(map[string]any)["controller-uid"] = w.uid
+	if w.lastApplied {
+		ann, _ := md["annotations"].(map[string]any)
+		if ann == nil {
+			ann = map[string]any{}
+			md["annotations"] = ann
+		}
+		ann[lastAppliedAnnotation] = string(mustJSON(desired))
+	}
+	switch key {
+	case KeyStatefulSet:
+		md["generation"] = w.stsGen
+		o["status"] = w.stsStatus()
+	case KeyLease:
+		i := w.names().LeaseOrdinal(name)
+		if l := w.leases[i]; l != nil {
+			ann, _ := md["annotations"].(map[string]any)
+			for k, v := range l.report.Annotations() {
+				ann[k] = v
+			}
+			o["spec"] = map[string]any{
+				"holderIdentity":       l.holder,
+				"leaseDurationSeconds": DefaultLeaseDurationSeconds,
+				"renewTime":            l.renewed.UTC().Format("2006-01-02T15:04:05.000000Z07:00"),
+			}
+		}
+	case KeyJob:
+		if j := w.jobs[name]; j != nil {
+			o["status"] = jobStatusJSON(j)
+		}
+	}
+	return o
+}
+
+func jobStatusJSON(j *simJob) map[string]any {
+	switch j.state {
+	case jobSucceeded:
+		t := j.finished.UTC().Format(time.RFC3339)
+		return map[string]any{"succeeded": 1, "completionTime": t, "conditions": []any{
+			map[string]any{"type": "Complete", "status": "True", "lastTransitionTime": t},
+		}}
+	case jobFailed:
+		t := j.finished.UTC().Format(time.RFC3339)
+		return map[string]any{"failed": 1, "conditions": []any{
+			map[string]any{"type": "Failed", "status": "True", "lastTransitionTime": t, "reason": "BackoffLimitExceeded"},
+		}}
+	}
+	return map[string]any{"active": 1}
+}
+
+func (w *world) sts() map[string]any { return w.desired[KeyStatefulSet][w.name] }
+
+func (w *world) stsInt(path ...string) int {
+	var v any = w.sts()
+	for _, p := range path {
+		m, _ := v.(map[string]any)
+		v = m[p]
+	}
+	f, _ := v.(float64)
+	return int(f)
+}
+
+func (w *world) replicas() int  { return w.stsInt("spec", "replicas") }
+func (w *world) partition() int { return w.stsInt("spec", "updateStrategy", "rollingUpdate", "partition") }
+
+func (w *world) updateRevision() string {
+	if w.sts() == nil {
+		return ""
+	}
+	ann := w.sts()["metadata"].(map[string]any)["annotations"].(map[string]any)
+	return "demo-" + ann[AnnTemplateHash].(string)[:10]
+}
+
+func (w *world) stsImage() string {
+	c := w.sts()["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0]
+	return c.(map[string]any)["image"].(string)
+}
+
+func (w *world) stsStatus() map[string]any {
+	ready, updated := 0, 0
+	cur := w.updateRevision()
+	for _, p := range w.pods {
+		if p.ready {
+			ready++
+		}
+		if p.revision == w.updateRevision() {
+			updated++
+		} else {
+			cur = p.revision
+		}
+	}
+	return map[string]any{
+		"observedGeneration": w.stsSeen, "replicas": len(w.pods), "readyReplicas": ready,
+		"currentReplicas": len(w.pods) - updated, "updatedReplicas": updated,
+		"currentRevision": cur, "updateRevision": w.updateRevision(),
+	}
+}
+
+func (w *world) podJSON(i int, p *simPod) map[string]any {
+	ready := "False"
+	if p.ready {
+		ready = "True"
+	}
+	labels := map[string]any{}
+	for k, v := range w.names().Labels() {
+		labels[k] = v
+	}
+	labels["controller-revision-hash"] = p.revision
+	labels["statefulset.kubernetes.io/pod-name"] = w.names().Pod(i)
+	return map[string]any{
+		"apiVersion": "v1", "kind": "Pod",
+		"metadata": map[string]any{
+			"name": w.names().Pod(i), "namespace": w.ns, "uid": p.uid, "labels": labels,
+			"ownerReferences": []any{map[string]any{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": w.name, "uid": "uid-statefulset-" + w.name, "controller": true}},
+		},
+		"spec": map[string]any{"containers": []any{map[string]any{"name": "etcd", "image": p.image}}},
+		"status": map[string]any{"phase": "Running", "conditions": []any{
+			map[string]any{"type": "Ready", "status": ready},
+		}},
+	}
+}
+
+func (w *world) pvcJSON(i int, c *simPVC) map[string]any {
+	labels := map[string]any{}
+	for k, v := range w.names().Labels() {
+		labels[k] = v
+	}
+	labels[LabelClusterUID] = c.clusterUID
+	md := map[string]any{"name": w.names().PVC(i), "namespace": w.ns, "uid": c.uid, "labels": labels}
+	if c.deleting {
+		md["deletionTimestamp"] = w.now.UTC().Format(time.RFC3339)
+		md["finalizers"] = []any{"kubernetes.io/pvc-protection"}
+	}
+	return map[string]any{
+		"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": md,
+		"spec":   map[string]any{"accessModes": []any{"ReadWriteOnce"}, "resources": map[string]any{"requests": map[string]any{"storage": "10Gi"}}},
+		"status": map[string]any{"phase": "Bound"},
+	}
+}
+
+// ---- Metacontroller: call the hook and apply the answer ---------------------------------------------
+
+func (w *world) sync() *Response {
+	w.t.Helper()
+	req := w.request()
+	resp, err := Compute(req, w.now, w.opts)
+	if err != nil {
+		w.t.Fatalf("sync: %v", err)
+	}
+	w.checkResponse(req, resp)
+	w.apply(resp)
+	return resp
+}
+
+func (w *world) apply(resp *Response) {
+	next := map[string]map[string]map[string]any{}
+	for _, c := range resp.Children {
+		obj := c.(map[string]any)
+		key := groupKey(obj)
+		name := obj["metadata"].(map[string]any)["name"].(string)
+		if next[key] == nil {
+			next[key] = map[string]map[string]any{}
+		}
+		next[key][name] = deepCopyMap(obj)
+		if _, ok := w.created[key+"/"+name]; !ok || w.desired[key][name] == nil {
+			w.created[key+"/"+name] = w.now
+		}
+		if key == KeyJob && w.jobs[name] == nil {
+			w.jobs[name] = &simJob{state: jobActive}
+		}
+	}
+	for name := range w.jobs {
+		if next[KeyJob][name] == nil {
+			delete(w.jobs, name)
+		}
+	}
+	for i := range w.leases {
+		if next[KeyLease][w.names().Lease(i)] == nil {
+			delete(w.leases, i)
+		}
+	}
+	w.desired = next
+	if s := w.sts(); s != nil {
+		spec := string(mustJSON(s["spec"]))
+		if spec != w.stsSpec {
+			w.stsSpec = spec
+			w.stsGen++
+		}
+	}
+	w.status = *resp.Status
+	w.lastResp = resp
+}
+
+func groupKey(obj map[string]any) string {
+	av, kind := obj["apiVersion"].(string), obj["kind"].(string)
+	return kind + "." + av
+}
+
+// ---- the StatefulSet controller ---------------------------------------------------------------------
+
+func (w *world) controllers() {
+	if w.sts() == nil || w.stsLag {
+		return
+	}
+	w.stsSeen = w.stsGen
+	r, part := w.replicas(), w.partition()
+	for i := range w.pods {
+		if i >= r {
+			delete(w.pods, i)
+			delete(w.down, i)
+		}
+	}
+	emptyDir := w.desired[KeyStatefulSet][w.name]["spec"].(map[string]any)["volumeClaimTemplates"] == nil
+	for i := 0; i < r; i++ {
+		if w.pods[i] != nil {
+			continue
+		}
+		rev := w.updateRevision()
+		if i < part {
+			rev = w.currentRevisionFor(i)
+		}
+		w.pods[i] = &simPod{uid: w.newUID("pod"), revision: rev, image: w.stsImage()}
+		if emptyDir {
+			w.data[i] = ""
+		} else if w.pvcs[i] == nil {
+			w.pvcs[i] = &simPVC{uid: w.newUID("pvc"), clusterUID: w.uid}
+			w.data[i] = ""
+		}
+	}
+	// Rolling update: replace the highest pod at or above the partition not on the update revision,
+	// only while every pod above it is ready (the controller's own health gate).
+	for i := r - 1; i >= part; i-- {
+		p := w.pods[i]
+		if p.revision != w.updateRevision() {
+			w.pods[i] = &simPod{uid: w.newUID("pod"), revision: w.updateRevision(), image: w.stsImage()}
+			if emptyDir {
+				w.data[i] = ""
+			}
+			break
+		}
+		if !p.ready {
+			break
+		}
+	}
+}
+
+// currentRevisionFor: a pod below the partition is recreated at the revision its peers run.
+func (w *world) currentRevisionFor(i int) string {
+	for j, p := range w.pods {
+		if j != i && p.revision != w.updateRevision() {
+			return p.revision
+		}
+	}
+	return w.updateRevision()
+}
+
+// ---- etcd and the agents ----------------------------------------------------------------------------
+
+func (w *world) peerURL(i int) string { return w.names().PeerURL(i) }
+
+func (e *simEtcd) byPeer(url string) *Member {
+	for k := range e.members {
+		if e.members[k].PeerURL == url {
+			return &e.members[k]
+		}
+	}
+	return nil
+}
+
+func (e *simEtcd) byID(id string) *Member {
+	for k := range e.members {
+		if e.members[k].ID == id {
+			return &e.members[k]
+		}
+	}
+	return nil
+}
+
+func (e *simEtcd) add(url string, learner bool) string {
+	e.nextID += 0x1111
+	id := FormatID(e.nextID)
+	e.members = append(e.members, Member{ID: id, PeerURL: url, Learner: learner})
+	sort.Slice(e.members, func(a, b int) bool { return e.members[a].ID < e.members[b].ID })
+	return id
+}
+
+func (e *simEtcd) remove(id string) {
+	for k := range e.members {
+		if e.members[k].ID == id {
+			e.members = append(e.members[:k], e.members[k+1:]...)
+			break
+		}
+	}
+	if e.leader == id {
+		e.leader = ""
+	}
+}
+
+// alive says whether ordinal i runs etcd: a pod that is not down, not broken.
+func (w *world) alive(i int) bool {
+	p := w.pods[i]
+	return p != nil && !w.down[i] && p.image != w.badImage
+}
+
+func (w *world) ordinalOf(m Member) int { return w.names().PeerURLOrdinal(m.PeerURL) }
+
+// quorum: the started voters whose pods are alive are a majority of the voters.
+func (w *world) quorum() bool {
+	voters, up := 0, 0
+	for _, m := range w.etcd.members {
+		if m.Learner {
+			continue
+		}
+		voters++
+		if i := w.ordinalOf(m); i >= 0 && w.alive(i) && m.Started && w.data[i] == m.ID {
+			up++
+		}
+	}
+	return voters > 0 && up >= Quorum(voters)
+}
+
+func (w *world) leaseIntent(i int) map[string]any {
+	l := w.desired[KeyLease][w.names().Lease(i)]
+	if l == nil {
+		return nil
+	}
+	ann, _ := l["metadata"].(map[string]any)["annotations"].(map[string]any)
+	return ann
+}
+
+// agents runs every live agent once: the start-up decision, promote, leave, then its report.
+func (w *world) agents() {
+	for _, i := range sortedKeys(w.pods) {
+		if !w.alive(i) {
+			w.pods[i].ready = false
+			continue
+		}
+		w.agent(i)
+	}
+	if w.etcd.leader == "" || w.etcd.byID(w.etcd.leader) == nil {
+		for _, m := range w.etcd.members {
+			if i := w.ordinalOf(m); !m.Learner && i >= 0 && w.alive(i) && m.Started {
+				w.etcd.leader = m.ID
+				break
+			}
+		}
+	}
+	q := w.quorum()
+	for _, i := range sortedKeys(w.pods) {
+		if w.alive(i) {
+			w.report(i, q)
+		}
+	}
+}
+
+func (w *world) agent(i int) {
+	ann := w.leaseIntent(i)
+	if ann == nil {
+		return // waits for its Lease
+	}
+	url := w.peerURL(i)
+	m := w.etcd.byPeer(url)
+	if ann[AnnIntent] == IntentLeave {
+		if m != nil && m.ID == w.data[i] && w.quorum() {
+			w.etcd.remove(m.ID) // moves leadership away and removes itself
+		}
+		return
+	}
+	if w.etcd.clusterID == "" {
+		if i == 0 && ann[AnnBootstrap] == BootstrapSeed && w.data[0] == "" {
+			w.etcd.clusterID = "cdf818194e3a8c32"
+			id := w.etcd.add(url, false)
+			w.etcd.byID(id).Started = true
+			w.etcd.byID(id).Name = w.names().Pod(0)
+			w.data[0] = id
+			w.etcd.leader = id
+		}
+		return
+	}
+	if w.data[i] != "" && (m == nil || m.ID != w.data[i]) {
+		w.data[i] = "" // proven removed: moved aside
+	}
+	if w.data[i] != "" {
+		m.Started, m.Name = true, w.names().Pod(i)
+		if m.Learner && w.quorum() {
+			m.Learner = false // promoted once caught up
+		}
+		return
+	}
+	if ann[AnnJoinPermitted] == nil || !w.quorum() {
+		return
+	}
+	if m != nil {
+		if m.Started || m.Name != "" {
+			w.etcd.remove(m.ID) // its data is gone: the old ID goes first
+		} else {
+			w.data[i] = m.ID // a learner added but never started is reused
+			m.Started, m.Name = true, w.names().Pod(i)
+			return
+		}
+	}
+	if w.learnerCount() > 0 {
+		return // ErrTooManyLearners: retried
+	}
+	id := w.etcd.add(url, true)
+	w.data[i] = id
+	nm := w.etcd.byID(id)
+	nm.Started, nm.Name = true, w.names().Pod(i)
+}
+
+func (w *world) learnerCount() int {
+	n := 0
+	for _, m := range w.etcd.members {
+		if m.Learner {
+			n++
+		}
+	}
+	return n
+}
+
+func (w *world) report(i int, quorum bool) {
+	p := w.pods[i]
+	r := Report{ParentUID: w.uid, ClusterID: w.etcd.clusterID, Version: strings.TrimPrefix(p.image[strings.LastIndex(p.image, ":")+1:], "v"), Role: RoleNone}
+	m := w.etcd.byPeer(w.peerURL(i))
+	ann := w.leaseIntent(i)
+	switch {
+	case m != nil && m.ID == w.data[i]:
+		r.MemberID = m.ID
+		r.Role = RoleVoter
+		if m.Learner {
+			r.Role = RoleLearner
+		} else if m.ID == w.etcd.leader {
+			r.Role = RoleLeader
+		}
+		r.Healthy = quorum
+		r.LeaderID = w.etcd.leader
+		if quorum && !m.Learner {
+			r.Members = append([]Member{}, w.etcd.members...)
+		}
+	case ann != nil && ann[AnnIntent] == IntentLeave:
+		r.Role = RoleLeft
+		r.Error = ReasonParked + ": removed from the cluster, parked"
+	case w.etcd.clusterID != "":
+		r.Error = ReasonWaitingForJoin + ": no data, waiting for join-permitted"
+	default:
+		r.ClusterID = ""
+	}
+	if w.etcd.clusterID == "" {
+		r.Version = ""
+	}
+	p.ready = r.IsVoter() && r.Healthy
+	if l := w.leases[i]; l != nil && l.holder == p.uid && fmt.Sprint(l.report) == fmt.Sprint(r) && w.now.Sub(l.renewed) < 10*time.Second {
+		return
+	}
+	w.leases[i] = &simLease{holder: p.uid, renewed: w.now, report: r}
+}
+
+// runJobs executes active Jobs the way `etcdhook member remove` and `pvc delete` do.
+func (w *world) runJobs() {
+	for _, name := range sortedKeys(w.jobs) {
+		j := w.jobs[name]
+		if j.state != jobActive || w.noJobs {
+			continue
+		}
+		if w.failJobs {
+			j.state, j.finished = jobFailed, w.now
+			continue
+		}
+		obj := w.desired[KeyJob][name]
+		args := obj["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)["command"].([]any)
+		flags := map[string]string{}
+		for _, a := range args {
+			if k, v, ok := strings.Cut(strings.TrimPrefix(a.(string), "--"), "="); ok {
+				flags[k] = v
+			}
+		}
+		switch {
+		case flags["id"] != "":
+			m := w.etcd.byID(flags["id"])
+			if m != nil && !m.Learner && !w.quorum() {
+				j.state, j.finished = jobFailed, w.now
+				continue
+			}
+			if m != nil {
+				w.etcd.remove(m.ID)
+			}
+		case flags["claim"] != "":
+			i := w.names().PVCOrdinal(flags["claim"])
+			delete(w.pvcs, i)
+			delete(w.data, i)
+		}
+		j.state, j.finished = jobSucceeded, w.now
+	}
+}
+
+// step is one round: sync, controllers, agents, Jobs, then time passes.
+func (w *world) step(d time.Duration) *Response {
+	resp := w.sync()
+	w.controllers()
+	w.agents()
+	w.runJobs()
+	w.now = w.now.Add(d)
+	return resp
+}
+
+// converge steps until the phase is Running and nothing changes, failing after max steps.
+func (w *world) converge(max int) {
+	w.t.Helper()
+	for n := 0; n < max; n++ {
+		resp := w.step(5 * time.Second)
+		if resp.Status.Phase == PhaseRunning && w.stable() {
+			return
+		}
+	}
+	w.t.Fatalf("no convergence in %d steps: phase %s, message %q, members %v", max, w.status.Phase, w.status.Message, w.etcd.members)
+}
+
+func (w *world) stable() bool {
+	before := string(mustJSON(w.lastResp.Children))
+	resp := w.sync()
+	return string(mustJSON(resp.Children)) == before
+}
+
+func (w *world) voterOrdinals() []int {
+	var out []int
+	for _, m := range w.etcd.members {
+		if !m.Learner {
+			out = append(out, w.ordinalOf(m))
+		}
+	}
+	sort.Ints(out)
+	return out
+}
