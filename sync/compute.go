@@ -27,7 +27,7 @@ func Compute(req *Request, now time.Time, opts Options) (*Response, error) {
 		return nil, err
 	}
 	resync := float64(resyncIdleSeconds)
-	if p.busy != "" || p.rolling || p.pendingSpec || p.quorumLost || !f.bootstrapped || len(p.waiting) > 0 {
+	if p.busy != "" || p.rolling || p.pendingSpec || p.quorumLost || p.cleanup || !f.bootstrapped || len(p.waiting) > 0 {
 		resync = resyncBusySeconds
 	}
 	return &Response{Status: p.status(), Children: children, ResyncAfterSeconds: resync}, nil

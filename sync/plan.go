@@ -52,12 +52,20 @@ type plan struct {
 	waiting []string // what the hook waits for, in order
 	stalled string   // a step past its deadline
 	rolling bool
+	// cleanup: pods or volumes of removed ordinals are still to go.
+	cleanup bool
 	// unsafe reasons block actions (QuorumLost, SplitBrain).
 	quorumLost bool
 }
 
 func (p *plan) wait(format string, args ...any) {
-	p.waiting = append(p.waiting, fmt.Sprintf(format, args...))
+	msg := fmt.Sprintf(format, args...)
+	for _, w := range p.waiting {
+		if w == msg {
+			return
+		}
+	}
+	p.waiting = append(p.waiting, msg)
 }
 
 func (p *plan) target() int { return int(*p.spec.Size) }
@@ -112,6 +120,9 @@ func decide(f *facts, opts Options) (*plan, error) {
 	}
 	p.floorReplicas()
 	p.trimLeases()
+	if f.bootstrapped && f.truthKnown() {
+		p.noteStalledJoins()
+	}
 	return p, nil
 }
 
@@ -194,9 +205,6 @@ func (p *plan) inFlight() string {
 			return fmt.Sprintf("%s to join the cluster", f.names.Pod(lv.ordinal))
 		}
 	}
-	if f.sts != nil && f.sts.Status.ObservedGeneration < f.sts.Generation {
-		return fmt.Sprintf("StatefulSet %s to observe generation %d", f.sts.Name, f.sts.Generation)
-	}
 	return ""
 }
 
@@ -224,6 +232,12 @@ func (p *plan) reconcile() {
 	p.advanceLearner()
 	if p.busy != "" {
 		p.wait("%s", p.busy)
+		p.roll(false)
+		return
+	}
+	// A StatefulSet that has not observed the hook's last write may still act on the one before:
+	// nothing new starts until it has (silently: the lag is normal and short).
+	if f := p.f; f.sts != nil && f.sts.Status.ObservedGeneration < f.sts.Generation {
 		p.roll(false)
 		return
 	}
@@ -281,14 +295,19 @@ func (p *plan) advanceJoins() {
 			lp.joinPermitted = ""
 		}
 	}
-	// An expired permission with nobody joining is renewed below by repairJoin/scaleUp, or dropped.
+}
+
+// noteStalledJoins runs after the decision: a permission that expired and was not renewed this sync
+// (renewal happens when the agent asks again) is a stalled step.
+func (p *plan) noteStalledJoins() {
+	f := p.f
 	for _, i := range sortedKeys(p.leases) {
 		lp := p.leases[i]
 		lv := f.leases[i]
-		if lp.joinPermitted == "" || lv == nil || lv.joinPermitted != lp.joinPermitted {
+		if lp.joinPermitted == "" || lv == nil || lv.joinPermitted != lp.joinPermitted || f.primary[i] != nil {
 			continue
 		}
-		if f.now.Sub(lv.permittedAt) >= p.timeout(p.spec.Timeouts.LearnerPromotionSeconds) && f.primary[i] == nil {
+		if f.now.Sub(lv.permittedAt) >= p.timeout(p.spec.Timeouts.LearnerPromotionSeconds) {
 			p.stalled = fmt.Sprintf("%s was permitted to join at %s and has not joined", f.names.Pod(i), lv.joinPermitted)
 		}
 	}
@@ -298,7 +317,7 @@ func (p *plan) advanceJoins() {
 func (p *plan) advanceLearner() {
 	f := p.f
 	m := f.learner()
-	if m == nil || p.removalRunning() {
+	if m == nil {
 		return
 	}
 	reason := ""
@@ -317,8 +336,12 @@ func (p *plan) advanceLearner() {
 	if reason == "" {
 		return
 	}
-	p.stalled = fmt.Sprintf("learner %s (%s) was not promoted in time", m.ID, m.PeerURL)
-	p.removeMember(m, reason)
+	if reason == "stuck-learner" {
+		p.stalled = fmt.Sprintf("learner %s (%s) was not promoted in time", m.ID, m.PeerURL)
+	}
+	if !p.removalRunning() {
+		p.removeMember(m, reason)
+	}
 }
 
 // learnerSince is when a learner without a permission was first seen: its Lease's intent time at best.
@@ -497,17 +520,23 @@ func (p *plan) joinable(i int) (bool, string) {
 	return true, ""
 }
 
-// repairJoin lets a wanted ordinal below replicas (re)join: its member was removed, or its agent
-// reports its data lost and waits to replace its old ID (the quorum rule applies to that removal).
+// repairJoin lets a wanted ordinal below replicas (re)join when its agent asks: its member was removed,
+// or it lost its data and must replace its old ID (the quorum rule applies to that removal). An ordinal
+// whose agent does not ask (pod pending, node gone) blocks nothing.
 func (p *plan) repairJoin() bool {
 	f := p.f
 	for i := 0; i < int(p.replicas) && i < p.target(); i++ {
 		m := f.primary[i]
 		lv := f.leases[i]
-		replace := m != nil && !m.healthy && lv != nil && lv.fresh && lv.report.Reason() == ReasonWaitingForJoin
-		if m != nil && !replace {
+		asking := lv != nil && lv.fresh && lv.report.Reason() == ReasonWaitingForJoin &&
+			(f.pods[i] == nil || string(f.pods[i].UID) == lv.holder)
+		if m != nil && m.healthy {
 			continue
 		}
+		if !asking {
+			continue // noteCleanup says so
+		}
+		replace := m != nil
 		if replace && !p.quorumAllowsRemoving(m) {
 			p.wait("%s lost its data but replacing member %s would break quorum", f.names.Pod(i), m.ID)
 			return true
@@ -645,8 +674,39 @@ func (p *plan) floorReplicas() {
 		want = 1
 	}
 	p.replicas = want
+	if f.truthKnown() {
+		p.noteCleanup()
+	}
 	if p.partition > p.replicas {
 		p.partition = p.replicas
+	}
+}
+
+// noteCleanup says what is left of ordinals above replicas that are no longer members: a pod that must
+// stop, a volume that must be deleted. Derived from observed objects, so a resync says the same.
+func (p *plan) noteCleanup() {
+	f := p.f
+	for i := 0; i < int(p.replicas) && i < p.target(); i++ {
+		lp := p.leases[i]
+		if f.primary[i] == nil && (lp == nil || lp.joinPermitted == "") {
+			p.wait("%s has no member and its agent has not asked to join", f.names.Pod(i))
+		}
+	}
+	for _, i := range sortedKeys(f.pods) {
+		if i >= int(p.replicas) && f.primary[i] == nil {
+			p.cleanup = true
+			p.wait("%s to stop", f.names.Pod(i))
+		}
+	}
+	if p.spec.Storage.EmptyDir != nil || p.busy != "" {
+		return
+	}
+	for _, i := range sortedKeys(f.pvcs) {
+		pvc := f.pvcs[i]
+		if i >= int(p.replicas) && f.primary[i] == nil && f.pods[i] == nil && pvc.DeletionTimestamp == nil && pvc.Labels[LabelClusterUID] == f.uid {
+			p.cleanup = true
+			p.wait("claim %s of the removed member to be deleted", pvc.Name)
+		}
 	}
 }
 

@@ -20,45 +20,66 @@ func (p *plan) roll(full bool) bool {
 		return true
 	}
 	st := f.sts.Status
-	if p.partition == 0 {
-		p.rolling = st.ObservedGeneration >= f.sts.Generation && st.UpdateRevision != "" && st.CurrentRevision != st.UpdateRevision
-		if p.rolling {
-			p.wait("%s to finish rolling (%d of %d pods updated)", f.sts.Name, st.UpdatedReplicas, st.Replicas)
-		}
-		return p.rolling
-	}
-	p.rolling = true
-	if st.ObservedGeneration < f.sts.Generation {
-		p.wait("StatefulSet %s to observe generation %d", f.sts.Name, f.sts.Generation)
-		return true
-	}
-	top := int(p.partition)
-	if top < int(p.replicas) && !p.podUpdated(top) {
-		p.wait("%s to run the new revision and report a healthy voter", f.names.Pod(top))
-		return true
-	}
-	next := top - 1
-	nextHealthy := p.podHealthy(next)
-	if full {
-		all, healthy := f.voters()
-		after := healthy
-		if nextHealthy {
-			after--
-		}
-		// A cluster meant to have one or two members cannot keep quorum through a restart; it rolls
-		// only when every voter is healthy, and is briefly unavailable (README: limits).
-		small := p.target() <= 2 && all == healthy
-		if after < Quorum(all) && !small {
-			p.wait("quorum to allow restarting %s (%d of %d voters healthy)", f.names.Pod(next), healthy, all)
+	lag := st.ObservedGeneration < f.sts.Generation
+	for p.partition > 0 {
+		p.rolling = true
+		top := int(p.partition)
+		if top < int(p.replicas) && (lag || !p.podUpdated(top)) {
+			p.wait("%s to run the new revision and report a healthy voter", f.names.Pod(top))
 			return true
 		}
-	} else if nextHealthy {
+		if lag {
+			p.wait("rolling %s to the new pod template", f.sts.Name)
+			return true
+		}
+		next := top - 1
+		if p.podUpdated(next) {
+			p.partition = int32(next) // already on the update revision: nothing restarts
+			continue
+		}
+		nextHealthy := p.podHealthy(next)
+		if full {
+			all, healthy := f.voters()
+			after := healthy
+			if nextHealthy {
+				after--
+			}
+			// A cluster meant to have one or two members cannot keep quorum through a restart; it rolls
+			// only when every voter is healthy, and is briefly unavailable (README: limits).
+			small := p.target() <= 2 && all == healthy
+			if after < Quorum(all) && !small {
+				p.wait("quorum to allow restarting %s (%d of %d voters healthy)", f.names.Pod(next), healthy, all)
+				return true
+			}
+		} else if nextHealthy {
+			return true
+		}
+		p.partition = int32(next)
+		p.action = fmt.Sprintf("%s to run the new revision and report a healthy voter", f.names.Pod(next))
+		p.wait("%s", p.action)
 		return true
 	}
-	p.partition = int32(next)
-	p.action = fmt.Sprintf("%s to run the new revision and report a healthy voter", f.names.Pod(next))
-	p.wait("%s", p.action)
-	return true
+	// The last step is taken; the roll lasts until every pod runs the update revision.
+	p.rolling = false
+	for _, i := range sortedKeys(f.pods) {
+		if f.pods[i].Labels["controller-revision-hash"] != st.UpdateRevision || st.CurrentRevision != st.UpdateRevision {
+			p.rolling = st.UpdateRevision != ""
+			break
+		}
+	}
+	if p.rolling {
+		p.wait("%s to run the new revision and report a healthy voter", f.names.Pod(p.lowestNotUpdated()))
+	}
+	return p.rolling
+}
+
+func (p *plan) lowestNotUpdated() int {
+	for i := 0; i < int(p.replicas); i++ {
+		if !p.podUpdated(i) {
+			return i
+		}
+	}
+	return 0
 }
 
 // podUpdated: the pod at i runs the update revision, its agent holds the Lease, and reports a healthy voter.

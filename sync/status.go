@@ -159,7 +159,7 @@ func (p *plan) phase(available, unhealthy bool) string {
 		return PhaseDegraded
 	case p.rolling:
 		return PhaseUpgrading
-	case p.busy != "" || len(f.primary) != p.target() || p.pendingSpec:
+	case p.busy != "" || len(f.primary) != p.target() || p.pendingSpec || p.cleanup:
 		return PhaseScaling
 	}
 	return PhaseRunning

@@ -29,24 +29,26 @@ type world struct {
 	v2          bool
 	lastApplied bool
 
-	desired  map[string]map[string]map[string]any // group key -> name -> last desired object
-	created  map[string]time.Time
-	stsGen   int64
-	stsSpec  string
-	stsSeen  int64 // the generation the StatefulSet controller has observed
-	stsLag   bool  // when set, the StatefulSet controller does not observe new generations
-	pods     map[int]*simPod
-	pvcs     map[int]*simPVC
-	leases   map[int]*simLease
-	jobs     map[string]*simJob
-	etcd     simEtcd
-	data     map[int]string // member ID recorded in ordinal i's volume ("" = empty)
-	down     map[int]bool   // pod present but its agent and etcd are dead
-	noJobs   bool           // Jobs stay active (their pods cannot run)
-	failJobs bool           // Jobs fail
-	seq      int
-	lastResp *Response
-	badImage string // pods with this image never start
+	desired   map[string]map[string]map[string]any // group key -> name -> last desired object
+	created   map[string]time.Time
+	stsGen    int64
+	stsSpec   string
+	stsSeen   int64 // the generation the StatefulSet controller has observed
+	stsLag    bool  // when set, the StatefulSet controller does not observe new generations
+	pods      map[int]*simPod
+	pvcs      map[int]*simPVC
+	leases    map[int]*simLease
+	jobs      map[string]*simJob
+	etcd      simEtcd
+	data      map[int]string // member ID recorded in ordinal i's volume ("" = empty)
+	owner     map[int]string // the parent UID ordinal i's volume is bound to
+	noPromote map[int]bool   // the learner at ordinal i never catches up
+	down      map[int]bool   // pod present but its agent and etcd are dead
+	noJobs    bool           // Jobs stay active (their pods cannot run)
+	failJobs  bool           // Jobs fail
+	seq       int
+	lastResp  *Response
+	badImage  string // pods with this image never start
 }
 
 type simPod struct {
@@ -91,6 +93,7 @@ func newWorld(t testing.TB, size int32) *world {
 		created:    map[string]time.Time{},
 		pods:       map[int]*simPod{}, pvcs: map[int]*simPVC{}, leases: map[int]*simLease{},
 		jobs: map[string]*simJob{}, data: map[int]string{}, down: map[int]bool{},
+		owner: map[int]string{}, noPromote: map[int]bool{},
 		etcd: simEtcd{nextID: 0x8e9e05c52164694d},
 	}
 	w.spec.Size = ptr(size)
@@ -251,8 +254,10 @@ func (w *world) stsInt(path ...string) int {
 	return int(f)
 }
 
-func (w *world) replicas() int  { return w.stsInt("spec", "replicas") }
-func (w *world) partition() int { return w.stsInt("spec", "updateStrategy", "rollingUpdate", "partition") }
+func (w *world) replicas() int { return w.stsInt("spec", "replicas") }
+func (w *world) partition() int {
+	return w.stsInt("spec", "updateStrategy", "rollingUpdate", "partition")
+}
 
 func (w *world) updateRevision() string {
 	if w.sts() == nil {
@@ -557,8 +562,12 @@ func (w *world) agent(i int) {
 		}
 		return
 	}
+	if w.data[i] != "" && w.owner[i] != w.uid {
+		return // ForeignData: refuses to start
+	}
 	if w.etcd.clusterID == "" {
 		if i == 0 && ann[AnnBootstrap] == BootstrapSeed && w.data[0] == "" {
+			w.owner[0] = w.uid
 			w.etcd.clusterID = "cdf818194e3a8c32"
 			id := w.etcd.add(url, false)
 			w.etcd.byID(id).Started = true
@@ -573,7 +582,7 @@ func (w *world) agent(i int) {
 	}
 	if w.data[i] != "" {
 		m.Started, m.Name = true, w.names().Pod(i)
-		if m.Learner && w.quorum() {
+		if m.Learner && w.quorum() && !w.noPromote[i] {
 			m.Learner = false // promoted once caught up
 		}
 		return
@@ -585,7 +594,7 @@ func (w *world) agent(i int) {
 		if m.Started || m.Name != "" {
 			w.etcd.remove(m.ID) // its data is gone: the old ID goes first
 		} else {
-			w.data[i] = m.ID // a learner added but never started is reused
+			w.data[i], w.owner[i] = m.ID, w.uid // a learner added but never started is reused
 			m.Started, m.Name = true, w.names().Pod(i)
 			return
 		}
@@ -594,7 +603,7 @@ func (w *world) agent(i int) {
 		return // ErrTooManyLearners: retried
 	}
 	id := w.etcd.add(url, true)
-	w.data[i] = id
+	w.data[i], w.owner[i] = id, w.uid
 	nm := w.etcd.byID(id)
 	nm.Started, nm.Name = true, w.names().Pod(i)
 }
@@ -615,6 +624,9 @@ func (w *world) report(i int, quorum bool) {
 	m := w.etcd.byPeer(w.peerURL(i))
 	ann := w.leaseIntent(i)
 	switch {
+	case w.data[i] != "" && w.owner[i] != w.uid:
+		r.Error = ReasonForeignData + ": the data directory belongs to another EtcdCluster"
+		r.ClusterID = ""
 	case m != nil && m.ID == w.data[i]:
 		r.MemberID = m.ID
 		r.Role = RoleVoter
