@@ -46,6 +46,69 @@ func (w *world) checkResponse(req *Request, resp *Response) {
 	if sts == nil {
 		return
 	}
+	w.checkChildren(children, req)
+	// 5b. Applying the answer and syncing again changes nothing.
+	saved := w.snapshot()
+	w.apply(resp)
+	req2 := w.request()
+	resp2, err := Compute(req2, w.now, w.opts)
+	w.restore(saved)
+	if err != nil {
+		w.t.Fatalf("resync: %v", err)
+	}
+	if a, b := mustJSON(resp.Children), mustJSON(resp2.Children); !bytes.Equal(a, b) {
+		w.t.Errorf("resync after applying changed the children:\n%s", diffJSON(a, b))
+	}
+	// The status may refine its free-text messages once (a sync that acts describes the action, the
+	// next one the wait), never anything else, and must then be still: no status loop.
+	if a, b := mustJSON(withoutMessages(resp.Status)), mustJSON(withoutMessages(resp2.Status)); !bytes.Equal(a, b) {
+		w.t.Errorf("resync after applying changed the status:\n%s\nfirst:  %s\nresync: %s", diffJSON(a, b), condSummary(resp.Status), condSummary(resp2.Status))
+	}
+	if !bytes.Equal(mustJSON(resp.Status), mustJSON(resp2.Status)) {
+		saved := w.snapshot()
+		w.apply(resp)
+		w.apply(resp2)
+		resp3, err := Compute(w.request(), w.now, w.opts)
+		w.restore(saved)
+		if err != nil {
+			w.t.Fatalf("second resync: %v", err)
+		}
+		if a, b := mustJSON(resp2.Status), mustJSON(resp3.Status); !bytes.Equal(a, b) {
+			w.t.Errorf("status keeps changing on resync:\n%s", diffJSON(a, b))
+		}
+	}
+}
+
+func withoutMessages(s *ClusterStatus) ClusterStatus {
+	out := *s
+	out.Message = ""
+	out.Conditions = nil
+	for _, c := range s.Conditions {
+		c.Message = ""
+		out.Conditions = append(out.Conditions, c)
+	}
+	return out
+}
+
+// checkWorld checks the applied children against etcd's state.
+func (w *world) checkWorld() {
+	w.t.Helper()
+	children := map[string]map[string]any{}
+	for key, objs := range w.desired {
+		for name, obj := range objs {
+			children[key+"/"+name] = obj
+		}
+	}
+	if children[KeyStatefulSet+"/"+w.name] != nil {
+		w.checkChildren(children, nil)
+	}
+}
+
+// checkChildren asserts invariants 1, 2, 3 and 7 on a set of children; with the request of a new
+// answer, its new remove Jobs must satisfy the quorum rule on what the hook was told.
+func (w *world) checkChildren(children map[string]map[string]any, req *Request) {
+	w.t.Helper()
+	sts := children[KeyStatefulSet+"/"+w.name]
 	replicas := int(sts["spec"].(map[string]any)["replicas"].(float64))
 	// 2. Replicas never below 1 + the highest ordinal that is a member (by etcd's own list).
 	for _, m := range w.etcd.members {
@@ -62,7 +125,8 @@ func (w *world) checkResponse(req *Request, resp *Response) {
 		i := w.names().LeaseOrdinal(strings.TrimPrefix(name, KeyLease+"/"))
 		ann := obj["metadata"].(map[string]any)["annotations"].(map[string]any)
 		m := w.etcd.byPeer(w.peerURL(i))
-		if ann[AnnJoinPermitted] != nil && (m == nil || m.Learner || w.data[i] != m.ID) {
+		deadline, _ := time.Parse(time.RFC3339, fmt.Sprint(ann[AnnJoinDeadline]))
+		if ann[AnnJoinPermitted] != nil && w.now.Before(deadline) && (m == nil || m.Learner || w.data[i] != m.ID) {
 			subjects[fmt.Sprint("ordinal ", i)] = true
 		}
 		if ann[AnnIntent] == IntentLeave && m != nil {
@@ -81,8 +145,8 @@ func (w *world) checkResponse(req *Request, resp *Response) {
 		if m := w.etcd.byID(id); m != nil {
 			subjects[fmt.Sprint("ordinal ", w.ordinalOf(*m))] = true
 		}
-		if w.jobs[jname] == nil {
-			w.checkQuorumRule(id)
+		if req != nil && w.jobs[jname] == nil {
+			w.checkQuorumRule(req, id)
 		}
 	}
 	if len(subjects) > 1 {
@@ -98,45 +162,23 @@ func (w *world) checkResponse(req *Request, resp *Response) {
 			}
 		}
 	}
-	// 5b. Applying the answer and syncing again changes nothing.
-	saved := w.snapshot()
-	w.apply(resp)
-	req2 := w.request()
-	resp2, err := Compute(req2, w.now, w.opts)
-	w.restore(saved)
-	if err != nil {
-		w.t.Fatalf("resync: %v", err)
-	}
-	if a, b := mustJSON(resp.Children), mustJSON(resp2.Children); !bytes.Equal(a, b) {
-		w.t.Errorf("resync after applying changed the children:\n%s", diffJSON(a, b))
-	}
-	if a, b := mustJSON(resp.Status), mustJSON(resp2.Status); !bytes.Equal(a, b) {
-		w.t.Errorf("resync after applying changed the status:\n%s", diffJSON(a, b))
-	}
 }
 
-// checkQuorumRule verifies a new remove Job against etcd's real state (DESIGN.md §3).
-func (w *world) checkQuorumRule(id string) {
-	m := w.etcd.byID(id)
+// checkQuorumRule verifies a new remove Job against the quorum rule of DESIGN.md §3, judged on the
+// facts the hook was given (the Job re-checks on etcd itself when it runs, as the world's does).
+func (w *world) checkQuorumRule(req *Request, id string) {
+	o, err := Decode(req)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	f := newFacts(o, w.now)
+	m := f.member(id)
 	if m == nil || m.Learner {
 		return
 	}
-	all, healthy := 0, 0
-	targetHealthy := false
-	for _, v := range w.etcd.members {
-		if v.Learner {
-			continue
-		}
-		all++
-		if i := w.ordinalOf(v); i >= 0 && w.alive(i) && v.Started && w.data[i] == v.ID {
-			healthy++
-			if v.ID == id {
-				targetHealthy = true
-			}
-		}
-	}
+	all, healthy := f.voters()
 	after := healthy
-	if targetHealthy {
+	if m.healthy {
 		after--
 	}
 	if healthy < Quorum(all) || after < Quorum(all-1) {
@@ -202,4 +244,96 @@ func diffJSON(a, b []byte) string {
 		}
 	}
 	return fmt.Sprintf("lengths %d and %d", len(al), len(bl))
+}
+
+// applyStale is a sync from a stale cache: the hook answers an old request and Metacontroller applies
+// the answer as the API server lets it: updates of objects changed since are refused (409), objects the
+// stale view did not see are not deleted, new objects are created, and the stale status is written.
+// The world must still never hold two changes in flight.
+func (w *world) applyStale(stale *Request) {
+	w.t.Helper()
+	resp, err := Compute(stale, w.now, w.opts)
+	if err != nil {
+		w.t.Fatalf("stale sync: %v", err)
+	}
+	current := w.request()
+	unchanged := func(key, name string) bool {
+		old, ok := findChild(stale.Children[key], name)
+		now, ok2 := findChild(current.Children[key], name)
+		return ok && ok2 && string(old) == string(now)
+	}
+	next := map[string]map[string]map[string]any{}
+	for k, objs := range w.desired {
+		next[k] = map[string]map[string]any{}
+		for n, o := range objs {
+			next[k][n] = o
+		}
+	}
+	answered := map[string]bool{}
+	for _, c := range resp.Children {
+		obj := c.(map[string]any)
+		key, name := groupKey(obj), obj["metadata"].(map[string]any)["name"].(string)
+		answered[key+"/"+name] = true
+		_, seen := findChild(stale.Children[key], name)
+		switch {
+		case !seen && w.desired[key][name] == nil:
+			if next[key] == nil {
+				next[key] = map[string]map[string]any{}
+			}
+			next[key][name] = deepCopyMap(obj)
+			w.created[key+"/"+name] = w.now
+			if key == KeyJob {
+				w.jobs[name] = &simJob{state: jobActive}
+			}
+		case seen && unchanged(key, name):
+			next[key][name] = deepCopyMap(obj)
+		}
+	}
+	for key, objs := range stale.Children {
+		for _, raw := range objs {
+			var o struct {
+				Metadata struct{ Name string } `json:"metadata"`
+			}
+			_ = json.Unmarshal(raw, &o)
+			if !answered[key+"/"+o.Metadata.Name] && next[key] != nil {
+				delete(next[key], o.Metadata.Name)
+				if key == KeyJob {
+					delete(w.jobs, o.Metadata.Name)
+				}
+				if key == KeyLease {
+					delete(w.leases, w.names().LeaseOrdinal(o.Metadata.Name))
+				}
+			}
+		}
+	}
+	w.desired = next
+	if s := w.sts(); s != nil {
+		if spec := string(mustJSON(s["spec"])); spec != w.stsSpec {
+			w.stsSpec = spec
+			w.stsGen++
+		}
+	}
+	w.status = *resp.Status
+	w.checkWorld()
+}
+
+func findChild(group map[string]json.RawMessage, name string) (json.RawMessage, bool) {
+	for _, raw := range group {
+		var o struct {
+			Metadata struct{ Name string } `json:"metadata"`
+		}
+		_ = json.Unmarshal(raw, &o)
+		if o.Metadata.Name == name {
+			return raw, true
+		}
+	}
+	return nil, false
+}
+
+func condSummary(s *ClusterStatus) string {
+	var out []string
+	for _, c := range s.Conditions {
+		out = append(out, fmt.Sprintf("%s=%s/%s(%s)", c.Type, c.Status, c.Reason, c.Message))
+	}
+	return s.Phase + " " + strings.Join(out, " ")
 }

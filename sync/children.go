@@ -128,6 +128,7 @@ func (p *plan) leaseObjects() []*coordv1.Lease {
 		ann := map[string]string{AnnIntent: lp.intent, AnnIntentSince: lp.intentSince}
 		if lp.joinPermitted != "" {
 			ann[AnnJoinPermitted] = lp.joinPermitted
+			ann[AnnJoinDeadline] = lp.joinDeadline
 		}
 		if lp.seed {
 			ann[AnnBootstrap] = BootstrapSeed

@@ -2,6 +2,7 @@ package sync
 
 import (
 	"fmt"
+	"sort"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -49,6 +50,8 @@ func (p *plan) children() ([]any, error) {
 	for _, l := range p.leaseObjects() {
 		objs = append(objs, l)
 	}
+	// Jobs by name, so that a carried Job and a new one list the same whichever sync made it.
+	sort.SliceStable(p.jobs, func(a, b int) bool { return p.jobs[a].Name < p.jobs[b].Name })
 	seen := map[string]bool{}
 	for _, j := range p.jobs {
 		if !seen[j.Name] {

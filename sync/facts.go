@@ -33,6 +33,13 @@ type leaseView struct {
 	intentSince   string
 	joinPermitted string
 	permittedAt   time.Time
+	joinDeadline  string
+	deadlineAt    time.Time
+}
+
+// permitLive: the Lease carries a join permission whose deadline has not passed.
+func (lv *leaseView) permitLive(now time.Time) bool {
+	return lv != nil && lv.joinPermitted != "" && now.Before(lv.deadlineAt)
 }
 
 // memberView is one member of the membership truth, mapped to an ordinal (-1: orphan).
@@ -176,10 +183,13 @@ func (f *facts) readLeases() {
 		lv.intent = l.Annotations[AnnIntent]
 		lv.intentSince = l.Annotations[AnnIntentSince]
 		lv.joinPermitted = l.Annotations[AnnJoinPermitted]
-		if t, err := time.Parse(time.RFC3339, lv.joinPermitted); err == nil {
-			lv.permittedAt = t
+		lv.joinDeadline = l.Annotations[AnnJoinDeadline]
+		from, err1 := time.Parse(time.RFC3339, lv.joinPermitted)
+		until, err2 := time.Parse(time.RFC3339, lv.joinDeadline)
+		if err1 == nil && err2 == nil {
+			lv.permittedAt, lv.deadlineAt = from, until
 		} else {
-			lv.joinPermitted = ""
+			lv.joinPermitted, lv.joinDeadline = "", ""
 		}
 		// A report from another parent (a deleted cluster of the same name) says nothing about ours.
 		if lv.report.ParentUID != "" && lv.report.ParentUID != f.uid {

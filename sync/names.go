@@ -48,10 +48,13 @@ const (
 	AnnIntent        = "etcd.io/intent"
 	AnnIntentSince   = "etcd.io/intent-since"
 	AnnJoinPermitted = "etcd.io/join-permitted"
-	AnnBootstrap     = "etcd.io/bootstrap"
-	IntentMember     = "member"
-	IntentLeave      = "leave"
-	BootstrapSeed    = "seed"
+	// AnnJoinDeadline bounds a permission: an agent never starts a join at or after it, so a timed-out
+	// step cannot come back to life beside the next one.
+	AnnJoinDeadline = "etcd.io/join-deadline"
+	AnnBootstrap    = "etcd.io/bootstrap"
+	IntentMember    = "member"
+	IntentLeave     = "leave"
+	BootstrapSeed   = "seed"
 )
 
 // Agent-owned Lease annotations: the report half.

@@ -27,6 +27,7 @@ type leasePlan struct {
 	intent        string
 	intentSince   string
 	joinPermitted string
+	joinDeadline  string
 	seed          bool
 }
 
@@ -54,6 +55,8 @@ type plan struct {
 	rolling bool
 	// cleanup: pods or volumes of removed ordinals are still to go.
 	cleanup bool
+	// rollHeld: the next roll step waits for quorum.
+	rollHeld bool
 	// unsafe reasons block actions (QuorumLost, SplitBrain).
 	quorumLost bool
 }
@@ -91,7 +94,9 @@ func (p *plan) setIntent(i int, intent string) {
 
 func (p *plan) permit(i int) {
 	p.setIntent(i, IntentMember)
-	p.lease(i).joinPermitted = p.f.now.UTC().Format(time.RFC3339)
+	lp := p.lease(i)
+	lp.joinPermitted = p.f.now.UTC().Format(time.RFC3339)
+	lp.joinDeadline = p.f.now.Add(p.timeout(p.spec.Timeouts.LearnerPromotionSeconds)).UTC().Format(time.RFC3339)
 }
 
 // decide runs the membership protocol of DESIGN.md §3 for one sync.
@@ -138,7 +143,7 @@ func (p *plan) carry() {
 	}
 	for i, lv := range f.leases {
 		lp := p.lease(i)
-		lp.intent, lp.intentSince, lp.joinPermitted = lv.intent, lv.intentSince, lv.joinPermitted
+		lp.intent, lp.intentSince, lp.joinPermitted, lp.joinDeadline = lv.intent, lv.intentSince, lv.joinPermitted, lv.joinDeadline
 	}
 }
 
@@ -172,10 +177,6 @@ func (p *plan) chooseSpec() error {
 // inFlight names the membership change under way, judged from observed objects alone.
 func (p *plan) inFlight() string {
 	f := p.f
-	learnerDeadline := time.Duration(DefaultLearnerPromotionSeconds) * time.Second
-	if f.applied != nil {
-		learnerDeadline = p.timeoutOf(f.applied.Timeouts.LearnerPromotionSeconds)
-	}
 	for _, id := range sortedKeys(f.removeJobs) {
 		js := f.removeJobs[id]
 		last := js[len(js)-1]
@@ -197,18 +198,15 @@ func (p *plan) inFlight() string {
 	}
 	for _, lv := range f.sortedLeases() {
 		m := f.primary[lv.ordinal]
-		if lv.intent == IntentLeave && m != nil {
+		if lv.intent == IntentLeave && m != nil && p.quorumAllowsRemoving(m) {
 			return fmt.Sprintf("%s to leave the cluster", f.names.Pod(lv.ordinal))
 		}
-		if lv.joinPermitted != "" && (m == nil || !f.reportsHealthyVoter(lv.ordinal, m.ID)) &&
-			f.now.Sub(lv.permittedAt) < learnerDeadline {
+		if lv.permitLive(f.now) && (m == nil || !f.reportsHealthyVoter(lv.ordinal, m.ID)) {
 			return fmt.Sprintf("%s to join the cluster", f.names.Pod(lv.ordinal))
 		}
 	}
 	return ""
 }
-
-func (p *plan) timeoutOf(secs *int32) time.Duration { return time.Duration(*secs) * time.Second }
 
 // bootstrap: replicas 1, the seed may start "new" (DESIGN.md §3). Nothing else happens before a cluster ID exists.
 func (p *plan) bootstrap() {
@@ -241,14 +239,25 @@ func (p *plan) reconcile() {
 		p.roll(false)
 		return
 	}
-	for _, step := range []func() bool{
-		p.removeOrphan, p.removeDead, p.repairJoin, p.deleteVolume,
-		func() bool { return p.roll(true) }, p.scaleDown, p.scaleUp,
-	} {
+	for _, step := range []func() bool{p.removeOrphan, p.removeDead, p.repairJoin, p.deleteVolume} {
 		if step() {
+			// The roll is still evaluated (and may step over a pod that is down anyway) so that the
+			// status reads the same whichever path a sync takes.
+			p.roll(false)
 			return
 		}
 	}
+	// Shrinking goes before a roll (fewer pods to restart, and a leaving pod need not become healthy
+	// first); a roll goes before growing, unless quorum holds it and members are missing: a cluster
+	// growing from two voters may add its third before any restart is safe.
+	if p.scaleDown() {
+		p.roll(false)
+		return
+	}
+	if p.roll(true) && !(p.rollHeld && len(p.f.primary) < p.target()) {
+		return
+	}
+	p.scaleUp()
 }
 
 // member finds a truth member by ID.
@@ -274,11 +283,6 @@ func (p *plan) quorumAllowsRemoving(m *memberView) bool {
 	return healthy >= Quorum(all) && after >= Quorum(all-1) && all > 1
 }
 
-func (p *plan) allVotersHealthy() bool {
-	all, healthy := p.f.voters()
-	return all == healthy
-}
-
 // advanceJoins clears join permissions of finished joins and of ordinals no longer wanted.
 func (p *plan) advanceJoins() {
 	f := p.f
@@ -290,9 +294,9 @@ func (p *plan) advanceJoins() {
 		m := f.primary[i]
 		switch {
 		case m != nil && !m.Learner && f.reportsHealthyVoter(i, m.ID):
-			lp.joinPermitted = ""
+			lp.joinPermitted, lp.joinDeadline = "", ""
 		case m == nil && i >= p.target() && p.busy == "":
-			lp.joinPermitted = ""
+			lp.joinPermitted, lp.joinDeadline = "", ""
 		}
 	}
 }
@@ -307,7 +311,7 @@ func (p *plan) noteStalledJoins() {
 		if lp.joinPermitted == "" || lv == nil || lv.joinPermitted != lp.joinPermitted || f.primary[i] != nil {
 			continue
 		}
-		if f.now.Sub(lv.permittedAt) >= p.timeout(p.spec.Timeouts.LearnerPromotionSeconds) {
+		if !lv.permitLive(f.now) {
 			p.stalled = fmt.Sprintf("%s was permitted to join at %s and has not joined", f.names.Pod(i), lv.joinPermitted)
 		}
 	}
@@ -321,16 +325,15 @@ func (p *plan) advanceLearner() {
 		return
 	}
 	reason := ""
+	// A learner is explained only by a live join permission at its ordinal; past its deadline (or with
+	// none, e.g. an add that raced the deadline) it goes: learners cost no quorum and block every join.
 	switch lv := f.leases[m.ordinal]; {
 	case m.ordinal < 0:
 		reason = "orphan"
-	case m.ordinal >= p.target() && (lv == nil || lv.joinPermitted == ""):
+	case lv.permitLive(f.now):
+	case m.ordinal >= p.target():
 		reason = "unwanted-learner"
-	case lv == nil || lv.joinPermitted == "":
-		if f.now.Sub(f.learnerSince(m)) >= p.timeout(p.spec.Timeouts.LearnerPromotionSeconds) {
-			reason = "stuck-learner"
-		}
-	case f.now.Sub(lv.permittedAt) >= p.timeout(p.spec.Timeouts.LearnerPromotionSeconds):
+	default:
 		reason = "stuck-learner"
 	}
 	if reason == "" {
@@ -342,16 +345,6 @@ func (p *plan) advanceLearner() {
 	if !p.removalRunning() {
 		p.removeMember(m, reason)
 	}
-}
-
-// learnerSince is when a learner without a permission was first seen: its Lease's intent time at best.
-func (f *facts) learnerSince(m *memberView) time.Time {
-	if lv := f.leases[m.ordinal]; lv != nil {
-		if t, err := time.Parse(time.RFC3339, lv.intentSince); err == nil {
-			return t
-		}
-	}
-	return time.Time{}
 }
 
 // advanceLeave removes, through a Job, a leaving member whose agent is gone or too slow.
@@ -366,16 +359,21 @@ func (p *plan) advanceLeave() {
 		if lp.intent != IntentLeave || m == nil {
 			continue
 		}
+		if !p.quorumAllowsRemoving(m) {
+			// Health changed since the leave was asked: the member stays until quorum allows it
+			// again, and other repairs can go first. An agent already removing itself meets etcd's own
+			// check; one that made it anyway is seen as gone and parked by the next sync.
+			p.setIntent(i, IntentMember)
+			p.wait("%s stays a member: quorum does not allow it to leave now", f.names.Pod(i))
+			return
+		}
 		lv := f.leases[i]
 		since, err := time.Parse(time.RFC3339, lp.intentSince)
-		agentGone := lv == nil || !lv.fresh
+		// An agent without its data cannot remove its member itself.
+		agentGone := lv == nil || !lv.fresh || p.lostData(m)
 		slow := err == nil && f.now.Sub(since) >= p.timeout(p.spec.Timeouts.LeaveSeconds)
 		if agentGone || slow {
-			if p.quorumAllowsRemoving(m) {
-				p.removeMember(m, "leave")
-			} else {
-				p.wait("quorum does not allow removing %s now", f.names.Pod(i))
-			}
+			p.removeMember(m, "leave")
 		}
 		return
 	}
@@ -411,7 +409,8 @@ func (p *plan) keepJobs() {
 		pvc := f.pvcs[i]
 		gone := pvc == nil || pvc.DeletionTimestamp != nil
 		for _, jv := range js {
-			if jv.state == jobActive || (!gone && jv == last) || !p.judgeJobs() {
+			retrying := last.state == jobActive && jv.attempt == last.attempt-1
+			if jv.state == jobActive || (!gone && (jv == last || retrying)) || !p.judgeJobs() {
 				p.jobs = append(p.jobs, p.carryJob(jv.job))
 			}
 		}
@@ -491,28 +490,53 @@ func (p *plan) removeOrphan() bool {
 	return false
 }
 
-// removeDead removes a voter that has been gone for minutes, when the quorum rule allows it.
+// removeDead removes a voter that has been gone for minutes, when the quorum rule allows it. A voter
+// whose agent reports its data lost is replaced by that agent itself (repairJoin); only when several
+// are lost at once, so that no join can pass etcd's check that every voter is connected, are their old
+// IDs removed here first, one at a time.
 func (p *plan) removeDead() bool {
 	f := p.f
+	_, healthy := f.voters()
+	all, _ := f.voters()
 	for _, m := range f.members {
-		if m.ordinal < 0 || !m.dead || !m.voter() {
+		if m.ordinal < 0 || !m.voter() {
+			continue
+		}
+		reason := ""
+		switch {
+		case m.dead:
+			reason = "dead"
+		case p.lostData(m) && all-healthy > 1:
+			reason = "data-lost"
+		default:
 			continue
 		}
 		if p.quorumAllowsRemoving(m) {
-			p.removeMember(m, "dead")
+			p.removeMember(m, reason)
 			return true
 		}
-		p.wait("%s (member %s) is dead but removing it would break quorum", f.names.Pod(m.ordinal), m.ID)
+		p.wait("%s (member %s) is %s but removing it would break quorum", f.names.Pod(m.ordinal), m.ID, reason)
 		return true
 	}
 	return false
 }
 
+// lostData: the member's agent runs (fresh Lease held by its pod) and asks to join: its data is gone.
+func (p *plan) lostData(m *memberView) bool {
+	f := p.f
+	lv := f.leases[m.ordinal]
+	return !m.healthy && lv != nil && lv.fresh && lv.report.Reason() == ReasonWaitingForJoin &&
+		(f.pods[m.ordinal] == nil || string(f.pods[m.ordinal].UID) == lv.holder)
+}
+
 // joinable says whether ordinal i may be given join-permitted now, and why not.
+// A replacement (the ordinal's old, unhealthy member goes first) needs every other voter healthy.
 func (p *plan) joinable(i int) (bool, string) {
 	f := p.f
-	if !p.allVotersHealthy() {
-		return false, "every voter to be healthy before a member joins"
+	for _, m := range f.members {
+		if m.voter() && !m.healthy && m.ordinal != i {
+			return false, "every voter to be healthy before a member joins"
+		}
 	}
 	if pvc := f.pvcs[i]; pvc != nil && pvc.DeletionTimestamp != nil {
 		return false, fmt.Sprintf("claim %s to finish deleting", pvc.Name)
@@ -539,11 +563,11 @@ func (p *plan) repairJoin() bool {
 		replace := m != nil
 		if replace && !p.quorumAllowsRemoving(m) {
 			p.wait("%s lost its data but replacing member %s would break quorum", f.names.Pod(i), m.ID)
-			return true
+			continue
 		}
 		if ok, why := p.joinable(i); !ok {
 			p.wait("%s", why)
-			return true
+			continue
 		}
 		p.permit(i)
 		p.action = fmt.Sprintf("%s to join the cluster", f.names.Pod(i))
@@ -592,12 +616,19 @@ func (p *plan) deleteVolume() bool {
 	return false
 }
 
-// scaleDown asks the highest member above the target to leave (DESIGN.md §3).
+// scaleDown asks a member above the target to leave (DESIGN.md §3): an unhealthy one first, since its
+// removal costs no quorum, else the highest.
 func (p *plan) scaleDown() bool {
 	f := p.f
 	h := f.highestMemberOrdinal()
 	if h < p.target() {
 		return false
+	}
+	for i := h; i >= p.target(); i-- {
+		if m := f.primary[i]; m != nil && !m.healthy && p.quorumAllowsRemoving(m) {
+			h = i
+			break
+		}
 	}
 	m := f.primary[h]
 	if !p.quorumAllowsRemoving(m) {
@@ -605,7 +636,16 @@ func (p *plan) scaleDown() bool {
 		return true
 	}
 	p.setIntent(h, IntentLeave)
-	p.lease(h).joinPermitted = ""
+	p.lease(h).joinPermitted, p.lease(h).joinDeadline = "", ""
+	p.action = fmt.Sprintf("%s to leave the cluster", f.names.Pod(h))
+	p.busy = p.action
+	if lv := f.leases[h]; lv == nil || !lv.fresh || p.lostData(m) {
+		p.removeMember(m, "leave") // its agent cannot remove it
+		if p.busy == p.action {
+			p.wait("%s", p.action)
+		}
+		return true
+	}
 	p.action = fmt.Sprintf("%s to leave the cluster", f.names.Pod(h))
 	p.busy = p.action
 	p.wait("%s", p.action)
@@ -659,7 +699,7 @@ func (p *plan) floorReplicas() {
 		}
 	}
 	for i, lp := range p.leases {
-		if lp.joinPermitted != "" && int32(i+1) > floor && i < p.target() {
+		if lp.joinPermitted != "" && p.f.now.Before(parseTime(lp.joinDeadline)) && int32(i+1) > floor && i < p.target() {
 			floor = int32(i + 1)
 		}
 	}
@@ -735,8 +775,12 @@ func (p *plan) trimLeases() {
 			if lp.intent != IntentLeave {
 				p.setIntent(i, IntentLeave)
 			}
-			lp.joinPermitted = ""
+			lp.joinPermitted, lp.joinDeadline = "", ""
 		case lp.intent == "":
+			p.setIntent(i, IntentMember)
+		case lp.intent == IntentLeave && i < int(p.replicas) && i < p.target() && f.primary[i] == nil && f.truthKnown():
+			// A wanted ordinal below replicas that has left (a stale answer can leave this behind)
+			// becomes a member again: its parked agent restarts and asks to join.
 			p.setIntent(i, IntentMember)
 		}
 	}
@@ -765,3 +809,8 @@ func (p *plan) carryJob(j *batchv1.Job) *batchv1.Job {
 }
 
 const lastAppliedAnnotation = "metacontroller.k8s.io/last-applied-configuration"
+
+func parseTime(s string) time.Time {
+	t, _ := time.Parse(time.RFC3339, s)
+	return t
+}

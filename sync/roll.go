@@ -12,51 +12,49 @@ func (p *plan) roll(full bool) bool {
 		p.partition = 0
 		return false
 	}
-	if f.sts.Annotations[AnnTemplateHash] != p.hash {
-		// A new template: no pod changes until the hook steps the partition down from the top.
-		p.partition = p.replicas
-		p.rolling = true
-		p.wait("rolling %s to the new pod template", f.sts.Name)
-		return true
-	}
 	st := f.sts.Status
+	// While the StatefulSet status is behind its spec (and always right after a template change, which
+	// resets the partition so that no pod changes until the hook steps), nothing steps and no pod counts
+	// as updated: the same evaluation runs, so the status reads the same before and after the controller
+	// catches up.
 	lag := st.ObservedGeneration < f.sts.Generation
-	for p.partition > 0 {
+	if f.sts.Annotations[AnnTemplateHash] != p.hash {
+		p.partition = p.replicas
+		lag = true
+	}
+	updated := func(i int) bool { return !lag && p.podUpdated(i) }
+	part := int(p.partition)
+	for part > 0 {
 		p.rolling = true
-		top := int(p.partition)
-		if top < int(p.replicas) && (lag || !p.podUpdated(top)) {
-			p.wait("%s to run the new revision and report a healthy voter", f.names.Pod(top))
+		if part < int(p.replicas) && !updated(part) {
+			p.wait("%s to run the new revision and report a healthy voter", f.names.Pod(part))
 			return true
 		}
-		if lag {
-			p.wait("rolling %s to the new pod template", f.sts.Name)
-			return true
-		}
-		next := top - 1
-		if p.podUpdated(next) {
-			p.partition = int32(next) // already on the update revision: nothing restarts
+		next := part - 1
+		if updated(next) {
+			part = next // already on the update revision: nothing restarts
+			p.partition = int32(part)
 			continue
 		}
-		nextHealthy := p.podHealthy(next)
-		if full {
+		// Stepping over a pod that is not healthy costs nothing; a healthy one needs the quorum rule.
+		// A cluster meant to have one or two members cannot keep quorum through a restart: it rolls
+		// when every voter is healthy and is briefly unavailable (README: limits).
+		if p.podHealthy(next) {
 			all, healthy := f.voters()
-			after := healthy
-			if nextHealthy {
-				after--
-			}
-			// A cluster meant to have one or two members cannot keep quorum through a restart; it rolls
-			// only when every voter is healthy, and is briefly unavailable (README: limits).
 			small := p.target() <= 2 && all == healthy
-			if after < Quorum(all) && !small {
+			if healthy-1 < Quorum(all) && !small {
+				p.rollHeld = true
 				p.wait("quorum to allow restarting %s (%d of %d voters healthy)", f.names.Pod(next), healthy, all)
 				return true
 			}
-		} else if nextHealthy {
+		}
+		msg := fmt.Sprintf("%s to run the new revision and report a healthy voter", f.names.Pod(next))
+		p.wait("%s", msg)
+		if lag || (!full && p.podHealthy(next)) {
 			return true
 		}
 		p.partition = int32(next)
-		p.action = fmt.Sprintf("%s to run the new revision and report a healthy voter", f.names.Pod(next))
-		p.wait("%s", p.action)
+		p.action = msg
 		return true
 	}
 	// The last step is taken; the roll lasts until every pod runs the update revision.

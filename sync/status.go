@@ -79,12 +79,12 @@ func (p *plan) status() *ClusterStatus {
 		add(CondProgressing, false, "StepDeadlineExceeded", p.stalled)
 	case !f.bootstrapped && p.hasSpec:
 		add(CondProgressing, true, "Bootstrapping", p.message())
+	case p.pendingSpec:
+		add(CondProgressing, true, "SpecPending", "the new spec waits for: "+p.busy)
 	case p.busy != "":
 		add(CondProgressing, true, "MembershipChange", p.busy)
 	case p.rolling:
 		add(CondProgressing, true, "RollingUpdate", p.message())
-	case p.pendingSpec:
-		add(CondProgressing, true, "SpecPending", "a new spec waits for the step in flight")
 	case len(p.waiting) > 0:
 		add(CondProgressing, false, "Waiting", p.message())
 	default:

@@ -343,10 +343,15 @@ func (w *world) sync() *Response {
 	if err != nil {
 		w.t.Fatalf("sync: %v", err)
 	}
+	if debugHook != nil {
+		debugHook(w, resp)
+	}
 	w.checkResponse(req, resp)
 	w.apply(resp)
 	return resp
 }
+
+var debugHook func(*world, *Response)
 
 func (w *world) apply(resp *Response) {
 	next := map[string]map[string]map[string]any{}
@@ -515,6 +520,30 @@ func (w *world) quorum() bool {
 	return voters > 0 && up >= Quorum(voters)
 }
 
+// canRemove applies the quorum rule the agent and the remove Job check before removing a member:
+// healthy voters are a quorum of the current and of the resulting voters.
+func (w *world) canRemove(id string) bool {
+	all, healthy, self := 0, 0, false
+	for _, m := range w.etcd.members {
+		if m.Learner {
+			if m.ID == id {
+				return true
+			}
+			continue
+		}
+		all++
+		if i := w.ordinalOf(m); i >= 0 && w.alive(i) && m.Started && w.data[i] == m.ID {
+			healthy++
+			self = self || m.ID == id
+		}
+	}
+	after := healthy
+	if self {
+		after--
+	}
+	return all > 1 && healthy >= Quorum(all) && after >= Quorum(all-1)
+}
+
 func (w *world) leaseIntent(i int) map[string]any {
 	l := w.desired[KeyLease][w.names().Lease(i)]
 	if l == nil {
@@ -557,7 +586,7 @@ func (w *world) agent(i int) {
 	url := w.peerURL(i)
 	m := w.etcd.byPeer(url)
 	if ann[AnnIntent] == IntentLeave {
-		if m != nil && m.ID == w.data[i] && w.quorum() {
+		if m != nil && m.ID == w.data[i] && w.canRemove(m.ID) {
 			w.etcd.remove(m.ID) // moves leadership away and removes itself
 		}
 		return
@@ -589,6 +618,9 @@ func (w *world) agent(i int) {
 	}
 	if ann[AnnJoinPermitted] == nil || !w.quorum() {
 		return
+	}
+	if deadline, _ := time.Parse(time.RFC3339, ann[AnnJoinDeadline].(string)); !w.now.Before(deadline) {
+		return // an expired permission is no permission
 	}
 	if m != nil {
 		if m.Started || m.Name != "" {
@@ -680,7 +712,7 @@ func (w *world) runJobs() {
 		switch {
 		case flags["id"] != "":
 			m := w.etcd.byID(flags["id"])
-			if m != nil && !m.Learner && !w.quorum() {
+			if m != nil && !w.canRemove(m.ID) {
 				j.state, j.finished = jobFailed, w.now
 				continue
 			}
@@ -688,7 +720,12 @@ func (w *world) runJobs() {
 				w.etcd.remove(m.ID)
 			}
 		case flags["claim"] != "":
+			// pvc delete re-checks: no member at the ordinal's peer URL, no pod using the claim.
 			i := w.names().PVCOrdinal(flags["claim"])
+			if w.etcd.byPeer(flags["peer-url"]) != nil || w.pods[i] != nil {
+				j.state, j.finished = jobFailed, w.now
+				continue
+			}
 			delete(w.pvcs, i)
 			delete(w.data, i)
 		}
@@ -715,7 +752,12 @@ func (w *world) converge(max int) {
 			return
 		}
 	}
-	w.t.Fatalf("no convergence in %d steps: phase %s, message %q, members %v", max, w.status.Phase, w.status.Message, w.etcd.members)
+	var reports []string
+	for _, i := range sortedKeys(w.leases) {
+		l := w.leases[i]
+		reports = append(reports, fmt.Sprintf("%d:%s/%s/%v/%q renewed %s", i, l.report.Role, l.report.MemberID, l.report.Healthy, l.report.Error, w.now.Sub(l.renewed)))
+	}
+	w.t.Fatalf("no convergence in %d steps: phase %s, message %q, members %v, data %v, leases %v", max, w.status.Phase, w.status.Message, w.etcd.members, w.data, reports)
 }
 
 func (w *world) stable() bool {
