@@ -75,7 +75,7 @@ func finalize(o *Observed) *Response {
 	st := o.Parent.Status
 	st.ObservedGeneration = o.Parent.Generation
 	left := len(o.StatefulSets) + len(o.Pods)
-	st.Message = fmt.Sprintf("deleting: %d StatefulSet(s) and member pods left; volumes are kept", left)
+	st.Message = fmt.Sprintf("deleting: waiting for %d StatefulSet and %d member pods to go; volumes are kept", len(o.StatefulSets), len(o.Pods))
 	resp := &Response{Status: &st, Children: []any{}, Finalized: left == 0}
 	if !resp.Finalized {
 		resp.ResyncAfterSeconds = resyncBusySeconds

@@ -115,6 +115,9 @@ func (p *plan) status() *ClusterStatus {
 	}
 	st.Conditions = carryTransitions(conds, f.parent.Status.Conditions, f.now)
 	st.Phase = p.phase(available, len(unhealthy) > 0)
+	if p.hasSpec && len(p.problems) > 0 {
+		p.wait("a valid spec (%s)", p.problems[0].Message)
+	}
 	st.Message = p.message()
 	if !p.hasSpec && len(p.problems) > 0 {
 		st.Message = "nothing is created until the spec is valid: " + p.problems[0].Message

@@ -1,0 +1,37 @@
+package hooks
+
+import (
+	"bytes"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"testing"
+)
+
+// BenchmarkSync measures one /sync through the HTTP handler (decode, decide, render, encode) for a
+// steady 3-member and a scaling 9-member cluster. Results are in the README (make bench).
+func BenchmarkSync(b *testing.B) {
+	for _, bc := range []struct{ name, file string }{
+		{"members=3", "testdata/sync/metacontroller-last-applied.request.json"},
+		{"members=9", "testdata/bench/nine-members-scaling.request.json"},
+	} {
+		body, err := os.ReadFile(bc.file)
+		if err != nil {
+			b.Fatal(err)
+		}
+		srv := fixtureServer()
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(body)))
+			for b.Loop() {
+				req := httptest.NewRequest(http.MethodPost, "/sync", bytes.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
+				rec := httptest.NewRecorder()
+				srv.ServeHTTP(rec, req)
+				if rec.Code != http.StatusOK {
+					b.Fatalf("status %d: %s", rec.Code, rec.Body.String())
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,80 @@
+package hooks
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	etcdsync "github.com/etcdhook/etcdhook/sync"
+)
+
+// Frozen clock and image of the fixture server; e2e/fixtures.sh starts `etcdhook serve` with the same.
+var (
+	fixtureNow   = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	fixtureImage = "ghcr.io/etcdhook/etcdhook:v0.1.0"
+)
+
+func fixtureServer() *Server {
+	return New(Config{
+		Options: etcdsync.Options{Image: fixtureImage},
+		Now:     func() time.Time { return fixtureNow },
+		Logger:  discardLogger(),
+	})
+}
+
+// TestFixtures posts every request in testdata/<hook>/ to the handler and compares the answer with the
+// expected file exactly (after the canonical form jq -S gives), or the status code with the .code file.
+func TestFixtures(t *testing.T) {
+	srv := fixtureServer()
+	files, err := filepath.Glob("testdata/*/*.request.json")
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(files), 30)
+	for _, f := range files {
+		base := strings.TrimSuffix(f, ".request.json")
+		hook := filepath.Base(filepath.Dir(f))
+		t.Run(hook+"/"+filepath.Base(base), func(t *testing.T) {
+			body, err := os.ReadFile(f)
+			require.NoError(t, err)
+			path := "/" + hook
+			if hook == "bench" { // benchmark inputs are sync requests
+				path = "/sync"
+			}
+			req := httptest.NewRequest(http.MethodPost, path, bytes.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			rec := httptest.NewRecorder()
+			srv.ServeHTTP(rec, req)
+			if code, err := os.ReadFile(base + ".code"); err == nil {
+				want, _ := strconv.Atoi(strings.TrimSpace(string(code)))
+				require.Equal(t, want, rec.Code, rec.Body.String())
+				var e map[string]string
+				require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &e))
+				require.NotEmpty(t, e["error"])
+				return
+			}
+			require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+			want, err := os.ReadFile(base + ".response.json")
+			require.NoError(t, err)
+			require.Equal(t, string(want), string(canonical(t, rec.Body.Bytes())))
+		})
+	}
+}
+
+func canonical(t testing.TB, b []byte) []byte {
+	var v any
+	require.NoError(t, json.Unmarshal(b, &v))
+	var out bytes.Buffer
+	enc := json.NewEncoder(&out)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	require.NoError(t, enc.Encode(v))
+	return out.Bytes()
+}

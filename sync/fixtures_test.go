@@ -1,0 +1,490 @@
+package sync
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// The fixtures in hooks/testdata are requests Metacontroller would send at interesting moments, built
+// by driving the test world there, and the exact answers. hooks/fixtures_test.go replays them through the
+// HTTP handler and e2e/fixtures.sh through `etcdhook serve` with curl; this test keeps the requests in
+// step with the world. `go test ./sync -run Fixtures -update` rewrites requests and answers: review the
+// diff, the answers are what the hook will do.
+
+var update = flag.Bool("update", false, "rewrite hooks/testdata fixtures")
+
+const fixtureDir = "../hooks/testdata"
+
+// FixtureImage is the image the fixture server runs with (e2e/fixtures.sh passes the same).
+const FixtureImage = "ghcr.io/etcdhook/etcdhook:v0.1.0"
+
+type fixture struct {
+	name  string
+	hook  string // sync, finalize, customize
+	build func(w *world)
+	// raw, when set, is the request body (error fixtures).
+	raw string
+}
+
+// atFixtureNow runs build once to learn how long it takes in world time, then again starting that much
+// before fixtureNow, so that the request is taken exactly at the frozen clock of the fixture server.
+func atFixtureNow(t *testing.T, build func(w *world)) *world {
+	probe := newWorldAt(t, 3, fixtureNow)
+	build(probe)
+	elapsed := probe.now.Sub(fixtureNow)
+	w := newWorldAt(t, 3, fixtureNow.Add(-elapsed))
+	build(w)
+	require.Equal(t, fixtureNow, w.now)
+	return w
+}
+
+func size(n int32) func(*ClusterSpec) { return func(s *ClusterSpec) { s.Size = ptr(n) } }
+
+// settle converges then lets the reports age a few seconds, as a steady cluster's would.
+func settle(w *world) {
+	w.converge(80)
+	w.step(5 * time.Second)
+}
+
+func fixtures() []fixture {
+	return []fixture{
+		{name: "new-cluster", build: func(w *world) {}},
+		{name: "new-cluster-size-5-custom", build: func(w *world) {
+			w.spec.Size = ptr(int32(5))
+			w.spec.Version = "3.5.21"
+			w.spec.Storage.StorageClassName = ptr("fast-ssd")
+			w.spec.Options = map[string]string{"quota-backend-bytes": "8589934592", "auto-compaction-retention": "1h"}
+		}},
+		{name: "new-cluster-emptydir", build: func(w *world) {
+			w.spec.Size = ptr(int32(1))
+			w.spec.Storage.EmptyDir = &corev1EmptyDir
+		}},
+		{name: "seed-waiting", build: func(w *world) {
+			w.sync()
+			w.controllers()
+			w.now = w.now.Add(5 * time.Second)
+		}},
+		{name: "seed-reporting", build: func(w *world) {
+			w.sync()
+			w.controllers()
+			w.agents()
+			w.now = w.now.Add(5 * time.Second)
+		}},
+		{name: "scale-up-permits-next-ordinal", build: func(w *world) {
+			w.spec.Size = ptr(int32(1))
+			settle(w)
+			w.setSpec(size(3))
+		}},
+		{name: "learner-pending", build: func(w *world) {
+			w.spec.Size = ptr(int32(1))
+			settle(w)
+			w.setSpec(size(3))
+			w.step(2 * time.Second)
+			w.noPromote[1] = true
+			w.agents()
+		}},
+		{name: "learner-promoted-next-join", build: func(w *world) {
+			w.spec.Size = ptr(int32(1))
+			settle(w)
+			w.setSpec(size(3))
+			w.step(2 * time.Second)
+			w.agents()
+			w.agents()
+		}},
+		{name: "learner-stuck-removed", build: func(w *world) {
+			settle(w)
+			w.setSpec(size(4))
+			w.noPromote[3] = true
+			w.step(5 * time.Second)
+			w.step(5 * time.Second)
+			w.now = w.now.Add(11 * time.Minute)
+			w.agents()
+		}},
+		{name: "scale-down-leave-intent", build: func(w *world) {
+			w.spec.Size = ptr(int32(5))
+			settle(w)
+			w.setSpec(size(3))
+		}},
+		{name: "scale-down-member-left", build: func(w *world) {
+			w.spec.Size = ptr(int32(5))
+			settle(w)
+			w.setSpec(size(3))
+			w.step(2 * time.Second)
+		}},
+		{name: "scale-down-volume-delete-job", build: func(w *world) {
+			w.spec.Size = ptr(int32(5))
+			settle(w)
+			w.setSpec(size(3))
+			w.step(2 * time.Second)
+			w.step(2 * time.Second)
+		}},
+		{name: "scale-down-volume-deleted", build: func(w *world) {
+			w.spec.Size = ptr(int32(5))
+			settle(w)
+			w.setSpec(size(4))
+			for n := 0; n < 3; n++ {
+				w.step(2 * time.Second)
+			}
+		}},
+		{name: "scale-down-agent-dead-remove-job", build: func(w *world) {
+			w.spec.Size = ptr(int32(5))
+			settle(w)
+			w.down[4] = true
+			for n := 0; n < 4; n++ {
+				w.agents()
+				w.now = w.now.Add(30 * time.Second)
+			}
+			w.agents()
+			w.setSpec(size(4))
+		}},
+		{name: "orphan-member-removed", build: func(w *world) {
+			settle(w)
+			id := w.etcd.add("http://old-etcd-2.legacy.prod.svc:2380", false)
+			w.etcd.byID(id).Started = true
+			w.agents()
+		}},
+		{name: "remove-job-running", build: func(w *world) {
+			settle(w)
+			id := w.etcd.add("http://old-etcd-2.legacy.prod.svc:2380", false)
+			w.etcd.byID(id).Started = true
+			w.agents()
+			w.noJobs = true
+			w.step(10 * time.Second)
+		}},
+		{name: "remove-job-succeeded-dropped", build: func(w *world) {
+			settle(w)
+			id := w.etcd.add("http://old-etcd-2.legacy.prod.svc:2380", false)
+			w.etcd.byID(id).Started = true
+			w.agents()
+			w.step(5 * time.Second)
+			w.agents()
+		}},
+		{name: "remove-job-failed-backoff", build: func(w *world) {
+			settle(w)
+			id := w.etcd.add("http://old-etcd-2.legacy.prod.svc:2380", false)
+			w.etcd.byID(id).Started = true
+			w.agents()
+			w.failJobs = true
+			w.step(10 * time.Second)
+		}},
+		{name: "remove-job-retried", build: func(w *world) {
+			settle(w)
+			id := w.etcd.add("http://old-etcd-2.legacy.prod.svc:2380", false)
+			w.etcd.byID(id).Started = true
+			w.agents()
+			w.failJobs = true
+			w.step(35 * time.Second)
+			w.agents()
+		}},
+		{name: "dead-member-quorum-to-spare", build: func(w *world) {
+			w.spec.Size = ptr(int32(5))
+			settle(w)
+			w.down[2] = true
+			for n := 0; n < 6; n++ {
+				w.agents()
+				w.now = w.now.Add(time.Minute)
+			}
+		}},
+		{name: "dead-member-no-quorum-to-spare", build: func(w *world) {
+			w.spec.Size = ptr(int32(4))
+			settle(w)
+			w.down[3] = true
+			for n := 0; n < 6; n++ {
+				w.agents()
+				w.now = w.now.Add(time.Minute)
+			}
+			w.agents()
+			// A second voter's report is stale (its agent hangs) but its pod is still ready.
+			w.leases[1].renewed = w.now.Add(-2 * time.Minute)
+		}},
+		{name: "two-voters-one-dead", build: func(w *world) {
+			w.spec.Size = ptr(int32(2))
+			settle(w)
+			w.down[1] = true
+			for n := 0; n < 7; n++ {
+				w.agents()
+				w.now = w.now.Add(time.Minute)
+			}
+		}},
+		{name: "stale-lease-blocks-scale-up", build: func(w *world) {
+			settle(w)
+			w.leases[2].renewed = w.now.Add(-2 * time.Minute)
+			w.setSpec(size(5))
+		}},
+		{name: "status-wiped", build: func(w *world) {
+			settle(w)
+			w.status = ClusterStatus{}
+		}},
+		{name: "split-brain", build: func(w *world) {
+			settle(w)
+			w.leases[1].report.ClusterID = "aaaaaaaaaaaaaaaa"
+		}},
+		{name: "foreign-data-on-seed", build: func(w *world) {
+			w.pvcs[0] = &simPVC{uid: "pvc-old", clusterUID: "0b0e6a51-old0-uid0-0000-000000000000"}
+			w.data[0], w.owner[0] = "1d2e3f4a5b6c7d8e", "0b0e6a51-old0-uid0-0000-000000000000"
+			w.step(5 * time.Second)
+			w.controllers()
+			w.agents()
+		}},
+		{name: "data-loss-replace-permitted", build: func(w *world) {
+			settle(w)
+			w.data[1] = ""
+			w.agents()
+		}},
+		{name: "kubectl-scaled-statefulset", build: func(w *world) {
+			settle(w)
+			w.sts()["spec"].(map[string]any)["replicas"] = float64(1)
+			w.stsGen++
+			w.controllers()
+			w.agents()
+		}},
+		{name: "upgrade-allowed-partition-reset", build: func(w *world) {
+			w.spec.Version = "3.6.15"
+			settle(w)
+			w.setSpec(func(s *ClusterSpec) { s.Version = "3.6.16" })
+		}},
+		{name: "upgrade-refused-35-below-20", build: func(w *world) {
+			w.spec.Version = "3.5.19"
+			settle(w)
+			w.setSpec(func(s *ClusterSpec) { s.Version = "3.6.16" })
+		}},
+		{name: "upgrade-downgrade-refused", build: func(w *world) {
+			settle(w)
+			w.setSpec(func(s *ClusterSpec) { s.Version = "3.6.10" })
+		}},
+		{name: "upgrade-in-progress-steps", build: func(w *world) {
+			w.spec.Version = "3.5.21"
+			settle(w)
+			w.setSpec(func(s *ClusterSpec) { s.Version = "3.6.16" })
+			for n := 0; n < 3; n++ {
+				w.step(5 * time.Second)
+			}
+		}},
+		{name: "upgrade-held-member-down", build: func(w *world) {
+			w.spec.Version = "3.6.15"
+			settle(w)
+			w.down[1] = true
+			w.step(5 * time.Second)
+			w.setSpec(func(s *ClusterSpec) { s.Version = "3.6.16" })
+			w.step(5 * time.Second)
+		}},
+		{name: "bad-image-stuck", build: func(w *world) {
+			settle(w)
+			w.setSpec(func(s *ClusterSpec) { s.Version = "3.6.17" })
+			w.badImage = "quay.io/coreos/etcd:v3.6.17"
+			for n := 0; n < 4; n++ {
+				w.step(5 * time.Second)
+			}
+		}},
+		{name: "bad-image-reverted", build: func(w *world) {
+			settle(w)
+			w.setSpec(func(s *ClusterSpec) { s.Version = "3.6.17" })
+			w.badImage = "quay.io/coreos/etcd:v3.6.17"
+			for n := 0; n < 4; n++ {
+				w.step(5 * time.Second)
+			}
+			w.setSpec(func(s *ClusterSpec) { s.Version = "3.6.16" })
+			w.step(5 * time.Second)
+			w.controllers()
+		}},
+		{name: "size-edited-mid-step", build: func(w *world) {
+			settle(w)
+			w.setSpec(size(5))
+			w.step(2 * time.Second)
+			w.setSpec(size(3))
+		}},
+		{name: "all-pods-restarted", build: func(w *world) {
+			settle(w)
+			for i, p := range w.pods {
+				p.uid, p.ready = w.newUID("pod"), false
+				w.pods[i] = p
+			}
+			w.now = w.now.Add(3 * time.Minute)
+		}},
+		{name: "even-size-running", build: func(w *world) {
+			w.spec.Size = ptr(int32(4))
+			settle(w)
+		}},
+		{name: "size-two-disruption-budget", build: func(w *world) {
+			w.spec.Size = ptr(int32(2))
+			settle(w)
+		}},
+		{name: "invalid-size-keeps-children", build: func(w *world) {
+			settle(w)
+			w.setSpec(size(12))
+		}},
+		{name: "invalid-managed-option", build: func(w *world) {
+			settle(w)
+			w.setSpec(func(s *ClusterSpec) {
+				s.Options = map[string]string{"initial-cluster-state": "new", "data-dir": "/tmp"}
+			})
+		}},
+		{name: "invalid-tls-not-supported", build: func(w *world) {
+			settle(w)
+			w.setSpec(func(s *ClusterSpec) { s.Security.TLS.Enabled = true })
+		}},
+		{name: "invalid-storage-change", build: func(w *world) {
+			settle(w)
+			w.setSpec(func(s *ClusterSpec) { s.Storage.Size = ptr(mustQuantity("20Gi")) })
+		}},
+		{name: "invalid-version-format", build: func(w *world) {
+			settle(w)
+			w.setSpec(func(s *ClusterSpec) { s.Version = "v3.6" })
+		}},
+		{name: "invalid-spec-new-cluster", build: func(w *world) {
+			w.spec.Size = ptr(int32(0))
+		}},
+		{name: "hook-v2-keys", build: func(w *world) {
+			w.spec.Size = ptr(int32(5))
+			settle(w)
+			w.setSpec(size(3))
+			w.v2 = true
+		}},
+		{name: "metacontroller-last-applied", build: func(w *world) {
+			settle(w)
+			w.lastApplied = true
+		}},
+		{name: "finalizing", hook: "finalize", build: func(w *world) {
+			settle(w)
+		}},
+		{name: "customize", hook: "customize", build: func(w *world) {}},
+		{name: "nine-members-scaling", hook: "bench", build: func(w *world) {
+			w.spec.Size = ptr(int32(9))
+			w.lastApplied = true
+			w.converge(200)
+			w.step(5 * time.Second)
+			w.setSpec(size(7))
+		}},
+		{name: "error-malformed-json", raw: `{"parent": {"apiVersion": "etcd.io/v1alpha1",`},
+		{name: "error-wrong-kind", raw: `{"parent":{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"x","namespace":"prod","uid":"u"}},"children":{},"related":{}}`},
+		{name: "error-missing-uid", raw: `{"parent":{"apiVersion":"etcd.io/v1alpha1","kind":"EtcdCluster","metadata":{"name":"demo","namespace":"prod"},"spec":{}},"children":{},"related":{}}`},
+		{name: "error-undeclared-child-type", raw: `{"parent":{"apiVersion":"etcd.io/v1alpha1","kind":"EtcdCluster","metadata":{"name":"demo","namespace":"prod","uid":"u1"},"spec":{}},"children":{"Secret.v1":{"demo-tls":{"apiVersion":"v1","kind":"Secret","metadata":{"name":"demo-tls","namespace":"prod"}}}},"related":{}}`},
+		{name: "error-child-wrong-namespace", raw: `{"parent":{"apiVersion":"etcd.io/v1alpha1","kind":"EtcdCluster","metadata":{"name":"demo","namespace":"prod","uid":"u1"},"spec":{}},"children":{"ConfigMap.v1":{"demo-config":{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"demo-config","namespace":"other"}}}},"related":{}}`},
+	}
+}
+
+// request renders a fixture's request body.
+func (fx fixture) request(t *testing.T) []byte {
+	if fx.raw != "" {
+		return []byte(fx.raw + "\n")
+	}
+	w := atFixtureNow(t, fx.build)
+	var body any
+	switch fx.hook {
+	case "customize":
+		body = map[string]any{"controller": controllerJSON(), "parent": w.parentJSON()}
+	default:
+		req := w.request()
+		req.Controller = mustJSON(controllerJSON())
+		req.Finalizing = fx.hook == "finalize"
+		body = req
+	}
+	return canonical(t, mustJSON(body))
+}
+
+// controllerJSON is the registration as Metacontroller sends it with every request (abridged to spec).
+func controllerJSON() map[string]any {
+	return map[string]any{
+		"apiVersion": "metacontroller.k8s.io/v1alpha1", "kind": "CompositeController",
+		"metadata": map[string]any{"name": "etcdhook"},
+		"spec":     map[string]any{"generateSelector": true, "parentResource": map[string]any{"apiVersion": APIVersion, "resource": "etcdclusters"}},
+	}
+}
+
+// canonical is the fixture file form: keys sorted, two-space indent (what `jq -S .` prints).
+func canonical(t testing.TB, b []byte) []byte {
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Fatalf("canonical: %v", err)
+	}
+	var out bytes.Buffer
+	enc := json.NewEncoder(&out)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		t.Fatal(err)
+	}
+	return out.Bytes()
+}
+
+// expected computes the answer with the package functions (the HTTP layer adds only encoding).
+func (fx fixture) expected(t *testing.T, req []byte) (int, []byte) {
+	if fx.hook == "customize" {
+		var cr CustomizeRequest
+		require.NoError(t, json.Unmarshal(req, &cr))
+		resp, err := Customize(&cr)
+		require.NoError(t, err)
+		return 200, canonical(t, mustJSON(resp))
+	}
+	var r Request
+	if err := json.Unmarshal(req, &r); err != nil {
+		return 400, nil
+	}
+	if fx.hook == "finalize" {
+		r.Finalizing = true
+	}
+	resp, err := Compute(&r, fixtureNow, Options{Image: FixtureImage})
+	if err != nil {
+		return 422, nil
+	}
+	return 200, canonical(t, mustJSON(resp))
+}
+
+func TestFixturesUpToDate(t *testing.T) {
+	fxs := fixtures()
+	names := map[string]bool{}
+	for _, fx := range fxs {
+		hook := fx.hook
+		if hook == "" {
+			hook = "sync"
+		}
+		base := filepath.Join(fixtureDir, hook, fx.name)
+		require.False(t, names[base], "duplicate fixture %s", fx.name)
+		names[base] = true
+		req := fx.request(t)
+		code, resp := fx.expected(t, req)
+		if *update {
+			require.NoError(t, os.MkdirAll(filepath.Dir(base), 0o755))
+			require.NoError(t, os.WriteFile(base+".request.json", req, 0o644))
+			if code == 200 {
+				require.NoError(t, os.WriteFile(base+".response.json", resp, 0o644))
+				_ = os.Remove(base + ".code")
+			} else {
+				_ = os.Remove(base + ".response.json")
+				require.NoError(t, os.WriteFile(base+".code", []byte(fmtInt(code)+"\n"), 0o644))
+			}
+			continue
+		}
+		have, err := os.ReadFile(base + ".request.json")
+		require.NoError(t, err, "missing fixture %s: run go test ./sync -run Fixtures -update", base)
+		require.Equal(t, string(req), string(have), "fixture request %s is out of date with the world", base)
+		if code == 200 {
+			want, err := os.ReadFile(base + ".response.json")
+			require.NoError(t, err)
+			require.Equal(t, string(want), string(resp), "fixture response %s", base)
+		}
+	}
+	// No stray files: every fixture on disk is one of the list.
+	files, _ := filepath.Glob(filepath.Join(fixtureDir, "*", "*.request.json"))
+	sort.Strings(files)
+	for _, f := range files {
+		require.True(t, names[f[:len(f)-len(".request.json")]], "stray fixture %s", f)
+	}
+	require.GreaterOrEqual(t, len(fxs), 30)
+}
+
+func fmtInt(n int) string { return string(mustJSON(n)) }
+
+var corev1EmptyDir = corev1.EmptyDirVolumeSource{}
+
+func mustQuantity(s string) resource.Quantity { return resource.MustParse(s) }
