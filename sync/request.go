@@ -131,7 +131,40 @@ func Decode(req *Request) (*Observed, error) {
 		}
 	}
 	// Related objects of other types cannot be deleted by our answer, so they are only ignored.
+	if err := unexpectedCore(o); err != nil {
+		return nil, err
+	}
 	return o, nil
+}
+
+// unexpectedCore refuses a StatefulSet, Service, PodDisruptionBudget or ConfigMap child with a name the
+// hook does not render: answering would delete it, and such an object was not made by this hook.
+// (Leases, Jobs and RBAC objects of other names are the hook's own leftovers and are let go.)
+func unexpectedCore(o *Observed) error {
+	n := Names{Cluster: o.Parent.Name, Namespace: o.Parent.Namespace}
+	check := func(kind string, got []string, want ...string) error {
+		for _, name := range got {
+			ok := false
+			for _, w := range want {
+				ok = ok || name == w
+			}
+			if !ok {
+				return inputErrorf("child %s %q is not one etcdhook renders (want %v): refusing to answer, which would delete it", kind, name, want)
+			}
+		}
+		return nil
+	}
+	for _, err := range []error{
+		check("StatefulSet", sortedKeys(o.StatefulSets), n.StatefulSet()),
+		check("Service", sortedKeys(o.Services), n.ClientService(), n.PeerService()),
+		check("PodDisruptionBudget", sortedKeys(o.PDBs), n.PDB()),
+		check("ConfigMap", sortedKeys(o.ConfigMaps), n.ConfigMap()),
+	} {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // unknownGroups refuses child types the hook does not render: answering would delete all of them.
