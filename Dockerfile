@@ -1,0 +1,14 @@
+# Static etcdhook on distroless, running as nonroot. The binary is /etcdhook: the member pod's init
+# container and the Jobs the hook emits run it by that path.
+FROM golang:1.26 AS build
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN go mod download
+COPY . .
+ARG VERSION=dev
+RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /etcdhook .
+
+FROM gcr.io/distroless/static-debian12:nonroot
+COPY --from=build /etcdhook /etcdhook
+USER 65532:65532
+ENTRYPOINT ["/etcdhook"]

@@ -1,0 +1,168 @@
+// Package manifests holds the deployable YAML; this test keeps it in step with the code.
+package manifests
+
+import (
+	"encoding/json"
+	"os"
+	"reflect"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"sigs.k8s.io/yaml"
+
+	etcdsync "github.com/etcdhook/etcdhook/sync"
+)
+
+func loadCRD(t *testing.T) apiextv1.JSONSchemaProps {
+	b, err := os.ReadFile("crd.yaml")
+	require.NoError(t, err)
+	var crd apiextv1.CustomResourceDefinition
+	require.NoError(t, yaml.UnmarshalStrict(b, &crd))
+	require.Len(t, crd.Spec.Versions, 1)
+	v := crd.Spec.Versions[0]
+	require.Equal(t, etcdsync.Version, v.Name)
+	require.NotNil(t, v.Subresources.Status, "Metacontroller does not start a controller whose parent lacks the status subresource")
+	require.Equal(t, etcdsync.Group, crd.Spec.Group)
+	return *v.Schema.OpenAPIV3Schema
+}
+
+// Every status field the hook writes is declared: an undeclared field is pruned, the stored status
+// never matches the computed one, and Metacontroller loops.
+func TestStatusSchemaDeclaresEveryField(t *testing.T) {
+	schema := loadCRD(t)
+	checkDeclared(t, "status", reflect.TypeOf(etcdsync.ClusterStatus{}), schema.Properties["status"])
+}
+
+// The spec schema declares what the Go type reads, and nothing the Go type would drop.
+func TestSpecSchemaMatchesTypes(t *testing.T) {
+	schema := loadCRD(t)
+	spec := schema.Properties["spec"]
+	checkDeclared(t, "spec", reflect.TypeOf(etcdsync.ClusterSpec{}), spec)
+	for name := range spec.Properties {
+		_, ok := jsonFields(reflect.TypeOf(etcdsync.ClusterSpec{}))[name]
+		require.True(t, ok, "spec.%s is in the CRD but not in ClusterSpec", name)
+	}
+}
+
+func jsonFields(t reflect.Type) map[string]reflect.Type {
+	out := map[string]reflect.Type{}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		name := strings.Split(f.Tag.Get("json"), ",")[0]
+		if name == "" || name == "-" {
+			continue
+		}
+		out[name] = f.Type
+	}
+	return out
+}
+
+func checkDeclared(t *testing.T, path string, typ reflect.Type, schema apiextv1.JSONSchemaProps) {
+	for typ.Kind() == reflect.Pointer || typ.Kind() == reflect.Slice {
+		if typ.Kind() == reflect.Slice {
+			require.NotNil(t, schema.Items, "%s is a list in Go, not in the CRD", path)
+			schema = *schema.Items.Schema
+		}
+		typ = typ.Elem()
+	}
+	if typ.Kind() != reflect.Struct || strings.HasPrefix(typ.PkgPath(), "k8s.io/") {
+		return // scalars and Kubernetes types (passed through)
+	}
+	if schema.XPreserveUnknownFields != nil && *schema.XPreserveUnknownFields {
+		return
+	}
+	for name, ft := range jsonFields(typ) {
+		sub, ok := schema.Properties[name]
+		require.True(t, ok, "%s.%s is written by the code but not declared in manifests/crd.yaml", path, name)
+		checkDeclared(t, path+"."+name, ft, sub)
+	}
+}
+
+// Defaults in the CRD are the defaults the hook applies.
+func TestCRDDefaultsMatchCode(t *testing.T) {
+	spec := loadCRD(t).Properties["spec"]
+	d := etcdsync.Defaulted(etcdsync.ClusterSpec{})
+	def := func(s apiextv1.JSONSchemaProps) string { return strings.Trim(string(s.Default.Raw), `"`) }
+	require.Equal(t, json.Number(def(spec.Properties["size"])).String(), jsonString(*d.Size))
+	require.Equal(t, d.Version, def(spec.Properties["version"]))
+	require.Equal(t, d.Repository, def(spec.Properties["repository"]))
+	require.Equal(t, d.Storage.Size.String(), def(spec.Properties["storage"].Properties["size"]))
+	to := spec.Properties["timeouts"].Properties
+	require.Equal(t, jsonString(*d.Timeouts.LearnerPromotionSeconds), def(to["learnerPromotionSeconds"]))
+	require.Equal(t, jsonString(*d.Timeouts.DeadMemberSeconds), def(to["deadMemberSeconds"]))
+	require.Equal(t, jsonString(*d.Timeouts.LeaveSeconds), def(to["leaveSeconds"]))
+	require.Equal(t, int64(etcdsync.MaxSize), int64(*spec.Properties["size"].Maximum))
+}
+
+// The CEL rule refusing managed flags lists exactly sync.ManagedOptions.
+func TestManagedOptionsMatchCEL(t *testing.T) {
+	spec := loadCRD(t).Properties["spec"]
+	var rule string
+	for _, r := range spec.Properties["options"].XValidations {
+		if strings.Contains(r.Rule, "'name'") {
+			rule = r.Rule
+		}
+	}
+	require.NotEmpty(t, rule)
+	var inCEL []string
+	for _, m := range regexp.MustCompile(`'([a-z-]+)'`).FindAllStringSubmatch(rule, -1) {
+		inCEL = append(inCEL, m[1])
+	}
+	var inCode []string
+	for k := range etcdsync.ManagedOptions {
+		inCode = append(inCode, k)
+	}
+	sort.Strings(inCEL)
+	sort.Strings(inCode)
+	require.Equal(t, inCode, inCEL)
+}
+
+// The registration declares exactly the child types the hook renders, with the strategies of DESIGN.md §2.
+func TestRegistrationMatchesHook(t *testing.T) {
+	b, err := os.ReadFile("../metacontroller/compositecontroller.yaml")
+	require.NoError(t, err)
+	var cc struct {
+		Spec struct {
+			GenerateSelector bool `json:"generateSelector"`
+			ParentResource   struct{ APIVersion, Resource string }
+			ChildResources   []struct {
+				APIVersion     string `json:"apiVersion"`
+				Resource       string `json:"resource"`
+				UpdateStrategy struct{ Method string } `json:"updateStrategy"`
+			} `json:"childResources"`
+			Hooks map[string]struct {
+				Version string `json:"version"`
+				Webhook struct {
+					Path    string `json:"path"`
+					Timeout string `json:"timeout"`
+				} `json:"webhook"`
+			} `json:"hooks"`
+		} `json:"spec"`
+	}
+	require.NoError(t, yaml.Unmarshal(b, &cc))
+	require.True(t, cc.Spec.GenerateSelector)
+	require.Equal(t, etcdsync.APIVersion, cc.Spec.ParentResource.APIVersion)
+	want := map[string]string{
+		"apps/v1/statefulsets": "InPlace", "v1/services": "InPlace", "policy/v1/poddisruptionbudgets": "InPlace",
+		"v1/configmaps": "InPlace", "coordination.k8s.io/v1/leases": "InPlace", "batch/v1/jobs": "OnDelete",
+		"v1/serviceaccounts": "InPlace", "rbac.authorization.k8s.io/v1/roles": "InPlace",
+		"rbac.authorization.k8s.io/v1/rolebindings": "OnDelete",
+	}
+	got := map[string]string{}
+	for _, c := range cc.Spec.ChildResources {
+		got[c.APIVersion+"/"+c.Resource] = c.UpdateStrategy.Method
+	}
+	require.Equal(t, want, got)
+	require.Equal(t, "/sync", cc.Spec.Hooks["sync"].Webhook.Path)
+	require.Equal(t, "/customize", cc.Spec.Hooks["customize"].Webhook.Path)
+	require.Equal(t, "v1", cc.Spec.Hooks["sync"].Version)
+}
+
+func jsonString(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
