@@ -1,9 +1,164 @@
 package main
 
-import "errors"
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
 
-var errNotYet = errors.New("not implemented in this build")
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
-func runAgent(args []string) error  { return errNotYet }
-func runMember(args []string) error { return errNotYet }
-func runPVC(args []string) error    { return errNotYet }
+	"github.com/etcdhook/etcdhook/membership"
+	etcdsync "github.com/etcdhook/etcdhook/sync"
+)
+
+func jsonLogger() *slog.Logger { return slog.New(slog.NewJSONHandler(os.Stderr, nil)) }
+
+// runAgent: etcdhook agent --config=/etc/etcdhook/agent.json -- /usr/local/bin/etcd <static flags>
+func runAgent(args []string) error {
+	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
+	configPath := fs.String("config", etcdsync.AgentConfigPath, "agent configuration (the ConfigMap's agent.json)")
+	if err := fs.Parse(args); err != nil {
+		return usageError{err}
+	}
+	etcdCmd := fs.Args()
+	if len(etcdCmd) == 0 {
+		return usageError{errors.New("usage: etcdhook agent [--config FILE] -- etcd [flags]")}
+	}
+	b, err := os.ReadFile(*configPath)
+	if err != nil {
+		return err
+	}
+	var cfg etcdsync.AgentConfig
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		return fmt.Errorf("%s: %w", *configPath, err)
+	}
+	pod, ns, podUID := os.Getenv("POD_NAME"), os.Getenv("POD_NAMESPACE"), os.Getenv("POD_UID")
+	if pod == "" || ns == "" || podUID == "" {
+		return errors.New("POD_NAME, POD_NAMESPACE and POD_UID must be set (downward API)")
+	}
+	names := etcdsync.Names{Cluster: cfg.Cluster, Namespace: ns}
+	ordinal := names.PodOrdinal(pod)
+	if ordinal < 0 {
+		return fmt.Errorf("pod %s is not a member pod of %s", pod, cfg.Cluster)
+	}
+	log := jsonLogger().With("pod", pod)
+	kcfg, err := rest.InClusterConfig()
+	if err != nil {
+		return err
+	}
+	duration := time.Duration(cfg.LeaseDurationSeconds) * time.Second
+	store, err := membership.NewKubeLeases(kcfg, ns, cfg.Cluster, names.Lease(ordinal), cfg.ParentUID, podUID, duration)
+	if err != nil {
+		return err
+	}
+	agent := &membership.Agent{
+		Cfg: membership.AgentConfig{
+			Name:          pod,
+			PeerURL:       names.PeerURL(ordinal),
+			ClientURL:     fmt.Sprintf("http://127.0.0.1:%d", cfg.ClientPort),
+			Endpoints:     []string{names.ClientEndpoint()},
+			DataDir:       cfg.DataDir,
+			ParentUID:     cfg.ParentUID,
+			Adopt:         cfg.AdoptExistingData,
+			LeaseDuration: duration,
+			EtcdCommand:   etcdCmd,
+		},
+		Store: store,
+		Etcd:  &membership.Etcd{Log: log},
+		Log:   log,
+	}
+	probe, err := membership.ProbeHandler(agent, fmt.Sprintf("http://127.0.0.1:%d", cfg.EtcdMetricsPort))
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", fmt.Sprintf(":%d", cfg.ProbePort))
+	if err != nil {
+		return err
+	}
+	go func() { _ = (&http.Server{Handler: probe, ReadHeaderTimeout: 5 * time.Second}).Serve(ln) }()
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	return agent.Run(ctx)
+}
+
+// runMember: etcdhook member remove --id=… --peer-url=… --reason=… --endpoints=…
+func runMember(args []string) error {
+	if len(args) == 0 || args[0] != "remove" {
+		return usageError{errors.New("usage: etcdhook member remove --id=ID --endpoints=URL,… [--peer-url=URL] [--reason=R] [--timeout=D]")}
+	}
+	fs := flag.NewFlagSet("member remove", flag.ContinueOnError)
+	id := fs.String("id", "", "member ID (hex)")
+	peerURL := fs.String("peer-url", "", "the member's peer URL, checked before removing")
+	reason := fs.String("reason", "", "why: dead, data-lost, leave, orphan, stuck-learner, unwanted-learner (re-checked)")
+	endpoints := fs.String("endpoints", "", "comma-separated client URLs of voters")
+	timeout := fs.Duration("timeout", 4*time.Minute, "give up after this long")
+	if err := fs.Parse(args[1:]); err != nil {
+		return usageError{err}
+	}
+	if *id == "" || *endpoints == "" {
+		return usageError{errors.New("--id and --endpoints are required")}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	log := jsonLogger()
+	err := membership.RemoveMember(ctx, &membership.Etcd{Log: log}, log, membership.RemoveRequest{
+		ID: *id, PeerURL: *peerURL, Reason: *reason, Endpoints: strings.Split(*endpoints, ","),
+	})
+	return refusal(err)
+}
+
+// runPVC: etcdhook pvc delete --claim=… --namespace=… --cluster-uid=… --peer-url=… --endpoints=…
+func runPVC(args []string) error {
+	if len(args) == 0 || args[0] != "delete" {
+		return usageError{errors.New("usage: etcdhook pvc delete --claim=NAME --namespace=NS --cluster-uid=UID --peer-url=URL --pod=NAME --endpoints=URL,…")}
+	}
+	fs := flag.NewFlagSet("pvc delete", flag.ContinueOnError)
+	claim := fs.String("claim", "", "claim to delete")
+	ns := fs.String("namespace", os.Getenv("POD_NAMESPACE"), "namespace")
+	uid := fs.String("cluster-uid", "", "the EtcdCluster UID the claim must be labelled with")
+	peerURL := fs.String("peer-url", "", "peer URL of the removed member: no member may have it")
+	pod := fs.String("pod", "", "the member pod, which must be gone")
+	endpoints := fs.String("endpoints", "", "comma-separated client URLs of voters")
+	timeout := fs.Duration("timeout", 4*time.Minute, "give up after this long")
+	if err := fs.Parse(args[1:]); err != nil {
+		return usageError{err}
+	}
+	if *claim == "" || *ns == "" || *uid == "" || *peerURL == "" || *endpoints == "" {
+		return usageError{errors.New("--claim, --namespace, --cluster-uid, --peer-url and --endpoints are required")}
+	}
+	kcfg, err := rest.InClusterConfig()
+	if err != nil {
+		return err
+	}
+	kube, err := kubernetes.NewForConfig(kcfg)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	log := jsonLogger()
+	return refusal(membership.DeletePVC(ctx, &membership.Etcd{Log: log}, kube, log, membership.PVCRequest{
+		Namespace: *ns, Claim: *claim, ClusterUID: *uid, PeerURL: *peerURL, Pod: *pod, Endpoints: strings.Split(*endpoints, ","),
+	}))
+}
+
+// refusalError exits 3: the Job checked and declined (its reason no longer holds or quorum forbids).
+type refusalError struct{ error }
+
+func refusal(err error) error {
+	if errors.Is(err, membership.ErrRefused) {
+		return refusalError{err}
+	}
+	return err
+}

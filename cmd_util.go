@@ -16,8 +16,12 @@ func (e usageError) Unwrap() error { return e.err }
 
 func exitCode(err error) int {
 	var u usageError
-	if errors.As(err, &u) {
+	var r refusalError
+	switch {
+	case errors.As(err, &u):
 		return 2
+	case errors.As(err, &r):
+		return 3
 	}
 	return 1
 }

@@ -130,8 +130,8 @@ func TestRegistrationMatchesHook(t *testing.T) {
 			GenerateSelector bool `json:"generateSelector"`
 			ParentResource   struct{ APIVersion, Resource string }
 			ChildResources   []struct {
-				APIVersion     string `json:"apiVersion"`
-				Resource       string `json:"resource"`
+				APIVersion     string                  `json:"apiVersion"`
+				Resource       string                  `json:"resource"`
 				UpdateStrategy struct{ Method string } `json:"updateStrategy"`
 			} `json:"childResources"`
 			Hooks map[string]struct {

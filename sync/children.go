@@ -142,10 +142,11 @@ func (p *plan) leaseObjects() []*coordv1.Lease {
 
 func (p *plan) rbac() []any {
 	n := p.f.names
-	var leases, claims []string
+	var leases, claims, pods []string
 	for i := 0; i < MaxSize; i++ {
 		leases = append(leases, n.Lease(i))
 		claims = append(claims, n.PVC(i))
+		pods = append(pods, n.Pod(i))
 	}
 	account := func(name string) *corev1.ServiceAccount {
 		return &corev1.ServiceAccount{
@@ -170,7 +171,7 @@ func (p *plan) rbac() []any {
 		}
 	}
 	// The agent may read and renew only this cluster's member Leases (never create: the hook owns them);
-	// the ops Jobs may read and delete only this cluster's member claims.
+	// the ops Jobs may delete only this cluster's member claims, and check that their pods are gone.
 	return []any{
 		account(n.MemberAccount()), account(n.OpsAccount()),
 		role(n.MemberAccount(), rbacv1.PolicyRule{
@@ -180,6 +181,9 @@ func (p *plan) rbac() []any {
 		role(n.OpsAccount(), rbacv1.PolicyRule{
 			APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"},
 			ResourceNames: claims, Verbs: []string{"get", "delete"},
+		}, rbacv1.PolicyRule{
+			APIGroups: []string{""}, Resources: []string{"pods"},
+			ResourceNames: pods, Verbs: []string{"get"},
 		}),
 		binding(n.MemberAccount()), binding(n.OpsAccount()),
 	}
@@ -268,6 +272,7 @@ func (p *plan) pvcJob(i, attempt int) *batchv1.Job {
 		"--namespace=" + n.Namespace,
 		"--cluster-uid=" + p.f.uid,
 		"--peer-url=" + n.PeerURL(i),
+		"--pod=" + n.Pod(i),
 		"--endpoints=" + p.voterEndpoints(""),
 		fmt.Sprintf("--timeout=%ds", removeJobDeadlineSeconds-30),
 	}

@@ -1,0 +1,443 @@
+package membership
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	etcdsync "github.com/etcdhook/etcdhook/sync"
+)
+
+// AgentConfig is one member's agent: who it is and how etcd runs.
+type AgentConfig struct {
+	// Name is the etcd member name (the pod name).
+	Name      string
+	PeerURL   string
+	ClientURL string
+	// Endpoints are where voters answer before this member runs (the client Service).
+	Endpoints []string
+	DataDir   string
+	ParentUID string
+	Adopt     bool
+	// LeaseDuration: the Lease is renewed every third of it.
+	LeaseDuration time.Duration
+	// EtcdCommand is etcd with its static flags; the agent appends the initial-cluster flags.
+	EtcdCommand []string
+	// Tick is how often a running member is looked at (promote, leave, report); default 2 s.
+	Tick time.Duration
+	// StopGrace bounds the wait for etcd after SIGTERM before SIGKILL.
+	StopGrace time.Duration
+	// JoinTimeout bounds one join (add, start, promote) before the agent starts over.
+	JoinTimeout time.Duration
+}
+
+// Agent supervises etcd in a member pod (DESIGN.md §1, §3).
+type Agent struct {
+	Cfg   AgentConfig
+	Store LeaseStore
+	Etcd  *Etcd
+	Log   *slog.Logger
+
+	mu      sync.Mutex
+	state   string // for probes and logs: waiting, starting, running, parked, refused
+	running bool
+	left    bool // this member removed itself on intent leave
+	last    etcdsync.Report
+	wrote   time.Time
+}
+
+// State is what the probe server reports while etcd is not running.
+func (a *Agent) State() (state string, running bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.state, a.running
+}
+
+func (a *Agent) setState(s string, running bool) {
+	a.mu.Lock()
+	a.state, a.running = s, running
+	a.mu.Unlock()
+}
+
+func (a *Agent) tick() time.Duration {
+	if a.Cfg.Tick > 0 {
+		return a.Cfg.Tick
+	}
+	return 2 * time.Second
+}
+
+// Run is the agent: decide, act, supervise, until ctx ends (SIGTERM). It returns an error only for
+// what it cannot safely handle; the container then restarts and the decision runs again.
+func (a *Agent) Run(ctx context.Context) error {
+	for {
+		if ctx.Err() != nil {
+			return nil
+		}
+		d, facts, err := a.decide(ctx)
+		if err != nil {
+			a.Log.Warn("cannot decide yet", "error", err)
+			a.report(ctx, etcdsync.Report{Role: etcdsync.RoleNone, Error: "Waiting: " + err.Error()}, false)
+			a.sleep(ctx, a.tick())
+			continue
+		}
+		a.Log.Info("start decision", "action", d.Action.String(), "reason", d.Reason, "detail", d.Detail)
+		switch d.Action {
+		case Wait, Refuse:
+			a.setState(strings.ToLower(d.Reason), false)
+			a.report(ctx, a.idleReport(facts, d.Reason+": "+d.Detail), false)
+			a.sleep(ctx, a.tick())
+			continue
+		case Park:
+			return a.park(ctx, facts, d)
+		case MoveAside:
+			if err := moveDataAside(a.Cfg.DataDir); err != nil {
+				return fmt.Errorf("moving data of a removed member aside: %w", err)
+			}
+			continue
+		}
+		err = a.start(ctx, d, facts)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if a.left {
+			return a.park(ctx, facts, Decision{Action: Park, Reason: etcdsync.ReasonParked, Detail: "left the cluster"})
+		}
+		a.Log.Warn("etcd stopped; deciding again", "error", err)
+		a.setState("restarting", false)
+		a.sleep(ctx, 2*time.Second)
+	}
+}
+
+// decide gathers the start facts: the Lease (live), the data directory, the member list through a voter.
+func (a *Agent) decide(ctx context.Context) (Decision, StartFacts, error) {
+	in, err := a.Store.Read(ctx)
+	if err != nil {
+		return Decision{}, StartFacts{}, fmt.Errorf("reading the member Lease: %w", err)
+	}
+	df, err := ReadData(a.Cfg.DataDir)
+	if err != nil {
+		return Decision{}, StartFacts{}, err
+	}
+	f := StartFacts{
+		Intent: in.Intent, Seed: in.Seed, JoinPermitted: in.Permitted(a.Store.Now()),
+		ParentUID: a.Cfg.ParentUID, Adopt: a.Cfg.Adopt, Data: df, PeerURL: a.Cfg.PeerURL,
+	}
+	ids, err := a.Store.ClusterIDs(ctx)
+	if err != nil {
+		return Decision{}, StartFacts{}, fmt.Errorf("reading the cluster's Leases: %w", err)
+	}
+	if in.Report.ClusterID != "" && in.Report.ParentUID == a.Cfg.ParentUID {
+		ids = append(ids, in.Report.ClusterID)
+	}
+	f.Bootstrapped = len(ids) > 0
+	if len(ids) > 0 {
+		sort.Strings(ids)
+		f.ClusterID, _ = etcdsync.ParseID(ids[0])
+	}
+	lctx, cancel := context.WithTimeout(ctx, 6*time.Second)
+	l, err := a.Etcd.MemberList(lctx, a.Cfg.Endpoints)
+	cancel()
+	if err == nil {
+		f.Members = l.Members
+		f.Bootstrapped = true
+		if f.ClusterID == 0 {
+			f.ClusterID = l.ClusterID
+		}
+	}
+	return DecideStart(f), f, nil
+}
+
+func (a *Agent) idleReport(f StartFacts, errText string) etcdsync.Report {
+	r := etcdsync.Report{ParentUID: a.Cfg.ParentUID, Role: etcdsync.RoleNone, Error: errText, Members: nil}
+	if f.ClusterID != 0 {
+		r.ClusterID = etcdsync.FormatID(f.ClusterID)
+	}
+	return r
+}
+
+// start prepares membership for d, runs etcd and supervises it until it exits or ctx ends.
+func (a *Agent) start(ctx context.Context, d Decision, f StartFacts) error {
+	state := "existing"
+	var initial []etcdsync.Member
+	if d.Action != StartExisting {
+		// The binding is written before etcd writes anything, so that data without one is never ours.
+		if err := WriteBinding(a.Cfg.DataDir, Binding{ParentUID: a.Cfg.ParentUID, PeerURL: a.Cfg.PeerURL}); err != nil {
+			return fmt.Errorf("writing the data binding: %w", err)
+		}
+	}
+	switch d.Action {
+	case StartNew:
+		state = "new"
+		initial = []etcdsync.Member{{Name: a.Cfg.Name, PeerURL: a.Cfg.PeerURL}}
+	case StartLearner:
+		initial = f.Members
+	case Join, Replace:
+		jctx, cancel := context.WithTimeout(ctx, a.joinTimeout())
+		defer cancel()
+		eps := voterEndpoints(f.Members, "")
+		if d.Action == Replace {
+			old, _ := etcdsync.ParseID(d.Member.ID)
+			a.Log.Info("removing the old ID of this member (its data is gone)", "member", d.Member.ID)
+			if err := a.Etcd.Remove(jctx, eps, old); err != nil {
+				return err
+			}
+			// A re-add in the same second as the original add collides with the removed ID.
+			a.sleep(ctx, 1100*time.Millisecond)
+		}
+		id, members, err := a.Etcd.AddLearner(jctx, eps, a.Cfg.PeerURL)
+		if err != nil {
+			return err
+		}
+		a.Log.Info("added as learner", "member", etcdsync.FormatID(id), "members", len(members))
+		initial = members
+	}
+	return a.runEtcd(ctx, state, initial)
+}
+
+func (a *Agent) joinTimeout() time.Duration {
+	if a.Cfg.JoinTimeout > 0 {
+		return a.Cfg.JoinTimeout
+	}
+	return 2 * time.Minute
+}
+
+// initialCluster renders --initial-cluster: every member of the list by peer URL, this one by its name.
+func (a *Agent) initialCluster(ms []etcdsync.Member) string {
+	var parts []string
+	hasSelf := false
+	for _, m := range ms {
+		name := m.Name
+		if m.PeerURL == a.Cfg.PeerURL {
+			name, hasSelf = a.Cfg.Name, true
+		}
+		if name == "" {
+			name = "m" + m.ID // names of others do not matter, only their count and peer URLs
+		}
+		parts = append(parts, name+"="+m.PeerURL)
+	}
+	if !hasSelf {
+		parts = append(parts, a.Cfg.Name+"="+a.Cfg.PeerURL)
+	}
+	return strings.Join(parts, ",")
+}
+
+// runEtcd starts etcd and supervises it: promote while a learner, leave on intent leave, report.
+func (a *Agent) runEtcd(ctx context.Context, state string, initial []etcdsync.Member) error {
+	args := append([]string{}, a.Cfg.EtcdCommand[1:]...)
+	args = append(args, "--initial-cluster-state="+state)
+	if len(initial) > 0 {
+		args = append(args, "--initial-cluster="+a.initialCluster(initial))
+	}
+	cmd := exec.Command(a.Cfg.EtcdCommand[0], args...)
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	a.Log.Info("starting etcd", "state", state, "initial-cluster", a.initialCluster(initial))
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting etcd: %w", err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	a.setState("running", true)
+	defer a.setState("stopped", false)
+	t := time.NewTicker(a.tick())
+	defer t.Stop()
+	bound := false
+	for {
+		select {
+		case err := <-exited:
+			return fmt.Errorf("etcd exited: %v", err)
+		case <-ctx.Done():
+			a.stopEtcd(cmd, exited)
+			return ctx.Err()
+		case <-t.C:
+		}
+		if a.observe(ctx, &bound) {
+			// This member removed itself: etcd stops on its own; make sure of it.
+			select {
+			case <-exited:
+			case <-time.After(10 * time.Second):
+				a.stopEtcd(cmd, exited)
+			}
+			return nil
+		}
+	}
+}
+
+// stopEtcd forwards SIGTERM (a leader hands over on graceful stop) and kills after the grace period.
+func (a *Agent) stopEtcd(cmd *exec.Cmd, exited chan error) {
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	grace := a.Cfg.StopGrace
+	if grace == 0 {
+		grace = 45 * time.Second
+	}
+	select {
+	case <-exited:
+	case <-time.After(grace):
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-exited
+	}
+}
+
+// observe looks at the running member once: it reports, promotes a learner, and leaves on intent leave.
+// It returns true once this member has removed itself.
+func (a *Agent) observe(ctx context.Context, bound *bool) bool {
+	r := etcdsync.Report{ParentUID: a.Cfg.ParentUID, Role: etcdsync.RoleNone}
+	st, err := a.Etcd.Status(ctx, a.Cfg.ClientURL)
+	if err != nil {
+		r.Error = "Starting: etcd does not answer yet: " + err.Error()
+		a.report(ctx, r, false)
+		return false
+	}
+	self := st.Header.MemberId
+	r.MemberID, r.ClusterID = etcdsync.FormatID(self), etcdsync.FormatID(st.Header.ClusterId)
+	r.Version, r.LeaderID = st.Version, etcdsync.FormatID(st.Leader)
+	if st.Leader == 0 {
+		r.LeaderID = ""
+	}
+	if !*bound {
+		if err := WriteBinding(a.Cfg.DataDir, Binding{ParentUID: a.Cfg.ParentUID, ClusterID: r.ClusterID, MemberID: r.MemberID, PeerURL: a.Cfg.PeerURL}); err == nil {
+			*bound = true
+		}
+	}
+	in, ierr := a.Store.Read(ctx)
+	if st.IsLearner {
+		r.Role, r.Healthy = etcdsync.RoleLearner, len(st.Errors) == 0 && st.Leader != 0
+		l, err := a.Etcd.MemberList(ctx, a.Cfg.Endpoints)
+		if ierr == nil && in.Intent == etcdsync.IntentLeave {
+			if err == nil {
+				if rerr := a.Etcd.Remove(ctx, voterEndpoints(l.Members, r.MemberID), self); rerr == nil {
+					a.markLeft(ctx, r)
+					return true
+				}
+			}
+			return false
+		}
+		if err == nil {
+			pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			perr := a.Etcd.Promote(pctx, voterEndpoints(l.Members, r.MemberID), self)
+			cancel()
+			if perr == nil {
+				a.Log.Info("promoted to voter", "member", r.MemberID)
+				r.Role = etcdsync.RoleVoter
+			} else {
+				r.Error = "Promoting: " + perr.Error()
+			}
+		}
+		a.report(ctx, r, false)
+		return false
+	}
+	r.Role = etcdsync.RoleVoter
+	if st.Leader == self {
+		r.Role = etcdsync.RoleLeader
+	}
+	l, err := a.Etcd.MemberList(ctx, []string{a.Cfg.ClientURL})
+	if err != nil {
+		r.Error = "Unhealthy: " + err.Error()
+	} else {
+		r.Healthy = len(st.Errors) == 0 && st.Leader != 0
+		r.Members = l.Members
+	}
+	if ierr == nil && in.Intent == etcdsync.IntentLeave && err == nil {
+		if a.leave(ctx, l.Members, st.Leader, self, &r) {
+			return true
+		}
+	}
+	a.report(ctx, r, false)
+	return false
+}
+
+// leave moves leadership away, checks the quorum rule and removes this member.
+func (a *Agent) leave(ctx context.Context, members []etcdsync.Member, leader, self uint64, r *etcdsync.Report) bool {
+	id := etcdsync.FormatID(self)
+	healthy := a.Etcd.Health(ctx, members)
+	if err := QuorumAllows(members, healthy, id); err != nil {
+		r.Error = "Leaving: " + err.Error()
+		return false
+	}
+	if leader == self {
+		for _, m := range members {
+			if m.ID != id && !m.Learner && healthy[m.ID] != nil {
+				to, _ := etcdsync.ParseID(m.ID)
+				if err := a.Etcd.MoveLeader(ctx, a.Cfg.ClientURL, to); err != nil {
+					r.Error = "Leaving: moving leadership away: " + err.Error()
+					return false
+				}
+				a.Log.Info("moved leadership away before leaving", "to", m.ID)
+				break
+			}
+		}
+	}
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := a.Etcd.Remove(rctx, voterEndpoints(members, id), self); err != nil {
+		r.Error = "Leaving: " + err.Error()
+		return false
+	}
+	a.Log.Info("removed itself from the cluster", "member", id)
+	a.markLeft(ctx, *r)
+	return true
+}
+
+func (a *Agent) markLeft(ctx context.Context, r etcdsync.Report) {
+	a.left = true
+	r.Role, r.Healthy, r.Members, r.LeaderID = etcdsync.RoleLeft, false, nil, ""
+	r.Error = etcdsync.ReasonParked + ": removed from the cluster"
+	a.report(ctx, r, true)
+}
+
+// park keeps the container alive without etcd after leaving, reporting "left", until the pod stops or
+// the hook wants this ordinal as a member again (then the agent exits and the restart rejoins).
+func (a *Agent) park(ctx context.Context, f StartFacts, d Decision) error {
+	a.setState("parked", false)
+	r := a.idleReport(f, d.Reason+": "+d.Detail)
+	r.Role = etcdsync.RoleLeft
+	for {
+		a.report(ctx, r, false)
+		if !a.sleep(ctx, a.tick()) {
+			return nil
+		}
+		if in, err := a.Store.Read(ctx); err == nil && in.Intent == etcdsync.IntentMember {
+			return errors.New("intent changed from leave to member: restarting to rejoin")
+		}
+	}
+}
+
+// report writes the Lease when the report changed, or when a renewal is due.
+func (a *Agent) report(ctx context.Context, r etcdsync.Report, force bool) {
+	if r.ParentUID == "" {
+		r.ParentUID = a.Cfg.ParentUID
+	}
+	renew := a.Cfg.LeaseDuration / 3
+	if renew < 5*time.Second {
+		renew = 5 * time.Second
+	}
+	same := fmt.Sprint(r) == fmt.Sprint(a.last)
+	if same && !force && time.Since(a.wrote) < renew {
+		return
+	}
+	if err := a.Store.Write(ctx, r); err != nil {
+		a.Log.Warn("writing the member Lease", "error", err)
+		return
+	}
+	if !same {
+		a.Log.Info("reported", "role", r.Role, "healthy", r.Healthy, "member", r.MemberID, "error", r.Error)
+	}
+	a.last, a.wrote = r, time.Now()
+}
+
+func (a *Agent) sleep(ctx context.Context, d time.Duration) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(d):
+		return true
+	}
+}

@@ -1,0 +1,211 @@
+package membership
+
+import (
+	"bufio"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"google.golang.org/protobuf/encoding/protowire"
+)
+
+// DataFacts is what the agent knows about its data directory before etcd starts.
+type DataFacts struct {
+	// Present: the directory holds an initialised member (<data-dir>/member exists).
+	Present bool
+	// MemberID and ClusterID come from etcd's WAL metadata, else from the binding; 0 when unknown.
+	MemberID  uint64
+	ClusterID uint64
+	// Binding is what the agent recorded for this directory, nil when it never did.
+	Binding *Binding
+}
+
+// Binding ties a data directory to the EtcdCluster (parent UID), cluster and member it was written for.
+// It lives beside the data directory, in the volume root, so etcd never sees it.
+type Binding struct {
+	ParentUID string `json:"parentUID"`
+	ClusterID string `json:"clusterID"`
+	MemberID  string `json:"memberID"`
+	PeerURL   string `json:"peerURL"`
+}
+
+func bindingPath(dataDir string) string {
+	return filepath.Join(filepath.Dir(filepath.Clean(dataDir)), "etcdhook-binding.json")
+}
+
+// ReadData inspects dataDir without starting etcd.
+func ReadData(dataDir string) (DataFacts, error) {
+	var df DataFacts
+	if b, err := os.ReadFile(bindingPath(dataDir)); err == nil {
+		var bd Binding
+		if err := json.Unmarshal(b, &bd); err != nil {
+			return df, fmt.Errorf("binding file %s: %w", bindingPath(dataDir), err)
+		}
+		df.Binding = &bd
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return df, err
+	}
+	if _, err := os.Stat(filepath.Join(dataDir, "member")); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return df, nil
+		}
+		return df, err
+	}
+	df.Present = true
+	node, cluster, err := walMetadata(filepath.Join(dataDir, "member", "wal"))
+	if err == nil {
+		df.MemberID, df.ClusterID = node, cluster
+	} else if df.Binding != nil {
+		df.MemberID, _ = parseHex(df.Binding.MemberID)
+		df.ClusterID, _ = parseHex(df.Binding.ClusterID)
+	}
+	return df, nil
+}
+
+// WriteBinding records the binding atomically.
+func WriteBinding(dataDir string, b Binding) error {
+	data, err := json.MarshalIndent(b, "", "  ")
+	if err != nil {
+		return err
+	}
+	path := bindingPath(dataDir)
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(data, '\n'), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// moveDataAside keeps at most one copy of a data directory that may no longer be used (its member was
+// removed): <data-dir>.removed. The binding goes with it.
+func moveDataAside(dataDir string) error {
+	aside := filepath.Clean(dataDir) + ".removed"
+	if err := os.RemoveAll(aside); err != nil {
+		return err
+	}
+	if err := os.Rename(dataDir, aside); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	if err := os.Remove(bindingPath(dataDir)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// WAL record types (server/storage/wal) and the metadata protobuf fields (etcdserverpb.Metadata).
+const (
+	walMetadataType = 1
+	walRecordType   = 1 // walpb.Record field numbers: type=1, crc=2, data=3
+	walRecordData   = 3
+	metaNodeID      = 1
+	metaClusterID   = 2
+)
+
+// walMetadata reads NodeID and ClusterID from the metadata record at the start of the first WAL file,
+// without the etcd server packages: frames are a little-endian length (top byte: padding) and a walpb.Record.
+func walMetadata(walDir string) (node, cluster uint64, err error) {
+	names, err := filepath.Glob(filepath.Join(walDir, "*.wal"))
+	if err != nil || len(names) == 0 {
+		return 0, 0, fmt.Errorf("no WAL files in %s", walDir)
+	}
+	sort.Strings(names)
+	f, err := os.Open(names[0])
+	if err != nil {
+		return 0, 0, err
+	}
+	defer f.Close()
+	r := bufio.NewReader(f)
+	for i := 0; i < 8; i++ {
+		var lenField [8]byte
+		if _, err := io.ReadFull(r, lenField[:]); err != nil {
+			return 0, 0, fmt.Errorf("WAL %s: %w", names[0], err)
+		}
+		v := binary.LittleEndian.Uint64(lenField[:])
+		recBytes := int64(v & 0x00ffffffffffffff)
+		var pad int64
+		if v&(1<<63) != 0 {
+			pad = int64((v >> 56) & 0x7)
+		}
+		if recBytes <= 0 || recBytes > 1<<20 {
+			return 0, 0, fmt.Errorf("WAL %s: bad frame length %d", names[0], recBytes)
+		}
+		buf := make([]byte, recBytes+pad)
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return 0, 0, fmt.Errorf("WAL %s: %w", names[0], err)
+		}
+		typ, data := walRecord(buf[:recBytes])
+		if typ == walMetadataType {
+			node, cluster = metadata(data)
+			if node == 0 {
+				return 0, 0, fmt.Errorf("WAL %s: metadata without a member ID", names[0])
+			}
+			return node, cluster, nil
+		}
+	}
+	return 0, 0, fmt.Errorf("WAL %s: no metadata record", names[0])
+}
+
+func walRecord(b []byte) (typ int64, data []byte) {
+	for len(b) > 0 {
+		num, wt, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return 0, nil
+		}
+		b = b[n:]
+		switch {
+		case num == walRecordType && wt == protowire.VarintType:
+			v, m := protowire.ConsumeVarint(b)
+			typ, n = int64(v), m
+		case num == walRecordData && wt == protowire.BytesType:
+			data, n = protowire.ConsumeBytes(b)
+		default:
+			n = protowire.ConsumeFieldValue(num, wt, b)
+		}
+		if n < 0 {
+			return 0, nil
+		}
+		b = b[n:]
+	}
+	return typ, data
+}
+
+func metadata(b []byte) (node, cluster uint64) {
+	for len(b) > 0 {
+		num, wt, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return 0, 0
+		}
+		b = b[n:]
+		if wt == protowire.VarintType && (num == metaNodeID || num == metaClusterID) {
+			v, m := protowire.ConsumeVarint(b)
+			if m < 0 {
+				return 0, 0
+			}
+			if num == metaNodeID {
+				node = v
+			} else {
+				cluster = v
+			}
+			b = b[m:]
+			continue
+		}
+		m := protowire.ConsumeFieldValue(num, wt, b)
+		if m < 0 {
+			return 0, 0
+		}
+		b = b[m:]
+	}
+	return node, cluster
+}
+
+func parseHex(s string) (uint64, error) {
+	var v uint64
+	_, err := fmt.Sscanf(strings.TrimSpace(s), "%x", &v)
+	return v, err
+}

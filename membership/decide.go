@@ -1,0 +1,149 @@
+package membership
+
+import (
+	"fmt"
+
+	etcdsync "github.com/etcdhook/etcdhook/sync"
+)
+
+// StartFacts is everything the agent knows before an etcd start (DESIGN.md §3, starting etcd).
+type StartFacts struct {
+	// Intent is the hook's intent on this member's Lease: member or leave.
+	Intent string
+	// Seed: the hook marks this pod as the seed of a cluster not bootstrapped yet.
+	Seed bool
+	// JoinPermitted: a join permission whose deadline has not passed (by the API server's clock).
+	JoinPermitted bool
+	// Bootstrapped: some Lease of this cluster (this one included) carries a cluster ID.
+	Bootstrapped bool
+	// ClusterID the Leases report for this EtcdCluster, 0 when none.
+	ClusterID uint64
+	ParentUID string
+	Adopt     bool
+	Data      DataFacts
+	// Members is the linearizable member list read through a voter; nil when no voter answered.
+	Members []etcdsync.Member
+	PeerURL string
+}
+
+// Action is what the agent does next.
+type Action int
+
+const (
+	// Wait: nothing may be done now; report why and look again.
+	Wait Action = iota
+	// StartExisting: start etcd on its data (state existing), even if no peer answers.
+	StartExisting
+	// StartNew: bootstrap a one-member cluster (the seed, once).
+	StartNew
+	// StartLearner: start as the learner already in the member list that never started.
+	StartLearner
+	// Join: add this peer URL as a learner, then start (existing) with the live member list.
+	Join
+	// Replace: remove the old ID at this peer URL (its data is gone), then Join.
+	Replace
+	// MoveAside: the data belongs to a member proven removed; keep a copy aside and decide again.
+	MoveAside
+	// Park: this member has left (or must not run): keep the container alive without etcd.
+	Park
+	// Refuse: the data belongs to another cluster (ForeignData).
+	Refuse
+)
+
+func (a Action) String() string {
+	return [...]string{"wait", "start-existing", "start-new", "start-learner", "join", "replace", "move-aside", "park", "refuse"}[a]
+}
+
+// Decision is an action with its reason (reported in the Lease as "<Reason>: <detail>").
+type Decision struct {
+	Action Action
+	Reason string
+	Detail string
+	// Member is the list entry the action concerns (StartLearner, Replace), nil otherwise.
+	Member *etcdsync.Member
+}
+
+func (d Decision) String() string { return fmt.Sprintf("%s (%s: %s)", d.Action, d.Reason, d.Detail) }
+
+// DecideStart is the agent's pure start decision.
+func DecideStart(f StartFacts) Decision {
+	self := f.self()
+	if f.Intent == etcdsync.IntentLeave {
+		if f.Data.Present && self != nil && self.ID == etcdsync.FormatID(f.Data.MemberID) {
+			// Still a member on its own data: run so that the member can leave cleanly.
+			return Decision{Action: StartExisting, Reason: "Leaving", Detail: "still a member: starting to leave"}
+		}
+		return Decision{Action: Park, Reason: etcdsync.ReasonParked, Detail: "intent is leave: not starting etcd"}
+	}
+	if f.Intent != etcdsync.IntentMember {
+		return Decision{Action: Wait, Reason: "WaitingForLease", Detail: "no intent on the member Lease yet"}
+	}
+	if f.Data.Present {
+		if reason, foreign := f.foreign(); foreign {
+			return Decision{Action: Refuse, Reason: etcdsync.ReasonForeignData, Detail: reason}
+		}
+		if f.Members == nil {
+			// After a full restart nobody answers until etcd runs: start on the data.
+			return Decision{Action: StartExisting, Reason: "Starting", Detail: "on existing data, no voter answers yet"}
+		}
+		id := etcdsync.FormatID(f.Data.MemberID)
+		for i := range f.Members {
+			if f.Members[i].ID == id {
+				return Decision{Action: StartExisting, Reason: "Starting", Detail: "on existing data of member " + id}
+			}
+		}
+		if f.Data.MemberID == 0 {
+			return Decision{Action: StartExisting, Reason: "Starting", Detail: "on existing data (member ID unknown)"}
+		}
+		return Decision{Action: MoveAside, Reason: "RemovedMember", Detail: "member " + id + " is not in the member list: its data is moved aside"}
+	}
+	// No data from here on.
+	if !f.Bootstrapped {
+		if f.Seed {
+			return Decision{Action: StartNew, Reason: "Bootstrapping", Detail: "seed of a new cluster"}
+		}
+		return Decision{Action: Wait, Reason: "WaitingForSeed", Detail: "the cluster is not bootstrapped yet"}
+	}
+	if f.Members == nil {
+		return Decision{Action: Wait, Reason: etcdsync.ReasonWaitingForJoin, Detail: "no data and no voter answers"}
+	}
+	if !f.JoinPermitted {
+		return Decision{Action: Wait, Reason: etcdsync.ReasonWaitingForJoin, Detail: "no data, waiting for join-permitted"}
+	}
+	if self != nil {
+		if self.Learner && !self.Started && self.Name == "" {
+			return Decision{Action: StartLearner, Reason: "Joining", Detail: "reusing learner " + self.ID + " that never started", Member: self}
+		}
+		return Decision{Action: Replace, Reason: "Joining", Detail: "member " + self.ID + " lost its data: replacing it", Member: self}
+	}
+	return Decision{Action: Join, Reason: "Joining", Detail: "adding a learner"}
+}
+
+func (f StartFacts) self() *etcdsync.Member {
+	for i := range f.Members {
+		if f.Members[i].PeerURL == f.PeerURL {
+			return &f.Members[i]
+		}
+	}
+	return nil
+}
+
+// foreign says whether the data directory was written for another EtcdCluster or cluster.
+func (f StartFacts) foreign() (string, bool) {
+	if f.Adopt {
+		return "", false
+	}
+	if b := f.Data.Binding; b != nil {
+		if b.ParentUID != f.ParentUID {
+			return fmt.Sprintf("the data directory belongs to EtcdCluster UID %s, not %s (set adoptExistingData to use it)", b.ParentUID, f.ParentUID), true
+		}
+	} else if f.ClusterID == 0 || f.Data.ClusterID != f.ClusterID {
+		// No binding: only data of this very cluster (its WAL names the cluster ID the Leases report)
+		// is trusted; it lost its binding, not its identity.
+		return fmt.Sprintf("the data directory has no etcdhook binding and cluster ID %s (set adoptExistingData to use it)", etcdsync.FormatID(f.Data.ClusterID)), true
+	}
+	if f.ClusterID != 0 && f.Data.ClusterID != 0 && f.Data.ClusterID != f.ClusterID {
+		return fmt.Sprintf("the data directory is of cluster %s, this cluster is %s", etcdsync.FormatID(f.Data.ClusterID), etcdsync.FormatID(f.ClusterID)), true
+	}
+	return "", false
+}

@@ -1,0 +1,317 @@
+package membership
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	etcdsync "github.com/etcdhook/etcdhook/sync"
+)
+
+// Etcd performs membership calls with the retry policy of etcd-facts §6. Every call group makes a fresh
+// client: one created before a port listens waits out gRPC's reconnect backoff.
+type Etcd struct {
+	Log *slog.Logger
+	// CallTimeout bounds one call; Retry, Unknown and the 5-second rule are handled around it.
+	CallTimeout time.Duration
+}
+
+func (e *Etcd) log() *slog.Logger {
+	if e.Log == nil {
+		return slog.Default()
+	}
+	return e.Log
+}
+
+func (e *Etcd) callTimeout() time.Duration {
+	if e.CallTimeout == 0 {
+		return 5 * time.Second
+	}
+	return e.CallTimeout
+}
+
+func (e *Etcd) client(eps []string) (*clientv3.Client, error) {
+	if len(eps) == 0 {
+		return nil, errors.New("no etcd endpoints")
+	}
+	return clientv3.New(clientv3.Config{
+		Endpoints:            eps,
+		DialTimeout:          2 * time.Second,
+		DialKeepAliveTime:    5 * time.Second,
+		DialKeepAliveTimeout: 2 * time.Second,
+		Logger:               zap.NewNop(),
+	})
+}
+
+// List is a member list with the IDs it was read with.
+type List struct {
+	Members   []etcdsync.Member
+	ClusterID uint64
+	// From is the member that answered.
+	From uint64
+}
+
+func toMembers(ms []*etcdserverpb.Member) []etcdsync.Member {
+	out := make([]etcdsync.Member, 0, len(ms))
+	for _, m := range ms {
+		em := etcdsync.Member{ID: etcdsync.FormatID(m.ID), Name: m.Name, Learner: m.IsLearner}
+		if len(m.PeerURLs) > 0 {
+			em.PeerURL = m.PeerURLs[0]
+		}
+		if len(m.ClientURLs) > 0 {
+			em.ClientURL = m.ClientURLs[0]
+		}
+		// A member added but never started has no name and no client URLs (etcd-facts §2.4).
+		em.Started = m.Name != "" || len(m.ClientURLs) > 0
+		out = append(out, em)
+	}
+	return out
+}
+
+// MemberList reads the linearizable member list through the first endpoint that answers, one endpoint
+// at a time so that a learner or a dead endpoint cannot stall the read.
+func (e *Etcd) MemberList(ctx context.Context, eps []string) (List, error) {
+	var lastErr error
+	for _, ep := range eps {
+		l, err := e.memberListAt(ctx, ep)
+		if err == nil {
+			return l, nil
+		}
+		lastErr = err
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	if lastErr == nil {
+		lastErr = errors.New("no endpoints")
+	}
+	return List{}, lastErr
+}
+
+func (e *Etcd) memberListAt(ctx context.Context, ep string) (List, error) {
+	c, err := e.client([]string{ep})
+	if err != nil {
+		return List{}, err
+	}
+	defer c.Close()
+	cctx, cancel := context.WithTimeout(ctx, e.callTimeout())
+	defer cancel()
+	resp, err := c.MemberList(cctx)
+	if err != nil {
+		return List{}, fmt.Errorf("member list via %s: %w", ep, err)
+	}
+	return List{Members: toMembers(resp.Members), ClusterID: resp.Header.ClusterId, From: resp.Header.MemberId}, nil
+}
+
+// Status asks one endpoint about itself.
+func (e *Etcd) Status(ctx context.Context, ep string) (*clientv3.StatusResponse, error) {
+	c, err := e.client([]string{ep})
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	return c.Status(cctx, ep)
+}
+
+// retry runs call until it is done, failed, or ctx ends; Unknown outcomes are settled by verify.
+func (e *Etcd) retry(ctx context.Context, op Op, what string, call func(context.Context) error, verify func(context.Context) (bool, error)) error {
+	for attempt := 1; ; attempt++ {
+		cctx, cancel := context.WithTimeout(ctx, e.callTimeout())
+		err := call(cctx)
+		cancel()
+		out := Classify(op, err)
+		switch out {
+		case Done:
+			return nil
+		case Failed:
+			return fmt.Errorf("%s: %w", what, err)
+		case Unknown:
+			if ok, verr := verify(ctx); verr == nil && ok {
+				return nil
+			}
+		}
+		e.log().Info("retrying", "op", what, "attempt", attempt, "outcome", out.String(), "error", err)
+		wait := 500 * time.Millisecond
+		if op == OpAdd {
+			wait = 1100 * time.Millisecond // a same-second re-add collides with the removed ID
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: %w (last error: %v)", what, ctx.Err(), err)
+		case <-time.After(wait):
+		}
+	}
+}
+
+// AddLearner adds peerURL as a learner (or finds it already added) and returns its ID and the member
+// list that includes it.
+func (e *Etcd) AddLearner(ctx context.Context, eps []string, peerURL string) (uint64, []etcdsync.Member, error) {
+	var id uint64
+	var members []etcdsync.Member
+	find := func(ctx context.Context) (bool, error) {
+		l, err := e.MemberList(ctx, eps)
+		if err != nil {
+			return false, err
+		}
+		for _, m := range l.Members {
+			if m.PeerURL == peerURL {
+				id, _ = etcdsync.ParseID(m.ID)
+				members = l.Members
+				return true, nil
+			}
+		}
+		return false, nil
+	}
+	err := e.retry(ctx, OpAdd, "add learner "+peerURL, func(ctx context.Context) error {
+		c, err := e.client(eps)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		resp, err := c.MemberAddAsLearner(ctx, []string{peerURL})
+		if err == nil {
+			id = resp.Member.ID
+			members = toMembers(resp.Members)
+		}
+		return err
+	}, find)
+	if err != nil {
+		return 0, nil, err
+	}
+	if id == 0 { // Done through ErrPeerURLExist: look it up
+		if ok, err := find(ctx); err != nil || !ok {
+			return 0, nil, fmt.Errorf("add learner %s: already present but not found in the member list: %v", peerURL, err)
+		}
+	}
+	return id, members, nil
+}
+
+// Promote retries MemberPromote until etcd accepts (the learner has caught up) or ctx ends.
+func (e *Etcd) Promote(ctx context.Context, eps []string, id uint64) error {
+	return e.retry(ctx, OpPromote, "promote "+etcdsync.FormatID(id), func(ctx context.Context) error {
+		c, err := e.client(eps)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		_, err = c.MemberPromote(ctx, id)
+		return err
+	}, func(ctx context.Context) (bool, error) {
+		l, err := e.MemberList(ctx, eps)
+		if err != nil {
+			return false, err
+		}
+		for _, m := range l.Members {
+			if m.ID == etcdsync.FormatID(id) {
+				return !m.Learner, nil
+			}
+		}
+		return true, nil
+	})
+}
+
+// Remove removes member id (idempotent: already removed is done).
+func (e *Etcd) Remove(ctx context.Context, eps []string, id uint64) error {
+	return e.retry(ctx, OpRemove, "remove "+etcdsync.FormatID(id), func(ctx context.Context) error {
+		c, err := e.client(eps)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		_, err = c.MemberRemove(ctx, id)
+		return err
+	}, func(ctx context.Context) (bool, error) {
+		l, err := e.MemberList(ctx, eps)
+		if err != nil {
+			return false, err
+		}
+		for _, m := range l.Members {
+			if m.ID == etcdsync.FormatID(id) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+}
+
+// MoveLeader asks the leader (at leaderEP) to hand leadership to transferee.
+func (e *Etcd) MoveLeader(ctx context.Context, leaderEP string, transferee uint64) error {
+	c, err := e.client([]string{leaderEP})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, err = c.MoveLeader(cctx, transferee)
+	return err
+}
+
+// Health probes every voter of l through its own client URL: a voter is healthy when it answers
+// Status without errors and knows a leader.
+func (e *Etcd) Health(ctx context.Context, members []etcdsync.Member) map[string]*clientv3.StatusResponse {
+	out := map[string]*clientv3.StatusResponse{}
+	for _, m := range members {
+		if m.ClientURL == "" {
+			continue
+		}
+		st, err := e.Status(ctx, m.ClientURL)
+		if err != nil || len(st.Errors) > 0 || st.Leader == 0 || etcdsync.FormatID(st.Header.MemberId) != m.ID {
+			continue
+		}
+		out[m.ID] = st
+	}
+	return out
+}
+
+// QuorumAllows applies DESIGN.md §3's rule to removing target from members, given which are healthy.
+func QuorumAllows(members []etcdsync.Member, healthy map[string]*clientv3.StatusResponse, target string) error {
+	all, up, targetUp, learner := 0, 0, false, false
+	for _, m := range members {
+		if m.ID == target && m.Learner {
+			learner = true
+		}
+		if m.Learner {
+			continue
+		}
+		all++
+		if healthy[m.ID] != nil {
+			up++
+			targetUp = targetUp || m.ID == target
+		}
+	}
+	if learner {
+		return nil
+	}
+	after := up
+	if targetUp {
+		after--
+	}
+	if all <= 1 {
+		return errors.New("refusing to remove the last voter")
+	}
+	if up < etcdsync.Quorum(all) || after < etcdsync.Quorum(all-1) {
+		return fmt.Errorf("quorum rule: %d of %d voters healthy, %d would remain of %d (need %d and %d)",
+			up, all, after, all-1, etcdsync.Quorum(all), etcdsync.Quorum(all-1))
+	}
+	return nil
+}
+
+// voterEndpoints are the client URLs of the started voters of ms, except skip.
+func voterEndpoints(ms []etcdsync.Member, skip string) []string {
+	var eps []string
+	for _, m := range ms {
+		if !m.Learner && m.ClientURL != "" && m.ID != skip {
+			eps = append(eps, m.ClientURL)
+		}
+	}
+	return eps
+}

@@ -1,0 +1,115 @@
+package membership
+
+import (
+	"context"
+	"sort"
+	"sync"
+	"time"
+
+	etcdsync "github.com/etcdhook/etcdhook/sync"
+)
+
+// MemLeases is an in-memory set of member Leases: the membership tests drive the hook's half and read
+// the agents' reports through it (the e2e suite exercises the real Lease path).
+type MemLeases struct {
+	mu     sync.Mutex
+	leases map[string]*memLease
+	Clock  func() time.Time
+}
+
+type memLease struct {
+	ann     map[string]string
+	holder  string
+	renewed time.Time
+}
+
+// NewMemLeases makes an empty set whose clock is time.Now.
+func NewMemLeases() *MemLeases { return &MemLeases{leases: map[string]*memLease{}, Clock: time.Now} }
+
+// SetIntent writes the hook's half of a Lease, creating it.
+func (m *MemLeases) SetIntent(name, intent string, seed bool, permitFor time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l := m.leases[name]
+	if l == nil {
+		l = &memLease{ann: map[string]string{}}
+		m.leases[name] = l
+	}
+	l.ann[etcdsync.AnnIntent] = intent
+	delete(l.ann, etcdsync.AnnBootstrap)
+	if seed {
+		l.ann[etcdsync.AnnBootstrap] = etcdsync.BootstrapSeed
+	}
+	delete(l.ann, etcdsync.AnnJoinPermitted)
+	delete(l.ann, etcdsync.AnnJoinDeadline)
+	if permitFor > 0 {
+		now := m.Clock()
+		l.ann[etcdsync.AnnJoinPermitted] = now.UTC().Format(time.RFC3339)
+		l.ann[etcdsync.AnnJoinDeadline] = now.Add(permitFor).UTC().Format(time.RFC3339)
+	}
+}
+
+// Report returns the agent's last report on a Lease.
+func (m *MemLeases) Report(name string) etcdsync.Report {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if l := m.leases[name]; l != nil {
+		r, _ := etcdsync.ParseReport(l.ann)
+		return r
+	}
+	return etcdsync.Report{}
+}
+
+// Store is the LeaseStore of one agent.
+func (m *MemLeases) Store(name, holder string) LeaseStore {
+	return &memStore{m: m, name: name, holder: holder}
+}
+
+type memStore struct {
+	m      *MemLeases
+	name   string
+	holder string
+}
+
+func (s *memStore) Now() time.Time { return s.m.Clock() }
+
+func (s *memStore) Read(context.Context) (Intent, error) {
+	s.m.mu.Lock()
+	defer s.m.mu.Unlock()
+	l := s.m.leases[s.name]
+	if l == nil {
+		return Intent{}, ErrNoLease
+	}
+	return intentFromAnnotations(l.ann), nil
+}
+
+func (s *memStore) Write(_ context.Context, r etcdsync.Report) error {
+	s.m.mu.Lock()
+	defer s.m.mu.Unlock()
+	l := s.m.leases[s.name]
+	if l == nil {
+		return ErrNoLease
+	}
+	for k, v := range r.Annotations() {
+		l.ann[k] = v
+	}
+	l.holder, l.renewed = s.holder, s.m.Clock()
+	return nil
+}
+
+func (s *memStore) ClusterIDs(context.Context) ([]string, error) {
+	s.m.mu.Lock()
+	defer s.m.mu.Unlock()
+	seen := map[string]bool{}
+	for _, l := range s.m.leases {
+		if id := l.ann[etcdsync.AnnClusterID]; id != "" {
+			seen[id] = true
+		}
+	}
+	var out []string
+	for id := range seen {
+		out = append(out, id)
+	}
+	sort.Strings(out)
+	return out, nil
+}

@@ -1,0 +1,82 @@
+package membership
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	etcdsync "github.com/etcdhook/etcdhook/sync"
+)
+
+// ErrRefused marks a removal the Job must not do: its reason no longer holds, or quorum forbids it.
+var ErrRefused = errors.New("refused")
+
+// RemoveRequest is `etcdhook member remove`.
+type RemoveRequest struct {
+	ID        string
+	PeerURL   string
+	Reason    string
+	Endpoints []string
+}
+
+// RemoveMember removes a member through a voter after re-checking its reason and the quorum rule, moving
+// leadership away first when the target leads. Removing a member that is already gone succeeds.
+func RemoveMember(ctx context.Context, e *Etcd, log *slog.Logger, req RemoveRequest) error {
+	id, err := etcdsync.ParseID(req.ID)
+	if err != nil {
+		return err
+	}
+	l, err := e.MemberList(ctx, req.Endpoints)
+	if err != nil {
+		return fmt.Errorf("reading the member list: %w", err)
+	}
+	var target *etcdsync.Member
+	for i := range l.Members {
+		if l.Members[i].ID == etcdsync.FormatID(id) {
+			target = &l.Members[i]
+		}
+	}
+	if target == nil {
+		log.Info("member already removed", "member", req.ID)
+		return nil
+	}
+	if req.PeerURL != "" && target.PeerURL != req.PeerURL {
+		return fmt.Errorf("%w: member %s has peer URL %s, not %s", ErrRefused, req.ID, target.PeerURL, req.PeerURL)
+	}
+	healthy := e.Health(ctx, l.Members)
+	switch req.Reason {
+	case "dead", "data-lost":
+		if healthy[target.ID] != nil {
+			return fmt.Errorf("%w: member %s answers as a healthy voter again; leaving it alone", ErrRefused, target.ID)
+		}
+	case "stuck-learner", "unwanted-learner":
+		if !target.Learner {
+			return fmt.Errorf("%w: member %s was promoted meanwhile", ErrRefused, target.ID)
+		}
+	}
+	if err := QuorumAllows(l.Members, healthy, target.ID); err != nil {
+		return fmt.Errorf("%w: %v", ErrRefused, err)
+	}
+	eps := voterEndpoints(l.Members, target.ID)
+	if st := healthy[target.ID]; st != nil && st.Leader == id {
+		for _, m := range l.Members {
+			if m.ID != target.ID && !m.Learner && healthy[m.ID] != nil {
+				to, _ := etcdsync.ParseID(m.ID)
+				if err := e.MoveLeader(ctx, target.ClientURL, to); err != nil {
+					return fmt.Errorf("moving leadership away from %s: %w", target.ID, err)
+				}
+				log.Info("moved leadership away", "from", target.ID, "to", m.ID)
+				break
+			}
+		}
+	}
+	if len(eps) == 0 {
+		eps = req.Endpoints
+	}
+	if err := e.Remove(ctx, eps, id); err != nil {
+		return err
+	}
+	log.Info("member removed", "member", target.ID, "peerURL", target.PeerURL, "reason", req.Reason)
+	return nil
+}
