@@ -26,22 +26,17 @@ func jsonLogger() *slog.Logger { return slog.New(slog.NewJSONHandler(os.Stderr, 
 
 // runAgent: etcdhook agent --config=/etc/etcdhook/agent.json -- /usr/local/bin/etcd <static flags>
 func runAgent(args []string) error {
-	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
-	configPath := fs.String("config", etcdsync.AgentConfigPath, "agent configuration (the ConfigMap's agent.json)")
-	if err := fs.Parse(args); err != nil {
-		return usageError{err}
+	configPath, etcdCmd, err := parseAgentArgs(args)
+	if err != nil {
+		return err
 	}
-	etcdCmd := fs.Args()
-	if len(etcdCmd) == 0 {
-		return usageError{errors.New("usage: etcdhook agent [--config FILE] -- etcd [flags]")}
-	}
-	b, err := os.ReadFile(*configPath)
+	b, err := os.ReadFile(configPath)
 	if err != nil {
 		return err
 	}
 	var cfg etcdsync.AgentConfig
 	if err := json.Unmarshal(b, &cfg); err != nil {
-		return fmt.Errorf("%s: %w", *configPath, err)
+		return fmt.Errorf("%s: %w", configPath, err)
 	}
 	pod, ns, podUID := os.Getenv("POD_NAME"), os.Getenv("POD_NAMESPACE"), os.Getenv("POD_UID")
 	if pod == "" || ns == "" || podUID == "" {
@@ -90,6 +85,25 @@ func runAgent(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	return agent.Run(ctx)
+}
+
+// parseAgentArgs reads `agent [--config FILE] -- etcd [flags]`, the command the StatefulSet renders.
+func parseAgentArgs(args []string) (string, []string, error) {
+	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
+	configPath := fs.String("config", etcdsync.AgentConfigPath, "agent configuration (the ConfigMap's agent.json)")
+	if err := fs.Parse(args); err != nil {
+		return "", nil, usageError{err}
+	}
+	etcdCmd := fs.Args()
+	if len(etcdCmd) == 0 {
+		return "", nil, usageError{errors.New("usage: etcdhook agent [--config FILE] -- etcd [flags]")}
+	}
+	for _, a := range etcdCmd[1:] {
+		if strings.HasPrefix(a, "--initial-cluster=") || strings.HasPrefix(a, "--initial-cluster-state=") {
+			return "", nil, usageError{fmt.Errorf("%s is the agent's to decide", a)}
+		}
+	}
+	return *configPath, etcdCmd, nil
 }
 
 // runMember: etcdhook member remove --id=… --peer-url=… --reason=… --endpoints=…

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -37,6 +38,8 @@ type AgentConfig struct {
 	StopGrace time.Duration
 	// JoinTimeout bounds one join (add, start, promote) before the agent starts over.
 	JoinTimeout time.Duration
+	// EtcdOutput receives etcd's stdout and stderr (default: the agent's stderr).
+	EtcdOutput io.Writer
 }
 
 // Agent supervises etcd in a member pod (DESIGN.md §1, §3).
@@ -49,6 +52,8 @@ type Agent struct {
 	mu      sync.Mutex
 	state   string // for probes and logs: waiting, starting, running, parked, refused
 	running bool
+	pid     int
+	killed  bool
 	left    bool // this member removed itself on intent leave
 	last    etcdsync.Report
 	wrote   time.Time
@@ -59,6 +64,23 @@ func (a *Agent) State() (state string, running bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.state, a.running
+}
+
+// Kill ends the agent the way a node crash does: etcd gets SIGKILL, nothing is cleaned up or reported.
+func (a *Agent) Kill() {
+	a.mu.Lock()
+	a.killed = true
+	pid := a.pid
+	a.mu.Unlock()
+	if pid > 0 {
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+	}
+}
+
+func (a *Agent) isKilled() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.killed
 }
 
 func (a *Agent) setState(s string, running bool) {
@@ -78,7 +100,7 @@ func (a *Agent) tick() time.Duration {
 // what it cannot safely handle; the container then restarts and the decision runs again.
 func (a *Agent) Run(ctx context.Context) error {
 	for {
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || a.isKilled() {
 			return nil
 		}
 		d, facts, err := a.decide(ctx)
@@ -104,7 +126,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			continue
 		}
 		err = a.start(ctx, d, facts)
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || a.isKilled() {
 			return nil
 		}
 		if a.left {
@@ -237,7 +259,11 @@ func (a *Agent) runEtcd(ctx context.Context, state string, initial []etcdsync.Me
 		args = append(args, "--initial-cluster="+a.initialCluster(initial))
 	}
 	cmd := exec.Command(a.Cfg.EtcdCommand[0], args...)
-	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	out := a.Cfg.EtcdOutput
+	if out == nil {
+		out = os.Stderr
+	}
+	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	a.Log.Info("starting etcd", "state", state, "initial-cluster", a.initialCluster(initial))
 	if err := cmd.Start(); err != nil {
@@ -245,6 +271,13 @@ func (a *Agent) runEtcd(ctx context.Context, state string, initial []etcdsync.Me
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
+	a.mu.Lock()
+	a.pid = cmd.Process.Pid
+	killed := a.killed
+	a.mu.Unlock()
+	if killed {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
 	a.setState("running", true)
 	defer a.setState("stopped", false)
 	t := time.NewTicker(a.tick())
@@ -255,9 +288,17 @@ func (a *Agent) runEtcd(ctx context.Context, state string, initial []etcdsync.Me
 		case err := <-exited:
 			return fmt.Errorf("etcd exited: %v", err)
 		case <-ctx.Done():
+			if a.isKilled() {
+				<-exited
+				return ctx.Err()
+			}
 			a.stopEtcd(cmd, exited)
 			return ctx.Err()
 		case <-t.C:
+		}
+		if a.isKilled() {
+			<-exited
+			return errors.New("killed")
 		}
 		if a.observe(ctx, &bound) {
 			// This member removed itself: etcd stops on its own; make sure of it.

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	etcdsync "github.com/etcdhook/etcdhook/sync"
+)
+
+// The StatefulSet the hook renders runs the agent exactly as `etcdhook agent` parses it, with the
+// configuration the ConfigMap carries: the template and the agent are kept in step by this test.
+func TestTemplateRunsTheAgentAsItParses(t *testing.T) {
+	b, err := os.ReadFile("hooks/testdata/sync/new-cluster-size-5-custom.response.json")
+	require.NoError(t, err)
+	var resp struct {
+		Children []map[string]any `json:"children"`
+	}
+	require.NoError(t, json.Unmarshal(b, &resp))
+	var command []string
+	var agentJSON string
+	for _, c := range resp.Children {
+		switch c["kind"] {
+		case "StatefulSet":
+			ctr := c["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)
+			for _, a := range ctr["command"].([]any) {
+				command = append(command, a.(string))
+			}
+		case "ConfigMap":
+			agentJSON = c["data"].(map[string]any)[etcdsync.ConfigKeyAgent].(string)
+		}
+	}
+	require.Equal(t, etcdsync.AgentBinary, command[0])
+	require.Equal(t, "agent", command[1])
+	configPath, etcdCmd, err := parseAgentArgs(command[2:])
+	require.NoError(t, err)
+	require.Equal(t, etcdsync.AgentConfigPath, configPath)
+	require.Equal(t, etcdsync.EtcdBinary, etcdCmd[0])
+
+	dec := json.NewDecoder(bytes.NewReader([]byte(agentJSON)))
+	dec.DisallowUnknownFields()
+	var cfg etcdsync.AgentConfig
+	require.NoError(t, dec.Decode(&cfg), "the ConfigMap's agent.json is what the agent reads")
+	flags := strings.Join(etcdCmd, " ")
+	require.Contains(t, flags, "--data-dir="+cfg.DataDir)
+	require.Contains(t, flags, fmt.Sprintf("--listen-metrics-urls=http://127.0.0.1:%d", cfg.EtcdMetricsPort))
+	require.Contains(t, flags, fmt.Sprintf("--listen-client-urls=http://0.0.0.0:%d", cfg.ClientPort))
+	require.Contains(t, flags, "--initial-cluster-token="+cfg.Token)
+	require.Contains(t, flags, "--quota-backend-bytes=8589934592")
+	require.NotContains(t, flags, "--initial-cluster=")
+	require.NotContains(t, flags, "--initial-cluster-state")
+}
+
+func TestAgentRefusesFlagsItDecides(t *testing.T) {
+	_, _, err := parseAgentArgs([]string{"--", "/usr/local/bin/etcd", "--initial-cluster-state=new"})
+	require.Error(t, err)
+	_, _, err = parseAgentArgs([]string{"--config=x"})
+	require.Error(t, err)
+}

@@ -1,0 +1,104 @@
+package membership
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	etcdsync "github.com/etcdhook/etcdhook/sync"
+)
+
+func TestDecideStart(t *testing.T) {
+	const me, other = "http://m1:2380", "http://m0:2380"
+	bound := &Binding{ParentUID: "p"}
+	data := func(id uint64) DataFacts { return DataFacts{Present: true, MemberID: id, ClusterID: 0xc, Binding: bound} }
+	list := []etcdsync.Member{{ID: etcdsync.FormatID(1), PeerURL: other, Started: true, Name: "m0"}, {ID: etcdsync.FormatID(2), PeerURL: me, Started: true, Name: "m1"}}
+	for _, tc := range []struct {
+		name string
+		f    StartFacts
+		want Action
+	}{
+		{"no Lease intent yet", StartFacts{}, Wait},
+		{"seed, nothing anywhere", StartFacts{Intent: "member", Seed: true}, StartNew},
+		{"not the seed, not bootstrapped", StartFacts{Intent: "member"}, Wait},
+		{"seed mark but cluster known: never new", StartFacts{Intent: "member", Seed: true, Bootstrapped: true, Members: list[:1]}, Wait},
+		{"own data, nobody answers (full restart)", StartFacts{Intent: "member", Bootstrapped: true, ClusterID: 0xc, Data: data(2)}, StartExisting},
+		{"own data, still a member", StartFacts{Intent: "member", Bootstrapped: true, ClusterID: 0xc, Data: data(2), Members: list}, StartExisting},
+		{"own data of a removed member", StartFacts{Intent: "member", Bootstrapped: true, ClusterID: 0xc, Data: data(9), Members: list}, MoveAside},
+		{"data of another parent", StartFacts{Intent: "member", ParentUID: "q", Data: data(2)}, Refuse},
+		{"data of another parent, adopted", StartFacts{Intent: "member", ParentUID: "q", Adopt: true, Data: data(2)}, StartExisting},
+		{"unbound data of another cluster", StartFacts{Intent: "member", ParentUID: "p", ClusterID: 0xd, Data: DataFacts{Present: true, MemberID: 2, ClusterID: 0xc}}, Refuse},
+		{"unbound data of this cluster", StartFacts{Intent: "member", ParentUID: "p", ClusterID: 0xc, Data: DataFacts{Present: true, MemberID: 2, ClusterID: 0xc}}, StartExisting},
+		{"no data, no permission", StartFacts{Intent: "member", Bootstrapped: true, Members: list[:1]}, Wait},
+		{"no data, permitted, not in list", StartFacts{Intent: "member", Bootstrapped: true, JoinPermitted: true, Members: list[:1], PeerURL: me}, Join},
+		{"no data, permitted, old ID started", StartFacts{Intent: "member", Bootstrapped: true, JoinPermitted: true, Members: list, PeerURL: me}, Replace},
+		{"no data, permitted, learner never started", StartFacts{Intent: "member", Bootstrapped: true, JoinPermitted: true,
+			Members: []etcdsync.Member{list[0], {ID: "3", PeerURL: me, Learner: true}}, PeerURL: me}, StartLearner},
+		{"no data, nobody answers", StartFacts{Intent: "member", Bootstrapped: true, JoinPermitted: true}, Wait},
+		{"leave, not a member", StartFacts{Intent: "leave", Data: data(9), Members: list, PeerURL: me}, Park},
+		{"leave, still a member", StartFacts{Intent: "leave", Data: data(2), Members: list, PeerURL: me}, StartExisting},
+		{"leave, no data", StartFacts{Intent: "leave"}, Park},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.f.ParentUID == "" {
+				tc.f.ParentUID = "p"
+			}
+			if tc.f.PeerURL == "" {
+				tc.f.PeerURL = me
+			}
+			d := DecideStart(tc.f)
+			require.Equal(t, tc.want.String(), d.Action.String(), d.String())
+		})
+	}
+}
+
+func TestClassify(t *testing.T) {
+	timeout := status.Error(codes.DeadlineExceeded, "context deadline exceeded")
+	learner := errors.New("etcdserver: rpc not supported for learner")
+	for _, tc := range []struct {
+		op   Op
+		err  error
+		want Outcome
+	}{
+		{OpAdd, nil, Done},
+		{OpAdd, rpctypes.ErrUnhealthy, Retry},
+		{OpAdd, rpctypes.ErrTooManyLearners, Retry},
+		{OpAdd, rpctypes.ErrMemberNotFound, Retry},
+		{OpAdd, rpctypes.ErrPeerURLExist, Done},
+		{OpAdd, rpctypes.ErrMemberExist, Done},
+		{OpAdd, timeout, Unknown},
+		{OpRemove, rpctypes.ErrMemberNotFound, Done},
+		{OpRemove, rpctypes.ErrUnhealthy, Retry},
+		{OpRemove, rpctypes.ErrMemberNotEnoughStarted, Failed},
+		{OpRemove, rpctypes.ErrTimeout, Unknown},
+		{OpPromote, rpctypes.ErrMemberLearnerNotReady, Retry},
+		{OpPromote, rpctypes.ErrMemberNotLearner, Done},
+		{OpPromote, rpctypes.ErrMemberNotFound, Done},
+		{OpPromote, learner, Retry},
+		{OpPromote, errors.New("boom"), Failed},
+	} {
+		require.Equal(t, tc.want.String(), Classify(tc.op, tc.err).String(), "%v %v", tc.op, tc.err)
+	}
+}
+
+func TestQuorumAllows(t *testing.T) {
+	ms := []etcdsync.Member{{ID: "a"}, {ID: "b"}, {ID: "c"}, {ID: "l", Learner: true}}
+	up := func(ids ...string) map[string]*clientv3.StatusResponse {
+		out := map[string]*clientv3.StatusResponse{}
+		for _, id := range ids {
+			out[id] = &clientv3.StatusResponse{}
+		}
+		return out
+	}
+	require.NoError(t, QuorumAllows(ms, up("a", "b", "c"), "c"))
+	require.Error(t, QuorumAllows(ms, up("a", "b"), "a"), "a healthy one while another is down")
+	require.NoError(t, QuorumAllows(ms, up("a", "b"), "c"), "the down one")
+	require.NoError(t, QuorumAllows(ms, up(), "l"), "a learner always")
+	require.Error(t, QuorumAllows(ms[:2], up("a"), "b"), "two voters, one down")
+	require.Error(t, QuorumAllows(ms[:1], up("a"), "a"), "never the last voter")
+}

@@ -1,0 +1,335 @@
+package membership
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	etcdsync "github.com/etcdhook/etcdhook/sync"
+)
+
+// Real etcd for the membership tests (etcd-facts §4): the server is built from its Go module by a
+// three-line main per version (testdata/etcd-vX), cached by the hash of its go.sum, and every member runs
+// as its own process on 127.0.0.1 so that tests can SIGKILL, restart and wipe it.
+var etcdVersions = []string{"v3.5.35", "v3.6.16"}
+
+var (
+	buildOnce sync.Map // version -> *builtEtcd
+)
+
+type builtEtcd struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+func etcdBinary(t testing.TB, version string) string {
+	v, _ := buildOnce.LoadOrStore(version, &builtEtcd{})
+	b := v.(*builtEtcd)
+	b.once.Do(func() {
+		src, err := filepath.Abs(filepath.Join("testdata", "etcd-"+version))
+		if err != nil {
+			b.err = err
+			return
+		}
+		sum, err := os.ReadFile(filepath.Join(src, "go.sum"))
+		if err != nil {
+			b.err = err
+			return
+		}
+		h := sha256.Sum256(sum)
+		cache, err := os.UserCacheDir()
+		if err != nil {
+			cache = os.TempDir()
+		}
+		out := filepath.Join(cache, "etcdhook", "etcd-"+version+"-"+hex.EncodeToString(h[:6]))
+		if _, err := os.Stat(out); err == nil {
+			b.path = out
+			return
+		}
+		if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+			b.err = err
+			return
+		}
+		start := time.Now()
+		cmd := exec.Command("go", "build", "-o", out+".tmp", ".")
+		cmd.Dir = src
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-mod=mod")
+		if msg, err := cmd.CombinedOutput(); err != nil {
+			b.err = fmt.Errorf("building etcd %s: %v\n%s", version, err, msg)
+			return
+		}
+		b.err = os.Rename(out+".tmp", out)
+		b.path = out
+		fmt.Fprintf(os.Stderr, "built etcd %s in %s\n", version, time.Since(start).Round(time.Second))
+	})
+	require.NoError(t, b.err)
+	return b.path
+}
+
+func freePort(t testing.TB) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// slot is one member's pod: ports, volume, Lease and (when running) its agent.
+type slot struct {
+	i         int
+	name      string
+	peerURL   string
+	clientURL string
+	volume    string
+	lease     string
+	agent     *Agent
+	cancel    context.CancelFunc
+	done      chan error
+}
+
+func (s *slot) dataDir() string { return filepath.Join(s.volume, "data") }
+
+// tcluster plays the hook and the kubelet around real agents and etcd processes.
+type tcluster struct {
+	t       *testing.T
+	version string
+	binary  string
+	parent  string
+	leases  *MemLeases
+	slots   []*slot
+	log     *slog.Logger
+	mu      sync.Mutex
+}
+
+func newCluster(t *testing.T, version string, n int) *tcluster {
+	c := &tcluster{t: t, version: version, binary: etcdBinary(t, version), parent: "uid-" + strings.ReplaceAll(t.Name(), "/", "-"),
+		leases: NewMemLeases(), log: testLogger(t)}
+	for i := 0; i < n; i++ {
+		s := &slot{i: i, name: fmt.Sprintf("m%d", i), volume: filepath.Join(t.TempDir(), fmt.Sprintf("m%d", i)), lease: fmt.Sprintf("m-%d-member", i)}
+		s.peerURL = fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
+		s.clientURL = fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
+		require.NoError(t, os.MkdirAll(s.volume, 0o755))
+		c.slots = append(c.slots, s)
+	}
+	t.Cleanup(c.stopAll)
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, s := range c.slots {
+				b, _ := os.ReadFile(filepath.Join(s.volume, "..", s.name+"-etcd.log"))
+				if len(b) > 3000 {
+					b = b[len(b)-3000:]
+				}
+				t.Logf("etcd %s log tail:\n%s", s.name, b)
+			}
+		}
+	})
+	return c
+}
+
+func testLogger(t *testing.T) *slog.Logger {
+	if os.Getenv("ETCDHOOK_TEST_LOGS") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).With("test", t.Name())
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// endpoints are the client URLs of the other slots (the client Service in a cluster).
+func (c *tcluster) endpoints(skip int) []string {
+	var eps []string
+	for _, s := range c.slots {
+		if s.i != skip {
+			eps = append(eps, s.clientURL)
+		}
+	}
+	return eps
+}
+
+// start runs slot i's agent ("the pod starts"); tick 0 is the default.
+func (c *tcluster) start(i int, tick time.Duration) {
+	s := c.slots[i]
+	require.Nil(c.t, s.agent, "slot %d already runs", i)
+	u := strings.TrimPrefix(s.peerURL, "http://")
+	cu := strings.TrimPrefix(s.clientURL, "http://")
+	cmd := []string{c.binary,
+		"--name=" + s.name,
+		"--data-dir=" + s.dataDir(),
+		"--listen-peer-urls=http://" + u,
+		"--listen-client-urls=http://" + cu,
+		"--advertise-client-urls=" + s.clientURL,
+		"--initial-advertise-peer-urls=" + s.peerURL,
+		"--initial-cluster-token=tok-" + c.parent,
+		"--log-level=warn",
+	}
+	if tick == 0 {
+		tick = 300 * time.Millisecond
+	}
+	log := c.log.With("member", s.name)
+	out, err := os.OpenFile(filepath.Join(s.volume, "..", s.name+"-etcd.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	require.NoError(c.t, err)
+	c.t.Cleanup(func() { out.Close() })
+	a := &Agent{
+		Cfg: AgentConfig{
+			Name: s.name, PeerURL: s.peerURL, ClientURL: s.clientURL, Endpoints: c.endpoints(i),
+			DataDir: s.dataDir(), ParentUID: c.parent, LeaseDuration: 15 * time.Second,
+			EtcdCommand: cmd, Tick: tick, StopGrace: 10 * time.Second, JoinTimeout: 60 * time.Second,
+			EtcdOutput: out,
+		},
+		Store: c.leases.Store(s.lease, s.name+"-pod"),
+		Etcd:  &Etcd{Log: log, CallTimeout: 2 * time.Second},
+		Log:   log,
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s.agent, s.cancel, s.done = a, cancel, make(chan error, 1)
+	go func() { s.done <- a.Run(ctx) }()
+}
+
+// kill is a crash: etcd SIGKILLed, the agent gone without cleanup.
+func (c *tcluster) kill(i int) {
+	s := c.slots[i]
+	if s.agent == nil {
+		return
+	}
+	s.agent.Kill()
+	s.cancel()
+	<-s.done
+	s.agent = nil
+}
+
+// stop is a graceful pod stop (SIGTERM forwarded).
+func (c *tcluster) stop(i int) error {
+	s := c.slots[i]
+	if s.agent == nil {
+		return nil
+	}
+	s.cancel()
+	err := <-s.done
+	s.agent = nil
+	return err
+}
+
+func (c *tcluster) stopAll() {
+	for i := range c.slots {
+		c.kill(i)
+	}
+}
+
+// exited waits for slot i's agent to return on its own (e.g. after leaving and being told to rejoin).
+func (c *tcluster) wipe(i int) {
+	require.NoError(c.t, os.RemoveAll(c.slots[i].volume))
+	require.NoError(c.t, os.MkdirAll(c.slots[i].volume, 0o755))
+}
+
+func (c *tcluster) intent(i int, intent string, seed bool, permit time.Duration) {
+	c.leases.SetIntent(c.slots[i].lease, intent, seed, permit)
+}
+
+// members reads the linearizable member list through the running slots.
+func (c *tcluster) members() []etcdsync.Member {
+	var eps []string
+	for _, s := range c.slots {
+		if s.agent != nil {
+			eps = append(eps, s.clientURL)
+		}
+	}
+	e := &Etcd{CallTimeout: 2 * time.Second}
+	l, err := e.MemberList(context.Background(), eps)
+	require.NoError(c.t, err)
+	return l.Members
+}
+
+// waitFor polls cond until it holds or the timeout passes.
+func (c *tcluster) waitFor(what string, timeout time.Duration, cond func() bool) time.Duration {
+	c.t.Helper()
+	start := time.Now()
+	for time.Since(start) < timeout {
+		if cond() {
+			return time.Since(start)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	c.t.Fatalf("timed out after %s waiting for %s; members %v", timeout, what, c.tryMembers())
+	return 0
+}
+
+func (c *tcluster) tryMembers() []etcdsync.Member {
+	var eps []string
+	for _, s := range c.slots {
+		eps = append(eps, s.clientURL)
+	}
+	e := &Etcd{CallTimeout: time.Second}
+	l, _ := e.MemberList(context.Background(), eps)
+	return l.Members
+}
+
+// voters says whether the named slots are exactly the started voters and there is no learner.
+func (c *tcluster) voters(want ...int) bool {
+	var eps []string
+	for _, s := range c.slots {
+		if s.agent != nil {
+			eps = append(eps, s.clientURL)
+		}
+	}
+	e := &Etcd{CallTimeout: time.Second}
+	l, err := e.MemberList(context.Background(), eps)
+	if err != nil {
+		return false
+	}
+	var got, wantURLs []string
+	for _, m := range l.Members {
+		if m.Learner || !m.Started {
+			return false
+		}
+		got = append(got, m.PeerURL)
+	}
+	for _, i := range want {
+		wantURLs = append(wantURLs, c.slots[i].peerURL)
+	}
+	sort.Strings(got)
+	sort.Strings(wantURLs)
+	if strings.Join(got, ",") != strings.Join(wantURLs, ",") {
+		return false
+	}
+	for _, i := range want {
+		r := c.leases.Report(c.slots[i].lease)
+		if !r.IsVoter() || !r.Healthy {
+			return false
+		}
+	}
+	return true
+}
+
+func (c *tcluster) memberID(i int) string {
+	for _, m := range c.tryMembers() {
+		if m.PeerURL == c.slots[i].peerURL {
+			return m.ID
+		}
+	}
+	return ""
+}
+
+// client talks to the running members.
+func (c *tcluster) client() *clientv3.Client {
+	var eps []string
+	for _, s := range c.slots {
+		eps = append(eps, s.clientURL)
+	}
+	cl, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+	require.NoError(c.t, err)
+	return cl
+}

@@ -1,0 +1,301 @@
+package membership
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	etcdsync "github.com/etcdhook/etcdhook/sync"
+)
+
+const (
+	permit  = 5 * time.Minute
+	stepMax = 90 * time.Second
+)
+
+func forEachVersion(t *testing.T, run func(t *testing.T, version string)) {
+	for _, v := range etcdVersions {
+		t.Run(v, func(t *testing.T) { run(t, v) })
+	}
+}
+
+// bootstrap starts the seed (slot 0) and grows to n members, one learner at a time, as the hook would.
+func (c *tcluster) bootstrap(w **writer, n int) {
+	c.intent(0, etcdsync.IntentMember, true, 0)
+	c.start(0, 0)
+	c.waitFor("seed", stepMax, func() bool { return c.voters(0) })
+	c.intent(0, etcdsync.IntentMember, false, 0) // the hook drops the seed mark once bootstrapped
+	if w != nil {
+		*w = startWriter(c, "grow 1->2")
+	}
+	for i := 1; i < n; i++ {
+		if w != nil && i > 1 {
+			(*w).Step("grow " + itoa(i) + "->" + itoa(i+1))
+		}
+		c.grow(i)
+	}
+}
+
+func (c *tcluster) grow(i int) time.Duration {
+	c.intent(i, etcdsync.IntentMember, false, permit)
+	c.start(i, 0)
+	want := make([]int, 0, i+1)
+	for j := 0; j <= i; j++ {
+		if c.slots[j].agent != nil {
+			want = append(want, j)
+		}
+	}
+	return c.waitFor("member "+itoa(i)+" to join", stepMax, func() bool { return c.voters(want...) })
+}
+
+func itoa(i int) string { return string(rune('0' + i)) }
+
+// removeJob runs `etcdhook member remove` against the running members.
+func (c *tcluster) removeJob(id, peerURL, reason string) error {
+	var eps []string
+	for _, s := range c.slots {
+		if s.agent != nil {
+			eps = append(eps, s.clientURL)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	return RemoveMember(ctx, &Etcd{Log: c.log, CallTimeout: 2 * time.Second}, c.log, RemoveRequest{ID: id, PeerURL: peerURL, Reason: reason, Endpoints: eps})
+}
+
+// 1. Seed bootstrap; grow 1->3->5 with learner and promote; shrink 5->3->1 with member remove.
+func TestMembershipGrowShrink(t *testing.T) {
+	forEachVersion(t, func(t *testing.T, v string) {
+		c := newCluster(t, v, 5)
+		var w *writer
+		c.bootstrap(&w, 5)
+		cid := c.leases.Report(c.slots[0].lease).ClusterID
+		// The member and cluster IDs the agent reads from etcd's WAL are etcd's own.
+		df, err := ReadData(c.slots[2].dataDir())
+		require.NoError(t, err)
+		require.Equal(t, c.memberID(2), etcdsync.FormatID(df.MemberID))
+		require.Equal(t, cid, etcdsync.FormatID(df.ClusterID))
+		require.Equal(t, c.parent, df.Binding.ParentUID)
+		for i := 4; i >= 1; i-- {
+			w.Step("shrink " + itoa(i+1) + "->" + itoa(i))
+			c.intent(i, etcdsync.IntentLeave, false, 0)
+			require.NoError(t, c.removeJob(c.memberID(i), c.slots[i].peerURL, "leave"))
+			want := []int{}
+			for j := 0; j < i; j++ {
+				want = append(want, j)
+			}
+			c.waitFor("shrink", stepMax, func() bool { return c.voters(want...) })
+			c.waitFor("the removed member to park", stepMax, func() bool {
+				return c.leases.Report(c.slots[i].lease).Role == etcdsync.RoleLeft
+			})
+			require.NoError(t, c.stop(i))
+		}
+		require.Equal(t, cid, c.leases.Report(c.slots[0].lease).ClusterID)
+		w.Verify(t)
+	})
+}
+
+// 2. Data loss on a voter (wipe + restart): recovered by the agent under a new member ID.
+func TestMembershipDataLossRecovery(t *testing.T) {
+	forEachVersion(t, func(t *testing.T, v string) {
+		c := newCluster(t, v, 3)
+		var w *writer
+		c.bootstrap(&w, 3)
+		w.Step("data loss on m1")
+		old := c.memberID(1)
+		c.intent(1, etcdsync.IntentMember, false, 0)
+		c.kill(1)
+		c.wipe(1)
+		start := time.Now()
+		c.start(1, 0)
+		c.waitFor("the agent to ask to rejoin", stepMax, func() bool {
+			return c.leases.Report(c.slots[1].lease).Reason() == etcdsync.ReasonWaitingForJoin
+		})
+		c.intent(1, etcdsync.IntentMember, false, permit) // the hook permits the replacement
+		c.waitFor("m1 back", stepMax, func() bool { return c.voters(0, 1, 2) })
+		w.Step("after recovery")
+		time.Sleep(time.Second)
+		require.NotEqual(t, old, c.memberID(1), "a member with lost data never reuses its old ID")
+		record(t, "data-loss recovery (restart to healthy voter): "+time.Since(start).Round(10*time.Millisecond).String()+"\n")
+		w.Verify(t)
+	})
+}
+
+// 3. Stale data dir of a removed member (scale down, then up with the volume kept): moved aside, rejoined.
+func TestMembershipStaleDataDir(t *testing.T) {
+	forEachVersion(t, func(t *testing.T, v string) {
+		c := newCluster(t, v, 4)
+		var w *writer
+		c.bootstrap(&w, 4)
+		w.Step("scale down 4->3, volume kept")
+		old := c.memberID(3)
+		c.intent(3, etcdsync.IntentLeave, false, 0)
+		c.waitFor("m3 to leave by itself", stepMax, func() bool { return c.voters(0, 1, 2) })
+		require.NoError(t, c.stop(3))
+		w.Step("scale up 3->4 on the stale volume")
+		c.grow(3)
+		require.NotEqual(t, old, c.memberID(3))
+		_, err := os.Stat(c.slots[3].dataDir() + ".removed")
+		require.NoError(t, err, "the stale data is kept aside once")
+		w.Verify(t)
+	})
+}
+
+// 4. The seed loses its data after bootstrap: it never starts a second cluster, it rejoins.
+func TestMembershipSeedDataLoss(t *testing.T) {
+	forEachVersion(t, func(t *testing.T, v string) {
+		c := newCluster(t, v, 3)
+		var w *writer
+		c.bootstrap(&w, 3)
+		cid := c.leases.Report(c.slots[1].lease).ClusterID
+		w.Step("seed data loss")
+		c.kill(0)
+		c.wipe(0)
+		c.intent(0, etcdsync.IntentMember, true, 0) // even a stale seed mark must not start a new cluster
+		c.start(0, 0)
+		c.waitFor("the seed to ask to rejoin", stepMax, func() bool {
+			return c.leases.Report(c.slots[0].lease).Reason() == etcdsync.ReasonWaitingForJoin
+		})
+		c.intent(0, etcdsync.IntentMember, false, permit)
+		c.waitFor("seed back", stepMax, func() bool { return c.voters(0, 1, 2) })
+		require.Equal(t, cid, c.leases.Report(c.slots[0].lease).ClusterID, "one cluster, not two")
+		w.Verify(t)
+	})
+}
+
+// 5. The agent is killed between MemberAddAsLearner and etcd start, and between start and promote.
+func TestMembershipCrashWindows(t *testing.T) {
+	forEachVersion(t, func(t *testing.T, v string) {
+		c := newCluster(t, v, 4)
+		var w *writer
+		c.bootstrap(&w, 2)
+		w.Step("crash after add, before start")
+		e := &Etcd{Log: c.log, CallTimeout: 2 * time.Second}
+		id, _, err := e.AddLearner(context.Background(), []string{c.slots[0].clientURL, c.slots[1].clientURL}, c.slots[2].peerURL)
+		require.NoError(t, err)
+		c.grow(2)
+		require.Equal(t, etcdsync.FormatID(id), c.memberID(2), "the learner added but never started is reused")
+		w.Step("crash after start, before promote")
+		c.intent(3, etcdsync.IntentMember, false, permit)
+		c.start(3, time.Hour) // this agent never looks again: it cannot promote
+		c.waitFor("m3 to run as a learner", stepMax, func() bool {
+			for _, m := range c.tryMembers() {
+				if m.PeerURL == c.slots[3].peerURL && m.Learner && m.Started {
+					return true
+				}
+			}
+			return false
+		})
+		c.kill(3)
+		c.start(3, 0)
+		c.waitFor("m3 promoted after restart", stepMax, func() bool { return c.voters(0, 1, 2, 3) })
+		w.Verify(t)
+	})
+}
+
+// 6. A removal that would break quorum is refused (also with two voters, one down); a dead member can
+// be removed; removing the leader moves leadership first.
+func TestMembershipQuorumRule(t *testing.T) {
+	forEachVersion(t, func(t *testing.T, v string) {
+		c := newCluster(t, v, 3)
+		var w *writer
+		c.bootstrap(&w, 3)
+		w.Step("m2 down; removals checked")
+		m1, m2 := c.memberID(1), c.memberID(2)
+		c.kill(2)
+		err := c.removeJob(m1, c.slots[1].peerURL, "leave")
+		require.ErrorIs(t, err, ErrRefused, "removing a healthy voter while another is down breaks quorum")
+		require.NoError(t, c.removeJob(m2, c.slots[2].peerURL, "dead"), "a dead member may go")
+		c.waitFor("two voters", stepMax, func() bool { return c.voters(0, 1) })
+		w.Step("two voters, one down")
+		c.kill(1)
+		require.Error(t, c.removeJob(m1, c.slots[1].peerURL, "dead"), "no removal without quorum")
+		c.start(1, 0)
+		c.waitFor("m1 back", stepMax, func() bool { return c.voters(0, 1) })
+		w.Step("remove the leader")
+		c.wipe(2)
+		c.grow(2)
+		st, err := (&Etcd{}).Status(context.Background(), c.slots[0].clientURL)
+		require.NoError(t, err)
+		leader := etcdsync.FormatID(st.Leader)
+		li := -1
+		for i := 0; i < 3; i++ {
+			if c.memberID(i) == leader {
+				li = i
+			}
+		}
+		require.GreaterOrEqual(t, li, 0)
+		c.intent(li, etcdsync.IntentLeave, false, 0)
+		require.NoError(t, c.removeJob(leader, c.slots[li].peerURL, "leave"))
+		rest := []int{}
+		for i := 0; i < 3; i++ {
+			if i != li {
+				rest = append(rest, i)
+			}
+		}
+		c.waitFor("two voters without the old leader", stepMax, func() bool { return c.voters(rest...) })
+		st, err = (&Etcd{}).Status(context.Background(), c.slots[rest[0]].clientURL)
+		require.NoError(t, err)
+		require.NotEqual(t, leader, etcdsync.FormatID(st.Leader))
+		require.NoError(t, c.stop(li))
+		w.Verify(t)
+	})
+}
+
+// 6b. Intent leave: the member removes itself and, restarted, parks; all members killed at once come
+// back with their data; a data directory of another cluster is refused.
+func TestMembershipLeaveParkRestartForeign(t *testing.T) {
+	forEachVersion(t, func(t *testing.T, v string) {
+		c := newCluster(t, v, 5)
+		var w *writer
+		c.bootstrap(&w, 4)
+		w.Step("m3 leaves by intent")
+		c.intent(3, etcdsync.IntentLeave, false, 0)
+		c.waitFor("m3 gone", stepMax, func() bool { return c.voters(0, 1, 2) })
+		c.waitFor("m3 parked", stepMax, func() bool { return c.leases.Report(c.slots[3].lease).Role == etcdsync.RoleLeft })
+		w.Step("m3 container restarts")
+		c.kill(3)
+		c.start(3, 0)
+		time.Sleep(3 * time.Second)
+		require.True(t, c.voters(0, 1, 2), "a restarted leaver parks instead of rejoining")
+		require.Equal(t, etcdsync.RoleLeft, c.leases.Report(c.slots[3].lease).Role)
+		require.NoError(t, c.stop(3))
+		w.Step("all members killed and restarted")
+		for i := 0; i < 3; i++ {
+			c.kill(i)
+		}
+		for i := 0; i < 3; i++ {
+			c.start(i, 0)
+		}
+		c.waitFor("all back", stepMax, func() bool { return c.voters(0, 1, 2) })
+		w.Step("foreign data refused")
+		s := c.slots[4]
+		require.NoError(t, os.MkdirAll(filepath.Join(s.dataDir(), "member", "wal"), 0o755))
+		require.NoError(t, WriteBinding(s.dataDir(), Binding{ParentUID: "another-cluster", ClusterID: "aaaaaaaaaaaaaaaa"}))
+		c.intent(4, etcdsync.IntentMember, false, permit)
+		c.start(4, 0)
+		c.waitFor("ForeignData", stepMax, func() bool {
+			return c.leases.Report(s.lease).Reason() == etcdsync.ReasonForeignData
+		})
+		state, running := s.agent.State()
+		require.False(t, running, "etcd must not start on another cluster's data (%s)", state)
+		require.True(t, c.voters(0, 1, 2))
+		w.Verify(t)
+	})
+}
+
+func TestRemoveMemberIsIdempotent(t *testing.T) {
+	c := newCluster(t, etcdVersions[len(etcdVersions)-1], 2)
+	c.bootstrap(nil, 2)
+	id := c.memberID(1)
+	c.intent(1, etcdsync.IntentLeave, false, 0)
+	require.NoError(t, c.removeJob(id, c.slots[1].peerURL, "leave"))
+	require.NoError(t, c.removeJob(id, c.slots[1].peerURL, "leave"), "removing a removed member succeeds")
+	err := c.removeJob(c.memberID(0), "http://wrong:2380", "leave")
+	require.True(t, errors.Is(err, ErrRefused), "a peer URL that does not match refuses: %v", err)
+}
