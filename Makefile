@@ -5,7 +5,7 @@ IMAGE   ?= ghcr.io/etcdhook/etcdhook:v0.1.0
 LDFLAGS := -s -w -X main.version=$(VERSION)
 FUZZTIME ?= 20s
 
-.PHONY: build run test unit fuzz fixtures bench image lint e2e-local clean
+.PHONY: build run test unit fuzz fixtures bench timings image lint e2e-local clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/etcdhook .
@@ -30,6 +30,11 @@ fixtures: build
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./hooks/
+
+# Membership scenarios against real etcd 3.5 and 3.6, writing each step's timing, failed writes and
+# write latency to membership/TIMINGS.md.
+timings:
+	ETCDHOOK_TIMINGS=$(CURDIR)/membership/TIMINGS.md $(GO) test -count=1 -run 'TestMembership' ./membership/
 
 image:
 	docker build --build-arg VERSION=$(VERSION) -t $(IMAGE) .
