@@ -34,7 +34,7 @@ bench:
 # Membership scenarios against real etcd 3.5 and 3.6, writing each step's timing, failed writes and
 # write latency to membership/TIMINGS.md.
 timings:
-	ETCDHOOK_TIMINGS=$(CURDIR)/membership/TIMINGS.md $(GO) test -count=1 -run 'TestMembership' ./membership/
+	ETCDHOOK_TIMINGS=$(CURDIR)/membership/TIMINGS.md $(GO) test -count=1 -timeout 30m -run 'TestMembership' ./membership/
 
 image:
 	docker build --build-arg VERSION=$(VERSION) -t $(IMAGE) .

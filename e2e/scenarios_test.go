@@ -1,0 +1,410 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	etcdsync "github.com/etcdhook/etcdhook/sync"
+)
+
+func spec(size int, version string) map[string]any {
+	return map[string]any{"size": int64(size), "version": version, "storage": map[string]any{"size": "1Gi"},
+		// Short deadlines keep the failure scenarios within the CI budget.
+		"timeouts": map[string]any{"learnerPromotionSeconds": int64(120), "deadMemberSeconds": int64(120), "leaveSeconds": int64(60)}}
+}
+
+// 1. Create 1, 3 and 5 members; time from apply to Available (and Running with every member healthy).
+func TestCreate(t *testing.T) {
+	for _, n := range []int{1, 3, 5} {
+		t.Run(fmt.Sprintf("size-%d", n), func(t *testing.T) {
+			s := newScenario(t, fmt.Sprintf("create%d", n))
+			start := time.Now()
+			s.apply(spec(n, *newEtcd))
+			took := s.waitFor("settled", stepTimeout, s.settled(n))
+			w := s.startWriter("steady")
+			time.Sleep(5 * time.Second)
+			require.Len(t, s.memberList(), n)
+			w.Finish(fmt.Sprintf("apply to Available with %d healthy members: %s\n\n", n, time.Since(start).Round(100*time.Millisecond)))
+			_ = took
+		})
+	}
+}
+
+// 2. Scale 1->3->5->3->1, timing each step, checking the member list and the claims after each.
+func TestScale(t *testing.T) {
+	s := newScenario(t, "scale")
+	s.apply(spec(1, *newEtcd))
+	s.waitFor("settled", stepTimeout, s.settled(1))
+	w := s.startWriter("size 1")
+	var timings []string
+	for _, n := range []int{3, 5, 3, 1} {
+		w.Step(fmt.Sprintf("scale to %d", n))
+		s.apply(map[string]any{"size": int64(n)})
+		took := s.waitFor(fmt.Sprintf("size %d", n), stepTimeout, s.settled(n))
+		timings = append(timings, fmt.Sprintf("to %d: %s", n, took.Round(100*time.Millisecond)))
+		require.Len(t, s.memberList(), n)
+		want := []string{}
+		for i := 0; i < n; i++ {
+			want = append(want, s.names().PVC(i))
+		}
+		s.waitFor("claims of removed members deleted", time.Minute, func() bool { return strings.Join(s.pvcs(), ",") == strings.Join(want, ",") })
+	}
+	w.Finish("step times (apply to settled): " + strings.Join(timings, ", ") + "\n\n")
+}
+
+// 3. Delete a member pod (not a scale-down): size and members stay.
+func TestDeleteMemberPod(t *testing.T) {
+	s := newScenario(t, "podkill")
+	s.apply(spec(3, *newEtcd))
+	s.waitFor("settled", stepTimeout, s.settled(3))
+	before := s.memberIDs()
+	w := s.startWriter("delete etcd-1")
+	require.NoError(t, s.e.kube.CoreV1().Pods(s.ns).Delete(s.ctx, s.names().Pod(1), metav1.DeleteOptions{}))
+	time.Sleep(5 * time.Second)
+	took := s.waitFor("back", stepTimeout, s.settled(3))
+	require.Equal(t, before, s.memberIDs(), "the same members come back with their data")
+	w.Finish(fmt.Sprintf("pod deleted to settled: %s\n\n", took.Round(100*time.Millisecond)))
+}
+
+// volumeDir finds the directory behind a member claim (hostPath volumes: localkube, Kind's local-path).
+func (s *scenario) volumeDir(i int) string {
+	pvc, err := s.e.kube.CoreV1().PersistentVolumeClaims(s.ns).Get(s.ctx, s.names().PVC(i), metav1.GetOptions{})
+	require.NoError(s.t, err)
+	pv, err := s.e.kube.CoreV1().PersistentVolumes().Get(s.ctx, pvc.Spec.VolumeName, metav1.GetOptions{})
+	require.NoError(s.t, err)
+	switch {
+	case pv.Spec.HostPath != nil:
+		return pv.Spec.HostPath.Path
+	case pv.Spec.Local != nil:
+		return pv.Spec.Local.Path
+	}
+	s.t.Fatalf("volume %s is not a host path", pv.Name)
+	return ""
+}
+
+// 4. Member data loss: the volume of a member is wiped and the member restarted: it comes back under a new ID.
+func TestMemberDataLoss(t *testing.T) {
+	if !*hostPath {
+		t.Skip("needs volumes reachable as host paths (-e2e.hostpath)")
+	}
+	s := newScenario(t, "dataloss")
+	s.apply(spec(3, *newEtcd))
+	s.waitFor("settled", stepTimeout, s.settled(3))
+	before := s.memberIDs()
+	w := s.startWriter("wipe etcd-2 and restart it")
+	dir := s.volumeDir(2)
+	require.NoError(t, os.RemoveAll(filepath.Join(dir, "data")))
+	require.NoError(t, os.RemoveAll(filepath.Join(dir, "etcdhook-binding.json")))
+	require.NoError(t, s.e.kube.CoreV1().Pods(s.ns).Delete(s.ctx, s.names().Pod(2), metav1.DeleteOptions{}))
+	time.Sleep(5 * time.Second)
+	took := s.waitFor("recovered", stepTimeout, func() bool { return s.settled(3)() && s.memberIDs()[2] != before[2] })
+	after := s.memberIDs()
+	require.NotEqual(t, before[2], after[2])
+	require.Equal(t, before[0], after[0])
+	w.Finish(fmt.Sprintf("data loss to recovered under a new member ID: %s\n\n", took.Round(100*time.Millisecond)))
+}
+
+// 5. Stale volume: a removed member's volume survives (not labelled as this cluster's, so its delete
+// Job is never made), then scale up: the agent moves the stale data aside and rejoins cleanly.
+func TestStaleVolume(t *testing.T) {
+	s := newScenario(t, "stale")
+	s.apply(spec(3, *newEtcd))
+	s.waitFor("settled", stepTimeout, s.settled(3))
+	old := s.memberIDs()[2]
+	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:"kept-by-test"}}}`, etcdsync.LabelClusterUID)
+	_, err := s.e.kube.CoreV1().PersistentVolumeClaims(s.ns).Patch(s.ctx, s.names().PVC(2), types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	require.NoError(t, err)
+	w := s.startWriter("scale 3->2, volume kept")
+	s.apply(map[string]any{"size": int64(2)})
+	s.waitFor("size 2", stepTimeout, s.settled(2))
+	require.Contains(t, s.pvcs(), s.names().PVC(2))
+	w.Step("scale 2->3 on the stale volume")
+	s.apply(map[string]any{"size": int64(3)})
+	took := s.waitFor("size 3", stepTimeout, s.settled(3))
+	require.NotEqual(t, old, s.memberIDs()[2])
+	w.Finish(fmt.Sprintf("rejoin on a stale volume: %s\n\n", took.Round(100*time.Millisecond)))
+}
+
+// 6. The hook is unavailable in the middle of a scale step, then back: it converges. Two drivers run
+// at once during a step (stale caches, no leader election): never two changes in flight.
+func TestHookUnavailableAndStaleCaches(t *testing.T) {
+	s := newScenario(t, "hookdown")
+	s.apply(spec(3, *newEtcd))
+	s.waitFor("settled", stepTimeout, s.settled(3))
+	w := s.startWriter("scale 3->5, hook down mid-step")
+	s.apply(map[string]any{"size": int64(5)})
+	s.waitFor("the step to start", time.Minute, func() bool { return len(s.pods()) >= 4 })
+	s.scaleHook(0)
+	maxLearners := 0
+	watch := func(d time.Duration) {
+		end := time.Now().Add(d)
+		for time.Now().Before(end) {
+			n := 0
+			for _, m := range s.tryMemberList() {
+				if m.Learner {
+					n++
+				}
+			}
+			if n > maxLearners {
+				maxLearners = n
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+	}
+	watch(20 * time.Second)
+	w.Step("hook back")
+	s.scaleHook(2)
+	took := s.waitFor("size 5", stepTimeout, s.settled(5))
+	require.LessOrEqual(t, maxLearners, 1)
+	w.Finish(fmt.Sprintf("hook down 20 s mid-step; back to settled in %s; most learners seen at once: %d\n\n", took.Round(100*time.Millisecond), maxLearners))
+}
+
+func (s *scenario) tryMemberList() []etcdsync.Member {
+	cl, err := newClient([]string{s.clientEndpoint()})
+	if err != nil {
+		return nil
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	resp, err := cl.MemberList(ctx)
+	if err != nil {
+		return nil
+	}
+	var out []etcdsync.Member
+	for _, m := range resp.Members {
+		out = append(out, etcdsync.Member{ID: etcdsync.FormatID(m.ID), Learner: m.IsLearner})
+	}
+	return out
+}
+
+func (s *scenario) scaleHook(n int32) {
+	s.t.Helper()
+	d, err := s.e.kube.AppsV1().Deployments(hookNamespace).Get(s.ctx, "etcdhook", metav1.GetOptions{})
+	require.NoError(s.t, err)
+	d.Spec.Replicas = &n
+	_, err = s.e.kube.AppsV1().Deployments(hookNamespace).Update(s.ctx, d, metav1.UpdateOptions{})
+	require.NoError(s.t, err)
+	s.waitFor(fmt.Sprintf("hook at %d ready replicas", n), 2*time.Minute, func() bool {
+		d, err := s.e.kube.AppsV1().Deployments(hookNamespace).Get(s.ctx, "etcdhook", metav1.GetOptions{})
+		return err == nil && d.Status.ReadyReplicas == n && d.Status.Replicas == n
+	})
+}
+
+// 7. Rolling upgrade 3.5 -> 3.6 on 3 members, one pod at a time and health-gated; a downgrade is refused.
+func TestRollingUpgrade(t *testing.T) {
+	s := newScenario(t, "upgrade")
+	s.apply(spec(3, *oldEtcd))
+	s.waitFor("settled", stepTimeout, s.settled(3))
+	before := s.memberIDs()
+	w := s.startWriter("upgrade " + *oldEtcd + " -> " + *newEtcd)
+	s.apply(map[string]any{"version": *newEtcd})
+	maxDown := 0
+	start := time.Now()
+	for time.Since(start) < 2*stepTimeout {
+		down := 0
+		for _, p := range s.pods() {
+			if !podReady(p) {
+				down++
+			}
+		}
+		if down > maxDown {
+			maxDown = down
+		}
+		ec := s.cluster()
+		if ec.Status.CurrentVersion == *newEtcd && s.settled(3)() {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	took := time.Since(start)
+	require.Equal(t, *newEtcd, s.cluster().Status.CurrentVersion)
+	require.LessOrEqual(t, maxDown, 1, "one pod at a time")
+	require.Equal(t, before, s.memberIDs(), "members keep their data through the roll")
+	w.Step("downgrade refused")
+	s.apply(map[string]any{"version": *oldEtcd})
+	s.waitFor("UpgradeRefused", time.Minute, func() bool {
+		c := condition(s.cluster(), etcdsync.CondInvalidSpec)
+		return c != nil && c.Reason == "UpgradeRefused"
+	})
+	for _, p := range s.pods() {
+		require.Contains(t, p.Spec.Containers[0].Image, ":v"+*newEtcd)
+	}
+	w.Finish(fmt.Sprintf("rolling upgrade of 3 members: %s; most pods not ready at once: %d\n\n", took.Round(100*time.Millisecond), maxDown))
+}
+
+func podReady(p corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// 8. Deleting the EtcdCluster removes its children; the claims stay (Retain).
+func TestDeletion(t *testing.T) {
+	s := newScenario(t, "delete")
+	s.apply(spec(3, *newEtcd))
+	s.waitFor("settled", stepTimeout, s.settled(3))
+	require.NoError(t, s.e.dyn.Resource(gvrCluster).Namespace(s.ns).Delete(s.ctx, s.name, metav1.DeleteOptions{}))
+	took := s.waitFor("children gone", stepTimeout, func() bool {
+		_, err := s.e.kube.AppsV1().StatefulSets(s.ns).Get(s.ctx, s.name, metav1.GetOptions{})
+		leases, _ := s.e.kube.CoordinationV1().Leases(s.ns).List(s.ctx, metav1.ListOptions{})
+		return apierrors.IsNotFound(err) && len(s.pods()) == 0 && len(leases.Items) == 0
+	})
+	require.Len(t, s.pvcs(), 3, "volumes are kept")
+	results.add(t.Name(), fmt.Sprintf("deleted to children gone: %s; claims kept: %v\n", took.Round(100*time.Millisecond), s.pvcs()))
+}
+
+// DESIGN.md §7 sequences that need a real cluster.
+
+// Size 4 -> 3 with the removed member's pod restarting at once: it must park, not rejoin.
+func TestLeaveThenRestart(t *testing.T) {
+	s := newScenario(t, "leaverestart")
+	s.apply(spec(4, *newEtcd))
+	s.waitFor("settled", stepTimeout, s.settled(4))
+	leaverID := s.memberIDs()[3]
+	w := s.startWriter("4->3, pod 3 restarted once it left")
+	s.apply(map[string]any{"size": int64(3)})
+	s.waitFor("member 3 gone", stepTimeout, func() bool {
+		for _, m := range s.tryMemberList() {
+			if m.ID == leaverID {
+				return false
+			}
+		}
+		return true
+	})
+	_ = s.e.kube.CoreV1().Pods(s.ns).Delete(s.ctx, s.names().Pod(3), metav1.DeleteOptions{GracePeriodSeconds: ptr(int64(0))})
+	took := s.waitFor("size 3", stepTimeout, s.settled(3))
+	for _, m := range s.memberList() {
+		require.NotEqual(t, s.names().PeerURL(3), m.PeerURL, "the restarted leaver must not rejoin")
+	}
+	w.Finish(fmt.Sprintf("4->3 with the leaver restarted: %s\n\n", took.Round(100*time.Millisecond)))
+}
+
+// All pods restarted together: every agent starts etcd on its data without waiting for peers.
+func TestAllPodsRestart(t *testing.T) {
+	s := newScenario(t, "allrestart")
+	s.apply(spec(3, *newEtcd))
+	s.waitFor("settled", stepTimeout, s.settled(3))
+	before := s.memberIDs()
+	w := s.startWriter("all pods deleted at once")
+	require.NoError(t, s.e.kube.CoreV1().Pods(s.ns).DeleteCollection(s.ctx, metav1.DeleteOptions{},
+		metav1.ListOptions{LabelSelector: etcdsync.LabelInstance + "=" + s.name + "," + etcdsync.LabelComponent + "=etcd"}))
+	time.Sleep(5 * time.Second)
+	took := s.waitFor("back", stepTimeout, s.settled(3))
+	require.Equal(t, before, s.memberIDs())
+	w.Finish(fmt.Sprintf("all pods restarted to settled: %s\n\n", took.Round(100*time.Millisecond)))
+}
+
+// kubectl scale of the StatefulSet by hand: the hook restores replicas; pods come back with their data.
+func TestManualStatefulSetScale(t *testing.T) {
+	s := newScenario(t, "kscale")
+	s.apply(spec(3, *newEtcd))
+	s.waitFor("settled", stepTimeout, s.settled(3))
+	before := s.memberIDs()
+	w := s.startWriter("kubectl scale --replicas=1")
+	sc, err := s.e.kube.AppsV1().StatefulSets(s.ns).GetScale(s.ctx, s.name, metav1.GetOptions{})
+	require.NoError(t, err)
+	sc.Spec.Replicas = 1
+	_, err = s.e.kube.AppsV1().StatefulSets(s.ns).UpdateScale(s.ctx, s.name, sc, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	time.Sleep(3 * time.Second)
+	took := s.waitFor("restored", stepTimeout, s.settled(3))
+	require.Equal(t, before, s.memberIDs())
+	require.Len(t, s.pvcs(), 3)
+	w.Finish(fmt.Sprintf("manual scale to 1 restored to 3 in %s\n\n", took.Round(100*time.Millisecond)))
+}
+
+// A bad image tag stops the roll at the first pod; reverting the version replaces that pod.
+func TestBadImageReverted(t *testing.T) {
+	s := newScenario(t, "badimage")
+	s.apply(spec(3, *newEtcd))
+	s.waitFor("settled", stepTimeout, s.settled(3))
+	before := s.memberIDs()
+	w := s.startWriter("bad version 3.6.99")
+	s.apply(map[string]any{"version": "3.6.99"})
+	s.waitFor("the first pod on the bad image", stepTimeout, func() bool {
+		for _, p := range s.pods() {
+			if strings.HasSuffix(p.Spec.Containers[0].Image, ":v3.6.99") {
+				return true
+			}
+		}
+		return false
+	})
+	time.Sleep(20 * time.Second)
+	bad := 0
+	for _, p := range s.pods() {
+		if strings.HasSuffix(p.Spec.Containers[0].Image, ":v3.6.99") {
+			bad++
+		}
+	}
+	require.Equal(t, 1, bad, "the roll stops at the broken pod")
+	w.Step("reverted")
+	s.apply(map[string]any{"version": *newEtcd})
+	took := s.waitFor("recovered", stepTimeout, s.settled(3))
+	require.Equal(t, before, s.memberIDs())
+	w.Finish(fmt.Sprintf("bad tag reverted to settled: %s\n\n", took.Round(100*time.Millisecond)))
+}
+
+// Deleted and re-created with the same name: the new cluster refuses the old volumes.
+func TestRecreateRefusesOldVolumes(t *testing.T) {
+	s := newScenario(t, "recreate")
+	s.apply(spec(1, *newEtcd))
+	s.waitFor("settled", stepTimeout, s.settled(1))
+	require.NoError(t, s.e.dyn.Resource(gvrCluster).Namespace(s.ns).Delete(s.ctx, s.name, metav1.DeleteOptions{}))
+	s.waitFor("old cluster gone", stepTimeout, func() bool {
+		_, err := s.e.kube.AppsV1().StatefulSets(s.ns).Get(s.ctx, s.name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err) && len(s.pods()) == 0
+	})
+	s.apply(spec(1, *newEtcd))
+	took := s.waitFor("ForeignData", stepTimeout, func() bool {
+		c := condition(s.cluster(), etcdsync.CondForeignData)
+		return c != nil && c.Status == metav1.ConditionTrue
+	})
+	ec := s.cluster()
+	require.Equal(t, etcdsync.PhaseFailed, ec.Status.Phase)
+	require.False(t, ec.Status.Bootstrapped)
+	results.add(t.Name(), fmt.Sprintf("re-created cluster refused the old volume (ForeignData) after %s\n", took.Round(100*time.Millisecond)))
+}
+
+// Status wiped: the cluster stays bootstrapped; nothing starts new, no pod restarts.
+func TestStatusWiped(t *testing.T) {
+	s := newScenario(t, "wiped")
+	s.apply(spec(3, *newEtcd))
+	s.waitFor("settled", stepTimeout, s.settled(3))
+	before := s.memberIDs()
+	cid := s.cluster().Status.ClusterID
+	uids := map[string]types.UID{}
+	for _, p := range s.pods() {
+		uids[p.Name] = p.UID
+	}
+	u, err := s.e.dyn.Resource(gvrCluster).Namespace(s.ns).Get(s.ctx, s.name, metav1.GetOptions{})
+	require.NoError(t, err)
+	u.Object["status"] = map[string]any{}
+	_, err = s.e.dyn.Resource(gvrCluster).Namespace(s.ns).UpdateStatus(s.ctx, u, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	s.waitFor("status restored", time.Minute, func() bool { return s.cluster().Status.ClusterID == cid && s.settled(3)() })
+	require.Equal(t, before, s.memberIDs())
+	for _, p := range s.pods() {
+		require.Equal(t, uids[p.Name], p.UID, "no pod restarted")
+	}
+	results.add(t.Name(), "status wiped: restored with the same cluster ID, no pod restarted\n")
+}
+
+func ptr[T any](v T) *T { return &v }
+

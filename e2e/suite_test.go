@@ -1,0 +1,300 @@
+//go:build e2e
+
+// Package e2e proves etcdhook on a real Kubernetes cluster with real etcd pods: with the real
+// Metacontroller on Kind (e2e/kind), or here on ../shared/localkube with the project's contract driver
+// (e2e/driver, -e2e.driver). Run it through e2e/local.sh or e2e/kind/test.sh.
+package e2e
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/yaml"
+
+	"github.com/etcdhook/etcdhook/e2e/driver"
+	etcdsync "github.com/etcdhook/etcdhook/sync"
+)
+
+var (
+	kubeconfig  = flag.String("e2e.kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig of the cluster under test")
+	runDriver   = flag.Bool("e2e.driver", false, "run the test-only CompositeController driver (no Metacontroller on the cluster)")
+	resultsPath = flag.String("e2e.results", "", "write the measured figures here (Markdown)")
+	oldEtcd     = flag.String("e2e.etcd-old", "3.5.35", "etcd version to upgrade from")
+	newEtcd     = flag.String("e2e.etcd-new", "3.6.16", "etcd version to upgrade to")
+	hostPath    = flag.Bool("e2e.hostpath", true, "volumes are hostPath directories this process can reach (localkube) for the data-loss scenario")
+)
+
+const (
+	hookNamespace = "etcdhook-system"
+	stepTimeout   = 4 * time.Minute
+)
+
+var gvrCluster = schema.GroupVersionResource{Group: etcdsync.Group, Version: etcdsync.Version, Resource: "etcdclusters"}
+
+type env struct {
+	cfg  *rest.Config
+	kube kubernetes.Interface
+	dyn  dynamic.Interface
+	drv  *driver.Driver
+}
+
+var (
+	theEnv  *env
+	results = &resultLog{}
+)
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	code := func() int {
+		if *kubeconfig == "" {
+			fmt.Fprintln(os.Stderr, "e2e: -e2e.kubeconfig (or KUBECONFIG) is required")
+			return 2
+		}
+		cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+		cfg.QPS, cfg.Burst = 50, 100
+		e := &env{cfg: cfg, kube: kubernetes.NewForConfigOrDie(cfg), dyn: dynamic.NewForConfigOrDie(cfg)}
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		if *runDriver {
+			cc, err := driver.Load(filepath.Join("..", "metacontroller", "compositecontroller.yaml"))
+			if err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 2
+			}
+			log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+			d, err := driver.New(cfg, cc, log)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 2
+			}
+			e.drv = d
+			go func() { _ = d.Run(ctx) }()
+		}
+		theEnv = e
+		code := m.Run()
+		if *resultsPath != "" {
+			if err := results.write(*resultsPath); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+			}
+		}
+		return code
+	}()
+	os.Exit(code)
+}
+
+// scenario is one test's namespace and the EtcdCluster in it.
+type scenario struct {
+	t    *testing.T
+	e    *env
+	ns   string
+	name string
+	ctx  context.Context
+}
+
+func newScenario(t *testing.T, short string) *scenario {
+	e := theEnv
+	ns := fmt.Sprintf("e2e-%s-%d", short, time.Now().UnixNano()%100000)
+	ctx := context.Background()
+	_, err := e.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns,
+		Labels: map[string]string{"etcdhook-e2e": "true"}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	s := &scenario{t: t, e: e, ns: ns, name: "etcd", ctx: ctx}
+	t.Cleanup(func() {
+		if t.Failed() {
+			s.dump()
+			if os.Getenv("E2E_KEEP") != "" {
+				return
+			}
+		}
+		_ = e.kube.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{})
+	})
+	return s
+}
+
+func (s *scenario) names() etcdsync.Names { return etcdsync.Names{Cluster: s.name, Namespace: s.ns} }
+
+// apply creates or updates the EtcdCluster's spec.
+func (s *scenario) apply(spec map[string]any) {
+	s.t.Helper()
+	c := s.e.dyn.Resource(gvrCluster).Namespace(s.ns)
+	cur, err := c.Get(s.ctx, s.name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		obj := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": etcdsync.APIVersion, "kind": etcdsync.Kind,
+			"metadata": map[string]any{"name": s.name, "namespace": s.ns},
+			"spec":     spec,
+		}}
+		_, err = c.Create(s.ctx, obj, metav1.CreateOptions{})
+		require.NoError(s.t, err)
+		return
+	}
+	require.NoError(s.t, err)
+	for k, v := range spec {
+		cur.Object["spec"].(map[string]any)[k] = v
+	}
+	_, err = c.Update(s.ctx, cur, metav1.UpdateOptions{})
+	require.NoError(s.t, err)
+}
+
+func (s *scenario) cluster() *etcdsync.EtcdCluster {
+	s.t.Helper()
+	u, err := s.e.dyn.Resource(gvrCluster).Namespace(s.ns).Get(s.ctx, s.name, metav1.GetOptions{})
+	require.NoError(s.t, err)
+	var ec etcdsync.EtcdCluster
+	require.NoError(s.t, runtimeFromUnstructured(u, &ec))
+	return &ec
+}
+
+func condition(ec *etcdsync.EtcdCluster, typ string) *metav1.Condition {
+	for i := range ec.Status.Conditions {
+		if ec.Status.Conditions[i].Type == typ {
+			return &ec.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// settled: Available, Running, the members the spec asks for, every one healthy, all pods ready.
+func (s *scenario) settled(size int) func() bool {
+	return func() bool {
+		ec := s.cluster()
+		c := condition(ec, etcdsync.CondAvailable)
+		if ec.Status.Phase != etcdsync.PhaseRunning || c == nil || c.Status != metav1.ConditionTrue || len(ec.Status.Members) != size {
+			return false
+		}
+		for _, m := range ec.Status.Members {
+			if !m.Healthy || m.Role == etcdsync.RoleLearner {
+				return false
+			}
+		}
+		return int(ec.Status.ReadyReplicas) == size && ec.Status.ObservedGeneration == ec.Generation
+	}
+}
+
+// waitFor polls cond every 500 ms until it holds; it fails the test after timeout.
+func (s *scenario) waitFor(what string, timeout time.Duration, cond func() bool) time.Duration {
+	s.t.Helper()
+	start := time.Now()
+	for time.Since(start) < timeout {
+		if cond() {
+			return time.Since(start)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	ec := s.cluster()
+	s.t.Fatalf("timed out after %s waiting for %s: phase %s, message %q", timeout, what, ec.Status.Phase, ec.Status.Message)
+	return 0
+}
+
+func (s *scenario) pods() []corev1.Pod {
+	l, err := s.e.kube.CoreV1().Pods(s.ns).List(s.ctx, metav1.ListOptions{LabelSelector: etcdsync.LabelInstance + "=" + s.name + "," + etcdsync.LabelComponent + "=etcd"})
+	require.NoError(s.t, err)
+	sort.Slice(l.Items, func(i, j int) bool { return l.Items[i].Name < l.Items[j].Name })
+	return l.Items
+}
+
+func (s *scenario) pvcs() []string {
+	l, err := s.e.kube.CoreV1().PersistentVolumeClaims(s.ns).List(s.ctx, metav1.ListOptions{})
+	require.NoError(s.t, err)
+	var out []string
+	for _, p := range l.Items {
+		if p.DeletionTimestamp == nil {
+			out = append(out, p.Name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// dump writes what a human needs to debug a failed scenario.
+func (s *scenario) dump() {
+	t := s.t
+	ctx := context.Background()
+	if u, err := s.e.dyn.Resource(gvrCluster).Namespace(s.ns).Get(ctx, s.name, metav1.GetOptions{}); err == nil {
+		b, _ := yaml.Marshal(u.Object)
+		t.Logf("EtcdCluster:\n%s", b)
+	}
+	for _, kind := range []schema.GroupVersionResource{
+		{Group: "apps", Version: "v1", Resource: "statefulsets"},
+		{Group: "coordination.k8s.io", Version: "v1", Resource: "leases"},
+		{Group: "batch", Version: "v1", Resource: "jobs"},
+		{Version: "v1", Resource: "pods"},
+		{Version: "v1", Resource: "persistentvolumeclaims"},
+	} {
+		l, err := s.e.dyn.Resource(kind).Namespace(s.ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			continue
+		}
+		for _, it := range l.Items {
+			unstructured.RemoveNestedField(it.Object, "metadata", "managedFields")
+			b, _ := yaml.Marshal(it.Object)
+			t.Logf("%s %s:\n%s", kind.Resource, it.GetName(), b)
+		}
+	}
+	for _, p := range s.pods() {
+		for _, c := range []string{"etcd"} {
+			tail := int64(80)
+			b, err := s.e.kube.CoreV1().Pods(s.ns).GetLogs(p.Name, &corev1.PodLogOptions{Container: c, TailLines: &tail}).DoRaw(ctx)
+			if err == nil {
+				t.Logf("logs %s/%s:\n%s", p.Name, c, b)
+			}
+		}
+	}
+	ev, err := s.e.kube.CoreV1().Events(s.ns).List(ctx, metav1.ListOptions{})
+	if err == nil {
+		var lines []string
+		for _, e := range ev.Items {
+			lines = append(lines, fmt.Sprintf("%s %s %s: %s", e.LastTimestamp.Format(time.RFC3339), e.InvolvedObject.Name, e.Reason, e.Message))
+		}
+		sort.Strings(lines)
+		t.Logf("events:\n%s", strings.Join(lines, "\n"))
+	}
+	if s.e.drv != nil {
+		syncs, errs := s.e.drv.Stats()
+		t.Logf("driver: %d syncs, %d errors", syncs, errs)
+	}
+}
+
+// resultLog collects the figures for e2e/RESULTS.md.
+type resultLog struct {
+	mu       sync.Mutex
+	sections []string
+}
+
+func (r *resultLog) add(title, body string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.sections = append(r.sections, "## "+title+"\n\n"+body)
+}
+
+func (r *resultLog) write(path string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	head := "# e2e results\n\nGenerated by the e2e suite (`go test -tags e2e ./e2e/`, see e2e/local.sh) on " +
+		time.Now().UTC().Format("2006-01-02") + ". Each scenario ran a writer through the client Service; " +
+		"`failed` counts writes not acknowledged within 2 s, latencies are of acknowledged writes.\n\n"
+	return os.WriteFile(path, []byte(head+strings.Join(r.sections, "\n")), 0o644)
+}
