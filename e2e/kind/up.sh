@@ -40,6 +40,13 @@ images:
 - name: ghcr.io/etcdhook/etcdhook
   newName: localhost/etcdhook
   newTag: e2e
+# An overlay's image change does not reach ETCDHOOK_IMAGE (the base copies it before): set it too.
+patches:
+- target: {kind: Deployment, name: etcdhook}
+  patch: |-
+    - op: replace
+      path: /spec/template/spec/containers/0/env/0/value
+      value: localhost/etcdhook:e2e
 YAML
 kubectl apply -k "$overlay"
 kubectl -n etcdhook-system rollout status deployment/etcdhook --timeout=180s
