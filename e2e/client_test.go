@@ -6,8 +6,6 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -16,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/etcdhook/etcdhook/internal/writer"
 	etcdsync "github.com/etcdhook/etcdhook/sync"
 )
 
@@ -41,145 +40,39 @@ func newClient(eps []string) (*clientv3.Client, error) {
 	return clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 3 * time.Second, Logger: zap.NewNop()})
 }
 
-// writer writes through the client Service during a scenario: bounded in count and time, per-step
-// failed writes and latency percentiles, every acknowledged key checked at the end.
-type writer struct {
-	s     *scenario
-	cl    *clientv3.Client
-	mu    sync.Mutex
-	step  string
-	order []string
-	stats map[string]*wstats
-	acked map[string]string
-	stop  chan struct{}
-	done  chan struct{}
-}
-
-type wstats struct {
-	ok, failed int
-	lat        []time.Duration
-	began      time.Time
-	took       time.Duration
-}
-
-const (
-	writerMax      = 60000
-	writerDuration = 30 * time.Minute
-	writerEvery    = 50 * time.Millisecond
-)
-
-func (s *scenario) startWriter(first string) *writer {
+// startWriter writes through the client Service during a scenario (internal/writer: bounded in count
+// and time, per-step failed writes and latency percentiles).
+func (s *scenario) startWriter(first string) *swriter {
 	cl, err := newClient([]string{s.clientEndpoint()})
 	require.NoError(s.t, err)
-	w := &writer{s: s, cl: cl, stats: map[string]*wstats{}, acked: map[string]string{}, stop: make(chan struct{}), done: make(chan struct{})}
-	w.Step(first)
-	go w.loop()
-	s.t.Cleanup(w.Stop)
+	w := &swriter{s: s, Writer: writer.Start(cl, writer.Limits{
+		Prefix: "e2e/", Max: 60000, For: 30 * time.Minute, Every: 50 * time.Millisecond, Timeout: 2 * time.Second,
+	}, first)}
+	s.t.Cleanup(func() { w.Stop(); cl.Close() })
 	return w
 }
 
-func (w *writer) loop() {
-	defer close(w.done)
-	end := time.Now().Add(writerDuration)
-	for n := 0; n < writerMax && time.Now().Before(end); n++ {
-		select {
-		case <-w.stop:
-			return
-		case <-time.After(writerEvery):
-		}
-		key, val := fmt.Sprintf("e2e/%06d", n), fmt.Sprintf("v%d", n)
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		t0 := time.Now()
-		_, err := w.cl.Put(ctx, key, val)
-		lat := time.Since(t0)
-		cancel()
-		w.mu.Lock()
-		st := w.stats[w.step]
-		if err != nil {
-			st.failed++
-		} else {
-			st.ok++
-			st.lat = append(st.lat, lat)
-			w.acked[key] = val
-		}
-		w.mu.Unlock()
-	}
-}
-
-func (w *writer) Step(name string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if prev := w.stats[w.step]; prev != nil && prev.took == 0 {
-		prev.took = time.Since(prev.began)
-	}
-	w.step = name
-	w.order = append(w.order, name)
-	w.stats[name] = &wstats{began: time.Now()}
-}
-
-func (w *writer) Stop() {
-	select {
-	case <-w.stop:
-	default:
-		close(w.stop)
-	}
-	<-w.done
-	w.mu.Lock()
-	if st := w.stats[w.step]; st != nil && st.took == 0 {
-		st.took = time.Since(st.began)
-	}
-	w.mu.Unlock()
-	_ = w.cl.Close()
+type swriter struct {
+	*writer.Writer
+	s *scenario
 }
 
 // Finish stops the writer, checks every acknowledged key through the client Service and that every
 // member's hashkv agrees at one revision, and records the figures.
-func (w *writer) Finish(extra string) {
+func (w *swriter) Finish(extra string) {
 	t := w.s.t
-	w.Stop()
 	cl, err := newClient([]string{w.s.clientEndpoint()})
 	require.NoError(t, err)
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	resp, err := cl.Get(ctx, "e2e/", clientv3.WithPrefix())
+	rev, acked, lost, err := w.Verify(ctx, cl)
 	require.NoError(t, err)
-	got := map[string]string{}
-	for _, kv := range resp.Kvs {
-		got[string(kv.Key)] = string(kv.Value)
-	}
-	lost := 0
-	for k, v := range w.acked {
-		if got[k] != v {
-			lost++
-		}
-	}
-	require.Zero(t, lost, "%d of %d acknowledged writes are not readable", lost, len(w.acked))
-	w.s.checkHashKV(resp.Header.Revision)
-	results.add(t.Name(), extra+w.table())
-	t.Logf("\n%s%s", extra, w.table())
-}
-
-func (w *writer) table() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	var b strings.Builder
-	fmt.Fprintf(&b, "| step | took | writes ok | failed | p50 | p99 |\n|---|---|---|---|---|---|\n")
-	for _, name := range w.order {
-		st := w.stats[name]
-		fmt.Fprintf(&b, "| %s | %s | %d | %d | %s | %s |\n", name, st.took.Round(100*time.Millisecond), st.ok, st.failed,
-			pct(st.lat, 0.5).Round(100*time.Microsecond), pct(st.lat, 0.99).Round(100*time.Microsecond))
-	}
-	return b.String()
-}
-
-func pct(lat []time.Duration, p float64) time.Duration {
-	if len(lat) == 0 {
-		return 0
-	}
-	s := append([]time.Duration(nil), lat...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	return s[int(float64(len(s)-1)*p)]
+	require.NotZero(t, acked)
+	require.Zero(t, lost, "%d of %d acknowledged writes are not readable", lost, acked)
+	w.s.checkHashKV(rev)
+	results.add(t.Name(), extra+w.Table())
+	t.Logf("\n%s%s", extra, w.Table())
 }
 
 // checkHashKV asks every member for its KV hash at rev: all must agree.
@@ -243,5 +136,3 @@ func (s *scenario) memberIDs() map[int]string {
 	}
 	return out
 }
-
-

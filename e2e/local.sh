@@ -39,21 +39,7 @@ go test -c -tags e2e -o bin/e2e.test ./e2e/
 step "install etcdhook (manifests/ with the local image; the driver stands in for Metacontroller)"
 overlay=e2e/.overlay-local
 rm -rf "$overlay" && mkdir -p "$overlay"
-cat > "$overlay/kustomization.yaml" <<YAML
-resources:
-- ../../manifests
-images:
-- name: ghcr.io/etcdhook/etcdhook
-  newName: localhost/etcdhook
-  newTag: e2e
-# An overlay's image change does not reach ETCDHOOK_IMAGE (the base copies it before): set it too.
-patches:
-- target: {kind: Deployment, name: etcdhook}
-  patch: |-
-    - op: replace
-      path: /spec/template/spec/containers/0/env/0/value
-      value: localhost/etcdhook:e2e
-YAML
+bash e2e/overlay.sh "$overlay" localhost/etcdhook:e2e
 # The CompositeController kind does not exist without Metacontroller: the driver reads the file instead.
 "$LK" kubectl kustomize "$overlay" | python3 -c '
 import sys

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/etcdhook/etcdhook/e2e/driver"
 	etcdsync "github.com/etcdhook/etcdhook/sync"
 )
 
@@ -48,10 +49,14 @@ func TestScale(t *testing.T) {
 	s := newScenario(t, "scale")
 	s.apply(spec(1, *newEtcd))
 	s.waitFor("settled", stepTimeout, s.settled(1))
-	w := s.startWriter("size 1")
+	w := s.startWriter("scale 1->3")
 	var timings []string
-	for _, n := range []int{3, 5, 3, 1} {
-		w.Step(fmt.Sprintf("scale to %d", n))
+	prev := 1
+	for k, n := range []int{3, 5, 3, 1} {
+		if k > 0 {
+			w.Step(fmt.Sprintf("scale %d->%d", prev, n))
+		}
+		prev = n
 		s.apply(map[string]any{"size": int64(n)})
 		took := s.waitFor(fmt.Sprintf("size %d", n), stepTimeout, s.settled(n))
 		timings = append(timings, fmt.Sprintf("to %d: %s", n, took.Round(100*time.Millisecond)))
@@ -138,8 +143,8 @@ func TestStaleVolume(t *testing.T) {
 	w.Finish(fmt.Sprintf("rejoin on a stale volume: %s\n\n", took.Round(100*time.Millisecond)))
 }
 
-// 6. The hook is unavailable in the middle of a scale step, then back: it converges. Two drivers run
-// at once during a step (stale caches, no leader election): never two changes in flight.
+// 6. The hook is unavailable in the middle of a scale step, then back: it converges. With the driver, a
+// second one runs from then on (two caches, no leader election): never two changes in flight.
 func TestHookUnavailableAndStaleCaches(t *testing.T) {
 	s := newScenario(t, "hookdown")
 	s.apply(spec(3, *newEtcd))
@@ -148,6 +153,14 @@ func TestHookUnavailableAndStaleCaches(t *testing.T) {
 	s.apply(map[string]any{"size": int64(5)})
 	s.waitFor("the step to start", time.Minute, func() bool { return len(s.pods()) >= 4 })
 	s.scaleHook(0)
+	if s.e.drv != nil {
+		// A second driver with its own caches, as two Metacontroller replicas without leader election.
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		second, err := driver.New(s.e.cfg, s.e.drv.CC, s.e.drv.Log)
+		require.NoError(t, err)
+		go func() { _ = second.Run(ctx) }()
+	}
 	maxLearners := 0
 	watch := func(d time.Duration) {
 		end := time.Now().Add(d)
@@ -407,4 +420,3 @@ func TestStatusWiped(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
-

@@ -16,7 +16,9 @@ import (
 func TestDecideStart(t *testing.T) {
 	const me, other = "http://m1:2380", "http://m0:2380"
 	bound := &Binding{ParentUID: "p"}
-	data := func(id uint64) DataFacts { return DataFacts{Present: true, MemberID: id, ClusterID: 0xc, Binding: bound} }
+	data := func(id uint64) DataFacts {
+		return DataFacts{Present: true, MemberID: id, ClusterID: 0xc, Binding: bound}
+	}
 	list := []etcdsync.Member{{ID: etcdsync.FormatID(1), PeerURL: other, Started: true, Name: "m0"}, {ID: etcdsync.FormatID(2), PeerURL: me, Started: true, Name: "m1"}}
 	for _, tc := range []struct {
 		name string

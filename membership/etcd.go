@@ -205,17 +205,23 @@ func (e *Etcd) Promote(ctx context.Context, eps []string, id uint64) error {
 		_, err = c.MemberPromote(ctx, id)
 		return err
 	}, func(ctx context.Context) (bool, error) {
-		l, err := e.MemberList(ctx, eps)
-		if err != nil {
-			return false, err
-		}
-		for _, m := range l.Members {
-			if m.ID == etcdsync.FormatID(id) {
-				return !m.Learner, nil
-			}
-		}
-		return true, nil
+		present, learner, err := e.memberState(ctx, eps, id)
+		return !present || !learner, err
 	})
+}
+
+// memberState says whether id is in the member list, and whether as a learner.
+func (e *Etcd) memberState(ctx context.Context, eps []string, id uint64) (present, learner bool, err error) {
+	l, err := e.MemberList(ctx, eps)
+	if err != nil {
+		return false, false, err
+	}
+	for _, m := range l.Members {
+		if m.ID == etcdsync.FormatID(id) {
+			return true, m.Learner, nil
+		}
+	}
+	return false, false, nil
 }
 
 // Remove removes member id (idempotent: already removed is done).
@@ -229,16 +235,8 @@ func (e *Etcd) Remove(ctx context.Context, eps []string, id uint64) error {
 		_, err = c.MemberRemove(ctx, id)
 		return err
 	}, func(ctx context.Context) (bool, error) {
-		l, err := e.MemberList(ctx, eps)
-		if err != nil {
-			return false, err
-		}
-		for _, m := range l.Members {
-			if m.ID == etcdsync.FormatID(id) {
-				return false, nil
-			}
-		}
-		return true, nil
+		present, _, err := e.memberState(ctx, eps, id)
+		return !present, err
 	})
 }
 

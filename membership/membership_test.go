@@ -25,7 +25,7 @@ func forEachVersion(t *testing.T, run func(t *testing.T, version string)) {
 }
 
 // bootstrap starts the seed (slot 0) and grows to n members, one learner at a time, as the hook would.
-func (c *tcluster) bootstrap(w **writer, n int) {
+func (c *tcluster) bootstrap(w **twriter, n int) {
 	c.intent(0, etcdsync.IntentMember, true, 0)
 	c.start(0, 0)
 	c.waitFor("seed", stepMax, func() bool { return c.voters(0) })
@@ -72,7 +72,7 @@ func (c *tcluster) removeJob(id, peerURL, reason string) error {
 func TestMembershipGrowShrink(t *testing.T) {
 	forEachVersion(t, func(t *testing.T, v string) {
 		c := newCluster(t, v, 5)
-		var w *writer
+		var w *twriter
 		c.bootstrap(&w, 5)
 		cid := c.leases.Report(c.slots[0].lease).ClusterID
 		// The member and cluster IDs the agent reads from etcd's WAL are etcd's own.
@@ -104,7 +104,7 @@ func TestMembershipGrowShrink(t *testing.T) {
 func TestMembershipDataLossRecovery(t *testing.T) {
 	forEachVersion(t, func(t *testing.T, v string) {
 		c := newCluster(t, v, 3)
-		var w *writer
+		var w *twriter
 		c.bootstrap(&w, 3)
 		w.Step("data loss on m1")
 		old := c.memberID(1)
@@ -130,7 +130,7 @@ func TestMembershipDataLossRecovery(t *testing.T) {
 func TestMembershipStaleDataDir(t *testing.T) {
 	forEachVersion(t, func(t *testing.T, v string) {
 		c := newCluster(t, v, 4)
-		var w *writer
+		var w *twriter
 		c.bootstrap(&w, 4)
 		w.Step("scale down 4->3, volume kept")
 		old := c.memberID(3)
@@ -150,7 +150,7 @@ func TestMembershipStaleDataDir(t *testing.T) {
 func TestMembershipSeedDataLoss(t *testing.T) {
 	forEachVersion(t, func(t *testing.T, v string) {
 		c := newCluster(t, v, 3)
-		var w *writer
+		var w *twriter
 		c.bootstrap(&w, 3)
 		cid := c.leases.Report(c.slots[1].lease).ClusterID
 		w.Step("seed data loss")
@@ -172,7 +172,7 @@ func TestMembershipSeedDataLoss(t *testing.T) {
 func TestMembershipCrashWindows(t *testing.T) {
 	forEachVersion(t, func(t *testing.T, v string) {
 		c := newCluster(t, v, 4)
-		var w *writer
+		var w *twriter
 		c.bootstrap(&w, 2)
 		w.Step("crash after add, before start")
 		e := &Etcd{Log: c.log, CallTimeout: 2 * time.Second}
@@ -203,7 +203,7 @@ func TestMembershipCrashWindows(t *testing.T) {
 func TestMembershipQuorumRule(t *testing.T) {
 	forEachVersion(t, func(t *testing.T, v string) {
 		c := newCluster(t, v, 3)
-		var w *writer
+		var w *twriter
 		c.bootstrap(&w, 3)
 		w.Step("m2 down; removals checked")
 		m1, m2 := c.memberID(1), c.memberID(2)
@@ -252,7 +252,7 @@ func TestMembershipQuorumRule(t *testing.T) {
 func TestMembershipLeaveParkRestartForeign(t *testing.T) {
 	forEachVersion(t, func(t *testing.T, v string) {
 		c := newCluster(t, v, 5)
-		var w *writer
+		var w *twriter
 		c.bootstrap(&w, 4)
 		w.Step("m3 leaves by intent")
 		c.intent(3, etcdsync.IntentLeave, false, 0)

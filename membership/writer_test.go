@@ -4,151 +4,42 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdhook/etcdhook/internal/writer"
 )
 
-// writer is the continuous client of scenario 7: it writes through every step (bounded in count and
-// time), records failed writes and latencies per step, and verifies at the end that every acknowledged
-// key is readable with its value.
-type writer struct {
-	c     *tcluster
-	cl    *clientv3.Client
-	mu    sync.Mutex
-	step  string
-	order []string
-	stats map[string]*stepStats
-	acked map[string]string
-	stop  chan struct{}
-	done  chan struct{}
-}
-
-type stepStats struct {
-	ok, failed int
-	lat        []time.Duration
-	began      time.Time
-	took       time.Duration
-}
-
-const (
-	maxWrites    = 20000
-	writeTimeout = 2 * time.Second
-	writeEvery   = 20 * time.Millisecond
-)
-
-func startWriter(c *tcluster, first string) *writer {
-	w := &writer{c: c, cl: c.client(), stats: map[string]*stepStats{}, acked: map[string]string{},
-		stop: make(chan struct{}), done: make(chan struct{})}
-	w.Step(first)
-	go w.loop()
-	c.t.Cleanup(func() { w.Stop() })
+// startWriter runs the continuous client of scenario 7 through every running member.
+func startWriter(c *tcluster, first string) *twriter {
+	cl := c.client()
+	w := &twriter{c: c, Writer: writer.Start(cl, writer.Limits{
+		Prefix: "k", Max: 20000, For: 10 * time.Minute, Every: 20 * time.Millisecond, Timeout: 2 * time.Second,
+	}, first)}
+	c.t.Cleanup(func() { w.Stop(); cl.Close() })
 	return w
 }
 
-func (w *writer) loop() {
-	defer close(w.done)
-	for n := 0; n < maxWrites; n++ {
-		select {
-		case <-w.stop:
-			return
-		case <-time.After(writeEvery):
-		}
-		key, val := fmt.Sprintf("k%06d", n), fmt.Sprintf("v%d", n)
-		ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
-		t0 := time.Now()
-		_, err := w.cl.Put(ctx, key, val)
-		lat := time.Since(t0)
-		cancel()
-		w.mu.Lock()
-		st := w.stats[w.step]
-		if err != nil {
-			st.failed++
-		} else {
-			st.ok++
-			st.lat = append(st.lat, lat)
-			w.acked[key] = val
-		}
-		w.mu.Unlock()
-	}
+type twriter struct {
+	*writer.Writer
+	c *tcluster
 }
 
-// Step starts a new bucket and closes the previous one.
-func (w *writer) Step(name string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if prev := w.stats[w.step]; prev != nil {
-		prev.took = time.Since(prev.began)
-	}
-	w.step = name
-	w.order = append(w.order, name)
-	w.stats[name] = &stepStats{began: time.Now()}
-}
-
-func (w *writer) Stop() {
-	select {
-	case <-w.stop:
-	default:
-		close(w.stop)
-	}
-	<-w.done
-	w.mu.Lock()
-	if st := w.stats[w.step]; st != nil && st.took == 0 {
-		st.took = time.Since(st.began)
-	}
-	w.mu.Unlock()
-	w.cl.Close()
-}
-
-// Verify reads every acknowledged key back (linearizably) through the running members.
-func (w *writer) Verify(t *testing.T) {
-	w.Stop()
+// Verify checks that every acknowledged key is readable, and records the step table.
+func (w *twriter) Verify(t *testing.T) {
 	cl := w.c.client()
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	resp, err := cl.Get(ctx, "k", clientv3.WithPrefix())
+	_, acked, lost, err := w.Writer.Verify(ctx, cl)
 	require.NoError(t, err)
-	got := map[string]string{}
-	for _, kv := range resp.Kvs {
-		got[string(kv.Key)] = string(kv.Value)
-	}
-	lost := 0
-	for k, v := range w.acked {
-		if got[k] != v {
-			lost++
-		}
-	}
-	require.Zero(t, lost, "%d of %d acknowledged writes are not readable", lost, len(w.acked))
-	require.NotEmpty(t, w.acked)
-	record(t, w.table())
-}
-
-func pct(lat []time.Duration, p float64) time.Duration {
-	if len(lat) == 0 {
-		return 0
-	}
-	s := append([]time.Duration(nil), lat...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	return s[int(float64(len(s)-1)*p)]
-}
-
-func (w *writer) table() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	var b strings.Builder
-	fmt.Fprintf(&b, "| step | took | writes ok | failed | p50 | p99 |\n|---|---|---|---|---|---|\n")
-	for _, name := range w.order {
-		st := w.stats[name]
-		fmt.Fprintf(&b, "| %s | %s | %d | %d | %s | %s |\n", name, st.took.Round(10*time.Millisecond), st.ok, st.failed,
-			pct(st.lat, 0.5).Round(100*time.Microsecond), pct(st.lat, 0.99).Round(100*time.Microsecond))
-	}
-	return b.String()
+	require.NotZero(t, acked)
+	require.Zero(t, lost, "%d of %d acknowledged writes are not readable", lost, acked)
+	record(t, w.Table())
 }
 
 var (

@@ -33,21 +33,7 @@ done
 echo "installing etcdhook"
 overlay=$(mktemp -d e2e/.overlay-XXXXXX)
 trap 'rm -rf "$overlay"' EXIT
-cat > "$overlay/kustomization.yaml" <<YAML
-resources:
-- ../../manifests
-images:
-- name: ghcr.io/etcdhook/etcdhook
-  newName: localhost/etcdhook
-  newTag: e2e
-# An overlay's image change does not reach ETCDHOOK_IMAGE (the base copies it before): set it too.
-patches:
-- target: {kind: Deployment, name: etcdhook}
-  patch: |-
-    - op: replace
-      path: /spec/template/spec/containers/0/env/0/value
-      value: localhost/etcdhook:e2e
-YAML
+bash e2e/overlay.sh "$overlay" localhost/etcdhook:e2e
 kubectl apply -k "$overlay"
 kubectl -n etcdhook-system rollout status deployment/etcdhook --timeout=180s
 kubectl wait --for=condition=Established crd/etcdclusters.etcd.io --timeout=60s

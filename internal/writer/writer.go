@@ -1,0 +1,154 @@
+// Package writer is the continuous client the membership and e2e tests run through every step: it
+// writes sequential keys (bounded in count and time), records per step the acknowledged and failed
+// writes and the latency of acknowledged ones, and checks at the end that every acknowledged key reads
+// back with its value.
+package writer
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Limits bound a writer.
+type Limits struct {
+	Prefix  string
+	Max     int
+	For     time.Duration
+	Every   time.Duration
+	Timeout time.Duration
+}
+
+// Writer writes until stopped or its limits are reached.
+type Writer struct {
+	cl    *clientv3.Client
+	lim   Limits
+	mu    sync.Mutex
+	step  string
+	order []string
+	stats map[string]*stats
+	acked map[string]string
+	stop  chan struct{}
+	done  chan struct{}
+}
+
+type stats struct {
+	ok, failed int
+	lat        []time.Duration
+	began      time.Time
+	took       time.Duration
+}
+
+// Start begins writing through cl in the step named first.
+func Start(cl *clientv3.Client, lim Limits, first string) *Writer {
+	w := &Writer{cl: cl, lim: lim, stats: map[string]*stats{}, acked: map[string]string{},
+		stop: make(chan struct{}), done: make(chan struct{})}
+	w.Step(first)
+	go w.loop()
+	return w
+}
+
+func (w *Writer) loop() {
+	defer close(w.done)
+	end := time.Now().Add(w.lim.For)
+	for n := 0; n < w.lim.Max && time.Now().Before(end); n++ {
+		select {
+		case <-w.stop:
+			return
+		case <-time.After(w.lim.Every):
+		}
+		key, val := fmt.Sprintf("%s%06d", w.lim.Prefix, n), fmt.Sprintf("v%d", n)
+		ctx, cancel := context.WithTimeout(context.Background(), w.lim.Timeout)
+		t0 := time.Now()
+		_, err := w.cl.Put(ctx, key, val)
+		lat := time.Since(t0)
+		cancel()
+		w.mu.Lock()
+		st := w.stats[w.step]
+		if err != nil {
+			st.failed++
+		} else {
+			st.ok++
+			st.lat = append(st.lat, lat)
+			w.acked[key] = val
+		}
+		w.mu.Unlock()
+	}
+}
+
+// Step closes the current step and starts the next.
+func (w *Writer) Step(name string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if prev := w.stats[w.step]; prev != nil && prev.took == 0 {
+		prev.took = time.Since(prev.began)
+	}
+	w.step = name
+	w.order = append(w.order, name)
+	w.stats[name] = &stats{began: time.Now()}
+}
+
+// Stop ends the writes (idempotent).
+func (w *Writer) Stop() {
+	select {
+	case <-w.stop:
+	default:
+		close(w.stop)
+	}
+	<-w.done
+	w.mu.Lock()
+	if st := w.stats[w.step]; st != nil && st.took == 0 {
+		st.took = time.Since(st.began)
+	}
+	w.mu.Unlock()
+}
+
+// Verify stops the writer and reads every acknowledged key back through cl (linearizably). It returns
+// the revision of the read, the number of acknowledged writes and how many of them were not readable.
+func (w *Writer) Verify(ctx context.Context, cl *clientv3.Client) (rev int64, acked, lost int, err error) {
+	w.Stop()
+	resp, err := cl.Get(ctx, w.lim.Prefix, clientv3.WithPrefix())
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	got := map[string]string{}
+	for _, kv := range resp.Kvs {
+		got[string(kv.Key)] = string(kv.Value)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for k, v := range w.acked {
+		if got[k] != v {
+			lost++
+		}
+	}
+	return resp.Header.Revision, len(w.acked), lost, nil
+}
+
+// Table is a Markdown table of the steps.
+func (w *Writer) Table() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var b strings.Builder
+	fmt.Fprintf(&b, "| step | took | writes ok | failed | p50 | p99 |\n|---|---|---|---|---|---|\n")
+	for _, name := range w.order {
+		st := w.stats[name]
+		fmt.Fprintf(&b, "| %s | %s | %d | %d | %s | %s |\n", name, st.took.Round(10*time.Millisecond), st.ok, st.failed,
+			percentile(st.lat, 0.5).Round(100*time.Microsecond), percentile(st.lat, 0.99).Round(100*time.Microsecond))
+	}
+	return b.String()
+}
+
+func percentile(lat []time.Duration, p float64) time.Duration {
+	if len(lat) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), lat...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[int(float64(len(s)-1)*p)]
+}
