@@ -68,7 +68,8 @@ func TestFailureAllPodsRestartTogether(t *testing.T) {
 	w := newWorld(t, 3)
 	w.converge(60)
 	before := append([]Member(nil), w.etcd.members...)
-	for i, p := range w.pods {
+	for _, i := range sortedKeys(w.pods) {
+		p := w.pods[i]
 		p.uid, p.ready = w.newUID("pod"), false
 		w.pods[i] = p
 	}

@@ -305,7 +305,8 @@ func fixtures() []fixture {
 		}},
 		{name: "all-pods-restarted", build: func(w *world) {
 			settle(w)
-			for i, p := range w.pods {
+			for _, i := range sortedKeys(w.pods) {
+				p := w.pods[i]
 				p.uid, p.ready = w.newUID("pod"), false
 				w.pods[i] = p
 			}

@@ -86,7 +86,8 @@ func generatedHistory(t *testing.T, seed int64) {
 			w.now = w.now.Add(5 * time.Second)
 			continue
 		case 10:
-			for i, p := range w.pods { // every pod restarts at once
+			for _, i := range sortedKeys(w.pods) { // every pod restarts at once
+				p := w.pods[i]
 				p.uid, p.ready = w.newUID("pod"), false
 				w.pods[i] = p
 			}

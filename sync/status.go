@@ -80,7 +80,7 @@ func (p *plan) status() *ClusterStatus {
 	case !f.bootstrapped && p.hasSpec:
 		add(CondProgressing, true, "Bootstrapping", p.message())
 	case p.pendingSpec:
-		add(CondProgressing, true, "SpecPending", "the new spec waits for: "+p.busy)
+		add(CondProgressing, true, "SpecPending", "the new spec waits for: "+p.pendingFor())
 	case p.busy != "":
 		add(CondProgressing, true, "MembershipChange", p.busy)
 	case p.rolling:
@@ -123,6 +123,13 @@ func (p *plan) status() *ClusterStatus {
 		st.Message = "nothing is created until the spec is valid: " + p.problems[0].Message
 	}
 	return st
+}
+
+func (p *plan) pendingFor() string {
+	if p.busy != "" {
+		return p.busy
+	}
+	return p.message()
 }
 
 func (p *plan) progressing() bool { return p.busy != "" || p.rolling || p.pendingSpec }

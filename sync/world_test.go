@@ -277,7 +277,8 @@ func (w *world) stsImage() string {
 func (w *world) stsStatus() map[string]any {
 	ready, updated := 0, 0
 	cur := w.updateRevision()
-	for _, p := range w.pods {
+	for _, i := range sortedKeys(w.pods) {
+		p := w.pods[i]
 		if p.ready {
 			ready++
 		}
@@ -449,8 +450,8 @@ func (w *world) controllers() {
 
 // currentRevisionFor: a pod below the partition is recreated at the revision its peers run.
 func (w *world) currentRevisionFor(i int) string {
-	for j, p := range w.pods {
-		if j != i && p.revision != w.updateRevision() {
+	for _, j := range sortedKeys(w.pods) {
+		if p := w.pods[j]; j != i && p.revision != w.updateRevision() {
 			return p.revision
 		}
 	}
