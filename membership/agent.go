@@ -55,8 +55,10 @@ type Agent struct {
 	pid     int
 	killed  bool
 	left    bool // this member removed itself on intent leave
-	last    etcdsync.Report
-	wrote   time.Time
+	// crashLoop: etcd keeps failing; the Lease is no longer renewed (only changes are written).
+	crashLoop bool
+	last      etcdsync.Report
+	wrote     time.Time
 }
 
 // State is what the probe server reports while etcd is not running.
@@ -99,6 +101,7 @@ func (a *Agent) tick() time.Duration {
 // Run is the agent: decide, act, supervise, until ctx ends (SIGTERM). It returns an error only for
 // what it cannot safely handle; the container then restarts and the decision runs again.
 func (a *Agent) Run(ctx context.Context) error {
+	failures := 0
 	for {
 		if ctx.Err() != nil || a.isKilled() {
 			return nil
@@ -106,7 +109,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		d, facts, err := a.decide(ctx)
 		if err != nil {
 			a.Log.Warn("cannot decide yet", "error", err)
-			a.report(ctx, etcdsync.Report{Role: etcdsync.RoleNone, Error: "Waiting: " + err.Error()}, false)
+			r := a.keptReport()
+			r.Error = "Waiting: " + err.Error()
+			a.report(ctx, r, false)
 			a.sleep(ctx, a.tick())
 			continue
 		}
@@ -118,24 +123,53 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.sleep(ctx, a.tick())
 			continue
 		case Park:
-			return a.park(ctx, facts, d)
+			a.park(ctx, facts, d)
+			continue
 		case MoveAside:
 			if err := moveDataAside(a.Cfg.DataDir); err != nil {
 				return fmt.Errorf("moving data of a removed member aside: %w", err)
 			}
 			continue
 		}
+		began := time.Now()
 		err = a.start(ctx, d, facts)
 		if ctx.Err() != nil || a.isKilled() {
 			return nil
 		}
 		if a.left {
-			return a.park(ctx, facts, Decision{Action: Park, Reason: etcdsync.ReasonParked, Detail: "left the cluster"})
+			a.left = false
+			a.park(ctx, facts, Decision{Action: Park, Reason: etcdsync.ReasonParked, Detail: "left the cluster"})
+			continue
 		}
-		a.Log.Warn("etcd stopped; deciding again", "error", err)
+		// A start that keeps failing fast backs off and, from the third, stops renewing the Lease: the
+		// hook then sees the member as gone and, after deadMemberSeconds, replaces it.
+		if time.Since(began) < time.Minute {
+			failures++
+		} else {
+			failures = 0
+		}
+		wait := 2 * time.Second
+		for i := 1; i < failures && wait < time.Minute; i++ {
+			wait *= 2
+		}
+		if failures >= 3 {
+			a.crashLoop = true
+			r := a.keptReport()
+			r.Error = fmt.Sprintf("CrashLoop: etcd failed %d times in a row: %v", failures, err)
+			a.report(ctx, r, false)
+		}
+		a.Log.Warn("etcd stopped; deciding again", "error", err, "failures", failures, "backoff", wait.String())
 		a.setState("restarting", false)
-		a.sleep(ctx, 2*time.Second)
+		a.sleep(ctx, wait)
 	}
+}
+
+// keptReport is the last report without what only a running member can say: its identity stays, so
+// that a transient error never erases the member and cluster IDs from the Lease.
+func (a *Agent) keptReport() etcdsync.Report {
+	r := a.last
+	r.Role, r.Healthy, r.Members, r.LeaderID = etcdsync.RoleNone, false, nil, ""
+	return r
 }
 
 // decide gathers the start facts: the Lease (live), the data directory, the member list through a voter.
@@ -164,9 +198,15 @@ func (a *Agent) decide(ctx context.Context) (Decision, StartFacts, error) {
 		sort.Strings(ids)
 		f.ClusterID, _ = etcdsync.ParseID(ids[0])
 	}
+	f.JoinDeadline = a.localTime(in.JoinDeadline)
 	lctx, cancel := context.WithTimeout(ctx, 6*time.Second)
 	l, err := a.Etcd.MemberList(lctx, a.Cfg.Endpoints)
 	cancel()
+	if err == nil && f.ClusterID != 0 && l.ClusterID != f.ClusterID {
+		// The voters that answered are not the cluster the Leases report: use nothing they say.
+		a.Log.Warn("member list from another cluster ignored", "answered", etcdsync.FormatID(l.ClusterID), "leases", etcdsync.FormatID(f.ClusterID))
+		err = errors.New("cluster ID mismatch")
+	}
 	if err == nil {
 		f.Members = l.Members
 		f.Bootstrapped = true
@@ -177,10 +217,21 @@ func (a *Agent) decide(ctx context.Context) (Decision, StartFacts, error) {
 	return DecideStart(f), f, nil
 }
 
+// localTime converts an instant on the API server's clock to this machine's.
+func (a *Agent) localTime(server time.Time) time.Time {
+	if server.IsZero() {
+		return server
+	}
+	return time.Now().Add(server.Sub(a.Store.Now()))
+}
+
 func (a *Agent) idleReport(f StartFacts, errText string) etcdsync.Report {
 	r := etcdsync.Report{ParentUID: a.Cfg.ParentUID, Role: etcdsync.RoleNone, Error: errText, Members: nil}
 	if f.ClusterID != 0 {
 		r.ClusterID = etcdsync.FormatID(f.ClusterID)
+	}
+	if f.Data.Present && f.Data.MemberID != 0 {
+		r.MemberID = etcdsync.FormatID(f.Data.MemberID)
 	}
 	return r
 }
@@ -202,7 +253,12 @@ func (a *Agent) start(ctx context.Context, d Decision, f StartFacts) error {
 	case StartLearner:
 		initial = f.Members
 	case Join, Replace:
-		jctx, cancel := context.WithTimeout(ctx, a.joinTimeout())
+		// A join never outlives its permission: past the deadline the hook counts the step as over.
+		deadline := time.Now().Add(a.joinTimeout())
+		if !f.JoinDeadline.IsZero() && f.JoinDeadline.Before(deadline) {
+			deadline = f.JoinDeadline
+		}
+		jctx, cancel := context.WithDeadline(ctx, deadline)
 		defer cancel()
 		eps := voterEndpoints(f.Members, "")
 		if d.Action == Replace {
@@ -278,7 +334,9 @@ func (a *Agent) runEtcd(ctx context.Context, state string, initial []etcdsync.Me
 	if killed {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	}
-	a.setState("running", true)
+	// Until etcd has answered once, the probe port answers /livez itself: a long WAL replay or join
+	// discovery is not killed by the liveness probe.
+	a.setState("starting", false)
 	defer a.setState("stopped", false)
 	t := time.NewTicker(a.tick())
 	defer t.Stop()
@@ -300,7 +358,8 @@ func (a *Agent) runEtcd(ctx context.Context, state string, initial []etcdsync.Me
 			<-exited
 			return errors.New("killed")
 		}
-		if a.observe(ctx, &bound) {
+		switch a.observe(ctx, &bound) {
+		case selfRemoved:
 			// This member removed itself: etcd stops on its own; make sure of it.
 			select {
 			case <-exited:
@@ -308,6 +367,9 @@ func (a *Agent) runEtcd(ctx context.Context, state string, initial []etcdsync.Me
 				a.stopEtcd(cmd, exited)
 			}
 			return nil
+		case removedByOthers:
+			a.stopEtcd(cmd, exited)
+			return errors.New("this member is no longer in the member list: stopped etcd to decide again")
 		}
 	}
 }
@@ -327,16 +389,27 @@ func (a *Agent) stopEtcd(cmd *exec.Cmd, exited chan error) {
 	}
 }
 
-// observe looks at the running member once: it reports, promotes a learner, and leaves on intent leave.
-// It returns true once this member has removed itself.
-func (a *Agent) observe(ctx context.Context, bound *bool) bool {
+type observation int
+
+const (
+	stillRunning observation = iota
+	selfRemoved
+	removedByOthers
+)
+
+// observe looks at the running member once: it reports, promotes a learner, and leaves on intent
+// leave. It says whether this member removed itself, or finds itself removed by someone else.
+func (a *Agent) observe(ctx context.Context, bound *bool) observation {
 	r := etcdsync.Report{ParentUID: a.Cfg.ParentUID, Role: etcdsync.RoleNone}
 	st, err := a.Etcd.Status(ctx, a.Cfg.ClientURL)
 	if err != nil {
+		r = a.keptReport()
 		r.Error = "Starting: etcd does not answer yet: " + err.Error()
 		a.report(ctx, r, false)
-		return false
+		return stillRunning
 	}
+	a.setState("running", true)
+	a.crashLoop = false
 	self := st.Header.MemberId
 	r.MemberID, r.ClusterID = etcdsync.FormatID(self), etcdsync.FormatID(st.Header.ClusterId)
 	r.Version, r.LeaderID = st.Version, etcdsync.FormatID(st.Leader)
@@ -349,31 +422,41 @@ func (a *Agent) observe(ctx context.Context, bound *bool) bool {
 		}
 	}
 	in, ierr := a.Store.Read(ctx)
+	listed := func(l List) bool {
+		for _, m := range l.Members {
+			if m.ID == r.MemberID {
+				return true
+			}
+		}
+		return false
+	}
 	if st.IsLearner {
 		r.Role, r.Healthy = etcdsync.RoleLearner, len(st.Errors) == 0 && st.Leader != 0
 		l, err := a.Etcd.MemberList(ctx, a.Cfg.Endpoints)
+		if err == nil && !listed(l) {
+			return removedByOthers // e.g. removed as a stuck learner
+		}
 		if ierr == nil && in.Intent == etcdsync.IntentLeave {
 			if err == nil {
 				if rerr := a.Etcd.Remove(ctx, voterEndpoints(l.Members, r.MemberID), self); rerr == nil {
 					a.markLeft(ctx, r)
-					return true
+					return selfRemoved
 				}
 			}
-			return false
+			return stillRunning
 		}
 		if err == nil {
 			pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			perr := a.Etcd.Promote(pctx, voterEndpoints(l.Members, r.MemberID), self)
 			cancel()
 			if perr == nil {
-				a.Log.Info("promoted to voter", "member", r.MemberID)
-				r.Role = etcdsync.RoleVoter
+				a.Log.Info("promotion accepted", "member", r.MemberID)
 			} else {
 				r.Error = "Promoting: " + perr.Error()
 			}
 		}
 		a.report(ctx, r, false)
-		return false
+		return stillRunning
 	}
 	r.Role = etcdsync.RoleVoter
 	if st.Leader == self {
@@ -383,16 +466,19 @@ func (a *Agent) observe(ctx context.Context, bound *bool) bool {
 	if err != nil {
 		r.Error = "Unhealthy: " + err.Error()
 	} else {
+		if !listed(l) {
+			return removedByOthers
+		}
 		r.Healthy = len(st.Errors) == 0 && st.Leader != 0
 		r.Members = l.Members
 	}
 	if ierr == nil && in.Intent == etcdsync.IntentLeave && err == nil {
 		if a.leave(ctx, l.Members, st.Leader, self, &r) {
-			return true
+			return selfRemoved
 		}
 	}
 	a.report(ctx, r, false)
-	return false
+	return stillRunning
 }
 
 // leave moves leadership away, checks the quorum rule and removes this member.
@@ -435,18 +521,19 @@ func (a *Agent) markLeft(ctx context.Context, r etcdsync.Report) {
 }
 
 // park keeps the container alive without etcd after leaving, reporting "left", until the pod stops or
-// the hook wants this ordinal as a member again (then the agent exits and the restart rejoins).
-func (a *Agent) park(ctx context.Context, f StartFacts, d Decision) error {
+// the hook wants this ordinal as a member again (then the agent decides again and rejoins).
+func (a *Agent) park(ctx context.Context, f StartFacts, d Decision) {
 	a.setState("parked", false)
 	r := a.idleReport(f, d.Reason+": "+d.Detail)
 	r.Role = etcdsync.RoleLeft
 	for {
 		a.report(ctx, r, false)
 		if !a.sleep(ctx, a.tick()) {
-			return nil
+			return
 		}
 		if in, err := a.Store.Read(ctx); err == nil && in.Intent == etcdsync.IntentMember {
-			return errors.New("intent changed from leave to member: restarting to rejoin")
+			a.Log.Info("intent changed from leave to member: deciding again")
+			return
 		}
 	}
 }
@@ -461,7 +548,7 @@ func (a *Agent) report(ctx context.Context, r etcdsync.Report, force bool) {
 		renew = 5 * time.Second
 	}
 	same := fmt.Sprint(r) == fmt.Sprint(a.last)
-	if same && !force && time.Since(a.wrote) < renew {
+	if same && !force && (time.Since(a.wrote) < renew || a.crashLoop) {
 		return
 	}
 	if err := a.Store.Write(ctx, r); err != nil {

@@ -17,8 +17,10 @@ import (
 
 // DataFacts is what the agent knows about its data directory before etcd starts.
 type DataFacts struct {
-	// Present: the directory holds an initialised member (<data-dir>/member exists).
+	// Present: the directory holds an initialised member: <data-dir>/member with a WAL file (etcd's own
+	// test). Partial: <data-dir>/member exists without a WAL: a start that died before writing one.
 	Present bool
+	Partial bool
 	// MemberID and ClusterID come from etcd's WAL metadata, else from the binding; 0 when unknown.
 	MemberID  uint64
 	ClusterID uint64
@@ -56,6 +58,14 @@ func ReadData(dataDir string) (DataFacts, error) {
 			return df, nil
 		}
 		return df, err
+	}
+	wals, err := filepath.Glob(filepath.Join(dataDir, "member", "wal", "*.wal"))
+	if err != nil {
+		return df, err
+	}
+	if len(wals) == 0 {
+		df.Partial = true
+		return df, nil
 	}
 	df.Present = true
 	node, cluster, err := walMetadata(filepath.Join(dataDir, "member", "wal"))

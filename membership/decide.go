@@ -2,6 +2,7 @@ package membership
 
 import (
 	"fmt"
+	"time"
 
 	etcdsync "github.com/etcdhook/etcdhook/sync"
 )
@@ -12,8 +13,10 @@ type StartFacts struct {
 	Intent string
 	// Seed: the hook marks this pod as the seed of a cluster not bootstrapped yet.
 	Seed bool
-	// JoinPermitted: a join permission whose deadline has not passed (by the API server's clock).
+	// JoinPermitted: a join permission whose deadline has not passed (by the API server's clock);
+	// JoinDeadline is that deadline on this machine's clock.
 	JoinPermitted bool
+	JoinDeadline  time.Time
 	// Bootstrapped: some Lease of this cluster (this one included) carries a cluster ID.
 	Bootstrapped bool
 	// ClusterID the Leases report for this EtcdCluster, 0 when none.
@@ -68,8 +71,22 @@ func (d Decision) String() string { return fmt.Sprintf("%s (%s: %s)", d.Action, 
 // DecideStart is the agent's pure start decision.
 func DecideStart(f StartFacts) Decision {
 	self := f.self()
+	if f.Data.Partial {
+		if reason, foreign := f.foreign(); foreign {
+			return Decision{Action: Refuse, Reason: etcdsync.ReasonForeignData, Detail: reason}
+		}
+		// etcd creates member/ before join discovery and the WAL after: a start of ours that died in
+		// between leaves a directory no start can use.
+		return Decision{Action: MoveAside, Reason: "PartialData", Detail: "the data directory has no WAL (a start died half-way): moved aside"}
+	}
 	if f.Intent == etcdsync.IntentLeave {
-		if f.Data.Present && self != nil && self.ID == etcdsync.FormatID(f.Data.MemberID) {
+		_, foreign := f.foreign()
+		switch {
+		case f.Data.Present && !foreign && f.Members == nil:
+			// Nobody answers: this member may be needed for quorum (a 2 -> 1 shrink whose leaver
+			// restarted). Run on its data; if it was removed, etcd says so and the next start parks.
+			return Decision{Action: StartExisting, Reason: "Leaving", Detail: "no voter answers: starting on its data to leave cleanly"}
+		case f.Data.Present && !foreign && self != nil && self.ID == etcdsync.FormatID(f.Data.MemberID):
 			// Still a member on its own data: run so that the member can leave cleanly.
 			return Decision{Action: StartExisting, Reason: "Leaving", Detail: "still a member: starting to leave"}
 		}
@@ -136,6 +153,9 @@ func (f StartFacts) foreign() (string, bool) {
 	if b := f.Data.Binding; b != nil {
 		if b.ParentUID != f.ParentUID {
 			return fmt.Sprintf("the data directory belongs to EtcdCluster UID %s, not %s (set adoptExistingData to use it)", b.ParentUID, f.ParentUID), true
+		}
+		if b.PeerURL != "" && f.PeerURL != "" && b.PeerURL != f.PeerURL {
+			return fmt.Sprintf("the data directory belongs to the member at %s, not %s (a volume bound to another ordinal)", b.PeerURL, f.PeerURL), true
 		}
 	} else if f.ClusterID == 0 || f.Data.ClusterID != f.ClusterID {
 		// No binding: only data of this very cluster (its WAL names the cluster ID the Leases report)

@@ -45,6 +45,12 @@ func TestDecideStart(t *testing.T) {
 		{"leave, not a member", StartFacts{Intent: "leave", Data: data(9), Members: list, PeerURL: me}, Park},
 		{"leave, still a member", StartFacts{Intent: "leave", Data: data(2), Members: list, PeerURL: me}, StartExisting},
 		{"leave, no data", StartFacts{Intent: "leave"}, Park},
+		{"leave, own data, nobody answers (2->1 shrink, leaver restarted)", StartFacts{Intent: "leave", Data: data(2)}, StartExisting},
+		{"leave, foreign data, nobody answers", StartFacts{Intent: "leave", ParentUID: "q", Data: data(2)}, Park},
+		{"half-initialised data directory of ours", StartFacts{Intent: "member", Bootstrapped: true, Data: DataFacts{Partial: true, Binding: bound}, Members: list}, MoveAside},
+		{"half-initialised data directory of another cluster", StartFacts{Intent: "member", Bootstrapped: true, ClusterID: 0xc, Data: DataFacts{Partial: true}, Members: list}, Refuse},
+		{"data bound to another ordinal", StartFacts{Intent: "member", Bootstrapped: true, ClusterID: 0xc,
+			Data: DataFacts{Present: true, MemberID: 1, ClusterID: 0xc, Binding: &Binding{ParentUID: "p", PeerURL: other}}, Members: list}, Refuse},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.f.ParentUID == "" {

@@ -163,6 +163,11 @@ func (e *Etcd) AddLearner(ctx context.Context, eps []string, peerURL string) (ui
 		}
 		for _, m := range l.Members {
 			if m.PeerURL == peerURL {
+				// Only a learner that never started may be taken over: anything else at this peer URL
+				// has data somewhere, and its ID must not be reused on an empty directory.
+				if !m.Learner || m.Started {
+					return false, fmt.Errorf("peer URL %s belongs to started member %s", peerURL, m.ID)
+				}
 				id, _ = etcdsync.ParseID(m.ID)
 				members = l.Members
 				return true, nil

@@ -171,7 +171,7 @@ func TestMembershipSeedDataLoss(t *testing.T) {
 // 5. The agent is killed between MemberAddAsLearner and etcd start, and between start and promote.
 func TestMembershipCrashWindows(t *testing.T) {
 	forEachVersion(t, func(t *testing.T, v string) {
-		c := newCluster(t, v, 4)
+		c := newCluster(t, v, 5)
 		var w *twriter
 		c.bootstrap(&w, 2)
 		w.Step("crash after add, before start")
@@ -194,6 +194,13 @@ func TestMembershipCrashWindows(t *testing.T) {
 		c.kill(3)
 		c.start(3, 0)
 		c.waitFor("m3 promoted after restart", stepMax, func() bool { return c.voters(0, 1, 2, 3) })
+		w.Step("crash during join discovery (member/ without a WAL)")
+		s := c.slots[4]
+		require.NoError(t, WriteBinding(s.dataDir(), Binding{ParentUID: c.parent, PeerURL: s.peerURL}))
+		require.NoError(t, os.MkdirAll(filepath.Join(s.dataDir(), "member", "snap"), 0o755))
+		c.grow(4)
+		_, err = os.Stat(s.dataDir() + ".removed")
+		require.NoError(t, err, "the half-initialised directory is moved aside")
 		w.Verify(t)
 	})
 }

@@ -57,6 +57,8 @@ type plan struct {
 	cleanup bool
 	// rollHeld: the next roll step waits for quorum.
 	rollHeld bool
+	// removing: a remove Job was made this sync.
+	removing bool
 	// unsafe reasons block actions (QuorumLost, SplitBrain).
 	quorumLost bool
 }
@@ -395,8 +397,9 @@ func (p *plan) keepJobs() {
 			case jobSucceeded:
 				keep = m != nil && jv == last
 			case jobFailed:
-				// The latest failure stays visible, and the one before it while a retry runs.
-				keep = m != nil && !m.healthy && (jv == last || (last.state == jobActive && jv.attempt == last.attempt-1))
+				// The latest failure stays visible (its number and time drive the backoff of the next
+				// attempt), and the one before it while a retry runs.
+				keep = m != nil && (jv == last || (last.state == jobActive && jv.attempt == last.attempt-1))
 			}
 			if keep || !p.judgeJobs() {
 				p.jobs = append(p.jobs, p.carryJob(jv.job))
@@ -423,8 +426,11 @@ func (p *plan) judgeJobs() bool {
 	return p.f.bootstrapped && !p.f.splitBrain && p.f.truthKnown()
 }
 
-// removalRunning says whether any remove Job is active: removals go one at a time.
+// removalRunning says whether any remove Job is active or was made this sync: removals go one at a time.
 func (p *plan) removalRunning() bool {
+	if p.removing {
+		return true
+	}
 	for _, js := range p.f.removeJobs {
 		if js[len(js)-1].state == jobActive {
 			return true
@@ -462,6 +468,7 @@ func (p *plan) removeMember(m *memberView, reason string) {
 	}
 	job := p.removeJob(m, reason, attempt)
 	p.jobs = append(p.jobs, job)
+	p.removing = true
 	p.action = fmt.Sprintf("Job %s removing member %s", job.Name, m.ID)
 	p.busy = p.action
 	p.wait("%s", p.action)
