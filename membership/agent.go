@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
-	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -59,6 +58,8 @@ type Agent struct {
 	crashLoop bool
 	last      etcdsync.Report
 	wrote     time.Time
+	// leaseProblems: what the last Lease read held that the agent could not use as written; reported.
+	leaseProblems []string
 }
 
 // State is what the probe server reports while etcd is not running.
@@ -126,8 +127,14 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.park(ctx, facts, d)
 			continue
 		case MoveAside:
-			if err := moveDataAside(a.Cfg.DataDir); err != nil {
+			aside, err := moveDataAside(osFS{}, a.Cfg.DataDir, keepAside)
+			switch {
+			case errors.Is(err, errPruneAside):
+				a.Log.Warn("data moved aside; an older copy could not be deleted", "to", aside, "error", err)
+			case err != nil:
 				return fmt.Errorf("moving data of a removed member aside: %w", err)
+			default:
+				a.Log.Info("data moved aside", "to", aside)
 			}
 			continue
 		}
@@ -182,8 +189,13 @@ func (a *Agent) decide(ctx context.Context) (Decision, StartFacts, error) {
 	if err != nil {
 		return Decision{}, StartFacts{}, err
 	}
+	permitted, permitProblem := in.permit(a.Store.Now())
+	problems := append([]string(nil), in.Problems...)
+	if permitProblem != "" && in.windowProblem() == "" {
+		problems = append(problems, permitProblem)
+	}
 	f := StartFacts{
-		Intent: in.Intent, Seed: in.Seed, JoinPermitted: in.Permitted(a.Store.Now()),
+		Intent: in.Intent, Seed: in.Seed, JoinPermitted: permitted,
 		ParentUID: a.Cfg.ParentUID, Adopt: a.Cfg.Adopt, Data: df, PeerURL: a.Cfg.PeerURL,
 	}
 	ids, err := a.Store.ClusterIDs(ctx)
@@ -193,11 +205,12 @@ func (a *Agent) decide(ctx context.Context) (Decision, StartFacts, error) {
 	if in.Report.ClusterID != "" && in.Report.ParentUID == a.Cfg.ParentUID {
 		ids = append(ids, in.Report.ClusterID)
 	}
+	// Any cluster ID annotation, even one that does not parse, means bootstrapped: a seed never starts a
+	// second cluster because a report was damaged.
 	f.Bootstrapped = len(ids) > 0
-	if len(ids) > 0 {
-		sort.Strings(ids)
-		f.ClusterID, _ = etcdsync.ParseID(ids[0])
-	}
+	var idProblems []string
+	f.ClusterID, idProblems = LeaseClusterID(ids)
+	a.leaseProblems = append(problems, idProblems...)
 	f.JoinDeadline = a.localTime(in.JoinDeadline)
 	lctx, cancel := context.WithTimeout(ctx, 6*time.Second)
 	l, err := a.Etcd.MemberList(lctx, a.Cfg.Endpoints)
@@ -422,6 +435,9 @@ func (a *Agent) observe(ctx context.Context, bound *bool) observation {
 		}
 	}
 	in, ierr := a.Store.Read(ctx)
+	if ierr == nil {
+		a.leaseProblems = in.Problems
+	}
 	listed := func(l List) bool {
 		for _, m := range l.Members {
 			if m.ID == r.MemberID {
@@ -436,7 +452,7 @@ func (a *Agent) observe(ctx context.Context, bound *bool) observation {
 		if err == nil && !listed(l) {
 			return removedByOthers // e.g. removed as a stuck learner
 		}
-		if ierr == nil && in.Intent == etcdsync.IntentLeave {
+		if ierr == nil && leaving(in) {
 			if err == nil {
 				if rerr := a.Etcd.Remove(ctx, voterEndpoints(l.Members, r.MemberID), self); rerr == nil {
 					a.markLeft(ctx, r)
@@ -472,7 +488,7 @@ func (a *Agent) observe(ctx context.Context, bound *bool) observation {
 		r.Healthy = len(st.Errors) == 0 && st.Leader != 0
 		r.Members = l.Members
 	}
-	if ierr == nil && in.Intent == etcdsync.IntentLeave && err == nil {
+	if ierr == nil && leaving(in) && err == nil {
 		if a.leave(ctx, l.Members, st.Leader, self, &r) {
 			return selfRemoved
 		}
@@ -531,9 +547,12 @@ func (a *Agent) park(ctx context.Context, f StartFacts, d Decision) {
 		if !a.sleep(ctx, a.tick()) {
 			return
 		}
-		if in, err := a.Store.Read(ctx); err == nil && in.Intent == etcdsync.IntentMember {
-			a.Log.Info("intent changed from leave to member: deciding again")
-			return
+		if in, err := a.Store.Read(ctx); err == nil {
+			a.leaseProblems = in.Problems
+			if intent, _ := StartIntent(in.Intent); intent == etcdsync.IntentMember {
+				a.Log.Info("intent is no longer leave: deciding again", "intent", in.Intent)
+				return
+			}
 		}
 	}
 }
@@ -543,6 +562,7 @@ func (a *Agent) report(ctx context.Context, r etcdsync.Report, force bool) {
 	if r.ParentUID == "" {
 		r.ParentUID = a.Cfg.ParentUID
 	}
+	r.Error = withProblems(r.Error, a.leaseProblems)
 	renew := a.Cfg.LeaseDuration / 3
 	if renew < 5*time.Second {
 		renew = 5 * time.Second
@@ -568,4 +588,27 @@ func (a *Agent) sleep(ctx context.Context, d time.Duration) bool {
 	case <-time.After(d):
 		return true
 	}
+}
+
+// leaving says whether the hook wants this member to leave (only the exact intent: anything unknown
+// keeps the member, see StartIntent).
+func leaving(in Intent) bool {
+	intent, _ := StartIntent(in.Intent)
+	return intent == etcdsync.IntentLeave
+}
+
+// withProblems adds the Lease problems to a report's error text. The leading reason word stays the
+// decision's (the hook acts on reasons such as WaitingForJoin); a report without one gets LeaseProblem.
+func withProblems(errText string, problems []string) string {
+	if len(problems) == 0 {
+		return errText
+	}
+	p := strings.Join(problems, "; ")
+	if strings.Contains(errText, p) {
+		return errText
+	}
+	if errText == "" {
+		return "LeaseProblem: " + p
+	}
+	return errText + " (" + p + ")"
 }

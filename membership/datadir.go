@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -41,7 +40,9 @@ func bindingPath(dataDir string) string {
 	return filepath.Join(filepath.Dir(filepath.Clean(dataDir)), "etcdhook-binding.json")
 }
 
-// ReadData inspects dataDir without starting etcd.
+// ReadData inspects dataDir without starting etcd. Only "does not exist" is an answer; any other I/O
+// error is returned, because an unreadable directory must never look empty or half-initialised: the
+// agent would then move a live member's data aside, or join with a new ID beside it.
 func ReadData(dataDir string) (DataFacts, error) {
 	var df DataFacts
 	if b, err := os.ReadFile(bindingPath(dataDir)); err == nil {
@@ -51,31 +52,55 @@ func ReadData(dataDir string) (DataFacts, error) {
 		}
 		df.Binding = &bd
 	} else if !errors.Is(err, os.ErrNotExist) {
-		return df, err
+		return df, fmt.Errorf("reading the binding: %w", err)
 	}
 	if _, err := os.Stat(filepath.Join(dataDir, "member")); err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return df, nil
 		}
-		return df, err
+		return df, fmt.Errorf("inspecting the data directory: %w", err)
 	}
-	wals, err := filepath.Glob(filepath.Join(dataDir, "member", "wal", "*.wal"))
+	walDir := filepath.Join(dataDir, "member", "wal")
+	wals, err := walFiles(walDir)
 	if err != nil {
-		return df, err
+		return df, fmt.Errorf("inspecting the data directory: %w", err)
 	}
 	if len(wals) == 0 {
 		df.Partial = true
 		return df, nil
 	}
 	df.Present = true
-	node, cluster, err := walMetadata(filepath.Join(dataDir, "member", "wal"))
-	if err == nil {
+	node, cluster, err := walMetadata(wals[0])
+	switch {
+	case err == nil:
 		df.MemberID, df.ClusterID = node, cluster
-	} else if df.Binding != nil {
+	case !errors.Is(err, errWALFormat):
+		return df, fmt.Errorf("reading the WAL: %w", err)
+	case df.Binding != nil:
+		// A WAL we cannot parse (a format we do not know) is etcd's to judge; the binding says whose it is.
 		df.MemberID, _ = parseHex(df.Binding.MemberID)
 		df.ClusterID, _ = parseHex(df.Binding.ClusterID)
 	}
 	return df, nil
+}
+
+// walFiles lists the *.wal files of walDir in name order (etcd's order: sequence, then index). A missing
+// directory has none; any other error is returned (filepath.Glob would swallow it).
+func walFiles(walDir string) ([]string, error) {
+	entries, err := os.ReadDir(walDir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".wal") {
+			out = append(out, filepath.Join(walDir, e.Name()))
+		}
+	}
+	return out, nil
 }
 
 // WriteBinding records the binding atomically.
@@ -92,22 +117,6 @@ func WriteBinding(dataDir string, b Binding) error {
 	return os.Rename(tmp, path)
 }
 
-// moveDataAside keeps at most one copy of a data directory that may no longer be used (its member was
-// removed): <data-dir>.removed. The binding goes with it.
-func moveDataAside(dataDir string) error {
-	aside := filepath.Clean(dataDir) + ".removed"
-	if err := os.RemoveAll(aside); err != nil {
-		return err
-	}
-	if err := os.Rename(dataDir, aside); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	if err := os.Remove(bindingPath(dataDir)); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	return nil
-}
-
 // WAL record types (server/storage/wal) and the metadata protobuf fields (etcdserverpb.Metadata).
 const (
 	walMetadataType = 1
@@ -117,24 +126,30 @@ const (
 	metaClusterID   = 2
 )
 
+// errWALFormat marks a WAL file that was read but is not what walMetadata understands (as opposed to
+// one that could not be read).
+var errWALFormat = errors.New("unrecognised WAL")
+
 // walMetadata reads NodeID and ClusterID from the metadata record at the start of the first WAL file,
 // without the etcd server packages: frames are a little-endian length (top byte: padding) and a walpb.Record.
-func walMetadata(walDir string) (node, cluster uint64, err error) {
-	names, err := filepath.Glob(filepath.Join(walDir, "*.wal"))
-	if err != nil || len(names) == 0 {
-		return 0, 0, fmt.Errorf("no WAL files in %s", walDir)
-	}
-	sort.Strings(names)
-	f, err := os.Open(names[0])
+func walMetadata(name string) (node, cluster uint64, err error) {
+	f, err := os.Open(name)
 	if err != nil {
 		return 0, 0, err
 	}
 	defer f.Close()
 	r := bufio.NewReader(f)
+	// A short read is a torn or preallocated-but-empty file: a format question, not an I/O error.
+	short := func(err error) error {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return fmt.Errorf("%w %s: %v", errWALFormat, name, err)
+		}
+		return fmt.Errorf("WAL %s: %w", name, err)
+	}
 	for i := 0; i < 8; i++ {
 		var lenField [8]byte
 		if _, err := io.ReadFull(r, lenField[:]); err != nil {
-			return 0, 0, fmt.Errorf("WAL %s: %w", names[0], err)
+			return 0, 0, short(err)
 		}
 		v := binary.LittleEndian.Uint64(lenField[:])
 		recBytes := int64(v & 0x00ffffffffffffff)
@@ -143,22 +158,22 @@ func walMetadata(walDir string) (node, cluster uint64, err error) {
 			pad = int64((v >> 56) & 0x7)
 		}
 		if recBytes <= 0 || recBytes > 1<<20 {
-			return 0, 0, fmt.Errorf("WAL %s: bad frame length %d", names[0], recBytes)
+			return 0, 0, fmt.Errorf("%w %s: bad frame length %d", errWALFormat, name, recBytes)
 		}
 		buf := make([]byte, recBytes+pad)
 		if _, err := io.ReadFull(r, buf); err != nil {
-			return 0, 0, fmt.Errorf("WAL %s: %w", names[0], err)
+			return 0, 0, short(err)
 		}
 		typ, data := walRecord(buf[:recBytes])
 		if typ == walMetadataType {
 			node, cluster = metadata(data)
 			if node == 0 {
-				return 0, 0, fmt.Errorf("WAL %s: metadata without a member ID", names[0])
+				return 0, 0, fmt.Errorf("%w %s: metadata without a member ID", errWALFormat, name)
 			}
 			return node, cluster, nil
 		}
 	}
-	return 0, 0, fmt.Errorf("WAL %s: no metadata record", names[0])
+	return 0, 0, fmt.Errorf("%w %s: no metadata record", errWALFormat, name)
 }
 
 func walRecord(b []byte) (typ int64, data []byte) {

@@ -9,7 +9,8 @@ import (
 
 // StartFacts is everything the agent knows before an etcd start (DESIGN.md §3, starting etcd).
 type StartFacts struct {
-	// Intent is the hook's intent on this member's Lease: member or leave.
+	// Intent is the hook's intent on this member's Lease: member or leave (as written: DecideStart acts on
+	// StartIntent of it).
 	Intent string
 	// Seed: the hook marks this pod as the seed of a cluster not bootstrapped yet.
 	Seed bool
@@ -70,6 +71,7 @@ func (d Decision) String() string { return fmt.Sprintf("%s (%s: %s)", d.Action, 
 
 // DecideStart is the agent's pure start decision.
 func DecideStart(f StartFacts) Decision {
+	f.Intent, _ = StartIntent(f.Intent)
 	self := f.self()
 	if f.Data.Partial {
 		if reason, foreign := f.foreign(); foreign {

@@ -49,6 +49,12 @@ func TestDecideStart(t *testing.T) {
 		{"leave, foreign data, nobody answers", StartFacts{Intent: "leave", ParentUID: "q", Data: data(2)}, Park},
 		{"half-initialised data directory of ours", StartFacts{Intent: "member", Bootstrapped: true, Data: DataFacts{Partial: true, Binding: bound}, Members: list}, MoveAside},
 		{"half-initialised data directory of another cluster", StartFacts{Intent: "member", Bootstrapped: true, ClusterID: 0xc, Data: DataFacts{Partial: true}, Members: list}, Refuse},
+		// An intent the agent does not know acts as member: it never keeps a member from starting.
+		{"unknown intent, own data, still a member", StartFacts{Intent: "Leave", Bootstrapped: true, ClusterID: 0xc, Data: data(2), Members: list}, StartExisting},
+		{"unknown intent, own data, nobody answers", StartFacts{Intent: "drain", Bootstrapped: true, ClusterID: 0xc, Data: data(2)}, StartExisting},
+		{"unknown intent, no data, permitted", StartFacts{Intent: "memeber", Bootstrapped: true, JoinPermitted: true, Members: list[:1], PeerURL: me}, Join},
+		{"unknown intent, seed", StartFacts{Intent: "Member", Seed: true}, StartNew},
+		{"unknown intent, own data of a removed member", StartFacts{Intent: "x", Bootstrapped: true, ClusterID: 0xc, Data: data(9), Members: list}, MoveAside},
 		{"data bound to another ordinal", StartFacts{Intent: "member", Bootstrapped: true, ClusterID: 0xc,
 			Data: DataFacts{Present: true, MemberID: 1, ClusterID: 0xc, Binding: &Binding{ParentUID: "p", PeerURL: other}}, Members: list}, Refuse},
 	} {
