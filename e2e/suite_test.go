@@ -1,17 +1,15 @@
 //go:build e2e
 
-// Package e2e proves etcdhook on a real Kubernetes cluster with real etcd pods: with the real
-// Metacontroller on Kind (e2e/kind), or here on ../shared/localkube with the project's contract driver
-// (e2e/driver, -e2e.driver). Run it through e2e/local.sh or e2e/kind/test.sh.
+// Package e2e proves etcdhook on a real Kubernetes cluster with real etcd pods and the real
+// Metacontroller (v4.17.2, installed from its release manifests): on the local single-node cluster
+// (e2e/local.sh) or on Kind (e2e/kind/test.sh).
 package e2e
 
 import (
 	"context"
 	"flag"
 	"fmt"
-	"log/slog"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -30,13 +28,11 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
-	"github.com/etcdhook/etcdhook/e2e/driver"
 	etcdsync "github.com/etcdhook/etcdhook/sync"
 )
 
 var (
 	kubeconfig  = flag.String("e2e.kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig of the cluster under test")
-	runDriver   = flag.Bool("e2e.driver", false, "run the test-only CompositeController driver (no Metacontroller on the cluster)")
 	resultsPath = flag.String("e2e.results", "", "write the measured figures here (Markdown; - for stdout)")
 	oldEtcd     = flag.String("e2e.etcd-old", "3.5.35", "etcd version to upgrade from")
 	newEtcd     = flag.String("e2e.etcd-new", "3.6.16", "etcd version to upgrade to")
@@ -54,7 +50,6 @@ type env struct {
 	cfg  *rest.Config
 	kube kubernetes.Interface
 	dyn  dynamic.Interface
-	drv  *driver.Driver
 }
 
 var (
@@ -73,23 +68,6 @@ func TestMain(m *testing.M) {
 		}
 		cfg.QPS, cfg.Burst = 50, 100
 		e := &env{cfg: cfg, kube: kubernetes.NewForConfigOrDie(cfg), dyn: dynamic.NewForConfigOrDie(cfg)}
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		if *runDriver {
-			cc, err := driver.Load(filepath.Join("..", "metacontroller", "compositecontroller.yaml"))
-			if err != nil {
-				fmt.Fprintln(os.Stderr, err)
-				return 2
-			}
-			log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-			d, err := driver.New(cfg, cc, log)
-			if err != nil {
-				fmt.Fprintln(os.Stderr, err)
-				return 2
-			}
-			e.drv = d
-			go func() { _ = d.Run(ctx) }()
-		}
 		theEnv = e
 		code := m.Run()
 		if *resultsPath != "" {
@@ -268,10 +246,6 @@ func (s *scenario) dump() {
 		}
 		sort.Strings(lines)
 		t.Logf("events:\n%s", strings.Join(lines, "\n"))
-	}
-	if s.e.drv != nil {
-		syncs, errs := s.e.drv.Stats()
-		t.Logf("driver: %d syncs, %d errors", syncs, errs)
 	}
 }
 

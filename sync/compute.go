@@ -1,10 +1,12 @@
 package sync
 
 import (
+	"encoding/json"
 	"fmt"
 	"sort"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -63,6 +65,14 @@ func (p *plan) children() ([]any, error) {
 		m, err := toChild(obj)
 		if err != nil {
 			return nil, fmt.Errorf("rendering %T: %w", obj, err)
+		}
+		if _, ok := obj.(*appsv1.StatefulSet); ok && p.f.sts != nil && p.f.obs.ClaimTemplates != nil {
+			// The observed templates, byte for byte (see Observed.ClaimTemplates).
+			var vct any
+			if err := json.Unmarshal(p.f.obs.ClaimTemplates, &vct); err != nil {
+				return nil, fmt.Errorf("observed volumeClaimTemplates: %w", err)
+			}
+			m["spec"].(map[string]any)["volumeClaimTemplates"] = vct
 		}
 		out = append(out, m)
 	}

@@ -62,6 +62,11 @@ type Observed struct {
 	Pods            map[string]*corev1.Pod
 	PVCs            map[string]*corev1.PersistentVolumeClaim
 	Finalizing      bool
+	// ClaimTemplates is the observed StatefulSet's spec.volumeClaimTemplates exactly as the API server
+	// returned it. The templates are immutable and Metacontroller's merge replaces the whole list (its
+	// entries have no name key to merge by), so only the server's own bytes make the desired object a
+	// fixed point: a typed round trip loses `metadata.creationTimestamp: null` and rewrites it each sync.
+	ClaimTemplates json.RawMessage
 }
 
 // InputError is a request the hook refuses (HTTP 4xx): nothing may be changed on its account.
@@ -134,7 +139,27 @@ func Decode(req *Request) (*Observed, error) {
 	if err := unexpectedCore(o); err != nil {
 		return nil, err
 	}
+	o.ClaimTemplates = claimTemplates(req.Children[KeyStatefulSet], Names{Cluster: p.Name}.StatefulSet())
 	return o, nil
+}
+
+// claimTemplates finds the raw spec.volumeClaimTemplates of the StatefulSet named name (nil if none).
+func claimTemplates(objs map[string]json.RawMessage, name string) json.RawMessage {
+	for _, raw := range objs {
+		var sts struct {
+			Metadata struct {
+				Name string `json:"name"`
+			} `json:"metadata"`
+			Spec struct {
+				VolumeClaimTemplates json.RawMessage `json:"volumeClaimTemplates"`
+			} `json:"spec"`
+		}
+		if json.Unmarshal(raw, &sts) == nil && sts.Metadata.Name == name && len(sts.Spec.VolumeClaimTemplates) > 0 &&
+			string(sts.Spec.VolumeClaimTemplates) != "null" {
+			return sts.Spec.VolumeClaimTemplates
+		}
+	}
+	return nil
 }
 
 // unexpectedCore refuses a StatefulSet, Service, PodDisruptionBudget or ConfigMap child with a name the
