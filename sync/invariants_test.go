@@ -35,6 +35,7 @@ func generatedHistory(t *testing.T, seed int64) {
 	w := newWorld(t, int32(1+rng.Intn(5)))
 	w.v2 = rng.Intn(2) == 0
 	w.lastApplied = rng.Intn(2) == 0
+	w.readyLag = rng.Intn(2) == 0
 	versions := []string{"3.5.21", "3.5.22", "3.6.15", "3.6.16"}
 	vi := rng.Intn(2)
 	w.spec.Version = versions[vi]

@@ -56,13 +56,19 @@ func (p *plan) status() *ClusterStatus {
 	default:
 		add(CondAvailable, false, "NoQuorum", "no voting member reports a healthy cluster")
 	}
+	// A member being added right now (its ordinal holds a live join permission and its agent reports this
+	// very member ID) is not yet expected to be healthy: that is progress. Degraded means a member that
+	// should be healthy is not; an old voter being replaced after data loss still counts.
 	var unhealthy []string
-	for _, m := range st.Members {
-		if !m.Healthy {
-			unhealthy = append(unhealthy, m.Name)
+	for _, m := range f.members {
+		if !m.healthy && !p.joiningAs(m) {
+			unhealthy = append(unhealthy, memberName(f, m))
 		}
 	}
+	creating := p.creating()
 	switch {
+	case creating:
+		add(CondDegraded, false, "Creating", "")
 	case p.quorumLost:
 		add(CondDegraded, true, "QuorumLost", "no voting member reports a healthy cluster")
 	case len(unhealthy) > 0:
@@ -90,7 +96,7 @@ func (p *plan) status() *ClusterStatus {
 	default:
 		add(CondProgressing, false, "Stable", "")
 	}
-	if p.quorumLost {
+	if p.quorumLost && !creating {
 		add(CondQuorumLost, true, "NoHealthyVoter", "no voting member reports a healthy cluster; membership is frozen. See README: Recovering from quorum loss")
 	}
 	if f.splitBrain {
@@ -153,17 +159,59 @@ func (p *plan) foreignData() string {
 
 func (p *plan) message() string { return strings.Join(p.waiting, "; ") }
 
+// creating: a new cluster has not yet had all its members healthy for the first time, and no step has
+// stalled.
+// Until then a seed that has not reported yet, or a learner on its way in, is the normal course of a
+// create: neither Degraded nor QuorumLost is reported (a deadline that passes still is).
+func (p *plan) creating() bool {
+	f := p.f
+	if !f.bootstrapped || !p.hasSpec || f.parent.Status.Phase != PhaseCreating || p.stalled != "" {
+		return false
+	}
+	if len(f.primary) < p.target() {
+		return true
+	}
+	for _, m := range f.primary {
+		if !m.healthy || m.Learner {
+			return true
+		}
+	}
+	return false
+}
+
+// joiningAs: m is the member the agent at its ordinal is adding under a live join permission.
+func (p *plan) joiningAs(m *memberView) bool {
+	lv := p.f.leases[m.ordinal]
+	return p.joining(m.ordinal) && lv != nil && lv.report.MemberID == m.ID
+}
+
+// joining: ordinal i holds a join permission whose deadline has not passed.
+func (p *plan) joining(i int) bool {
+	lp := p.leases[i]
+	return i >= 0 && lp != nil && lp.joinPermitted != "" && p.f.now.Before(parseTime(lp.joinDeadline))
+}
+
+func memberName(f *facts, m *memberView) string {
+	if m.ordinal >= 0 {
+		return f.names.Pod(m.ordinal)
+	}
+	if m.Name != "" {
+		return m.Name
+	}
+	return "orphan-" + m.ID
+}
+
 func (p *plan) phase(available, unhealthy bool) string {
 	f := p.f
 	obsPhase := f.parent.Status.Phase
 	switch {
 	case !p.hasSpec, f.splitBrain, !f.bootstrapped && p.foreignData() != "":
 		return PhaseFailed
-	case !f.bootstrapped:
+	case !f.bootstrapped, p.creating():
 		return PhaseCreating
 	case p.quorumLost || !available || p.stalled != "":
 		return PhaseDegraded
-	case (obsPhase == "" || obsPhase == PhaseCreating) && len(f.primary) < p.target():
+	case obsPhase == "" && len(f.primary) < p.target():
 		return PhaseCreating
 	case unhealthy:
 		return PhaseDegraded

@@ -49,6 +49,9 @@ type world struct {
 	seq       int
 	lastResp  *Response
 	badImage  string // pods with this image never start
+	// readyLag: a pod turns ready one step after its agent first reports a healthy voter, as the
+	// kubelet's readiness probe period makes it in a real cluster.
+	readyLag bool
 }
 
 type simPod struct {
@@ -56,6 +59,8 @@ type simPod struct {
 	revision string
 	image    string
 	ready    bool
+	// healthy: the agent reported a healthy voter at the last step (readiness follows it under readyLag).
+	healthy bool
 }
 
 type simPVC struct {
@@ -686,7 +691,9 @@ func (w *world) report(i int, quorum bool) {
 	if w.etcd.clusterID == "" {
 		r.Version = ""
 	}
-	p.ready = r.IsVoter() && r.Healthy
+	healthy := r.IsVoter() && r.Healthy
+	p.ready = healthy && (!w.readyLag || p.healthy)
+	p.healthy = healthy
 	if l := w.leases[i]; l != nil && l.holder == p.uid && fmt.Sprint(l.report) == fmt.Sprint(r) && w.now.Sub(l.renewed) < 10*time.Second {
 		return
 	}
