@@ -6,11 +6,14 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	etcdsync "github.com/etcdhook/etcdhook/sync"
 )
 
 // FuzzSync throws arbitrary bodies at /sync. Whatever comes in: no panic (the recoverer would turn one
 // into a 500, which the fuzzer reports), an answer that is 200 or 4xx, and a 200 never drops an
-// observed StatefulSet: a partial child list would make Metacontroller delete the cluster.
+// observed child of any kind unless the plan deletes it on purpose: a partial child list would make
+// Metacontroller delete what it leaves out.
 func FuzzSync(f *testing.F) {
 	files, _ := filepath.Glob("testdata/sync/*.request.json")
 	for _, file := range files {
@@ -28,13 +31,11 @@ func FuzzSync(f *testing.F) {
 		default:
 			t.Fatalf("status %d: %s", rec.Code, rec.Body.String())
 		}
-		var req struct {
-			Children map[string]map[string]json.RawMessage `json:"children"`
-		}
 		var resp struct {
 			Children []struct {
-				Kind     string `json:"kind"`
-				Metadata struct {
+				Kind       string `json:"kind"`
+				APIVersion string `json:"apiVersion"`
+				Metadata   struct {
 					Name string `json:"name"`
 				} `json:"metadata"`
 			} `json:"children"`
@@ -45,22 +46,34 @@ func FuzzSync(f *testing.F) {
 		if resp.Children == nil {
 			t.Fatal("200 without a children list")
 		}
+		// Every observed child of every kind is in the answer, or is one the plan deletes on purpose
+		// (Response.Deleted, which the handler logs): a partial list would make Metacontroller delete it.
+		var req etcdsync.Request
 		if json.Unmarshal(body, &req) != nil {
-			return
+			t.Fatal("200 for a body that does not decode as a request")
 		}
-		for _, raw := range req.Children["StatefulSet.apps/v1"] {
-			var sts struct {
-				Metadata struct{ Name string } `json:"metadata"`
-			}
-			if json.Unmarshal(raw, &sts) != nil {
-				continue
-			}
-			found := false
-			for _, c := range resp.Children {
-				found = found || (c.Kind == "StatefulSet" && c.Metadata.Name == sts.Metadata.Name)
-			}
-			if !found {
-				t.Fatalf("200 drops observed StatefulSet %q", sts.Metadata.Name)
+		planned, err := etcdsync.Compute(&req, fixtureNow, etcdsync.Options{Image: fixtureImage})
+		if err != nil {
+			t.Fatalf("200 from the server, error from Compute: %v", err)
+		}
+		answered := map[string]bool{}
+		for _, c := range resp.Children {
+			answered[c.Kind+"."+c.APIVersion+"/"+c.Metadata.Name] = true
+		}
+		for _, d := range planned.Deleted {
+			answered[d.Key+"/"+d.Name] = true
+		}
+		for key, objs := range req.Children {
+			for _, raw := range objs {
+				var obj struct {
+					Metadata struct{ Name string } `json:"metadata"`
+				}
+				if json.Unmarshal(raw, &obj) != nil {
+					continue
+				}
+				if !answered[key+"/"+obj.Metadata.Name] {
+					t.Fatalf("200 drops observed %s %q without the plan deleting it", key, obj.Metadata.Name)
+				}
 			}
 		}
 	})

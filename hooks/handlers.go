@@ -26,6 +26,9 @@ func (s *Server) handleSync(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	parent := parentName(req.Parent)
+	for _, d := range resp.Deleted {
+		s.cfg.Logger.Info("child released for deletion", "parent", parent, "group", d.Key, "name", d.Name, "reason", d.Reason)
+	}
 	s.cfg.Logger.Info("sync",
 		"parent", parent, "finalizing", req.Finalizing, "phase", resp.Status.Phase,
 		"message", resp.Status.Message, "children", len(resp.Children),

@@ -25,7 +25,19 @@ func Compute(req *Request, now time.Time, opts Options) (*Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	children, err := p.children()
+	if !p.hasSpec && len(o.childRefs()) > 0 {
+		// Nothing to render from, but children exist: answer them unchanged and say why in status.
+		children, err := echoLastApplied(o)
+		if err != nil {
+			return nil, err
+		}
+		return &Response{Status: p.status(), Children: children, ResyncAfterSeconds: resyncBusySeconds}, nil
+	}
+	children, rendered, err := p.children()
+	if err != nil {
+		return nil, err
+	}
+	deleted, err := p.deletions(rendered)
 	if err != nil {
 		return nil, err
 	}
@@ -33,15 +45,16 @@ func Compute(req *Request, now time.Time, opts Options) (*Response, error) {
 	if p.busy != "" || p.rolling || p.pendingSpec || p.quorumLost || p.cleanup || !f.bootstrapped || len(p.waiting) > 0 {
 		resync = resyncBusySeconds
 	}
-	return &Response{Status: p.status(), Children: children, ResyncAfterSeconds: resync}, nil
+	return &Response{Status: p.status(), Children: children, ResyncAfterSeconds: resync, Deleted: deleted}, nil
 }
 
 // children renders every child in a fixed order. Without a spec to render from, nothing exists yet
 // (decide refuses the case where children exist), so an empty list deletes nothing.
-func (p *plan) children() ([]any, error) {
+func (p *plan) children() ([]any, map[string]bool, error) {
 	out := []any{}
+	rendered := map[string]bool{}
 	if !p.hasSpec {
-		return out, nil
+		return out, rendered, nil
 	}
 	objs := p.rbac()
 	objs = append(objs, p.configMap())
@@ -64,19 +77,25 @@ func (p *plan) children() ([]any, error) {
 	for _, obj := range objs {
 		m, err := toChild(obj)
 		if err != nil {
-			return nil, fmt.Errorf("rendering %T: %w", obj, err)
+			return nil, nil, fmt.Errorf("rendering %T: %w", obj, err)
 		}
 		if _, ok := obj.(*appsv1.StatefulSet); ok && p.f.sts != nil && p.f.obs.ClaimTemplates != nil {
 			// The observed templates, byte for byte (see Observed.ClaimTemplates).
 			var vct any
 			if err := json.Unmarshal(p.f.obs.ClaimTemplates, &vct); err != nil {
-				return nil, fmt.Errorf("observed volumeClaimTemplates: %w", err)
+				return nil, nil, fmt.Errorf("observed volumeClaimTemplates: %w", err)
 			}
 			m["spec"].(map[string]any)["volumeClaimTemplates"] = vct
 		}
 		out = append(out, m)
+		rendered[groupKeyOf(m)+"/"+m["metadata"].(map[string]any)["name"].(string)] = true
 	}
-	return out, nil
+	return out, rendered, nil
+}
+
+// groupKeyOf spells a rendered object's group key as requests do: Kind.group/version, or Kind.v1.
+func groupKeyOf(m map[string]any) string {
+	return m["kind"].(string) + "." + m["apiVersion"].(string)
 }
 
 // finalize answers a finalize call (registered only if the user adds the finalize hook): every child is

@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -338,6 +341,16 @@ func fixtures() []fixture {
 			settle(w)
 			w.setSpec(func(s *ClusterSpec) { s.Storage.Size = ptr(mustQuantity("20Gi")) })
 		}},
+		// The StatefulSet and ConfigMap are gone and the spec asks for a downgrade: there is nothing to
+		// render from, and every other child is answered exactly as last applied (no deletion, no 4xx).
+		{name: "invalid-spec-no-record-children-kept", build: func(w *world) {
+			w.lastApplied = true
+			settle(w)
+			delete(w.desired, KeyStatefulSet)
+			delete(w.desired, KeyConfigMap)
+			w.status = ClusterStatus{}
+			w.setSpec(func(s *ClusterSpec) { s.Version = "3.5.21" })
+		}},
 		{name: "invalid-version-format", build: func(w *world) {
 			settle(w)
 			w.setSpec(func(s *ClusterSpec) { s.Version = "v3.6" })
@@ -357,6 +370,7 @@ func fixtures() []fixture {
 		}},
 		{name: "finalizing", hook: "finalize", build: func(w *world) {
 			settle(w)
+			w.deleting = true
 		}},
 		{name: "customize", hook: "customize", build: func(w *world) {}},
 		{name: "nine-members-scaling", hook: "bench", build: func(w *world) {
@@ -367,11 +381,42 @@ func fixtures() []fixture {
 			w.setSpec(size(7))
 		}},
 		{name: "error-malformed-json", raw: `{"parent": {"apiVersion": "etcd.io/v1alpha1",`},
-		{name: "error-wrong-kind", raw: `{"parent":{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"x","namespace":"prod","uid":"u"}},"children":{},"related":{}}`},
-		{name: "error-missing-uid", raw: `{"parent":{"apiVersion":"etcd.io/v1alpha1","kind":"EtcdCluster","metadata":{"name":"demo","namespace":"prod"},"spec":{}},"children":{},"related":{}}`},
-		{name: "error-undeclared-child-type", raw: `{"parent":{"apiVersion":"etcd.io/v1alpha1","kind":"EtcdCluster","metadata":{"name":"demo","namespace":"prod","uid":"u1"},"spec":{}},"children":{"Secret.v1":{"demo-tls":{"apiVersion":"v1","kind":"Secret","metadata":{"name":"demo-tls","namespace":"prod"}}}},"related":{}}`},
-		{name: "error-child-wrong-namespace", raw: `{"parent":{"apiVersion":"etcd.io/v1alpha1","kind":"EtcdCluster","metadata":{"name":"demo","namespace":"prod","uid":"u1"},"spec":{}},"children":{"ConfigMap.v1":{"demo-config":{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"demo-config","namespace":"other"}}}},"related":{}}`},
+		{name: "error-wrong-kind", raw: `{"parent":{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"x","namespace":"prod","uid":"u"}},` + emptyGroups(nil) + `}`},
+		{name: "error-missing-uid", raw: `{"parent":{"apiVersion":"etcd.io/v1alpha1","kind":"EtcdCluster","metadata":{"name":"demo","namespace":"prod"},"spec":{}},` + emptyGroups(nil) + `}`},
+		{name: "error-undeclared-child-type", raw: `{"parent":` + rawParent + `,` + emptyGroups(map[string]string{"Secret.v1": `{"demo-tls":{"apiVersion":"v1","kind":"Secret","metadata":{"name":"demo-tls","namespace":"prod"}}}`}) + `}`},
+		{name: "error-child-wrong-namespace", raw: `{"parent":` + rawParent + `,` + emptyGroups(map[string]string{KeyConfigMap: `{"demo-config":{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"demo-config","namespace":"other"}}}`}) + `}`},
+		// Absent is not empty: an answer to these would delete every object of the missing kinds.
+		{name: "error-children-absent", raw: `{"parent":` + rawParent + `,"related":{"Pod.v1":{},"PersistentVolumeClaim.v1":{}}}`},
+		{name: "error-child-group-absent", raw: `{"parent":` + rawParent + `,` + emptyGroups(map[string]string{KeyLease: "-"}) + `}`},
+		// finalizing about a parent that is not being deleted would release every child.
+		{name: "error-finalizing-live-parent", raw: `{"parent":` + rawParent + `,` + emptyGroups(nil) + `,"finalizing":true}`},
 	}
+}
+
+// rawParent is a minimal valid parent for the hand-written error fixtures.
+const rawParent = `{"apiVersion":"etcd.io/v1alpha1","kind":"EtcdCluster","metadata":{"name":"demo","namespace":"prod","uid":"u1"},"spec":{}}`
+
+// emptyGroups renders "children" and "related" with every declared group empty, as Metacontroller
+// sends them; extra replaces a group's object map (or adds an undeclared group), "-" leaves it out.
+func emptyGroups(extra map[string]string) string {
+	keys := append([]string{}, childKeys...)
+	for _, k := range sortedKeys(extra) {
+		if !slices.Contains(keys, k) {
+			keys = append(keys, k)
+		}
+	}
+	var parts []string
+	for _, k := range keys {
+		v, ok := extra[k]
+		switch {
+		case v == "-":
+			continue
+		case !ok:
+			v = "{}"
+		}
+		parts = append(parts, fmt.Sprintf("%q:%s", k, v))
+	}
+	return `"children":{` + strings.Join(parts, ",") + `},"related":{"Pod.v1":{},"PersistentVolumeClaim.v1":{}}`
 }
 
 // request renders a fixture's request body.

@@ -61,6 +61,8 @@ type plan struct {
 	removing bool
 	// unsafe reasons block actions (QuorumLost, SplitBrain).
 	quorumLost bool
+	// released: observed children the plan deletes on purpose ("key/name" -> reason).
+	released map[string]string
 }
 
 func (p *plan) wait(format string, args ...any) {
@@ -73,7 +75,13 @@ func (p *plan) wait(format string, args ...any) {
 	p.waiting = append(p.waiting, msg)
 }
 
-func (p *plan) target() int { return int(*p.spec.Size) }
+// target is the latched size; 0 when there is no spec to render from.
+func (p *plan) target() int {
+	if p.spec.Size == nil {
+		return 0
+	}
+	return int(*p.spec.Size)
+}
 
 func (p *plan) timeout(secs *int32) time.Duration { return time.Duration(*secs) * time.Second }
 
@@ -163,9 +171,8 @@ func (p *plan) chooseSpec() error {
 	case f.applied == nil && valid:
 		p.spec, p.hasSpec = cand, true
 	case f.applied == nil:
-		if f.sts != nil {
-			return inputErrorf("spec is invalid (%s) and the last valid spec is not recorded (ConfigMap %s missing): refusing to render children from nothing", p.problems[0].Message, f.names.ConfigMap())
-		}
+		// No spec to render from. Existing children are answered unchanged (echoLastApplied) and
+		// status says why: a 4xx would freeze status and every repair along with it.
 	case valid && !specEqual(*f.applied, cand) && p.inFlight() != "":
 		p.spec, p.hasSpec, p.pendingSpec = *f.applied, true, true
 	case valid:
@@ -403,6 +410,8 @@ func (p *plan) keepJobs() {
 			}
 			if keep || !p.judgeJobs() {
 				p.jobs = append(p.jobs, p.carryJob(jv.job))
+			} else {
+				p.release(KeyJob, jv.job.Name, "finished remove Job whose outcome is observed")
 			}
 		}
 	}
@@ -415,6 +424,8 @@ func (p *plan) keepJobs() {
 			retrying := last.state == jobActive && jv.attempt == last.attempt-1
 			if jv.state == jobActive || (!gone && (jv == last || retrying)) || !p.judgeJobs() {
 				p.jobs = append(p.jobs, p.carryJob(jv.job))
+			} else {
+				p.release(KeyJob, jv.job.Name, "finished volume Job whose outcome is observed")
 			}
 		}
 	}
@@ -772,6 +783,11 @@ func (p *plan) trimLeases() {
 	for i := range p.leases {
 		if i >= n {
 			delete(p.leases, i)
+		}
+	}
+	for _, lv := range f.leases {
+		if lv.ordinal >= n {
+			p.release(KeyLease, lv.lease.Name, fmt.Sprintf("ordinal %d has no member, no pod and is above replicas", lv.ordinal))
 		}
 	}
 	for i := 0; i < n; i++ {

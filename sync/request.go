@@ -30,6 +30,8 @@ type Response struct {
 	Children           []any          `json:"children"`
 	ResyncAfterSeconds float64        `json:"resyncAfterSeconds"`
 	Finalized          bool           `json:"finalized"`
+	// Deleted lists the observed children this answer leaves out on purpose (not sent: the hook logs it).
+	Deleted []Deletion `json:"-"`
 }
 
 // Group keys of the child and related types the registration declares (metacontroller/).
@@ -94,6 +96,11 @@ func Decode(req *Request) (*Observed, error) {
 	if p.Name == "" || p.Namespace == "" || p.UID == "" {
 		return nil, inputErrorf("parent metadata must have name, namespace and uid")
 	}
+	// Metacontroller sends finalizing only for a parent being deleted: the answer to it releases every
+	// child, so a request that says finalizing about a live parent is refused, never acted upon.
+	if req.Finalizing && p.DeletionTimestamp == nil {
+		return nil, inputErrorf("finalizing is set but the parent has no metadata.deletionTimestamp: refusing to release its children")
+	}
 	ns := p.Namespace
 	children := []struct {
 		key  string
@@ -121,16 +128,24 @@ func Decode(req *Request) (*Observed, error) {
 	known := map[string]bool{}
 	for _, c := range children {
 		known[c.key] = true
-		if err := decodeGroup(req.Children[c.key], c.key, c.kind, ns, c.into); err != nil {
-			return nil, err
-		}
 	}
 	if err := unknownGroups(req.Children, known, "children"); err != nil {
 		return nil, err
 	}
-	known = map[string]bool{}
+	// Metacontroller always sends every declared group, empty or not. An absent group is not an empty
+	// one: answering as if it were would delete every object of that kind.
+	for _, c := range children {
+		if _, ok := req.Children[c.key]; !ok {
+			return nil, inputErrorf("children group %s is absent (Metacontroller sends every declared group, even empty): refusing to answer, which would delete its objects", c.key)
+		}
+		if err := decodeGroup(req.Children[c.key], c.key, c.kind, ns, c.into); err != nil {
+			return nil, err
+		}
+	}
 	for _, r := range related {
-		known[r.key] = true
+		if _, ok := req.Related[r.key]; !ok {
+			return nil, inputErrorf("related group %s is absent (the customize hook asks for it): refusing to decide without it", r.key)
+		}
 		if err := decodeGroup(req.Related[r.key], r.key, r.kind, ns, r.into); err != nil {
 			return nil, err
 		}

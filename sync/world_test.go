@@ -52,6 +52,8 @@ type world struct {
 	// readyLag: a pod turns ready one step after its agent first reports a healthy voter, as the
 	// kubelet's readiness probe period makes it in a real cluster.
 	readyLag bool
+	// deleting: the parent carries a deletionTimestamp (finalize requests).
+	deleting bool
 }
 
 type simPod struct {
@@ -137,14 +139,18 @@ func (w *world) parentJSON() map[string]any {
 	var stm, spm map[string]any
 	_ = json.Unmarshal(st, &stm)
 	_ = json.Unmarshal(sp, &spm)
+	md := map[string]any{
+		"name": w.name, "namespace": w.ns, "uid": w.uid, "generation": w.generation,
+		"creationTimestamp": fixtureNow.Add(-24 * time.Hour).Format(time.RFC3339),
+	}
+	if w.deleting {
+		md["deletionTimestamp"] = w.now.UTC().Format(time.RFC3339)
+	}
 	return map[string]any{
 		"apiVersion": APIVersion, "kind": Kind,
-		"metadata": map[string]any{
-			"name": w.name, "namespace": w.ns, "uid": w.uid, "generation": w.generation,
-			"creationTimestamp": fixtureNow.Add(-24 * time.Hour).Format(time.RFC3339),
-		},
-		"spec":   spm,
-		"status": stm,
+		"metadata": md,
+		"spec":     spm,
+		"status":   stm,
 	}
 }
 

@@ -1,0 +1,129 @@
+package sync
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Deletion is an observed child the answer leaves out on purpose: Metacontroller deletes it. Every
+// child the hook leaves out must be one of these, with the reason the plan gave.
+type Deletion struct {
+	Key    string // group key, e.g. Lease.coordination.k8s.io/v1
+	Name   string
+	Reason string
+}
+
+// childRef is one observed child.
+type childRef struct {
+	key  string
+	name string
+	meta metav1.Object
+}
+
+func refsOf[T metav1.Object](key string, m map[string]T) []childRef {
+	out := make([]childRef, 0, len(m))
+	for _, name := range sortedKeys(m) {
+		out = append(out, childRef{key: key, name: name, meta: m[name]})
+	}
+	return out
+}
+
+// childRefs lists every observed child, in a fixed order.
+func (o *Observed) childRefs() []childRef {
+	var out []childRef
+	out = append(out, refsOf(KeyServiceAccount, o.ServiceAccounts)...)
+	out = append(out, refsOf(KeyRole, o.Roles)...)
+	out = append(out, refsOf(KeyRoleBinding, o.RoleBindings)...)
+	out = append(out, refsOf(KeyConfigMap, o.ConfigMaps)...)
+	out = append(out, refsOf(KeyService, o.Services)...)
+	out = append(out, refsOf(KeyStatefulSet, o.StatefulSets)...)
+	out = append(out, refsOf(KeyPDB, o.PDBs)...)
+	out = append(out, refsOf(KeyLease, o.Leases)...)
+	out = append(out, refsOf(KeyJob, o.Jobs)...)
+	return out
+}
+
+// release records that the plan deletes an observed child, and why.
+func (p *plan) release(key, name, reason string) {
+	if p.released == nil {
+		p.released = map[string]string{}
+	}
+	p.released[key+"/"+name] = reason
+}
+
+// deletions checks the rendered children against the observed ones: each observed child left out must
+// have been released by the plan, or be a leftover of a kind the hook renders under fixed names (a
+// Lease, Job, ServiceAccount, Role or RoleBinding whose name etcdhook never renders). Anything else is
+// a bug that would make Metacontroller delete a live object: the answer is refused instead (500).
+func (p *plan) deletions(rendered map[string]bool) ([]Deletion, error) {
+	var out []Deletion
+	for _, c := range p.f.obs.childRefs() {
+		id := c.key + "/" + c.name
+		if rendered[id] {
+			continue
+		}
+		reason, ok := p.released[id]
+		if !ok {
+			switch c.key {
+			case KeyLease:
+				if p.f.names.LeaseOrdinal(c.name) < 0 {
+					reason, ok = "not a member Lease name of this cluster", true
+				}
+			case KeyJob:
+				if _, known := p.knownJob(c.name); !known {
+					reason, ok = "not a Job name etcdhook makes", true
+				}
+			case KeyServiceAccount, KeyRole, KeyRoleBinding:
+				reason, ok = "not a name etcdhook renders", true
+			}
+		}
+		if !ok {
+			return nil, fmt.Errorf("the answer would delete %s without a reason: refusing it", id)
+		}
+		out = append(out, Deletion{Key: c.key, Name: c.name, Reason: reason})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key+out[i].Name < out[j].Key+out[j].Name })
+	return out, nil
+}
+
+// knownJob says whether name parses as a remove or pvc-delete Job of this cluster.
+func (p *plan) knownJob(name string) (string, bool) {
+	for id, js := range p.f.removeJobs {
+		for _, jv := range js {
+			if jv.job.Name == name {
+				return id, true
+			}
+		}
+	}
+	for _, js := range p.f.pvcJobs {
+		for _, jv := range js {
+			if jv.job.Name == name {
+				return "", true
+			}
+		}
+	}
+	return "", false
+}
+
+// echoLastApplied answers without a spec to render from (the spec is invalid and the last valid one is
+// not recorded): every observed child is answered with the configuration Metacontroller last applied to
+// it, which its 3-way merge sees as no change. Nothing is created, updated or deleted; status says why.
+// A child without that record cannot be answered safely, and the request is refused.
+func echoLastApplied(o *Observed) ([]any, error) {
+	out := []any{}
+	for _, c := range o.childRefs() {
+		last := c.meta.GetAnnotations()[lastAppliedAnnotation]
+		if last == "" {
+			return nil, inputErrorf("the spec cannot be rendered and child %s %q carries no %s to answer it with unchanged: refusing to answer, which would delete it", c.key, c.name, lastAppliedAnnotation)
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(last), &m); err != nil {
+			return nil, inputErrorf("child %s %q: %s is not JSON: %v", c.key, c.name, lastAppliedAnnotation, err)
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
