@@ -288,7 +288,7 @@ func TestDeletion(t *testing.T) {
 	results.add(t.Name(), fmt.Sprintf("deleted to children gone: %s; claims kept: %v\n", took.Round(100*time.Millisecond), s.pvcs()))
 }
 
-// DESIGN.md §7 sequences that need a real cluster.
+// docs/design.md §11 sequences that need a real cluster.
 
 // Size 4 -> 3 with the removed member's pod restarting at once: it must park, not rejoin.
 func TestLeaveThenRestart(t *testing.T) {

@@ -121,7 +121,7 @@ func TestManagedOptionsMatchCEL(t *testing.T) {
 	require.Equal(t, inCode, inCEL)
 }
 
-// The registration declares exactly the child types the hook renders, with the strategies of DESIGN.md §2.
+// The registration declares exactly the child types the hook renders, with the strategies of docs/design.md §2.1.
 func TestRegistrationMatchesHook(t *testing.T) {
 	b, err := os.ReadFile("../metacontroller/compositecontroller.yaml")
 	require.NoError(t, err)

@@ -41,7 +41,7 @@ type AgentConfig struct {
 	EtcdOutput io.Writer
 }
 
-// Agent supervises etcd in a member pod (DESIGN.md §1, §3).
+// Agent supervises etcd in a member pod (docs/design.md §1.3, §7.2-§7.3).
 type Agent struct {
 	Cfg   AgentConfig
 	Store LeaseStore

@@ -7,7 +7,7 @@ import (
 	etcdsync "github.com/etcdhook/etcdhook/sync"
 )
 
-// StartFacts is everything the agent knows before an etcd start (DESIGN.md §3, starting etcd).
+// StartFacts is everything the agent knows before an etcd start (docs/design.md §7.2).
 type StartFacts struct {
 	// Intent is the hook's intent on this member's Lease: member or leave (as written: DecideStart acts on
 	// StartIntent of it).

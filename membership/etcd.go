@@ -275,7 +275,7 @@ func (e *Etcd) Health(ctx context.Context, members []etcdsync.Member) map[string
 	return out
 }
 
-// QuorumAllows applies DESIGN.md §3's rule to removing target from members, given which are healthy.
+// QuorumAllows applies the quorum rule (docs/design.md §8.2) to removing target from members, given which are healthy.
 func QuorumAllows(members []etcdsync.Member, healthy map[string]*clientv3.StatusResponse, target string) error {
 	all, up, targetUp, learner := 0, 0, false, false
 	for _, m := range members {

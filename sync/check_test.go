@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// checkResponse asserts the invariants of DESIGN.md §4 on one sync of the world.
+// checkResponse asserts the invariants of docs/design.md §9 on one sync of the world.
 func (w *world) checkResponse(req *Request, resp *Response) {
 	w.t.Helper()
 	first := mustJSON(resp)
@@ -84,6 +84,11 @@ func withoutMessages(s *ClusterStatus) ClusterStatus {
 	out.Message = ""
 	out.Conditions = nil
 	for _, c := range s.Conditions {
+		// InputIgnored describes the input this answer corrects (a hand edit it re-derived): the resync
+		// sees the corrected input and rightly no longer reports it.
+		if c.Type == CondInputIgnored {
+			continue
+		}
 		c.Message = ""
 		out.Conditions = append(out.Conditions, c)
 	}
@@ -164,7 +169,7 @@ func (w *world) checkChildren(children map[string]map[string]any, req *Request) 
 	}
 }
 
-// checkQuorumRule verifies a new remove Job against the quorum rule of DESIGN.md §3, judged on the
+// checkQuorumRule verifies a new remove Job against the quorum rule of docs/design.md §8.2, judged on the
 // facts the hook was given (the Job re-checks on etcd itself when it runs, as the world's does).
 func (w *world) checkQuorumRule(req *Request, id string) {
 	o, err := Decode(req)

@@ -65,8 +65,18 @@ func (p *plan) configMap() *corev1.ConfigMap {
 			ConfigKeySpec:         string(specJSON(p.spec)),
 			ConfigKeyBootstrapped: fmt.Sprint(f.bootstrapped),
 			ConfigKeyClusterID:    f.clusterID,
+			ConfigKeyRunning:      runningRecord(f.running),
+			ConfigKeyFormed:       fmt.Sprint(f.formed || p.formedNow()),
 		},
 	}
+}
+
+func runningRecord(vs []SemVer) string {
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = v.String()
+	}
+	return strings.Join(out, " ")
 }
 
 func (p *plan) services() []*corev1.Service {
@@ -97,13 +107,16 @@ func (p *plan) services() []*corev1.Service {
 	return []*corev1.Service{peer, client}
 }
 
-// pdb follows DESIGN.md §5: a quorum budget from three members on, computed on the larger of the current
+// pdb follows docs/design.md §10.3: a quorum budget from three members on, computed on the larger of the current
 // voters and the target so that a scale step never weakens it; maxUnavailable 1 below three.
 func (p *plan) pdb() *policyv1.PodDisruptionBudget {
 	n := p.f.names
 	size := p.target()
 	if voters, _ := p.f.voters(); voters > size {
 		size = voters
+	}
+	if p.f.unionVoters > size {
+		size = p.f.unionVoters
 	}
 	spec := policyv1.PodDisruptionBudgetSpec{Selector: &metav1.LabelSelector{MatchLabels: n.Labels()}}
 	if p.target() >= 3 {
@@ -170,13 +183,13 @@ func (p *plan) rbac() []any {
 			Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: n.Namespace}},
 		}
 	}
-	// The agent may read and renew only this cluster's member Leases (never create: the hook owns them);
+	// The agent may read and patch only this cluster's member Leases (never create, never update: it merge-patches its report and renewTime; the hook owns the rest);
 	// the ops Jobs may delete only this cluster's member claims, and check that their pods are gone.
 	return []any{
 		account(n.MemberAccount()), account(n.OpsAccount()),
 		role(n.MemberAccount(), rbacv1.PolicyRule{
 			APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"},
-			ResourceNames: leases, Verbs: []string{"get", "update", "patch"},
+			ResourceNames: leases, Verbs: []string{"get", "patch"},
 		}),
 		role(n.OpsAccount(), rbacv1.PolicyRule{
 			APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"},

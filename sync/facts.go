@@ -2,6 +2,7 @@ package sync
 
 import (
 	"encoding/json"
+	"fmt"
 	"sort"
 	"strconv"
 	"strings"
@@ -18,6 +19,9 @@ import (
 const (
 	DefaultLeaseDurationSeconds = 30
 	UnhealthyAfterDurations     = 3
+	// MaxClockSkew bounds how far in the future a renewTime may be and still count: an agent whose
+	// clock is ahead, or a hand edit, must not make its report the freshest for ever.
+	MaxClockSkew = 15 * time.Second
 )
 
 // leaseView is one member Lease: the hook's intent and the agent's report, judged against now.
@@ -89,6 +93,9 @@ type facts struct {
 	// applied is the spec the children were last rendered from (ConfigMap), nil before the first render.
 	applied *ClusterSpec
 
+	// formed: the cluster has had all its members healthy at least once (the ConfigMap's record).
+	formed bool
+
 	clusterID    string
 	splitBrain   bool
 	clusterIDs   []string
@@ -105,6 +112,13 @@ type facts struct {
 
 	removeJobs map[string][]*jobView // by member ID, attempts ascending
 	pvcJobs    map[int][]*jobView    // by ordinal, attempts ascending
+
+	// The safest view over every fresh healthy voter's report, for decisions that lower replicas or
+	// weaken the disruption budget: the highest member ordinal any of them lists, and the most voters.
+	unionHighest int
+	unionVoters  int
+	// distrusted: inputs that were ignored as impossible (hand edits, skewed clocks), for status.
+	distrusted []string
 }
 
 func newFacts(o *Observed, now time.Time) *facts {
@@ -132,6 +146,11 @@ func newFacts(o *Observed, now time.Time) *facts {
 				f.applied = &spec
 			}
 		}
+	}
+	if f.cm != nil {
+		// A ConfigMap written before the key existed belongs to a cluster that was running then.
+		v, ok := f.cm.Data[ConfigKeyFormed]
+		f.formed = v == "true" || !ok
 	}
 	for _, pod := range o.Pods {
 		if i := f.names.PodOrdinal(pod.Name); i >= 0 && ownedByStatefulSet(pod, f.names.StatefulSet()) {
@@ -174,12 +193,16 @@ func (f *facts) readLeases() {
 		if l.Spec.RenewTime != nil {
 			lv.renewed = l.Spec.RenewTime.Time
 		}
-		d := int32(DefaultLeaseDurationSeconds)
-		if l.Spec.LeaseDurationSeconds != nil && *l.Spec.LeaseDurationSeconds > 0 {
-			d = *l.Spec.LeaseDurationSeconds
+		// Freshness is judged on the hook's clock with the duration the agent is configured with, not
+		// the one written in the Lease: a hand-edited duration or a renewTime from the future (beyond
+		// the skew bound) makes a report stale, never fresh for ever.
+		d := time.Duration(UnhealthyAfterDurations*DefaultLeaseDurationSeconds) * time.Second
+		age := f.now.Sub(lv.renewed)
+		lv.fresh = l.Spec.RenewTime != nil && age <= d && age >= -MaxClockSkew
+		if l.Spec.RenewTime != nil && age < -MaxClockSkew {
+			f.distrusted = append(f.distrusted, fmt.Sprintf("Lease %s renewTime %s is ahead of the hook's clock by more than %s: its report is ignored",
+				l.Name, lv.renewed.UTC().Format(time.RFC3339), MaxClockSkew))
 		}
-		lv.fresh = l.Spec.RenewTime != nil &&
-			f.now.Sub(lv.renewed) <= time.Duration(UnhealthyAfterDurations*d)*time.Second
 		lv.intent = l.Annotations[AnnIntent]
 		lv.intentSince = l.Annotations[AnnIntentSince]
 		lv.joinPermitted = l.Annotations[AnnJoinPermitted]
@@ -199,7 +222,7 @@ func (f *facts) readLeases() {
 	}
 }
 
-// readClusterID latches the cluster ID and the bootstrapped flag from every source (DESIGN.md §3).
+// readClusterID latches the cluster ID and the bootstrapped flag from every source (docs/design.md §5.4).
 func (f *facts) readClusterID() {
 	ids := map[string]bool{}
 	add := func(id string) {
@@ -234,6 +257,14 @@ func (f *facts) readClusterID() {
 	for _, lv := range f.leases {
 		switch lv.report.Role {
 		case RoleLeader, RoleVoter, RoleLearner, RoleLeft:
+			f.bootstrapped = true
+		}
+	}
+	// A claim of this cluster (its UID label) at an ordinal above 0 exists only because the hook once
+	// raised replicas, which it does only after bootstrap: evidence that survives a wiped status, a
+	// deleted ConfigMap, emptied Leases and a StatefulSet scaled back to one.
+	for i, pvc := range f.pvcs {
+		if i > 0 && pvc.Labels[LabelClusterUID] == f.uid {
 			f.bootstrapped = true
 		}
 	}
@@ -303,6 +334,15 @@ func (f *facts) readTruth() {
 			versions[v] = true
 		}
 	}
+	// Without a report, the versions the members last ran are taken from the hook's own record (the
+	// ConfigMap), then from status: the floor of the upgrade path must not vanish with the reports.
+	if len(versions) == 0 && f.cm != nil {
+		for _, s := range strings.Fields(f.cm.Data[ConfigKeyRunning]) {
+			if v, err := ParseVersion(s); err == nil {
+				versions[v] = true
+			}
+		}
+	}
 	if v, err := ParseVersion(f.parent.Status.CurrentVersion); err == nil && len(versions) == 0 {
 		versions[v] = true
 	}
@@ -312,6 +352,24 @@ func (f *facts) readTruth() {
 	sort.Slice(f.running, func(i, j int) bool { return f.running[i].Less(f.running[j]) })
 	if best == nil {
 		return
+	}
+	f.unionHighest = -1
+	for _, lv := range f.sortedLeases() {
+		if lv.report.Members == nil || !f.reportsHealthyVoter(lv.ordinal, "") {
+			continue
+		}
+		voters := 0
+		for _, m := range lv.report.Members {
+			if i := f.names.PeerURLOrdinal(m.PeerURL); i > f.unionHighest {
+				f.unionHighest = i
+			}
+			if !m.Learner {
+				voters++
+			}
+		}
+		if voters > f.unionVoters {
+			f.unionVoters = voters
+		}
 	}
 	f.truth = best.report.Members
 	f.truthFrom = best.ordinal

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The failure sequences of DESIGN.md §7 that the hook decides, each driven through the test world.
+// The failure sequences of docs/design.md §11 that the hook decides, each driven through the test world.
 
 func (w *world) leaseAnn(i int) map[string]any { return w.leaseIntent(i) }
 

@@ -327,6 +327,27 @@ func fixtures() []fixture {
 			settle(w)
 			w.setSpec(size(12))
 		}},
+		{name: "invalid-unsafe-option", build: func(w *world) {
+			settle(w)
+			w.setSpec(func(s *ClusterSpec) { s.Options = map[string]string{"unsafe-no-fsync": "true"} })
+		}},
+		{name: "unsafe-option-allowed", build: func(w *world) {
+			settle(w)
+			w.setSpec(func(s *ClusterSpec) {
+				s.Options = map[string]string{"unsafe-no-fsync": "true"}
+				s.AllowUnsafeOptions = true
+			})
+		}},
+		{name: "invalid-name-peer-suffix", build: func(w *world) {
+			w.name = "demo-peer"
+		}},
+		// cpu: banana passes the API server (int-or-string) but not the hook's types: the running
+		// cluster keeps its children and status says which field, instead of a 422 on every sync.
+		{name: "invalid-spec-does-not-decode", build: func(w *world) {
+			settle(w)
+			w.specRaw = map[string]any{"resources": map[string]any{"limits": map[string]any{"cpu": "banana"}}}
+			w.generation++
+		}},
 		{name: "invalid-managed-option", build: func(w *world) {
 			settle(w)
 			w.setSpec(func(s *ClusterSpec) {

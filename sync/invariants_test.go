@@ -14,7 +14,7 @@ import (
 // TestInvariantsOverGeneratedHistories drives many generated histories through the world: random sizes,
 // spec edits (valid and invalid), version changes, pods going down and coming back, data loss, failing
 // and stuck Jobs, a hook that crashes before its answer is applied, stale requests replayed, all pods
-// restarting, and time jumps. Every sync is checked against DESIGN.md §4 (checkResponse: one change in
+// restarting, time jumps, hand-edited intents, agents whose clocks run ahead and wiped records. Every sync is checked against docs/design.md §9 (checkResponse: one change in
 // flight, replicas floor, quorum rule for removals, no partial child list, determinism, idempotency, no
 // second bootstrap). After the faults stop, every history must converge to its spec (invariant 6).
 func TestInvariantsOverGeneratedHistories(t *testing.T) {
@@ -42,7 +42,7 @@ func generatedHistory(t *testing.T, seed int64) {
 	w.converge(120)
 	var stale *Request
 	for n := 0; n < 40; n++ {
-		switch rng.Intn(14) {
+		switch rng.Intn(17) {
 		case 0:
 			w.setSpec(func(s *ClusterSpec) { s.Size = ptr(int32(1 + rng.Intn(5))) })
 		case 1:
@@ -96,6 +96,29 @@ func generatedHistory(t *testing.T, seed int64) {
 			w.now = w.now.Add(time.Duration(1+rng.Intn(12)) * time.Minute)
 		case 12:
 			w.stsLag = !w.stsLag
+		case 13:
+			// A hand edit of the hook-owned half of a Lease: a leave, a typo, an endless permission.
+			if ann := w.desired[KeyLease][w.names().Lease(rng.Intn(5))]; ann != nil {
+				a := ann["metadata"].(map[string]any)["annotations"].(map[string]any)
+				switch rng.Intn(3) {
+				case 0:
+					a[AnnIntent] = IntentLeave
+				case 1:
+					a[AnnIntent] = "memebr"
+				default:
+					a[AnnJoinPermitted] = w.now.UTC().Format(time.RFC3339)
+					a[AnnJoinDeadline] = w.now.Add(1000 * time.Hour).UTC().Format(time.RFC3339)
+				}
+			}
+		case 14:
+			// An agent whose clock runs ahead writes a renewTime from the future.
+			if l := w.leases[rng.Intn(5)]; l != nil {
+				l.renewed = w.now.Add(time.Duration(1+rng.Intn(60)) * time.Minute)
+			}
+		case 15:
+			// The hook's records are wiped: status and the ConfigMap.
+			w.status = ClusterStatus{}
+			delete(w.desired, KeyConfigMap)
 		}
 		w.step(time.Duration(1+rng.Intn(30)) * time.Second)
 	}

@@ -43,7 +43,7 @@ const (
 	ManagedBy       = "etcdhook"
 )
 
-// Hook-owned Lease annotations: the intent half of a member Lease (DESIGN.md §2).
+// Hook-owned Lease annotations: the intent half of a member Lease (docs/design.md §3.2).
 const (
 	AnnIntent        = "etcd.io/intent"
 	AnnIntentSince   = "etcd.io/intent-since"
@@ -91,6 +91,12 @@ const (
 	ConfigKeySpec         = "spec.json"
 	ConfigKeyBootstrapped = "bootstrapped"
 	ConfigKeyClusterID    = "cluster-id"
+	// ConfigKeyRunning records the etcd versions members last reported running (space separated): the
+	// floor of the upgrade path when no member reports (all restarting, status wiped).
+	ConfigKeyRunning = "running-versions"
+	// ConfigKeyFormed records that every member was once healthy: until then a create is in progress
+	// and neither Degraded nor QuorumLost is reported.
+	ConfigKeyFormed = "formed"
 )
 
 // Names derives every object name from the cluster's name and namespace.
@@ -120,7 +126,7 @@ func (n Names) ClientEndpoint() string {
 	return fmt.Sprintf("http://%s.%s.svc:%d", n.ClientService(), n.Namespace, ClientPort)
 }
 
-// RemoveJob names the attempt-th Job removing memberID (DESIGN.md §3: attempt-numbered remove Jobs).
+// RemoveJob names the attempt-th Job removing memberID (docs/design.md §7.6: attempt-numbered remove Jobs).
 func (n Names) RemoveJob(memberID string, attempt int) string {
 	return fmt.Sprintf("%s-rm-%s-%d", n.Cluster, memberID, attempt)
 }
@@ -140,7 +146,9 @@ func ordinalOf(name, prefix, suffix string) int {
 	}
 	s := strings.TrimSuffix(strings.TrimPrefix(name, prefix+"-"), suffix)
 	i, err := strconv.Atoi(s)
-	if err != nil || i < 0 || strconv.Itoa(i) != s {
+	if err != nil || i < 0 || strconv.Itoa(i) != s || i >= MaxSize {
+		// An ordinal at or above the maximum size is never one the hook made: evidence of a hand edit
+		// or of another cluster's objects, never a reason to render that many children.
 		return -1
 	}
 	return i

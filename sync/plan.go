@@ -109,10 +109,17 @@ func (p *plan) permit(i int) {
 	lp.joinDeadline = p.f.now.Add(p.timeout(p.spec.Timeouts.LearnerPromotionSeconds)).UTC().Format(time.RFC3339)
 }
 
-// decide runs the membership protocol of DESIGN.md §3 for one sync.
+// decide runs the membership protocol of docs/design.md §6 for one sync.
 func decide(f *facts, opts Options) (*plan, error) {
 	p := &plan{f: f, opts: opts.withDefaults(), leases: map[int]*leasePlan{}}
 	p.carry()
+	// Intents are judged against the spec in force when they were written (the applied one): a
+	// hand-edited intent must not even make a step look in flight.
+	ref := Defaulted(f.parent.Spec)
+	if f.applied != nil {
+		ref = *f.applied
+	}
+	p.normalizeIntents(ref)
 	if err := p.chooseSpec(); err != nil {
 		return nil, err
 	}
@@ -148,8 +155,17 @@ func (p *plan) carry() {
 	if f.sts != nil && f.sts.Spec.Replicas != nil {
 		p.replicas = *f.sts.Spec.Replicas
 	}
+	if p.replicas > MaxSize || p.replicas < 0 {
+		// The hook never renders more than MaxSize: a larger count is a hand edit (kubectl scale), never
+		// a number to render from.
+		f.distrusted = append(f.distrusted, fmt.Sprintf("StatefulSet %s has replicas %d, outside 0..%d: not taken as a floor", f.names.StatefulSet(), p.replicas, MaxSize))
+		p.replicas = MaxSize
+	}
 	if f.sts != nil && f.sts.Spec.UpdateStrategy.RollingUpdate != nil && f.sts.Spec.UpdateStrategy.RollingUpdate.Partition != nil {
 		p.partition = *f.sts.Spec.UpdateStrategy.RollingUpdate.Partition
+	}
+	if p.partition < 0 || p.partition > MaxSize {
+		p.partition = MaxSize
 	}
 	for i, lv := range f.leases {
 		lp := p.lease(i)
@@ -163,6 +179,9 @@ func (p *plan) chooseSpec() error {
 	f := p.f
 	cand := Defaulted(f.parent.Spec)
 	p.problems = Validate(f.names.Cluster, cand)
+	if f.obs.SpecError != "" {
+		p.problems = append([]Problem{{"SpecDoesNotDecode", "spec: " + f.obs.SpecError}}, p.problems...)
+	}
 	if len(p.problems) == 0 {
 		p.problems = ValidateChange(f.applied, cand, f.running)
 	}
@@ -205,19 +224,100 @@ func (p *plan) inFlight() string {
 	if m := f.learner(); m != nil {
 		return fmt.Sprintf("learner %s (%s) to be promoted", m.ID, m.PeerURL)
 	}
-	for _, lv := range f.sortedLeases() {
-		m := f.primary[lv.ordinal]
-		if lv.intent == IntentLeave && m != nil && p.quorumAllowsRemoving(m) {
-			return fmt.Sprintf("%s to leave the cluster", f.names.Pod(lv.ordinal))
+	// The Lease intents as normalised (carry, normalizeIntents), never the raw observed ones.
+	for _, i := range sortedKeys(p.leases) {
+		lp := p.leases[i]
+		m := f.primary[i]
+		if lp.intent == IntentLeave && m != nil && p.quorumAllowsRemoving(m) {
+			return fmt.Sprintf("%s to leave the cluster", f.names.Pod(i))
 		}
-		if lv.permitLive(f.now) && (m == nil || !f.reportsHealthyVoter(lv.ordinal, m.ID)) {
-			return fmt.Sprintf("%s to join the cluster", f.names.Pod(lv.ordinal))
+		live := lp.joinPermitted != "" && f.now.Before(parseTime(lp.joinDeadline))
+		if live && (m == nil || !f.reportsHealthyVoter(i, m.ID)) {
+			return fmt.Sprintf("%s to join the cluster", f.names.Pod(i))
 		}
 	}
 	return ""
 }
 
-// bootstrap: replicas 1, the seed may start "new" (DESIGN.md §3). Nothing else happens before a cluster ID exists.
+// normalizeIntents re-derives the hook-owned half of every Lease from what the hook itself would have
+// written: it never passes through a value it did not decide (a hand edit, a typo, a second writer).
+//   - an intent other than member or leave is dropped (trimLeases sets it again);
+//   - leave is only ever asked of ordinals at or above the target, one member at a time (the highest);
+//   - intent-since must parse and not be in the future;
+//   - a join permission must parse, start no later than now and end no later than one promotion timeout
+//     after it starts; at most one ordinal holds one: the learner's if a join is under way, else the
+//     lowest (etcd admits one learner at a time, so a second permission could only race the first).
+func (p *plan) normalizeIntents(ref ClusterSpec) {
+	f := p.f
+	note := func(format string, args ...any) { f.distrusted = append(f.distrusted, fmt.Sprintf(format, args...)) }
+	target := 0
+	if ref.Size != nil {
+		target = int(*ref.Size)
+	}
+	maxWindow := MaxLearnerPromotionSeconds * time.Second
+	if t := ref.Timeouts.LearnerPromotionSeconds; t != nil && *t > 0 && *t <= MaxLearnerPromotionSeconds {
+		maxWindow = time.Duration(*t) * time.Second
+	}
+	leaving := -1
+	for _, i := range sortedKeys(p.leases) {
+		lp := p.leases[i]
+		switch lp.intent {
+		case "", IntentMember:
+		case IntentLeave:
+			if i < target && f.primary[i] != nil {
+				note("%s carried intent leave below the target size: set back to member", f.names.Lease(i))
+				p.setIntent(i, IntentMember)
+			} else if f.primary[i] != nil {
+				leaving = i // the highest wins: sortedKeys is ascending
+			}
+		default:
+			note("%s carried an unknown intent %q: re-derived", f.names.Lease(i), lp.intent)
+			lp.intent, lp.intentSince = "", ""
+		}
+		if lp.intentSince != "" {
+			if t, err := time.Parse(time.RFC3339, lp.intentSince); err != nil || t.After(f.now.Add(MaxClockSkew)) {
+				note("%s carried intent-since %q, not a past time: reset", f.names.Lease(i), lp.intentSince)
+				lp.intentSince = f.now.UTC().Format(time.RFC3339)
+			}
+		}
+		if lp.joinPermitted != "" {
+			from, err1 := time.Parse(time.RFC3339, lp.joinPermitted)
+			until, err2 := time.Parse(time.RFC3339, lp.joinDeadline)
+			if err1 != nil || err2 != nil || from.After(f.now.Add(MaxClockSkew)) || until.Before(from) || until.Sub(from) > maxWindow {
+				note("%s carried a join permission %q..%q the hook never writes: dropped", f.names.Lease(i), lp.joinPermitted, lp.joinDeadline)
+				lp.joinPermitted, lp.joinDeadline = "", ""
+			} else if f.truthKnown() && i >= target && f.primary[i] == nil {
+				note("%s carried a join permission above the target size: dropped", f.names.Lease(i))
+				lp.joinPermitted, lp.joinDeadline = "", ""
+			}
+		}
+	}
+	for _, i := range sortedKeys(p.leases) {
+		if lp := p.leases[i]; lp.intent == IntentLeave && f.primary[i] != nil && i != leaving {
+			note("%s carried a second leave intent: only one member leaves at a time", f.names.Lease(i))
+			p.setIntent(i, IntentMember)
+		}
+	}
+	keep := -1
+	if m := f.learner(); m != nil && m.ordinal >= 0 && p.leases[m.ordinal] != nil && p.leases[m.ordinal].joinPermitted != "" {
+		keep = m.ordinal
+	}
+	for _, i := range sortedKeys(p.leases) {
+		lp := p.leases[i]
+		if lp.joinPermitted == "" {
+			continue
+		}
+		if keep < 0 {
+			keep = i
+		}
+		if i != keep {
+			note("%s carried a second join permission: only one member joins at a time", f.names.Lease(i))
+			lp.joinPermitted, lp.joinDeadline = "", ""
+		}
+	}
+}
+
+// bootstrap: replicas 1, the seed may start "new" (docs/design.md §7.1). Nothing else happens before a cluster ID exists.
 func (p *plan) bootstrap() {
 	f := p.f
 	p.replicas = 1
@@ -279,7 +379,7 @@ func (f *facts) member(id string) *memberView {
 	return nil
 }
 
-// quorumAllowsRemoving applies the quorum rule of DESIGN.md §3 to removing m.
+// quorumAllowsRemoving applies the quorum rule of docs/design.md §8.2 to removing m.
 func (p *plan) quorumAllowsRemoving(m *memberView) bool {
 	if m.Learner {
 		return true
@@ -336,10 +436,10 @@ func (p *plan) advanceLearner() {
 	reason := ""
 	// A learner is explained only by a live join permission at its ordinal; past its deadline (or with
 	// none, e.g. an add that raced the deadline) it goes: learners cost no quorum and block every join.
-	switch lv := f.leases[m.ordinal]; {
+	switch {
 	case m.ordinal < 0:
 		reason = "orphan"
-	case lv.permitLive(f.now):
+	case p.joining(m.ordinal): // the permission as normalised, not as observed
 	case m.ordinal >= p.target():
 		reason = "unwanted-learner"
 	default:
@@ -634,7 +734,7 @@ func (p *plan) deleteVolume() bool {
 	return false
 }
 
-// scaleDown asks a member above the target to leave (DESIGN.md §3): an unhealthy one first, since its
+// scaleDown asks a member above the target to leave (docs/design.md §7.5): an unhealthy one first, since its
 // removal costs no quorum, else the highest.
 func (p *plan) scaleDown() bool {
 	f := p.f
@@ -707,6 +807,10 @@ func (p *plan) floorReplicas() {
 		return
 	}
 	floor := int32(f.highestMemberOrdinal() + 1)
+	if f.truthKnown() && int32(f.unionHighest+1) > floor {
+		// Another fresh healthy voter lists a member the freshest report does not: the safest view wins.
+		floor = int32(f.unionHighest + 1)
+	}
 	if !f.truthKnown() {
 		// Without a member list nothing is lowered: status.members is the best memory of who is a member.
 		floor = p.replicas

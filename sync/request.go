@@ -69,6 +69,8 @@ type Observed struct {
 	// entries have no name key to merge by), so only the server's own bytes make the desired object a
 	// fixed point: a typed round trip loses `metadata.creationTimestamp: null` and rewrites it each sync.
 	ClaimTemplates json.RawMessage
+	// SpecError is why the parent's spec did not decode ("" when it did).
+	SpecError string
 }
 
 // InputError is a request the hook refuses (HTTP 4xx): nothing may be changed on its account.
@@ -86,8 +88,23 @@ func Decode(req *Request) (*Observed, error) {
 		return nil, inputErrorf("request has no parent")
 	}
 	o := &Observed{Finalizing: req.Finalizing}
-	if err := json.Unmarshal(req.Parent, &o.Parent); err != nil {
+	// The spec is decoded on its own: a spec the API server accepted but that does not fit the hook's
+	// types (a mistyped affinity kept by preserve-unknown-fields, a quantity that does not parse) is an
+	// invalid spec, answered with the last valid children and InvalidSpec, never a 4xx that would
+	// freeze status and every repair.
+	var parent struct {
+		EtcdCluster
+		Spec json.RawMessage `json:"spec"`
+	}
+	if err := json.Unmarshal(req.Parent, &parent); err != nil {
 		return nil, inputErrorf("parent: %v", err)
+	}
+	o.Parent = parent.EtcdCluster
+	if len(parent.Spec) > 0 && string(parent.Spec) != "null" {
+		if err := json.Unmarshal(parent.Spec, &o.Parent.Spec); err != nil {
+			o.Parent.Spec = ClusterSpec{}
+			o.SpecError = err.Error()
+		}
 	}
 	p := &o.Parent
 	if p.APIVersion != APIVersion || p.Kind != Kind {

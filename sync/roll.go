@@ -2,7 +2,7 @@ package sync
 
 import "fmt"
 
-// roll steps the StatefulSet's RollingUpdate partition one pod at a time (DESIGN.md §3, rolling changes).
+// roll steps the StatefulSet's RollingUpdate partition one pod at a time (docs/design.md §7.11).
 // With full=false (a membership change in flight, or no member list) it only steps over a pod that is
 // not a healthy voter: replacing it costs nothing, and that is what lets a bad image tag be reverted.
 // It reports whether a roll is in progress, which holds back scaling.

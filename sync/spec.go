@@ -19,6 +19,9 @@ const (
 	DefaultLearnerPromotionSeconds = 600
 	DefaultDeadMemberSeconds       = 300
 	DefaultLeaveSeconds            = 120
+	// MaxLearnerPromotionSeconds is the validation bound of learnerPromotionSeconds, and so the longest
+	// join permission the hook ever writes.
+	MaxLearnerPromotionSeconds = 86400
 )
 
 // MinVersion is the oldest etcd the agent supports: /livez and /readyz exist from 3.5.11 on.
@@ -45,6 +48,13 @@ var (
 	dnsLabelRe  = regexp.MustCompile(`^[a-z]([-a-z0-9]*[a-z0-9])?$`)
 	defaultSize = resource.MustParse(DefaultStorageSize)
 )
+
+// UnsafeOption: etcd's unsafe-* flags trade durability for speed (unsafe-no-fsync), and experimental-*
+// flags are unstable by definition and renamed or removed between minor releases (an upgrade could
+// then not start). Both need spec.allowUnsafeOptions.
+func UnsafeOption(k string) bool {
+	return strings.HasPrefix(k, "unsafe-") || strings.HasPrefix(k, "experimental-")
+}
 
 // Defaulted returns the spec with every CRD default applied.
 func Defaulted(s ClusterSpec) ClusterSpec {
@@ -90,6 +100,10 @@ func Validate(name string, s ClusterSpec) []Problem {
 	if len(name) > MaxNameLength || !dnsLabelRe.MatchString(name) {
 		add("InvalidName", "metadata.name %q must be a DNS label of at most %d characters (it prefixes pod, claim and Job names)", name, MaxNameLength)
 	}
+	if strings.HasSuffix(name, "-peer") {
+		// Cluster "a-peer"'s client Service would be cluster "a"'s peer Service.
+		add("InvalidName", "metadata.name %q may not end in -peer: its client Service would take the name of the peer Service of cluster %q", name, strings.TrimSuffix(name, "-peer"))
+	}
 	if size := *s.Size; size < 1 || size > MaxSize {
 		add("InvalidSize", "spec.size %d is outside 1..%d", size, MaxSize)
 	}
@@ -124,6 +138,8 @@ func Validate(name string, s ClusterSpec) []Problem {
 			add("ManagedOption", "spec.options %q is managed by etcdhook and cannot be set", k)
 		case strings.ContainsAny(s.Options[k], "\n\x00"):
 			add("InvalidOption", "spec.options %q: value must be a single line", k)
+		case UnsafeOption(k) && !s.AllowUnsafeOptions:
+			add("UnsafeOption", "spec.options %q can lose data or changes meaning between etcd releases: set spec.allowUnsafeOptions: true to accept the risk", k)
 		}
 	}
 	for _, t := range []struct {

@@ -2,6 +2,7 @@ package sync
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -102,6 +103,11 @@ func (p *plan) status() *ClusterStatus {
 	if f.splitBrain {
 		add(CondSplitBrain, true, "ClusterIDMismatch", fmt.Sprintf("cluster IDs %s are reported; no membership change is made", strings.Join(f.clusterIDs, ", ")))
 	}
+	if len(f.distrusted) > 0 {
+		notes := append([]string(nil), f.distrusted...)
+		sort.Strings(notes) // gathered from maps: one order, so the same request gives the same bytes
+		add(CondInputIgnored, true, "ImpossibleInput", strings.Join(slices.Compact(notes), "; "))
+	}
 	if foreign := p.foreignData(); foreign != "" {
 		add(CondForeignData, true, "VolumeOfAnotherCluster", foreign)
 	}
@@ -162,24 +168,27 @@ func (p *plan) foreignData() string {
 
 func (p *plan) message() string { return strings.Join(p.waiting, "; ") }
 
-// creating: a new cluster has not yet had all its members healthy for the first time, and no step has
-// stalled.
+// creating: a new cluster has not yet had all its members healthy for the first time (the hook's record,
+// ConfigMap key formed, says whether it ever had), and no step has stalled.
 // Until then a seed that has not reported yet, or a learner on its way in, is the normal course of a
 // create: neither Degraded nor QuorumLost is reported (a deadline that passes still is).
 func (p *plan) creating() bool {
 	f := p.f
-	if !f.bootstrapped || !p.hasSpec || f.parent.Status.Phase != PhaseCreating || p.stalled != "" {
+	return f.bootstrapped && p.hasSpec && !f.formed && p.stalled == "" && !p.formedNow()
+}
+
+// formedNow: every member of the target size is a healthy voter.
+func (p *plan) formedNow() bool {
+	f := p.f
+	if !f.bootstrapped || !p.hasSpec || len(f.primary) < p.target() {
 		return false
-	}
-	if len(f.primary) < p.target() {
-		return true
 	}
 	for _, m := range f.primary {
 		if !m.healthy || m.Learner {
-			return true
+			return false
 		}
 	}
-	return false
+	return true
 }
 
 // joiningAs: m is the member the agent at its ordinal is adding under a live join permission.

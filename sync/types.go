@@ -1,6 +1,6 @@
 // Package sync holds the pure decision of etcdhook: a Metacontroller request (an EtcdCluster with its
 // observed children and related Pods/PVCs) plus the current time in, the desired children and status out.
-// Nothing here performs I/O; see DESIGN.md §3 for the protocol this implements.
+// Nothing here performs I/O; see docs/design.md §5-§7 for the protocol this implements.
 package sync
 
 import (
@@ -37,7 +37,9 @@ type ClusterSpec struct {
 	Security          SecuritySpec                 `json:"security,omitempty"`
 	AdoptExistingData bool                         `json:"adoptExistingData,omitempty"`
 	Options           map[string]string            `json:"options,omitempty"`
-	Timeouts          TimeoutsSpec                 `json:"timeouts,omitempty"`
+	// AllowUnsafeOptions lets options set unsafe-* and experimental-* etcd flags (see UnsafeOption).
+	AllowUnsafeOptions bool         `json:"allowUnsafeOptions,omitempty"`
+	Timeouts           TimeoutsSpec `json:"timeouts,omitempty"`
 }
 
 // StorageSpec chooses the member data volume: a PVC per member (default) or an emptyDir for throwaway clusters.
@@ -130,6 +132,9 @@ const (
 	CondForeignData = "ForeignData"
 	CondInvalidSpec = "InvalidSpec"
 	CondEvenSize    = "EvenSize"
+	// CondInputIgnored names inputs the hook ignored as impossible: a renewTime from the future, a
+	// replica count above the maximum size, a hand-edited intent.
+	CondInputIgnored = "InputIgnored"
 	// CondLimitedDisruptionBudget notes that a cluster of size <= 2 gets maxUnavailable 1, not a quorum budget.
 	CondLimitedDisruptionBudget = "LimitedDisruptionBudget"
 )

@@ -12,7 +12,7 @@ import (
 // world models everything around the hook closely enough to drive it through sequences: Metacontroller
 // applying responses (children, status), the StatefulSet controller (pods, claims, partition), etcd's
 // member list, the agents' protocol (seed, join, promote, leave, park) and the Jobs. Tests mutate it to
-// inject failures; every sync is checked against the invariants of DESIGN.md §4.
+// inject failures; every sync is checked against the invariants of docs/design.md §9.
 type world struct {
 	t    testing.TB
 	now  time.Time
@@ -54,6 +54,9 @@ type world struct {
 	readyLag bool
 	// deleting: the parent carries a deletionTimestamp (finalize requests).
 	deleting bool
+	// specRaw replaces top-level spec fields with JSON the typed spec cannot hold (what the API server
+	// may accept through preserve-unknown-fields or int-or-string).
+	specRaw map[string]any
 }
 
 type simPod struct {
@@ -139,6 +142,9 @@ func (w *world) parentJSON() map[string]any {
 	var stm, spm map[string]any
 	_ = json.Unmarshal(st, &stm)
 	_ = json.Unmarshal(sp, &spm)
+	for k, v := range w.specRaw {
+		spm[k] = v
+	}
 	md := map[string]any{
 		"name": w.name, "namespace": w.ns, "uid": w.uid, "generation": w.generation,
 		"creationTimestamp": fixtureNow.Add(-24 * time.Hour).Format(time.RFC3339),
@@ -700,7 +706,9 @@ func (w *world) report(i int, quorum bool) {
 	healthy := r.IsVoter() && r.Healthy
 	p.ready = healthy && (!w.readyLag || p.healthy)
 	p.healthy = healthy
-	if l := w.leases[i]; l != nil && l.holder == p.uid && fmt.Sprint(l.report) == fmt.Sprint(r) && w.now.Sub(l.renewed) < 10*time.Second {
+	// The agent renews on its own timer and writes the API server's time: a renewTime from the future
+	// (a hand edit) is overwritten at its next renewal.
+	if l := w.leases[i]; l != nil && l.holder == p.uid && fmt.Sprint(l.report) == fmt.Sprint(r) && w.now.Sub(l.renewed) < 10*time.Second && !l.renewed.After(w.now) {
 		return
 	}
 	w.leases[i] = &simLease{holder: p.uid, renewed: w.now, report: r}

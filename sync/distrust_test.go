@@ -1,0 +1,219 @@
+package sync
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// Inputs that a correct Metacontroller, API server and agent never produce: hand edits, skewed clocks,
+// wiped records. Each case failed before the fix it names.
+
+func desiredSTS(w *world) map[string]any {
+	return w.desired[KeyStatefulSet][w.name]["spec"].(map[string]any)
+}
+
+func renderedReplicas(t *testing.T, resp *Response) int {
+	for _, c := range resp.Children {
+		m := c.(map[string]any)
+		if m["kind"] == "StatefulSet" {
+			return int(m["spec"].(map[string]any)["replicas"].(float64))
+		}
+	}
+	t.Fatal("no StatefulSet rendered")
+	return 0
+}
+
+// A member name far above the maximum size in status.members (a hand edit) under quorum loss used to
+// set the replica floor: 100,001 children. The ordinal is ignored.
+func TestDistrustHugeOrdinalInStatus(t *testing.T) {
+	w := newWorld(t, 3)
+	w.converge(60)
+	for i := range w.pods {
+		w.down[i] = true
+	}
+	w.now = w.now.Add(5 * time.Minute)
+	w.status.Members = append(w.status.Members, MemberStatus{Name: "demo-100000", ID: "1", Role: RoleVoter})
+	resp, err := Compute(w.request(), w.now, w.opts)
+	require.NoError(t, err)
+	require.LessOrEqual(t, renderedReplicas(t, resp), MaxSize)
+	require.Less(t, len(resp.Children), 40)
+}
+
+// kubectl scale to 200000 under quorum loss used to be kept as the floor. It is capped and reported.
+func TestDistrustHugeReplicas(t *testing.T) {
+	w := newWorld(t, 3)
+	w.converge(60)
+	for i := range w.pods {
+		w.down[i] = true
+	}
+	w.now = w.now.Add(5 * time.Minute)
+	desiredSTS(w)["replicas"] = 200000
+	resp, err := Compute(w.request(), w.now, w.opts)
+	require.NoError(t, err)
+	require.LessOrEqual(t, renderedReplicas(t, resp), MaxSize)
+	w.status = *resp.Status
+	require.Equal(t, "True/ImpossibleInput", w.condition(CondInputIgnored))
+}
+
+// A renewTime an hour in the future (agent clock ahead, or a hand edit) made that Lease fresh for an
+// hour and its report the freshest, outvoting the others. It is now stale and reported.
+func TestDistrustRenewTimeFromTheFuture(t *testing.T) {
+	w := newWorld(t, 3)
+	w.converge(60)
+	l := w.leases[2]
+	l.renewed = w.now.Add(time.Hour)
+	l.report.Members = []Member{w.etcd.members[0]} // a bogus, shorter member list
+	resp, err := Compute(w.request(), w.now, w.opts)
+	require.NoError(t, err)
+	w.status = *resp.Status
+	require.Equal(t, "True/ImpossibleInput", w.condition(CondInputIgnored))
+	require.Equal(t, 3, renderedReplicas(t, resp))
+	for _, m := range resp.Status.Members {
+		if m.Name == "demo-2" {
+			require.False(t, m.Healthy, "a report from the future is not a healthy report")
+		}
+	}
+}
+
+// A fresh healthy voter whose list has fewer members than another fresh healthy voter's (a stale agent
+// cache, a hand edit): lowering decisions take the union, so replicas and the budget do not drop.
+func TestUnionOfFreshReportsForLowering(t *testing.T) {
+	w := newWorld(t, 5)
+	w.converge(100)
+	// The newest report (ordinal 0) lists only members 0..2; ordinal 1's slightly older one lists all.
+	l := w.leases[0]
+	l.renewed = w.now
+	var short []Member
+	for _, m := range w.etcd.members {
+		if i := w.ordinalOf(m); i <= 2 {
+			short = append(short, m)
+		}
+	}
+	l.report.Members = short
+	w.leases[1].renewed = w.now.Add(-time.Second)
+	w.setSpec(size(3)) // a shrink: only the union keeps members 3 and 4's pods and the budget
+	resp, err := Compute(w.request(), w.now, w.opts)
+	require.NoError(t, err)
+	require.Equal(t, 5, renderedReplicas(t, resp))
+	for _, c := range resp.Children {
+		m := c.(map[string]any)
+		if m["kind"] == "PodDisruptionBudget" {
+			require.EqualValues(t, 3, m["spec"].(map[string]any)["minAvailable"])
+		}
+	}
+}
+
+// Status wiped, ConfigMap deleted, Leases recreated empty and the StatefulSet scaled to 1: the claims of
+// ordinals 1 and 2, labelled with this cluster's UID, still prove it was bootstrapped: no seed.
+func TestBootstrapLatchCountsOwnClaims(t *testing.T) {
+	w := newWorld(t, 3)
+	w.converge(60)
+	w.status = ClusterStatus{}
+	delete(w.desired, KeyConfigMap)
+	desiredSTS(w)["replicas"] = 1
+	for i := range w.leases {
+		delete(w.leases, i)
+	}
+	for i := range w.pods {
+		if i > 0 {
+			delete(w.pods, i)
+		}
+	}
+	w.down[0] = true
+	resp, err := Compute(w.request(), w.now, w.opts)
+	require.NoError(t, err)
+	require.True(t, resp.Status.Bootstrapped)
+	for _, c := range resp.Children {
+		m := c.(map[string]any)
+		if m["kind"] == "Lease" {
+			ann, _ := m["metadata"].(map[string]any)["annotations"].(map[string]any)
+			require.NotEqual(t, BootstrapSeed, ann[AnnBootstrap], "no seed mark after bootstrap")
+		}
+	}
+}
+
+// No member reports a version (all containers restarting) and status is wiped: the versions last run,
+// from the hook's record, still refuse a downgrade across a minor, which is not recorded as applied.
+func TestVersionFloorFromRecord(t *testing.T) {
+	w := newWorld(t, 3)
+	w.converge(60)
+	w.status = ClusterStatus{}
+	for _, l := range w.leases {
+		l.report = Report{ParentUID: w.uid, Role: RoleNone}
+	}
+	w.setSpec(func(s *ClusterSpec) { s.Version = "3.5.21" })
+	resp, err := Compute(w.request(), w.now, w.opts)
+	require.NoError(t, err)
+	w.status = *resp.Status
+	require.Equal(t, "True/UpgradeRefused", w.condition(CondInvalidSpec))
+	for _, c := range resp.Children {
+		m := c.(map[string]any)
+		if m["kind"] == "ConfigMap" {
+			require.Contains(t, m["data"].(map[string]any)[ConfigKeySpec], `"version":"3.6.16"`)
+		}
+	}
+}
+
+func leaseAnnotations(w *world, i int) map[string]any {
+	return w.desired[KeyLease][w.names().Lease(i)]["metadata"].(map[string]any)["annotations"].(map[string]any)
+}
+
+func renderedLeaseAnn(resp *Response, name string) map[string]any {
+	for _, c := range resp.Children {
+		m := c.(map[string]any)
+		if md := m["metadata"].(map[string]any); m["kind"] == "Lease" && md["name"] == name {
+			return md["annotations"].(map[string]any)
+		}
+	}
+	return nil
+}
+
+// The hook owns the intent half of every Lease and re-derives it: hand-edited values are never passed
+// through (a leave on a wanted member, an unknown intent, two join permissions, an endless permission).
+func TestHandEditedIntentsNormalised(t *testing.T) {
+	w := newWorld(t, 3)
+	w.converge(60)
+	leaseAnnotations(w, 0)[AnnIntent] = IntentLeave // a wanted, healthy member
+	leaseAnnotations(w, 1)[AnnIntent] = "memebr"    // a typo
+	leaseAnnotations(w, 2)[AnnJoinPermitted] = w.now.UTC().Format(time.RFC3339)
+	leaseAnnotations(w, 2)[AnnJoinDeadline] = w.now.Add(1000 * time.Hour).UTC().Format(time.RFC3339)
+	resp, err := Compute(w.request(), w.now, w.opts)
+	require.NoError(t, err)
+	for i := 0; i < 3; i++ {
+		ann := renderedLeaseAnn(resp, w.names().Lease(i))
+		require.Equal(t, IntentMember, ann[AnnIntent], "ordinal %d", i)
+		require.Nil(t, ann[AnnJoinPermitted], "ordinal %d", i)
+	}
+	w.status = *resp.Status
+	require.Equal(t, "True/ImpossibleInput", w.condition(CondInputIgnored))
+	// Converges with no membership change at all.
+	w.apply(resp)
+	w.converge(20)
+	require.Equal(t, []int{0, 1, 2}, w.voterOrdinals())
+}
+
+// Two leave intents on members (a hand edit beside a scale 5 -> 3): never more than one leaver in any
+// answer, and the cluster still converges to the three lowest ordinals.
+func TestTwoLeavesNormalisedToOne(t *testing.T) {
+	w := newWorld(t, 5)
+	w.converge(100)
+	w.setSpec(size(3))
+	leaseAnnotations(w, 3)[AnnIntent] = IntentLeave
+	leaseAnnotations(w, 4)[AnnIntent] = IntentLeave
+	for n := 0; n < 60; n++ {
+		resp := w.step(5 * time.Second)
+		leaves := 0
+		for i := 0; i < 5; i++ {
+			if w.etcd.byPeer(w.peerURL(i)) != nil && renderedLeaseAnn(resp, w.names().Lease(i))[AnnIntent] == IntentLeave {
+				leaves++
+			}
+		}
+		require.LessOrEqual(t, leaves, 1, "sync %d", n)
+		if resp.Status.Phase == PhaseRunning && w.stable() {
+			break
+		}
+	}
+	require.Equal(t, []int{0, 1, 2}, w.voterOrdinals())
+}
