@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -81,7 +80,7 @@ func runAgent(args []string) error {
 	if err != nil {
 		return err
 	}
-	go func() { _ = (&http.Server{Handler: probe, ReadHeaderTimeout: 5 * time.Second}).Serve(ln) }()
+	go func() { _ = membership.NewProbeServer(probe).Serve(ln) }()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	return agent.Run(ctx)

@@ -11,7 +11,7 @@ shared=$(cd .. && pwd)/shared
 LK=${LOCALKUBE:-$shared/localkube/localkube}
 MC=${METACONTROLLER:-$shared/metacontroller/metacontroller}
 RUN=${1:-.}
-ETCD_VERSIONS=${ETCD_VERSIONS:-v3.5.35 v3.6.16}
+ETCD_VERSIONS=${ETCD_VERSIONS:-v3.5.35 v3.6.16 v3.7.3}
 t0=$(date +%s)
 step() { echo "== [e2e $(( $(date +%s) - t0 ))s] $*"; }
 
@@ -51,17 +51,29 @@ bash e2e/overlay.sh "$overlay" localhost/etcdhook:e2e
 "$LK" kubectl apply -k metacontroller/
 "$LK" kubectl -n etcdhook-system rollout restart deployment/etcdhook
 "$LK" kubectl -n etcdhook-system rollout status deployment/etcdhook --timeout=180s
-# Metacontroller starts a CompositeController once its discovery (every 20 s) knows the parent resource.
-for _ in $(seq 1 60); do
-  if "$LK" kubectl -n metacontroller logs metacontroller-0 2>/dev/null | grep -q 'Starting CompositeController'; then break; fi
+# Metacontroller starts the CompositeController once its discovery (every 20 s) knows the new CRD. Proof
+# that the whole path works (discovery, the hook Service, status written back): a throwaway EtcdCluster
+# with a version the hook refuses (no pods) must get a status.
+step "wait until Metacontroller syncs EtcdClusters"
+"$LK" kubectl create namespace etcdhook-ready --dry-run=client -o yaml | "$LK" kubectl apply -f - >/dev/null
+"$LK" kubectl apply -f - >/dev/null <<'YAML'
+apiVersion: etcd.io/v1alpha1
+kind: EtcdCluster
+metadata: {name: probe, namespace: etcdhook-ready}
+spec: {version: "3.4.0"}
+YAML
+phase=""
+for _ in $(seq 1 120); do
+  phase=$("$LK" kubectl -n etcdhook-ready get etcdcluster probe -o jsonpath='{.status.phase}' 2>/dev/null || true)
+  [ -n "$phase" ] && break
   sleep 1
 done
-"$LK" kubectl -n metacontroller logs metacontroller-0 | grep -q 'Starting CompositeController' ||
-  { echo "Metacontroller did not start the etcdhook CompositeController"; exit 1; }
+[ -n "$phase" ] || { echo "Metacontroller did not sync the probe EtcdCluster within 120 s"; exit 1; }
+"$LK" kubectl delete namespace etcdhook-ready --wait=false >/dev/null
 
 step "e2e suite (real Metacontroller)"
 kubeconfig=$("$LK" env | sed -n 's/^export KUBECONFIG=//p' | tr -d '"')
 (cd e2e && "$LK" exec --cluster-dns -- ../bin/e2e.test -test.v -test.count=1 -test.timeout=80m -test.run "$RUN" \
-  -e2e.kubeconfig="$kubeconfig" -e2e.results=RESULTS.md) 2>&1 | tee bin/e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|e2e_test|_test.go' || true
+  -e2e.kubeconfig="$kubeconfig" -e2e.etcd-next=3.7.3 -e2e.results=RESULTS.md) 2>&1 | tee bin/e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|e2e_test|_test.go' || true
 grep -q '^PASS' bin/e2e.log || { tail -200 bin/e2e.log; exit 1; }
 step "e2e passed"

@@ -223,13 +223,25 @@ func (s *scenario) scaleHook(n int32) {
 }
 
 // 7. Rolling upgrade 3.5 -> 3.6 on 3 members, one pod at a time and health-gated; a downgrade is refused.
-func TestRollingUpgrade(t *testing.T) {
-	s := newScenario(t, "upgrade")
-	s.apply(spec(3, *oldEtcd))
+func TestRollingUpgrade(t *testing.T) { rollingUpgrade(t, "upgrade", *oldEtcd, *newEtcd) }
+
+// 7b. The next minor: 3.6 -> 3.7 by the same rules (every member on 3.6.11 or newer first).
+func TestRollingUpgradeNextMinor(t *testing.T) {
+	if *nextEtcd == "" {
+		t.Skip("no -e2e.etcd-next image on this cluster")
+	}
+	rollingUpgrade(t, "upgrade-next", *newEtcd, *nextEtcd)
+}
+
+// rollingUpgrade creates 3 members on from, rolls them to to one pod at a time under a writer, then
+// checks that going back is refused.
+func rollingUpgrade(t *testing.T, short, from, to string) {
+	s := newScenario(t, short)
+	s.apply(spec(3, from))
 	s.waitFor("settled", stepTimeout, s.settled(3))
 	before := s.memberIDs()
-	w := s.startWriter("upgrade " + *oldEtcd + " -> " + *newEtcd)
-	s.apply(map[string]any{"version": *newEtcd})
+	w := s.startWriter("upgrade " + from + " -> " + to)
+	s.apply(map[string]any{"version": to})
 	maxDown := 0
 	start := time.Now()
 	for time.Since(start) < 2*stepTimeout {
@@ -243,25 +255,25 @@ func TestRollingUpgrade(t *testing.T) {
 			maxDown = down
 		}
 		ec := s.cluster()
-		if ec.Status.CurrentVersion == *newEtcd && s.settled(3)() {
+		if ec.Status.CurrentVersion == to && s.settled(3)() {
 			break
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
 	took := time.Since(start)
-	require.Equal(t, *newEtcd, s.cluster().Status.CurrentVersion)
+	require.Equal(t, to, s.cluster().Status.CurrentVersion)
 	require.LessOrEqual(t, maxDown, 1, "one pod at a time")
 	require.Equal(t, before, s.memberIDs(), "members keep their data through the roll")
 	w.Step("downgrade refused")
-	s.apply(map[string]any{"version": *oldEtcd})
+	s.apply(map[string]any{"version": from})
 	s.waitFor("UpgradeRefused", time.Minute, func() bool {
 		c := condition(s.cluster(), etcdsync.CondInvalidSpec)
 		return c != nil && c.Reason == "UpgradeRefused"
 	})
 	for _, p := range s.pods() {
-		require.Contains(t, p.Spec.Containers[0].Image, ":v"+*newEtcd)
+		require.Contains(t, p.Spec.Containers[0].Image, ":v"+to)
 	}
-	w.Finish(fmt.Sprintf("rolling upgrade of 3 members: %s; most pods not ready at once: %d\n\n", took.Round(100*time.Millisecond), maxDown))
+	w.Finish(fmt.Sprintf("rolling upgrade of 3 members %s -> %s: %s; most pods not ready at once: %d\n\n", from, to, took.Round(100*time.Millisecond), maxDown))
 }
 
 func podReady(p corev1.Pod) bool {

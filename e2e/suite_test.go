@@ -36,6 +36,7 @@ var (
 	resultsPath = flag.String("e2e.results", "", "write the measured figures here (Markdown; - for stdout)")
 	oldEtcd     = flag.String("e2e.etcd-old", "3.5.35", "etcd version to upgrade from")
 	newEtcd     = flag.String("e2e.etcd-new", "3.6.16", "etcd version to upgrade to")
+	nextEtcd    = flag.String("e2e.etcd-next", "", "etcd version of the next minor to upgrade to from -e2e.etcd-new (its image must exist)")
 	hostPath    = flag.Bool("e2e.hostpath", true, "volumes are hostPath directories this process can reach (localkube) for the data-loss scenario")
 )
 

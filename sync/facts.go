@@ -263,8 +263,10 @@ func (f *facts) readClusterID() {
 	// A claim of this cluster (its UID label) at an ordinal above 0 exists only because the hook once
 	// raised replicas, which it does only after bootstrap: evidence that survives a wiped status, a
 	// deleted ConfigMap, emptied Leases and a StatefulSet scaled back to one.
+	// With adoptExistingData, kept claims of an old cluster of this name above ordinal 0 are the same
+	// evidence: their data is a cluster to adopt, never one to seed beside.
 	for i, pvc := range f.pvcs {
-		if i > 0 && pvc.Labels[LabelClusterUID] == f.uid {
+		if i > 0 && (pvc.Labels[LabelClusterUID] == f.uid || f.parent.Spec.AdoptExistingData) {
 			f.bootstrapped = true
 		}
 	}

@@ -239,6 +239,22 @@ func (p *plan) inFlight() string {
 	return ""
 }
 
+// adoptFloor raises floor to cover every ordinal with a claim when the spec adopts existing data: a
+// cluster re-created on the kept claims of an old one must start all of the old members together, since
+// pod 0 alone runs on one member's data and can never reach the old quorum. A claim of a member that was
+// removed makes its agent wait for a join; a seed is only ever used on an empty volume.
+func (p *plan) adoptFloor(floor int32) int32 {
+	if !p.spec.AdoptExistingData {
+		return floor
+	}
+	for i, pvc := range p.f.pvcs {
+		if pvc.DeletionTimestamp == nil && int32(i+1) > floor {
+			floor = int32(i + 1)
+		}
+	}
+	return floor
+}
+
 // normalizeIntents re-derives the hook-owned half of every Lease from what the hook itself would have
 // written: it never passes through a value it did not decide (a hand edit, a typo, a second writer).
 //   - an intent other than member or leave is dropped (trimLeases sets it again);
@@ -320,7 +336,7 @@ func (p *plan) normalizeIntents(ref ClusterSpec) {
 // bootstrap: replicas 1, the seed may start "new" (docs/design.md §7.1). Nothing else happens before a cluster ID exists.
 func (p *plan) bootstrap() {
 	f := p.f
-	p.replicas = 1
+	p.replicas = p.adoptFloor(1)
 	p.setIntent(0, IntentMember)
 	p.lease(0).seed = true
 	p.busy = "bootstrap"
@@ -819,6 +835,7 @@ func (p *plan) floorReplicas() {
 				floor = int32(i + 1)
 			}
 		}
+		floor = p.adoptFloor(floor)
 	}
 	for i, lp := range p.leases {
 		if lp.joinPermitted != "" && p.f.now.Before(parseTime(lp.joinDeadline)) && int32(i+1) > floor && i < p.target() {

@@ -202,3 +202,29 @@ func TestUpgradePathAndRoll(t *testing.T) {
 	require.Equal(t, 3, restarted)
 	require.Equal(t, "3.6.16", w.status.CurrentVersion)
 }
+
+// A cluster deleted with its claims kept and re-created under the same name with adoptExistingData: the
+// hook must start every ordinal with a claim, or pod 0 alone sits on one member's data of a 3-member
+// cluster without quorum for ever. The old members come back under their own IDs.
+func TestAdoptExistingDataStartsEveryClaimedOrdinal(t *testing.T) {
+	w := newWorld(t, 3)
+	w.converge(60)
+	before := w.voterOrdinals()
+	ids := map[int]string{}
+	for i := 0; i < 3; i++ {
+		ids[i] = w.etcd.byPeer(w.peerURL(i)).ID
+	}
+	// Delete: children and pods go (GC), claims and data stay. Re-create with a new UID.
+	w.uid = "9b1d2c3e-0000-4000-8000-00000000000a"
+	w.desired = map[string]map[string]map[string]any{}
+	w.pods = map[int]*simPod{}
+	w.leases = map[int]*simLease{}
+	w.jobs = map[string]*simJob{}
+	w.status = ClusterStatus{}
+	w.spec.AdoptExistingData = true
+	w.converge(80)
+	require.Equal(t, before, w.voterOrdinals())
+	for i := 0; i < 3; i++ {
+		require.Equal(t, ids[i], w.etcd.byPeer(w.peerURL(i)).ID, "ordinal %d keeps its member ID", i)
+	}
+}

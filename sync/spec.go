@@ -180,7 +180,8 @@ func ValidateChange(applied *ClusterSpec, next ClusterSpec, running []SemVer) []
 	return ps
 }
 
-// upgradePath allows patch changes upwards, one minor up, and 3.5 -> 3.6 only from 3.5.20: never below
+// upgradePath allows patch changes upwards, one minor up, 3.5 -> 3.6 only from 3.5.20 and 3.6 -> 3.7 only
+// from 3.6.11 (etcd's upgrade guides): never below
 // the newest version a member runs, never more than one minor above the oldest.
 func upgradePath(running []SemVer, to SemVer) string {
 	lo, hi := running[0], running[0]
@@ -199,6 +200,9 @@ func upgradePath(running []SemVer, to SemVer) string {
 		return fmt.Sprintf("version %s is more than one minor version above %s, which members run: upgrade one minor version at a time", to, lo)
 	case to.Minor == lo.Minor+1 && lo.Major == 3 && lo.Minor == 5 && lo.Patch < 20:
 		return fmt.Sprintf("upgrading to %s needs every member on 3.5.20 or newer first (members run %s)", to, lo)
+	case to.Minor == lo.Minor+1 && lo.Major == 3 && lo.Minor == 6 && lo.Patch < 11:
+		// etcd's 3.6 -> 3.7 guide: earlier 3.6 patch releases may not survive a rolling upgrade.
+		return fmt.Sprintf("upgrading to %s needs every member on 3.6.11 or newer first (members run %s)", to, lo)
 	}
 	return ""
 }
@@ -207,8 +211,8 @@ func supported(v SemVer) string {
 	if v.Less(MinVersion) {
 		return fmt.Sprintf("etcd older than %s lacks /livez and /readyz", MinVersion)
 	}
-	if v.Major != 3 || v.Minor > 6 {
-		return "supported versions are 3.5.x (from 3.5.11) and 3.6.x"
+	if v.Major != 3 || v.Minor > 7 {
+		return "supported versions are 3.5.x (from 3.5.11), 3.6.x and 3.7.x"
 	}
 	return ""
 }

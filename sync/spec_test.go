@@ -22,7 +22,10 @@ func TestValidateReasons(t *testing.T) {
 		{"3.4", func(s *ClusterSpec) { s.Version = "3.4.30" }, "demo", "UnsupportedVersion"},
 		{"3.5.10 lacks livez", func(s *ClusterSpec) { s.Version = "3.5.10" }, "demo", "UnsupportedVersion"},
 		{"3.5.11", func(s *ClusterSpec) { s.Version = "3.5.11" }, "demo", ""},
-		{"3.7", func(s *ClusterSpec) { s.Version = "3.7.0" }, "demo", "UnsupportedVersion"},
+		{"3.8", func(s *ClusterSpec) { s.Version = "3.8.0" }, "demo", "UnsupportedVersion"},
+		{"unsafe option", func(s *ClusterSpec) { s.Options = map[string]string{"unsafe-no-fsync": "true"} }, "demo", "UnsafeOption"},
+		{"experimental option", func(s *ClusterSpec) { s.Options = map[string]string{"experimental-initial-corrupt-check": "true"} }, "demo", "UnsafeOption"},
+		{"peer suffix", func(s *ClusterSpec) {}, "a-peer", "InvalidName"},
 		{"repository with tag", func(s *ClusterSpec) { s.Repository = "quay.io/coreos/etcd:v3.6.16" }, "demo", "InvalidRepository"},
 		{"registry with port", func(s *ClusterSpec) { s.Repository = "registry.local:5000/etcd" }, "demo", ""},
 		{"emptyDir with class", func(s *ClusterSpec) {
@@ -72,6 +75,10 @@ func TestUpgradePath(t *testing.T) {
 		{[]string{"3.5.21", "3.6.16"}, "3.6.16", true},
 		{[]string{"3.5.21", "3.6.16"}, "3.5.22", false},
 		{[]string{"3.5.21"}, "3.7.0", false},
+		{[]string{"3.6.10"}, "3.7.3", false},
+		{[]string{"3.6.11"}, "3.7.3", true},
+		{[]string{"3.6.16"}, "3.7.3", true},
+		{[]string{"3.6.16", "3.7.3"}, "3.6.16", false},
 		{[]string{"3.5.21", "3.5.30"}, "3.5.25", false},
 	} {
 		var run []SemVer

@@ -612,7 +612,10 @@ func (w *world) agent(i int) {
 		return
 	}
 	if w.data[i] != "" && w.owner[i] != w.uid {
-		return // ForeignData: refuses to start
+		if !w.spec.AdoptExistingData {
+			return // ForeignData: refuses to start
+		}
+		w.owner[i] = w.uid // adopted: the data is bound to this cluster from now on
 	}
 	if w.etcd.clusterID == "" {
 		if i == 0 && ann[AnnBootstrap] == BootstrapSeed && w.data[0] == "" {
