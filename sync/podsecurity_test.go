@@ -176,8 +176,8 @@ func worldTemplates(t *testing.T) []podTemplate {
 // latest policy version.
 func TestPodSecurityRestricted(t *testing.T) {
 	e := newPSAEvaluator(t)
-	all := append(storedFixtureTemplates(t), computedFixtureTemplates(t)...)
-	all = append(all, worldTemplates(t)...)
+	stored, computed, inWorld := storedFixtureTemplates(t), computedFixtureTemplates(t), worldTemplates(t)
+	all := append(append(append([]podTemplate{}, stored...), computed...), inWorld...)
 
 	kinds := map[string]int{}
 	seen := map[[32]byte]bool{}
@@ -195,7 +195,11 @@ func TestPodSecurityRestricted(t *testing.T) {
 			t.Errorf("%s %s from %s violates PodSecurity %q: %s", pt.kind, pt.name, pt.source, restrictedLatest.String(), res.ForbiddenDetail())
 		}
 	}
-	t.Logf("checked %d pod templates (%d distinct: %d StatefulSet, %d Job) against %s", len(all), len(seen), kinds["StatefulSet"], kinds["Job"], restrictedLatest.String())
+	t.Logf("checked %d pod templates (%d from stored fixture answers, %d computed from fixture requests, %d from every world step), %d distinct (%d StatefulSet, %d Job), against %s",
+		len(all), len(stored), len(computed), len(inWorld), len(seen), kinds["StatefulSet"], kinds["Job"], restrictedLatest.String())
+	for _, src := range [][]podTemplate{stored, computed, inWorld} {
+		require.NotEmpty(t, src)
+	}
 	require.NotZero(t, kinds["StatefulSet"], "no StatefulSet pod template was checked")
 	require.NotZero(t, kinds["Job"], "no Job pod template was checked")
 }
