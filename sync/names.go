@@ -172,7 +172,20 @@ func (n Names) PeerURLOrdinal(url string) int {
 		return -1
 	}
 	i := n.PodOrdinal(pod)
-	if i < 0 || n.PeerURL(i) != url || rest == "" {
+	if i < 0 || rest == "" {
+		return -1
+	}
+	// The URL must be exactly PeerURL(i): compared piece by piece, as this runs for every member of
+	// every report on every sync and formatting the URL each time dominated the allocations.
+	want := [...]string{"http://", pod, ".", n.PeerService(), ".", n.Namespace, ".svc:", strconv.Itoa(PeerPort)}
+	rem := url
+	for _, part := range want {
+		if !strings.HasPrefix(rem, part) {
+			return -1
+		}
+		rem = rem[len(part):]
+	}
+	if rem != "" {
 		return -1
 	}
 	return i

@@ -11,6 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // Request is a Metacontroller CompositeController sync/finalize request. Children and related objects are
@@ -119,53 +121,57 @@ func Decode(req *Request) (*Observed, error) {
 		return nil, inputErrorf("finalizing is set but the parent has no metadata.deletionTimestamp: refusing to release its children")
 	}
 	ns := p.Namespace
-	children := []struct {
-		key  string
-		kind string
-		into any
-	}{
-		{KeyStatefulSet, "StatefulSet", &o.StatefulSets},
-		{KeyService, "Service", &o.Services},
-		{KeyPDB, "PodDisruptionBudget", &o.PDBs},
-		{KeyConfigMap, "ConfigMap", &o.ConfigMaps},
-		{KeyLease, "Lease", &o.Leases},
-		{KeyJob, "Job", &o.Jobs},
-		{KeyServiceAccount, "ServiceAccount", &o.ServiceAccounts},
-		{KeyRole, "Role", &o.Roles},
-		{KeyRoleBinding, "RoleBinding", &o.RoleBindings},
-	}
-	related := []struct {
-		key  string
-		kind string
-		into any
-	}{
-		{KeyPod, "Pod", &o.Pods},
-		{KeyPVC, "PersistentVolumeClaim", &o.PVCs},
-	}
 	known := map[string]bool{}
-	for _, c := range children {
-		known[c.key] = true
+	for _, k := range []string{KeyStatefulSet, KeyService, KeyPDB, KeyConfigMap, KeyLease, KeyJob, KeyServiceAccount, KeyRole, KeyRoleBinding} {
+		known[k] = true
+		// Metacontroller always sends every declared group, empty or not. An absent group is not an
+		// empty one: answering as if it were would delete every object of that kind.
+		if _, ok := req.Children[k]; !ok {
+			return nil, inputErrorf("children group %s is absent (Metacontroller sends every declared group, even empty): refusing to answer, which would delete its objects", k)
+		}
 	}
 	if err := unknownGroups(req.Children, known, "children"); err != nil {
 		return nil, err
 	}
-	// Metacontroller always sends every declared group, empty or not. An absent group is not an empty
-	// one: answering as if it were would delete every object of that kind.
-	for _, c := range children {
-		if _, ok := req.Children[c.key]; !ok {
-			return nil, inputErrorf("children group %s is absent (Metacontroller sends every declared group, even empty): refusing to answer, which would delete its objects", c.key)
-		}
-		if err := decodeGroup(req.Children[c.key], c.key, c.kind, ns, c.into); err != nil {
-			return nil, err
+	for _, k := range []string{KeyPod, KeyPVC} {
+		if _, ok := req.Related[k]; !ok {
+			return nil, inputErrorf("related group %s is absent (the customize hook asks for it): refusing to decide without it", k)
 		}
 	}
-	for _, r := range related {
-		if _, ok := req.Related[r.key]; !ok {
-			return nil, inputErrorf("related group %s is absent (the customize hook asks for it): refusing to decide without it", r.key)
-		}
-		if err := decodeGroup(req.Related[r.key], r.key, r.kind, ns, r.into); err != nil {
-			return nil, err
-		}
+	var err error
+	c, r := req.Children, req.Related
+	if o.StatefulSets, err = decodeGroup[appsv1.StatefulSet](c[KeyStatefulSet], KeyStatefulSet, "StatefulSet", ns); err != nil {
+		return nil, err
+	}
+	if o.Services, err = decodeGroup[corev1.Service](c[KeyService], KeyService, "Service", ns); err != nil {
+		return nil, err
+	}
+	if o.PDBs, err = decodeGroup[policyv1.PodDisruptionBudget](c[KeyPDB], KeyPDB, "PodDisruptionBudget", ns); err != nil {
+		return nil, err
+	}
+	if o.ConfigMaps, err = decodeGroup[corev1.ConfigMap](c[KeyConfigMap], KeyConfigMap, "ConfigMap", ns); err != nil {
+		return nil, err
+	}
+	if o.Leases, err = decodeGroup[coordv1.Lease](c[KeyLease], KeyLease, "Lease", ns); err != nil {
+		return nil, err
+	}
+	if o.Jobs, err = decodeGroup[batchv1.Job](c[KeyJob], KeyJob, "Job", ns); err != nil {
+		return nil, err
+	}
+	if o.ServiceAccounts, err = decodeGroup[corev1.ServiceAccount](c[KeyServiceAccount], KeyServiceAccount, "ServiceAccount", ns); err != nil {
+		return nil, err
+	}
+	if o.Roles, err = decodeGroup[rbacv1.Role](c[KeyRole], KeyRole, "Role", ns); err != nil {
+		return nil, err
+	}
+	if o.RoleBindings, err = decodeGroup[rbacv1.RoleBinding](c[KeyRoleBinding], KeyRoleBinding, "RoleBinding", ns); err != nil {
+		return nil, err
+	}
+	if o.Pods, err = decodeGroup[corev1.Pod](r[KeyPod], KeyPod, "Pod", ns); err != nil {
+		return nil, err
+	}
+	if o.PVCs, err = decodeGroup[corev1.PersistentVolumeClaim](r[KeyPVC], KeyPVC, "PersistentVolumeClaim", ns); err != nil {
+		return nil, err
 	}
 	// Related objects of other types cannot be deleted by our answer, so they are only ignored.
 	if err := unexpectedCore(o); err != nil {
@@ -239,47 +245,36 @@ func unknownGroups(groups map[string]map[string]json.RawMessage, known map[strin
 	return nil
 }
 
-// decodeGroup decodes one group into *map[string]*T, checking each object's kind, name and namespace.
-func decodeGroup(objs map[string]json.RawMessage, key, kind, ns string, into any) error {
-	keys := make([]string, 0, len(objs))
-	for k := range objs {
-		keys = append(keys, k)
+// kubeObject is a typed Kubernetes object: its kind and metadata are read after one decode.
+type kubeObject[T any] interface {
+	*T
+	metav1.Object
+	GetObjectKind() schema.ObjectKind
+}
+
+// decodeGroup decodes one group, each object once, straight into its type, and checks its kind, name
+// and namespace; objects are indexed by their own name, never by the request's key.
+func decodeGroup[T any, PT kubeObject[T]](objs map[string]json.RawMessage, key, kind, ns string) (map[string]*T, error) {
+	out := make(map[string]*T, len(objs))
+	for _, k := range sortedKeys(objs) {
+		v := PT(new(T))
+		if err := json.Unmarshal(objs[k], v); err != nil {
+			return nil, inputErrorf("%s[%q]: %v", key, k, err)
+		}
+		if got := v.GetObjectKind().GroupVersionKind().Kind; got != "" && got != kind {
+			return nil, inputErrorf("%s[%q] has kind %q", key, k, got)
+		}
+		name := v.GetName()
+		if name == "" {
+			return nil, inputErrorf("%s[%q] has no metadata.name", key, k)
+		}
+		if v.GetNamespace() != "" && v.GetNamespace() != ns {
+			return nil, inputErrorf("%s[%q] is in namespace %q, the parent in %q", key, k, v.GetNamespace(), ns)
+		}
+		if _, dup := out[name]; dup {
+			return nil, inputErrorf("%s has two objects named %q", key, name)
+		}
+		out[name] = (*T)(v)
 	}
-	sort.Strings(keys)
-	var raw = map[string]json.RawMessage{}
-	for _, k := range keys {
-		var meta struct {
-			APIVersion string `json:"apiVersion"`
-			Kind       string `json:"kind"`
-			Metadata   struct {
-				Name      string `json:"name"`
-				Namespace string `json:"namespace"`
-			} `json:"metadata"`
-		}
-		if err := json.Unmarshal(objs[k], &meta); err != nil {
-			return inputErrorf("%s[%q]: %v", key, k, err)
-		}
-		if meta.Kind != "" && meta.Kind != kind {
-			return inputErrorf("%s[%q] has kind %q", key, k, meta.Kind)
-		}
-		if meta.Metadata.Name == "" {
-			return inputErrorf("%s[%q] has no metadata.name", key, k)
-		}
-		if meta.Metadata.Namespace != "" && meta.Metadata.Namespace != ns {
-			return inputErrorf("%s[%q] is in namespace %q, the parent in %q", key, k, meta.Metadata.Namespace, ns)
-		}
-		if _, dup := raw[meta.Metadata.Name]; dup {
-			return inputErrorf("%s has two objects named %q", key, meta.Metadata.Name)
-		}
-		raw[meta.Metadata.Name] = objs[k]
-	}
-	// Re-marshal the name-keyed map and decode it in one go into the typed map.
-	b, err := json.Marshal(raw)
-	if err != nil {
-		return inputErrorf("%s: %v", key, err)
-	}
-	if err := json.Unmarshal(b, into); err != nil {
-		return inputErrorf("%s: %v", key, err)
-	}
-	return nil
+	return out, nil
 }
