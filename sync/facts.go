@@ -19,9 +19,12 @@ import (
 const (
 	DefaultLeaseDurationSeconds = 30
 	UnhealthyAfterDurations     = 3
-	// MaxClockSkew bounds how far in the future a renewTime may be and still count: an agent whose
-	// clock is ahead, or a hand edit, must not make its report the freshest for ever.
-	MaxClockSkew = 15 * time.Second
+	// MaxClockSkew bounds how far in the future a renewTime may be and still count: a hand edit must
+	// not make its report the freshest for ever. renewTime is the API server's time (the agent takes it
+	// from the Date header), so this bounds the hook's clock lag behind the API server: one Lease
+	// duration. A hook whose clock lags more sees every report as from the future and freezes
+	// membership (InputIgnored names it).
+	MaxClockSkew = DefaultLeaseDurationSeconds * time.Second
 )
 
 // leaseView is one member Lease: the hook's intent and the agent's report, judged against now.
