@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	admissionv1 "k8s.io/api/admissionregistration/v1"
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"sigs.k8s.io/yaml"
 
@@ -160,6 +161,86 @@ func TestRegistrationMatchesHook(t *testing.T) {
 	require.Equal(t, "/sync", cc.Spec.Hooks["sync"].Webhook.Path)
 	require.Equal(t, "/customize", cc.Spec.Hooks["customize"].Webhook.Path)
 	require.Equal(t, "v1", cc.Spec.Hooks["sync"].Version)
+}
+
+// The member Lease policy (manifests/member-lease-policy.yaml) is installed, decodes into the typed API
+// objects, guards UPDATEs of exactly the Leases the hook renders, keeps every hook-owned annotation (and
+// no report annotation) out of the members' reach, and pairs each Lease with its pod as sync names them.
+func TestMemberLeasePolicy(t *testing.T) {
+	b, err := os.ReadFile("member-lease-policy.yaml")
+	require.NoError(t, err)
+	var policy admissionv1.ValidatingAdmissionPolicy
+	var binding admissionv1.ValidatingAdmissionPolicyBinding
+	docs := regexp.MustCompile(`(?m)^---\s*$`).Split(string(b), -1)
+	require.Len(t, docs, 2)
+	require.NoError(t, yaml.UnmarshalStrict([]byte(docs[0]), &policy))
+	require.NoError(t, yaml.UnmarshalStrict([]byte(docs[1]), &binding))
+	require.Equal(t, "admissionregistration.k8s.io/v1", policy.APIVersion)
+	require.Equal(t, "ValidatingAdmissionPolicy", policy.Kind)
+	require.Equal(t, "admissionregistration.k8s.io/v1", binding.APIVersion)
+	require.Equal(t, "ValidatingAdmissionPolicyBinding", binding.Kind)
+
+	spec := policy.Spec
+	require.NotNil(t, spec.FailurePolicy)
+	require.Equal(t, admissionv1.Fail, *spec.FailurePolicy)
+	require.Nil(t, spec.ParamKind)
+	require.NotNil(t, spec.MatchConstraints)
+	require.Len(t, spec.MatchConstraints.ResourceRules, 1)
+	rule := spec.MatchConstraints.ResourceRules[0]
+	require.Equal(t, []admissionv1.OperationType{admissionv1.Update}, rule.Operations)
+	require.Equal(t, []string{"coordination.k8s.io"}, rule.APIGroups)
+	require.Equal(t, []string{"v1"}, rule.APIVersions)
+	require.Equal(t, []string{"leases"}, rule.Resources)
+	require.NotNil(t, spec.MatchConstraints.ObjectSelector)
+	require.Equal(t, map[string]string{etcdsync.LabelManagedBy: etcdsync.ManagedBy, etcdsync.LabelComponent: etcdsync.ComponentEtcd},
+		spec.MatchConstraints.ObjectSelector.MatchLabels)
+	require.Empty(t, spec.MatchConstraints.ObjectSelector.MatchExpressions)
+
+	n := etcdsync.Names{Cluster: "demo", Namespace: "prod"}
+	require.True(t, strings.HasSuffix(n.MemberAccount(), "-member"), "the matchCondition selects the member account by its suffix")
+	for i := 0; i < etcdsync.MaxSize; i++ {
+		require.Equal(t, n.Pod(i)+"-member", n.Lease(i), "the policy pairs Lease <pod>-member with pod <pod>")
+	}
+	require.Len(t, spec.MatchConditions, 1)
+	require.Contains(t, spec.MatchConditions[0].Expression, "'system:serviceaccount:'")
+	require.Contains(t, spec.MatchConditions[0].Expression, "'-member'")
+
+	vars := map[string]string{}
+	for _, v := range spec.Variables {
+		vars[v.Name] = v.Expression
+	}
+	require.Contains(t, vars["podName"], "'authentication.kubernetes.io/pod-name'")
+	var inCEL []string
+	for _, m := range regexp.MustCompile(`'([^']+)'`).FindAllStringSubmatch(vars["hookOwned"], -1) {
+		inCEL = append(inCEL, m[1])
+	}
+	hookOwned := []string{etcdsync.AnnIntent, etcdsync.AnnIntentSince, etcdsync.AnnJoinPermitted, etcdsync.AnnJoinDeadline, etcdsync.AnnBootstrap}
+	sort.Strings(inCEL)
+	sort.Strings(hookOwned)
+	require.Equal(t, hookOwned, inCEL, "the policy's hookOwned list is the hook-owned Lease annotations")
+	report := []string{etcdsync.AnnMemberID, etcdsync.AnnClusterID, etcdsync.AnnParentUID, etcdsync.AnnRole, etcdsync.AnnHealthy,
+		etcdsync.AnnVersion, etcdsync.AnnError, etcdsync.AnnLeaderID, etcdsync.AnnMembers}
+	for _, k := range report {
+		require.NotContains(t, string(b), "'"+k+"'", "the agent writes %s: the policy must leave it alone", k)
+	}
+	var validations []string
+	for _, v := range spec.Validations {
+		validations = append(validations, v.Expression)
+	}
+	all := strings.Join(validations, "\n")
+	require.Contains(t, all, "variables.podName + '-member'")
+	require.Contains(t, all, "variables.changedHookOwned")
+
+	require.Equal(t, policy.Name, binding.Spec.PolicyName)
+	require.Equal(t, []admissionv1.ValidationAction{admissionv1.Deny}, binding.Spec.ValidationActions)
+	require.Nil(t, binding.Spec.MatchResources, "the binding applies wherever the policy matches")
+	require.Nil(t, binding.Spec.ParamRef)
+
+	k, err := os.ReadFile("kustomization.yaml")
+	require.NoError(t, err)
+	var kust struct{ Resources []string }
+	require.NoError(t, yaml.Unmarshal(k, &kust))
+	require.Contains(t, kust.Resources, "member-lease-policy.yaml")
 }
 
 func jsonString(v any) string {
