@@ -49,6 +49,7 @@ func TestCreate(t *testing.T) {
 				count, lines := s.childUpdates(since)
 				require.Zero(t, count, "Metacontroller updated children of an idle cluster:\n%s", strings.Join(lines, "\n"))
 				idle = "; child updates by Metacontroller over an idle minute: 0"
+				s.checkMemberLeasePolicy()
 			}
 			w.Finish(fmt.Sprintf("apply to Available with %d healthy members: %s (phases %s)%s\n\n", n,
 				took.Round(100*time.Millisecond), strings.Join(seen, " → "), idle))

@@ -1,0 +1,55 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"fmt"
+
+	"github.com/stretchr/testify/require"
+	authv1 "k8s.io/api/authentication/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	etcdsync "github.com/etcdhook/etcdhook/sync"
+)
+
+// checkMemberLeasePolicy acts as member pod 0 (a token of the member ServiceAccount bound to that pod,
+// as the kubelet mounts it) against the cluster's Leases: its own report may be patched; another
+// member's Lease and its own hook-owned annotations may not (manifests/member-lease-policy.yaml).
+func (s *scenario) checkMemberLeasePolicy() {
+	s.t.Helper()
+	n := s.names()
+	pod, err := s.e.kube.CoreV1().Pods(s.ns).Get(s.ctx, n.Pod(0), metav1.GetOptions{})
+	require.NoError(s.t, err)
+	tr, err := s.e.kube.CoreV1().ServiceAccounts(s.ns).CreateToken(s.ctx, n.MemberAccount(), &authv1.TokenRequest{
+		Spec: authv1.TokenRequestSpec{
+			ExpirationSeconds: ptrTo(int64(600)),
+			BoundObjectRef:    &authv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
+		},
+	}, metav1.CreateOptions{})
+	require.NoError(s.t, err)
+	cfg := rest.AnonymousClientConfig(s.e.cfg)
+	cfg.BearerToken = tr.Status.Token
+	member, err := kubernetes.NewForConfig(cfg)
+	require.NoError(s.t, err)
+	patch := func(lease, key, value string) error {
+		body := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, key, value)
+		_, err := member.CoordinationV1().Leases(s.ns).Patch(s.ctx, lease, types.MergePatchType, []byte(body), metav1.PatchOptions{})
+		return err
+	}
+	// Its own report: allowed (the agent does this every renewal). The value is what it already holds.
+	own, err := s.e.kube.CoordinationV1().Leases(s.ns).Get(s.ctx, n.Lease(0), metav1.GetOptions{})
+	require.NoError(s.t, err)
+	require.NoError(s.t, patch(n.Lease(0), etcdsync.AnnVersion, own.Annotations[etcdsync.AnnVersion]))
+	// Another member's Lease, even its report half: refused.
+	err = patch(n.Lease(1), etcdsync.AnnError, "forged by member 0")
+	require.True(s.t, apierrors.IsForbidden(err) || apierrors.IsInvalid(err), "patching another member's Lease: %v", err)
+	// Its own hook-owned half: refused.
+	err = patch(n.Lease(0), etcdsync.AnnIntent, etcdsync.IntentLeave)
+	require.True(s.t, apierrors.IsForbidden(err) || apierrors.IsInvalid(err), "patching its own intent: %v", err)
+}
+
+func ptrTo[T any](v T) *T { return &v }
