@@ -14,6 +14,17 @@ func desiredSTS(w *world) map[string]any {
 	return w.desired[KeyStatefulSet][w.name]["spec"].(map[string]any)
 }
 
+// quorumLostWorld: a settled 3-member cluster whose every agent died five minutes ago (no member list).
+func quorumLostWorld(t *testing.T) *world {
+	w := newWorld(t, 3)
+	w.converge(60)
+	for i := range w.pods {
+		w.down[i] = true
+	}
+	w.now = w.now.Add(5 * time.Minute)
+	return w
+}
+
 func renderedReplicas(t *testing.T, resp *Response) int {
 	for _, c := range resp.Children {
 		m := c.(map[string]any)
@@ -28,12 +39,7 @@ func renderedReplicas(t *testing.T, resp *Response) int {
 // A member name far above the maximum size in status.members (a hand edit) under quorum loss used to
 // set the replica floor: 100,001 children. The ordinal is ignored.
 func TestDistrustHugeOrdinalInStatus(t *testing.T) {
-	w := newWorld(t, 3)
-	w.converge(60)
-	for i := range w.pods {
-		w.down[i] = true
-	}
-	w.now = w.now.Add(5 * time.Minute)
+	w := quorumLostWorld(t)
 	w.status.Members = append(w.status.Members, MemberStatus{Name: "demo-100000", ID: "1", Role: RoleVoter})
 	resp, err := Compute(w.request(), w.now, w.opts)
 	require.NoError(t, err)
@@ -43,12 +49,7 @@ func TestDistrustHugeOrdinalInStatus(t *testing.T) {
 
 // kubectl scale to 200000 under quorum loss used to be kept as the floor. It is capped and reported.
 func TestDistrustHugeReplicas(t *testing.T) {
-	w := newWorld(t, 3)
-	w.converge(60)
-	for i := range w.pods {
-		w.down[i] = true
-	}
-	w.now = w.now.Add(5 * time.Minute)
+	w := quorumLostWorld(t)
 	desiredSTS(w)["replicas"] = 200000
 	resp, err := Compute(w.request(), w.now, w.opts)
 	require.NoError(t, err)
