@@ -5,7 +5,7 @@ IMAGE   ?= ghcr.io/etcdhook/etcdhook:v0.1.0
 LDFLAGS := -s -w -X main.version=$(VERSION)
 FUZZTIME ?= 20s
 
-.PHONY: build run test unit fuzz fixtures bench timings image lint e2e-local clean
+.PHONY: build run test unit fuzz fixtures bench loadtest timings image lint e2e-local clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/etcdhook .
@@ -30,6 +30,14 @@ fixtures: build
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./hooks/
+
+# The hook and a JSON-only floor server on 127.0.0.1, each in its own process, under open-loop load
+# (100, 200, 400 req/s and twice the hook's capacity, 5 s each; about 100 s in all): prints the Markdown
+# tables of the README's Load section. LOADTEST_FLAGS passes flags (go run ./cmd/loadtest -h).
+LOADTEST_FLAGS ?=
+loadtest:
+	$(GO) build -o bin/loadtest ./cmd/loadtest
+	./bin/loadtest $(LOADTEST_FLAGS)
 
 # Membership scenarios against real etcd 3.5 and 3.6, writing each step's timing, failed writes and
 # write latency to membership/TIMINGS.md.

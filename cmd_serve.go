@@ -25,8 +25,23 @@ func runServe(args []string) error {
 	pull := fs.String("image-pull-policy", envOr("ETCDHOOK_IMAGE_PULL_POLICY", string(corev1.PullIfNotPresent)), "pull policy of member and Job images")
 	frozen := fs.String("frozen-clock", "", "answer as if the time were this RFC 3339 instant (fixtures and demos only)")
 	drain := fs.Duration("drain-delay", 5*time.Second, "on SIGTERM, fail /readyz this long before closing the listener")
+	inFlight := fs.Int("max-in-flight", hooks.DefaultMaxInFlight(), "hook requests computed at once (2 per GOMAXPROCS); more wait in the queue or get 429")
+	queue := fs.Int("max-queue", -1, "hook requests that may wait for a computation slot (-1: as many as --max-in-flight; 0: none, shed at once)")
+	queueWait := fs.Duration("queue-wait", hooks.DefaultQueueWait, "longest a queued hook request waits before 429 Too Many Requests")
+	maxBody := fs.Int64("max-body-bytes", hooks.MaxBodyBytes, "largest request body (413 beyond)")
+	maxObjects := fs.Int("max-objects", hooks.MaxObjects, "most child and related objects in one request (413 beyond)")
+	maxElements := fs.Int("max-elements", hooks.MaxElements, "most array elements in one request (413 beyond)")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err}
+	}
+	if *inFlight < 1 || *queueWait <= 0 || *maxBody < 1 || *maxObjects < 1 || *maxElements < 1 {
+		return usageError{errors.New("--max-in-flight, --queue-wait, --max-body-bytes, --max-objects and --max-elements must be positive")}
+	}
+	switch {
+	case *queue == 0:
+		*queue = -1 // hooks.Config: negative is no queue, 0 the default
+	case *queue < 0:
+		*queue = 0
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	now := time.Now
@@ -42,13 +57,21 @@ func runServe(args []string) error {
 		Options: etcdsync.Options{Image: *image, ImagePullPolicy: corev1.PullPolicy(*pull)},
 		Now:     now,
 		Logger:  log,
+
+		MaxInFlight:  *inFlight,
+		MaxQueue:     *queue,
+		QueueWait:    *queueWait,
+		MaxBodyBytes: *maxBody,
+		MaxObjects:   *maxObjects,
+		MaxElements:  *maxElements,
 	})
 	hs := srv.HTTPServer(*addr)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	errc := make(chan error, 1)
 	go func() { errc <- hs.ListenAndServe() }()
-	log.Info("serving", "addr", *addr, "image", *image, "version", version)
+	log.Info("serving", "addr", *addr, "image", *image, "version", version,
+		"maxInFlight", *inFlight, "queueWait", queueWait.String(), "maxBodyBytes", *maxBody)
 	select {
 	case err := <-errc:
 		return err

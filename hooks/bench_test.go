@@ -35,3 +35,19 @@ func BenchmarkSync(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkScan is the pass every request body gets before it is decoded (objects and array elements
+// counted), on the largest real request; compare with BenchmarkSync/members=9.
+func BenchmarkScan(b *testing.B) {
+	body, err := os.ReadFile("testdata/bench/nine-members-scaling.request.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		if sh := scan(body); sh.Objects != 38 || sh.Elements != 151 {
+			b.Fatal("miscounted")
+		}
+	}
+}

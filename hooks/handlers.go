@@ -57,14 +57,27 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) bool {
 			return false
 		}
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	body, err := readBody(w, r, s.cfg.MaxBodyBytes)
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body over %d bytes", MaxBodyBytes))
+			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body over %d bytes", s.cfg.MaxBodyBytes))
 			return false
 		}
 		writeError(w, http.StatusBadRequest, "reading request body: "+err.Error())
+		return false
+	}
+	// Before any decoding: many small objects, or long arrays of small elements, cost far more memory
+	// typed than their bytes suggest.
+	sh := scan(body)
+	if sh.Objects > s.cfg.MaxObjects {
+		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf(
+			"request lists %d child and related objects, over the %d a cluster of at most %d members can have", sh.Objects, s.cfg.MaxObjects, etcdsync.MaxSize))
+		return false
+	}
+	if sh.Elements > s.cfg.MaxElements {
+		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf(
+			"request has %d array elements, over the %d bound (a 9-member cluster's request has about 150)", sh.Elements, s.cfg.MaxElements))
 		return false
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
@@ -89,6 +102,24 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	s.cfg.Logger.Warn("hook refused request", "path", r.URL.Path, "code", code, "error", err.Error())
 	writeError(w, code, err.Error())
+}
+
+// readBody reads at most limit bytes of the body, into one buffer sized from Content-Length when the
+// client sent one (io.ReadAll would grow and copy it several times), and none of a body whose
+// Content-Length is already over the limit.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	if r.ContentLength > limit {
+		return nil, &http.MaxBytesError{Limit: limit}
+	}
+	body := http.MaxBytesReader(w, r.Body, limit)
+	if n := r.ContentLength; n > 0 {
+		buf := make([]byte, n)
+		if _, err := io.ReadFull(body, buf); err != nil {
+			return nil, err
+		}
+		return buf, nil
+	}
+	return io.ReadAll(body)
 }
 
 func parentName(raw json.RawMessage) string {

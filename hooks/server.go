@@ -15,10 +15,6 @@ import (
 	etcdsync "github.com/etcdhook/etcdhook/sync"
 )
 
-// MaxBodyBytes bounds a request body. A 9-member cluster's request is well under 1 MiB even with
-// managedFields; anything near this limit is not a Metacontroller request.
-const MaxBodyBytes = 8 << 20
-
 // Config configures a Server.
 type Config struct {
 	Options etcdsync.Options
@@ -27,14 +23,33 @@ type Config struct {
 	Logger *slog.Logger
 	// Registry receives the server's metrics; nil means a private registry.
 	Registry *prometheus.Registry
+
+	// MaxInFlight bounds the /sync, /finalize and /customize requests computed at once; 0 means
+	// DefaultMaxInFlight().
+	MaxInFlight int
+	// MaxQueue bounds the requests waiting for one of those slots, each for at most QueueWait; past
+	// that the hook answers 429 with Retry-After at once. 0 means MaxInFlight waiters; negative means no
+	// queue (shed as soon as every slot is taken). QueueWait 0 means DefaultQueueWait.
+	MaxQueue  int
+	QueueWait time.Duration
+	// MaxBodyBytes bounds a request body (413 beyond); 0 means MaxBodyBytes.
+	MaxBodyBytes int64
+	// MaxObjects bounds the child and related objects of one request (413 beyond), checked before
+	// any object is decoded; 0 means MaxObjects.
+	MaxObjects int
+	// MaxElements bounds the array elements of one request (413 beyond), checked before decoding; 0
+	// means MaxElements.
+	MaxElements int
 }
 
 // Server serves the hooks. It holds no state about clusters: every answer comes from the request.
 type Server struct {
-	cfg      Config
-	metrics  *metrics
-	router   chi.Router
-	draining atomic.Bool
+	cfg          Config
+	metrics      *metrics
+	limiter      *limiter
+	limitMetrics limitMetrics
+	router       chi.Router
+	draining     atomic.Bool
 }
 
 // New builds a Server with its routes.
@@ -48,12 +63,32 @@ func New(cfg Config) *Server {
 	if cfg.Registry == nil {
 		cfg.Registry = prometheus.NewRegistry()
 	}
-	s := &Server{cfg: cfg, metrics: newMetrics(cfg.Registry)}
+	if cfg.MaxInFlight <= 0 {
+		cfg.MaxInFlight = DefaultMaxInFlight()
+	}
+	if cfg.MaxQueue == 0 {
+		cfg.MaxQueue = cfg.MaxInFlight
+	}
+	if cfg.QueueWait == 0 {
+		cfg.QueueWait = DefaultQueueWait
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = MaxBodyBytes
+	}
+	if cfg.MaxObjects <= 0 {
+		cfg.MaxObjects = MaxObjects
+	}
+	if cfg.MaxElements <= 0 {
+		cfg.MaxElements = MaxElements
+	}
+	s := &Server{cfg: cfg, metrics: newMetrics(cfg.Registry), limiter: newLimiter(cfg.MaxInFlight, cfg.MaxQueue, cfg.QueueWait)}
+	s.limitMetrics = newLimitMetrics(cfg.Registry, s.limiter)
 	r := chi.NewRouter()
 	r.Use(s.recoverer)
-	r.With(s.instrument("sync")).Post("/sync", s.handleSync)
-	r.With(s.instrument("finalize")).Post("/finalize", s.handleSync)
-	r.With(s.instrument("customize")).Post("/customize", s.handleCustomize)
+	// Counted and timed first, so that shed requests (429) show in the request metrics too.
+	r.With(s.instrument("sync"), s.limit("sync")).Post("/sync", s.handleSync)
+	r.With(s.instrument("finalize"), s.limit("finalize")).Post("/finalize", s.handleSync)
+	r.With(s.instrument("customize"), s.limit("customize")).Post("/customize", s.handleCustomize)
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { writeText(w, http.StatusOK, "ok\n") })
 	r.Get("/readyz", s.handleReady)
 	r.Handle("/metrics", promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{}))
