@@ -42,7 +42,6 @@ require (
 	github.com/go-openapi/swag/stringutils v0.27.1 // indirect
 	github.com/go-openapi/swag/typeutils v0.27.1 // indirect
 	github.com/go-openapi/swag/yamlutils v0.27.1 // indirect
-	github.com/gogo/protobuf v1.3.2 // indirect
 	github.com/golang/protobuf v1.5.4 // indirect
 	github.com/google/gnostic-models v0.7.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
@@ -77,15 +76,4 @@ require (
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730 // indirect
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
-)
-
-// k8s.io/pod-security-admission (a test dependency of sync/, matching k8s.io/api) lists etcd v3.7.0
-// among its indirect requirements (through k8s.io/apiserver; no package built here imports etcd through
-// it), so minimal version selection lifts the etcd requirements above to v3.7.0. These replacements keep
-// the agent's etcd client at v3.6.16: `go list -m go.etcd.io/etcd/client/v3` shows v3.7.0 => v3.6.16.
-// To move the client to v3.7, delete this block.
-replace (
-	go.etcd.io/etcd/api/v3 => go.etcd.io/etcd/api/v3 v3.6.16
-	go.etcd.io/etcd/client/pkg/v3 => go.etcd.io/etcd/client/pkg/v3 v3.6.16
-	go.etcd.io/etcd/client/v3 => go.etcd.io/etcd/client/v3 v3.6.16
 )
