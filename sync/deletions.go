@@ -109,9 +109,11 @@ func (p *plan) knownJob(name string) (string, bool) {
 }
 
 // echoLastApplied answers without a spec to render from (the spec is invalid and the last valid one is
-// not recorded): every observed child is answered with the configuration Metacontroller last applied to
-// it, which its 3-way merge sees as no change. Nothing is created, updated or deleted; status says why.
-// A child without that record cannot be answered safely, and the request is refused.
+// not recorded): every observed child is answered so that Metacontroller's 3-way merge changes nothing.
+// The answer has the shape of the configuration Metacontroller last applied (the same fields, so its
+// merge removes none) with the values of the observed object (so it sets none): the annotation is only
+// trusted for which fields exist, never for their values, which a hand edit could have changed. A child
+// without that record cannot be answered safely, and the request is refused.
 func echoLastApplied(o *Observed) ([]any, error) {
 	out := []any{}
 	for _, c := range o.childRefs() {
@@ -119,11 +121,47 @@ func echoLastApplied(o *Observed) ([]any, error) {
 		if last == "" {
 			return nil, inputErrorf("the spec cannot be rendered and child %s %q carries no %s to answer it with unchanged: refusing to answer, which would delete it", c.key, c.name, lastAppliedAnnotation)
 		}
-		var m map[string]any
-		if err := json.Unmarshal([]byte(last), &m); err != nil {
-			return nil, inputErrorf("child %s %q: %s is not JSON: %v", c.key, c.name, lastAppliedAnnotation, err)
+		var shape, observed map[string]any
+		if err := json.Unmarshal([]byte(last), &shape); err != nil {
+			return nil, inputErrorf("child %s %q: %s is not a JSON object: %v", c.key, c.name, lastAppliedAnnotation, err)
 		}
+		if err := json.Unmarshal(o.Raw[c.key+"/"+c.name], &observed); err != nil {
+			return nil, inputErrorf("child %s %q: %v", c.key, c.name, err)
+		}
+		m := projectObserved(observed, shape)
+		// Identity always comes from the object itself.
+		for _, k := range []string{"apiVersion", "kind"} {
+			m[k] = observed[k]
+		}
+		md, _ := m["metadata"].(map[string]any)
+		if md == nil {
+			md = map[string]any{}
+			m["metadata"] = md
+		}
+		omd, _ := observed["metadata"].(map[string]any)
+		md["name"], md["namespace"] = c.name, omd["namespace"]
+		delete(m, "status")
 		out = append(out, m)
 	}
 	return out, nil
+}
+
+// projectObserved keeps, of observed, the object keys that shape has (recursively through objects);
+// lists and scalars are taken whole from observed. A key shape has but observed lacks is left out.
+func projectObserved(observed, shape map[string]any) map[string]any {
+	out := make(map[string]any, len(shape))
+	for k, sv := range shape {
+		ov, ok := observed[k]
+		if !ok {
+			continue
+		}
+		sm, sIsMap := sv.(map[string]any)
+		om, oIsMap := ov.(map[string]any)
+		if sIsMap && oIsMap {
+			out[k] = projectObserved(om, sm)
+			continue
+		}
+		out[k] = ov
+	}
+	return out
 }

@@ -73,6 +73,9 @@ type Observed struct {
 	ClaimTemplates json.RawMessage
 	// SpecError is why the parent's spec did not decode ("" when it did).
 	SpecError string
+	// Raw holds every child exactly as observed, by "group key/name" (for answers that must change
+	// nothing, see echoLastApplied).
+	Raw map[string]json.RawMessage
 }
 
 // InputError is a request the hook refuses (HTTP 4xx): nothing may be changed on its account.
@@ -140,37 +143,38 @@ func Decode(req *Request) (*Observed, error) {
 	}
 	var err error
 	c, r := req.Children, req.Related
-	if o.StatefulSets, err = decodeGroup[appsv1.StatefulSet](c[KeyStatefulSet], KeyStatefulSet, "StatefulSet", ns); err != nil {
+	o.Raw = map[string]json.RawMessage{}
+	if o.StatefulSets, err = decodeGroup[appsv1.StatefulSet](c[KeyStatefulSet], KeyStatefulSet, "StatefulSet", ns, o.Raw); err != nil {
 		return nil, err
 	}
-	if o.Services, err = decodeGroup[corev1.Service](c[KeyService], KeyService, "Service", ns); err != nil {
+	if o.Services, err = decodeGroup[corev1.Service](c[KeyService], KeyService, "Service", ns, o.Raw); err != nil {
 		return nil, err
 	}
-	if o.PDBs, err = decodeGroup[policyv1.PodDisruptionBudget](c[KeyPDB], KeyPDB, "PodDisruptionBudget", ns); err != nil {
+	if o.PDBs, err = decodeGroup[policyv1.PodDisruptionBudget](c[KeyPDB], KeyPDB, "PodDisruptionBudget", ns, o.Raw); err != nil {
 		return nil, err
 	}
-	if o.ConfigMaps, err = decodeGroup[corev1.ConfigMap](c[KeyConfigMap], KeyConfigMap, "ConfigMap", ns); err != nil {
+	if o.ConfigMaps, err = decodeGroup[corev1.ConfigMap](c[KeyConfigMap], KeyConfigMap, "ConfigMap", ns, o.Raw); err != nil {
 		return nil, err
 	}
-	if o.Leases, err = decodeGroup[coordv1.Lease](c[KeyLease], KeyLease, "Lease", ns); err != nil {
+	if o.Leases, err = decodeGroup[coordv1.Lease](c[KeyLease], KeyLease, "Lease", ns, o.Raw); err != nil {
 		return nil, err
 	}
-	if o.Jobs, err = decodeGroup[batchv1.Job](c[KeyJob], KeyJob, "Job", ns); err != nil {
+	if o.Jobs, err = decodeGroup[batchv1.Job](c[KeyJob], KeyJob, "Job", ns, o.Raw); err != nil {
 		return nil, err
 	}
-	if o.ServiceAccounts, err = decodeGroup[corev1.ServiceAccount](c[KeyServiceAccount], KeyServiceAccount, "ServiceAccount", ns); err != nil {
+	if o.ServiceAccounts, err = decodeGroup[corev1.ServiceAccount](c[KeyServiceAccount], KeyServiceAccount, "ServiceAccount", ns, o.Raw); err != nil {
 		return nil, err
 	}
-	if o.Roles, err = decodeGroup[rbacv1.Role](c[KeyRole], KeyRole, "Role", ns); err != nil {
+	if o.Roles, err = decodeGroup[rbacv1.Role](c[KeyRole], KeyRole, "Role", ns, o.Raw); err != nil {
 		return nil, err
 	}
-	if o.RoleBindings, err = decodeGroup[rbacv1.RoleBinding](c[KeyRoleBinding], KeyRoleBinding, "RoleBinding", ns); err != nil {
+	if o.RoleBindings, err = decodeGroup[rbacv1.RoleBinding](c[KeyRoleBinding], KeyRoleBinding, "RoleBinding", ns, o.Raw); err != nil {
 		return nil, err
 	}
-	if o.Pods, err = decodeGroup[corev1.Pod](r[KeyPod], KeyPod, "Pod", ns); err != nil {
+	if o.Pods, err = decodeGroup[corev1.Pod](r[KeyPod], KeyPod, "Pod", ns, nil); err != nil {
 		return nil, err
 	}
-	if o.PVCs, err = decodeGroup[corev1.PersistentVolumeClaim](r[KeyPVC], KeyPVC, "PersistentVolumeClaim", ns); err != nil {
+	if o.PVCs, err = decodeGroup[corev1.PersistentVolumeClaim](r[KeyPVC], KeyPVC, "PersistentVolumeClaim", ns, nil); err != nil {
 		return nil, err
 	}
 	// Related objects of other types cannot be deleted by our answer, so they are only ignored.
@@ -254,7 +258,7 @@ type kubeObject[T any] interface {
 
 // decodeGroup decodes one group, each object once, straight into its type, and checks its kind, name
 // and namespace; objects are indexed by their own name, never by the request's key.
-func decodeGroup[T any, PT kubeObject[T]](objs map[string]json.RawMessage, key, kind, ns string) (map[string]*T, error) {
+func decodeGroup[T any, PT kubeObject[T]](objs map[string]json.RawMessage, key, kind, ns string, raw map[string]json.RawMessage) (map[string]*T, error) {
 	out := make(map[string]*T, len(objs))
 	for _, k := range sortedKeys(objs) {
 		v := PT(new(T))
@@ -275,6 +279,9 @@ func decodeGroup[T any, PT kubeObject[T]](objs map[string]json.RawMessage, key, 
 			return nil, inputErrorf("%s has two objects named %q", key, name)
 		}
 		out[name] = (*T)(v)
+		if raw != nil {
+			raw[key+"/"+name] = objs[k]
+		}
 	}
 	return out, nil
 }
