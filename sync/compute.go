@@ -48,8 +48,9 @@ func Compute(req *Request, now time.Time, opts Options) (*Response, error) {
 	return &Response{Status: p.status(), Children: children, ResyncAfterSeconds: resync, Deleted: deleted}, nil
 }
 
-// children renders every child in a fixed order. Without a spec to render from, nothing exists yet
-// (decide refuses the case where children exist), so an empty list deletes nothing.
+// children renders every child in a fixed order, and says which (group key/name) it rendered. Without a
+// spec to render from it renders nothing: Compute calls it so only when no child exists (otherwise it
+// answers with echoLastApplied).
 func (p *plan) children() ([]any, map[string]bool, error) {
 	out := []any{}
 	rendered := map[string]bool{}
@@ -74,15 +75,16 @@ func (p *plan) children() ([]any, map[string]bool, error) {
 			objs = append(objs, j)
 		}
 	}
+	vctRaw := claimTemplates(p.f.obs.Raw[KeyStatefulSet+"/"+p.f.names.StatefulSet()])
 	for _, obj := range objs {
 		m, err := toChild(obj)
 		if err != nil {
 			return nil, nil, fmt.Errorf("rendering %T: %w", obj, err)
 		}
-		if _, ok := obj.(*appsv1.StatefulSet); ok && p.f.sts != nil && p.f.obs.ClaimTemplates != nil {
-			// The observed templates, byte for byte (see Observed.ClaimTemplates).
+		if _, ok := obj.(*appsv1.StatefulSet); ok && p.f.sts != nil && vctRaw != nil {
+			// The observed templates, byte for byte (see claimTemplates).
 			var vct any
-			if err := json.Unmarshal(p.f.obs.ClaimTemplates, &vct); err != nil {
+			if err := json.Unmarshal(vctRaw, &vct); err != nil {
 				return nil, nil, fmt.Errorf("observed volumeClaimTemplates: %w", err)
 			}
 			m["spec"].(map[string]any)["volumeClaimTemplates"] = vct

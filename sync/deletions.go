@@ -73,7 +73,7 @@ func (p *plan) deletions(rendered map[string]bool) ([]Deletion, error) {
 					reason, ok = "not a member Lease name of this cluster", true
 				}
 			case KeyJob:
-				if _, known := p.knownJob(c.name); !known {
+				if !p.knownJob(c.name) {
 					reason, ok = "not a Job name etcdhook makes", true
 				}
 			case KeyServiceAccount, KeyRole, KeyRoleBinding:
@@ -90,22 +90,22 @@ func (p *plan) deletions(rendered map[string]bool) ([]Deletion, error) {
 }
 
 // knownJob says whether name parses as a remove or pvc-delete Job of this cluster.
-func (p *plan) knownJob(name string) (string, bool) {
-	for id, js := range p.f.removeJobs {
+func (p *plan) knownJob(name string) bool {
+	for _, js := range p.f.removeJobs {
 		for _, jv := range js {
 			if jv.job.Name == name {
-				return id, true
+				return true
 			}
 		}
 	}
 	for _, js := range p.f.pvcJobs {
 		for _, jv := range js {
 			if jv.job.Name == name {
-				return "", true
+				return true
 			}
 		}
 	}
-	return "", false
+	return false
 }
 
 // echoLastApplied answers without a spec to render from (the spec is invalid and the last valid one is

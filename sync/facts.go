@@ -321,7 +321,10 @@ func (f *facts) reportsHealthyVoter(i int, id string) bool {
 
 // readTruth picks the freshest member list a healthy voter reported and maps its members to ordinals.
 func (f *facts) readTruth() {
+	// One pass over the healthy voters' lists: the freshest is the truth; the union of all of them (the
+	// highest ordinal any lists, the most voters any counts) is the safe view for lowering decisions.
 	var best *leaseView
+	f.unionHighest = -1
 	for _, lv := range f.sortedLeases() {
 		if lv.report.Members == nil || !f.reportsHealthyVoter(lv.ordinal, "") {
 			continue
@@ -329,6 +332,16 @@ func (f *facts) readTruth() {
 		if best == nil || lv.renewed.After(best.renewed) {
 			best = lv
 		}
+		voters := 0
+		for _, m := range lv.report.Members {
+			if i := f.names.PeerURLOrdinal(m.PeerURL); i > f.unionHighest {
+				f.unionHighest = i
+			}
+			if !m.Learner {
+				voters++
+			}
+		}
+		f.unionVoters = max(f.unionVoters, voters)
 	}
 	versions := map[SemVer]bool{}
 	for _, lv := range f.leases {
@@ -357,24 +370,6 @@ func (f *facts) readTruth() {
 	sort.Slice(f.running, func(i, j int) bool { return f.running[i].Less(f.running[j]) })
 	if best == nil {
 		return
-	}
-	f.unionHighest = -1
-	for _, lv := range f.sortedLeases() {
-		if lv.report.Members == nil || !f.reportsHealthyVoter(lv.ordinal, "") {
-			continue
-		}
-		voters := 0
-		for _, m := range lv.report.Members {
-			if i := f.names.PeerURLOrdinal(m.PeerURL); i > f.unionHighest {
-				f.unionHighest = i
-			}
-			if !m.Learner {
-				voters++
-			}
-		}
-		if voters > f.unionVoters {
-			f.unionVoters = voters
-		}
 	}
 	f.truth = best.report.Members
 	f.truthFrom = best.ordinal

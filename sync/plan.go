@@ -231,8 +231,7 @@ func (p *plan) inFlight() string {
 		if lp.intent == IntentLeave && m != nil && p.quorumAllowsRemoving(m) {
 			return fmt.Sprintf("%s to leave the cluster", f.names.Pod(i))
 		}
-		live := lp.joinPermitted != "" && f.now.Before(parseTime(lp.joinDeadline))
-		if live && (m == nil || !f.reportsHealthyVoter(i, m.ID)) {
+		if p.joining(i) && (m == nil || !f.reportsHealthyVoter(i, m.ID)) {
 			return fmt.Sprintf("%s to join the cluster", f.names.Pod(i))
 		}
 	}
@@ -837,8 +836,8 @@ func (p *plan) floorReplicas() {
 		}
 		floor = p.adoptFloor(floor)
 	}
-	for i, lp := range p.leases {
-		if lp.joinPermitted != "" && p.f.now.Before(parseTime(lp.joinDeadline)) && int32(i+1) > floor && i < p.target() {
+	for i := range p.leases {
+		if p.joining(i) && int32(i+1) > floor && i < p.target() {
 			floor = int32(i + 1)
 		}
 	}

@@ -66,11 +66,6 @@ type Observed struct {
 	Pods            map[string]*corev1.Pod
 	PVCs            map[string]*corev1.PersistentVolumeClaim
 	Finalizing      bool
-	// ClaimTemplates is the observed StatefulSet's spec.volumeClaimTemplates exactly as the API server
-	// returned it. The templates are immutable and Metacontroller's merge replaces the whole list (its
-	// entries have no name key to merge by), so only the server's own bytes make the desired object a
-	// fixed point: a typed round trip loses `metadata.creationTimestamp: null` and rewrites it each sync.
-	ClaimTemplates json.RawMessage
 	// SpecError is why the parent's spec did not decode ("" when it did).
 	SpecError string
 	// Raw holds every child exactly as observed, by "group key/name" (for answers that must change
@@ -181,27 +176,23 @@ func Decode(req *Request) (*Observed, error) {
 	if err := unexpectedCore(o); err != nil {
 		return nil, err
 	}
-	o.ClaimTemplates = claimTemplates(req.Children[KeyStatefulSet], Names{Cluster: p.Name}.StatefulSet())
 	return o, nil
 }
 
-// claimTemplates finds the raw spec.volumeClaimTemplates of the StatefulSet named name (nil if none).
-func claimTemplates(objs map[string]json.RawMessage, name string) json.RawMessage {
-	for _, raw := range objs {
-		var sts struct {
-			Metadata struct {
-				Name string `json:"name"`
-			} `json:"metadata"`
-			Spec struct {
-				VolumeClaimTemplates json.RawMessage `json:"volumeClaimTemplates"`
-			} `json:"spec"`
-		}
-		if json.Unmarshal(raw, &sts) == nil && sts.Metadata.Name == name && len(sts.Spec.VolumeClaimTemplates) > 0 &&
-			string(sts.Spec.VolumeClaimTemplates) != "null" {
-			return sts.Spec.VolumeClaimTemplates
-		}
+// claimTemplates returns a StatefulSet's spec.volumeClaimTemplates exactly as the API server returned
+// it (nil if it has none). The templates are immutable and Metacontroller's merge replaces the whole list
+// (its entries have no name key to merge by), so only the server's own bytes make the desired object a
+// fixed point: a typed round trip loses `metadata.creationTimestamp: null` and rewrites it each sync.
+func claimTemplates(raw json.RawMessage) json.RawMessage {
+	var sts struct {
+		Spec struct {
+			VolumeClaimTemplates json.RawMessage `json:"volumeClaimTemplates"`
+		} `json:"spec"`
 	}
-	return nil
+	if json.Unmarshal(raw, &sts) != nil || string(sts.Spec.VolumeClaimTemplates) == "null" {
+		return nil
+	}
+	return sts.Spec.VolumeClaimTemplates
 }
 
 // unexpectedCore refuses a StatefulSet, Service, PodDisruptionBudget or ConfigMap child with a name the

@@ -255,16 +255,9 @@ func (p *plan) memberStatus() []MemberStatus {
 		case m.ID == f.leaderID:
 			ms.Role = RoleLeader
 		}
-		if m.ordinal >= 0 {
-			ms.Name = f.names.Pod(m.ordinal)
-			if ms.ClientURL == "" {
-				ms.ClientURL = f.names.ClientURL(m.ordinal)
-			}
-		} else {
-			ms.Name = m.Name
-			if ms.Name == "" {
-				ms.Name = "orphan-" + m.ID
-			}
+		ms.Name = memberName(f, m)
+		if m.ordinal >= 0 && ms.ClientURL == "" {
+			ms.ClientURL = f.names.ClientURL(m.ordinal)
 		}
 		out = append(out, ms)
 	}
