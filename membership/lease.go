@@ -30,10 +30,11 @@ type Intent struct {
 	Problems []string
 }
 
-// maxJoinWindow is the longest join permission the hook writes (spec.timeouts.learnerPromotionSeconds is
-// at most 86400, sync/spec.go) plus room for clock skew between the hook and the API server. A longer
-// window is a hand edit or a bug, and would let a join start long after the hook stopped counting it.
-const maxJoinWindow = 24*time.Hour + 5*time.Minute
+// maxJoinWindow is the longest join permission the hook writes (etcdsync.MaxLearnerPromotionSeconds, the
+// validation bound of spec.timeouts.learnerPromotionSeconds) plus room for clock skew between the hook
+// and the API server. A longer window is a hand edit or a bug, and would let a join start long after the
+// hook stopped counting it.
+const maxJoinWindow = etcdsync.MaxLearnerPromotionSeconds*time.Second + 5*time.Minute
 
 // Permitted says whether a join may start now (by the API server's clock): inside a window the hook
 // could have written, whatever the annotations say.
