@@ -53,16 +53,24 @@ func probeGet(t *testing.T, srv *httptest.Server, method, path string, hdr ...st
 	return resp.StatusCode, string(b)
 }
 
-func TestProbeForwardsOnlyProbePaths(t *testing.T) {
+// probeServer serves the agent's probe handler, in the given agent state, in front of a recording
+// stand-in for etcd's metrics listener; both close with the test.
+func probeServer(t *testing.T, state string, running bool, upstreamTimeout time.Duration) (*upstream, *httptest.Server) {
+	t.Helper()
 	up := &upstream{}
 	etcd := httptest.NewServer(up)
-	defer etcd.Close()
+	t.Cleanup(etcd.Close)
 	a := &Agent{}
-	a.setState("running", true)
-	h, err := probeHandler(a, etcd.URL, time.Second)
+	a.setState(state, running)
+	h, err := probeHandler(a, etcd.URL, upstreamTimeout)
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)
-	defer srv.Close()
+	t.Cleanup(srv.Close)
+	return up, srv
+}
+
+func TestProbeForwardsOnlyProbePaths(t *testing.T) {
+	up, srv := probeServer(t, "running", true, time.Second)
 
 	for _, tc := range []struct {
 		method, path string
@@ -100,15 +108,7 @@ func TestProbeForwardsOnlyProbePaths(t *testing.T) {
 }
 
 func TestProbeAnswersItselfWhileEtcdIsNotRunning(t *testing.T) {
-	up := &upstream{}
-	etcd := httptest.NewServer(up)
-	defer etcd.Close()
-	a := &Agent{}
-	a.setState("parked", false)
-	h, err := probeHandler(a, etcd.URL, time.Second)
-	require.NoError(t, err)
-	srv := httptest.NewServer(h)
-	defer srv.Close()
+	up, srv := probeServer(t, "parked", false, time.Second)
 	for _, tc := range []struct {
 		method, path string
 		code         int
@@ -128,15 +128,7 @@ func TestProbeAnswersItselfWhileEtcdIsNotRunning(t *testing.T) {
 // An etcd that accepts the connection and never answers gets a 503 from the probe port within the
 // upstream timeout, not a request that hangs until the kubelet gives up.
 func TestProbeUpstreamTimeout(t *testing.T) {
-	up := &upstream{}
-	etcd := httptest.NewServer(up)
-	defer etcd.Close()
-	a := &Agent{}
-	a.setState("running", true)
-	h, err := probeHandler(a, etcd.URL, 200*time.Millisecond)
-	require.NoError(t, err)
-	srv := httptest.NewServer(h)
-	defer srv.Close()
+	_, srv := probeServer(t, "running", true, 200*time.Millisecond)
 	code, body := probeGet(t, srv, "GET", "/readyz", "X-Hang", "1")
 	require.Equal(t, http.StatusServiceUnavailable, code, body)
 	require.True(t, strings.HasPrefix(body, "etcd does not answer"), body)
