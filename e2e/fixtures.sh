@@ -5,6 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${1:-bin/etcdhook}
+# The fixture clock and image (internal/fixture): shell cannot import them.
 NOW=2026-01-01T12:00:00Z
 IMAGE=ghcr.io/etcdhook/etcdhook:v0.1.0
 

@@ -15,12 +15,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	etcdsync "github.com/etcdhook/etcdhook/sync"
+
+	"github.com/etcdhook/etcdhook/internal/fixture"
 )
 
 // Frozen clock and image of the fixture server; e2e/fixtures.sh starts `etcdhook serve` with the same.
 var (
-	fixtureNow   = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	fixtureImage = "ghcr.io/etcdhook/etcdhook:v0.1.0"
+	fixtureNow   = fixture.Now
+	fixtureImage = fixture.Image
 )
 
 func fixtureServer() *Server {

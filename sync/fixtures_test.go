@@ -16,6 +16,8 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	frozen "github.com/etcdhook/etcdhook/internal/fixture"
 )
 
 // The fixtures in hooks/testdata are requests Metacontroller would send at interesting moments, built
@@ -29,7 +31,7 @@ var update = flag.Bool("update", false, "rewrite hooks/testdata fixtures")
 const fixtureDir = "../hooks/testdata"
 
 // FixtureImage is the image the fixture server runs with (e2e/fixtures.sh passes the same).
-const FixtureImage = "ghcr.io/etcdhook/etcdhook:v0.1.0"
+var FixtureImage = frozen.Image
 
 type fixture struct {
 	name  string

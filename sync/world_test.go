@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	frozen "github.com/etcdhook/etcdhook/internal/fixture"
 )
 
 // world models everything around the hook closely enough to drive it through sequences: Metacontroller
@@ -92,14 +94,14 @@ type simEtcd struct {
 	nextID    uint64
 }
 
-var fixtureNow = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+var fixtureNow = frozen.Now
 
 func newWorld(t testing.TB, size int32) *world { return newWorldAt(t, size, fixtureNow) }
 
 func newWorldAt(t testing.TB, size int32, start time.Time) *world {
 	w := &world{
 		t: t, now: start, name: "demo", ns: "prod", uid: "8f0c7a52-3b1e-4d6a-9f11-2c5e8d7b6a10",
-		opts:       Options{Image: "ghcr.io/etcdhook/etcdhook:v0.1.0"},
+		opts:       Options{Image: frozen.Image},
 		generation: 1,
 		desired:    map[string]map[string]map[string]any{},
 		created:    map[string]time.Time{},

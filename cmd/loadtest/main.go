@@ -40,12 +40,14 @@ import (
 
 	"github.com/etcdhook/etcdhook/hooks"
 	etcdsync "github.com/etcdhook/etcdhook/sync"
+
+	"github.com/etcdhook/etcdhook/internal/fixture"
 )
 
 // The fixture server's options (hooks/fixtures_test.go): the expected response was made with these.
 var (
-	fixtureNow   = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	fixtureImage = "ghcr.io/etcdhook/etcdhook:v0.1.0"
+	fixtureNow   = fixture.Now
+	fixtureImage = fixture.Image
 )
 
 type config struct {
