@@ -26,7 +26,7 @@ func (s *scenario) checkMemberLeasePolicy() {
 	require.NoError(s.t, err)
 	tr, err := s.e.kube.CoreV1().ServiceAccounts(s.ns).CreateToken(s.ctx, n.MemberAccount(), &authv1.TokenRequest{
 		Spec: authv1.TokenRequestSpec{
-			ExpirationSeconds: ptrTo(int64(600)),
+			ExpirationSeconds: ptr(int64(600)),
 			BoundObjectRef:    &authv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
 		},
 	}, metav1.CreateOptions{})
@@ -51,5 +51,3 @@ func (s *scenario) checkMemberLeasePolicy() {
 	err = patch(n.Lease(0), etcdsync.AnnIntent, etcdsync.IntentLeave)
 	require.True(s.t, apierrors.IsForbidden(err) || apierrors.IsInvalid(err), "patching its own intent: %v", err)
 }
-
-func ptrTo[T any](v T) *T { return &v }
