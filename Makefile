@@ -8,7 +8,7 @@ FUZZTIME ?= 20s
 .PHONY: build run test unit fuzz fixtures bench loadtest timings image lint e2e-local clean
 
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/etcdhook .
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/etcdhook ./cmd/etcdhook
 
 # The hook server on :8080, ready for: curl --json @hooks/testdata/sync/new-cluster.request.json localhost:8080/sync
 run: build

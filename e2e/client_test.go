@@ -14,8 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/etcdhook/etcdhook/api"
 	"github.com/etcdhook/etcdhook/internal/writer"
-	etcdsync "github.com/etcdhook/etcdhook/sync"
 )
 
 func runtimeFromUnstructured(u *unstructured.Unstructured, into any) error {
@@ -30,7 +30,7 @@ func (s *scenario) podEndpoints() []string {
 	var eps []string
 	for _, p := range s.pods() {
 		if p.Status.PodIP != "" && p.DeletionTimestamp == nil {
-			eps = append(eps, fmt.Sprintf("http://%s:%d", p.Status.PodIP, etcdsync.ClientPort))
+			eps = append(eps, fmt.Sprintf("http://%s:%d", p.Status.PodIP, api.ClientPort))
 		}
 	}
 	return eps
@@ -109,7 +109,7 @@ func (s *scenario) checkHashKV(rev int64) {
 }
 
 // memberList reads etcd's own member list through the client Service.
-func (s *scenario) memberList() []etcdsync.Member {
+func (s *scenario) memberList() []api.Member {
 	cl, err := newClient([]string{s.clientEndpoint()})
 	require.NoError(s.t, err)
 	defer cl.Close()
@@ -117,9 +117,9 @@ func (s *scenario) memberList() []etcdsync.Member {
 	defer cancel()
 	resp, err := cl.MemberList(ctx)
 	require.NoError(s.t, err)
-	var out []etcdsync.Member
+	var out []api.Member
 	for _, m := range resp.Members {
-		em := etcdsync.Member{ID: etcdsync.FormatID(m.ID), Name: m.Name, Learner: m.IsLearner}
+		em := api.Member{ID: api.FormatID(m.ID), Name: m.Name, Learner: m.IsLearner}
 		if len(m.PeerURLs) > 0 {
 			em.PeerURL = m.PeerURLs[0]
 		}

@@ -13,7 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	etcdsync "github.com/etcdhook/etcdhook/sync"
+	"github.com/etcdhook/etcdhook/api"
 )
 
 // checkMemberLeasePolicy acts as member pod 0 (a token of the member ServiceAccount bound to that pod,
@@ -43,11 +43,11 @@ func (s *scenario) checkMemberLeasePolicy() {
 	// Its own report: allowed (the agent does this every renewal). The value is what it already holds.
 	own, err := s.e.kube.CoordinationV1().Leases(s.ns).Get(s.ctx, n.Lease(0), metav1.GetOptions{})
 	require.NoError(s.t, err)
-	require.NoError(s.t, patch(n.Lease(0), etcdsync.AnnVersion, own.Annotations[etcdsync.AnnVersion]))
+	require.NoError(s.t, patch(n.Lease(0), api.AnnVersion, own.Annotations[api.AnnVersion]))
 	// Another member's Lease, even its report half: refused.
-	err = patch(n.Lease(1), etcdsync.AnnError, "forged by member 0")
+	err = patch(n.Lease(1), api.AnnError, "forged by member 0")
 	require.True(s.t, apierrors.IsForbidden(err) || apierrors.IsInvalid(err), "patching another member's Lease: %v", err)
 	// Its own hook-owned half: refused.
-	err = patch(n.Lease(0), etcdsync.AnnIntent, etcdsync.IntentLeave)
+	err = patch(n.Lease(0), api.AnnIntent, api.IntentLeave)
 	require.True(s.t, apierrors.IsForbidden(err) || apierrors.IsInvalid(err), "patching its own intent: %v", err)
 }

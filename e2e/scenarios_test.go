@@ -17,7 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	etcdsync "github.com/etcdhook/etcdhook/sync"
+	"github.com/etcdhook/etcdhook/api"
 )
 
 func spec(size int, version string) map[string]any {
@@ -36,7 +36,7 @@ func TestCreate(t *testing.T) {
 			took := s.waitFor("settled", stepTimeout, s.settled(n))
 			seen := phases()
 			// A normal create is never reported degraded (a user watching `kubectl get -w` would be told so).
-			require.NotContains(t, seen, etcdsync.PhaseDegraded, "phases seen: %v", seen)
+			require.NotContains(t, seen, api.PhaseDegraded, "phases seen: %v", seen)
 			w := s.startWriter("steady")
 			time.Sleep(5 * time.Second)
 			require.Len(t, s.memberList(), n)
@@ -142,7 +142,7 @@ func TestStaleVolume(t *testing.T) {
 	s.apply(spec(3, *newEtcd))
 	s.waitFor("settled", stepTimeout, s.settled(3))
 	old := s.memberIDs()[2]
-	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:"kept-by-test"}}}`, etcdsync.LabelClusterUID)
+	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:"kept-by-test"}}}`, api.LabelClusterUID)
 	_, err := s.e.kube.CoreV1().PersistentVolumeClaims(s.ns).Patch(s.ctx, s.names().PVC(2), types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 	require.NoError(t, err)
 	w := s.startWriter("scale 3->2, volume kept")
@@ -191,7 +191,7 @@ func TestHookUnavailableAndStaleCaches(t *testing.T) {
 	w.Finish(fmt.Sprintf("hook down 20 s mid-step; back to settled in %s; most learners seen at once: %d\n\n", took.Round(100*time.Millisecond), maxLearners))
 }
 
-func (s *scenario) tryMemberList() []etcdsync.Member {
+func (s *scenario) tryMemberList() []api.Member {
 	cl, err := newClient([]string{s.clientEndpoint()})
 	if err != nil {
 		return nil
@@ -203,9 +203,9 @@ func (s *scenario) tryMemberList() []etcdsync.Member {
 	if err != nil {
 		return nil
 	}
-	var out []etcdsync.Member
+	var out []api.Member
 	for _, m := range resp.Members {
-		out = append(out, etcdsync.Member{ID: etcdsync.FormatID(m.ID), Learner: m.IsLearner})
+		out = append(out, api.Member{ID: api.FormatID(m.ID), Learner: m.IsLearner})
 	}
 	return out
 }
@@ -268,7 +268,7 @@ func rollingUpgrade(t *testing.T, short, from, to string) {
 	w.Step("downgrade refused")
 	s.apply(map[string]any{"version": from})
 	s.waitFor("UpgradeRefused", time.Minute, func() bool {
-		c := condition(s.cluster(), etcdsync.CondInvalidSpec)
+		c := condition(s.cluster(), api.CondInvalidSpec)
 		return c != nil && c.Reason == "UpgradeRefused"
 	})
 	for _, p := range s.pods() {
@@ -335,7 +335,7 @@ func TestAllPodsRestart(t *testing.T) {
 	before := s.memberIDs()
 	w := s.startWriter("all pods deleted at once")
 	require.NoError(t, s.e.kube.CoreV1().Pods(s.ns).DeleteCollection(s.ctx, metav1.DeleteOptions{},
-		metav1.ListOptions{LabelSelector: etcdsync.LabelInstance + "=" + s.name + "," + etcdsync.LabelComponent + "=etcd"}))
+		metav1.ListOptions{LabelSelector: api.LabelInstance + "=" + s.name + "," + api.LabelComponent + "=etcd"}))
 	time.Sleep(5 * time.Second)
 	took := s.waitFor("back", stepTimeout, s.settled(3))
 	require.Equal(t, before, s.memberIDs())
@@ -404,11 +404,11 @@ func TestRecreateRefusesOldVolumes(t *testing.T) {
 	})
 	s.apply(spec(1, *newEtcd))
 	took := s.waitFor("ForeignData", stepTimeout, func() bool {
-		c := condition(s.cluster(), etcdsync.CondForeignData)
+		c := condition(s.cluster(), api.CondForeignData)
 		return c != nil && c.Status == metav1.ConditionTrue
 	})
 	ec := s.cluster()
-	require.Equal(t, etcdsync.PhaseFailed, ec.Status.Phase)
+	require.Equal(t, api.PhaseFailed, ec.Status.Phase)
 	require.False(t, ec.Status.Bootstrapped)
 	results.add(t.Name(), fmt.Sprintf("re-created cluster refused the old volume (ForeignData) after %s\n", took.Round(100*time.Millisecond)))
 }

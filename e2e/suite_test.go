@@ -28,7 +28,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
-	etcdsync "github.com/etcdhook/etcdhook/sync"
+	"github.com/etcdhook/etcdhook/api"
 )
 
 var (
@@ -45,7 +45,7 @@ const (
 	stepTimeout   = 4 * time.Minute
 )
 
-var gvrCluster = schema.GroupVersionResource{Group: etcdsync.Group, Version: etcdsync.Version, Resource: "etcdclusters"}
+var gvrCluster = schema.GroupVersionResource{Group: api.Group, Version: api.Version, Resource: "etcdclusters"}
 
 type env struct {
 	cfg  *rest.Config
@@ -110,7 +110,7 @@ func newScenario(t *testing.T, short string) *scenario {
 	return s
 }
 
-func (s *scenario) names() etcdsync.Names { return etcdsync.Names{Cluster: s.name, Namespace: s.ns} }
+func (s *scenario) names() api.Names { return api.Names{Cluster: s.name, Namespace: s.ns} }
 
 // apply creates or updates the EtcdCluster's spec.
 func (s *scenario) apply(spec map[string]any) {
@@ -119,7 +119,7 @@ func (s *scenario) apply(spec map[string]any) {
 	cur, err := c.Get(s.ctx, s.name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		obj := &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": etcdsync.APIVersion, "kind": etcdsync.Kind,
+			"apiVersion": api.APIVersion, "kind": api.Kind,
 			"metadata": map[string]any{"name": s.name, "namespace": s.ns},
 			"spec":     spec,
 		}}
@@ -135,16 +135,16 @@ func (s *scenario) apply(spec map[string]any) {
 	require.NoError(s.t, err)
 }
 
-func (s *scenario) cluster() *etcdsync.EtcdCluster {
+func (s *scenario) cluster() *api.EtcdCluster {
 	s.t.Helper()
 	u, err := s.e.dyn.Resource(gvrCluster).Namespace(s.ns).Get(s.ctx, s.name, metav1.GetOptions{})
 	require.NoError(s.t, err)
-	var ec etcdsync.EtcdCluster
+	var ec api.EtcdCluster
 	require.NoError(s.t, runtimeFromUnstructured(u, &ec))
 	return &ec
 }
 
-func condition(ec *etcdsync.EtcdCluster, typ string) *metav1.Condition {
+func condition(ec *api.EtcdCluster, typ string) *metav1.Condition {
 	for i := range ec.Status.Conditions {
 		if ec.Status.Conditions[i].Type == typ {
 			return &ec.Status.Conditions[i]
@@ -157,12 +157,12 @@ func condition(ec *etcdsync.EtcdCluster, typ string) *metav1.Condition {
 func (s *scenario) settled(size int) func() bool {
 	return func() bool {
 		ec := s.cluster()
-		c := condition(ec, etcdsync.CondAvailable)
-		if ec.Status.Phase != etcdsync.PhaseRunning || c == nil || c.Status != metav1.ConditionTrue || len(ec.Status.Members) != size {
+		c := condition(ec, api.CondAvailable)
+		if ec.Status.Phase != api.PhaseRunning || c == nil || c.Status != metav1.ConditionTrue || len(ec.Status.Members) != size {
 			return false
 		}
 		for _, m := range ec.Status.Members {
-			if !m.Healthy || m.Role == etcdsync.RoleLearner {
+			if !m.Healthy || m.Role == api.RoleLearner {
 				return false
 			}
 		}
@@ -186,7 +186,7 @@ func (s *scenario) waitFor(what string, timeout time.Duration, cond func() bool)
 }
 
 func (s *scenario) pods() []corev1.Pod {
-	l, err := s.e.kube.CoreV1().Pods(s.ns).List(s.ctx, metav1.ListOptions{LabelSelector: etcdsync.LabelInstance + "=" + s.name + "," + etcdsync.LabelComponent + "=etcd"})
+	l, err := s.e.kube.CoreV1().Pods(s.ns).List(s.ctx, metav1.ListOptions{LabelSelector: api.LabelInstance + "=" + s.name + "," + api.LabelComponent + "=etcd"})
 	require.NoError(s.t, err)
 	sort.Slice(l.Items, func(i, j int) bool { return l.Items[i].Name < l.Items[j].Name })
 	return l.Items

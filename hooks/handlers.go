@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/etcdhook/etcdhook/api"
 	etcdsync "github.com/etcdhook/etcdhook/sync"
 )
 
@@ -72,7 +73,7 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) bool {
 	sh := scan(body)
 	if sh.Objects > s.cfg.MaxObjects {
 		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf(
-			"request lists %d child and related objects, over the %d a cluster of at most %d members can have", sh.Objects, s.cfg.MaxObjects, etcdsync.MaxSize))
+			"request lists %d child and related objects, over the %d a cluster of at most %d members can have", sh.Objects, s.cfg.MaxObjects, api.MaxSize))
 		return false
 	}
 	if sh.Elements > s.cfg.MaxElements {

@@ -15,7 +15,7 @@ import (
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"sigs.k8s.io/yaml"
 
-	etcdsync "github.com/etcdhook/etcdhook/sync"
+	"github.com/etcdhook/etcdhook/api"
 )
 
 func loadCRD(t *testing.T) apiextv1.JSONSchemaProps {
@@ -25,9 +25,9 @@ func loadCRD(t *testing.T) apiextv1.JSONSchemaProps {
 	require.NoError(t, yaml.UnmarshalStrict(b, &crd))
 	require.Len(t, crd.Spec.Versions, 1)
 	v := crd.Spec.Versions[0]
-	require.Equal(t, etcdsync.Version, v.Name)
+	require.Equal(t, api.Version, v.Name)
 	require.NotNil(t, v.Subresources.Status, "Metacontroller does not start a controller whose parent lacks the status subresource")
-	require.Equal(t, etcdsync.Group, crd.Spec.Group)
+	require.Equal(t, api.Group, crd.Spec.Group)
 	return *v.Schema.OpenAPIV3Schema
 }
 
@@ -35,16 +35,16 @@ func loadCRD(t *testing.T) apiextv1.JSONSchemaProps {
 // never matches the computed one, and Metacontroller loops.
 func TestStatusSchemaDeclaresEveryField(t *testing.T) {
 	schema := loadCRD(t)
-	checkDeclared(t, "status", reflect.TypeOf(etcdsync.ClusterStatus{}), schema.Properties["status"])
+	checkDeclared(t, "status", reflect.TypeOf(api.ClusterStatus{}), schema.Properties["status"])
 }
 
 // The spec schema declares what the Go type reads, and nothing the Go type would drop.
 func TestSpecSchemaMatchesTypes(t *testing.T) {
 	schema := loadCRD(t)
 	spec := schema.Properties["spec"]
-	checkDeclared(t, "spec", reflect.TypeOf(etcdsync.ClusterSpec{}), spec)
+	checkDeclared(t, "spec", reflect.TypeOf(api.ClusterSpec{}), spec)
 	for name := range spec.Properties {
-		_, ok := jsonFields(reflect.TypeOf(etcdsync.ClusterSpec{}))[name]
+		_, ok := jsonFields(reflect.TypeOf(api.ClusterSpec{}))[name]
 		require.True(t, ok, "spec.%s is in the CRD but not in ClusterSpec", name)
 	}
 }
@@ -86,7 +86,7 @@ func checkDeclared(t *testing.T, path string, typ reflect.Type, schema apiextv1.
 // Defaults in the CRD are the defaults the hook applies.
 func TestCRDDefaultsMatchCode(t *testing.T) {
 	spec := loadCRD(t).Properties["spec"]
-	d := etcdsync.Defaulted(etcdsync.ClusterSpec{})
+	d := api.Defaulted(api.ClusterSpec{})
 	def := func(s apiextv1.JSONSchemaProps) string { return strings.Trim(string(s.Default.Raw), `"`) }
 	require.Equal(t, json.Number(def(spec.Properties["size"])).String(), jsonString(*d.Size))
 	require.Equal(t, d.Version, def(spec.Properties["version"]))
@@ -96,7 +96,7 @@ func TestCRDDefaultsMatchCode(t *testing.T) {
 	require.Equal(t, jsonString(*d.Timeouts.LearnerPromotionSeconds), def(to["learnerPromotionSeconds"]))
 	require.Equal(t, jsonString(*d.Timeouts.DeadMemberSeconds), def(to["deadMemberSeconds"]))
 	require.Equal(t, jsonString(*d.Timeouts.LeaveSeconds), def(to["leaveSeconds"]))
-	require.Equal(t, int64(etcdsync.MaxSize), int64(*spec.Properties["size"].Maximum))
+	require.Equal(t, int64(api.MaxSize), int64(*spec.Properties["size"].Maximum))
 }
 
 // The CEL rule refusing managed flags lists exactly sync.ManagedOptions.
@@ -114,7 +114,7 @@ func TestManagedOptionsMatchCEL(t *testing.T) {
 		inCEL = append(inCEL, m[1])
 	}
 	var inCode []string
-	for k := range etcdsync.ManagedOptions {
+	for k := range api.ManagedOptions {
 		inCode = append(inCode, k)
 	}
 	sort.Strings(inCEL)
@@ -146,7 +146,7 @@ func TestRegistrationMatchesHook(t *testing.T) {
 	}
 	require.NoError(t, yaml.Unmarshal(b, &cc))
 	require.True(t, cc.Spec.GenerateSelector)
-	require.Equal(t, etcdsync.APIVersion, cc.Spec.ParentResource.APIVersion)
+	require.Equal(t, api.APIVersion, cc.Spec.ParentResource.APIVersion)
 	want := map[string]string{
 		"apps/v1/statefulsets": "InPlace", "v1/services": "InPlace", "policy/v1/poddisruptionbudgets": "InPlace",
 		"v1/configmaps": "InPlace", "coordination.k8s.io/v1/leases": "InPlace", "batch/v1/jobs": "OnDelete",
@@ -192,13 +192,13 @@ func TestMemberLeasePolicy(t *testing.T) {
 	require.Equal(t, []string{"v1"}, rule.APIVersions)
 	require.Equal(t, []string{"leases"}, rule.Resources)
 	require.NotNil(t, spec.MatchConstraints.ObjectSelector)
-	require.Equal(t, map[string]string{etcdsync.LabelManagedBy: etcdsync.ManagedBy, etcdsync.LabelComponent: etcdsync.ComponentEtcd},
+	require.Equal(t, map[string]string{api.LabelManagedBy: api.ManagedBy, api.LabelComponent: api.ComponentEtcd},
 		spec.MatchConstraints.ObjectSelector.MatchLabels)
 	require.Empty(t, spec.MatchConstraints.ObjectSelector.MatchExpressions)
 
-	n := etcdsync.Names{Cluster: "demo", Namespace: "prod"}
+	n := api.Names{Cluster: "demo", Namespace: "prod"}
 	require.True(t, strings.HasSuffix(n.MemberAccount(), "-member"), "the matchCondition selects the member account by its suffix")
-	for i := 0; i < etcdsync.MaxSize; i++ {
+	for i := 0; i < api.MaxSize; i++ {
 		require.Equal(t, n.Pod(i)+"-member", n.Lease(i), "the policy pairs Lease <pod>-member with pod <pod>")
 	}
 	require.Len(t, spec.MatchConditions, 1)
@@ -214,12 +214,12 @@ func TestMemberLeasePolicy(t *testing.T) {
 	for _, m := range regexp.MustCompile(`'([^']+)'`).FindAllStringSubmatch(vars["hookOwned"], -1) {
 		inCEL = append(inCEL, m[1])
 	}
-	hookOwned := []string{etcdsync.AnnIntent, etcdsync.AnnIntentSince, etcdsync.AnnJoinPermitted, etcdsync.AnnJoinDeadline, etcdsync.AnnBootstrap}
+	hookOwned := []string{api.AnnIntent, api.AnnIntentSince, api.AnnJoinPermitted, api.AnnJoinDeadline, api.AnnBootstrap}
 	sort.Strings(inCEL)
 	sort.Strings(hookOwned)
 	require.Equal(t, hookOwned, inCEL, "the policy's hookOwned list is the hook-owned Lease annotations")
-	report := []string{etcdsync.AnnMemberID, etcdsync.AnnClusterID, etcdsync.AnnParentUID, etcdsync.AnnRole, etcdsync.AnnHealthy,
-		etcdsync.AnnVersion, etcdsync.AnnError, etcdsync.AnnLeaderID, etcdsync.AnnMembers}
+	report := []string{api.AnnMemberID, api.AnnClusterID, api.AnnParentUID, api.AnnRole, api.AnnHealthy,
+		api.AnnVersion, api.AnnError, api.AnnLeaderID, api.AnnMembers}
 	for _, k := range report {
 		require.NotContains(t, string(b), "'"+k+"'", "the agent writes %s: the policy must leave it alone", k)
 	}

@@ -13,7 +13,7 @@ import (
 	"syscall"
 	"time"
 
-	etcdsync "github.com/etcdhook/etcdhook/sync"
+	"github.com/etcdhook/etcdhook/api"
 )
 
 // AgentConfig is one member's agent: who it is and how etcd runs.
@@ -56,7 +56,7 @@ type Agent struct {
 	left    bool // this member removed itself on intent leave
 	// crashLoop: etcd keeps failing; the Lease is no longer renewed (only changes are written).
 	crashLoop bool
-	last      etcdsync.Report
+	last      api.Report
 	wrote     time.Time
 	// leaseProblems: what the last Lease read held that the agent could not use as written; reported.
 	leaseProblems []string
@@ -145,7 +145,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 		if a.left {
 			a.left = false
-			a.park(ctx, facts, Decision{Action: Park, Reason: etcdsync.ReasonParked, Detail: "left the cluster"})
+			a.park(ctx, facts, Decision{Action: Park, Reason: api.ReasonParked, Detail: "left the cluster"})
 			continue
 		}
 		// A start that keeps failing fast backs off and, from the third, stops renewing the Lease: the
@@ -173,9 +173,9 @@ func (a *Agent) Run(ctx context.Context) error {
 
 // keptReport is the last report without what only a running member can say: its identity stays, so
 // that a transient error never erases the member and cluster IDs from the Lease.
-func (a *Agent) keptReport() etcdsync.Report {
+func (a *Agent) keptReport() api.Report {
 	r := a.last
-	r.Role, r.Healthy, r.Members, r.LeaderID = etcdsync.RoleNone, false, nil, ""
+	r.Role, r.Healthy, r.Members, r.LeaderID = api.RoleNone, false, nil, ""
 	return r
 }
 
@@ -189,9 +189,9 @@ func (a *Agent) decide(ctx context.Context) (Decision, StartFacts, error) {
 	if err != nil {
 		return Decision{}, StartFacts{}, err
 	}
-	permitted, permitProblem := in.permit(a.Store.Now())
+	permitted, permitProblem := in.Join.OpenAt(a.Store.Now())
 	problems := append([]string(nil), in.Problems...)
-	if permitProblem != "" && in.windowProblem() == "" {
+	if permitProblem != "" {
 		problems = append(problems, permitProblem)
 	}
 	f := StartFacts{
@@ -211,13 +211,13 @@ func (a *Agent) decide(ctx context.Context) (Decision, StartFacts, error) {
 	var idProblems []string
 	f.ClusterID, idProblems = LeaseClusterID(ids)
 	a.leaseProblems = append(problems, idProblems...)
-	f.JoinDeadline = a.localTime(in.JoinDeadline)
+	f.JoinDeadline = a.localTime(in.Join.Until)
 	lctx, cancel := context.WithTimeout(ctx, 6*time.Second)
 	l, err := a.Etcd.MemberList(lctx, a.Cfg.Endpoints)
 	cancel()
 	if err == nil && f.ClusterID != 0 && l.ClusterID != f.ClusterID {
 		// The voters that answered are not the cluster the Leases report: use nothing they say.
-		a.Log.Warn("member list from another cluster ignored", "answered", etcdsync.FormatID(l.ClusterID), "leases", etcdsync.FormatID(f.ClusterID))
+		a.Log.Warn("member list from another cluster ignored", "answered", api.FormatID(l.ClusterID), "leases", api.FormatID(f.ClusterID))
 		err = errors.New("cluster ID mismatch")
 	}
 	if err == nil {
@@ -238,13 +238,13 @@ func (a *Agent) localTime(server time.Time) time.Time {
 	return time.Now().Add(server.Sub(a.Store.Now()))
 }
 
-func (a *Agent) idleReport(f StartFacts, errText string) etcdsync.Report {
-	r := etcdsync.Report{ParentUID: a.Cfg.ParentUID, Role: etcdsync.RoleNone, Error: errText, Members: nil}
+func (a *Agent) idleReport(f StartFacts, errText string) api.Report {
+	r := api.Report{ParentUID: a.Cfg.ParentUID, Role: api.RoleNone, Error: errText, Members: nil}
 	if f.ClusterID != 0 {
-		r.ClusterID = etcdsync.FormatID(f.ClusterID)
+		r.ClusterID = api.FormatID(f.ClusterID)
 	}
 	if f.Data.Present && f.Data.MemberID != 0 {
-		r.MemberID = etcdsync.FormatID(f.Data.MemberID)
+		r.MemberID = api.FormatID(f.Data.MemberID)
 	}
 	return r
 }
@@ -252,7 +252,7 @@ func (a *Agent) idleReport(f StartFacts, errText string) etcdsync.Report {
 // start prepares membership for d, runs etcd and supervises it until it exits or ctx ends.
 func (a *Agent) start(ctx context.Context, d Decision, f StartFacts) error {
 	state := "existing"
-	var initial []etcdsync.Member
+	var initial []api.Member
 	if d.Action != StartExisting {
 		// The binding is written before etcd writes anything, so that data without one is never ours.
 		if err := WriteBinding(a.Cfg.DataDir, Binding{ParentUID: a.Cfg.ParentUID, PeerURL: a.Cfg.PeerURL}); err != nil {
@@ -262,7 +262,7 @@ func (a *Agent) start(ctx context.Context, d Decision, f StartFacts) error {
 	switch d.Action {
 	case StartNew:
 		state = "new"
-		initial = []etcdsync.Member{{Name: a.Cfg.Name, PeerURL: a.Cfg.PeerURL}}
+		initial = []api.Member{{Name: a.Cfg.Name, PeerURL: a.Cfg.PeerURL}}
 	case StartLearner:
 		initial = f.Members
 	case Join, Replace:
@@ -275,7 +275,7 @@ func (a *Agent) start(ctx context.Context, d Decision, f StartFacts) error {
 		defer cancel()
 		eps := voterEndpoints(f.Members, "")
 		if d.Action == Replace {
-			old, _ := etcdsync.ParseID(d.Member.ID)
+			old, _ := api.ParseID(d.Member.ID)
 			a.Log.Info("removing the old ID of this member (its data is gone)", "member", d.Member.ID)
 			if err := a.Etcd.Remove(jctx, eps, old); err != nil {
 				return err
@@ -287,7 +287,7 @@ func (a *Agent) start(ctx context.Context, d Decision, f StartFacts) error {
 		if err != nil {
 			return err
 		}
-		a.Log.Info("added as learner", "member", etcdsync.FormatID(id), "members", len(members))
+		a.Log.Info("added as learner", "member", api.FormatID(id), "members", len(members))
 		initial = members
 	}
 	return a.runEtcd(ctx, state, initial)
@@ -301,7 +301,7 @@ func (a *Agent) joinTimeout() time.Duration {
 }
 
 // initialCluster renders --initial-cluster: every member of the list by peer URL, this one by its name.
-func (a *Agent) initialCluster(ms []etcdsync.Member) string {
+func (a *Agent) initialCluster(ms []api.Member) string {
 	var parts []string
 	hasSelf := false
 	for _, m := range ms {
@@ -321,7 +321,7 @@ func (a *Agent) initialCluster(ms []etcdsync.Member) string {
 }
 
 // runEtcd starts etcd and supervises it: promote while a learner, leave on intent leave, report.
-func (a *Agent) runEtcd(ctx context.Context, state string, initial []etcdsync.Member) error {
+func (a *Agent) runEtcd(ctx context.Context, state string, initial []api.Member) error {
 	args := append([]string{}, a.Cfg.EtcdCommand[1:]...)
 	args = append(args, "--initial-cluster-state="+state)
 	if len(initial) > 0 {
@@ -413,7 +413,7 @@ const (
 // observe looks at the running member once: it reports, promotes a learner, and leaves on intent
 // leave. It says whether this member removed itself, or finds itself removed by someone else.
 func (a *Agent) observe(ctx context.Context, bound *bool) observation {
-	r := etcdsync.Report{ParentUID: a.Cfg.ParentUID, Role: etcdsync.RoleNone}
+	r := api.Report{ParentUID: a.Cfg.ParentUID, Role: api.RoleNone}
 	st, err := a.Etcd.Status(ctx, a.Cfg.ClientURL)
 	if err != nil {
 		r = a.keptReport()
@@ -424,8 +424,8 @@ func (a *Agent) observe(ctx context.Context, bound *bool) observation {
 	a.setState("running", true)
 	a.crashLoop = false
 	self := st.Header.MemberId
-	r.MemberID, r.ClusterID = etcdsync.FormatID(self), etcdsync.FormatID(st.Header.ClusterId)
-	r.Version, r.LeaderID = st.Version, etcdsync.FormatID(st.Leader)
+	r.MemberID, r.ClusterID = api.FormatID(self), api.FormatID(st.Header.ClusterId)
+	r.Version, r.LeaderID = st.Version, api.FormatID(st.Leader)
 	if st.Leader == 0 {
 		r.LeaderID = ""
 	}
@@ -447,7 +447,7 @@ func (a *Agent) observe(ctx context.Context, bound *bool) observation {
 		return false
 	}
 	if st.IsLearner {
-		r.Role, r.Healthy = etcdsync.RoleLearner, len(st.Errors) == 0 && st.Leader != 0
+		r.Role, r.Healthy = api.RoleLearner, len(st.Errors) == 0 && st.Leader != 0
 		l, err := a.Etcd.MemberList(ctx, a.Cfg.Endpoints)
 		if err == nil && !listed(l) {
 			return removedByOthers // e.g. removed as a stuck learner
@@ -474,9 +474,9 @@ func (a *Agent) observe(ctx context.Context, bound *bool) observation {
 		a.report(ctx, r, false)
 		return stillRunning
 	}
-	r.Role = etcdsync.RoleVoter
+	r.Role = api.RoleVoter
 	if st.Leader == self {
-		r.Role = etcdsync.RoleLeader
+		r.Role = api.RoleLeader
 	}
 	l, err := a.Etcd.MemberList(ctx, []string{a.Cfg.ClientURL})
 	if err != nil {
@@ -498,8 +498,8 @@ func (a *Agent) observe(ctx context.Context, bound *bool) observation {
 }
 
 // leave moves leadership away, checks the quorum rule and removes this member.
-func (a *Agent) leave(ctx context.Context, members []etcdsync.Member, leader, self uint64, r *etcdsync.Report) bool {
-	id := etcdsync.FormatID(self)
+func (a *Agent) leave(ctx context.Context, members []api.Member, leader, self uint64, r *api.Report) bool {
+	id := api.FormatID(self)
 	healthy := a.Etcd.Health(ctx, members)
 	if err := QuorumAllows(members, healthy, id); err != nil {
 		r.Error = "Leaving: " + err.Error()
@@ -508,7 +508,7 @@ func (a *Agent) leave(ctx context.Context, members []etcdsync.Member, leader, se
 	if leader == self {
 		for _, m := range members {
 			if m.ID != id && !m.Learner && healthy[m.ID] != nil {
-				to, _ := etcdsync.ParseID(m.ID)
+				to, _ := api.ParseID(m.ID)
 				if err := a.Etcd.MoveLeader(ctx, a.Cfg.ClientURL, to); err != nil {
 					r.Error = "Leaving: moving leadership away: " + err.Error()
 					return false
@@ -529,10 +529,10 @@ func (a *Agent) leave(ctx context.Context, members []etcdsync.Member, leader, se
 	return true
 }
 
-func (a *Agent) markLeft(ctx context.Context, r etcdsync.Report) {
+func (a *Agent) markLeft(ctx context.Context, r api.Report) {
 	a.left = true
-	r.Role, r.Healthy, r.Members, r.LeaderID = etcdsync.RoleLeft, false, nil, ""
-	r.Error = etcdsync.ReasonParked + ": removed from the cluster"
+	r.Role, r.Healthy, r.Members, r.LeaderID = api.RoleLeft, false, nil, ""
+	r.Error = api.ReasonParked + ": removed from the cluster"
 	a.report(ctx, r, true)
 }
 
@@ -541,7 +541,7 @@ func (a *Agent) markLeft(ctx context.Context, r etcdsync.Report) {
 func (a *Agent) park(ctx context.Context, f StartFacts, d Decision) {
 	a.setState("parked", false)
 	r := a.idleReport(f, d.Reason+": "+d.Detail)
-	r.Role = etcdsync.RoleLeft
+	r.Role = api.RoleLeft
 	for {
 		a.report(ctx, r, false)
 		if !a.sleep(ctx, a.tick()) {
@@ -549,7 +549,7 @@ func (a *Agent) park(ctx context.Context, f StartFacts, d Decision) {
 		}
 		if in, err := a.Store.Read(ctx); err == nil {
 			a.leaseProblems = in.Problems
-			if intent, _ := StartIntent(in.Intent); intent == etcdsync.IntentMember {
+			if intent, _ := StartIntent(in.Intent); intent == api.IntentMember {
 				a.Log.Info("intent is no longer leave: deciding again", "intent", in.Intent)
 				return
 			}
@@ -558,7 +558,7 @@ func (a *Agent) park(ctx context.Context, f StartFacts, d Decision) {
 }
 
 // report writes the Lease when the report changed, or when a renewal is due.
-func (a *Agent) report(ctx context.Context, r etcdsync.Report, force bool) {
+func (a *Agent) report(ctx context.Context, r api.Report, force bool) {
 	if r.ParentUID == "" {
 		r.ParentUID = a.Cfg.ParentUID
 	}
@@ -594,7 +594,7 @@ func (a *Agent) sleep(ctx context.Context, d time.Duration) bool {
 // keeps the member, see StartIntent).
 func leaving(in Intent) bool {
 	intent, _ := StartIntent(in.Intent)
-	return intent == etcdsync.IntentLeave
+	return intent == api.IntentLeave
 }
 
 // withProblems adds the Lease problems to a report's error text. The leading reason word stays the

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	etcdsync "github.com/etcdhook/etcdhook/sync"
+	"github.com/etcdhook/etcdhook/api"
 )
 
 // StartFacts is everything the agent knows before an etcd start (docs/design.md §7.2).
@@ -26,7 +26,7 @@ type StartFacts struct {
 	Adopt     bool
 	Data      DataFacts
 	// Members is the linearizable member list read through a voter; nil when no voter answered.
-	Members []etcdsync.Member
+	Members []api.Member
 	PeerURL string
 }
 
@@ -64,7 +64,7 @@ type Decision struct {
 	Reason string
 	Detail string
 	// Member is the list entry the action concerns (StartLearner, Replace), nil otherwise.
-	Member *etcdsync.Member
+	Member *api.Member
 }
 
 func (d Decision) String() string { return fmt.Sprintf("%s (%s: %s)", d.Action, d.Reason, d.Detail) }
@@ -75,37 +75,37 @@ func DecideStart(f StartFacts) Decision {
 	self := f.self()
 	if f.Data.Partial {
 		if reason, foreign := f.foreign(); foreign {
-			return Decision{Action: Refuse, Reason: etcdsync.ReasonForeignData, Detail: reason}
+			return Decision{Action: Refuse, Reason: api.ReasonForeignData, Detail: reason}
 		}
 		// etcd creates member/ before join discovery and the WAL after: a start of ours that died in
 		// between leaves a directory no start can use.
 		return Decision{Action: MoveAside, Reason: "PartialData", Detail: "the data directory has no WAL (a start died half-way): moved aside"}
 	}
-	if f.Intent == etcdsync.IntentLeave {
+	if f.Intent == api.IntentLeave {
 		_, foreign := f.foreign()
 		switch {
 		case f.Data.Present && !foreign && f.Members == nil:
 			// Nobody answers: this member may be needed for quorum (a 2 -> 1 shrink whose leaver
 			// restarted). Run on its data; if it was removed, etcd says so and the next start parks.
 			return Decision{Action: StartExisting, Reason: "Leaving", Detail: "no voter answers: starting on its data to leave cleanly"}
-		case f.Data.Present && !foreign && self != nil && self.ID == etcdsync.FormatID(f.Data.MemberID):
+		case f.Data.Present && !foreign && self != nil && self.ID == api.FormatID(f.Data.MemberID):
 			// Still a member on its own data: run so that the member can leave cleanly.
 			return Decision{Action: StartExisting, Reason: "Leaving", Detail: "still a member: starting to leave"}
 		}
-		return Decision{Action: Park, Reason: etcdsync.ReasonParked, Detail: "intent is leave: not starting etcd"}
+		return Decision{Action: Park, Reason: api.ReasonParked, Detail: "intent is leave: not starting etcd"}
 	}
-	if f.Intent != etcdsync.IntentMember {
+	if f.Intent != api.IntentMember {
 		return Decision{Action: Wait, Reason: "WaitingForLease", Detail: "no intent on the member Lease yet"}
 	}
 	if f.Data.Present {
 		if reason, foreign := f.foreign(); foreign {
-			return Decision{Action: Refuse, Reason: etcdsync.ReasonForeignData, Detail: reason}
+			return Decision{Action: Refuse, Reason: api.ReasonForeignData, Detail: reason}
 		}
 		if f.Members == nil {
 			// After a full restart nobody answers until etcd runs: start on the data.
 			return Decision{Action: StartExisting, Reason: "Starting", Detail: "on existing data, no voter answers yet"}
 		}
-		id := etcdsync.FormatID(f.Data.MemberID)
+		id := api.FormatID(f.Data.MemberID)
 		for i := range f.Members {
 			if f.Members[i].ID == id {
 				return Decision{Action: StartExisting, Reason: "Starting", Detail: "on existing data of member " + id}
@@ -124,10 +124,10 @@ func DecideStart(f StartFacts) Decision {
 		return Decision{Action: Wait, Reason: "WaitingForSeed", Detail: "the cluster is not bootstrapped yet"}
 	}
 	if f.Members == nil {
-		return Decision{Action: Wait, Reason: etcdsync.ReasonWaitingForJoin, Detail: "no data and no voter answers"}
+		return Decision{Action: Wait, Reason: api.ReasonWaitingForJoin, Detail: "no data and no voter answers"}
 	}
 	if !f.JoinPermitted {
-		return Decision{Action: Wait, Reason: etcdsync.ReasonWaitingForJoin, Detail: "no data, waiting for join-permitted"}
+		return Decision{Action: Wait, Reason: api.ReasonWaitingForJoin, Detail: "no data, waiting for join-permitted"}
 	}
 	if self != nil {
 		if self.Learner && !self.Started && self.Name == "" {
@@ -138,7 +138,7 @@ func DecideStart(f StartFacts) Decision {
 	return Decision{Action: Join, Reason: "Joining", Detail: "adding a learner"}
 }
 
-func (f StartFacts) self() *etcdsync.Member {
+func (f StartFacts) self() *api.Member {
 	for i := range f.Members {
 		if f.Members[i].PeerURL == f.PeerURL {
 			return &f.Members[i]
@@ -162,10 +162,10 @@ func (f StartFacts) foreign() (string, bool) {
 	} else if f.ClusterID == 0 || f.Data.ClusterID != f.ClusterID {
 		// No binding: only data of this very cluster (its WAL names the cluster ID the Leases report)
 		// is trusted; it lost its binding, not its identity.
-		return fmt.Sprintf("the data directory has no etcdhook binding and cluster ID %s (set adoptExistingData to use it)", etcdsync.FormatID(f.Data.ClusterID)), true
+		return fmt.Sprintf("the data directory has no etcdhook binding and cluster ID %s (set adoptExistingData to use it)", api.FormatID(f.Data.ClusterID)), true
 	}
 	if f.ClusterID != 0 && f.Data.ClusterID != 0 && f.Data.ClusterID != f.ClusterID {
-		return fmt.Sprintf("the data directory is of cluster %s, this cluster is %s", etcdsync.FormatID(f.Data.ClusterID), etcdsync.FormatID(f.ClusterID)), true
+		return fmt.Sprintf("the data directory is of cluster %s, this cluster is %s", api.FormatID(f.Data.ClusterID), api.FormatID(f.ClusterID)), true
 	}
 	return "", false
 }

@@ -10,7 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	etcdsync "github.com/etcdhook/etcdhook/sync"
+	"github.com/etcdhook/etcdhook/api"
 )
 
 func TestDecideStart(t *testing.T) {
@@ -19,7 +19,7 @@ func TestDecideStart(t *testing.T) {
 	data := func(id uint64) DataFacts {
 		return DataFacts{Present: true, MemberID: id, ClusterID: 0xc, Binding: bound}
 	}
-	list := []etcdsync.Member{{ID: etcdsync.FormatID(1), PeerURL: other, Started: true, Name: "m0"}, {ID: etcdsync.FormatID(2), PeerURL: me, Started: true, Name: "m1"}}
+	list := []api.Member{{ID: api.FormatID(1), PeerURL: other, Started: true, Name: "m0"}, {ID: api.FormatID(2), PeerURL: me, Started: true, Name: "m1"}}
 	for _, tc := range []struct {
 		name string
 		f    StartFacts
@@ -40,7 +40,7 @@ func TestDecideStart(t *testing.T) {
 		{"no data, permitted, not in list", StartFacts{Intent: "member", Bootstrapped: true, JoinPermitted: true, Members: list[:1], PeerURL: me}, Join},
 		{"no data, permitted, old ID started", StartFacts{Intent: "member", Bootstrapped: true, JoinPermitted: true, Members: list, PeerURL: me}, Replace},
 		{"no data, permitted, learner never started", StartFacts{Intent: "member", Bootstrapped: true, JoinPermitted: true,
-			Members: []etcdsync.Member{list[0], {ID: "3", PeerURL: me, Learner: true}}, PeerURL: me}, StartLearner},
+			Members: []api.Member{list[0], {ID: "3", PeerURL: me, Learner: true}}, PeerURL: me}, StartLearner},
 		{"no data, nobody answers", StartFacts{Intent: "member", Bootstrapped: true, JoinPermitted: true}, Wait},
 		{"leave, not a member", StartFacts{Intent: "leave", Data: data(9), Members: list, PeerURL: me}, Park},
 		{"leave, still a member", StartFacts{Intent: "leave", Data: data(2), Members: list, PeerURL: me}, StartExisting},
@@ -101,7 +101,7 @@ func TestClassify(t *testing.T) {
 }
 
 func TestQuorumAllows(t *testing.T) {
-	ms := []etcdsync.Member{{ID: "a"}, {ID: "b"}, {ID: "c"}, {ID: "l", Learner: true}}
+	ms := []api.Member{{ID: "a"}, {ID: "b"}, {ID: "c"}, {ID: "l", Learner: true}}
 	up := func(ids ...string) map[string]*clientv3.StatusResponse {
 		out := map[string]*clientv3.StatusResponse{}
 		for _, id := range ids {

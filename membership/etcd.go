@@ -11,7 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	etcdsync "github.com/etcdhook/etcdhook/sync"
+	"github.com/etcdhook/etcdhook/api"
 )
 
 // Etcd performs membership calls with the retry policy of etcd-facts §6. Every call group makes a fresh
@@ -51,16 +51,16 @@ func (e *Etcd) client(eps []string) (*clientv3.Client, error) {
 
 // List is a member list with the IDs it was read with.
 type List struct {
-	Members   []etcdsync.Member
+	Members   []api.Member
 	ClusterID uint64
 	// From is the member that answered.
 	From uint64
 }
 
-func toMembers(ms []*etcdserverpb.Member) []etcdsync.Member {
-	out := make([]etcdsync.Member, 0, len(ms))
+func toMembers(ms []*etcdserverpb.Member) []api.Member {
+	out := make([]api.Member, 0, len(ms))
 	for _, m := range ms {
-		em := etcdsync.Member{ID: etcdsync.FormatID(m.ID), Name: m.Name, Learner: m.IsLearner}
+		em := api.Member{ID: api.FormatID(m.ID), Name: m.Name, Learner: m.IsLearner}
 		if len(m.PeerURLs) > 0 {
 			em.PeerURL = m.PeerURLs[0]
 		}
@@ -153,9 +153,9 @@ func (e *Etcd) retry(ctx context.Context, op Op, what string, call func(context.
 
 // AddLearner adds peerURL as a learner (or finds it already added) and returns its ID and the member
 // list that includes it.
-func (e *Etcd) AddLearner(ctx context.Context, eps []string, peerURL string) (uint64, []etcdsync.Member, error) {
+func (e *Etcd) AddLearner(ctx context.Context, eps []string, peerURL string) (uint64, []api.Member, error) {
 	var id uint64
-	var members []etcdsync.Member
+	var members []api.Member
 	find := func(ctx context.Context) (bool, error) {
 		l, err := e.MemberList(ctx, eps)
 		if err != nil {
@@ -168,7 +168,7 @@ func (e *Etcd) AddLearner(ctx context.Context, eps []string, peerURL string) (ui
 				if !m.Learner || m.Started {
 					return false, fmt.Errorf("peer URL %s belongs to started member %s", peerURL, m.ID)
 				}
-				id, _ = etcdsync.ParseID(m.ID)
+				id, _ = api.ParseID(m.ID)
 				members = l.Members
 				return true, nil
 			}
@@ -201,7 +201,7 @@ func (e *Etcd) AddLearner(ctx context.Context, eps []string, peerURL string) (ui
 
 // Promote retries MemberPromote until etcd accepts (the learner has caught up) or ctx ends.
 func (e *Etcd) Promote(ctx context.Context, eps []string, id uint64) error {
-	return e.retry(ctx, OpPromote, "promote "+etcdsync.FormatID(id), func(ctx context.Context) error {
+	return e.retry(ctx, OpPromote, "promote "+api.FormatID(id), func(ctx context.Context) error {
 		c, err := e.client(eps)
 		if err != nil {
 			return err
@@ -222,7 +222,7 @@ func (e *Etcd) memberState(ctx context.Context, eps []string, id uint64) (presen
 		return false, false, err
 	}
 	for _, m := range l.Members {
-		if m.ID == etcdsync.FormatID(id) {
+		if m.ID == api.FormatID(id) {
 			return true, m.Learner, nil
 		}
 	}
@@ -231,7 +231,7 @@ func (e *Etcd) memberState(ctx context.Context, eps []string, id uint64) (presen
 
 // Remove removes member id (idempotent: already removed is done).
 func (e *Etcd) Remove(ctx context.Context, eps []string, id uint64) error {
-	return e.retry(ctx, OpRemove, "remove "+etcdsync.FormatID(id), func(ctx context.Context) error {
+	return e.retry(ctx, OpRemove, "remove "+api.FormatID(id), func(ctx context.Context) error {
 		c, err := e.client(eps)
 		if err != nil {
 			return err
@@ -260,14 +260,14 @@ func (e *Etcd) MoveLeader(ctx context.Context, leaderEP string, transferee uint6
 
 // Health probes every voter of l through its own client URL: a voter is healthy when it answers
 // Status without errors and knows a leader.
-func (e *Etcd) Health(ctx context.Context, members []etcdsync.Member) map[string]*clientv3.StatusResponse {
+func (e *Etcd) Health(ctx context.Context, members []api.Member) map[string]*clientv3.StatusResponse {
 	out := map[string]*clientv3.StatusResponse{}
 	for _, m := range members {
 		if m.ClientURL == "" {
 			continue
 		}
 		st, err := e.Status(ctx, m.ClientURL)
-		if err != nil || len(st.Errors) > 0 || st.Leader == 0 || etcdsync.FormatID(st.Header.MemberId) != m.ID {
+		if err != nil || len(st.Errors) > 0 || st.Leader == 0 || api.FormatID(st.Header.MemberId) != m.ID {
 			continue
 		}
 		out[m.ID] = st
@@ -276,7 +276,7 @@ func (e *Etcd) Health(ctx context.Context, members []etcdsync.Member) map[string
 }
 
 // QuorumAllows applies the quorum rule (docs/design.md §8.2) to removing target from members, given which are healthy.
-func QuorumAllows(members []etcdsync.Member, healthy map[string]*clientv3.StatusResponse, target string) error {
+func QuorumAllows(members []api.Member, healthy map[string]*clientv3.StatusResponse, target string) error {
 	all, up, targetUp, learner := 0, 0, false, false
 	for _, m := range members {
 		if m.ID == target && m.Learner {
@@ -301,15 +301,15 @@ func QuorumAllows(members []etcdsync.Member, healthy map[string]*clientv3.Status
 	if all <= 1 {
 		return errors.New("refusing to remove the last voter")
 	}
-	if up < etcdsync.Quorum(all) || after < etcdsync.Quorum(all-1) {
+	if up < api.Quorum(all) || after < api.Quorum(all-1) {
 		return fmt.Errorf("quorum rule: %d of %d voters healthy, %d would remain of %d (need %d and %d)",
-			up, all, after, all-1, etcdsync.Quorum(all), etcdsync.Quorum(all-1))
+			up, all, after, all-1, api.Quorum(all), api.Quorum(all-1))
 	}
 	return nil
 }
 
 // voterEndpoints are the client URLs of the started voters of ms, except skip.
-func voterEndpoints(ms []etcdsync.Member, skip string) []string {
+func voterEndpoints(ms []api.Member, skip string) []string {
 	var eps []string
 	for _, m := range ms {
 		if !m.Learner && m.ClientURL != "" && m.ID != skip {

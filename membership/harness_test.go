@@ -21,7 +21,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	etcdsync "github.com/etcdhook/etcdhook/sync"
+	"github.com/etcdhook/etcdhook/api"
 )
 
 // Real etcd for the membership tests (etcd-facts §4): the server is built from its Go module by a
@@ -240,7 +240,7 @@ func (c *tcluster) intent(i int, intent string, seed bool, permit time.Duration)
 }
 
 // members reads the linearizable member list through the running slots.
-func (c *tcluster) members() []etcdsync.Member {
+func (c *tcluster) members() []api.Member {
 	var eps []string
 	for _, s := range c.slots {
 		if s.agent != nil {
@@ -267,7 +267,7 @@ func (c *tcluster) waitFor(what string, timeout time.Duration, cond func() bool)
 	return 0
 }
 
-func (c *tcluster) tryMembers() []etcdsync.Member {
+func (c *tcluster) tryMembers() []api.Member {
 	var eps []string
 	for _, s := range c.slots {
 		eps = append(eps, s.clientURL)

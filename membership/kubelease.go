@@ -15,7 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	etcdsync "github.com/etcdhook/etcdhook/sync"
+	"github.com/etcdhook/etcdhook/api"
 )
 
 // KubeLeases is the LeaseStore on the Kubernetes API (client-go). Renew times are on the API server's
@@ -86,7 +86,7 @@ func (k *KubeLeases) Read(ctx context.Context) (Intent, error) {
 }
 
 // Write renews the Lease and writes the report with a merge patch of the agent-owned fields only.
-func (k *KubeLeases) Write(ctx context.Context, r etcdsync.Report) error {
+func (k *KubeLeases) Write(ctx context.Context, r api.Report) error {
 	now := metav1.NewMicroTime(k.Now())
 	spec := map[string]any{
 		"holderIdentity":       k.holder,
@@ -115,9 +115,9 @@ func (k *KubeLeases) Write(ctx context.Context, r etcdsync.Report) error {
 
 // ClusterIDs reads every member Lease of the cluster (the RBAC Role names exactly these).
 func (k *KubeLeases) ClusterIDs(ctx context.Context) ([]string, error) {
-	n := etcdsync.Names{Cluster: k.cluster, Namespace: k.namespace}
+	n := api.Names{Cluster: k.cluster, Namespace: k.namespace}
 	seen := map[string]bool{}
-	for i := 0; i < etcdsync.MaxSize; i++ {
+	for i := 0; i < api.MaxSize; i++ {
 		l, err := k.client.CoordinationV1().Leases(k.namespace).Get(ctx, n.Lease(i), metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			continue
@@ -125,8 +125,8 @@ func (k *KubeLeases) ClusterIDs(ctx context.Context) ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		if l.Annotations[etcdsync.AnnParentUID] == k.parentUID && l.Annotations[etcdsync.AnnClusterID] != "" {
-			seen[l.Annotations[etcdsync.AnnClusterID]] = true
+		if l.Annotations[api.AnnParentUID] == k.parentUID && l.Annotations[api.AnnClusterID] != "" {
+			seen[l.Annotations[api.AnnClusterID]] = true
 		}
 	}
 	var out []string

@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 
-	etcdsync "github.com/etcdhook/etcdhook/sync"
+	"github.com/etcdhook/etcdhook/api"
 )
 
 // apiServer answers the Lease calls KubeLeases makes over real HTTP, and records each request as the
@@ -70,21 +70,21 @@ func (s *apiServer) verbs() (verbs, names []string) {
 	return verbs, names
 }
 
-// The member Role (sync/children.go) must grant exactly what the agent calls: get and patch on the
+// The member Role (sync/rbac.go) must grant exactly what the agent calls: get and patch on the
 // cluster's member Leases by name. It never updates, creates, lists or watches.
 func TestKubeLeasesVerbs(t *testing.T) {
-	n := etcdsync.Names{Cluster: "c", Namespace: "ns"}
+	n := api.Names{Cluster: "c", Namespace: "ns"}
 	lease := func(i int, cid string) *coordv1.Lease {
 		return &coordv1.Lease{
 			TypeMeta: metav1.TypeMeta{APIVersion: "coordination.k8s.io/v1", Kind: "Lease"},
 			ObjectMeta: metav1.ObjectMeta{Name: n.Lease(i), Namespace: "ns",
 				OwnerReferences: []metav1.OwnerReference{{UID: types.UID("uid")}},
-				Annotations: map[string]string{etcdsync.AnnIntent: etcdsync.IntentMember,
-					etcdsync.AnnParentUID: "uid", etcdsync.AnnClusterID: cid}},
+				Annotations: map[string]string{api.AnnIntent: api.IntentMember,
+					api.AnnParentUID: "uid", api.AnnClusterID: cid}},
 		}
 	}
-	api := &apiServer{leases: map[string]*coordv1.Lease{n.Lease(0): lease(0, "00000000000000c1"), n.Lease(2): lease(2, "00000000000000c1")}}
-	srv := httptest.NewServer(api)
+	server := &apiServer{leases: map[string]*coordv1.Lease{n.Lease(0): lease(0, "00000000000000c1"), n.Lease(2): lease(2, "00000000000000c1")}}
+	srv := httptest.NewServer(server)
 	defer srv.Close()
 	k, err := NewKubeLeases(&rest.Config{Host: srv.URL}, "ns", "c", n.Lease(0), "uid", "pod", 15*time.Second)
 	require.NoError(t, err)
@@ -92,17 +92,17 @@ func TestKubeLeasesVerbs(t *testing.T) {
 
 	in, err := k.Read(ctx)
 	require.NoError(t, err)
-	require.Equal(t, etcdsync.IntentMember, in.Intent)
-	require.NoError(t, k.Write(ctx, etcdsync.Report{ParentUID: "uid", Role: etcdsync.RoleVoter}))
-	require.NoError(t, k.Write(ctx, etcdsync.Report{ParentUID: "uid", Role: etcdsync.RoleLeader}))
+	require.Equal(t, api.IntentMember, in.Intent)
+	require.NoError(t, k.Write(ctx, api.Report{ParentUID: "uid", Role: api.RoleVoter}))
+	require.NoError(t, k.Write(ctx, api.Report{ParentUID: "uid", Role: api.RoleLeader}))
 	ids, err := k.ClusterIDs(ctx)
 	require.NoError(t, err)
 	require.Equal(t, []string{"00000000000000c1"}, ids)
 
-	verbs, names := api.verbs()
+	verbs, names := server.verbs()
 	require.Equal(t, []string{"get", "patch"}, verbs)
 	allowed := map[string]bool{}
-	for i := 0; i < etcdsync.MaxSize; i++ {
+	for i := 0; i < api.MaxSize; i++ {
 		allowed[n.Lease(i)] = true
 	}
 	for _, name := range names {

@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	etcdsync "github.com/etcdhook/etcdhook/sync"
+	"github.com/etcdhook/etcdhook/api"
 )
 
 func TestStartIntent(t *testing.T) {
@@ -53,15 +53,15 @@ func TestJoinPermission(t *testing.T) {
 		{"permission without deadline", at(-time.Minute), "-", false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ann := map[string]string{etcdsync.AnnIntent: etcdsync.IntentMember}
+			ann := map[string]string{api.AnnIntent: api.IntentMember}
 			if tc.permitted != "-" {
-				ann[etcdsync.AnnJoinPermitted] = tc.permitted
+				ann[api.AnnJoinPermitted] = tc.permitted
 			}
 			if tc.deadline != "-" {
-				ann[etcdsync.AnnJoinDeadline] = tc.deadline
+				ann[api.AnnJoinDeadline] = tc.deadline
 			}
 			in := intentFromAnnotations(ann)
-			ok, problem := in.permit(now)
+			ok, problem := in.Join.OpenAt(now)
 			require.Equal(t, tc.ok, in.Permitted(now))
 			require.Equal(t, tc.ok, ok)
 			if problem != "" {
@@ -73,11 +73,11 @@ func TestJoinPermission(t *testing.T) {
 }
 
 func TestIntentProblemsFromAnnotations(t *testing.T) {
-	in := intentFromAnnotations(map[string]string{etcdsync.AnnIntent: "Leave"})
+	in := intentFromAnnotations(map[string]string{api.AnnIntent: "Leave"})
 	require.Equal(t, "Leave", in.Intent, "the annotation as written")
 	require.Len(t, in.Problems, 1)
 	require.False(t, leaving(in), "only the exact intent leave removes a member")
-	require.True(t, leaving(intentFromAnnotations(map[string]string{etcdsync.AnnIntent: "leave"})))
+	require.True(t, leaving(intentFromAnnotations(map[string]string{api.AnnIntent: "leave"})))
 }
 
 func TestLeaseClusterID(t *testing.T) {
@@ -97,7 +97,7 @@ func TestLeaseClusterID(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, problems := LeaseClusterID(tc.ids)
-			require.Equal(t, etcdsync.FormatID(tc.want), etcdsync.FormatID(got))
+			require.Equal(t, api.FormatID(tc.want), api.FormatID(got))
 			require.Len(t, problems, tc.problems, "%v", problems)
 		})
 	}
@@ -119,7 +119,7 @@ func TestWithProblems(t *testing.T) {
 	} {
 		got := withProblems(tc.in, tc.problems)
 		require.Equal(t, tc.want, got)
-		require.Equal(t, (etcdsync.Report{Error: tc.in}).Reason() == "" && len(tc.problems) > 0,
-			(etcdsync.Report{Error: got}).Reason() == "LeaseProblem")
+		require.Equal(t, (api.Report{Error: tc.in}).Reason() == "" && len(tc.problems) > 0,
+			(api.Report{Error: got}).Reason() == "LeaseProblem")
 	}
 }

@@ -10,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	etcdsync "github.com/etcdhook/etcdhook/sync"
+	"github.com/etcdhook/etcdhook/api"
 )
 
 const (
@@ -26,10 +26,10 @@ func forEachVersion(t *testing.T, run func(t *testing.T, version string)) {
 
 // bootstrap starts the seed (slot 0) and grows to n members, one learner at a time, as the hook would.
 func (c *tcluster) bootstrap(w **twriter, n int) {
-	c.intent(0, etcdsync.IntentMember, true, 0)
+	c.intent(0, api.IntentMember, true, 0)
 	c.start(0, 0)
 	c.waitFor("seed", stepMax, func() bool { return c.voters(0) })
-	c.intent(0, etcdsync.IntentMember, false, 0) // the hook drops the seed mark once bootstrapped
+	c.intent(0, api.IntentMember, false, 0) // the hook drops the seed mark once bootstrapped
 	if w != nil {
 		*w = startWriter(c, "grow 1->2")
 	}
@@ -42,7 +42,7 @@ func (c *tcluster) bootstrap(w **twriter, n int) {
 }
 
 func (c *tcluster) grow(i int) time.Duration {
-	c.intent(i, etcdsync.IntentMember, false, permit)
+	c.intent(i, api.IntentMember, false, permit)
 	c.start(i, 0)
 	want := make([]int, 0, i+1)
 	for j := 0; j <= i; j++ {
@@ -78,12 +78,12 @@ func TestMembershipGrowShrink(t *testing.T) {
 		// The member and cluster IDs the agent reads from etcd's WAL are etcd's own.
 		df, err := ReadData(c.slots[2].dataDir())
 		require.NoError(t, err)
-		require.Equal(t, c.memberID(2), etcdsync.FormatID(df.MemberID))
-		require.Equal(t, cid, etcdsync.FormatID(df.ClusterID))
+		require.Equal(t, c.memberID(2), api.FormatID(df.MemberID))
+		require.Equal(t, cid, api.FormatID(df.ClusterID))
 		require.Equal(t, c.parent, df.Binding.ParentUID)
 		for i := 4; i >= 1; i-- {
 			w.Step("shrink " + itoa(i+1) + "->" + itoa(i))
-			c.intent(i, etcdsync.IntentLeave, false, 0)
+			c.intent(i, api.IntentLeave, false, 0)
 			require.NoError(t, c.removeJob(c.memberID(i), c.slots[i].peerURL, "leave"))
 			want := []int{}
 			for j := 0; j < i; j++ {
@@ -91,7 +91,7 @@ func TestMembershipGrowShrink(t *testing.T) {
 			}
 			c.waitFor("shrink", stepMax, func() bool { return c.voters(want...) })
 			c.waitFor("the removed member to park", stepMax, func() bool {
-				return c.leases.Report(c.slots[i].lease).Role == etcdsync.RoleLeft
+				return c.leases.Report(c.slots[i].lease).Role == api.RoleLeft
 			})
 			require.NoError(t, c.stop(i))
 		}
@@ -108,15 +108,15 @@ func TestMembershipDataLossRecovery(t *testing.T) {
 		c.bootstrap(&w, 3)
 		w.Step("data loss on m1")
 		old := c.memberID(1)
-		c.intent(1, etcdsync.IntentMember, false, 0)
+		c.intent(1, api.IntentMember, false, 0)
 		c.kill(1)
 		c.wipe(1)
 		start := time.Now()
 		c.start(1, 0)
 		c.waitFor("the agent to ask to rejoin", stepMax, func() bool {
-			return c.leases.Report(c.slots[1].lease).Reason() == etcdsync.ReasonWaitingForJoin
+			return c.leases.Report(c.slots[1].lease).Reason() == api.ReasonWaitingForJoin
 		})
-		c.intent(1, etcdsync.IntentMember, false, permit) // the hook permits the replacement
+		c.intent(1, api.IntentMember, false, permit) // the hook permits the replacement
 		c.waitFor("m1 back", stepMax, func() bool { return c.voters(0, 1, 2) })
 		w.Step("after recovery")
 		time.Sleep(time.Second)
@@ -134,7 +134,7 @@ func TestMembershipStaleDataDir(t *testing.T) {
 		c.bootstrap(&w, 4)
 		w.Step("scale down 4->3, volume kept")
 		old := c.memberID(3)
-		c.intent(3, etcdsync.IntentLeave, false, 0)
+		c.intent(3, api.IntentLeave, false, 0)
 		c.waitFor("m3 to leave by itself", stepMax, func() bool { return c.voters(0, 1, 2) })
 		require.NoError(t, c.stop(3))
 		w.Step("scale up 3->4 on the stale volume")
@@ -156,12 +156,12 @@ func TestMembershipSeedDataLoss(t *testing.T) {
 		w.Step("seed data loss")
 		c.kill(0)
 		c.wipe(0)
-		c.intent(0, etcdsync.IntentMember, true, 0) // even a stale seed mark must not start a new cluster
+		c.intent(0, api.IntentMember, true, 0) // even a stale seed mark must not start a new cluster
 		c.start(0, 0)
 		c.waitFor("the seed to ask to rejoin", stepMax, func() bool {
-			return c.leases.Report(c.slots[0].lease).Reason() == etcdsync.ReasonWaitingForJoin
+			return c.leases.Report(c.slots[0].lease).Reason() == api.ReasonWaitingForJoin
 		})
-		c.intent(0, etcdsync.IntentMember, false, permit)
+		c.intent(0, api.IntentMember, false, permit)
 		c.waitFor("seed back", stepMax, func() bool { return c.voters(0, 1, 2) })
 		require.Equal(t, cid, c.leases.Report(c.slots[0].lease).ClusterID, "one cluster, not two")
 		w.Verify(t)
@@ -179,9 +179,9 @@ func TestMembershipCrashWindows(t *testing.T) {
 		id, _, err := e.AddLearner(context.Background(), []string{c.slots[0].clientURL, c.slots[1].clientURL}, c.slots[2].peerURL)
 		require.NoError(t, err)
 		c.grow(2)
-		require.Equal(t, etcdsync.FormatID(id), c.memberID(2), "the learner added but never started is reused")
+		require.Equal(t, api.FormatID(id), c.memberID(2), "the learner added but never started is reused")
 		w.Step("crash after start, before promote")
-		c.intent(3, etcdsync.IntentMember, false, permit)
+		c.intent(3, api.IntentMember, false, permit)
 		c.start(3, time.Hour) // this agent never looks again: it cannot promote
 		c.waitFor("m3 to run as a learner", stepMax, func() bool {
 			for _, m := range c.tryMembers() {
@@ -229,7 +229,7 @@ func TestMembershipQuorumRule(t *testing.T) {
 		c.grow(2)
 		st, err := (&Etcd{}).Status(context.Background(), c.slots[0].clientURL)
 		require.NoError(t, err)
-		leader := etcdsync.FormatID(st.Leader)
+		leader := api.FormatID(st.Leader)
 		li := -1
 		for i := 0; i < 3; i++ {
 			if c.memberID(i) == leader {
@@ -237,7 +237,7 @@ func TestMembershipQuorumRule(t *testing.T) {
 			}
 		}
 		require.GreaterOrEqual(t, li, 0)
-		c.intent(li, etcdsync.IntentLeave, false, 0)
+		c.intent(li, api.IntentLeave, false, 0)
 		require.NoError(t, c.removeJob(leader, c.slots[li].peerURL, "leave"))
 		rest := []int{}
 		for i := 0; i < 3; i++ {
@@ -248,7 +248,7 @@ func TestMembershipQuorumRule(t *testing.T) {
 		c.waitFor("two voters without the old leader", stepMax, func() bool { return c.voters(rest...) })
 		st, err = (&Etcd{}).Status(context.Background(), c.slots[rest[0]].clientURL)
 		require.NoError(t, err)
-		require.NotEqual(t, leader, etcdsync.FormatID(st.Leader))
+		require.NotEqual(t, leader, api.FormatID(st.Leader))
 		require.NoError(t, c.stop(li))
 		w.Verify(t)
 	})
@@ -262,15 +262,15 @@ func TestMembershipLeaveParkRestartForeign(t *testing.T) {
 		var w *twriter
 		c.bootstrap(&w, 4)
 		w.Step("m3 leaves by intent")
-		c.intent(3, etcdsync.IntentLeave, false, 0)
+		c.intent(3, api.IntentLeave, false, 0)
 		c.waitFor("m3 gone", stepMax, func() bool { return c.voters(0, 1, 2) })
-		c.waitFor("m3 parked", stepMax, func() bool { return c.leases.Report(c.slots[3].lease).Role == etcdsync.RoleLeft })
+		c.waitFor("m3 parked", stepMax, func() bool { return c.leases.Report(c.slots[3].lease).Role == api.RoleLeft })
 		w.Step("m3 container restarts")
 		c.kill(3)
 		c.start(3, 0)
 		time.Sleep(3 * time.Second)
 		require.True(t, c.voters(0, 1, 2), "a restarted leaver parks instead of rejoining")
-		require.Equal(t, etcdsync.RoleLeft, c.leases.Report(c.slots[3].lease).Role)
+		require.Equal(t, api.RoleLeft, c.leases.Report(c.slots[3].lease).Role)
 		require.NoError(t, c.stop(3))
 		w.Step("all members killed and restarted")
 		for i := 0; i < 3; i++ {
@@ -284,10 +284,10 @@ func TestMembershipLeaveParkRestartForeign(t *testing.T) {
 		s := c.slots[4]
 		require.NoError(t, os.MkdirAll(filepath.Join(s.dataDir(), "member", "wal"), 0o755))
 		require.NoError(t, WriteBinding(s.dataDir(), Binding{ParentUID: "another-cluster", ClusterID: "aaaaaaaaaaaaaaaa"}))
-		c.intent(4, etcdsync.IntentMember, false, permit)
+		c.intent(4, api.IntentMember, false, permit)
 		c.start(4, 0)
 		c.waitFor("ForeignData", stepMax, func() bool {
-			return c.leases.Report(s.lease).Reason() == etcdsync.ReasonForeignData
+			return c.leases.Report(s.lease).Reason() == api.ReasonForeignData
 		})
 		state, running := s.agent.State()
 		require.False(t, running, "etcd must not start on another cluster's data (%s)", state)
@@ -300,7 +300,7 @@ func TestRemoveMemberIsIdempotent(t *testing.T) {
 	c := newCluster(t, etcdVersions[len(etcdVersions)-1], 2)
 	c.bootstrap(nil, 2)
 	id := c.memberID(1)
-	c.intent(1, etcdsync.IntentLeave, false, 0)
+	c.intent(1, api.IntentLeave, false, 0)
 	require.NoError(t, c.removeJob(id, c.slots[1].peerURL, "leave"))
 	require.NoError(t, c.removeJob(id, c.slots[1].peerURL, "leave"), "removing a removed member succeeds")
 	err := c.removeJob(c.memberID(0), "http://wrong:2380", "leave")

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	etcdsync "github.com/etcdhook/etcdhook/sync"
+	"github.com/etcdhook/etcdhook/api"
 )
 
 // MemLeases is an in-memory set of member Leases: the membership tests drive the hook's half and read
@@ -35,29 +35,29 @@ func (m *MemLeases) SetIntent(name, intent string, seed bool, permitFor time.Dur
 		l = &memLease{ann: map[string]string{}}
 		m.leases[name] = l
 	}
-	l.ann[etcdsync.AnnIntent] = intent
-	delete(l.ann, etcdsync.AnnBootstrap)
+	l.ann[api.AnnIntent] = intent
+	delete(l.ann, api.AnnBootstrap)
 	if seed {
-		l.ann[etcdsync.AnnBootstrap] = etcdsync.BootstrapSeed
+		l.ann[api.AnnBootstrap] = api.BootstrapSeed
 	}
-	delete(l.ann, etcdsync.AnnJoinPermitted)
-	delete(l.ann, etcdsync.AnnJoinDeadline)
+	delete(l.ann, api.AnnJoinPermitted)
+	delete(l.ann, api.AnnJoinDeadline)
 	if permitFor > 0 {
 		now := m.Clock()
-		l.ann[etcdsync.AnnJoinPermitted] = now.UTC().Format(time.RFC3339)
-		l.ann[etcdsync.AnnJoinDeadline] = now.Add(permitFor).UTC().Format(time.RFC3339)
+		l.ann[api.AnnJoinPermitted] = now.UTC().Format(time.RFC3339)
+		l.ann[api.AnnJoinDeadline] = now.Add(permitFor).UTC().Format(time.RFC3339)
 	}
 }
 
 // Report returns the agent's last report on a Lease.
-func (m *MemLeases) Report(name string) etcdsync.Report {
+func (m *MemLeases) Report(name string) api.Report {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if l := m.leases[name]; l != nil {
-		r, _ := etcdsync.ParseReport(l.ann)
+		r, _ := api.ParseReport(l.ann)
 		return r
 	}
-	return etcdsync.Report{}
+	return api.Report{}
 }
 
 // Store is the LeaseStore of one agent.
@@ -83,7 +83,7 @@ func (s *memStore) Read(context.Context) (Intent, error) {
 	return intentFromAnnotations(l.ann), nil
 }
 
-func (s *memStore) Write(_ context.Context, r etcdsync.Report) error {
+func (s *memStore) Write(_ context.Context, r api.Report) error {
 	s.m.mu.Lock()
 	defer s.m.mu.Unlock()
 	l := s.m.leases[s.name]
@@ -102,7 +102,7 @@ func (s *memStore) ClusterIDs(context.Context) ([]string, error) {
 	defer s.m.mu.Unlock()
 	seen := map[string]bool{}
 	for _, l := range s.m.leases {
-		if id := l.ann[etcdsync.AnnClusterID]; id != "" {
+		if id := l.ann[api.AnnClusterID]; id != "" {
 			seen[id] = true
 		}
 	}

@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	etcdsync "github.com/etcdhook/etcdhook/sync"
+	"github.com/etcdhook/etcdhook/api"
 )
 
 // PVCRequest is `etcdhook pvc delete`.
@@ -51,8 +51,8 @@ func DeletePVC(ctx context.Context, e *Etcd, kube kubernetes.Interface, log *slo
 	if err != nil {
 		return err
 	}
-	if pvc.Labels[etcdsync.LabelClusterUID] != req.ClusterUID {
-		return fmt.Errorf("%w: claim %s belongs to EtcdCluster UID %q, not %q", ErrRefused, req.Claim, pvc.Labels[etcdsync.LabelClusterUID], req.ClusterUID)
+	if pvc.Labels[api.LabelClusterUID] != req.ClusterUID {
+		return fmt.Errorf("%w: claim %s belongs to EtcdCluster UID %q, not %q", ErrRefused, req.Claim, pvc.Labels[api.LabelClusterUID], req.ClusterUID)
 	}
 	uid := pvc.UID
 	err = kube.CoreV1().PersistentVolumeClaims(req.Namespace).Delete(ctx, req.Claim, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})

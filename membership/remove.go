@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 
-	etcdsync "github.com/etcdhook/etcdhook/sync"
+	"github.com/etcdhook/etcdhook/api"
 )
 
 // ErrRefused marks a removal the Job must not do: its reason no longer holds, or quorum forbids it.
@@ -23,7 +23,7 @@ type RemoveRequest struct {
 // RemoveMember removes a member through a voter after re-checking its reason and the quorum rule, moving
 // leadership away first when the target leads. Removing a member that is already gone succeeds.
 func RemoveMember(ctx context.Context, e *Etcd, log *slog.Logger, req RemoveRequest) error {
-	id, err := etcdsync.ParseID(req.ID)
+	id, err := api.ParseID(req.ID)
 	if err != nil {
 		return err
 	}
@@ -31,9 +31,9 @@ func RemoveMember(ctx context.Context, e *Etcd, log *slog.Logger, req RemoveRequ
 	if err != nil {
 		return fmt.Errorf("reading the member list: %w", err)
 	}
-	var target *etcdsync.Member
+	var target *api.Member
 	for i := range l.Members {
-		if l.Members[i].ID == etcdsync.FormatID(id) {
+		if l.Members[i].ID == api.FormatID(id) {
 			target = &l.Members[i]
 		}
 	}
@@ -62,7 +62,7 @@ func RemoveMember(ctx context.Context, e *Etcd, log *slog.Logger, req RemoveRequ
 	if st := healthy[target.ID]; st != nil && st.Leader == id {
 		for _, m := range l.Members {
 			if m.ID != target.ID && !m.Learner && healthy[m.ID] != nil {
-				to, _ := etcdsync.ParseID(m.ID)
+				to, _ := api.ParseID(m.ID)
 				if err := e.MoveLeader(ctx, target.ClientURL, to); err != nil {
 					return fmt.Errorf("moving leadership away from %s: %w", target.ID, err)
 				}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/etcdhook/etcdhook/api"
 )
 
 // checkResponse asserts the invariants of docs/design.md §9 on one sync of the world.
@@ -79,14 +81,14 @@ func (w *world) checkResponse(req *Request, resp *Response) {
 	}
 }
 
-func withoutMessages(s *ClusterStatus) ClusterStatus {
+func withoutMessages(s *api.ClusterStatus) api.ClusterStatus {
 	out := *s
 	out.Message = ""
 	out.Conditions = nil
 	for _, c := range s.Conditions {
 		// InputIgnored describes the input this answer corrects (a hand edit it re-derived): the resync
 		// sees the corrected input and rightly no longer reports it.
-		if c.Type == CondInputIgnored {
+		if c.Type == api.CondInputIgnored {
 			continue
 		}
 		c.Message = ""
@@ -130,11 +132,11 @@ func (w *world) checkChildren(children map[string]map[string]any, req *Request) 
 		i := w.names().LeaseOrdinal(strings.TrimPrefix(name, KeyLease+"/"))
 		ann := obj["metadata"].(map[string]any)["annotations"].(map[string]any)
 		m := w.etcd.byPeer(w.peerURL(i))
-		deadline, _ := time.Parse(time.RFC3339, fmt.Sprint(ann[AnnJoinDeadline]))
-		if ann[AnnJoinPermitted] != nil && w.now.Before(deadline) && (m == nil || m.Learner || w.data[i] != m.ID) {
+		deadline, _ := time.Parse(time.RFC3339, fmt.Sprint(ann[api.AnnJoinDeadline]))
+		if ann[api.AnnJoinPermitted] != nil && w.now.Before(deadline) && (m == nil || m.Learner || w.data[i] != m.ID) {
 			subjects[fmt.Sprint("ordinal ", i)] = true
 		}
-		if ann[AnnIntent] == IntentLeave && m != nil {
+		if ann[api.AnnIntent] == api.IntentLeave && m != nil {
 			subjects[fmt.Sprint("ordinal ", i)] = true
 		}
 	}
@@ -161,7 +163,7 @@ func (w *world) checkChildren(children map[string]map[string]any, req *Request) 
 	if w.status.ClusterID != "" {
 		for name, obj := range children {
 			if strings.HasPrefix(name, KeyLease+"/") {
-				if ann := obj["metadata"].(map[string]any)["annotations"].(map[string]any); ann[AnnBootstrap] != nil {
+				if ann := obj["metadata"].(map[string]any)["annotations"].(map[string]any); ann[api.AnnBootstrap] != nil {
 					w.t.Errorf("%s carries the seed mark after bootstrap", name)
 				}
 			}
@@ -186,7 +188,7 @@ func (w *world) checkQuorumRule(req *Request, id string) {
 	if m.healthy {
 		after--
 	}
-	if healthy < Quorum(all) || after < Quorum(all-1) {
+	if healthy < api.Quorum(all) || after < api.Quorum(all-1) {
 		w.t.Errorf("remove Job for %s breaks the quorum rule: %d of %d healthy, %d after", id, healthy, all, after)
 	}
 }
@@ -206,7 +208,7 @@ type snapshot struct {
 	created  map[string]time.Time
 	jobs     map[string]*simJob
 	leases   map[int]*simLease
-	status   ClusterStatus
+	status   api.ClusterStatus
 	stsGen   int64
 	stsSpec  string
 	lastResp *Response
@@ -335,7 +337,7 @@ func findChild(group map[string]json.RawMessage, name string) (json.RawMessage, 
 	return nil, false
 }
 
-func condSummary(s *ClusterStatus) string {
+func condSummary(s *api.ClusterStatus) string {
 	var out []string
 	for _, c := range s.Conditions {
 		out = append(out, fmt.Sprintf("%s=%s/%s(%s)", c.Type, c.Status, c.Reason, c.Message))

@@ -8,6 +8,8 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/etcdhook/etcdhook/api"
 )
 
 // Compute is the sync hook: a pure function of the request, the current time and the server's options.
@@ -116,8 +118,8 @@ func finalize(o *Observed) *Response {
 
 // CustomizeRequest is Metacontroller's customize hook request.
 type CustomizeRequest struct {
-	Controller map[string]any `json:"controller"`
-	Parent     EtcdCluster    `json:"parent"`
+	Controller map[string]any  `json:"controller"`
+	Parent     api.EtcdCluster `json:"parent"`
 }
 
 // RelatedRule is one relatedResources entry of the customize response.
@@ -136,14 +138,14 @@ type CustomizeResponse struct {
 // related objects, never children (Metacontroller would adopt and delete the claims).
 func Customize(req *CustomizeRequest) (*CustomizeResponse, error) {
 	p := &req.Parent
-	if p.APIVersion != APIVersion || p.Kind != Kind {
-		return nil, inputErrorf("parent is %s %s, want %s %s", p.APIVersion, p.Kind, APIVersion, Kind)
+	if p.APIVersion != api.APIVersion || p.Kind != api.Kind {
+		return nil, inputErrorf("parent is %s %s, want %s %s", p.APIVersion, p.Kind, api.APIVersion, api.Kind)
 	}
 	if p.Name == "" {
 		return nil, inputErrorf("parent has no metadata.name")
 	}
 	sel := &metav1.LabelSelector{MatchLabels: map[string]string{
-		LabelInstance: p.Name, LabelComponent: ComponentEtcd,
+		api.LabelInstance: p.Name, api.LabelComponent: api.ComponentEtcd,
 	}}
 	return &CustomizeResponse{RelatedResources: []RelatedRule{
 		{APIVersion: "v1", Resource: "pods", LabelSelector: sel},

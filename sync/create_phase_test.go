@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/etcdhook/etcdhook/api"
 )
 
 // A normal create of 1, 3, 5 and 9 members never reports the Degraded phase, a true Degraded condition
@@ -22,16 +24,16 @@ func TestCreateNeverReportsDegraded(t *testing.T) {
 				if len(phases) == 0 || phases[len(phases)-1] != st.Phase {
 					phases = append(phases, st.Phase)
 				}
-				require.NotEqual(t, PhaseDegraded, st.Phase, "sync %d: %s", i, st.Message)
-				require.NotContains(t, w.condition(CondDegraded), "True/", "sync %d: %s", i, st.Message)
-				require.Empty(t, w.condition(CondQuorumLost), "sync %d", i)
-				if st.Phase == PhaseRunning && w.stable() {
+				require.NotEqual(t, api.PhaseDegraded, st.Phase, "sync %d: %s", i, st.Message)
+				require.NotContains(t, w.condition(api.CondDegraded), "True/", "sync %d: %s", i, st.Message)
+				require.Empty(t, w.condition(api.CondQuorumLost), "sync %d", i)
+				if st.Phase == api.PhaseRunning && w.stable() {
 					break
 				}
 			}
 			require.True(t, w.stable())
-			require.Equal(t, PhaseRunning, phases[len(phases)-1], "phases %v", phases)
-			require.Equal(t, PhaseCreating, phases[0], "phases %v", phases)
+			require.Equal(t, api.PhaseRunning, phases[len(phases)-1], "phases %v", phases)
+			require.Equal(t, api.PhaseCreating, phases[0], "phases %v", phases)
 		})
 	}
 }

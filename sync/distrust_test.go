@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/etcdhook/etcdhook/api"
 )
 
 // Inputs that a correct Metacontroller, API server and agent never produce: hand edits, skewed clocks,
@@ -40,10 +42,10 @@ func renderedReplicas(t *testing.T, resp *Response) int {
 // set the replica floor: 100,001 children. The ordinal is ignored.
 func TestDistrustHugeOrdinalInStatus(t *testing.T) {
 	w := quorumLostWorld(t)
-	w.status.Members = append(w.status.Members, MemberStatus{Name: "demo-100000", ID: "1", Role: RoleVoter})
+	w.status.Members = append(w.status.Members, api.MemberStatus{Name: "demo-100000", ID: "1", Role: api.RoleVoter})
 	resp, err := Compute(w.request(), w.now, w.opts)
 	require.NoError(t, err)
-	require.LessOrEqual(t, renderedReplicas(t, resp), MaxSize)
+	require.LessOrEqual(t, renderedReplicas(t, resp), api.MaxSize)
 	require.Less(t, len(resp.Children), 40)
 }
 
@@ -53,9 +55,9 @@ func TestDistrustHugeReplicas(t *testing.T) {
 	desiredSTS(w)["replicas"] = 200000
 	resp, err := Compute(w.request(), w.now, w.opts)
 	require.NoError(t, err)
-	require.LessOrEqual(t, renderedReplicas(t, resp), MaxSize)
+	require.LessOrEqual(t, renderedReplicas(t, resp), api.MaxSize)
 	w.status = *resp.Status
-	require.Equal(t, "True/ImpossibleInput", w.condition(CondInputIgnored))
+	require.Equal(t, "True/ImpossibleInput", w.condition(api.CondInputIgnored))
 }
 
 // A renewTime an hour in the future (agent clock ahead, or a hand edit) made that Lease fresh for an
@@ -65,11 +67,11 @@ func TestDistrustRenewTimeFromTheFuture(t *testing.T) {
 	w.converge(60)
 	l := w.leases[2]
 	l.renewed = w.now.Add(time.Hour)
-	l.report.Members = []Member{w.etcd.members[0]} // a bogus, shorter member list
+	l.report.Members = []api.Member{w.etcd.members[0]} // a bogus, shorter member list
 	resp, err := Compute(w.request(), w.now, w.opts)
 	require.NoError(t, err)
 	w.status = *resp.Status
-	require.Equal(t, "True/ImpossibleInput", w.condition(CondInputIgnored))
+	require.Equal(t, "True/ImpossibleInput", w.condition(api.CondInputIgnored))
 	require.Equal(t, 3, renderedReplicas(t, resp))
 	for _, m := range resp.Status.Members {
 		if m.Name == "demo-2" {
@@ -86,7 +88,7 @@ func TestUnionOfFreshReportsForLowering(t *testing.T) {
 	// The newest report (ordinal 0) lists only members 0..2; ordinal 1's slightly older one lists all.
 	l := w.leases[0]
 	l.renewed = w.now
-	var short []Member
+	var short []api.Member
 	for _, m := range w.etcd.members {
 		if i := w.ordinalOf(m); i <= 2 {
 			short = append(short, m)
@@ -111,7 +113,7 @@ func TestUnionOfFreshReportsForLowering(t *testing.T) {
 func TestBootstrapLatchCountsOwnClaims(t *testing.T) {
 	w := newWorld(t, 3)
 	w.converge(60)
-	w.status = ClusterStatus{}
+	w.status = api.ClusterStatus{}
 	delete(w.desired, KeyConfigMap)
 	desiredSTS(w)["replicas"] = 1
 	for i := range w.leases {
@@ -130,7 +132,7 @@ func TestBootstrapLatchCountsOwnClaims(t *testing.T) {
 		m := c.(map[string]any)
 		if m["kind"] == "Lease" {
 			ann, _ := m["metadata"].(map[string]any)["annotations"].(map[string]any)
-			require.NotEqual(t, BootstrapSeed, ann[AnnBootstrap], "no seed mark after bootstrap")
+			require.NotEqual(t, api.BootstrapSeed, ann[api.AnnBootstrap], "no seed mark after bootstrap")
 		}
 	}
 }
@@ -140,19 +142,19 @@ func TestBootstrapLatchCountsOwnClaims(t *testing.T) {
 func TestVersionFloorFromRecord(t *testing.T) {
 	w := newWorld(t, 3)
 	w.converge(60)
-	w.status = ClusterStatus{}
+	w.status = api.ClusterStatus{}
 	for _, l := range w.leases {
-		l.report = Report{ParentUID: w.uid, Role: RoleNone}
+		l.report = api.Report{ParentUID: w.uid, Role: api.RoleNone}
 	}
-	w.setSpec(func(s *ClusterSpec) { s.Version = "3.5.21" })
+	w.setSpec(func(s *api.ClusterSpec) { s.Version = "3.5.21" })
 	resp, err := Compute(w.request(), w.now, w.opts)
 	require.NoError(t, err)
 	w.status = *resp.Status
-	require.Equal(t, "True/UpgradeRefused", w.condition(CondInvalidSpec))
+	require.Equal(t, "True/UpgradeRefused", w.condition(api.CondInvalidSpec))
 	for _, c := range resp.Children {
 		m := c.(map[string]any)
 		if m["kind"] == "ConfigMap" {
-			require.Contains(t, m["data"].(map[string]any)[ConfigKeySpec], `"version":"3.6.16"`)
+			require.Contains(t, m["data"].(map[string]any)[api.ConfigKeySpec], `"version":"3.6.16"`)
 		}
 	}
 }
@@ -176,19 +178,19 @@ func renderedLeaseAnn(resp *Response, name string) map[string]any {
 func TestHandEditedIntentsNormalised(t *testing.T) {
 	w := newWorld(t, 3)
 	w.converge(60)
-	leaseAnnotations(w, 0)[AnnIntent] = IntentLeave // a wanted, healthy member
-	leaseAnnotations(w, 1)[AnnIntent] = "memebr"    // a typo
-	leaseAnnotations(w, 2)[AnnJoinPermitted] = w.now.UTC().Format(time.RFC3339)
-	leaseAnnotations(w, 2)[AnnJoinDeadline] = w.now.Add(1000 * time.Hour).UTC().Format(time.RFC3339)
+	leaseAnnotations(w, 0)[api.AnnIntent] = api.IntentLeave // a wanted, healthy member
+	leaseAnnotations(w, 1)[api.AnnIntent] = "memebr"        // a typo
+	leaseAnnotations(w, 2)[api.AnnJoinPermitted] = w.now.UTC().Format(time.RFC3339)
+	leaseAnnotations(w, 2)[api.AnnJoinDeadline] = w.now.Add(1000 * time.Hour).UTC().Format(time.RFC3339)
 	resp, err := Compute(w.request(), w.now, w.opts)
 	require.NoError(t, err)
 	for i := 0; i < 3; i++ {
 		ann := renderedLeaseAnn(resp, w.names().Lease(i))
-		require.Equal(t, IntentMember, ann[AnnIntent], "ordinal %d", i)
-		require.Nil(t, ann[AnnJoinPermitted], "ordinal %d", i)
+		require.Equal(t, api.IntentMember, ann[api.AnnIntent], "ordinal %d", i)
+		require.Nil(t, ann[api.AnnJoinPermitted], "ordinal %d", i)
 	}
 	w.status = *resp.Status
-	require.Equal(t, "True/ImpossibleInput", w.condition(CondInputIgnored))
+	require.Equal(t, "True/ImpossibleInput", w.condition(api.CondInputIgnored))
 	// Converges with no membership change at all.
 	w.apply(resp)
 	w.converge(20)
@@ -201,18 +203,18 @@ func TestTwoLeavesNormalisedToOne(t *testing.T) {
 	w := newWorld(t, 5)
 	w.converge(100)
 	w.setSpec(size(3))
-	leaseAnnotations(w, 3)[AnnIntent] = IntentLeave
-	leaseAnnotations(w, 4)[AnnIntent] = IntentLeave
+	leaseAnnotations(w, 3)[api.AnnIntent] = api.IntentLeave
+	leaseAnnotations(w, 4)[api.AnnIntent] = api.IntentLeave
 	for n := 0; n < 60; n++ {
 		resp := w.step(5 * time.Second)
 		leaves := 0
 		for i := 0; i < 5; i++ {
-			if w.etcd.byPeer(w.peerURL(i)) != nil && renderedLeaseAnn(resp, w.names().Lease(i))[AnnIntent] == IntentLeave {
+			if w.etcd.byPeer(w.peerURL(i)) != nil && renderedLeaseAnn(resp, w.names().Lease(i))[api.AnnIntent] == api.IntentLeave {
 				leaves++
 			}
 		}
 		require.LessOrEqual(t, leaves, 1, "sync %d", n)
-		if resp.Status.Phase == PhaseRunning && w.stable() {
+		if resp.Status.Phase == api.PhaseRunning && w.stable() {
 			break
 		}
 	}

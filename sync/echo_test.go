@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/etcdhook/etcdhook/api"
 )
 
 // With no spec to render from, children are answered so that Metacontroller's merge changes nothing —
@@ -17,8 +19,8 @@ func TestEchoTrustsLastAppliedOnlyForItsShape(t *testing.T) {
 	settle(w)
 	delete(w.desired, KeyStatefulSet)
 	delete(w.desired, KeyConfigMap)
-	w.status = ClusterStatus{}
-	w.setSpec(func(s *ClusterSpec) { s.Version = "3.5.21" }) // a downgrade: refused, nothing to render
+	w.status = api.ClusterStatus{}
+	w.setSpec(func(s *api.ClusterSpec) { s.Version = "3.5.21" }) // a downgrade: refused, nothing to render
 	req := w.request()
 	for k, raw := range req.Children[KeyLease] {
 		var obj map[string]any
@@ -39,7 +41,7 @@ func TestEchoTrustsLastAppliedOnlyForItsShape(t *testing.T) {
 		require.Equal(t, "coordination.k8s.io/v1", m["apiVersion"])
 		md := m["metadata"].(map[string]any)
 		require.Regexp(t, `^demo-\d-member$`, md["name"])
-		require.Equal(t, IntentMember, md["annotations"].(map[string]any)[AnnIntent], "the observed value, not the annotation's")
+		require.Equal(t, api.IntentMember, md["annotations"].(map[string]any)[api.AnnIntent], "the observed value, not the annotation's")
 	}
 	require.Equal(t, 3, leases)
 }

@@ -12,26 +12,27 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	coordv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/etcdhook/etcdhook/api"
 )
 
-// DefaultLeaseDurationSeconds is the member Lease duration the agent is configured with; it renews every
-// third of it. A Lease not renewed for UnhealthyAfterDurations durations makes its member unhealthy.
+// A Lease not renewed for UnhealthyAfterDurations durations (api.DefaultLeaseDurationSeconds) makes its
+// member unhealthy.
 const (
-	DefaultLeaseDurationSeconds = 30
-	UnhealthyAfterDurations     = 3
+	UnhealthyAfterDurations = 3
 	// MaxClockSkew bounds how far in the future a renewTime may be and still count: a hand edit must
 	// not make its report the freshest for ever. renewTime is the API server's time (the agent takes it
 	// from the Date header), so this bounds the hook's clock lag behind the API server: one Lease
 	// duration. A hook whose clock lags more sees every report as from the future and freezes
 	// membership (InputIgnored names it).
-	MaxClockSkew = DefaultLeaseDurationSeconds * time.Second
+	MaxClockSkew = api.DefaultLeaseDurationSeconds * time.Second
 )
 
 // leaseView is one member Lease: the hook's intent and the agent's report, judged against now.
 type leaseView struct {
 	ordinal       int
 	lease         *coordv1.Lease
-	report        Report
+	report        api.Report
 	reportErr     error
 	holder        string
 	renewed       time.Time
@@ -39,19 +40,22 @@ type leaseView struct {
 	intent        string
 	intentSince   string
 	joinPermitted string
-	permittedAt   time.Time
 	joinDeadline  string
-	deadlineAt    time.Time
+	join          api.JoinWindow
 }
 
 // permitLive: the Lease carries a join permission whose deadline has not passed.
 func (lv *leaseView) permitLive(now time.Time) bool {
-	return lv != nil && lv.joinPermitted != "" && now.Before(lv.deadlineAt)
+	if lv == nil {
+		return false
+	}
+	open, _ := lv.join.OpenAt(now)
+	return open
 }
 
 // memberView is one member of the membership truth, mapped to an ordinal (-1: orphan).
 type memberView struct {
-	Member
+	api.Member
 	ordinal int
 	healthy bool
 	// dead: its Lease has not been renewed for spec.timeouts.deadMemberSeconds and its pod is not ready.
@@ -82,8 +86,8 @@ const (
 // facts is everything the decision reads, derived once from the request.
 type facts struct {
 	now    time.Time
-	names  Names
-	parent *EtcdCluster
+	names  api.Names
+	parent *api.EtcdCluster
 	uid    string
 	obs    *Observed
 
@@ -94,7 +98,7 @@ type facts struct {
 	pvcs   map[int]*corev1.PersistentVolumeClaim
 
 	// applied is the spec the children were last rendered from (ConfigMap), nil before the first render.
-	applied *ClusterSpec
+	applied *api.ClusterSpec
 
 	// formed: the cluster has had all its members healthy at least once (the ConfigMap's record).
 	formed bool
@@ -105,7 +109,7 @@ type facts struct {
 	bootstrapped bool
 
 	// truth is the freshest member list reported by a healthy voter; nil when none is known.
-	truth     []Member
+	truth     []api.Member
 	truthFrom int
 	members   []*memberView // every truth member, by ordinal then ID; orphans (ordinal -1) first
 	primary   map[int]*memberView
@@ -128,7 +132,7 @@ func newFacts(o *Observed, now time.Time) *facts {
 	p := &o.Parent
 	f := &facts{
 		now:        now,
-		names:      Names{Cluster: p.Name, Namespace: p.Namespace},
+		names:      api.Names{Cluster: p.Name, Namespace: p.Namespace},
 		parent:     p,
 		uid:        string(p.UID),
 		obs:        o,
@@ -142,17 +146,17 @@ func newFacts(o *Observed, now time.Time) *facts {
 	f.sts = o.StatefulSets[f.names.StatefulSet()]
 	f.cm = o.ConfigMaps[f.names.ConfigMap()]
 	if f.cm != nil {
-		if s, ok := f.cm.Data[ConfigKeySpec]; ok {
-			var spec ClusterSpec
+		if s, ok := f.cm.Data[api.ConfigKeySpec]; ok {
+			var spec api.ClusterSpec
 			if err := json.Unmarshal([]byte(s), &spec); err == nil {
-				spec = Defaulted(spec)
+				spec = api.Defaulted(spec)
 				f.applied = &spec
 			}
 		}
 	}
 	if f.cm != nil {
 		// A ConfigMap written before the key existed belongs to a cluster that was running then.
-		v, ok := f.cm.Data[ConfigKeyFormed]
+		v, ok := f.cm.Data[api.ConfigKeyFormed]
 		f.formed = v == "true" || !ok
 	}
 	for _, pod := range o.Pods {
@@ -188,7 +192,7 @@ func (f *facts) readLeases() {
 			continue
 		}
 		lv := &leaseView{ordinal: i, lease: l}
-		lv.report, lv.reportErr = ParseReport(l.Annotations)
+		lv.report, lv.reportErr = api.ParseReport(l.Annotations)
 		if l.Spec.HolderIdentity != nil {
 			lv.holder = *l.Spec.HolderIdentity
 		}
@@ -199,27 +203,24 @@ func (f *facts) readLeases() {
 		// Freshness is judged on the hook's clock with the duration the agent is configured with, not
 		// the one written in the Lease: a hand-edited duration or a renewTime from the future (beyond
 		// the skew bound) makes a report stale, never fresh for ever.
-		d := time.Duration(UnhealthyAfterDurations*DefaultLeaseDurationSeconds) * time.Second
+		d := time.Duration(UnhealthyAfterDurations*api.DefaultLeaseDurationSeconds) * time.Second
 		age := f.now.Sub(lv.renewed)
 		lv.fresh = l.Spec.RenewTime != nil && age <= d && age >= -MaxClockSkew
 		if l.Spec.RenewTime != nil && age < -MaxClockSkew {
 			f.distrusted = append(f.distrusted, fmt.Sprintf("Lease %s renewTime %s is ahead of the hook's clock by more than %s: its report is ignored",
 				l.Name, lv.renewed.UTC().Format(time.RFC3339), MaxClockSkew))
 		}
-		lv.intent = l.Annotations[AnnIntent]
-		lv.intentSince = l.Annotations[AnnIntentSince]
-		lv.joinPermitted = l.Annotations[AnnJoinPermitted]
-		lv.joinDeadline = l.Annotations[AnnJoinDeadline]
-		from, err1 := time.Parse(time.RFC3339, lv.joinPermitted)
-		until, err2 := time.Parse(time.RFC3339, lv.joinDeadline)
-		if err1 == nil && err2 == nil {
-			lv.permittedAt, lv.deadlineAt = from, until
-		} else {
+		lv.intent = l.Annotations[api.AnnIntent]
+		lv.intentSince = l.Annotations[api.AnnIntentSince]
+		lv.joinPermitted = l.Annotations[api.AnnJoinPermitted]
+		lv.joinDeadline = l.Annotations[api.AnnJoinDeadline]
+		// Read as the agent reads it: a window the agent would not join under is no permission here.
+		if lv.join, _ = api.ParseJoinWindow(lv.joinPermitted, lv.joinDeadline); lv.join.IsZero() {
 			lv.joinPermitted, lv.joinDeadline = "", ""
 		}
 		// A report from another parent (a deleted cluster of the same name) says nothing about ours.
 		if lv.report.ParentUID != "" && lv.report.ParentUID != f.uid {
-			lv.report = Report{Error: lv.report.Error, Role: RoleNone}
+			lv.report = api.Report{Error: lv.report.Error, Role: api.RoleNone}
 		}
 		f.leases[i] = lv
 	}
@@ -235,7 +236,7 @@ func (f *facts) readClusterID() {
 	}
 	add(f.parent.Status.ClusterID)
 	if f.cm != nil {
-		add(f.cm.Data[ConfigKeyClusterID])
+		add(f.cm.Data[api.ConfigKeyClusterID])
 	}
 	for _, lv := range f.sortedLeases() {
 		add(lv.report.ClusterID)
@@ -249,17 +250,17 @@ func (f *facts) readClusterID() {
 	switch {
 	case f.parent.Status.ClusterID != "":
 		f.clusterID = f.parent.Status.ClusterID
-	case f.cm != nil && f.cm.Data[ConfigKeyClusterID] != "":
-		f.clusterID = f.cm.Data[ConfigKeyClusterID]
+	case f.cm != nil && f.cm.Data[api.ConfigKeyClusterID] != "":
+		f.clusterID = f.cm.Data[api.ConfigKeyClusterID]
 	case len(f.clusterIDs) > 0:
 		f.clusterID = f.clusterIDs[0]
 	}
 	f.bootstrapped = f.clusterID != "" || f.parent.Status.Bootstrapped ||
-		(f.cm != nil && f.cm.Data[ConfigKeyBootstrapped] == "true") ||
+		(f.cm != nil && f.cm.Data[api.ConfigKeyBootstrapped] == "true") ||
 		(f.sts != nil && f.sts.Spec.Replicas != nil && *f.sts.Spec.Replicas > 1)
 	for _, lv := range f.leases {
 		switch lv.report.Role {
-		case RoleLeader, RoleVoter, RoleLearner, RoleLeft:
+		case api.RoleLeader, api.RoleVoter, api.RoleLearner, api.RoleLeft:
 			f.bootstrapped = true
 		}
 	}
@@ -269,7 +270,7 @@ func (f *facts) readClusterID() {
 	// With adoptExistingData, kept claims of an old cluster of this name above ordinal 0 are the same
 	// evidence: their data is a cluster to adopt, never one to seed beside.
 	for i, pvc := range f.pvcs {
-		if i > 0 && (pvc.Labels[LabelClusterUID] == f.uid || f.parent.Spec.AdoptExistingData) {
+		if i > 0 && (pvc.Labels[api.LabelClusterUID] == f.uid || f.parent.Spec.AdoptExistingData) {
 			f.bootstrapped = true
 		}
 	}
@@ -355,7 +356,7 @@ func (f *facts) readTruth() {
 	// Without a report, the versions the members last ran are taken from the hook's own record (the
 	// ConfigMap), then from status: the floor of the upgrade path must not vanish with the reports.
 	if len(versions) == 0 && f.cm != nil {
-		for _, s := range strings.Fields(f.cm.Data[ConfigKeyRunning]) {
+		for _, s := range strings.Fields(f.cm.Data[api.ConfigKeyRunning]) {
 			if v, err := ParseVersion(s); err == nil {
 				versions[v] = true
 			}
@@ -374,14 +375,14 @@ func (f *facts) readTruth() {
 	f.truth = best.report.Members
 	f.truthFrom = best.ordinal
 	f.leaderID = best.report.LeaderID
-	deadAfter := time.Duration(DefaultDeadMemberSeconds) * time.Second
+	deadAfter := time.Duration(api.DefaultDeadMemberSeconds) * time.Second
 	if f.applied != nil {
 		deadAfter = time.Duration(*f.applied.Timeouts.DeadMemberSeconds) * time.Second
 	}
 	byOrdinal := map[int][]*memberView{}
 	for _, m := range f.truth {
 		mv := &memberView{Member: m, ordinal: f.names.PeerURLOrdinal(m.PeerURL)}
-		if mv.ordinal >= MaxSize {
+		if mv.ordinal >= api.MaxSize {
 			mv.ordinal = -1
 		}
 		if mv.ordinal >= 0 {
@@ -483,7 +484,7 @@ func (f *facts) readJobs() {
 			if !ok {
 				continue
 			}
-			if _, err := ParseID(id); err != nil {
+			if _, err := api.ParseID(id); err != nil {
 				continue
 			}
 			jv.memberID, jv.attempt = id, n
@@ -494,7 +495,7 @@ func (f *facts) readJobs() {
 				continue
 			}
 			i, err := strconv.Atoi(o)
-			if err != nil || i < 0 || i >= MaxSize {
+			if err != nil || i < 0 || i >= api.MaxSize {
 				continue
 			}
 			jv.ordinal, jv.attempt = i, n

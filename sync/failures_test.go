@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/etcdhook/etcdhook/api"
 )
 
 // The failure sequences of docs/design.md §11 that the hook decides, each driven through the test world.
@@ -37,7 +39,7 @@ func TestFailureLeaveThenImmediateRestart(t *testing.T) {
 	w := newWorld(t, 4)
 	w.converge(60)
 	ids := w.etcd.members
-	w.setSpec(func(s *ClusterSpec) { s.Size = ptr(int32(3)) })
+	w.setSpec(func(s *api.ClusterSpec) { s.Size = ptr(int32(3)) })
 	w.stsLag = true // the pod of ordinal 3 lingers: its container keeps restarting
 	left := false
 	for n := 0; n < 12; n++ {
@@ -48,8 +50,8 @@ func TestFailureLeaveThenImmediateRestart(t *testing.T) {
 		if left {
 			ann := w.leaseAnn(3)
 			require.NotNil(t, ann, "the Lease of a leaving pod stays while the pod exists")
-			require.Equal(t, IntentLeave, ann[AnnIntent])
-			require.Nil(t, ann[AnnJoinPermitted])
+			require.Equal(t, api.IntentLeave, ann[api.AnnIntent])
+			require.Nil(t, ann[api.AnnJoinPermitted])
 			// A container restart: same pod, data gone from memory of etcd; the agent reads its intent.
 			w.data[3] = ""
 			require.Nil(t, w.etcd.byPeer(w.peerURL(3)), "a restarted leaver must park, not rejoin")
@@ -67,7 +69,7 @@ func TestFailureLeaveThenImmediateRestart(t *testing.T) {
 func TestFailureAllPodsRestartTogether(t *testing.T) {
 	w := newWorld(t, 3)
 	w.converge(60)
-	before := append([]Member(nil), w.etcd.members...)
+	before := append([]api.Member(nil), w.etcd.members...)
 	for _, i := range sortedKeys(w.pods) {
 		p := w.pods[i]
 		p.uid, p.ready = w.newUID("pod"), false
@@ -75,8 +77,8 @@ func TestFailureAllPodsRestartTogether(t *testing.T) {
 	}
 	w.now = w.now.Add(10 * time.Minute) // every Lease is stale
 	resp := w.sync()
-	require.Equal(t, PhaseDegraded, resp.Status.Phase)
-	require.Equal(t, "True/NoHealthyVoter", w.condition(CondQuorumLost))
+	require.Equal(t, api.PhaseDegraded, resp.Status.Phase)
+	require.Equal(t, "True/NoHealthyVoter", w.condition(api.CondQuorumLost))
 	require.Equal(t, 3, w.replicas())
 	require.Empty(t, w.jobNames(w.name+"-rm-"))
 	w.converge(40)
@@ -90,7 +92,7 @@ func TestFailureAllPodsRestartTogether(t *testing.T) {
 func TestFailureTwoVotersLoseOne(t *testing.T) {
 	w := newWorld(t, 1)
 	w.converge(30)
-	w.setSpec(func(s *ClusterSpec) { s.Size = ptr(int32(3)) })
+	w.setSpec(func(s *api.ClusterSpec) { s.Size = ptr(int32(3)) })
 	for n := 0; n < 20 && len(w.voterOrdinals()) < 2; n++ {
 		w.step(5 * time.Second)
 	}
@@ -102,7 +104,7 @@ func TestFailureTwoVotersLoseOne(t *testing.T) {
 		require.Empty(t, w.jobNames(w.name+"-rm-"), "no removal without quorum")
 		require.GreaterOrEqual(t, w.replicas(), 2)
 	}
-	require.Equal(t, "True/NoHealthyVoter", w.condition(CondQuorumLost))
+	require.Equal(t, "True/NoHealthyVoter", w.condition(api.CondQuorumLost))
 	w.down[1] = false
 	w.noJobs = false
 	w.converge(60)
@@ -120,7 +122,7 @@ func TestFailureDeadMemberRemovedThenSizeLowered(t *testing.T) {
 		removed = w.etcd.byPeer(w.peerURL(2)) == nil
 	}
 	require.True(t, removed, "a dead voter is removed when quorum allows")
-	w.setSpec(func(s *ClusterSpec) { s.Size = ptr(int32(3)) })
+	w.setSpec(func(s *api.ClusterSpec) { s.Size = ptr(int32(3)) })
 	for n := 0; n < 40; n++ {
 		w.step(5 * time.Second)
 		for _, i := range w.voterOrdinals() {
@@ -139,7 +141,7 @@ func TestFailureDeadMemberRemovedThenSizeLowered(t *testing.T) {
 func TestFailureKubectlScaleByHand(t *testing.T) {
 	w := newWorld(t, 3)
 	w.converge(60)
-	before := append([]Member(nil), w.etcd.members...)
+	before := append([]api.Member(nil), w.etcd.members...)
 	w.sts()["spec"].(map[string]any)["replicas"] = float64(1)
 	w.stsGen++
 	w.controllers()
@@ -164,7 +166,7 @@ func TestFailureVersionBumpWhileMemberDown(t *testing.T) {
 	}
 	w.down[1] = true
 	w.step(5 * time.Second)
-	w.setSpec(func(s *ClusterSpec) { s.Version = "3.6.16" })
+	w.setSpec(func(s *api.ClusterSpec) { s.Version = "3.6.16" })
 	for n := 0; n < 20; n++ {
 		w.step(5 * time.Second)
 		require.Equal(t, 3, w.partition(), "no pod may restart while one voter of three is down")
@@ -172,7 +174,7 @@ func TestFailureVersionBumpWhileMemberDown(t *testing.T) {
 			require.Equal(t, uids[i], p.uid)
 		}
 	}
-	require.Equal(t, PhaseDegraded, w.status.Phase)
+	require.Equal(t, api.PhaseDegraded, w.status.Phase)
 	w.down[1] = false
 	w.converge(80)
 	for _, p := range w.pods {
@@ -186,8 +188,8 @@ func TestFailureVersionBumpWhileMemberDown(t *testing.T) {
 func TestFailureBadImageReverted(t *testing.T) {
 	w := newWorld(t, 3)
 	w.converge(60)
-	ids := append([]Member(nil), w.etcd.members...)
-	w.setSpec(func(s *ClusterSpec) { s.Version = "3.6.17" })
+	ids := append([]api.Member(nil), w.etcd.members...)
+	w.setSpec(func(s *api.ClusterSpec) { s.Version = "3.6.17" })
 	w.badImage = "quay.io/coreos/etcd:v3.6.17"
 	for n := 0; n < 8; n++ {
 		w.step(5 * time.Second)
@@ -195,7 +197,7 @@ func TestFailureBadImageReverted(t *testing.T) {
 	require.Equal(t, 2, w.partition(), "the roll stops at the broken pod")
 	require.Equal(t, w.badImage, w.pods[2].image)
 	require.Equal(t, "quay.io/coreos/etcd:v3.6.16", w.pods[1].image)
-	w.setSpec(func(s *ClusterSpec) { s.Version = "3.6.16" })
+	w.setSpec(func(s *api.ClusterSpec) { s.Version = "3.6.16" })
 	w.converge(60)
 	for _, p := range w.pods {
 		require.Equal(t, "quay.io/coreos/etcd:v3.6.16", p.image)
@@ -212,15 +214,15 @@ func TestFailureRecreatedWithSameName(t *testing.T) {
 	// Deletion: children are garbage collected, volumes stay (Retain).
 	w.desired = map[string]map[string]map[string]any{}
 	w.pods, w.leases, w.jobs = map[int]*simPod{}, map[int]*simLease{}, map[string]*simJob{}
-	w.status = ClusterStatus{}
+	w.status = api.ClusterStatus{}
 	w.stsGen, w.stsSeen, w.stsSpec = 0, 0, ""
 	w.uid = "2d4b9c61-7e0a-4f3b-8c2d-5a6e9f1b3c47"
 	w.etcd = simEtcd{nextID: 0x1234}
 	for n := 0; n < 10; n++ {
 		w.step(5 * time.Second)
 	}
-	require.Equal(t, PhaseFailed, w.status.Phase)
-	require.Equal(t, "True/VolumeOfAnotherCluster", w.condition(CondForeignData))
+	require.Equal(t, api.PhaseFailed, w.status.Phase)
+	require.Equal(t, "True/VolumeOfAnotherCluster", w.condition(api.CondForeignData))
 	require.Equal(t, 1, w.replicas(), "nothing grows before the seed bootstraps")
 	require.Len(t, w.pvcs, 3)
 	require.Empty(t, w.jobNames(w.name+"-"))
@@ -233,13 +235,13 @@ func TestFailureRecreatedWithSameName(t *testing.T) {
 func TestFailureStatusWiped(t *testing.T) {
 	w := newWorld(t, 3)
 	w.converge(60)
-	w.status = ClusterStatus{}
+	w.status = api.ClusterStatus{}
 	delete(w.desired[KeyConfigMap], w.name+"-config")
 	resp := w.sync()
 	require.True(t, resp.Status.Bootstrapped)
 	require.Equal(t, "cdf818194e3a8c32", resp.Status.ClusterID)
 	for i := 0; i < 3; i++ {
-		require.Nil(t, w.leaseAnn(i)[AnnBootstrap])
+		require.Nil(t, w.leaseAnn(i)[api.AnnBootstrap])
 	}
 	w.converge(20)
 	require.Equal(t, []int{0, 1, 2}, w.voterOrdinals())
@@ -249,7 +251,7 @@ func TestFailureStatusWiped(t *testing.T) {
 func TestFailureLearnerNeverCatchesUp(t *testing.T) {
 	w := newWorld(t, 3)
 	w.converge(60)
-	w.setSpec(func(s *ClusterSpec) { s.Size = ptr(int32(4)) })
+	w.setSpec(func(s *api.ClusterSpec) { s.Size = ptr(int32(4)) })
 	w.noPromote[3] = true
 	var first string
 	for n := 0; n < 6; n++ {
@@ -267,8 +269,8 @@ func TestFailureLearnerNeverCatchesUp(t *testing.T) {
 		}
 	}
 	require.NotEmpty(t, removal, "the stuck learner is removed after learnerPromotionSeconds")
-	require.Equal(t, "stuck-learner", w.desired[KeyJob][removal]["metadata"].(map[string]any)["annotations"].(map[string]any)[AnnJobReason])
-	require.Equal(t, "False/StepDeadlineExceeded", w.condition(CondProgressing))
+	require.Equal(t, "stuck-learner", w.desired[KeyJob][removal]["metadata"].(map[string]any)["annotations"].(map[string]any)[api.AnnJobReason])
+	require.Equal(t, "False/StepDeadlineExceeded", w.condition(api.CondProgressing))
 	w.noPromote[3] = false
 	w.converge(40)
 	m := w.etcd.byPeer(w.peerURL(3))

@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/etcdhook/etcdhook/api"
 	frozen "github.com/etcdhook/etcdhook/internal/fixture"
 )
 
@@ -53,7 +54,7 @@ func atFixtureNow(t *testing.T, build func(w *world)) *world {
 	return w
 }
 
-func size(n int32) func(*ClusterSpec) { return func(s *ClusterSpec) { s.Size = ptr(n) } }
+func size(n int32) func(*api.ClusterSpec) { return func(s *api.ClusterSpec) { s.Size = ptr(n) } }
 
 // settle converges then lets the reports age a few seconds, as a steady cluster's would.
 func settle(w *world) {
@@ -228,7 +229,7 @@ func fixtures() []fixture {
 		}},
 		{name: "status-wiped", build: func(w *world) {
 			settle(w)
-			w.status = ClusterStatus{}
+			w.status = api.ClusterStatus{}
 		}},
 		{name: "split-brain", build: func(w *world) {
 			settle(w)
@@ -256,21 +257,21 @@ func fixtures() []fixture {
 		{name: "upgrade-allowed-partition-reset", build: func(w *world) {
 			w.spec.Version = "3.6.15"
 			settle(w)
-			w.setSpec(func(s *ClusterSpec) { s.Version = "3.6.16" })
+			w.setSpec(func(s *api.ClusterSpec) { s.Version = "3.6.16" })
 		}},
 		{name: "upgrade-refused-35-below-20", build: func(w *world) {
 			w.spec.Version = "3.5.19"
 			settle(w)
-			w.setSpec(func(s *ClusterSpec) { s.Version = "3.6.16" })
+			w.setSpec(func(s *api.ClusterSpec) { s.Version = "3.6.16" })
 		}},
 		{name: "upgrade-downgrade-refused", build: func(w *world) {
 			settle(w)
-			w.setSpec(func(s *ClusterSpec) { s.Version = "3.6.10" })
+			w.setSpec(func(s *api.ClusterSpec) { s.Version = "3.6.10" })
 		}},
 		{name: "upgrade-in-progress-steps", build: func(w *world) {
 			w.spec.Version = "3.5.21"
 			settle(w)
-			w.setSpec(func(s *ClusterSpec) { s.Version = "3.6.16" })
+			w.setSpec(func(s *api.ClusterSpec) { s.Version = "3.6.16" })
 			for n := 0; n < 3; n++ {
 				w.step(5 * time.Second)
 			}
@@ -280,12 +281,12 @@ func fixtures() []fixture {
 			settle(w)
 			w.down[1] = true
 			w.step(5 * time.Second)
-			w.setSpec(func(s *ClusterSpec) { s.Version = "3.6.16" })
+			w.setSpec(func(s *api.ClusterSpec) { s.Version = "3.6.16" })
 			w.step(5 * time.Second)
 		}},
 		{name: "bad-image-stuck", build: func(w *world) {
 			settle(w)
-			w.setSpec(func(s *ClusterSpec) { s.Version = "3.6.17" })
+			w.setSpec(func(s *api.ClusterSpec) { s.Version = "3.6.17" })
 			w.badImage = "quay.io/coreos/etcd:v3.6.17"
 			for n := 0; n < 4; n++ {
 				w.step(5 * time.Second)
@@ -293,12 +294,12 @@ func fixtures() []fixture {
 		}},
 		{name: "bad-image-reverted", build: func(w *world) {
 			settle(w)
-			w.setSpec(func(s *ClusterSpec) { s.Version = "3.6.17" })
+			w.setSpec(func(s *api.ClusterSpec) { s.Version = "3.6.17" })
 			w.badImage = "quay.io/coreos/etcd:v3.6.17"
 			for n := 0; n < 4; n++ {
 				w.step(5 * time.Second)
 			}
-			w.setSpec(func(s *ClusterSpec) { s.Version = "3.6.16" })
+			w.setSpec(func(s *api.ClusterSpec) { s.Version = "3.6.16" })
 			w.step(5 * time.Second)
 			w.controllers()
 		}},
@@ -331,11 +332,11 @@ func fixtures() []fixture {
 		}},
 		{name: "invalid-unsafe-option", build: func(w *world) {
 			settle(w)
-			w.setSpec(func(s *ClusterSpec) { s.Options = map[string]string{"unsafe-no-fsync": "true"} })
+			w.setSpec(func(s *api.ClusterSpec) { s.Options = map[string]string{"unsafe-no-fsync": "true"} })
 		}},
 		{name: "unsafe-option-allowed", build: func(w *world) {
 			settle(w)
-			w.setSpec(func(s *ClusterSpec) {
+			w.setSpec(func(s *api.ClusterSpec) {
 				s.Options = map[string]string{"unsafe-no-fsync": "true"}
 				s.AllowUnsafeOptions = true
 			})
@@ -352,17 +353,17 @@ func fixtures() []fixture {
 		}},
 		{name: "invalid-managed-option", build: func(w *world) {
 			settle(w)
-			w.setSpec(func(s *ClusterSpec) {
+			w.setSpec(func(s *api.ClusterSpec) {
 				s.Options = map[string]string{"initial-cluster-state": "new", "data-dir": "/tmp"}
 			})
 		}},
 		{name: "invalid-tls-not-supported", build: func(w *world) {
 			settle(w)
-			w.setSpec(func(s *ClusterSpec) { s.Security.TLS.Enabled = true })
+			w.setSpec(func(s *api.ClusterSpec) { s.Security.TLS.Enabled = true })
 		}},
 		{name: "invalid-storage-change", build: func(w *world) {
 			settle(w)
-			w.setSpec(func(s *ClusterSpec) { s.Storage.Size = ptr(mustQuantity("20Gi")) })
+			w.setSpec(func(s *api.ClusterSpec) { s.Storage.Size = ptr(mustQuantity("20Gi")) })
 		}},
 		// The StatefulSet and ConfigMap are gone and the spec asks for a downgrade: there is nothing to
 		// render from, and every other child is answered exactly as last applied (no deletion, no 4xx).
@@ -371,12 +372,12 @@ func fixtures() []fixture {
 			settle(w)
 			delete(w.desired, KeyStatefulSet)
 			delete(w.desired, KeyConfigMap)
-			w.status = ClusterStatus{}
-			w.setSpec(func(s *ClusterSpec) { s.Version = "3.5.21" })
+			w.status = api.ClusterStatus{}
+			w.setSpec(func(s *api.ClusterSpec) { s.Version = "3.5.21" })
 		}},
 		{name: "invalid-version-format", build: func(w *world) {
 			settle(w)
-			w.setSpec(func(s *ClusterSpec) { s.Version = "v3.6" })
+			w.setSpec(func(s *api.ClusterSpec) { s.Version = "v3.6" })
 		}},
 		{name: "invalid-spec-new-cluster", build: func(w *world) {
 			w.spec.Size = ptr(int32(0))
@@ -466,7 +467,7 @@ func controllerJSON() map[string]any {
 	return map[string]any{
 		"apiVersion": "metacontroller.k8s.io/v1alpha1", "kind": "CompositeController",
 		"metadata": map[string]any{"name": "etcdhook"},
-		"spec":     map[string]any{"generateSelector": true, "parentResource": map[string]any{"apiVersion": APIVersion, "resource": "etcdclusters"}},
+		"spec":     map[string]any{"generateSelector": true, "parentResource": map[string]any{"apiVersion": api.APIVersion, "resource": "etcdclusters"}},
 	}
 }
 

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/etcdhook/etcdhook/api"
 )
 
 // TestInvariantsOverGeneratedHistories drives many generated histories through the world: random sizes,
@@ -44,17 +46,17 @@ func generatedHistory(t *testing.T, seed int64) {
 	for n := 0; n < 40; n++ {
 		switch rng.Intn(17) {
 		case 0:
-			w.setSpec(func(s *ClusterSpec) { s.Size = ptr(int32(1 + rng.Intn(5))) })
+			w.setSpec(func(s *api.ClusterSpec) { s.Size = ptr(int32(1 + rng.Intn(5))) })
 		case 1:
 			if vi+1 < len(versions) {
 				vi++
-				w.setSpec(func(s *ClusterSpec) { s.Version = versions[vi] })
+				w.setSpec(func(s *api.ClusterSpec) { s.Version = versions[vi] })
 			}
 		case 2:
 			saved := *w.spec.DeepCopy()
-			w.setSpec(func(s *ClusterSpec) { s.Size = ptr(int32(12)) })
+			w.setSpec(func(s *api.ClusterSpec) { s.Size = ptr(int32(12)) })
 			w.step(5 * time.Second)
-			w.setSpec(func(s *ClusterSpec) { *s = saved })
+			w.setSpec(func(s *api.ClusterSpec) { *s = saved })
 		case 3:
 			if i := rng.Intn(5); w.pods[i] != nil {
 				w.down[i] = true
@@ -102,12 +104,12 @@ func generatedHistory(t *testing.T, seed int64) {
 				a := ann["metadata"].(map[string]any)["annotations"].(map[string]any)
 				switch rng.Intn(3) {
 				case 0:
-					a[AnnIntent] = IntentLeave
+					a[api.AnnIntent] = api.IntentLeave
 				case 1:
-					a[AnnIntent] = "memebr"
+					a[api.AnnIntent] = "memebr"
 				default:
-					a[AnnJoinPermitted] = w.now.UTC().Format(time.RFC3339)
-					a[AnnJoinDeadline] = w.now.Add(1000 * time.Hour).UTC().Format(time.RFC3339)
+					a[api.AnnJoinPermitted] = w.now.UTC().Format(time.RFC3339)
+					a[api.AnnJoinDeadline] = w.now.Add(1000 * time.Hour).UTC().Format(time.RFC3339)
 				}
 			}
 		case 14:
@@ -117,7 +119,7 @@ func generatedHistory(t *testing.T, seed int64) {
 			}
 		case 15:
 			// The hook's records are wiped: status and the ConfigMap.
-			w.status = ClusterStatus{}
+			w.status = api.ClusterStatus{}
 			delete(w.desired, KeyConfigMap)
 		}
 		w.step(time.Duration(1+rng.Intn(30)) * time.Second)
@@ -128,7 +130,7 @@ func generatedHistory(t *testing.T, seed int64) {
 	}
 	w.failJobs, w.noJobs, w.stsLag = false, false, false
 	w.converge(300)
-	want := int(*Defaulted(w.spec).Size)
+	want := int(*api.Defaulted(w.spec).Size)
 	require.Len(t, w.voterOrdinals(), want, "seed %d", seed)
 	require.Equal(t, want, w.replicas())
 	for _, p := range w.pods {
@@ -148,5 +150,5 @@ func (w *world) spareVoters() int {
 			intact++
 		}
 	}
-	return intact - Quorum(voters)
+	return intact - api.Quorum(voters)
 }

@@ -6,10 +6,9 @@ import (
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
-)
 
-// ReasonWaitingForJoin is what an agent reports while it needs join-permitted to (re)join.
-const ReasonWaitingForJoin = "WaitingForJoin"
+	"github.com/etcdhook/etcdhook/api"
+)
 
 // Timing of Jobs and resyncs.
 const (
@@ -35,7 +34,7 @@ type leasePlan struct {
 type plan struct {
 	f        *facts
 	opts     Options
-	spec     ClusterSpec // rendered from
+	spec     api.ClusterSpec // rendered from
 	hasSpec  bool
 	problems []Problem // why the user's spec is not (yet) applied
 	// pendingSpec: a valid new spec waits for the step in flight.
@@ -103,10 +102,9 @@ func (p *plan) setIntent(i int, intent string) {
 }
 
 func (p *plan) permit(i int) {
-	p.setIntent(i, IntentMember)
+	p.setIntent(i, api.IntentMember)
 	lp := p.lease(i)
-	lp.joinPermitted = p.f.now.UTC().Format(time.RFC3339)
-	lp.joinDeadline = p.f.now.Add(p.timeout(p.spec.Timeouts.LearnerPromotionSeconds)).UTC().Format(time.RFC3339)
+	lp.joinPermitted, lp.joinDeadline = api.NewJoinWindow(p.f.now, p.timeout(p.spec.Timeouts.LearnerPromotionSeconds)).Annotations()
 }
 
 // decide runs the membership protocol of docs/design.md §6 for one sync.
@@ -115,7 +113,7 @@ func decide(f *facts, opts Options) (*plan, error) {
 	p.carry()
 	// Intents are judged against the spec in force when they were written (the applied one): a
 	// hand-edited intent must not even make a step look in flight.
-	ref := Defaulted(f.parent.Spec)
+	ref := api.Defaulted(f.parent.Spec)
 	if f.applied != nil {
 		ref = *f.applied
 	}
@@ -155,17 +153,17 @@ func (p *plan) carry() {
 	if f.sts != nil && f.sts.Spec.Replicas != nil {
 		p.replicas = *f.sts.Spec.Replicas
 	}
-	if p.replicas > MaxSize || p.replicas < 0 {
+	if p.replicas > api.MaxSize || p.replicas < 0 {
 		// The hook never renders more than MaxSize: a larger count is a hand edit (kubectl scale), never
 		// a number to render from.
-		f.distrusted = append(f.distrusted, fmt.Sprintf("StatefulSet %s has replicas %d, outside 0..%d: not taken as a floor", f.names.StatefulSet(), p.replicas, MaxSize))
-		p.replicas = MaxSize
+		f.distrusted = append(f.distrusted, fmt.Sprintf("StatefulSet %s has replicas %d, outside 0..%d: not taken as a floor", f.names.StatefulSet(), p.replicas, api.MaxSize))
+		p.replicas = api.MaxSize
 	}
 	if f.sts != nil && f.sts.Spec.UpdateStrategy.RollingUpdate != nil && f.sts.Spec.UpdateStrategy.RollingUpdate.Partition != nil {
 		p.partition = *f.sts.Spec.UpdateStrategy.RollingUpdate.Partition
 	}
-	if p.partition < 0 || p.partition > MaxSize {
-		p.partition = MaxSize
+	if p.partition < 0 || p.partition > api.MaxSize {
+		p.partition = api.MaxSize
 	}
 	for i, lv := range f.leases {
 		lp := p.lease(i)
@@ -177,7 +175,7 @@ func (p *plan) carry() {
 // one leaves the last applied spec (read from the ConfigMap, not from the request) in force.
 func (p *plan) chooseSpec() error {
 	f := p.f
-	cand := Defaulted(f.parent.Spec)
+	cand := api.Defaulted(f.parent.Spec)
 	p.problems = Validate(f.names.Cluster, cand)
 	if f.obs.SpecError != "" {
 		p.problems = append([]Problem{{"SpecDoesNotDecode", "spec: " + f.obs.SpecError}}, p.problems...)
@@ -228,7 +226,7 @@ func (p *plan) inFlight() string {
 	for _, i := range sortedKeys(p.leases) {
 		lp := p.leases[i]
 		m := f.primary[i]
-		if lp.intent == IntentLeave && m != nil && p.quorumAllowsRemoving(m) {
+		if lp.intent == api.IntentLeave && m != nil && p.quorumAllowsRemoving(m) {
 			return fmt.Sprintf("%s to leave the cluster", f.names.Pod(i))
 		}
 		if p.joining(i) && (m == nil || !f.reportsHealthyVoter(i, m.ID)) {
@@ -262,26 +260,26 @@ func (p *plan) adoptFloor(floor int32) int32 {
 //   - a join permission must parse, start no later than now and end no later than one promotion timeout
 //     after it starts; at most one ordinal holds one: the learner's if a join is under way, else the
 //     lowest (etcd admits one learner at a time, so a second permission could only race the first).
-func (p *plan) normalizeIntents(ref ClusterSpec) {
+func (p *plan) normalizeIntents(ref api.ClusterSpec) {
 	f := p.f
 	note := func(format string, args ...any) { f.distrusted = append(f.distrusted, fmt.Sprintf(format, args...)) }
 	target := 0
 	if ref.Size != nil {
 		target = int(*ref.Size)
 	}
-	maxWindow := MaxLearnerPromotionSeconds * time.Second
-	if t := ref.Timeouts.LearnerPromotionSeconds; t != nil && *t > 0 && *t <= MaxLearnerPromotionSeconds {
+	maxWindow := api.MaxLearnerPromotionSeconds * time.Second
+	if t := ref.Timeouts.LearnerPromotionSeconds; t != nil && *t > 0 && *t <= api.MaxLearnerPromotionSeconds {
 		maxWindow = time.Duration(*t) * time.Second
 	}
 	leaving := -1
 	for _, i := range sortedKeys(p.leases) {
 		lp := p.leases[i]
 		switch lp.intent {
-		case "", IntentMember:
-		case IntentLeave:
+		case "", api.IntentMember:
+		case api.IntentLeave:
 			if i < target && f.primary[i] != nil {
 				note("%s carried intent leave below the target size: set back to member", f.names.Lease(i))
-				p.setIntent(i, IntentMember)
+				p.setIntent(i, api.IntentMember)
 			} else if f.primary[i] != nil {
 				leaving = i // the highest wins: sortedKeys is ascending
 			}
@@ -296,9 +294,8 @@ func (p *plan) normalizeIntents(ref ClusterSpec) {
 			}
 		}
 		if lp.joinPermitted != "" {
-			from, err1 := time.Parse(time.RFC3339, lp.joinPermitted)
-			until, err2 := time.Parse(time.RFC3339, lp.joinDeadline)
-			if err1 != nil || err2 != nil || from.After(f.now.Add(MaxClockSkew)) || until.Before(from) || until.Sub(from) > maxWindow {
+			w, _ := api.ParseJoinWindow(lp.joinPermitted, lp.joinDeadline)
+			if w.IsZero() || w.From.After(f.now.Add(MaxClockSkew)) || w.Until.Sub(w.From) > maxWindow {
 				note("%s carried a join permission %q..%q the hook never writes: dropped", f.names.Lease(i), lp.joinPermitted, lp.joinDeadline)
 				lp.joinPermitted, lp.joinDeadline = "", ""
 			} else if f.truthKnown() && i >= target && f.primary[i] == nil {
@@ -308,9 +305,9 @@ func (p *plan) normalizeIntents(ref ClusterSpec) {
 		}
 	}
 	for _, i := range sortedKeys(p.leases) {
-		if lp := p.leases[i]; lp.intent == IntentLeave && f.primary[i] != nil && i != leaving {
+		if lp := p.leases[i]; lp.intent == api.IntentLeave && f.primary[i] != nil && i != leaving {
 			note("%s carried a second leave intent: only one member leaves at a time", f.names.Lease(i))
-			p.setIntent(i, IntentMember)
+			p.setIntent(i, api.IntentMember)
 		}
 	}
 	keep := -1
@@ -336,10 +333,10 @@ func (p *plan) normalizeIntents(ref ClusterSpec) {
 func (p *plan) bootstrap() {
 	f := p.f
 	p.replicas = p.adoptFloor(1)
-	p.setIntent(0, IntentMember)
+	p.setIntent(0, api.IntentMember)
 	p.lease(0).seed = true
 	p.busy = "bootstrap"
-	if lv := f.leases[0]; lv != nil && lv.report.Reason() == ReasonForeignData {
+	if lv := f.leases[0]; lv != nil && lv.report.Reason() == api.ReasonForeignData {
 		p.wait("%s refuses its volume: %s", f.names.Pod(0), lv.report.Error)
 		return
 	}
@@ -404,7 +401,7 @@ func (p *plan) quorumAllowsRemoving(m *memberView) bool {
 	if m.healthy {
 		after--
 	}
-	return healthy >= Quorum(all) && after >= Quorum(all-1) && all > 1
+	return healthy >= api.Quorum(all) && after >= api.Quorum(all-1) && all > 1
 }
 
 // advanceJoins clears join permissions of finished joins and of ordinals no longer wanted.
@@ -480,14 +477,14 @@ func (p *plan) advanceLeave() {
 	for _, i := range sortedKeys(p.leases) {
 		lp := p.leases[i]
 		m := f.primary[i]
-		if lp.intent != IntentLeave || m == nil {
+		if lp.intent != api.IntentLeave || m == nil {
 			continue
 		}
 		if !p.quorumAllowsRemoving(m) {
 			// Health changed since the leave was asked: the member stays until quorum allows it
 			// again, and other repairs can go first. An agent already removing itself meets etcd's own
 			// check; one that made it anyway is seen as gone and parked by the next sync.
-			p.setIntent(i, IntentMember)
+			p.setIntent(i, api.IntentMember)
 			p.wait("%s stays a member: quorum does not allow it to leave now", f.names.Pod(i))
 			return
 		}
@@ -658,7 +655,7 @@ func (p *plan) removeDead() bool {
 func (p *plan) lostData(m *memberView) bool {
 	f := p.f
 	lv := f.leases[m.ordinal]
-	return !m.healthy && lv != nil && lv.fresh && lv.report.Reason() == ReasonWaitingForJoin &&
+	return !m.healthy && lv != nil && lv.fresh && lv.report.Reason() == api.ReasonWaitingForJoin &&
 		(f.pods[m.ordinal] == nil || string(f.pods[m.ordinal].UID) == lv.holder)
 }
 
@@ -685,7 +682,7 @@ func (p *plan) repairJoin() bool {
 	for i := 0; i < int(p.replicas) && i < p.target(); i++ {
 		m := f.primary[i]
 		lv := f.leases[i]
-		asking := lv != nil && lv.fresh && lv.report.Reason() == ReasonWaitingForJoin &&
+		asking := lv != nil && lv.fresh && lv.report.Reason() == api.ReasonWaitingForJoin &&
 			(f.pods[i] == nil || string(f.pods[i].UID) == lv.holder)
 		if m != nil && m.healthy {
 			continue
@@ -720,7 +717,7 @@ func (p *plan) deleteVolume() bool {
 	for _, i := range sortedKeys(f.pvcs) {
 		pvc := f.pvcs[i]
 		if i < int(p.replicas) || f.primary[i] != nil || f.pods[i] != nil || pvc.DeletionTimestamp != nil ||
-			pvc.Labels[LabelClusterUID] != f.uid {
+			pvc.Labels[api.LabelClusterUID] != f.uid {
 			continue
 		}
 		if f.sts == nil || f.sts.Spec.Replicas == nil || int(*f.sts.Spec.Replicas) > i {
@@ -768,7 +765,7 @@ func (p *plan) scaleDown() bool {
 		p.wait("quorum does not allow %s to leave now", f.names.Pod(h))
 		return true
 	}
-	p.setIntent(h, IntentLeave)
+	p.setIntent(h, api.IntentLeave)
 	p.lease(h).joinPermitted, p.lease(h).joinDeadline = "", ""
 	p.action = fmt.Sprintf("%s to leave the cluster", f.names.Pod(h))
 	p.busy = p.action
@@ -881,7 +878,7 @@ func (p *plan) noteCleanup() {
 	}
 	for _, i := range sortedKeys(f.pvcs) {
 		pvc := f.pvcs[i]
-		if i >= int(p.replicas) && f.primary[i] == nil && f.pods[i] == nil && pvc.DeletionTimestamp == nil && pvc.Labels[LabelClusterUID] == f.uid {
+		if i >= int(p.replicas) && f.primary[i] == nil && f.pods[i] == nil && pvc.DeletionTimestamp == nil && pvc.Labels[api.LabelClusterUID] == f.uid {
 			p.cleanup = true
 			p.wait("claim %s of the removed member to be deleted", pvc.Name)
 		}
@@ -915,16 +912,16 @@ func (p *plan) trimLeases() {
 		switch {
 		case i >= int(p.replicas) && f.primary[i] == nil:
 			// A pod above replicas is on its way out: a restart must park, never rejoin.
-			if lp.intent != IntentLeave {
-				p.setIntent(i, IntentLeave)
+			if lp.intent != api.IntentLeave {
+				p.setIntent(i, api.IntentLeave)
 			}
 			lp.joinPermitted, lp.joinDeadline = "", ""
 		case lp.intent == "":
-			p.setIntent(i, IntentMember)
-		case lp.intent == IntentLeave && i < int(p.replicas) && i < p.target() && f.primary[i] == nil && f.truthKnown():
+			p.setIntent(i, api.IntentMember)
+		case lp.intent == api.IntentLeave && i < int(p.replicas) && i < p.target() && f.primary[i] == nil && f.truthKnown():
 			// A wanted ordinal below replicas that has left (a stale answer can leave this behind)
 			// becomes a member again: its parked agent restarts and asks to join.
-			p.setIntent(i, IntentMember)
+			p.setIntent(i, api.IntentMember)
 		}
 	}
 }
@@ -939,15 +936,15 @@ func sortedKeys[K int | string, V any](m map[K]V) []K {
 	return ks
 }
 
-func specEqual(a, b ClusterSpec) bool { return string(specJSON(a)) == string(specJSON(b)) }
+func specEqual(a, b api.ClusterSpec) bool { return string(specJSON(a)) == string(specJSON(b)) }
 
 // carryJob re-emits an observed Job under the hook's own labels (Jobs are OnDelete children: the object
 // only keeps the Job alive, its spec is never updated).
 func (p *plan) carryJob(j *batchv1.Job) *batchv1.Job {
 	out := &batchv1.Job{Spec: *j.Spec.DeepCopy()}
 	out.APIVersion, out.Kind = "batch/v1", "Job"
-	out.ObjectMeta = p.meta(j.Name, ComponentOps)
-	out.Annotations = map[string]string{AnnJobReason: j.Annotations[AnnJobReason]}
+	out.ObjectMeta = p.meta(j.Name, api.ComponentOps)
+	out.Annotations = map[string]string{api.AnnJobReason: j.Annotations[api.AnnJobReason]}
 	return out
 }
 

@@ -13,6 +13,8 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/etcdhook/etcdhook/api"
 )
 
 // Request is a Metacontroller CompositeController sync/finalize request. Children and related objects are
@@ -28,10 +30,10 @@ type Request struct {
 
 // Response is what Metacontroller applies. Children is never nil: an absent list deletes every child.
 type Response struct {
-	Status             *ClusterStatus `json:"status"`
-	Children           []any          `json:"children"`
-	ResyncAfterSeconds float64        `json:"resyncAfterSeconds"`
-	Finalized          bool           `json:"finalized"`
+	Status             *api.ClusterStatus `json:"status"`
+	Children           []any              `json:"children"`
+	ResyncAfterSeconds float64            `json:"resyncAfterSeconds"`
+	Finalized          bool               `json:"finalized"`
 	// Deleted lists the observed children this answer leaves out on purpose (not sent: the hook logs it).
 	Deleted []Deletion `json:"-"`
 }
@@ -53,7 +55,7 @@ const (
 
 // Observed is the decoded request: every object typed and indexed by name.
 type Observed struct {
-	Parent          EtcdCluster
+	Parent          api.EtcdCluster
 	StatefulSets    map[string]*appsv1.StatefulSet
 	Services        map[string]*corev1.Service
 	PDBs            map[string]*policyv1.PodDisruptionBudget
@@ -93,7 +95,7 @@ func Decode(req *Request) (*Observed, error) {
 	// invalid spec, answered with the last valid children and InvalidSpec, never a 4xx that would
 	// freeze status and every repair.
 	var parent struct {
-		EtcdCluster
+		api.EtcdCluster
 		Spec json.RawMessage `json:"spec"`
 	}
 	if err := json.Unmarshal(req.Parent, &parent); err != nil {
@@ -102,13 +104,13 @@ func Decode(req *Request) (*Observed, error) {
 	o.Parent = parent.EtcdCluster
 	if len(parent.Spec) > 0 && string(parent.Spec) != "null" {
 		if err := json.Unmarshal(parent.Spec, &o.Parent.Spec); err != nil {
-			o.Parent.Spec = ClusterSpec{}
+			o.Parent.Spec = api.ClusterSpec{}
 			o.SpecError = err.Error()
 		}
 	}
 	p := &o.Parent
-	if p.APIVersion != APIVersion || p.Kind != Kind {
-		return nil, inputErrorf("parent is %s %s, want %s %s", p.APIVersion, p.Kind, APIVersion, Kind)
+	if p.APIVersion != api.APIVersion || p.Kind != api.Kind {
+		return nil, inputErrorf("parent is %s %s, want %s %s", p.APIVersion, p.Kind, api.APIVersion, api.Kind)
 	}
 	if p.Name == "" || p.Namespace == "" || p.UID == "" {
 		return nil, inputErrorf("parent metadata must have name, namespace and uid")
@@ -199,7 +201,7 @@ func claimTemplates(raw json.RawMessage) json.RawMessage {
 // hook does not render: answering would delete it, and such an object was not made by this hook.
 // (Leases, Jobs and RBAC objects of other names are the hook's own leftovers and are let go.)
 func unexpectedCore(o *Observed) error {
-	n := Names{Cluster: o.Parent.Name, Namespace: o.Parent.Namespace}
+	n := api.Names{Cluster: o.Parent.Name, Namespace: o.Parent.Namespace}
 	check := func(kind string, got []string, want ...string) error {
 		for _, name := range got {
 			ok := false

@@ -1,6 +1,10 @@
 package sync
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/etcdhook/etcdhook/api"
+)
 
 // roll steps the StatefulSet's RollingUpdate partition one pod at a time (docs/design.md §7.11).
 // With full=false (a membership change in flight, or no member list) it only steps over a pod that is
@@ -18,7 +22,7 @@ func (p *plan) roll(full bool) bool {
 	// as updated: the same evaluation runs, so the status reads the same before and after the controller
 	// catches up.
 	lag := st.ObservedGeneration < f.sts.Generation
-	if f.sts.Annotations[AnnTemplateHash] != p.hash {
+	if f.sts.Annotations[api.AnnTemplateHash] != p.hash {
 		p.partition = p.replicas
 		lag = true
 	}
@@ -42,7 +46,7 @@ func (p *plan) roll(full bool) bool {
 		if p.podHealthy(next) {
 			all, healthy := f.voters()
 			small := p.target() <= 2 && all == healthy
-			if healthy-1 < Quorum(all) && !small {
+			if healthy-1 < api.Quorum(all) && !small {
 				p.rollHeld = true
 				p.wait("quorum to allow restarting %s (%d of %d voters healthy)", f.names.Pod(next), healthy, all)
 				return true

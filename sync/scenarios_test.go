@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/etcdhook/etcdhook/api"
 )
 
 // Member data loss: the agent reports it waits to rejoin while its old ID is still a member; the hook
@@ -38,15 +40,15 @@ func TestOrphanMemberRemoved(t *testing.T) {
 func TestSplitBrainFreezesMembership(t *testing.T) {
 	w := newWorld(t, 3)
 	w.converge(60)
-	w.setSpec(func(s *ClusterSpec) { s.Size = ptr(int32(5)) })
+	w.setSpec(func(s *api.ClusterSpec) { s.Size = ptr(int32(5)) })
 	l := w.leases[2]
 	l.report.ClusterID = "aaaaaaaaaaaaaaaa"
 	resp := w.sync()
-	require.Equal(t, PhaseFailed, resp.Status.Phase)
-	require.Equal(t, "True/ClusterIDMismatch", w.condition(CondSplitBrain))
+	require.Equal(t, api.PhaseFailed, resp.Status.Phase)
+	require.Equal(t, "True/ClusterIDMismatch", w.condition(api.CondSplitBrain))
 	require.Equal(t, 3, w.replicas())
 	for i := 0; i < 3; i++ {
-		require.Nil(t, w.leaseAnn(i)[AnnJoinPermitted])
+		require.Nil(t, w.leaseAnn(i)[api.AnnJoinPermitted])
 	}
 }
 
@@ -54,13 +56,13 @@ func TestSplitBrainFreezesMembership(t *testing.T) {
 func TestSizeEditedMidStepIsLatched(t *testing.T) {
 	w := newWorld(t, 3)
 	w.converge(60)
-	w.setSpec(func(s *ClusterSpec) { s.Size = ptr(int32(5)) })
+	w.setSpec(func(s *api.ClusterSpec) { s.Size = ptr(int32(5)) })
 	w.sync() // ordinal 3 permitted, replicas 4
 	require.Equal(t, 4, w.replicas())
-	w.setSpec(func(s *ClusterSpec) { s.Size = ptr(int32(3)) })
+	w.setSpec(func(s *api.ClusterSpec) { s.Size = ptr(int32(3)) })
 	resp := w.sync()
 	require.Equal(t, int32(5), resp.Status.Target.Size, "the target stays latched while ordinal 3 joins")
-	require.Equal(t, "True/SpecPending", w.condition(CondProgressing))
+	require.Equal(t, "True/SpecPending", w.condition(api.CondProgressing))
 	w.converge(60)
 	require.Equal(t, []int{0, 1, 2}, w.voterOrdinals())
 	require.Equal(t, int32(3), w.status.Target.Size)
@@ -70,7 +72,7 @@ func TestSizeEditedMidStepIsLatched(t *testing.T) {
 func TestHookUnavailableMidStepConverges(t *testing.T) {
 	w := newWorld(t, 3)
 	w.converge(60)
-	w.setSpec(func(s *ClusterSpec) { s.Size = ptr(int32(5)) })
+	w.setSpec(func(s *api.ClusterSpec) { s.Size = ptr(int32(5)) })
 	w.sync()
 	for n := 0; n < 10; n++ { // hook down: the world moves on without it
 		w.controllers()
@@ -87,7 +89,7 @@ func TestHookUnavailableMidStepConverges(t *testing.T) {
 func TestStaleCacheNoDoubleStep(t *testing.T) {
 	w := newWorld(t, 3)
 	w.converge(60)
-	w.setSpec(func(s *ClusterSpec) { s.Size = ptr(int32(5)) })
+	w.setSpec(func(s *api.ClusterSpec) { s.Size = ptr(int32(5)) })
 	stale := w.request()
 	first := w.sync()
 	w.controllers()
@@ -103,7 +105,7 @@ func TestStaleCacheNoDoubleStep(t *testing.T) {
 func TestKeyFormatsAndLastAppliedAgree(t *testing.T) {
 	w := newWorld(t, 3)
 	w.converge(60)
-	w.setSpec(func(s *ClusterSpec) { s.Size = ptr(int32(4)) })
+	w.setSpec(func(s *api.ClusterSpec) { s.Size = ptr(int32(4)) })
 	v1, err := Compute(w.request(), w.now, w.opts)
 	require.NoError(t, err)
 	w.v2, w.lastApplied = true, true
@@ -116,7 +118,7 @@ func TestKeyFormatsAndLastAppliedAgree(t *testing.T) {
 func TestLeaveWithDeadAgentUsesRemoveJob(t *testing.T) {
 	w := newWorld(t, 4)
 	w.converge(80)
-	w.setSpec(func(s *ClusterSpec) { s.Size = ptr(int32(3)) })
+	w.setSpec(func(s *api.ClusterSpec) { s.Size = ptr(int32(3)) })
 	w.down[3] = true
 	w.converge(60)
 	require.Equal(t, []int{0, 1, 2}, w.voterOrdinals())
@@ -150,24 +152,24 @@ func TestInvalidSpecKeepsLastValid(t *testing.T) {
 	w.converge(60)
 	before := mustJSON(w.lastResp.Children)
 	for _, tc := range []struct {
-		edit   func(*ClusterSpec)
+		edit   func(*api.ClusterSpec)
 		reason string
 	}{
-		{func(s *ClusterSpec) { s.Size = ptr(int32(11)) }, "InvalidSize"},
-		{func(s *ClusterSpec) { s.Version = "3.4.20" }, "UnsupportedVersion"},
-		{func(s *ClusterSpec) { s.Version = "3.6.10" }, "UpgradeRefused"},
-		{func(s *ClusterSpec) { s.Options = map[string]string{"initial-cluster-state": "new"} }, "ManagedOption"},
-		{func(s *ClusterSpec) { s.Security.TLS.Enabled = true }, "TLSNotSupported"},
-		{func(s *ClusterSpec) { s.Storage.StorageClassName = ptr("fast") }, "StorageImmutable"},
+		{func(s *api.ClusterSpec) { s.Size = ptr(int32(11)) }, "InvalidSize"},
+		{func(s *api.ClusterSpec) { s.Version = "3.4.20" }, "UnsupportedVersion"},
+		{func(s *api.ClusterSpec) { s.Version = "3.6.10" }, "UpgradeRefused"},
+		{func(s *api.ClusterSpec) { s.Options = map[string]string{"initial-cluster-state": "new"} }, "ManagedOption"},
+		{func(s *api.ClusterSpec) { s.Security.TLS.Enabled = true }, "TLSNotSupported"},
+		{func(s *api.ClusterSpec) { s.Storage.StorageClassName = ptr("fast") }, "StorageImmutable"},
 	} {
 		saved := *w.spec.DeepCopy()
 		w.setSpec(tc.edit)
 		resp := w.sync()
 		require.Equal(t, string(before), string(mustJSON(resp.Children)), tc.reason)
-		require.Equal(t, "True/"+tc.reason, w.condition(CondInvalidSpec))
-		w.setSpec(func(s *ClusterSpec) { *s = saved })
+		require.Equal(t, "True/"+tc.reason, w.condition(api.CondInvalidSpec))
+		w.setSpec(func(s *api.ClusterSpec) { *s = saved })
 		w.sync()
-		require.Equal(t, "", w.condition(CondInvalidSpec))
+		require.Equal(t, "", w.condition(api.CondInvalidSpec))
 	}
 }
 
@@ -176,12 +178,12 @@ func TestUpgradePathAndRoll(t *testing.T) {
 	w := newWorld(t, 3)
 	w.spec.Version = "3.5.19"
 	w.converge(60)
-	w.setSpec(func(s *ClusterSpec) { s.Version = "3.6.16" })
+	w.setSpec(func(s *api.ClusterSpec) { s.Version = "3.6.16" })
 	w.sync()
-	require.Equal(t, "True/UpgradeRefused", w.condition(CondInvalidSpec))
-	w.setSpec(func(s *ClusterSpec) { s.Version = "3.5.21" })
+	require.Equal(t, "True/UpgradeRefused", w.condition(api.CondInvalidSpec))
+	w.setSpec(func(s *api.ClusterSpec) { s.Version = "3.5.21" })
 	w.converge(60)
-	w.setSpec(func(s *ClusterSpec) { s.Version = "3.6.16" })
+	w.setSpec(func(s *api.ClusterSpec) { s.Version = "3.6.16" })
 	restarted := 0
 	uids := map[int]string{}
 	for i, p := range w.pods {
@@ -220,7 +222,7 @@ func TestAdoptExistingDataStartsEveryClaimedOrdinal(t *testing.T) {
 	w.pods = map[int]*simPod{}
 	w.leases = map[int]*simLease{}
 	w.jobs = map[string]*simJob{}
-	w.status = ClusterStatus{}
+	w.status = api.ClusterStatus{}
 	w.spec.AdoptExistingData = true
 	w.converge(80)
 	require.Equal(t, before, w.voterOrdinals())

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/etcdhook/etcdhook/api"
 )
 
 func TestBootstrapAndGrowToThree(t *testing.T) {
@@ -12,7 +14,7 @@ func TestBootstrapAndGrowToThree(t *testing.T) {
 	w.converge(60)
 	require.Equal(t, []int{0, 1, 2}, w.voterOrdinals())
 	require.Equal(t, 3, w.replicas())
-	require.Equal(t, PhaseRunning, w.status.Phase)
+	require.Equal(t, api.PhaseRunning, w.status.Phase)
 	require.Len(t, w.status.Members, 3)
 	require.NotEmpty(t, w.status.Leader)
 	require.Equal(t, "cdf818194e3a8c32", w.status.ClusterID)
@@ -22,7 +24,7 @@ func TestScaleUpAndDown(t *testing.T) {
 	w := newWorld(t, 1)
 	w.converge(30)
 	for _, size := range []int32{3, 5, 3, 1} {
-		w.setSpec(func(s *ClusterSpec) { s.Size = ptr(size) })
+		w.setSpec(func(s *api.ClusterSpec) { s.Size = ptr(size) })
 		w.converge(80)
 		require.Len(t, w.voterOrdinals(), int(size), "size %d", size)
 		require.Equal(t, int(size), w.replicas())

@@ -7,46 +7,18 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/equality"
-	"k8s.io/apimachinery/pkg/api/resource"
-)
 
-// Defaults, identical to the CRD's.
-const (
-	DefaultSize                    = 3
-	DefaultVersion                 = "3.6.16"
-	DefaultRepository              = "quay.io/coreos/etcd"
-	DefaultStorageSize             = "10Gi"
-	DefaultLearnerPromotionSeconds = 600
-	DefaultDeadMemberSeconds       = 300
-	DefaultLeaveSeconds            = 120
-	// MaxLearnerPromotionSeconds is the validation bound of learnerPromotionSeconds, and so the longest
-	// join permission the hook ever writes.
-	MaxLearnerPromotionSeconds = 86400
+	"github.com/etcdhook/etcdhook/api"
 )
 
 // MinVersion is the oldest etcd the agent supports: /livez and /readyz exist from 3.5.11 on.
 var MinVersion = SemVer{3, 5, 11}
 
-// ManagedOptions are etcd flags the hook or agent sets; spec.options may not override them.
-var ManagedOptions = map[string]bool{
-	"name": true, "data-dir": true, "wal-dir": true, "config-file": true,
-	"listen-client-urls": true, "listen-peer-urls": true, "listen-metrics-urls": true, "listen-client-http-urls": true,
-	"advertise-client-urls": true, "initial-advertise-peer-urls": true,
-	"initial-cluster": true, "initial-cluster-state": true, "initial-cluster-token": true,
-	"discovery": true, "discovery-srv": true, "discovery-srv-name": true, "discovery-token": true, "discovery-endpoints": true,
-	"force-new-cluster": true, "strict-reconfig-check": true, "max-learners": true, "experimental-max-learners": true,
-	// Security flags stay managed so that TLS can be introduced without user flags contradicting it.
-	"cert-file": true, "key-file": true, "trusted-ca-file": true, "client-cert-auth": true, "auto-tls": true,
-	"peer-cert-file": true, "peer-key-file": true, "peer-trusted-ca-file": true, "peer-client-cert-auth": true,
-	"peer-auto-tls": true, "client-crl-file": true, "peer-crl-file": true,
-}
-
 var (
-	optionKey   = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*$`)
-	versionRe   = regexp.MustCompile(`^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)$`)
-	repoRe      = regexp.MustCompile(`^[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)*$`)
-	dnsLabelRe  = regexp.MustCompile(`^[a-z]([-a-z0-9]*[a-z0-9])?$`)
-	defaultSize = resource.MustParse(DefaultStorageSize)
+	optionKey  = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*$`)
+	versionRe  = regexp.MustCompile(`^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)$`)
+	repoRe     = regexp.MustCompile(`^[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)*$`)
+	dnsLabelRe = regexp.MustCompile(`^[a-z]([-a-z0-9]*[a-z0-9])?$`)
 )
 
 // UnsafeOption: etcd's unsafe-* flags trade durability for speed (unsafe-no-fsync), and experimental-*
@@ -54,34 +26,6 @@ var (
 // then not start). Both need spec.allowUnsafeOptions.
 func UnsafeOption(k string) bool {
 	return strings.HasPrefix(k, "unsafe-") || strings.HasPrefix(k, "experimental-")
-}
-
-// Defaulted returns the spec with every CRD default applied.
-func Defaulted(s ClusterSpec) ClusterSpec {
-	s = *s.DeepCopy()
-	if s.Size == nil {
-		s.Size = ptr(int32(DefaultSize))
-	}
-	if s.Version == "" {
-		s.Version = DefaultVersion
-	}
-	if s.Repository == "" {
-		s.Repository = DefaultRepository
-	}
-	if s.Storage.EmptyDir == nil && s.Storage.Size == nil {
-		q := defaultSize.DeepCopy()
-		s.Storage.Size = &q
-	}
-	if s.Timeouts.LearnerPromotionSeconds == nil {
-		s.Timeouts.LearnerPromotionSeconds = ptr(int32(DefaultLearnerPromotionSeconds))
-	}
-	if s.Timeouts.DeadMemberSeconds == nil {
-		s.Timeouts.DeadMemberSeconds = ptr(int32(DefaultDeadMemberSeconds))
-	}
-	if s.Timeouts.LeaveSeconds == nil {
-		s.Timeouts.LeaveSeconds = ptr(int32(DefaultLeaveSeconds))
-	}
-	return s
 }
 
 // Problem is one reason a spec cannot be applied; Reason becomes the InvalidSpec condition's reason.
@@ -92,20 +36,20 @@ type Problem struct {
 
 // Validate checks a defaulted spec on its own. It mirrors the CRD's schema and CEL rules, so a spec the
 // API server accepted normally passes; it exists because the hook must not trust what it is sent.
-func Validate(name string, s ClusterSpec) []Problem {
+func Validate(name string, s api.ClusterSpec) []Problem {
 	var ps []Problem
 	add := func(reason, format string, args ...any) {
 		ps = append(ps, Problem{reason, fmt.Sprintf(format, args...)})
 	}
-	if len(name) > MaxNameLength || !dnsLabelRe.MatchString(name) {
-		add("InvalidName", "metadata.name %q must be a DNS label of at most %d characters (it prefixes pod, claim and Job names)", name, MaxNameLength)
+	if len(name) > api.MaxNameLength || !dnsLabelRe.MatchString(name) {
+		add("InvalidName", "metadata.name %q must be a DNS label of at most %d characters (it prefixes pod, claim and Job names)", name, api.MaxNameLength)
 	}
 	if strings.HasSuffix(name, "-peer") {
 		// Cluster "a-peer"'s client Service would be cluster "a"'s peer Service.
 		add("InvalidName", "metadata.name %q may not end in -peer: its client Service would take the name of the peer Service of cluster %q", name, strings.TrimSuffix(name, "-peer"))
 	}
-	if size := *s.Size; size < 1 || size > MaxSize {
-		add("InvalidSize", "spec.size %d is outside 1..%d", size, MaxSize)
+	if size := *s.Size; size < 1 || size > api.MaxSize {
+		add("InvalidSize", "spec.size %d is outside 1..%d", size, api.MaxSize)
 	}
 	if v, err := ParseVersion(s.Version); err != nil {
 		add("InvalidVersion", "spec.version: %v", err)
@@ -134,7 +78,7 @@ func Validate(name string, s ClusterSpec) []Problem {
 		switch {
 		case !optionKey.MatchString(k):
 			add("InvalidOption", "spec.options key %q must be an etcd flag name without dashes in front", k)
-		case ManagedOptions[k]:
+		case api.ManagedOptions[k]:
 			add("ManagedOption", "spec.options %q is managed by etcdhook and cannot be set", k)
 		case strings.ContainsAny(s.Options[k], "\n\x00"):
 			add("InvalidOption", "spec.options %q: value must be a single line", k)
@@ -160,7 +104,7 @@ func Validate(name string, s ClusterSpec) []Problem {
 
 // ValidateChange checks a valid spec against the spec the cluster runs (applied) and the versions its
 // members report (running): immutable fields and the upgrade path.
-func ValidateChange(applied *ClusterSpec, next ClusterSpec, running []SemVer) []Problem {
+func ValidateChange(applied *api.ClusterSpec, next api.ClusterSpec, running []SemVer) []Problem {
 	var ps []Problem
 	if applied != nil {
 		if !equality.Semantic.DeepEqual(applied.Storage, next.Storage) {

@@ -4,42 +4,44 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/etcdhook/etcdhook/api"
 )
 
 func TestValidateReasons(t *testing.T) {
-	base := func() ClusterSpec { return Defaulted(ClusterSpec{}) }
+	base := func() api.ClusterSpec { return api.Defaulted(api.ClusterSpec{}) }
 	for _, tc := range []struct {
 		name   string
-		edit   func(*ClusterSpec)
+		edit   func(*api.ClusterSpec)
 		cname  string
 		reason string
 	}{
-		{"defaults are valid", func(*ClusterSpec) {}, "demo", ""},
-		{"size 0", func(s *ClusterSpec) { s.Size = ptr(int32(0)) }, "demo", "InvalidSize"},
-		{"size 10", func(s *ClusterSpec) { s.Size = ptr(int32(10)) }, "demo", "InvalidSize"},
-		{"size 9", func(s *ClusterSpec) { s.Size = ptr(int32(9)) }, "demo", ""},
-		{"v prefix", func(s *ClusterSpec) { s.Version = "v3.6.16" }, "demo", "InvalidVersion"},
-		{"3.4", func(s *ClusterSpec) { s.Version = "3.4.30" }, "demo", "UnsupportedVersion"},
-		{"3.5.10 lacks livez", func(s *ClusterSpec) { s.Version = "3.5.10" }, "demo", "UnsupportedVersion"},
-		{"3.5.11", func(s *ClusterSpec) { s.Version = "3.5.11" }, "demo", ""},
-		{"3.8", func(s *ClusterSpec) { s.Version = "3.8.0" }, "demo", "UnsupportedVersion"},
-		{"unsafe option", func(s *ClusterSpec) { s.Options = map[string]string{"unsafe-no-fsync": "true"} }, "demo", "UnsafeOption"},
-		{"experimental option", func(s *ClusterSpec) { s.Options = map[string]string{"experimental-initial-corrupt-check": "true"} }, "demo", "UnsafeOption"},
-		{"peer suffix", func(s *ClusterSpec) {}, "a-peer", "InvalidName"},
-		{"repository with tag", func(s *ClusterSpec) { s.Repository = "quay.io/coreos/etcd:v3.6.16" }, "demo", "InvalidRepository"},
-		{"registry with port", func(s *ClusterSpec) { s.Repository = "registry.local:5000/etcd" }, "demo", ""},
-		{"emptyDir with class", func(s *ClusterSpec) {
+		{"defaults are valid", func(*api.ClusterSpec) {}, "demo", ""},
+		{"size 0", func(s *api.ClusterSpec) { s.Size = ptr(int32(0)) }, "demo", "InvalidSize"},
+		{"size 10", func(s *api.ClusterSpec) { s.Size = ptr(int32(10)) }, "demo", "InvalidSize"},
+		{"size 9", func(s *api.ClusterSpec) { s.Size = ptr(int32(9)) }, "demo", ""},
+		{"v prefix", func(s *api.ClusterSpec) { s.Version = "v3.6.16" }, "demo", "InvalidVersion"},
+		{"3.4", func(s *api.ClusterSpec) { s.Version = "3.4.30" }, "demo", "UnsupportedVersion"},
+		{"3.5.10 lacks livez", func(s *api.ClusterSpec) { s.Version = "3.5.10" }, "demo", "UnsupportedVersion"},
+		{"3.5.11", func(s *api.ClusterSpec) { s.Version = "3.5.11" }, "demo", ""},
+		{"3.8", func(s *api.ClusterSpec) { s.Version = "3.8.0" }, "demo", "UnsupportedVersion"},
+		{"unsafe option", func(s *api.ClusterSpec) { s.Options = map[string]string{"unsafe-no-fsync": "true"} }, "demo", "UnsafeOption"},
+		{"experimental option", func(s *api.ClusterSpec) { s.Options = map[string]string{"experimental-initial-corrupt-check": "true"} }, "demo", "UnsafeOption"},
+		{"peer suffix", func(s *api.ClusterSpec) {}, "a-peer", "InvalidName"},
+		{"repository with tag", func(s *api.ClusterSpec) { s.Repository = "quay.io/coreos/etcd:v3.6.16" }, "demo", "InvalidRepository"},
+		{"registry with port", func(s *api.ClusterSpec) { s.Repository = "registry.local:5000/etcd" }, "demo", ""},
+		{"emptyDir with class", func(s *api.ClusterSpec) {
 			s.Storage.EmptyDir = &corev1EmptyDir
 			s.Storage.StorageClassName = ptr("x")
 		}, "demo", "InvalidStorage"},
-		{"tls", func(s *ClusterSpec) { s.Security.TLS.Enabled = true }, "demo", "TLSNotSupported"},
-		{"managed option", func(s *ClusterSpec) { s.Options = map[string]string{"data-dir": "/x"} }, "demo", "ManagedOption"},
-		{"option with dashes", func(s *ClusterSpec) { s.Options = map[string]string{"--snapshot-count": "1"} }, "demo", "InvalidOption"},
-		{"multi-line option", func(s *ClusterSpec) { s.Options = map[string]string{"log-level": "info\n--force-new-cluster"} }, "demo", "InvalidOption"},
-		{"free option", func(s *ClusterSpec) { s.Options = map[string]string{"snapshot-count": "10000"} }, "demo", ""},
-		{"timeout too small", func(s *ClusterSpec) { s.Timeouts.DeadMemberSeconds = ptr(int32(5)) }, "demo", "InvalidTimeout"},
-		{"name too long", func(*ClusterSpec) {}, "a-very-long-cluster-name-that-exceeds-forty", "InvalidName"},
-		{"name not a label", func(*ClusterSpec) {}, "Demo", "InvalidName"},
+		{"tls", func(s *api.ClusterSpec) { s.Security.TLS.Enabled = true }, "demo", "TLSNotSupported"},
+		{"managed option", func(s *api.ClusterSpec) { s.Options = map[string]string{"data-dir": "/x"} }, "demo", "ManagedOption"},
+		{"option with dashes", func(s *api.ClusterSpec) { s.Options = map[string]string{"--snapshot-count": "1"} }, "demo", "InvalidOption"},
+		{"multi-line option", func(s *api.ClusterSpec) { s.Options = map[string]string{"log-level": "info\n--force-new-cluster"} }, "demo", "InvalidOption"},
+		{"free option", func(s *api.ClusterSpec) { s.Options = map[string]string{"snapshot-count": "10000"} }, "demo", ""},
+		{"timeout too small", func(s *api.ClusterSpec) { s.Timeouts.DeadMemberSeconds = ptr(int32(5)) }, "demo", "InvalidTimeout"},
+		{"name too long", func(*api.ClusterSpec) {}, "a-very-long-cluster-name-that-exceeds-forty", "InvalidName"},
+		{"name not a label", func(*api.ClusterSpec) {}, "Demo", "InvalidName"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := base()
@@ -94,14 +96,14 @@ func TestQuorumRule(t *testing.T) {
 	mk := func(voters, healthy int, targetHealthy, learner bool) bool {
 		f := &facts{}
 		for i := 0; i < voters; i++ {
-			f.members = append(f.members, &memberView{Member: Member{ID: FormatID(uint64(i + 1))}, healthy: i < healthy})
+			f.members = append(f.members, &memberView{Member: api.Member{ID: api.FormatID(uint64(i + 1))}, healthy: i < healthy})
 		}
 		target := f.members[voters-1]
 		if targetHealthy {
 			target = f.members[0]
 		}
 		if learner {
-			target = &memberView{Member: Member{ID: "l", Learner: true}}
+			target = &memberView{Member: api.Member{ID: "l", Learner: true}}
 		}
 		return (&plan{f: f}).quorumAllowsRemoving(target)
 	}
@@ -123,35 +125,6 @@ func TestQuorumRule(t *testing.T) {
 	} {
 		require.Equal(t, tc.ok, mk(tc.voters, tc.healthy, tc.targetHealthy, tc.learner), "%+v", tc)
 	}
-}
-
-func TestNamesAndOrdinals(t *testing.T) {
-	n := Names{Cluster: "demo", Namespace: "prod"}
-	require.Equal(t, "http://demo-2.demo-peer.prod.svc:2380", n.PeerURL(2))
-	require.Equal(t, 2, n.PeerURLOrdinal("http://demo-2.demo-peer.prod.svc:2380"))
-	require.Equal(t, -1, n.PeerURLOrdinal("http://demo-2.other.prod.svc:2380"))
-	require.Equal(t, -1, n.PeerURLOrdinal("http://demo-02.demo-peer.prod.svc:2380"))
-	require.Equal(t, -1, n.PeerURLOrdinal("http://demox-2.demo-peer.prod.svc:2380"))
-	require.Equal(t, 3, n.LeaseOrdinal("demo-3-member"))
-	require.Equal(t, -1, n.LeaseOrdinal("demo-x-member"))
-	require.Equal(t, 4, n.PVCOrdinal("data-demo-4"))
-	require.Equal(t, "demo-rm-00000000000000ff-2", n.RemoveJob(FormatID(255), 2))
-	require.LessOrEqual(t, len(Names{Cluster: "abcdefghij-abcdefghij-abcdefghij-abcdefg"}.RemoveJob(FormatID(1<<63), 99)), 63)
-}
-
-func TestReportRoundTrip(t *testing.T) {
-	r := Report{MemberID: "a", ClusterID: "b", ParentUID: "u", Role: RoleLeader, Healthy: true, Version: "3.6.16", LeaderID: "a",
-		Members: []Member{{ID: "b", PeerURL: "p2", Started: true}, {ID: "a", PeerURL: "p1", Started: true, Learner: true}}}
-	got, err := ParseReport(r.Annotations())
-	require.NoError(t, err)
-	require.Equal(t, "a", got.Members[0].ID, "members are sorted by ID")
-	got.Members = r.Members
-	require.Equal(t, r, got)
-	_, err = ParseReport(map[string]string{AnnMembers: "{broken"})
-	require.Error(t, err)
-	empty, err := ParseReport(map[string]string{})
-	require.NoError(t, err)
-	require.Nil(t, empty.Members, "no list is not an empty list")
 }
 
 func TestBackoff(t *testing.T) {

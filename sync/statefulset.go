@@ -11,44 +11,25 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/etcdhook/etcdhook/api"
 )
-
-// Options are the hook server's own settings that reach the children.
-type Options struct {
-	// Image is etcdhook's own image: the init container copies the agent from it, Jobs run it.
-	Image string
-	// ImagePullPolicy applies to the etcdhook image and the etcd image.
-	ImagePullPolicy corev1.PullPolicy
-}
-
-// DefaultImage is used when the server is not told its own image.
-const DefaultImage = "ghcr.io/etcdhook/etcdhook:dev"
-
-func (o Options) withDefaults() Options {
-	if o.Image == "" {
-		o.Image = DefaultImage
-	}
-	if o.ImagePullPolicy == "" {
-		o.ImagePullPolicy = corev1.PullIfNotPresent
-	}
-	return o
-}
 
 const terminationGracePeriodSeconds = 60
 
 // EtcdArgs are the static etcd flags of a member; the agent appends --initial-cluster and
 // --initial-cluster-state, which only it can decide.
-func EtcdArgs(n Names, uid string, options map[string]string) []string {
+func EtcdArgs(n api.Names, uid string, options map[string]string) []string {
 	host := fmt.Sprintf("$(POD_NAME).%s.%s.svc", n.PeerService(), n.Namespace)
 	args := []string{
 		"--name=$(POD_NAME)",
-		"--data-dir=" + DataDir,
-		fmt.Sprintf("--listen-peer-urls=http://0.0.0.0:%d", PeerPort),
-		fmt.Sprintf("--listen-client-urls=http://0.0.0.0:%d", ClientPort),
-		fmt.Sprintf("--listen-metrics-urls=http://127.0.0.1:%d", EtcdMetricsPort),
-		fmt.Sprintf("--advertise-client-urls=http://%s:%d", host, ClientPort),
-		fmt.Sprintf("--initial-advertise-peer-urls=http://%s:%d", host, PeerPort),
-		"--initial-cluster-token=" + Token(n.Namespace, n.Cluster, uid),
+		"--data-dir=" + api.DataDir,
+		fmt.Sprintf("--listen-peer-urls=http://0.0.0.0:%d", api.PeerPort),
+		fmt.Sprintf("--listen-client-urls=http://0.0.0.0:%d", api.ClientPort),
+		fmt.Sprintf("--listen-metrics-urls=http://127.0.0.1:%d", api.EtcdMetricsPort),
+		fmt.Sprintf("--advertise-client-urls=http://%s:%d", host, api.ClientPort),
+		fmt.Sprintf("--initial-advertise-peer-urls=http://%s:%d", host, api.PeerPort),
+		"--initial-cluster-token=" + api.Token(n.Namespace, n.Cluster, uid),
 	}
 	keys := make([]string, 0, len(options))
 	for k := range options {
@@ -73,12 +54,12 @@ func (p *plan) podTemplate() corev1.PodTemplateSpec {
 	probe := func(path string, period, failures int32) *corev1.Probe {
 		return &corev1.Probe{
 			ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
-				Path: path, Port: intstr.FromInt32(ProbePort), Scheme: corev1.URISchemeHTTP,
+				Path: path, Port: intstr.FromInt32(api.ProbePort), Scheme: corev1.URISchemeHTTP,
 			}},
 			PeriodSeconds: period, TimeoutSeconds: 5, SuccessThreshold: 1, FailureThreshold: failures,
 		}
 	}
-	command := append([]string{AgentBinary, "agent", "--config=" + AgentConfigPath, "--", EtcdBinary}, EtcdArgs(n, f.uid, s.Options)...)
+	command := append([]string{api.AgentBinary, "agent", "--config=" + api.AgentConfigPath, "--", api.EtcdBinary}, EtcdArgs(n, f.uid, s.Options)...)
 	etcd := corev1.Container{
 		Name:            "etcd",
 		Image:           fmt.Sprintf("%s:v%s", s.Repository, s.Version),
@@ -90,9 +71,9 @@ func (p *plan) podTemplate() corev1.PodTemplateSpec {
 			fieldEnv("POD_UID", "metadata.uid"),
 		},
 		Ports: []corev1.ContainerPort{
-			{Name: "client", ContainerPort: ClientPort, Protocol: corev1.ProtocolTCP},
-			{Name: "peer", ContainerPort: PeerPort, Protocol: corev1.ProtocolTCP},
-			{Name: "metrics", ContainerPort: ProbePort, Protocol: corev1.ProtocolTCP},
+			{Name: "client", ContainerPort: api.ClientPort, Protocol: corev1.ProtocolTCP},
+			{Name: "peer", ContainerPort: api.PeerPort, Protocol: corev1.ProtocolTCP},
+			{Name: "metrics", ContainerPort: api.ProbePort, Protocol: corev1.ProtocolTCP},
 		},
 		// /livez answers on leader, follower and learner and does not need quorum; /readyz keeps
 		// learners and members without quorum out of the client Service (etcd-facts §2.7, §5).
@@ -103,9 +84,9 @@ func (p *plan) podTemplate() corev1.PodTemplateSpec {
 		TerminationMessagePath:   corev1.TerminationMessagePathDefault,
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 		VolumeMounts: []corev1.VolumeMount{
-			{Name: "data", MountPath: DataMount},
-			{Name: "agent", MountPath: AgentDir, ReadOnly: true},
-			{Name: "config", MountPath: ConfigDir, ReadOnly: true},
+			{Name: "data", MountPath: api.DataMount},
+			{Name: "agent", MountPath: api.AgentDir, ReadOnly: true},
+			{Name: "config", MountPath: api.ConfigDir, ReadOnly: true},
 		},
 	}
 	if s.Resources != nil {
@@ -115,17 +96,17 @@ func (p *plan) podTemplate() corev1.PodTemplateSpec {
 		Name:                     "install-agent",
 		Image:                    o.Image,
 		ImagePullPolicy:          o.ImagePullPolicy,
-		Command:                  []string{HookBinary, "install", AgentBinary},
+		Command:                  []string{api.HookBinary, "install", api.AgentBinary},
 		SecurityContext:          restricted,
 		TerminationMessagePath:   corev1.TerminationMessagePathDefault,
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-		VolumeMounts:             []corev1.VolumeMount{{Name: "agent", MountPath: AgentDir}},
+		VolumeMounts:             []corev1.VolumeMount{{Name: "agent", MountPath: api.AgentDir}},
 	}
 	volumes := []corev1.Volume{
 		{Name: "agent", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
 		{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
 			LocalObjectReference: corev1.LocalObjectReference{Name: n.ConfigMap()},
-			Items:                []corev1.KeyToPath{{Key: ConfigKeyAgent, Path: ConfigKeyAgent}},
+			Items:                []corev1.KeyToPath{{Key: api.ConfigKeyAgent, Path: api.ConfigKeyAgent}},
 			DefaultMode:          ptr(int32(0o444)),
 		}}},
 	}
@@ -195,8 +176,8 @@ func (p *plan) statefulSet() *appsv1.StatefulSet {
 		TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "StatefulSet"},
 		ObjectMeta: metav1.ObjectMeta{
 			Name: n.StatefulSet(), Namespace: n.Namespace,
-			Labels:      n.ObjectLabels(ComponentEtcd),
-			Annotations: map[string]string{AnnTemplateHash: p.hash},
+			Labels:      n.ObjectLabels(api.ComponentEtcd),
+			Annotations: map[string]string{api.AnnTemplateHash: p.hash},
 		},
 		Spec: appsv1.StatefulSetSpec{
 			Replicas:            ptr(p.replicas),
@@ -217,7 +198,7 @@ func (p *plan) statefulSet() *appsv1.StatefulSet {
 	}
 	if s.Storage.EmptyDir == nil {
 		claimLabels := n.Labels()
-		claimLabels[LabelClusterUID] = f.uid
+		claimLabels[api.LabelClusterUID] = f.uid
 		sts.Spec.VolumeClaimTemplates = []corev1.PersistentVolumeClaim{{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},
 			ObjectMeta: metav1.ObjectMeta{Name: "data", Labels: claimLabels},

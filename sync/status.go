@@ -8,13 +8,15 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/etcdhook/etcdhook/api"
 )
 
 // status renders the parent status. It holds no per-call clock values: lastTransitionTime is carried over
 // while a condition's status is unchanged, so the same facts give the same status and no sync loop.
-func (p *plan) status() *ClusterStatus {
+func (p *plan) status() *api.ClusterStatus {
 	f := p.f
-	st := &ClusterStatus{
+	st := &api.ClusterStatus{
 		ObservedGeneration: f.parent.Generation,
 		Bootstrapped:       f.bootstrapped,
 		ClusterID:          f.clusterID,
@@ -26,11 +28,11 @@ func (p *plan) status() *ClusterStatus {
 		st.ReadyReplicas = f.sts.Status.ReadyReplicas
 	}
 	if p.hasSpec {
-		st.Target = &Target{Size: *p.spec.Size, Version: p.spec.Version}
+		st.Target = &api.Target{Size: *p.spec.Size, Version: p.spec.Version}
 	}
 	st.Members = p.memberStatus()
 	for _, m := range st.Members {
-		if m.Role == RoleLeader {
+		if m.Role == api.RoleLeader {
 			st.Leader = m.Name
 		}
 	}
@@ -46,16 +48,16 @@ func (p *plan) status() *ClusterStatus {
 		conds = append(conds, metav1.Condition{Type: typ, Status: s, Reason: reason, Message: msg, ObservedGeneration: f.parent.Generation})
 	}
 	all, healthy := f.voters()
-	available := f.bootstrapped && f.truthKnown() && !f.splitBrain && healthy >= Quorum(all)
+	available := f.bootstrapped && f.truthKnown() && !f.splitBrain && healthy >= api.Quorum(all)
 	switch {
 	case available:
-		add(CondAvailable, true, "QuorumHealthy", fmt.Sprintf("%d of %d voters healthy", healthy, all))
+		add(api.CondAvailable, true, "QuorumHealthy", fmt.Sprintf("%d of %d voters healthy", healthy, all))
 	case !f.bootstrapped:
-		add(CondAvailable, false, "NotBootstrapped", "the cluster has not been bootstrapped yet")
+		add(api.CondAvailable, false, "NotBootstrapped", "the cluster has not been bootstrapped yet")
 	case f.splitBrain:
-		add(CondAvailable, false, "SplitBrain", "members report different cluster IDs")
+		add(api.CondAvailable, false, "SplitBrain", "members report different cluster IDs")
 	default:
-		add(CondAvailable, false, "NoQuorum", "no voting member reports a healthy cluster")
+		add(api.CondAvailable, false, "NoQuorum", "no voting member reports a healthy cluster")
 	}
 	// A member being added right now (its ordinal holds a live join permission and its agent reports this
 	// very member ID) is not yet expected to be healthy: that is progress. Degraded means a member that
@@ -69,60 +71,60 @@ func (p *plan) status() *ClusterStatus {
 	creating := p.creating()
 	switch {
 	case creating:
-		add(CondDegraded, false, "Creating", "")
+		add(api.CondDegraded, false, "Creating", "")
 	case p.quorumLost:
-		add(CondDegraded, true, "QuorumLost", "no voting member reports a healthy cluster")
+		add(api.CondDegraded, true, "QuorumLost", "no voting member reports a healthy cluster")
 	case len(unhealthy) > 0:
-		add(CondDegraded, true, "MembersUnhealthy", "unhealthy: "+strings.Join(unhealthy, ", "))
+		add(api.CondDegraded, true, "MembersUnhealthy", "unhealthy: "+strings.Join(unhealthy, ", "))
 	case p.stalled != "":
-		add(CondDegraded, true, "StepStalled", p.stalled)
+		add(api.CondDegraded, true, "StepStalled", p.stalled)
 	case f.bootstrapped && len(f.primary) < p.target() && p.hasSpec && !p.progressing():
-		add(CondDegraded, true, "MembersMissing", fmt.Sprintf("%d of %d members", len(f.primary), p.target()))
+		add(api.CondDegraded, true, "MembersMissing", fmt.Sprintf("%d of %d members", len(f.primary), p.target()))
 	default:
-		add(CondDegraded, false, "AllMembersHealthy", "")
+		add(api.CondDegraded, false, "AllMembersHealthy", "")
 	}
 	switch {
 	case p.stalled != "":
-		add(CondProgressing, false, "StepDeadlineExceeded", p.stalled)
+		add(api.CondProgressing, false, "StepDeadlineExceeded", p.stalled)
 	case !f.bootstrapped && p.hasSpec:
-		add(CondProgressing, true, "Bootstrapping", p.message())
+		add(api.CondProgressing, true, "Bootstrapping", p.message())
 	case p.pendingSpec:
-		add(CondProgressing, true, "SpecPending", "the new spec waits for: "+p.pendingFor())
+		add(api.CondProgressing, true, "SpecPending", "the new spec waits for: "+p.pendingFor())
 	case p.busy != "":
-		add(CondProgressing, true, "MembershipChange", p.busy)
+		add(api.CondProgressing, true, "MembershipChange", p.busy)
 	case p.rolling:
-		add(CondProgressing, true, "RollingUpdate", p.message())
+		add(api.CondProgressing, true, "RollingUpdate", p.message())
 	case len(p.waiting) > 0:
-		add(CondProgressing, false, "Waiting", p.message())
+		add(api.CondProgressing, false, "Waiting", p.message())
 	default:
-		add(CondProgressing, false, "Stable", "")
+		add(api.CondProgressing, false, "Stable", "")
 	}
 	if p.quorumLost && !creating {
-		add(CondQuorumLost, true, "NoHealthyVoter", "no voting member reports a healthy cluster; membership is frozen. See README: Recovering from quorum loss")
+		add(api.CondQuorumLost, true, "NoHealthyVoter", "no voting member reports a healthy cluster; membership is frozen. See README: Recovering from quorum loss")
 	}
 	if f.splitBrain {
-		add(CondSplitBrain, true, "ClusterIDMismatch", fmt.Sprintf("cluster IDs %s are reported; no membership change is made", strings.Join(f.clusterIDs, ", ")))
+		add(api.CondSplitBrain, true, "ClusterIDMismatch", fmt.Sprintf("cluster IDs %s are reported; no membership change is made", strings.Join(f.clusterIDs, ", ")))
 	}
 	if len(f.distrusted) > 0 {
 		notes := append([]string(nil), f.distrusted...)
 		sort.Strings(notes) // gathered from maps: one order, so the same request gives the same bytes
-		add(CondInputIgnored, true, "ImpossibleInput", strings.Join(slices.Compact(notes), "; "))
+		add(api.CondInputIgnored, true, "ImpossibleInput", strings.Join(slices.Compact(notes), "; "))
 	}
 	if foreign := p.foreignData(); foreign != "" {
-		add(CondForeignData, true, "VolumeOfAnotherCluster", foreign)
+		add(api.CondForeignData, true, "VolumeOfAnotherCluster", foreign)
 	}
 	if len(p.problems) > 0 {
 		var msgs []string
 		for _, pr := range p.problems {
 			msgs = append(msgs, pr.Message)
 		}
-		add(CondInvalidSpec, true, p.problems[0].Reason, strings.Join(msgs, "; ")+p.keptNote())
+		add(api.CondInvalidSpec, true, p.problems[0].Reason, strings.Join(msgs, "; ")+p.keptNote())
 	}
 	if p.hasSpec && p.target()%2 == 0 {
-		add(CondEvenSize, true, "EvenSize", fmt.Sprintf("size %d tolerates no more failures than size %d", p.target(), p.target()-1))
+		add(api.CondEvenSize, true, "EvenSize", fmt.Sprintf("size %d tolerates no more failures than size %d", p.target(), p.target()-1))
 	}
 	if p.hasSpec && p.target() <= 2 {
-		add(CondLimitedDisruptionBudget, true, "SizeBelowThree",
+		add(api.CondLimitedDisruptionBudget, true, "SizeBelowThree",
 			"the PodDisruptionBudget allows one member down (a quorum budget would block every drain), so a drain makes the cluster unavailable")
 	}
 	st.Conditions = carryTransitions(conds, f.parent.Status.Conditions, f.now)
@@ -159,7 +161,7 @@ func (p *plan) keptNote() string {
 func (p *plan) foreignData() string {
 	var out []string
 	for _, lv := range p.f.sortedLeases() {
-		if lv.report.Reason() == ReasonForeignData {
+		if lv.report.Reason() == api.ReasonForeignData {
 			out = append(out, fmt.Sprintf("%s: %s", p.f.names.Pod(lv.ordinal), lv.report.Error))
 		}
 	}
@@ -218,42 +220,42 @@ func (p *plan) phase(available, unhealthy bool) string {
 	obsPhase := f.parent.Status.Phase
 	switch {
 	case !p.hasSpec, f.splitBrain, !f.bootstrapped && p.foreignData() != "":
-		return PhaseFailed
+		return api.PhaseFailed
 	case !f.bootstrapped, p.creating():
-		return PhaseCreating
+		return api.PhaseCreating
 	case p.quorumLost || !available || p.stalled != "":
-		return PhaseDegraded
+		return api.PhaseDegraded
 	case obsPhase == "" && len(f.primary) < p.target():
-		return PhaseCreating
+		return api.PhaseCreating
 	case unhealthy:
-		return PhaseDegraded
+		return api.PhaseDegraded
 	case p.rolling:
-		return PhaseUpgrading
+		return api.PhaseUpgrading
 	case p.busy != "" || len(f.primary) != p.target() || p.pendingSpec || p.cleanup:
-		return PhaseScaling
+		return api.PhaseScaling
 	}
-	return PhaseRunning
+	return api.PhaseRunning
 }
 
 // memberStatus lists the truth's members; without a member list the last known members are kept, unhealthy.
-func (p *plan) memberStatus() []MemberStatus {
+func (p *plan) memberStatus() []api.MemberStatus {
 	f := p.f
 	if !f.truthKnown() {
-		var out []MemberStatus
+		var out []api.MemberStatus
 		for _, m := range f.parent.Status.Members {
 			m.Healthy = false
 			out = append(out, m)
 		}
 		return out
 	}
-	out := []MemberStatus{}
+	out := []api.MemberStatus{}
 	for _, m := range f.members {
-		ms := MemberStatus{ID: m.ID, PeerURL: m.PeerURL, ClientURL: m.ClientURL, Healthy: m.healthy, Version: m.version, Role: RoleVoter}
+		ms := api.MemberStatus{ID: m.ID, PeerURL: m.PeerURL, ClientURL: m.ClientURL, Healthy: m.healthy, Version: m.version, Role: api.RoleVoter}
 		switch {
 		case m.Learner:
-			ms.Role = RoleLearner
+			ms.Role = api.RoleLearner
 		case m.ID == f.leaderID:
-			ms.Role = RoleLeader
+			ms.Role = api.RoleLeader
 		}
 		ms.Name = memberName(f, m)
 		if m.ordinal >= 0 && ms.ClientURL == "" {

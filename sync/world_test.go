@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/etcdhook/etcdhook/api"
 	frozen "github.com/etcdhook/etcdhook/internal/fixture"
 )
 
@@ -24,8 +25,8 @@ type world struct {
 	opts Options
 
 	generation int64
-	spec       ClusterSpec
-	status     ClusterStatus
+	spec       api.ClusterSpec
+	status     api.ClusterStatus
 
 	// v2 keys children by namespace/name; lastApplied adds Metacontroller's dynamic-apply annotation.
 	v2          bool
@@ -79,7 +80,7 @@ type simPVC struct {
 type simLease struct {
 	holder  string
 	renewed time.Time
-	report  Report
+	report  api.Report
 }
 
 type simJob struct {
@@ -89,7 +90,7 @@ type simJob struct {
 
 type simEtcd struct {
 	clusterID string
-	members   []Member
+	members   []api.Member
 	leader    string
 	nextID    uint64
 }
@@ -114,7 +115,7 @@ func newWorldAt(t testing.TB, size int32, start time.Time) *world {
 	return w
 }
 
-func (w *world) names() Names { return Names{Cluster: w.name, Namespace: w.ns} }
+func (w *world) names() api.Names { return api.Names{Cluster: w.name, Namespace: w.ns} }
 
 func (w *world) newUID(kind string) string {
 	w.seq++
@@ -122,7 +123,7 @@ func (w *world) newUID(kind string) string {
 }
 
 // setSpec is a user edit: a new generation.
-func (w *world) setSpec(edit func(*ClusterSpec)) {
+func (w *world) setSpec(edit func(*api.ClusterSpec)) {
 	edit(&w.spec)
 	w.generation++
 }
@@ -155,7 +156,7 @@ func (w *world) parentJSON() map[string]any {
 		md["deletionTimestamp"] = w.now.UTC().Format(time.RFC3339)
 	}
 	return map[string]any{
-		"apiVersion": APIVersion, "kind": Kind,
+		"apiVersion": api.APIVersion, "kind": api.Kind,
 		"metadata": md,
 		"spec":     spm,
 		"status":   stm,
@@ -201,7 +202,7 @@ func deepCopyMap(m map[string]any) map[string]any {
 
 func (w *world) ownerRef() []any {
 	return []any{map[string]any{
-		"apiVersion": APIVersion, "kind": Kind, "name": w.name, "uid": w.uid,
+		"apiVersion": api.APIVersion, "kind": api.Kind, "name": w.name, "uid": w.uid,
 		"controller": true, "blockOwnerDeletion": true,
 	}}
 }
@@ -235,7 +236,7 @@ func (w *world) observe(key, name string, desired map[string]any) map[string]any
 			}
 			o["spec"] = map[string]any{
 				"holderIdentity":       l.holder,
-				"leaseDurationSeconds": DefaultLeaseDurationSeconds,
+				"leaseDurationSeconds": api.DefaultLeaseDurationSeconds,
 				"renewTime":            l.renewed.UTC().Format("2006-01-02T15:04:05.000000Z07:00"),
 			}
 		}
@@ -285,7 +286,7 @@ func (w *world) updateRevision() string {
 		return ""
 	}
 	ann := w.sts()["metadata"].(map[string]any)["annotations"].(map[string]any)
-	return "demo-" + ann[AnnTemplateHash].(string)[:10]
+	return "demo-" + ann[api.AnnTemplateHash].(string)[:10]
 }
 
 func (w *world) stsImage() string {
@@ -343,7 +344,7 @@ func (w *world) pvcJSON(i int, c *simPVC) map[string]any {
 	for k, v := range w.names().Labels() {
 		labels[k] = v
 	}
-	labels[LabelClusterUID] = c.clusterUID
+	labels[api.LabelClusterUID] = c.clusterUID
 	md := map[string]any{"name": w.names().PVC(i), "namespace": w.ns, "uid": c.uid, "labels": labels}
 	if c.deleting {
 		md["deletionTimestamp"] = w.now.UTC().Format(time.RFC3339)
@@ -481,7 +482,7 @@ func (w *world) currentRevisionFor(i int) string {
 
 func (w *world) peerURL(i int) string { return w.names().PeerURL(i) }
 
-func (e *simEtcd) byPeer(url string) *Member {
+func (e *simEtcd) byPeer(url string) *api.Member {
 	for k := range e.members {
 		if e.members[k].PeerURL == url {
 			return &e.members[k]
@@ -490,7 +491,7 @@ func (e *simEtcd) byPeer(url string) *Member {
 	return nil
 }
 
-func (e *simEtcd) byID(id string) *Member {
+func (e *simEtcd) byID(id string) *api.Member {
 	for k := range e.members {
 		if e.members[k].ID == id {
 			return &e.members[k]
@@ -501,8 +502,8 @@ func (e *simEtcd) byID(id string) *Member {
 
 func (e *simEtcd) add(url string, learner bool) string {
 	e.nextID += 0x1111
-	id := FormatID(e.nextID)
-	e.members = append(e.members, Member{ID: id, PeerURL: url, Learner: learner})
+	id := api.FormatID(e.nextID)
+	e.members = append(e.members, api.Member{ID: id, PeerURL: url, Learner: learner})
 	sort.Slice(e.members, func(a, b int) bool { return e.members[a].ID < e.members[b].ID })
 	return id
 }
@@ -525,7 +526,7 @@ func (w *world) alive(i int) bool {
 	return p != nil && !w.down[i] && p.image != w.badImage
 }
 
-func (w *world) ordinalOf(m Member) int { return w.names().PeerURLOrdinal(m.PeerURL) }
+func (w *world) ordinalOf(m api.Member) int { return w.names().PeerURLOrdinal(m.PeerURL) }
 
 // quorum: the started voters whose pods are alive are a majority of the voters.
 func (w *world) quorum() bool {
@@ -539,7 +540,7 @@ func (w *world) quorum() bool {
 			up++
 		}
 	}
-	return voters > 0 && up >= Quorum(voters)
+	return voters > 0 && up >= api.Quorum(voters)
 }
 
 // canRemove applies the quorum rule the agent and the remove Job check before removing a member:
@@ -563,7 +564,7 @@ func (w *world) canRemove(id string) bool {
 	if self {
 		after--
 	}
-	return all > 1 && healthy >= Quorum(all) && after >= Quorum(all-1)
+	return all > 1 && healthy >= api.Quorum(all) && after >= api.Quorum(all-1)
 }
 
 func (w *world) leaseIntent(i int) map[string]any {
@@ -607,7 +608,7 @@ func (w *world) agent(i int) {
 	}
 	url := w.peerURL(i)
 	m := w.etcd.byPeer(url)
-	if ann[AnnIntent] == IntentLeave {
+	if ann[api.AnnIntent] == api.IntentLeave {
 		if m != nil && m.ID == w.data[i] && w.canRemove(m.ID) {
 			w.etcd.remove(m.ID) // moves leadership away and removes itself
 		}
@@ -620,7 +621,7 @@ func (w *world) agent(i int) {
 		w.owner[i] = w.uid // adopted: the data is bound to this cluster from now on
 	}
 	if w.etcd.clusterID == "" {
-		if i == 0 && ann[AnnBootstrap] == BootstrapSeed && w.data[0] == "" {
+		if i == 0 && ann[api.AnnBootstrap] == api.BootstrapSeed && w.data[0] == "" {
 			w.owner[0] = w.uid
 			w.etcd.clusterID = "cdf818194e3a8c32"
 			id := w.etcd.add(url, false)
@@ -641,10 +642,10 @@ func (w *world) agent(i int) {
 		}
 		return
 	}
-	if ann[AnnJoinPermitted] == nil || !w.quorum() {
+	if ann[api.AnnJoinPermitted] == nil || !w.quorum() {
 		return
 	}
-	if deadline, _ := time.Parse(time.RFC3339, ann[AnnJoinDeadline].(string)); !w.now.Before(deadline) {
+	if deadline, _ := time.Parse(time.RFC3339, ann[api.AnnJoinDeadline].(string)); !w.now.Before(deadline) {
 		return // an expired permission is no permission
 	}
 	if m != nil {
@@ -677,31 +678,31 @@ func (w *world) learnerCount() int {
 
 func (w *world) report(i int, quorum bool) {
 	p := w.pods[i]
-	r := Report{ParentUID: w.uid, ClusterID: w.etcd.clusterID, Version: strings.TrimPrefix(p.image[strings.LastIndex(p.image, ":")+1:], "v"), Role: RoleNone}
+	r := api.Report{ParentUID: w.uid, ClusterID: w.etcd.clusterID, Version: strings.TrimPrefix(p.image[strings.LastIndex(p.image, ":")+1:], "v"), Role: api.RoleNone}
 	m := w.etcd.byPeer(w.peerURL(i))
 	ann := w.leaseIntent(i)
 	switch {
 	case w.data[i] != "" && w.owner[i] != w.uid:
-		r.Error = ReasonForeignData + ": the data directory belongs to another EtcdCluster"
+		r.Error = api.ReasonForeignData + ": the data directory belongs to another EtcdCluster"
 		r.ClusterID = ""
 	case m != nil && m.ID == w.data[i]:
 		r.MemberID = m.ID
-		r.Role = RoleVoter
+		r.Role = api.RoleVoter
 		if m.Learner {
-			r.Role = RoleLearner
+			r.Role = api.RoleLearner
 		} else if m.ID == w.etcd.leader {
-			r.Role = RoleLeader
+			r.Role = api.RoleLeader
 		}
 		r.Healthy = quorum
 		r.LeaderID = w.etcd.leader
 		if quorum && !m.Learner {
-			r.Members = append([]Member{}, w.etcd.members...)
+			r.Members = append([]api.Member{}, w.etcd.members...)
 		}
-	case ann != nil && ann[AnnIntent] == IntentLeave:
-		r.Role = RoleLeft
-		r.Error = ReasonParked + ": removed from the cluster, parked"
+	case ann != nil && ann[api.AnnIntent] == api.IntentLeave:
+		r.Role = api.RoleLeft
+		r.Error = api.ReasonParked + ": removed from the cluster, parked"
 	case w.etcd.clusterID != "":
-		r.Error = ReasonWaitingForJoin + ": no data, waiting for join-permitted"
+		r.Error = api.ReasonWaitingForJoin + ": no data, waiting for join-permitted"
 	default:
 		r.ClusterID = ""
 	}
@@ -777,7 +778,7 @@ func (w *world) converge(max int) {
 	w.t.Helper()
 	for n := 0; n < max; n++ {
 		resp := w.step(5 * time.Second)
-		if resp.Status.Phase == PhaseRunning && w.stable() {
+		if resp.Status.Phase == api.PhaseRunning && w.stable() {
 			return
 		}
 	}

@@ -1,14 +1,16 @@
-package sync
+package api
+
+import "k8s.io/utils/ptr"
 
 // DeepCopy copies a spec; written by hand because the type is small and a generator would be a build step.
 func (s *ClusterSpec) DeepCopy() *ClusterSpec {
 	out := *s
 	if s.Size != nil {
-		out.Size = ptr(*s.Size)
+		out.Size = ptr.To(*s.Size)
 	}
 	out.Storage = StorageSpec{}
 	if s.Storage.StorageClassName != nil {
-		out.Storage.StorageClassName = ptr(*s.Storage.StorageClassName)
+		out.Storage.StorageClassName = ptr.To(*s.Storage.StorageClassName)
 	}
 	if s.Storage.Size != nil {
 		q := s.Storage.Size.DeepCopy()
@@ -46,13 +48,13 @@ func (s *ClusterSpec) DeepCopy() *ClusterSpec {
 	t := s.Timeouts
 	out.Timeouts = TimeoutsSpec{}
 	if t.LearnerPromotionSeconds != nil {
-		out.Timeouts.LearnerPromotionSeconds = ptr(*t.LearnerPromotionSeconds)
+		out.Timeouts.LearnerPromotionSeconds = ptr.To(*t.LearnerPromotionSeconds)
 	}
 	if t.DeadMemberSeconds != nil {
-		out.Timeouts.DeadMemberSeconds = ptr(*t.DeadMemberSeconds)
+		out.Timeouts.DeadMemberSeconds = ptr.To(*t.DeadMemberSeconds)
 	}
 	if t.LeaveSeconds != nil {
-		out.Timeouts.LeaveSeconds = ptr(*t.LeaveSeconds)
+		out.Timeouts.LeaveSeconds = ptr.To(*t.LeaveSeconds)
 	}
 	return &out
 }

@@ -10,13 +10,13 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	etcdsync "github.com/etcdhook/etcdhook/sync"
+	"github.com/etcdhook/etcdhook/api"
 )
 
 // The StatefulSet the hook renders runs the agent exactly as `etcdhook agent` parses it, with the
 // configuration the ConfigMap carries: the template and the agent are kept in step by this test.
 func TestTemplateRunsTheAgentAsItParses(t *testing.T) {
-	b, err := os.ReadFile("hooks/testdata/sync/new-cluster-size-5-custom.response.json")
+	b, err := os.ReadFile("../../hooks/testdata/sync/new-cluster-size-5-custom.response.json")
 	require.NoError(t, err)
 	var resp struct {
 		Children []map[string]any `json:"children"`
@@ -32,19 +32,19 @@ func TestTemplateRunsTheAgentAsItParses(t *testing.T) {
 				command = append(command, a.(string))
 			}
 		case "ConfigMap":
-			agentJSON = c["data"].(map[string]any)[etcdsync.ConfigKeyAgent].(string)
+			agentJSON = c["data"].(map[string]any)[api.ConfigKeyAgent].(string)
 		}
 	}
-	require.Equal(t, etcdsync.AgentBinary, command[0])
+	require.Equal(t, api.AgentBinary, command[0])
 	require.Equal(t, "agent", command[1])
 	configPath, etcdCmd, err := parseAgentArgs(command[2:])
 	require.NoError(t, err)
-	require.Equal(t, etcdsync.AgentConfigPath, configPath)
-	require.Equal(t, etcdsync.EtcdBinary, etcdCmd[0])
+	require.Equal(t, api.AgentConfigPath, configPath)
+	require.Equal(t, api.EtcdBinary, etcdCmd[0])
 
 	dec := json.NewDecoder(bytes.NewReader([]byte(agentJSON)))
 	dec.DisallowUnknownFields()
-	var cfg etcdsync.AgentConfig
+	var cfg api.AgentConfig
 	require.NoError(t, dec.Decode(&cfg), "the ConfigMap's agent.json is what the agent reads")
 	flags := strings.Join(etcdCmd, " ")
 	require.Contains(t, flags, "--data-dir="+cfg.DataDir)

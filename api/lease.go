@@ -1,4 +1,4 @@
-package sync
+package api
 
 import (
 	"encoding/json"
@@ -6,6 +6,42 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+)
+
+// Hook-owned Lease annotations: the intent half of a member Lease (docs/design.md §3.2).
+const (
+	AnnIntent        = "etcd.io/intent"
+	AnnIntentSince   = "etcd.io/intent-since"
+	AnnJoinPermitted = "etcd.io/join-permitted"
+	// AnnJoinDeadline bounds a permission: an agent never starts a join at or after it, so a timed-out
+	// step cannot come back to life beside the next one.
+	AnnJoinDeadline = "etcd.io/join-deadline"
+	AnnBootstrap    = "etcd.io/bootstrap"
+	IntentMember    = "member"
+	IntentLeave     = "leave"
+	BootstrapSeed   = "seed"
+)
+
+// Agent-owned Lease annotations: the report half.
+const (
+	AnnMemberID  = "etcd.io/member-id"
+	AnnClusterID = "etcd.io/cluster-id"
+	AnnParentUID = "etcd.io/parent-uid"
+	AnnRole      = "etcd.io/role"
+	AnnHealthy   = "etcd.io/healthy"
+	AnnVersion   = "etcd.io/version"
+	AnnError     = "etcd.io/error"
+	AnnLeaderID  = "etcd.io/leader-id"
+	AnnMembers   = "etcd.io/members"
+)
+
+// Roles an agent reports.
+const (
+	RoleLeader  = "leader"
+	RoleVoter   = "voter"
+	RoleLearner = "learner"
+	RoleLeft    = "left"
+	RoleNone    = "none"
 )
 
 // Member is one entry of etcd's member list as an agent read it (linearizably, through a voter).
@@ -38,6 +74,8 @@ type Report struct {
 const (
 	ReasonForeignData = "ForeignData"
 	ReasonParked      = "Parked"
+	// ReasonWaitingForJoin is what an agent reports while it needs join-permitted to (re)join.
+	ReasonWaitingForJoin = "WaitingForJoin"
 )
 
 // FormatID renders an etcd member or cluster ID the way every etcdhook object spells it.

@@ -17,8 +17,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/etcdhook/etcdhook/api"
 	"github.com/etcdhook/etcdhook/membership"
-	etcdsync "github.com/etcdhook/etcdhook/sync"
 )
 
 func jsonLogger() *slog.Logger { return slog.New(slog.NewJSONHandler(os.Stderr, nil)) }
@@ -33,7 +33,7 @@ func runAgent(args []string) error {
 	if err != nil {
 		return err
 	}
-	var cfg etcdsync.AgentConfig
+	var cfg api.AgentConfig
 	if err := json.Unmarshal(b, &cfg); err != nil {
 		return fmt.Errorf("%s: %w", configPath, err)
 	}
@@ -41,7 +41,7 @@ func runAgent(args []string) error {
 	if pod == "" || ns == "" || podUID == "" {
 		return errors.New("POD_NAME, POD_NAMESPACE and POD_UID must be set (downward API)")
 	}
-	names := etcdsync.Names{Cluster: cfg.Cluster, Namespace: ns}
+	names := api.Names{Cluster: cfg.Cluster, Namespace: ns}
 	ordinal := names.PodOrdinal(pod)
 	if ordinal < 0 {
 		return fmt.Errorf("pod %s is not a member pod of %s", pod, cfg.Cluster)
@@ -89,7 +89,7 @@ func runAgent(args []string) error {
 // parseAgentArgs reads `agent [--config FILE] -- etcd [flags]`, the command the StatefulSet renders.
 func parseAgentArgs(args []string) (string, []string, error) {
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
-	configPath := fs.String("config", etcdsync.AgentConfigPath, "agent configuration (the ConfigMap's agent.json)")
+	configPath := fs.String("config", api.AgentConfigPath, "agent configuration (the ConfigMap's agent.json)")
 	if err := fs.Parse(args); err != nil {
 		return "", nil, usageError{err}
 	}

@@ -1,4 +1,4 @@
-package sync
+package api
 
 import (
 	"fmt"
@@ -41,42 +41,6 @@ const (
 	ComponentEtcd   = "etcd"
 	ComponentOps    = "ops"
 	ManagedBy       = "etcdhook"
-)
-
-// Hook-owned Lease annotations: the intent half of a member Lease (docs/design.md §3.2).
-const (
-	AnnIntent        = "etcd.io/intent"
-	AnnIntentSince   = "etcd.io/intent-since"
-	AnnJoinPermitted = "etcd.io/join-permitted"
-	// AnnJoinDeadline bounds a permission: an agent never starts a join at or after it, so a timed-out
-	// step cannot come back to life beside the next one.
-	AnnJoinDeadline = "etcd.io/join-deadline"
-	AnnBootstrap    = "etcd.io/bootstrap"
-	IntentMember    = "member"
-	IntentLeave     = "leave"
-	BootstrapSeed   = "seed"
-)
-
-// Agent-owned Lease annotations: the report half.
-const (
-	AnnMemberID  = "etcd.io/member-id"
-	AnnClusterID = "etcd.io/cluster-id"
-	AnnParentUID = "etcd.io/parent-uid"
-	AnnRole      = "etcd.io/role"
-	AnnHealthy   = "etcd.io/healthy"
-	AnnVersion   = "etcd.io/version"
-	AnnError     = "etcd.io/error"
-	AnnLeaderID  = "etcd.io/leader-id"
-	AnnMembers   = "etcd.io/members"
-)
-
-// Roles an agent reports.
-const (
-	RoleLeader  = "leader"
-	RoleVoter   = "voter"
-	RoleLearner = "learner"
-	RoleLeft    = "left"
-	RoleNone    = "none"
 )
 
 // Other annotations.

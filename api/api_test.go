@@ -1,0 +1,100 @@
+package api
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+func TestNamesAndOrdinals(t *testing.T) {
+	n := Names{Cluster: "demo", Namespace: "prod"}
+	require.Equal(t, "http://demo-2.demo-peer.prod.svc:2380", n.PeerURL(2))
+	require.Equal(t, 2, n.PeerURLOrdinal("http://demo-2.demo-peer.prod.svc:2380"))
+	require.Equal(t, -1, n.PeerURLOrdinal("http://demo-2.other.prod.svc:2380"))
+	require.Equal(t, -1, n.PeerURLOrdinal("http://demo-02.demo-peer.prod.svc:2380"))
+	require.Equal(t, -1, n.PeerURLOrdinal("http://demox-2.demo-peer.prod.svc:2380"))
+	require.Equal(t, 3, n.LeaseOrdinal("demo-3-member"))
+	require.Equal(t, -1, n.LeaseOrdinal("demo-x-member"))
+	require.Equal(t, 4, n.PVCOrdinal("data-demo-4"))
+	require.Equal(t, "demo-rm-00000000000000ff-2", n.RemoveJob(FormatID(255), 2))
+	require.LessOrEqual(t, len(Names{Cluster: "abcdefghij-abcdefghij-abcdefghij-abcdefg"}.RemoveJob(FormatID(1<<63), 99)), 63)
+}
+
+func TestReportRoundTrip(t *testing.T) {
+	r := Report{MemberID: "a", ClusterID: "b", ParentUID: "u", Role: RoleLeader, Healthy: true, Version: "3.6.16", LeaderID: "a",
+		Members: []Member{{ID: "b", PeerURL: "p2", Started: true}, {ID: "a", PeerURL: "p1", Started: true, Learner: true}}}
+	got, err := ParseReport(r.Annotations())
+	require.NoError(t, err)
+	require.Equal(t, "a", got.Members[0].ID, "members are sorted by ID")
+	got.Members = r.Members
+	require.Equal(t, r, got)
+	_, err = ParseReport(map[string]string{AnnMembers: "{broken"})
+	require.Error(t, err)
+	empty, err := ParseReport(map[string]string{})
+	require.NoError(t, err)
+	require.Nil(t, empty.Members, "no list is not an empty list")
+}
+
+// Defaulted fills every field the CRD defaults and leaves the caller's spec untouched (DeepCopy), so a
+// decision can never write a default back into the parent it was sent.
+func TestDefaultedCopiesAndFills(t *testing.T) {
+	in := ClusterSpec{Storage: StorageSpec{StorageClassName: ptrTo("fast")}}
+	out := Defaulted(in)
+	require.Equal(t, int32(DefaultSize), *out.Size)
+	require.Equal(t, DefaultVersion, out.Version)
+	require.Equal(t, DefaultRepository, out.Repository)
+	require.Equal(t, resource.MustParse(DefaultStorageSize), *out.Storage.Size)
+	require.Equal(t, int32(DefaultDeadMemberSeconds), *out.Timeouts.DeadMemberSeconds)
+	require.Nil(t, in.Size, "the input is not modified")
+	*out.Storage.StorageClassName = "slow"
+	require.Equal(t, "fast", *in.Storage.StorageClassName, "pointers are copied, not shared")
+
+	throwaway := Defaulted(ClusterSpec{Storage: StorageSpec{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+	require.Nil(t, throwaway.Storage.Size, "an emptyDir cluster gets no volume size")
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+// The join window is read the same way by the hook (counting a member as joining) and by the agent
+// (starting a join): these are the cases where a hand edit or a bug could make them disagree.
+func TestJoinWindow(t *testing.T) {
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) string { return now.Add(d).Format(time.RFC3339) }
+	for _, tc := range []struct {
+		name               string
+		permitted, until   string
+		open               bool
+		parseProblem, late bool
+	}{
+		{"absent", "", "", false, false, false},
+		{"a window the hook writes", at(-time.Minute), at(9 * time.Minute), true, false, false},
+		{"expired", at(-20 * time.Minute), at(-10 * time.Minute), false, false, false},
+		{"the deadline itself is closed", at(-10 * time.Minute), at(0), false, false, false},
+		{"the longest window", at(-time.Minute), at(24*time.Hour - time.Minute), true, false, false},
+		{"longer than any the hook writes", at(-time.Minute), at(25 * time.Hour), false, true, false},
+		{"moved far into the future", "2099-01-01T00:00:00Z", "2099-01-01T00:10:00Z", false, false, true},
+		{"ends before it starts", at(time.Minute), at(-time.Minute), false, true, false},
+		{"permitted does not parse", "yes", at(10 * time.Minute), false, true, false},
+		{"deadline without permission", "", at(10 * time.Minute), false, true, false},
+		{"permission without deadline", at(-time.Minute), "", false, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w, problem := ParseJoinWindow(tc.permitted, tc.until)
+			require.Equal(t, tc.parseProblem, problem != "", problem)
+			if problem != "" {
+				require.True(t, w.IsZero(), "an unusable window is no window")
+			}
+			open, late := w.OpenAt(now)
+			require.Equal(t, tc.open, open)
+			require.Equal(t, tc.late, late != "", late)
+		})
+	}
+	w := NewJoinWindow(now, 10*time.Minute)
+	p, d := w.Annotations()
+	back, problem := ParseJoinWindow(p, d)
+	require.Empty(t, problem)
+	require.Equal(t, w, back)
+}

@@ -1,0 +1,64 @@
+package api
+
+import (
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
+)
+
+// Defaults, identical to the CRD's.
+const (
+	DefaultSize                    = 3
+	DefaultVersion                 = "3.6.16"
+	DefaultRepository              = "quay.io/coreos/etcd"
+	DefaultStorageSize             = "10Gi"
+	DefaultLearnerPromotionSeconds = 600
+	DefaultDeadMemberSeconds       = 300
+	DefaultLeaveSeconds            = 120
+	// MaxLearnerPromotionSeconds is the validation bound of learnerPromotionSeconds, and so the longest
+	// join permission the hook ever writes.
+	MaxLearnerPromotionSeconds = 86400
+)
+
+// ManagedOptions are etcd flags the hook or agent sets; spec.options may not override them.
+var ManagedOptions = map[string]bool{
+	"name": true, "data-dir": true, "wal-dir": true, "config-file": true,
+	"listen-client-urls": true, "listen-peer-urls": true, "listen-metrics-urls": true, "listen-client-http-urls": true,
+	"advertise-client-urls": true, "initial-advertise-peer-urls": true,
+	"initial-cluster": true, "initial-cluster-state": true, "initial-cluster-token": true,
+	"discovery": true, "discovery-srv": true, "discovery-srv-name": true, "discovery-token": true, "discovery-endpoints": true,
+	"force-new-cluster": true, "strict-reconfig-check": true, "max-learners": true, "experimental-max-learners": true,
+	// Security flags stay managed so that TLS can be introduced without user flags contradicting it.
+	"cert-file": true, "key-file": true, "trusted-ca-file": true, "client-cert-auth": true, "auto-tls": true,
+	"peer-cert-file": true, "peer-key-file": true, "peer-trusted-ca-file": true, "peer-client-cert-auth": true,
+	"peer-auto-tls": true, "client-crl-file": true, "peer-crl-file": true,
+}
+
+var defaultStorageSize = resource.MustParse(DefaultStorageSize)
+
+// Defaulted returns the spec with every CRD default applied.
+func Defaulted(s ClusterSpec) ClusterSpec {
+	s = *s.DeepCopy()
+	if s.Size == nil {
+		s.Size = ptr.To(int32(DefaultSize))
+	}
+	if s.Version == "" {
+		s.Version = DefaultVersion
+	}
+	if s.Repository == "" {
+		s.Repository = DefaultRepository
+	}
+	if s.Storage.EmptyDir == nil && s.Storage.Size == nil {
+		q := defaultStorageSize.DeepCopy()
+		s.Storage.Size = &q
+	}
+	if s.Timeouts.LearnerPromotionSeconds == nil {
+		s.Timeouts.LearnerPromotionSeconds = ptr.To(int32(DefaultLearnerPromotionSeconds))
+	}
+	if s.Timeouts.DeadMemberSeconds == nil {
+		s.Timeouts.DeadMemberSeconds = ptr.To(int32(DefaultDeadMemberSeconds))
+	}
+	if s.Timeouts.LeaveSeconds == nil {
+		s.Timeouts.LeaveSeconds = ptr.To(int32(DefaultLeaveSeconds))
+	}
+	return s
+}

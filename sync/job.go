@@ -1,0 +1,102 @@
+package sync
+
+import (
+	"fmt"
+	"strings"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/etcdhook/etcdhook/api"
+)
+
+// voterEndpoints are the client URLs of the voters other than skip, for Jobs that talk to etcd.
+func (p *plan) voterEndpoints(skip string) string {
+	var eps []string
+	for _, m := range p.f.members {
+		if m.Learner || m.ID == skip {
+			continue
+		}
+		if m.ordinal >= 0 {
+			eps = append(eps, p.f.names.ClientURL(m.ordinal))
+		} else if m.ClientURL != "" {
+			eps = append(eps, m.ClientURL)
+		}
+	}
+	if len(eps) == 0 {
+		eps = []string{p.f.names.ClientEndpoint()}
+	}
+	return strings.Join(eps, ",")
+}
+
+func (p *plan) job(name, reason, account string, automount bool, args []string) *batchv1.Job {
+	m := p.meta(name, api.ComponentOps)
+	m.Annotations = map[string]string{api.AnnJobReason: reason}
+	restricted := &corev1.SecurityContext{
+		AllowPrivilegeEscalation: ptr(false),
+		ReadOnlyRootFilesystem:   ptr(true),
+		RunAsNonRoot:             ptr(true),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+	}
+	return &batchv1.Job{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
+		ObjectMeta: m,
+		Spec: batchv1.JobSpec{
+			// One try per Job: a failed attempt stays visible and the hook retries under the next number.
+			BackoffLimit:          ptr(int32(0)),
+			ActiveDeadlineSeconds: ptr(int64(removeJobDeadlineSeconds)),
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: p.f.names.ObjectLabels(api.ComponentOps)},
+				Spec: corev1.PodSpec{
+					RestartPolicy:                corev1.RestartPolicyNever,
+					ServiceAccountName:           account,
+					AutomountServiceAccountToken: ptr(automount),
+					EnableServiceLinks:           ptr(false),
+					SecurityContext: &corev1.PodSecurityContext{
+						RunAsNonRoot:   ptr(true),
+						RunAsUser:      ptr(int64(65532)),
+						RunAsGroup:     ptr(int64(65532)),
+						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+					},
+					Containers: []corev1.Container{{
+						Name:                     "etcdhook",
+						Image:                    p.opts.Image,
+						ImagePullPolicy:          p.opts.ImagePullPolicy,
+						Command:                  append([]string{api.HookBinary}, args...),
+						SecurityContext:          restricted,
+						TerminationMessagePath:   corev1.TerminationMessagePathDefault,
+						TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+					}},
+				},
+			},
+		},
+	}
+}
+
+func (p *plan) removeJob(m *memberView, reason string, attempt int) *batchv1.Job {
+	n := p.f.names
+	args := []string{"member", "remove",
+		"--id=" + m.ID,
+		"--peer-url=" + m.PeerURL,
+		"--reason=" + reason,
+		"--endpoints=" + p.voterEndpoints(m.ID),
+		fmt.Sprintf("--timeout=%ds", removeJobDeadlineSeconds-30),
+	}
+	j := p.job(n.RemoveJob(m.ID, attempt), reason, n.OpsAccount(), false, args)
+	return j
+}
+
+func (p *plan) pvcJob(i, attempt int) *batchv1.Job {
+	n := p.f.names
+	args := []string{"pvc", "delete",
+		"--claim=" + n.PVC(i),
+		"--namespace=" + n.Namespace,
+		"--cluster-uid=" + p.f.uid,
+		"--peer-url=" + n.PeerURL(i),
+		"--pod=" + n.Pod(i),
+		"--endpoints=" + p.voterEndpoints(""),
+		fmt.Sprintf("--timeout=%ds", removeJobDeadlineSeconds-30),
+	}
+	return p.job(n.PVCJob(i, attempt), "volume-of-removed-member", n.OpsAccount(), true, args)
+}

@@ -1,0 +1,58 @@
+package sync
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/etcdhook/etcdhook/api"
+)
+
+func (p *plan) rbac() []any {
+	n := p.f.names
+	var leases, claims, pods []string
+	for i := 0; i < api.MaxSize; i++ {
+		leases = append(leases, n.Lease(i))
+		claims = append(claims, n.PVC(i))
+		pods = append(pods, n.Pod(i))
+	}
+	account := func(name string) *corev1.ServiceAccount {
+		return &corev1.ServiceAccount{
+			TypeMeta:                     metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"},
+			ObjectMeta:                   p.meta(name, api.ComponentEtcd),
+			AutomountServiceAccountToken: ptr(false),
+		}
+	}
+	role := func(name string, rules ...rbacv1.PolicyRule) *rbacv1.Role {
+		return &rbacv1.Role{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "Role"},
+			ObjectMeta: p.meta(name, api.ComponentEtcd),
+			Rules:      rules,
+		}
+	}
+	binding := func(name string) *rbacv1.RoleBinding {
+		return &rbacv1.RoleBinding{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "RoleBinding"},
+			ObjectMeta: p.meta(name, api.ComponentEtcd),
+			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: name},
+			Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: n.Namespace}},
+		}
+	}
+	// The agent may read and patch only this cluster's member Leases (never create, never update: it merge-patches its report and renewTime; the hook owns the rest);
+	// the ops Jobs may delete only this cluster's member claims, and check that their pods are gone.
+	return []any{
+		account(n.MemberAccount()), account(n.OpsAccount()),
+		role(n.MemberAccount(), rbacv1.PolicyRule{
+			APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"},
+			ResourceNames: leases, Verbs: []string{"get", "patch"},
+		}),
+		role(n.OpsAccount(), rbacv1.PolicyRule{
+			APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"},
+			ResourceNames: claims, Verbs: []string{"get", "delete"},
+		}, rbacv1.PolicyRule{
+			APIGroups: []string{""}, Resources: []string{"pods"},
+			ResourceNames: pods, Verbs: []string{"get"},
+		}),
+		binding(n.MemberAccount()), binding(n.OpsAccount()),
+	}
+}
