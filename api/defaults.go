@@ -8,7 +8,7 @@ import (
 // Defaults, identical to the CRD's.
 const (
 	DefaultSize                    = 3
-	DefaultVersion                 = "3.6.16"
+	DefaultVersion                 = "3.7.3"
 	DefaultRepository              = "quay.io/coreos/etcd"
 	DefaultStorageSize             = "10Gi"
 	DefaultLearnerPromotionSeconds = 600

@@ -32,7 +32,7 @@ func TestCreate(t *testing.T) {
 		t.Run(fmt.Sprintf("size-%d", n), func(t *testing.T) {
 			s := newScenario(t, fmt.Sprintf("create%d", n))
 			phases := s.watchPhases()
-			s.apply(spec(n, *newEtcd))
+			s.apply(spec(n, *etcdVersion))
 			took := s.waitFor("settled", stepTimeout, s.settled(n))
 			seen := phases()
 			// A normal create is never reported degraded (a user watching `kubectl get -w` would be told so).
@@ -60,7 +60,7 @@ func TestCreate(t *testing.T) {
 // 2. Scale 1->3->5->3->1, timing each step, checking the member list and the claims after each.
 func TestScale(t *testing.T) {
 	s := newScenario(t, "scale")
-	s.apply(spec(1, *newEtcd))
+	s.apply(spec(1, *etcdVersion))
 	s.waitFor("settled", stepTimeout, s.settled(1))
 	w := s.startWriter("scale 1->3")
 	var timings []string
@@ -86,7 +86,7 @@ func TestScale(t *testing.T) {
 // 3. Delete a member pod (not a scale-down): size and members stay.
 func TestDeleteMemberPod(t *testing.T) {
 	s := newScenario(t, "podkill")
-	s.apply(spec(3, *newEtcd))
+	s.apply(spec(3, *etcdVersion))
 	s.waitFor("settled", stepTimeout, s.settled(3))
 	before := s.memberIDs()
 	w := s.startWriter("delete etcd-1")
@@ -119,7 +119,7 @@ func TestMemberDataLoss(t *testing.T) {
 		t.Skip("needs volumes reachable as host paths (-e2e.hostpath)")
 	}
 	s := newScenario(t, "dataloss")
-	s.apply(spec(3, *newEtcd))
+	s.apply(spec(3, *etcdVersion))
 	s.waitFor("settled", stepTimeout, s.settled(3))
 	before := s.memberIDs()
 	w := s.startWriter("wipe etcd-2 and restart it")
@@ -139,7 +139,7 @@ func TestMemberDataLoss(t *testing.T) {
 // Job is never made), then scale up: the agent moves the stale data aside and rejoins cleanly.
 func TestStaleVolume(t *testing.T) {
 	s := newScenario(t, "stale")
-	s.apply(spec(3, *newEtcd))
+	s.apply(spec(3, *etcdVersion))
 	s.waitFor("settled", stepTimeout, s.settled(3))
 	old := s.memberIDs()[2]
 	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:"kept-by-test"}}}`, api.LabelClusterUID)
@@ -160,7 +160,7 @@ func TestStaleVolume(t *testing.T) {
 // restarted meanwhile, so it answers from caches rebuilt from nothing: never two changes in flight.
 func TestHookUnavailableAndStaleCaches(t *testing.T) {
 	s := newScenario(t, "hookdown")
-	s.apply(spec(3, *newEtcd))
+	s.apply(spec(3, *etcdVersion))
 	s.waitFor("settled", stepTimeout, s.settled(3))
 	w := s.startWriter("scale 3->5, hook down mid-step")
 	s.apply(map[string]any{"size": int64(5)})
@@ -289,7 +289,7 @@ func podReady(p corev1.Pod) bool {
 // 8. Deleting the EtcdCluster removes its children; the claims stay (Retain).
 func TestDeletion(t *testing.T) {
 	s := newScenario(t, "delete")
-	s.apply(spec(3, *newEtcd))
+	s.apply(spec(3, *etcdVersion))
 	s.waitFor("settled", stepTimeout, s.settled(3))
 	require.NoError(t, s.e.dyn.Resource(gvrCluster).Namespace(s.ns).Delete(s.ctx, s.name, metav1.DeleteOptions{}))
 	took := s.waitFor("children gone", stepTimeout, func() bool {
@@ -306,7 +306,7 @@ func TestDeletion(t *testing.T) {
 // Size 4 -> 3 with the removed member's pod restarting at once: it must park, not rejoin.
 func TestLeaveThenRestart(t *testing.T) {
 	s := newScenario(t, "leaverestart")
-	s.apply(spec(4, *newEtcd))
+	s.apply(spec(4, *etcdVersion))
 	s.waitFor("settled", stepTimeout, s.settled(4))
 	leaverID := s.memberIDs()[3]
 	w := s.startWriter("4->3, pod 3 restarted once it left")
@@ -330,7 +330,7 @@ func TestLeaveThenRestart(t *testing.T) {
 // All pods restarted together: every agent starts etcd on its data without waiting for peers.
 func TestAllPodsRestart(t *testing.T) {
 	s := newScenario(t, "allrestart")
-	s.apply(spec(3, *newEtcd))
+	s.apply(spec(3, *etcdVersion))
 	s.waitFor("settled", stepTimeout, s.settled(3))
 	before := s.memberIDs()
 	w := s.startWriter("all pods deleted at once")
@@ -345,7 +345,7 @@ func TestAllPodsRestart(t *testing.T) {
 // kubectl scale of the StatefulSet by hand: the hook restores replicas; pods come back with their data.
 func TestManualStatefulSetScale(t *testing.T) {
 	s := newScenario(t, "kscale")
-	s.apply(spec(3, *newEtcd))
+	s.apply(spec(3, *etcdVersion))
 	s.waitFor("settled", stepTimeout, s.settled(3))
 	before := s.memberIDs()
 	w := s.startWriter("kubectl scale --replicas=1")
@@ -364,14 +364,16 @@ func TestManualStatefulSetScale(t *testing.T) {
 // A bad image tag stops the roll at the first pod; reverting the version replaces that pod.
 func TestBadImageReverted(t *testing.T) {
 	s := newScenario(t, "badimage")
-	s.apply(spec(3, *newEtcd))
+	s.apply(spec(3, *etcdVersion))
 	s.waitFor("settled", stepTimeout, s.settled(3))
 	before := s.memberIDs()
-	w := s.startWriter("bad version 3.6.99")
-	s.apply(map[string]any{"version": "3.6.99"})
+	// The same minor with a patch release that does not exist: a valid upgrade whose image cannot start.
+	badVersion := (*etcdVersion)[:strings.LastIndex(*etcdVersion, ".")] + ".99"
+	w := s.startWriter("bad version " + badVersion)
+	s.apply(map[string]any{"version": badVersion})
 	s.waitFor("the first pod on the bad image", stepTimeout, func() bool {
 		for _, p := range s.pods() {
-			if strings.HasSuffix(p.Spec.Containers[0].Image, ":v3.6.99") {
+			if strings.HasSuffix(p.Spec.Containers[0].Image, ":v"+badVersion) {
 				return true
 			}
 		}
@@ -380,13 +382,13 @@ func TestBadImageReverted(t *testing.T) {
 	time.Sleep(20 * time.Second)
 	bad := 0
 	for _, p := range s.pods() {
-		if strings.HasSuffix(p.Spec.Containers[0].Image, ":v3.6.99") {
+		if strings.HasSuffix(p.Spec.Containers[0].Image, ":v"+badVersion) {
 			bad++
 		}
 	}
 	require.Equal(t, 1, bad, "the roll stops at the broken pod")
 	w.Step("reverted")
-	s.apply(map[string]any{"version": *newEtcd})
+	s.apply(map[string]any{"version": *etcdVersion})
 	took := s.waitFor("recovered", stepTimeout, s.settled(3))
 	require.Equal(t, before, s.memberIDs())
 	w.Finish(fmt.Sprintf("bad tag reverted to settled: %s\n\n", took.Round(100*time.Millisecond)))
@@ -395,14 +397,14 @@ func TestBadImageReverted(t *testing.T) {
 // Deleted and re-created with the same name: the new cluster refuses the old volumes.
 func TestRecreateRefusesOldVolumes(t *testing.T) {
 	s := newScenario(t, "recreate")
-	s.apply(spec(1, *newEtcd))
+	s.apply(spec(1, *etcdVersion))
 	s.waitFor("settled", stepTimeout, s.settled(1))
 	require.NoError(t, s.e.dyn.Resource(gvrCluster).Namespace(s.ns).Delete(s.ctx, s.name, metav1.DeleteOptions{}))
 	s.waitFor("old cluster gone", stepTimeout, func() bool {
 		_, err := s.e.kube.AppsV1().StatefulSets(s.ns).Get(s.ctx, s.name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err) && len(s.pods()) == 0
 	})
-	s.apply(spec(1, *newEtcd))
+	s.apply(spec(1, *etcdVersion))
 	took := s.waitFor("ForeignData", stepTimeout, func() bool {
 		c := condition(s.cluster(), api.CondForeignData)
 		return c != nil && c.Status == metav1.ConditionTrue
@@ -416,7 +418,7 @@ func TestRecreateRefusesOldVolumes(t *testing.T) {
 // Status wiped: the cluster stays bootstrapped; nothing starts new, no pod restarts.
 func TestStatusWiped(t *testing.T) {
 	s := newScenario(t, "wiped")
-	s.apply(spec(3, *newEtcd))
+	s.apply(spec(3, *etcdVersion))
 	s.waitFor("settled", stepTimeout, s.settled(3))
 	before := s.memberIDs()
 	cid := s.cluster().Status.ClusterID

@@ -34,6 +34,7 @@ import (
 var (
 	kubeconfig  = flag.String("e2e.kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig of the cluster under test")
 	resultsPath = flag.String("e2e.results", "", "write the measured figures here (Markdown; - for stdout)")
+	etcdVersion = flag.String("e2e.etcd", api.DefaultVersion, "etcd version of every scenario that is not an upgrade (default: the hook's default version)")
 	oldEtcd     = flag.String("e2e.etcd-old", "3.5.35", "etcd version to upgrade from")
 	newEtcd     = flag.String("e2e.etcd-new", "3.6.16", "etcd version to upgrade to")
 	nextEtcd    = flag.String("e2e.etcd-next", "", "etcd version of the next minor to upgrade to from -e2e.etcd-new (its image must exist)")

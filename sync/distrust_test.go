@@ -154,7 +154,7 @@ func TestVersionFloorFromRecord(t *testing.T) {
 	for _, c := range resp.Children {
 		m := c.(map[string]any)
 		if m["kind"] == "ConfigMap" {
-			require.Contains(t, m["data"].(map[string]any)[api.ConfigKeySpec], `"version":"3.6.16"`)
+			require.Contains(t, m["data"].(map[string]any)[api.ConfigKeySpec], `"version":"`+api.DefaultVersion+`"`)
 		}
 	}
 }

@@ -187,6 +187,7 @@ func TestFailureVersionBumpWhileMemberDown(t *testing.T) {
 // the version replaces that pod; no member is lost.
 func TestFailureBadImageReverted(t *testing.T) {
 	w := newWorld(t, 3)
+	w.spec.Version = "3.6.16"
 	w.converge(60)
 	ids := append([]api.Member(nil), w.etcd.members...)
 	w.setSpec(func(s *api.ClusterSpec) { s.Version = "3.6.17" })

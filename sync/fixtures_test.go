@@ -286,20 +286,20 @@ func fixtures() []fixture {
 		}},
 		{name: "bad-image-stuck", build: func(w *world) {
 			settle(w)
-			w.setSpec(func(s *api.ClusterSpec) { s.Version = "3.6.17" })
-			w.badImage = "quay.io/coreos/etcd:v3.6.17"
+			w.setSpec(func(s *api.ClusterSpec) { s.Version = "3.7.99" })
+			w.badImage = "quay.io/coreos/etcd:v3.7.99"
 			for n := 0; n < 4; n++ {
 				w.step(5 * time.Second)
 			}
 		}},
 		{name: "bad-image-reverted", build: func(w *world) {
 			settle(w)
-			w.setSpec(func(s *api.ClusterSpec) { s.Version = "3.6.17" })
-			w.badImage = "quay.io/coreos/etcd:v3.6.17"
+			w.setSpec(func(s *api.ClusterSpec) { s.Version = "3.7.99" })
+			w.badImage = "quay.io/coreos/etcd:v3.7.99"
 			for n := 0; n < 4; n++ {
 				w.step(5 * time.Second)
 			}
-			w.setSpec(func(s *api.ClusterSpec) { s.Version = "3.6.16" })
+			w.setSpec(func(s *api.ClusterSpec) { s.Version = api.DefaultVersion })
 			w.step(5 * time.Second)
 			w.controllers()
 		}},
