@@ -51,7 +51,7 @@ spec:
       - name: e2e
         image: localhost/etcdhook-e2e:run
         imagePullPolicy: IfNotPresent
-        args: [-test.v, -test.count=1, -test.timeout=80m, -test.run=$RUN, -e2e.results=-]
+        args: [-test.v, -test.count=1, -test.timeout=80m, -test.run=$RUN, -e2e.etcd-next=3.7.3, -e2e.results=-]
         volumeMounts: [{name: volumes, mountPath: /var/local-path-provisioner}]
       volumes:
       - name: volumes

@@ -7,7 +7,7 @@ cd "$(dirname "$0")/../.."
 CLUSTER=${CLUSTER:-etcdhook-e2e}
 METACONTROLLER_VERSION=${METACONTROLLER_VERSION:-v4.17.2}
 IMAGE=localhost/etcdhook:e2e
-ETCD_VERSIONS=${ETCD_VERSIONS:-"v3.5.35 v3.6.16"}
+ETCD_VERSIONS=${ETCD_VERSIONS:-"v3.5.35 v3.6.16 v3.7.3"}
 
 for tool in docker kind kubectl; do
   command -v "$tool" >/dev/null || { echo "$tool is required" >&2; exit 1; }
