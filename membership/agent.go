@@ -33,6 +33,10 @@ type AgentConfig struct {
 	EtcdCommand []string
 	// Tick is how often a running member is looked at (promote, leave, report); default 2 s.
 	Tick time.Duration
+	// FastTick is how often a member still on its way to a healthy voter (starting, learner, waiting for
+	// its join permission) is looked at, for at most fastWindow; default 250 ms. Every step of a join
+	// waits for the agent to look: at 2 s, looking was most of a scale step.
+	FastTick time.Duration
 	// StopGrace bounds the wait for etcd after SIGTERM before SIGKILL.
 	StopGrace time.Duration
 	// JoinTimeout bounds one join (add, start, promote) before the agent starts over.
@@ -99,10 +103,28 @@ func (a *Agent) tick() time.Duration {
 	return 2 * time.Second
 }
 
+// fastWindow bounds how long an agent looks at the fast cadence: a member that does not become a healthy
+// voter within it (a join never permitted, a stuck learner) goes back to the normal tick, so a broken step
+// does not keep several API and etcd calls per second going.
+const fastWindow = 2 * time.Minute
+
+// nextLook is the wait before the next look: fast while this member is not yet a healthy voter and the
+// fast window that began at since is open.
+func (a *Agent) nextLook(since time.Time) time.Duration {
+	if a.last.IsVoter() && a.last.Healthy || time.Since(since) > fastWindow {
+		return a.tick()
+	}
+	if a.Cfg.FastTick > 0 {
+		return a.Cfg.FastTick
+	}
+	return 250 * time.Millisecond
+}
+
 // Run is the agent: decide, act, supervise, until ctx ends (SIGTERM). It returns an error only for
 // what it cannot safely handle; the container then restarts and the decision runs again.
 func (a *Agent) Run(ctx context.Context) error {
 	failures := 0
+	var waitingSince time.Time
 	for {
 		if ctx.Err() != nil || a.isKilled() {
 			return nil
@@ -121,7 +143,15 @@ func (a *Agent) Run(ctx context.Context) error {
 		case Wait, Refuse:
 			a.setState(strings.ToLower(d.Reason), false)
 			a.report(ctx, a.idleReport(facts, d.Reason+": "+d.Detail), false)
-			a.sleep(ctx, a.tick())
+			wait := a.tick()
+			if d.Reason == api.ReasonWaitingForJoin {
+				// The hook hands out the permission as soon as this report reaches it; look again soon.
+				if waitingSince.IsZero() {
+					waitingSince = time.Now()
+				}
+				wait = a.nextLook(waitingSince)
+			}
+			a.sleep(ctx, wait)
 			continue
 		case Park:
 			a.park(ctx, facts, d)
@@ -212,7 +242,14 @@ func (a *Agent) decide(ctx context.Context) (Decision, StartFacts, error) {
 	f.ClusterID, idProblems = LeaseClusterID(ids)
 	a.leaseProblems = append(problems, idProblems...)
 	f.JoinDeadline = a.localTime(in.Join.Until)
-	lctx, cancel := context.WithTimeout(ctx, 6*time.Second)
+	// The seed of a new cluster (seed mark, no data, no cluster ID on any Lease) asks the client Service,
+	// which has no ready endpoint yet: nobody answering is the expected outcome there, and the full bound
+	// cost every create 5 s. Anywhere else a slow answer matters and gets the full bound.
+	listTimeout := 6 * time.Second
+	if in.Seed && !df.Present && len(ids) == 0 {
+		listTimeout = time.Second
+	}
+	lctx, cancel := context.WithTimeout(ctx, listTimeout)
 	l, err := a.Etcd.MemberList(lctx, a.Cfg.Endpoints)
 	cancel()
 	if err == nil && f.ClusterID != 0 && l.ClusterID != f.ClusterID {
@@ -351,9 +388,8 @@ func (a *Agent) runEtcd(ctx context.Context, state string, initial []api.Member)
 	// discovery is not killed by the liveness probe.
 	a.setState("starting", false)
 	defer a.setState("stopped", false)
-	t := time.NewTicker(a.tick())
-	defer t.Stop()
 	bound := false
+	started := time.Now()
 	for {
 		select {
 		case err := <-exited:
@@ -365,7 +401,7 @@ func (a *Agent) runEtcd(ctx context.Context, state string, initial []api.Member)
 			}
 			a.stopEtcd(cmd, exited)
 			return ctx.Err()
-		case <-t.C:
+		case <-time.After(a.nextLook(started)):
 		}
 		if a.isKilled() {
 			<-exited
@@ -466,7 +502,10 @@ func (a *Agent) observe(ctx context.Context, bound *bool) observation {
 			perr := a.Etcd.Promote(pctx, voterEndpoints(l.Members, r.MemberID), self)
 			cancel()
 			if perr == nil {
+				// No learner report now: the next look (FastTick) reports the voter with its member list,
+				// which is what the hook waits for before the next step.
 				a.Log.Info("promotion accepted", "member", r.MemberID)
+				return stillRunning
 			} else {
 				r.Error = "Promoting: " + perr.Error()
 			}

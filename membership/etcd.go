@@ -8,13 +8,14 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
 	"github.com/etcdhook/etcdhook/api"
 )
 
-// Etcd performs membership calls with the retry policy of etcd-facts §6. Every call group makes a fresh
+// Etcd performs membership calls with the retry policy of docs/design.md §8.14. Every call group makes a fresh
 // client: one created before a port listens waits out gRPC's reconnect backoff.
 type Etcd struct {
 	Log *slog.Logger
@@ -67,7 +68,7 @@ func toMembers(ms []*etcdserverpb.Member) []api.Member {
 		if len(m.ClientURLs) > 0 {
 			em.ClientURL = m.ClientURLs[0]
 		}
-		// A member added but never started has no name and no client URLs (etcd-facts §2.4).
+		// A member added but never started has no name and no client URLs.
 		em.Started = m.Name != "" || len(m.ClientURLs) > 0
 		out = append(out, em)
 	}
@@ -140,7 +141,12 @@ func (e *Etcd) retry(ctx context.Context, op Op, what string, call func(context.
 		}
 		e.log().Info("retrying", "op", what, "attempt", attempt, "outcome", out.String(), "error", err)
 		wait := 500 * time.Millisecond
-		if op == OpAdd {
+		switch {
+		case errors.Is(err, rpctypes.ErrUnhealthy):
+			// etcd refuses a member change until its leader has been connected to the voters for 5 s
+			// (after a start or a promote): retry soon, that wait is etcd's and ends on its own.
+			wait = 200 * time.Millisecond
+		case op == OpAdd:
 			wait = 1100 * time.Millisecond // a same-second re-add collides with the removed ID
 		}
 		select {

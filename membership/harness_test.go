@@ -24,7 +24,7 @@ import (
 	"github.com/etcdhook/etcdhook/api"
 )
 
-// Real etcd for the membership tests (etcd-facts §4): the server is built from its Go module by a
+// Real etcd for the membership tests (docs/design.md §12): the server is built from its Go module by a
 // three-line main per version (testdata/etcd-vX), cached by the hash of its go.sum, and every member runs
 // as its own process on 127.0.0.1 so that tests can SIGKILL, restart and wipe it.
 var etcdVersions = []string{"v3.5.35", "v3.6.16", "v3.7.3"}

@@ -76,10 +76,13 @@ func (p *plan) podTemplate() corev1.PodTemplateSpec {
 			{Name: "metrics", ContainerPort: api.ProbePort, Protocol: corev1.ProtocolTCP},
 		},
 		// /livez answers on leader, follower and learner and does not need quorum; /readyz keeps
-		// learners and members without quorum out of the client Service (etcd-facts §2.7, §5).
-		StartupProbe:             probe("/livez", 10, 60),
+		// learners and members without quorum out of the client Service (docs/design.md §8.14). No
+		// startup probe: until etcd has answered once the agent answers /livez itself (a long WAL
+		// replay or join is never killed), and a startup probe's period held back readiness, and so
+		// every step, by up to 10 s. Readiness is probed every second: the hook waits for it before
+		// each next step (docs/design.md §7.4).
 		LivenessProbe:            probe("/livez", 10, 3),
-		ReadinessProbe:           probe("/readyz", 5, 3),
+		ReadinessProbe:           probe("/readyz", 1, 5),
 		SecurityContext:          restricted,
 		TerminationMessagePath:   corev1.TerminationMessagePathDefault,
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,

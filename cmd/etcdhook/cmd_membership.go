@@ -51,6 +51,9 @@ func runAgent(args []string) error {
 	if err != nil {
 		return err
 	}
+	// A look reads the member's Lease and, before etcd runs, every member Lease (about 10 GETs): at
+	// client-go's default 5 requests/s a fast look (250 ms) would be throttled to one every 2 s.
+	kcfg.QPS, kcfg.Burst = 50, 100
 	duration := time.Duration(cfg.LeaseDurationSeconds) * time.Second
 	store, err := membership.NewKubeLeases(kcfg, ns, cfg.Cluster, names.Lease(ordinal), cfg.ParentUID, podUID, duration)
 	if err != nil {
