@@ -27,7 +27,8 @@ type AgentConfig struct {
 	DataDir   string
 	ParentUID string
 	Adopt     bool
-	// LeaseDuration: the Lease is renewed every third of it.
+	// LeaseDuration: an unchanged report is renewed every third of it, a healthy voter's every
+	// api.HealthyRenewSeconds.
 	LeaseDuration time.Duration
 	// EtcdCommand is etcd with its static flags; the agent appends the initial-cluster flags.
 	EtcdCommand []string
@@ -596,16 +597,13 @@ func (a *Agent) park(ctx context.Context, f StartFacts, d Decision) {
 	}
 }
 
-// report writes the Lease when the report changed, or when a renewal is due.
+// report writes the Lease when the report changed, or when a renewal is due (api.RenewInterval).
 func (a *Agent) report(ctx context.Context, r api.Report, force bool) {
 	if r.ParentUID == "" {
 		r.ParentUID = a.Cfg.ParentUID
 	}
 	r.Error = withProblems(r.Error, a.leaseProblems)
-	renew := a.Cfg.LeaseDuration / 3
-	if renew < 5*time.Second {
-		renew = 5 * time.Second
-	}
+	renew := api.RenewInterval(r, a.Cfg.LeaseDuration)
 	same := fmt.Sprint(r) == fmt.Sprint(a.last)
 	if same && !force && (time.Since(a.wrote) < renew || a.crashLoop) {
 		return

@@ -1,6 +1,8 @@
 package membership
 
 import (
+	"context"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -121,5 +123,35 @@ func TestWithProblems(t *testing.T) {
 		require.Equal(t, tc.want, got)
 		require.Equal(t, (api.Report{Error: tc.in}).Reason() == "" && len(tc.problems) > 0,
 			(api.Report{Error: got}).Reason() == "LeaseProblem")
+	}
+}
+
+// An unchanged healthy voter's report is renewed every api.HealthyRenewSeconds, anything else every
+// third of the Lease duration, and a change at once: every Lease write wakes the hook.
+func TestReportRenewalCadence(t *testing.T) {
+	leases := NewMemLeases()
+	leases.SetIntent("c-0-member", api.IntentMember, false, 0)
+	a := &Agent{Cfg: AgentConfig{ParentUID: "uid", LeaseDuration: 30 * time.Second}, Store: leases.Store("c-0-member", "pod"), Log: slog.New(slog.DiscardHandler)}
+	healthy := api.Report{ParentUID: "uid", Role: api.RoleLeader, Healthy: true, MemberID: "a"}
+	learner := api.Report{ParentUID: "uid", Role: api.RoleLearner, MemberID: "a"}
+	for _, tc := range []struct {
+		name   string
+		last   api.Report
+		next   api.Report
+		ago    time.Duration
+		writes bool
+	}{
+		{"healthy voter, unchanged, 2 min", healthy, healthy, 2 * time.Minute, false},
+		{"healthy voter, unchanged, 3 min", healthy, healthy, 181 * time.Second, true},
+		{"learner, unchanged, 9 s", learner, learner, 9 * time.Second, false},
+		{"learner, unchanged, 11 s", learner, learner, 11 * time.Second, true},
+		{"changed, 1 s", learner, healthy, time.Second, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			wrote := time.Now().Add(-tc.ago)
+			a.last, a.wrote = tc.last, wrote
+			a.report(context.Background(), tc.next, false)
+			require.Equal(t, tc.writes, a.wrote != wrote)
+		})
 	}
 }

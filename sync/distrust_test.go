@@ -220,3 +220,52 @@ func TestTwoLeavesNormalisedToOne(t *testing.T) {
 	}
 	require.Equal(t, []int{0, 1, 2}, w.voterOrdinals())
 }
+
+// A healthy voter renews its unchanged report only every api.HealthyRenewSeconds (its pod's readiness
+// is its heartbeat): such a Lease is fresh while the pod is Ready, and judged by the interval of a
+// member in trouble as soon as it is not.
+func TestHealthyVoterRenewsRarely(t *testing.T) {
+	w := newWorld(t, 3)
+	w.converge(60)
+	w.leases[2].renewed = w.now.Add(-170 * time.Second)
+	healthy := func() bool {
+		resp, err := Compute(w.request(), w.now, w.opts)
+		require.NoError(t, err)
+		for _, m := range resp.Status.Members {
+			if m.Name == w.names().Pod(2) {
+				return m.Healthy
+			}
+		}
+		t.Fatal("member 2 not in status")
+		return false
+	}
+	require.True(t, healthy(), "a 170 s old healthy voter report with its pod Ready is current")
+	w.pods[2].ready = false
+	require.False(t, healthy(), "with the pod not Ready the report is judged stale")
+}
+
+// Dead needs both clocks: deadMemberSeconds without a renewal and without a Ready pod. A healthy
+// voter's Lease is routinely older than deadMemberSeconds, so a readiness blip alone must not make it
+// dead (and replaced).
+func TestReadinessBlipIsNotDeath(t *testing.T) {
+	w := newWorld(t, 5)
+	w.setSpec(func(s *api.ClusterSpec) { s.Timeouts.DeadMemberSeconds = ptr(int32(60)) })
+	w.converge(80)
+	deadJob := func() bool {
+		resp, err := Compute(w.request(), w.now, w.opts)
+		require.NoError(t, err)
+		for _, c := range resp.Children {
+			m := c.(map[string]any)
+			if m["kind"] == "Job" && m["metadata"].(map[string]any)["annotations"].(map[string]any)[api.AnnJobReason] == "dead" {
+				return true
+			}
+		}
+		return false
+	}
+	p := w.pods[2]
+	w.leases[2].renewed = w.now.Add(-150 * time.Second)
+	p.ready, p.readyWas, p.readyUID, p.readyAt = false, false, p.uid, w.now.Add(-5*time.Second)
+	require.False(t, deadJob(), "not Ready for 5 s: not dead, however old the Lease")
+	p.readyAt = w.now.Add(-61 * time.Second)
+	require.True(t, deadJob(), "not Ready and not renewed for deadMemberSeconds: dead")
+}

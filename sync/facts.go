@@ -3,6 +3,7 @@ package sync
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -16,8 +17,8 @@ import (
 	"github.com/etcdhook/etcdhook/api"
 )
 
-// A Lease not renewed for UnhealthyAfterDurations durations (api.DefaultLeaseDurationSeconds) makes its
-// member unhealthy.
+// A Lease not renewed for UnhealthyAfterDurations renewal intervals (api.RenewInterval) makes its report
+// stale.
 const (
 	UnhealthyAfterDurations = 3
 	// MaxClockSkew bounds how far in the future a renewTime may be and still count: a hand edit must
@@ -200,10 +201,17 @@ func (f *facts) readLeases() {
 		if l.Spec.RenewTime != nil {
 			lv.renewed = l.Spec.RenewTime.Time
 		}
-		// Freshness is judged on the hook's clock with the duration the agent is configured with, not
-		// the one written in the Lease: a hand-edited duration or a renewTime from the future (beyond
-		// the skew bound) makes a report stale, never fresh for ever.
-		d := time.Duration(UnhealthyAfterDurations*api.DefaultLeaseDurationSeconds) * time.Second
+		// Freshness is judged on the hook's clock with the renewal interval the agent follows
+		// (api.RenewInterval), not the duration written in the Lease: a hand-edited duration or a
+		// renewTime from the future (beyond the skew bound) makes a report stale, never fresh for ever.
+		// A healthy voter renews rarely; its slow interval counts only while its pod is Ready (the
+		// kubelet's probe is then its heartbeat): with the pod not Ready, the agent is judged by the
+		// interval of a member in trouble, as if its report were not a healthy voter's.
+		interval := api.RenewInterval(api.Report{}, api.DefaultLeaseDurationSeconds*time.Second)
+		if f.podReady(i) {
+			interval = api.RenewInterval(lv.report, api.DefaultLeaseDurationSeconds*time.Second)
+		}
+		d := UnhealthyAfterDurations * interval
 		age := f.now.Sub(lv.renewed)
 		lv.fresh = l.Spec.RenewTime != nil && age <= d && age >= -MaxClockSkew
 		if l.Spec.RenewTime != nil && age < -MaxClockSkew {
@@ -297,6 +305,32 @@ func (f *facts) podReady(i int) bool {
 		}
 	}
 	return false
+}
+
+// notReadyFor is how long ordinal i has had no Ready pod: since its pod's Ready condition last turned
+// false (or, without a transition time, since the pod was created), for ever when there is no pod. A time
+// from the future counts as now: it can only delay a removal.
+func (f *facts) notReadyFor(i int) time.Duration {
+	if f.podReady(i) {
+		return 0
+	}
+	pod := f.pods[i]
+	if pod == nil || pod.DeletionTimestamp != nil {
+		return math.MaxInt64
+	}
+	since := pod.CreationTimestamp.Time
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady && !c.LastTransitionTime.IsZero() {
+			since = c.LastTransitionTime.Time
+		}
+	}
+	if since.IsZero() {
+		return math.MaxInt64
+	}
+	if d := f.now.Sub(since); d > 0 {
+		return d
+	}
+	return 0
 }
 
 // reportsHealthyVoter: the Lease at i is fresh, held by the pod at i when that pod is known, and reports
@@ -395,8 +429,11 @@ func (f *facts) readTruth() {
 			} else {
 				mv.healthy = f.reportsHealthyVoter(mv.ordinal, m.ID)
 			}
+			// Dead: no renewal and no ready pod for deadMemberSeconds. Both clocks count: a healthy
+			// voter renews only every api.HealthyRenewSeconds, so a Lease that old says nothing on its
+			// own, and a readiness blip of a healthy member must not make it dead.
 			stale := lv == nil || f.now.Sub(lv.renewed) >= deadAfter
-			mv.dead = !mv.healthy && stale && !f.podReady(mv.ordinal)
+			mv.dead = !mv.healthy && stale && f.notReadyFor(mv.ordinal) >= deadAfter
 			byOrdinal[mv.ordinal] = append(byOrdinal[mv.ordinal], mv)
 		} else {
 			mv.dead = true

@@ -211,7 +211,7 @@ func fixtures() []fixture {
 			}
 			w.agents()
 			// A second voter's report is stale (its agent hangs) but its pod is still ready.
-			w.leases[1].renewed = w.now.Add(-2 * time.Minute)
+			w.leases[1].renewed = w.now.Add(-10 * time.Minute) // beyond three healthy renewals (api.HealthyRenewSeconds)
 		}},
 		{name: "two-voters-one-dead", build: func(w *world) {
 			w.spec.Size = ptr(int32(2))
@@ -224,7 +224,7 @@ func fixtures() []fixture {
 		}},
 		{name: "stale-lease-blocks-scale-up", build: func(w *world) {
 			settle(w)
-			w.leases[2].renewed = w.now.Add(-2 * time.Minute)
+			w.leases[2].renewed = w.now.Add(-10 * time.Minute) // beyond three healthy renewals (api.HealthyRenewSeconds)
 			w.setSpec(size(5))
 		}},
 		{name: "status-wiped", build: func(w *world) {

@@ -18,7 +18,7 @@ const (
 	retryBackoffMax          = 10 * time.Minute
 	maxAttempts              = 99
 	resyncBusySeconds        = 5
-	resyncIdleSeconds        = 30
+	resyncIdleSeconds        = 60
 )
 
 // leasePlan is the hook-owned half of one member Lease.

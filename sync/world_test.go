@@ -67,8 +67,20 @@ type simPod struct {
 	revision string
 	image    string
 	ready    bool
+	// readyAt is when ready last changed as the API server shows it (the Ready condition's
+	// lastTransitionTime), for readyWas and readyUID (a new pod is a transition).
+	readyAt  time.Time
+	readyWas bool
+	readyUID string
 	// healthy: the agent reported a healthy voter at the last step (readiness follows it under readyLag).
 	healthy bool
+}
+
+// trackReady records a readiness change (or a new pod) at now, as the kubelet's status update does.
+func (p *simPod) trackReady(now time.Time) {
+	if p.readyAt.IsZero() || p.ready != p.readyWas || p.uid != p.readyUID {
+		p.readyAt, p.readyWas, p.readyUID = now, p.ready, p.uid
+	}
 }
 
 type simPVC struct {
@@ -320,6 +332,7 @@ func (w *world) podJSON(i int, p *simPod) map[string]any {
 	if p.ready {
 		ready = "True"
 	}
+	p.trackReady(w.now) // changes made outside agents() (tests) count from when they are observed
 	labels := map[string]any{}
 	for k, v := range w.names().Labels() {
 		labels[k] = v
@@ -334,7 +347,7 @@ func (w *world) podJSON(i int, p *simPod) map[string]any {
 		},
 		"spec": map[string]any{"containers": []any{map[string]any{"name": "etcd", "image": p.image}}},
 		"status": map[string]any{"phase": "Running", "conditions": []any{
-			map[string]any{"type": "Ready", "status": ready},
+			map[string]any{"type": "Ready", "status": ready, "lastTransitionTime": p.readyAt.UTC().Format(time.RFC3339)},
 		}},
 	}
 }
@@ -585,6 +598,9 @@ func (w *world) agents() {
 		}
 		w.agent(i)
 	}
+	for _, p := range w.pods {
+		p.trackReady(w.now)
+	}
 	if w.etcd.leader == "" || w.etcd.byID(w.etcd.leader) == nil {
 		for _, m := range w.etcd.members {
 			if i := w.ordinalOf(m); !m.Learner && i >= 0 && w.alive(i) && m.Started {
@@ -714,7 +730,7 @@ func (w *world) report(i int, quorum bool) {
 	p.healthy = healthy
 	// The agent renews on its own timer and writes the API server's time: a renewTime from the future
 	// (a hand edit) is overwritten at its next renewal.
-	if l := w.leases[i]; l != nil && l.holder == p.uid && fmt.Sprint(l.report) == fmt.Sprint(r) && w.now.Sub(l.renewed) < 10*time.Second && !l.renewed.After(w.now) {
+	if l := w.leases[i]; l != nil && l.holder == p.uid && fmt.Sprint(l.report) == fmt.Sprint(r) && w.now.Sub(l.renewed) < api.RenewInterval(r, api.DefaultLeaseDurationSeconds*time.Second) && !l.renewed.After(w.now) {
 		return
 	}
 	w.leases[i] = &simLease{holder: p.uid, renewed: w.now, report: r}
