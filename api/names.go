@@ -61,6 +61,11 @@ const (
 	// ConfigKeyFormed records that every member was once healthy: until then a create is in progress
 	// and neither Degraded nor QuorumLost is reported.
 	ConfigKeyFormed = "formed"
+	// ConfigKeyRollingTo records the pod template (its etcd.io/template-hash) a roll is bringing every
+	// member to, until every
+	// member is a healthy voter on it (empty otherwise): the last pod a roll restarts is on its way back,
+	// not degraded, although every pod already carries the new revision.
+	ConfigKeyRollingTo = "rolling-to"
 )
 
 // Names derives every object name from the cluster's name and namespace.

@@ -42,6 +42,7 @@ func (p *plan) configMap() *corev1.ConfigMap {
 			api.ConfigKeyClusterID:    f.clusterID,
 			api.ConfigKeyRunning:      runningRecord(f.running),
 			api.ConfigKeyFormed:       fmt.Sprint(f.formed || p.formedNow()),
+			api.ConfigKeyRollingTo:    p.rollingTo,
 		},
 	}
 }

@@ -37,3 +37,37 @@ func TestCreateNeverReportsDegraded(t *testing.T) {
 		})
 	}
 }
+
+// Normal day-2 steps (grow 3→5, shrink 5→3, a rolling upgrade) never report the Degraded phase either:
+// a learner on its way in, a pod the roll itself restarted, a removed member's volume being deleted are
+// the course of the step (the e2e timeline saw Degraded at every join and every roll step).
+func TestNormalStepsNeverReportDegraded(t *testing.T) {
+	w := newWorld(t, 3)
+	w.spec.Version = "3.6.16"
+	w.readyLag = true
+	w.converge(60)
+	for _, change := range []struct {
+		name string
+		edit func(*api.ClusterSpec)
+	}{
+		{"grow to 5", func(s *api.ClusterSpec) { s.Size = ptr(int32(5)) }},
+		{"shrink to 3", func(s *api.ClusterSpec) { s.Size = ptr(int32(3)) }},
+		{"upgrade to 3.7.3", func(s *api.ClusterSpec) { s.Version = "3.7.3" }},
+	} {
+		w.setSpec(change.edit)
+		var phases []string
+		for i := 0; i < 200; i++ {
+			st := w.step(2 * time.Second).Status
+			if len(phases) == 0 || phases[len(phases)-1] != st.Phase {
+				phases = append(phases, st.Phase)
+			}
+			require.NotEqual(t, api.PhaseDegraded, st.Phase, "%s, sync %d: %s (phases %v)", change.name, i, st.Message, phases)
+			require.NotContains(t, w.condition(api.CondDegraded), "True/", "%s, sync %d: %s", change.name, i, st.Message)
+			if st.Phase == api.PhaseRunning && w.stable() {
+				break
+			}
+		}
+		require.True(t, w.stable(), change.name)
+		require.Equal(t, api.PhaseRunning, phases[len(phases)-1], "%s: phases %v", change.name, phases)
+	}
+}

@@ -293,6 +293,14 @@ func (f *facts) sortedLeases() []*leaseView {
 	return out
 }
 
+// configValue is a key of the observed ConfigMap, "" without one.
+func (f *facts) configValue(key string) string {
+	if f.cm == nil {
+		return ""
+	}
+	return f.cm.Data[key]
+}
+
 // podReady says whether ordinal i has a pod whose Ready condition is true.
 func (f *facts) podReady(i int) bool {
 	pod := f.pods[i]

@@ -288,7 +288,7 @@ func fixtures() []fixture {
 			settle(w)
 			w.setSpec(func(s *api.ClusterSpec) { s.Version = "3.7.99" })
 			w.badImage = "quay.io/coreos/etcd:v3.7.99"
-			for n := 0; n < 4; n++ {
+			for n := 0; n < 30; n++ { // past rollRestartGrace: the new pod never became healthy
 				w.step(5 * time.Second)
 			}
 		}},

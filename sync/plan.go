@@ -54,6 +54,10 @@ type plan struct {
 	rolling bool
 	// cleanup: pods or volumes of removed ordinals are still to go.
 	cleanup bool
+	// busyVolume: the step in flight (busy) only deletes a removed member's volume.
+	busyVolume bool
+	// rollingTo: the revision the roll in progress brings the members to (ConfigKeyRollingTo).
+	rollingTo string
 	// rollHeld: the next roll step waits for quorum.
 	rollHeld bool
 	// removing: a remove Job was made this sync.
@@ -202,38 +206,45 @@ func (p *plan) chooseSpec() error {
 
 // inFlight names the membership change under way, judged from observed objects alone.
 func (p *plan) inFlight() string {
+	what, _ := p.stepInFlight()
+	return what
+}
+
+// stepInFlight is inFlight, and whether that step is only the deletion of a removed member's volume
+// (housekeeping: it holds the next step, but the cluster has its size).
+func (p *plan) stepInFlight() (what string, volume bool) {
 	f := p.f
 	for _, id := range sortedKeys(f.removeJobs) {
 		js := f.removeJobs[id]
 		last := js[len(js)-1]
 		if last.state == jobActive {
-			return fmt.Sprintf("Job %s removing member %s", last.job.Name, id)
+			return fmt.Sprintf("Job %s removing member %s", last.job.Name, id), false
 		}
 		if last.state == jobSucceeded && f.member(id) != nil && f.now.Sub(last.finished) < succeededJobGrace {
-			return fmt.Sprintf("member %s to leave the member list after Job %s", id, last.job.Name)
+			return fmt.Sprintf("member %s to leave the member list after Job %s", id, last.job.Name), false
 		}
 	}
 	for _, i := range sortedKeys(f.pvcJobs) {
 		js := f.pvcJobs[i]
 		if js[len(js)-1].state == jobActive {
-			return fmt.Sprintf("Job %s deleting the volume of %s", js[len(js)-1].job.Name, f.names.Pod(i))
+			return fmt.Sprintf("Job %s deleting the volume of %s", js[len(js)-1].job.Name, f.names.Pod(i)), true
 		}
 	}
 	if m := f.learner(); m != nil {
-		return fmt.Sprintf("learner %s (%s) to be promoted", m.ID, m.PeerURL)
+		return fmt.Sprintf("learner %s (%s) to be promoted", m.ID, m.PeerURL), false
 	}
 	// The Lease intents as normalised (carry, normalizeIntents), never the raw observed ones.
 	for _, i := range sortedKeys(p.leases) {
 		lp := p.leases[i]
 		m := f.primary[i]
 		if lp.intent == api.IntentLeave && m != nil && p.quorumAllowsRemoving(m) {
-			return fmt.Sprintf("%s to leave the cluster", f.names.Pod(i))
+			return fmt.Sprintf("%s to leave the cluster", f.names.Pod(i)), false
 		}
 		if p.joining(i) && (m == nil || !f.reportsHealthyVoter(i, m.ID)) {
-			return fmt.Sprintf("%s to join the cluster", f.names.Pod(i))
+			return fmt.Sprintf("%s to join the cluster", f.names.Pod(i)), false
 		}
 	}
-	return ""
+	return "", false
 }
 
 // adoptFloor raises floor to cover every ordinal with a claim when the spec adopts existing data: a
@@ -345,7 +356,7 @@ func (p *plan) bootstrap() {
 
 // reconcile is the normal path: cluster bootstrapped, one cluster ID, a healthy voter's member list known.
 func (p *plan) reconcile() {
-	p.busy = p.inFlight()
+	p.busy, p.busyVolume = p.stepInFlight()
 	p.advanceJoins()
 	p.advanceLeave()
 	p.advanceLearner()
@@ -739,7 +750,7 @@ func (p *plan) deleteVolume() bool {
 		job := p.pvcJob(i, attempt)
 		p.jobs = append(p.jobs, job)
 		p.action = fmt.Sprintf("Job %s deleting the volume of %s", job.Name, f.names.Pod(i))
-		p.busy = p.action
+		p.busy, p.busyVolume = p.action, true
 		p.wait("%s", p.action)
 		return true
 	}
@@ -848,6 +859,17 @@ func (p *plan) floorReplicas() {
 	if want < 1 {
 		want = 1
 	}
+	// Members missing (a create, a scale-up) and the member list known: every wanted pod starts at once,
+	// and each joins when its agent asks and it is its turn (scaleUp, repairJoin: one at a time, every
+	// voter healthy, under a join permission). Started one per join, pod starts (3-5 s each) were most
+	// of a create-5 (e2e/RESULTS.md, timeline). Derived from the target and the member list, not from the
+	// observed replicas, so a stale cache cannot take a started pod away. It stops below an ordinal whose
+	// old claim is still being deleted: a pod would bind it.
+	if t := int32(p.target()); f.truthKnown() && !f.splitBrain && len(f.primary) < p.target() {
+		for want < t && !p.claimDeleting(int(want)) {
+			want++
+		}
+	}
 	p.replicas = want
 	if f.truthKnown() {
 		p.noteCleanup()
@@ -855,6 +877,15 @@ func (p *plan) floorReplicas() {
 	if p.partition > p.replicas {
 		p.partition = p.replicas
 	}
+}
+
+// claimDeleting: the claim of ordinal i is being deleted, or a Job is deleting it.
+func (p *plan) claimDeleting(i int) bool {
+	if pvc := p.f.pvcs[i]; pvc != nil && pvc.DeletionTimestamp != nil {
+		return true
+	}
+	js := p.f.pvcJobs[i]
+	return len(js) > 0 && js[len(js)-1].state == jobActive
 }
 
 // noteCleanup says what is left of ordinals above replicas that are no longer members: a pod that must

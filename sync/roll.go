@@ -2,6 +2,7 @@ package sync
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/etcdhook/etcdhook/api"
 )
@@ -30,6 +31,7 @@ func (p *plan) roll(full bool) bool {
 	part := int(p.partition)
 	for part > 0 {
 		p.rolling = true
+		p.rollingTo = p.hash
 		if part < int(p.replicas) && !updated(part) {
 			p.wait("%s to run the new revision and report a healthy voter", f.names.Pod(part))
 			return true
@@ -69,7 +71,19 @@ func (p *plan) roll(full bool) bool {
 			break
 		}
 	}
+	// Every pod carries the update revision: the roll still lasts while the pod it restarted last is on
+	// its way back (recorded: a pod restarted for another reason after a roll is not the roll's).
+	if !p.rolling && st.UpdateRevision != "" && f.configValue(api.ConfigKeyRollingTo) == p.hash {
+		for i := 0; i < p.target(); i++ {
+			if pod := f.pods[i]; pod != nil && f.primary[i] != nil && !p.podUpdated(i) && f.now.Sub(pod.CreationTimestamp.Time) < rollRestartGrace {
+				p.rolling = true
+				break
+			}
+		}
+	}
+	p.rollingTo = ""
 	if p.rolling {
+		p.rollingTo = p.hash
 		p.wait("%s to run the new revision and report a healthy voter", f.names.Pod(p.lowestNotUpdated()))
 	}
 	return p.rolling
@@ -102,4 +116,25 @@ func (p *plan) podHealthy(i int) bool {
 		return true
 	}
 	return f.podReady(i) || f.reportsHealthyVoter(i, "")
+}
+
+// rollRestartGrace is how long a member a roll is replacing counts as on its way back rather than
+// unhealthy: the restart is the roll's own doing (counting it flapped the phase to Degraded at every step),
+// but a new pod that has not become a healthy voter after this long (a bad image) is degraded.
+const rollRestartGrace = 2 * time.Minute
+
+// restartedByRoll: a roll is in progress and the pod of m is one it released (at or above the
+// partition) that is stopping, still on the old revision (the StatefulSet controller replaces it next),
+// or re-created less than rollRestartGrace ago. Derived from observed objects only, so a resync says
+// the same; a member without a pod is never hidden.
+func (p *plan) restartedByRoll(m *memberView) bool {
+	f := p.f
+	pod := f.pods[m.ordinal]
+	if !p.rolling || f.sts == nil || pod == nil || m.ordinal < int(p.partition) {
+		return false
+	}
+	if pod.DeletionTimestamp != nil || pod.Labels["controller-revision-hash"] != f.sts.Status.UpdateRevision {
+		return true
+	}
+	return f.now.Sub(pod.CreationTimestamp.Time) < rollRestartGrace
 }

@@ -57,8 +57,10 @@ func TestSizeEditedMidStepIsLatched(t *testing.T) {
 	w := newWorld(t, 3)
 	w.converge(60)
 	w.setSpec(func(s *api.ClusterSpec) { s.Size = ptr(int32(5)) })
-	w.sync() // ordinal 3 permitted, replicas 4
-	require.Equal(t, 4, w.replicas())
+	w.sync() // ordinal 3 permitted; pods 3 and 4 start together (4 waits for its turn)
+	require.Equal(t, 5, w.replicas())
+	require.NotNil(t, w.leaseAnn(3)[api.AnnJoinPermitted])
+	require.Nil(t, w.leaseAnn(4)[api.AnnJoinPermitted], "one join at a time")
 	w.setSpec(func(s *api.ClusterSpec) { s.Size = ptr(int32(3)) })
 	resp := w.sync()
 	require.Equal(t, int32(5), resp.Status.Target.Size, "the target stays latched while ordinal 3 joins")

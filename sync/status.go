@@ -60,11 +60,12 @@ func (p *plan) status() *api.ClusterStatus {
 		add(api.CondAvailable, false, "NoQuorum", "no voting member reports a healthy cluster")
 	}
 	// A member being added right now (its ordinal holds a live join permission and its agent reports this
-	// very member ID) is not yet expected to be healthy: that is progress. Degraded means a member that
+	// very member ID), or the member a roll step just restarted, is not yet expected to be healthy: that
+	// is progress. Degraded means a member that
 	// should be healthy is not; an old voter being replaced after data loss still counts.
 	var unhealthy []string
 	for _, m := range f.members {
-		if !m.healthy && !p.joiningAs(m) {
+		if !m.healthy && !p.joiningAs(m) && !p.restartedByRoll(m) {
 			unhealthy = append(unhealthy, memberName(f, m))
 		}
 	}
@@ -193,10 +194,15 @@ func (p *plan) formedNow() bool {
 	return true
 }
 
-// joiningAs: m is the member the agent at its ordinal is adding under a live join permission.
+// joiningAs: m is the member the agent at its ordinal is adding under a live join permission: its agent
+// reports that member ID, or m is a learner that has not started yet (added a moment before its agent's
+// first report with the new ID: counting it unhealthy flapped the phase to Degraded on every join).
 func (p *plan) joiningAs(m *memberView) bool {
 	lv := p.f.leases[m.ordinal]
-	return p.joining(m.ordinal) && lv != nil && lv.report.MemberID == m.ID
+	if !p.joining(m.ordinal) || lv == nil {
+		return false
+	}
+	return lv.report.MemberID == m.ID || m.Learner && !m.Started
 }
 
 // joining: ordinal i holds a join permission whose deadline has not passed.
@@ -231,7 +237,9 @@ func (p *plan) phase(available, unhealthy bool) string {
 		return api.PhaseDegraded
 	case p.rolling:
 		return api.PhaseUpgrading
-	case p.busy != "" || len(f.primary) != p.target() || p.pendingSpec || p.cleanup:
+	case p.busy != "" && !p.busyVolume || len(f.primary) != p.target() || p.pendingSpec:
+		// Not while only cleanup is left (a removed member's pod stopping, its claim being deleted): the
+		// cluster has its size; that took 5-7 s of every scale-down (e2e/RESULTS.md, timeline).
 		return api.PhaseScaling
 	}
 	return api.PhaseRunning

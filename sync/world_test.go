@@ -72,12 +72,17 @@ type simPod struct {
 	readyAt  time.Time
 	readyWas bool
 	readyUID string
+	// createdAt: when the pod with this uid was first observed (its creationTimestamp).
+	createdAt time.Time
 	// healthy: the agent reported a healthy voter at the last step (readiness follows it under readyLag).
 	healthy bool
 }
 
 // trackReady records a readiness change (or a new pod) at now, as the kubelet's status update does.
 func (p *simPod) trackReady(now time.Time) {
+	if p.uid != p.readyUID {
+		p.createdAt = now
+	}
 	if p.readyAt.IsZero() || p.ready != p.readyWas || p.uid != p.readyUID {
 		p.readyAt, p.readyWas, p.readyUID = now, p.ready, p.uid
 	}
@@ -343,6 +348,7 @@ func (w *world) podJSON(i int, p *simPod) map[string]any {
 		"apiVersion": "v1", "kind": "Pod",
 		"metadata": map[string]any{
 			"name": w.names().Pod(i), "namespace": w.ns, "uid": p.uid, "labels": labels,
+			"creationTimestamp": p.createdAt.UTC().Format(time.RFC3339),
 			"ownerReferences": []any{map[string]any{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": w.name, "uid": "uid-statefulset-" + w.name, "controller": true}},
 		},
 		"spec": map[string]any{"containers": []any{map[string]any{"name": "etcd", "image": p.image}}},
