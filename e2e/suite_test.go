@@ -270,6 +270,11 @@ func (r *resultLog) write(path string) error {
 		time.Now().UTC().Format("2006-01-02") + ". Each scenario ran a writer through the client Service; " +
 		"`failed` counts writes not acknowledged within 2 s, latencies are of acknowledged writes.\n\n"
 	body := head + strings.Join(r.sections, "\n")
+	// The timeline analysis is written by hand (it needs the containerd log and several runs): it is
+	// carried into every regenerated RESULTS.md so the figures and their explanation stay together.
+	if tl, err := os.ReadFile("TIMELINE.md"); err == nil {
+		body += "\n" + string(tl)
+	}
 	if path == "-" {
 		fmt.Println("----- RESULTS.md -----\n" + body + "----- end -----")
 		return nil
