@@ -14,27 +14,38 @@ import (
 	etcdsync "github.com/etcdhook/etcdhook/sync"
 )
 
-// handleSync serves /sync and /finalize: the body says whether it is finalizing.
+// handleSync serves /sync and /finalize: the body says whether it is finalizing. The body is read once
+// into one buffer and decoded from it in one pass (sync.ComputeBody); the answer is written in one piece.
 func (s *Server) handleSync(w http.ResponseWriter, r *http.Request) {
-	var req etcdsync.Request
-	if !s.decode(w, r, &req) {
+	body, ok := s.readRequest(w, r)
+	if !ok {
 		return
 	}
 	start := time.Now()
-	resp, err := etcdsync.Compute(&req, s.cfg.Now(), s.cfg.Options)
+	resp, err := etcdsync.ComputeBody(body, s.cfg.Now(), s.cfg.Options)
 	if err != nil {
+		var bad *etcdsync.MalformedError
+		if errors.As(err, &bad) {
+			writeError(w, http.StatusBadRequest, "malformed JSON: "+bad.Msg)
+			return
+		}
 		s.fail(w, r, err)
 		return
 	}
-	parent := parentName(req.Parent)
+	out, err := resp.AppendJSON(make([]byte, 0, 4*len(body)/10))
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "encoding response: "+err.Error())
+		return
+	}
+	parent := resp.Parent
 	for _, d := range resp.Deleted {
 		s.cfg.Logger.Info("child released for deletion", "parent", parent, "group", d.Key, "name", d.Name, "reason", d.Reason)
 	}
 	s.cfg.Logger.Info("sync",
-		"parent", parent, "finalizing", req.Finalizing, "phase", resp.Status.Phase,
+		"parent", parent, "finalizing", resp.Finalizing, "phase", resp.Status.Phase,
 		"message", resp.Status.Message, "children", len(resp.Children),
 		"duration", time.Since(start).String())
-	writeJSON(w, http.StatusOK, resp)
+	writeBody(w, http.StatusOK, append(out, '\n'))
 }
 
 func (s *Server) handleCustomize(w http.ResponseWriter, r *http.Request) {
@@ -52,33 +63,8 @@ func (s *Server) handleCustomize(w http.ResponseWriter, r *http.Request) {
 
 // decode reads a JSON body into v, answering 4xx itself when it cannot.
 func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) bool {
-	if ct := r.Header.Get("Content-Type"); ct != "" {
-		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
-			writeError(w, http.StatusUnsupportedMediaType, fmt.Sprintf("content type %q: hooks take application/json", ct))
-			return false
-		}
-	}
-	body, err := readBody(w, r, s.cfg.MaxBodyBytes)
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body over %d bytes", s.cfg.MaxBodyBytes))
-			return false
-		}
-		writeError(w, http.StatusBadRequest, "reading request body: "+err.Error())
-		return false
-	}
-	// Before any decoding: many small objects, or long arrays of small elements, cost far more memory
-	// typed than their bytes suggest.
-	sh := scan(body)
-	if sh.Objects > s.cfg.MaxObjects {
-		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf(
-			"request lists %d child and related objects, over the %d a cluster of at most %d members can have", sh.Objects, s.cfg.MaxObjects, api.MaxSize))
-		return false
-	}
-	if sh.Elements > s.cfg.MaxElements {
-		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf(
-			"request has %d array elements, over the %d bound (a 9-member cluster's request has about 150)", sh.Elements, s.cfg.MaxElements))
+	body, ok := s.readRequest(w, r)
+	if !ok {
 		return false
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
@@ -91,6 +77,41 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) bool {
 		return false
 	}
 	return true
+}
+
+// readRequest checks the content type and reads the body within the bounds (hooks/limits.go),
+// answering 4xx itself when it cannot.
+func (s *Server) readRequest(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+			writeError(w, http.StatusUnsupportedMediaType, fmt.Sprintf("content type %q: hooks take application/json", ct))
+			return nil, false
+		}
+	}
+	body, err := readBody(w, r, s.cfg.MaxBodyBytes)
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body over %d bytes", s.cfg.MaxBodyBytes))
+			return nil, false
+		}
+		writeError(w, http.StatusBadRequest, "reading request body: "+err.Error())
+		return nil, false
+	}
+	// Before any decoding: many small objects, or long arrays of small elements, cost far more memory
+	// typed than their bytes suggest.
+	sh := scan(body)
+	if sh.Objects > s.cfg.MaxObjects {
+		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf(
+			"request lists %d child and related objects, over the %d a cluster of at most %d members can have", sh.Objects, s.cfg.MaxObjects, api.MaxSize))
+		return nil, false
+	}
+	if sh.Elements > s.cfg.MaxElements {
+		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf(
+			"request has %d array elements, over the %d bound (a 9-member cluster's request has about 150)", sh.Elements, s.cfg.MaxElements))
+		return nil, false
+	}
+	return body, true
 }
 
 // fail answers an error: 422 for input the hook refuses, 500 otherwise. Metacontroller changes nothing
@@ -123,23 +144,20 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 	return io.ReadAll(body)
 }
 
-func parentName(raw json.RawMessage) string {
-	var p struct {
-		Metadata struct{ Namespace, Name string } `json:"metadata"`
-	}
-	_ = json.Unmarshal(raw, &p)
-	return p.Metadata.Namespace + "/" + p.Metadata.Name
-}
-
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, "encoding response: "+err.Error())
 		return
 	}
+	writeBody(w, code, append(b, '\n'))
+}
+
+// writeBody writes a JSON answer, newline included.
+func writeBody(w http.ResponseWriter, code int, b []byte) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
-	_, _ = w.Write(append(b, '\n'))
+	_, _ = w.Write(b)
 }
 
 func writeError(w http.ResponseWriter, code int, msg string) {

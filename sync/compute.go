@@ -8,17 +8,55 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/etcdhook/etcdhook/api"
 )
 
 // Compute is the sync hook: a pure function of the request, the current time and the server's options.
-// The same arguments give the same response, byte for byte once marshalled.
+// The same arguments give the same response, byte for byte once marshalled. Its children are maps
+// (map[string]any), the form tests inspect; the server uses ComputeBody, which leaves them encoded.
 func Compute(req *Request, now time.Time, opts Options) (*Response, error) {
 	o, err := Decode(req)
 	if err != nil {
 		return nil, err
 	}
+	resp, err := answer(o, now, opts)
+	if err != nil {
+		return nil, err
+	}
+	for i, c := range resp.Children {
+		if raw, ok := c.(json.RawMessage); ok {
+			var m map[string]any
+			if err := json.Unmarshal(raw, &m); err != nil {
+				return nil, err
+			}
+			resp.Children[i] = m
+		}
+	}
+	return resp, nil
+}
+
+// ComputeBody is Compute on a request body as it arrived, decoded in one pass (DecodeBody); each
+// child is its JSON. Errors are a *MalformedError (not a request), an *InputError (refused) or a bug.
+func ComputeBody(body []byte, now time.Time, opts Options) (*Response, error) {
+	o, err := DecodeBody(body)
+	if err != nil {
+		return nil, err
+	}
+	return answer(o, now, opts)
+}
+
+// answer decides and renders; the response names the parent for the log.
+func answer(o *Observed, now time.Time, opts Options) (*Response, error) {
+	resp, err := decideAnswer(o, now, opts)
+	if resp != nil {
+		resp.Parent, resp.Finalizing = o.Parent.Namespace+"/"+o.Parent.Name, o.Finalizing
+	}
+	return resp, err
+}
+
+func decideAnswer(o *Observed, now time.Time, opts Options) (*Response, error) {
 	if o.Finalizing {
 		return finalize(o), nil
 	}
@@ -50,12 +88,12 @@ func Compute(req *Request, now time.Time, opts Options) (*Response, error) {
 	return &Response{Status: p.status(), Children: children, ResyncAfterSeconds: resync, Deleted: deleted}, nil
 }
 
-// children renders every child in a fixed order, and says which (group key/name) it rendered. Without a
-// spec to render from it renders nothing: Compute calls it so only when no child exists (otherwise it
-// answers with echoLastApplied).
-func (p *plan) children() ([]any, map[string]bool, error) {
+// children renders every child in a fixed order, each as its JSON (render.go), and says which it
+// rendered. Without a spec to render from it renders nothing: answer calls it so only when no child
+// exists (otherwise it answers with echoLastApplied).
+func (p *plan) children() ([]any, map[childID]bool, error) {
 	out := []any{}
-	rendered := map[string]bool{}
+	rendered := map[childID]bool{}
 	if !p.hasSpec {
 		return out, rendered, nil
 	}
@@ -77,29 +115,59 @@ func (p *plan) children() ([]any, map[string]bool, error) {
 			objs = append(objs, j)
 		}
 	}
-	vctRaw := claimTemplates(p.f.obs.Raw[KeyStatefulSet+"/"+p.f.names.StatefulSet()])
+	vct := claimTemplates(p.f.obs.raw[childID{KeyStatefulSet, p.f.names.StatefulSet()}])
+	// One buffer for every child: each child is a slice of it.
+	var c canonicalizer
+	buf := make([]byte, 0, 32<<10)
+	out = make([]any, 0, len(objs))
 	for _, obj := range objs {
-		m, err := toChild(obj)
-		if err != nil {
-			return nil, nil, fmt.Errorf("rendering %T: %w", obj, err)
+		k, ok := obj.(kubeChild)
+		if !ok {
+			return nil, nil, fmt.Errorf("rendering %T: not a Kubernetes object", obj)
 		}
-		if _, ok := obj.(*appsv1.StatefulSet); ok && p.f.sts != nil && vctRaw != nil {
-			// The observed templates, byte for byte (see claimTemplates).
-			var vct any
-			if err := json.Unmarshal(vctRaw, &vct); err != nil {
+		var v []byte
+		if _, isSTS := obj.(*appsv1.StatefulSet); isSTS {
+			v = vct
+		}
+		start := len(buf)
+		b, err := c.encodeTyped(buf, obj, v)
+		if err != nil {
+			// What the direct encoder does not handle: through json.Marshal (the same bytes).
+			b, err = c.encodeChild(buf[:start], obj, v)
+		}
+		if err != nil {
+			if v != nil {
+				// The observed templates did not decode as JSON values (a number out of range).
+				var vctAny any
+				if uerr := json.Unmarshal(v, &vctAny); uerr != nil {
+					err = uerr
+				}
 				return nil, nil, fmt.Errorf("observed volumeClaimTemplates: %w", err)
 			}
-			m["spec"].(map[string]any)["volumeClaimTemplates"] = vct
+			return nil, nil, fmt.Errorf("rendering %T: %w", obj, err)
 		}
-		out = append(out, m)
-		rendered[groupKeyOf(m)+"/"+m["metadata"].(map[string]any)["name"].(string)] = true
+		buf = b
+		out = append(out, json.RawMessage(buf[start:len(buf):len(buf)]))
+		tm := k.GetObjectKind().(*metav1.TypeMeta)
+		rendered[childID{groupKeyOf(tm.Kind, tm.APIVersion), k.GetName()}] = true
 	}
 	return out, rendered, nil
 }
 
-// groupKeyOf spells a rendered object's group key as requests do: Kind.group/version, or Kind.v1.
-func groupKeyOf(m map[string]any) string {
-	return m["kind"].(string) + "." + m["apiVersion"].(string)
+// kubeChild is what every rendered child is.
+type kubeChild interface {
+	GetObjectKind() schema.ObjectKind
+	GetName() string
+}
+
+// groupKeyOf spells an object's group key as requests do: Kind.group/version, or Kind.v1.
+func groupKeyOf(kind, apiVersion string) string {
+	for _, k := range [...]string{KeyStatefulSet, KeyService, KeyPDB, KeyConfigMap, KeyLease, KeyJob, KeyServiceAccount, KeyRole, KeyRoleBinding} {
+		if len(k) == len(kind)+1+len(apiVersion) && k[:len(kind)] == kind && k[len(kind)] == '.' && k[len(kind)+1:] == apiVersion {
+			return k
+		}
+	}
+	return kind + "." + apiVersion
 }
 
 // finalize answers a finalize call (registered only if the user adds the finalize hook): every child is

@@ -3,7 +3,9 @@ package sync
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -23,26 +25,33 @@ type childRef struct {
 	meta metav1.Object
 }
 
-func refsOf[T metav1.Object](key string, m map[string]T) []childRef {
-	out := make([]childRef, 0, len(m))
-	for _, name := range sortedKeys(m) {
-		out = append(out, childRef{key: key, name: name, meta: m[name]})
+// refsOf appends the children of one kind, by name.
+func refsOf[T metav1.Object](out []childRef, key string, m map[string]T) []childRef {
+	start := len(out)
+	for name, obj := range m {
+		out = append(out, childRef{key: key, name: name, meta: obj})
 	}
+	slices.SortFunc(out[start:], func(a, b childRef) int { return strings.Compare(a.name, b.name) })
 	return out
 }
 
 // childRefs lists every observed child, in a fixed order.
 func (o *Observed) childRefs() []childRef {
-	var out []childRef
-	out = append(out, refsOf(KeyServiceAccount, o.ServiceAccounts)...)
-	out = append(out, refsOf(KeyRole, o.Roles)...)
-	out = append(out, refsOf(KeyRoleBinding, o.RoleBindings)...)
-	out = append(out, refsOf(KeyConfigMap, o.ConfigMaps)...)
-	out = append(out, refsOf(KeyService, o.Services)...)
-	out = append(out, refsOf(KeyStatefulSet, o.StatefulSets)...)
-	out = append(out, refsOf(KeyPDB, o.PDBs)...)
-	out = append(out, refsOf(KeyLease, o.Leases)...)
-	out = append(out, refsOf(KeyJob, o.Jobs)...)
+	n := len(o.ServiceAccounts) + len(o.Roles) + len(o.RoleBindings) + len(o.ConfigMaps) + len(o.Services) +
+		len(o.StatefulSets) + len(o.PDBs) + len(o.Leases) + len(o.Jobs)
+	if n == 0 {
+		return nil
+	}
+	out := make([]childRef, 0, n)
+	out = refsOf(out, KeyServiceAccount, o.ServiceAccounts)
+	out = refsOf(out, KeyRole, o.Roles)
+	out = refsOf(out, KeyRoleBinding, o.RoleBindings)
+	out = refsOf(out, KeyConfigMap, o.ConfigMaps)
+	out = refsOf(out, KeyService, o.Services)
+	out = refsOf(out, KeyStatefulSet, o.StatefulSets)
+	out = refsOf(out, KeyPDB, o.PDBs)
+	out = refsOf(out, KeyLease, o.Leases)
+	out = refsOf(out, KeyJob, o.Jobs)
 	return out
 }
 
@@ -58,13 +67,13 @@ func (p *plan) release(key, name, reason string) {
 // have been released by the plan, or be a leftover of a kind the hook renders under fixed names (a
 // Lease, Job, ServiceAccount, Role or RoleBinding whose name etcdhook never renders). Anything else is
 // a bug that would make Metacontroller delete a live object: the answer is refused instead (500).
-func (p *plan) deletions(rendered map[string]bool) ([]Deletion, error) {
+func (p *plan) deletions(rendered map[childID]bool) ([]Deletion, error) {
 	var out []Deletion
 	for _, c := range p.f.obs.childRefs() {
-		id := c.key + "/" + c.name
-		if rendered[id] {
+		if rendered[childID{c.key, c.name}] {
 			continue
 		}
+		id := c.key + "/" + c.name
 		reason, ok := p.released[id]
 		if !ok {
 			switch c.key {
@@ -125,7 +134,7 @@ func echoLastApplied(o *Observed) ([]any, error) {
 		if err := json.Unmarshal([]byte(last), &shape); err != nil {
 			return nil, inputErrorf("child %s %q: %s is not a JSON object: %v", c.key, c.name, lastAppliedAnnotation, err)
 		}
-		if err := json.Unmarshal(o.Raw[c.key+"/"+c.name], &observed); err != nil {
+		if err := json.Unmarshal(o.raw[childID{c.key, c.name}], &observed); err != nil {
 			return nil, inputErrorf("child %s %q: %v", c.key, c.name, err)
 		}
 		m := projectObserved(observed, shape)

@@ -1,9 +1,13 @@
 package sync
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -11,8 +15,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/etcdhook/etcdhook/api"
 )
@@ -20,6 +22,7 @@ import (
 // Request is a Metacontroller CompositeController sync/finalize request. Children and related objects are
 // keyed "Kind.group/version" and then by name (hook v1) or namespace/name (hook v2); the inner key is
 // never trusted, objects are identified by their own metadata, so both key formats decode alike.
+// The server does not build one: it decodes the body in one pass (DecodeBody); Compute takes this form.
 type Request struct {
 	Controller json.RawMessage                       `json:"controller,omitempty"`
 	Parent     json.RawMessage                       `json:"parent"`
@@ -29,6 +32,8 @@ type Request struct {
 }
 
 // Response is what Metacontroller applies. Children is never nil: an absent list deletes every child.
+// From ComputeBody each child is its JSON (json.RawMessage, keys sorted); from Compute a map[string]any.
+// Both marshal to the same bytes; AppendJSON writes them without a second encoding.
 type Response struct {
 	Status             *api.ClusterStatus `json:"status"`
 	Children           []any              `json:"children"`
@@ -36,6 +41,9 @@ type Response struct {
 	Finalized          bool               `json:"finalized"`
 	// Deleted lists the observed children this answer leaves out on purpose (not sent: the hook logs it).
 	Deleted []Deletion `json:"-"`
+	// For the log, not sent: the parent (namespace/name) and whether the request was a finalize.
+	Parent     string `json:"-"`
+	Finalizing bool   `json:"-"`
 }
 
 // Group keys of the child and related types the registration declares (metacontroller/).
@@ -53,7 +61,8 @@ const (
 	KeyPVC            = "PersistentVolumeClaim.v1"
 )
 
-// Observed is the decoded request: every object typed and indexed by name.
+// Observed is the decoded request: every object typed and indexed by name. Objects other than Jobs and
+// the parent hold only the fields the decision reads (decode.go lists them); the rest stays zero.
 type Observed struct {
 	Parent          api.EtcdCluster
 	StatefulSets    map[string]*appsv1.StatefulSet
@@ -70,12 +79,15 @@ type Observed struct {
 	Finalizing      bool
 	// SpecError is why the parent's spec did not decode ("" when it did).
 	SpecError string
-	// Raw holds every child exactly as observed, by "group key/name" (for answers that must change
-	// nothing, see echoLastApplied).
-	Raw map[string]json.RawMessage
+	// raw holds every child exactly as observed (for answers that must change nothing, see
+	// echoLastApplied and claimTemplates).
+	raw map[childID][]byte
 }
 
-// InputError is a request the hook refuses (HTTP 4xx): nothing may be changed on its account.
+// childID names one observed child: its group key and name.
+type childID struct{ key, name string }
+
+// InputError is a request the hook refuses (HTTP 422): nothing may be changed on its account.
 type InputError struct{ Msg string }
 
 func (e *InputError) Error() string { return e.Msg }
@@ -84,26 +96,201 @@ func inputErrorf(format string, args ...any) error {
 	return &InputError{Msg: fmt.Sprintf(format, args...)}
 }
 
+// MalformedError is a body that is not a request at all (HTTP 400): not JSON, or not an object of the
+// request's shape. Msg is what encoding/json says of it.
+type MalformedError struct{ Msg string }
+
+func (e *MalformedError) Error() string { return e.Msg }
+
+// rawRequest is a request split into its parts, each object still as it was sent.
+type rawRequest struct {
+	parent     []byte
+	finalizing bool
+	children   groups
+	related    groups
+}
+
+// groups is the children or related map of a request. set is false when it is absent or null.
+type groups struct {
+	set  bool
+	list []group // by key, one per key
+}
+
+// group is one "Kind.group/version" key and its objects, by their request key (one per key, sorted).
+type group struct {
+	key  string
+	objs []rawObject
+}
+
+type rawObject struct {
+	key string
+	raw []byte
+}
+
+func (g groups) get(key string) (*group, bool) {
+	for i := range g.list {
+		if g.list[i].key == key {
+			return &g.list[i], true
+		}
+	}
+	return nil, false
+}
+
 // Decode checks and types a request. Any error is an *InputError.
 func Decode(req *Request) (*Observed, error) {
-	if len(req.Parent) == 0 || string(req.Parent) == "null" {
+	rq := &rawRequest{parent: req.Parent, finalizing: req.Finalizing}
+	rq.children = groupsOf(req.Children)
+	rq.related = groupsOf(req.Related)
+	return decodeRequest(rq)
+}
+
+func groupsOf(m map[string]map[string]json.RawMessage) groups {
+	g := groups{set: m != nil}
+	for _, k := range sortedKeys(m) {
+		gr := group{key: k}
+		for _, name := range sortedKeys(m[k]) {
+			gr.objs = append(gr.objs, rawObject{key: name, raw: m[k][name]})
+		}
+		g.list = append(g.list, gr)
+	}
+	return g
+}
+
+// DecodeBody checks and types a request body, read once: a body that is not a request is a
+// *MalformedError, one the hook refuses an *InputError. What it accepts and refuses is what
+// json.Decoder into a Request and then Decode accepted and refused, but for values of the wrong type in
+// fields the decision never reads, which no API server sends. Strings in the result point into body,
+// which must not change afterwards.
+func DecodeBody(body []byte) (*Observed, error) {
+	if err := checkJSON(body); err != nil {
+		return nil, malformed(body, err)
+	}
+	rq, err := splitRequest(body)
+	if err != nil {
+		return nil, malformed(body, err)
+	}
+	return decodeRequest(rq)
+}
+
+// malformed words a refused body as encoding/json words it (the hook's messages before DecodeBody).
+func malformed(body []byte, err error) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	var req Request
+	switch derr := dec.Decode(&req); {
+	case derr != nil:
+		return &MalformedError{Msg: derr.Error()}
+	case dec.More():
+		return &MalformedError{Msg: "data after the request object"}
+	}
+	return &MalformedError{Msg: err.Error()}
+}
+
+var errNotRequest = errors.New("json: the request is not an object of the request's shape")
+
+// splitRequest reads the top level of a checked body as encoding/json decodes it into a Request: keys
+// match case-insensitively, a later key overwrites an earlier one, a second children object adds its
+// groups to the first, null clears a map, and a value of another type is an error.
+func splitRequest(body []byte) (*rawRequest, error) {
+	rq := &rawRequest{}
+	r := &reader{b: body}
+	if r.null() {
+		return rq, nil
+	}
+	if !r.object() {
+		return nil, errNotRequest
+	}
+	for k, ok := r.nextKey(); ok; k, ok = r.nextKey() {
+		switch {
+		case k.is("parent"):
+			rq.parent = r.span()
+		case k.is("children"):
+			r.groupsInto(&rq.children)
+		case k.is("related"):
+			r.groupsInto(&rq.related)
+		case k.is("finalizing"):
+			r.boolInto(&rq.finalizing)
+		default: // controller and anything unknown
+			r.skip()
+		}
+	}
+	if r.err != nil {
+		return nil, errNotRequest
+	}
+	rq.children.resolve()
+	rq.related.resolve()
+	return rq, nil
+}
+
+// groupsInto reads a map of groups, each a map of objects.
+func (r *reader) groupsInto(g *groups) {
+	if r.null() {
+		*g = groups{}
+		return
+	}
+	if !r.object() {
+		return
+	}
+	g.set = true
+	for gk, ok := r.nextKey(); ok; gk, ok = r.nextKey() {
+		gr := group{key: gk.string()}
+		if r.object() {
+			for ik, more := r.nextKey(); more; ik, more = r.nextKey() {
+				gr.objs = append(gr.objs, rawObject{key: ik.string(), raw: r.span()})
+			}
+		}
+		g.list = append(g.list, gr)
+	}
+}
+
+// resolve keeps, of groups and of objects under one key, the last one, as a Go map does; and sorts.
+func (g *groups) resolve() {
+	g.list = lastByKey(g.list, func(x group) string { return x.key })
+	for i := range g.list {
+		g.list[i].objs = lastByKey(g.list[i].objs, func(x rawObject) string { return x.key })
+	}
+}
+
+func lastByKey[T any](s []T, key func(T) string) []T {
+	if len(s) < 2 {
+		return s
+	}
+	slices.SortStableFunc(s, func(a, b T) int { return strings.Compare(key(a), key(b)) })
+	out := s[:0]
+	for i := range s {
+		if i+1 < len(s) && key(s[i+1]) == key(s[i]) {
+			continue
+		}
+		out = append(out, s[i])
+	}
+	return out
+}
+
+// decodeRequest types a split request, refusing what Decode always refused, in the same order.
+func decodeRequest(req *rawRequest) (*Observed, error) {
+	if len(req.parent) == 0 || string(req.parent) == "null" {
 		return nil, inputErrorf("request has no parent")
 	}
-	o := &Observed{Finalizing: req.Finalizing}
+	o := &Observed{Finalizing: req.finalizing}
 	// The spec is decoded on its own: a spec the API server accepted but that does not fit the hook's
 	// types (a mistyped affinity kept by preserve-unknown-fields, a quantity that does not parse) is an
 	// invalid spec, answered with the last valid children and InvalidSpec, never a 4xx that would
 	// freeze status and every repair.
-	var parent struct {
-		api.EtcdCluster
-		Spec json.RawMessage `json:"spec"`
-	}
-	if err := json.Unmarshal(req.Parent, &parent); err != nil {
+	pr := &reader{b: req.parent}
+	spec := readParent(pr, &o.Parent)
+	if pr.err != nil {
+		// Worded as encoding/json words it.
+		var parent struct {
+			api.EtcdCluster
+			Spec json.RawMessage `json:"spec"`
+		}
+		err := json.Unmarshal(req.parent, &parent)
+		if err == nil {
+			err = pr.err
+		}
 		return nil, inputErrorf("parent: %v", err)
 	}
-	o.Parent = parent.EtcdCluster
-	if len(parent.Spec) > 0 && string(parent.Spec) != "null" {
-		if err := json.Unmarshal(parent.Spec, &o.Parent.Spec); err != nil {
+	if len(spec) > 0 && string(spec) != "null" {
+		if err := json.Unmarshal(spec, &o.Parent.Spec); err != nil {
 			o.Parent.Spec = api.ClusterSpec{}
 			o.SpecError = err.Error()
 		}
@@ -117,61 +304,65 @@ func Decode(req *Request) (*Observed, error) {
 	}
 	// Metacontroller sends finalizing only for a parent being deleted: the answer to it releases every
 	// child, so a request that says finalizing about a live parent is refused, never acted upon.
-	if req.Finalizing && p.DeletionTimestamp == nil {
+	if req.finalizing && p.DeletionTimestamp == nil {
 		return nil, inputErrorf("finalizing is set but the parent has no metadata.deletionTimestamp: refusing to release its children")
 	}
 	ns := p.Namespace
-	known := map[string]bool{}
-	for _, k := range []string{KeyStatefulSet, KeyService, KeyPDB, KeyConfigMap, KeyLease, KeyJob, KeyServiceAccount, KeyRole, KeyRoleBinding} {
-		known[k] = true
+	childKeys := [...]string{KeyStatefulSet, KeyService, KeyPDB, KeyConfigMap, KeyLease, KeyJob, KeyServiceAccount, KeyRole, KeyRoleBinding}
+	var c [len(childKeys)]*group
+	for i, k := range childKeys {
 		// Metacontroller always sends every declared group, empty or not. An absent group is not an
 		// empty one: answering as if it were would delete every object of that kind.
-		if _, ok := req.Children[k]; !ok {
+		g, ok := req.children.get(k)
+		if !ok || !req.children.set {
 			return nil, inputErrorf("children group %s is absent (Metacontroller sends every declared group, even empty): refusing to answer, which would delete its objects", k)
 		}
+		c[i] = g
 	}
-	if err := unknownGroups(req.Children, known, "children"); err != nil {
+	if err := unknownGroups(req.children, childKeys[:], "children"); err != nil {
 		return nil, err
 	}
-	for _, k := range []string{KeyPod, KeyPVC} {
-		if _, ok := req.Related[k]; !ok {
+	var r [2]*group
+	for i, k := range []string{KeyPod, KeyPVC} {
+		g, ok := req.related.get(k)
+		if !ok || !req.related.set {
 			return nil, inputErrorf("related group %s is absent (the customize hook asks for it): refusing to decide without it", k)
 		}
+		r[i] = g
 	}
 	var err error
-	c, r := req.Children, req.Related
-	o.Raw = map[string]json.RawMessage{}
-	if o.StatefulSets, err = decodeGroup[appsv1.StatefulSet](c[KeyStatefulSet], KeyStatefulSet, "StatefulSet", ns, o.Raw); err != nil {
+	o.raw = make(map[childID][]byte, 24)
+	if o.StatefulSets, err = decodeGroup(c[0], "StatefulSet", ns, o.raw, readStatefulSet); err != nil {
 		return nil, err
 	}
-	if o.Services, err = decodeGroup[corev1.Service](c[KeyService], KeyService, "Service", ns, o.Raw); err != nil {
+	if o.Services, err = decodeGroup(c[1], "Service", ns, o.raw, readService); err != nil {
 		return nil, err
 	}
-	if o.PDBs, err = decodeGroup[policyv1.PodDisruptionBudget](c[KeyPDB], KeyPDB, "PodDisruptionBudget", ns, o.Raw); err != nil {
+	if o.PDBs, err = decodeGroup(c[2], "PodDisruptionBudget", ns, o.raw, readPDB); err != nil {
 		return nil, err
 	}
-	if o.ConfigMaps, err = decodeGroup[corev1.ConfigMap](c[KeyConfigMap], KeyConfigMap, "ConfigMap", ns, o.Raw); err != nil {
+	if o.ConfigMaps, err = decodeGroup(c[3], "ConfigMap", ns, o.raw, readConfigMap); err != nil {
 		return nil, err
 	}
-	if o.Leases, err = decodeGroup[coordv1.Lease](c[KeyLease], KeyLease, "Lease", ns, o.Raw); err != nil {
+	if o.Leases, err = decodeGroup(c[4], "Lease", ns, o.raw, readLease); err != nil {
 		return nil, err
 	}
-	if o.Jobs, err = decodeGroup[batchv1.Job](c[KeyJob], KeyJob, "Job", ns, o.Raw); err != nil {
+	if o.Jobs, err = decodeGroup(c[5], "Job", ns, o.raw, readJob); err != nil {
 		return nil, err
 	}
-	if o.ServiceAccounts, err = decodeGroup[corev1.ServiceAccount](c[KeyServiceAccount], KeyServiceAccount, "ServiceAccount", ns, o.Raw); err != nil {
+	if o.ServiceAccounts, err = decodeGroup(c[6], "ServiceAccount", ns, o.raw, readServiceAccount); err != nil {
 		return nil, err
 	}
-	if o.Roles, err = decodeGroup[rbacv1.Role](c[KeyRole], KeyRole, "Role", ns, o.Raw); err != nil {
+	if o.Roles, err = decodeGroup(c[7], "Role", ns, o.raw, readRole); err != nil {
 		return nil, err
 	}
-	if o.RoleBindings, err = decodeGroup[rbacv1.RoleBinding](c[KeyRoleBinding], KeyRoleBinding, "RoleBinding", ns, o.Raw); err != nil {
+	if o.RoleBindings, err = decodeGroup(c[8], "RoleBinding", ns, o.raw, readRoleBinding); err != nil {
 		return nil, err
 	}
-	if o.Pods, err = decodeGroup[corev1.Pod](r[KeyPod], KeyPod, "Pod", ns, nil); err != nil {
+	if o.Pods, err = decodeGroup(r[0], "Pod", ns, nil, readPod); err != nil {
 		return nil, err
 	}
-	if o.PVCs, err = decodeGroup[corev1.PersistentVolumeClaim](r[KeyPVC], KeyPVC, "PersistentVolumeClaim", ns, nil); err != nil {
+	if o.PVCs, err = decodeGroup(r[1], "PersistentVolumeClaim", ns, nil, readPVC); err != nil {
 		return nil, err
 	}
 	// Related objects of other types cannot be deleted by our answer, so they are only ignored.
@@ -185,16 +376,35 @@ func Decode(req *Request) (*Observed, error) {
 // it (nil if it has none). The templates are immutable and Metacontroller's merge replaces the whole list
 // (its entries have no name key to merge by), so only the server's own bytes make the desired object a
 // fixed point: a typed round trip loses `metadata.creationTimestamp: null` and rewrites it each sync.
-func claimTemplates(raw json.RawMessage) json.RawMessage {
-	var sts struct {
-		Spec struct {
-			VolumeClaimTemplates json.RawMessage `json:"volumeClaimTemplates"`
-		} `json:"spec"`
-	}
-	if json.Unmarshal(raw, &sts) != nil || string(sts.Spec.VolumeClaimTemplates) == "null" {
+func claimTemplates(raw []byte) []byte {
+	if len(raw) == 0 {
 		return nil
 	}
-	return sts.Spec.VolumeClaimTemplates
+	// raw was checked: as part of the body (DecodeBody) or as a json.RawMessage (Decode).
+	r := &reader{b: raw}
+	var vct []byte
+	if r.object() {
+		for k, ok := r.nextKey(); ok; k, ok = r.nextKey() {
+			if !k.is("spec") {
+				r.skip()
+				continue
+			}
+			if !r.object() { // null, or not an object (an error: no templates)
+				continue
+			}
+			for k, ok := r.nextKey(); ok; k, ok = r.nextKey() {
+				if k.is("volumeClaimTemplates") {
+					vct = r.span()
+				} else {
+					r.skip()
+				}
+			}
+		}
+	}
+	if r.err != nil || string(vct) == "null" {
+		return nil
+	}
+	return vct
 }
 
 // unexpectedCore refuses a StatefulSet, Service, PodDisruptionBudget or ConfigMap child with a name the
@@ -228,11 +438,15 @@ func unexpectedCore(o *Observed) error {
 }
 
 // unknownGroups refuses child types the hook does not render: answering would delete all of them.
-func unknownGroups(groups map[string]map[string]json.RawMessage, known map[string]bool, what string) error {
+func unknownGroups(g groups, known []string, what string) error {
 	var bad []string
-	for k, objs := range groups {
-		if !known[k] && len(objs) > 0 {
-			bad = append(bad, k)
+	for _, gr := range g.list {
+		isKnown := false
+		for _, k := range known {
+			isKnown = isKnown || gr.key == k
+		}
+		if !isKnown && len(gr.objs) > 0 {
+			bad = append(bad, gr.key)
 		}
 	}
 	if len(bad) > 0 {
@@ -240,41 +454,4 @@ func unknownGroups(groups map[string]map[string]json.RawMessage, known map[strin
 		return inputErrorf("%s of undeclared types %v: the CompositeController registration and the hook disagree", what, bad)
 	}
 	return nil
-}
-
-// kubeObject is a typed Kubernetes object: its kind and metadata are read after one decode.
-type kubeObject[T any] interface {
-	*T
-	metav1.Object
-	GetObjectKind() schema.ObjectKind
-}
-
-// decodeGroup decodes one group, each object once, straight into its type, and checks its kind, name
-// and namespace; objects are indexed by their own name, never by the request's key.
-func decodeGroup[T any, PT kubeObject[T]](objs map[string]json.RawMessage, key, kind, ns string, raw map[string]json.RawMessage) (map[string]*T, error) {
-	out := make(map[string]*T, len(objs))
-	for _, k := range sortedKeys(objs) {
-		v := PT(new(T))
-		if err := json.Unmarshal(objs[k], v); err != nil {
-			return nil, inputErrorf("%s[%q]: %v", key, k, err)
-		}
-		if got := v.GetObjectKind().GroupVersionKind().Kind; got != "" && got != kind {
-			return nil, inputErrorf("%s[%q] has kind %q", key, k, got)
-		}
-		name := v.GetName()
-		if name == "" {
-			return nil, inputErrorf("%s[%q] has no metadata.name", key, k)
-		}
-		if v.GetNamespace() != "" && v.GetNamespace() != ns {
-			return nil, inputErrorf("%s[%q] is in namespace %q, the parent in %q", key, k, v.GetNamespace(), ns)
-		}
-		if _, dup := out[name]; dup {
-			return nil, inputErrorf("%s has two objects named %q", key, name)
-		}
-		out[name] = (*T)(v)
-		if raw != nil {
-			raw[key+"/"+name] = objs[k]
-		}
-	}
-	return out, nil
 }
