@@ -113,7 +113,12 @@ func (r Report) Annotations() map[string]string {
 
 // ParseReport reads the report from Lease annotations. A malformed member list is reported as an error
 // and the list treated as absent, so a bad write can never shrink the hook's view of membership.
-func ParseReport(ann map[string]string) (Report, error) {
+func ParseReport(ann map[string]string) (Report, error) { return ParseReportUsing(ann, nil) }
+
+// ParseReportUsing is ParseReport with the member lists already parsed, by annotation value: a list
+// found there is not parsed again, one parsed is added (lists may be nil). The Leases of a cluster
+// mostly carry the same list; the reports then share it, so it must not be changed.
+func ParseReportUsing(ann map[string]string, lists map[string][]Member) (Report, error) {
 	r := Report{
 		MemberID:  ann[AnnMemberID],
 		ClusterID: ann[AnnClusterID],
@@ -125,6 +130,10 @@ func ParseReport(ann map[string]string) (Report, error) {
 		Error:     ann[AnnError],
 	}
 	if s := ann[AnnMembers]; s != "" {
+		if ms, ok := lists[s]; ok {
+			r.Members = ms
+			return r, nil
+		}
 		var ms []Member
 		if err := json.Unmarshal([]byte(s), &ms); err != nil {
 			return r, fmt.Errorf("annotation %s: %w", AnnMembers, err)
@@ -132,7 +141,10 @@ func ParseReport(ann map[string]string) (Report, error) {
 		if ms == nil {
 			ms = []Member{}
 		}
-		r.Members = ms
+		r.Members = ms[:len(ms):len(ms)]
+		if lists != nil {
+			lists[s] = r.Members
+		}
 	}
 	return r, nil
 }

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"fmt"
 	"strconv"
 	"strings"
 )
@@ -81,28 +80,34 @@ func (n Names) PDB() string           { return n.Cluster }
 func (n Names) ConfigMap() string     { return n.Cluster + "-config" }
 func (n Names) MemberAccount() string { return n.Cluster + "-member" }
 func (n Names) OpsAccount() string    { return n.Cluster + "-ops" }
-func (n Names) Pod(i int) string      { return fmt.Sprintf("%s-%d", n.Cluster, i) }
-func (n Names) Lease(i int) string    { return fmt.Sprintf("%s-%d-member", n.Cluster, i) }
-func (n Names) PVC(i int) string      { return fmt.Sprintf("data-%s-%d", n.Cluster, i) }
+
+// The names below are built by concatenation, not fmt: the hook builds several per member each sync.
+func (n Names) Pod(i int) string   { return n.Cluster + "-" + strconv.Itoa(i) }
+func (n Names) Lease(i int) string { return n.Cluster + "-" + strconv.Itoa(i) + "-member" }
+func (n Names) PVC(i int) string   { return "data-" + n.Cluster + "-" + strconv.Itoa(i) }
 func (n Names) PeerHost(i int) string {
-	return fmt.Sprintf("%s.%s.%s.svc", n.Pod(i), n.PeerService(), n.Namespace)
+	return n.Cluster + "-" + strconv.Itoa(i) + "." + n.Cluster + "-peer." + n.Namespace + ".svc"
 }
-func (n Names) PeerURL(i int) string   { return fmt.Sprintf("http://%s:%d", n.PeerHost(i), PeerPort) }
-func (n Names) ClientURL(i int) string { return fmt.Sprintf("http://%s:%d", n.PeerHost(i), ClientPort) }
+func (n Names) PeerURL(i int) string {
+	return "http://" + n.Cluster + "-" + strconv.Itoa(i) + "." + n.Cluster + "-peer." + n.Namespace + ".svc:" + strconv.Itoa(PeerPort)
+}
+func (n Names) ClientURL(i int) string {
+	return "http://" + n.Cluster + "-" + strconv.Itoa(i) + "." + n.Cluster + "-peer." + n.Namespace + ".svc:" + strconv.Itoa(ClientPort)
+}
 
 // ClientEndpoint is the client Service address, which routes only to ready (voting) members.
 func (n Names) ClientEndpoint() string {
-	return fmt.Sprintf("http://%s.%s.svc:%d", n.ClientService(), n.Namespace, ClientPort)
+	return "http://" + n.ClientService() + "." + n.Namespace + ".svc:" + strconv.Itoa(ClientPort)
 }
 
 // RemoveJob names the attempt-th Job removing memberID (docs/design.md §7.6: attempt-numbered remove Jobs).
 func (n Names) RemoveJob(memberID string, attempt int) string {
-	return fmt.Sprintf("%s-rm-%s-%d", n.Cluster, memberID, attempt)
+	return n.Cluster + "-rm-" + memberID + "-" + strconv.Itoa(attempt)
 }
 
 // PVCJob names the attempt-th Job deleting the volume of ordinal i.
 func (n Names) PVCJob(i, attempt int) string {
-	return fmt.Sprintf("%s-pvc-%d-%d", n.Cluster, i, attempt)
+	return n.Cluster + "-pvc-" + strconv.Itoa(i) + "-" + strconv.Itoa(attempt)
 }
 
 // Token is the etcd cluster token: it includes the parent UID so a re-created cluster differs.

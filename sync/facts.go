@@ -187,13 +187,14 @@ func ownedByStatefulSet(pod *corev1.Pod, name string) bool {
 }
 
 func (f *facts) readLeases() {
+	lists := map[string][]api.Member{} // each distinct member list parsed once
 	for _, l := range f.obs.Leases {
 		i := f.names.LeaseOrdinal(l.Name)
 		if i < 0 {
 			continue
 		}
 		lv := &leaseView{ordinal: i, lease: l}
-		lv.report, lv.reportErr = api.ParseReport(l.Annotations)
+		lv.report, lv.reportErr = api.ParseReportUsing(l.Annotations, lists)
 		if l.Spec.HolderIdentity != nil {
 			lv.holder = *l.Spec.HolderIdentity
 		}
