@@ -89,10 +89,19 @@ func TestDeleteMemberPod(t *testing.T) {
 	s.apply(spec(3, *etcdVersion))
 	s.waitFor("settled", stepTimeout, s.settled(3))
 	before := s.memberIDs()
+	old, err := s.e.kube.CoreV1().Pods(s.ns).Get(s.ctx, s.names().Pod(1), metav1.GetOptions{})
+	require.NoError(t, err)
 	w := s.startWriter("delete etcd-1")
+	deleted := time.Now()
 	require.NoError(t, s.e.kube.CoreV1().Pods(s.ns).Delete(s.ctx, s.names().Pod(1), metav1.DeleteOptions{}))
-	time.Sleep(5 * time.Second)
-	took := s.waitFor("back", stepTimeout, s.settled(3))
+	// Timed from the delete to a new pod 1 (another UID) in a settled cluster: the old pod stays Ready
+	// and the status settled for a moment after the delete call.
+	settled := s.settled(3)
+	s.waitFor("back", stepTimeout, func() bool {
+		p, err := s.e.kube.CoreV1().Pods(s.ns).Get(s.ctx, s.names().Pod(1), metav1.GetOptions{})
+		return err == nil && p.UID != old.UID && settled()
+	})
+	took := time.Since(deleted)
 	require.Equal(t, before, s.memberIDs(), "the same members come back with their data")
 	w.Finish(fmt.Sprintf("pod deleted to settled: %s\n\n", took.Round(100*time.Millisecond)))
 }
