@@ -137,6 +137,8 @@ func (n Names) PodOrdinal(name string) int { return ordinalOf(name, n.Cluster, "
 // PVCOrdinal returns the ordinal of a member data claim, or -1.
 func (n Names) PVCOrdinal(name string) int { return ordinalOf(name, "data-"+n.Cluster, "") }
 
+var peerPort = strconv.Itoa(PeerPort)
+
 // PeerURLOrdinal maps a member's peer URL to the ordinal whose peer URL it is, or -1 (an orphan).
 func (n Names) PeerURLOrdinal(url string) int {
 	host := strings.TrimPrefix(url, "http://")
@@ -151,7 +153,7 @@ func (n Names) PeerURLOrdinal(url string) int {
 	}
 	// The URL must be exactly PeerURL(i): compared piece by piece, as this runs for every member of
 	// every report on every sync and formatting the URL each time dominated the allocations.
-	want := [...]string{"http://", pod, ".", n.PeerService(), ".", n.Namespace, ".svc:", strconv.Itoa(PeerPort)}
+	want := [...]string{"http://", pod, ".", n.Cluster, "-peer.", n.Namespace, ".svc:", peerPort}
 	rem := url
 	for _, part := range want {
 		if !strings.HasPrefix(rem, part) {

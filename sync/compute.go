@@ -26,9 +26,9 @@ func Compute(req *Request, now time.Time, opts Options) (*Response, error) {
 		return nil, err
 	}
 	for i, c := range resp.Children {
-		if raw, ok := c.(json.RawMessage); ok {
+		if raw, ok := c.(*json.RawMessage); ok {
 			var m map[string]any
-			if err := json.Unmarshal(raw, &m); err != nil {
+			if err := json.Unmarshal(*raw, &m); err != nil {
 				return nil, err
 			}
 			resp.Children[i] = m
@@ -120,7 +120,9 @@ func (p *plan) children() ([]any, map[childID]bool, error) {
 	var c canonicalizer
 	buf := make([]byte, 0, 32<<10)
 	out = make([]any, 0, len(objs))
-	for _, obj := range objs {
+	// Each child is a *json.RawMessage into raws: a pointer goes into an interface without an allocation.
+	raws := make([]json.RawMessage, len(objs))
+	for i, obj := range objs {
 		k, ok := obj.(kubeChild)
 		if !ok {
 			return nil, nil, fmt.Errorf("rendering %T: not a Kubernetes object", obj)
@@ -147,7 +149,8 @@ func (p *plan) children() ([]any, map[childID]bool, error) {
 			return nil, nil, fmt.Errorf("rendering %T: %w", obj, err)
 		}
 		buf = b
-		out = append(out, json.RawMessage(buf[start:len(buf):len(buf)]))
+		raws[i] = buf[start:len(buf):len(buf)]
+		out = append(out, &raws[i])
 		tm := k.GetObjectKind().(*metav1.TypeMeta)
 		rendered[childID{groupKeyOf(tm.Kind, tm.APIVersion), k.GetName()}] = true
 	}

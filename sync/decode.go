@@ -20,17 +20,22 @@ import (
 // are filled; everything else is passed over unread, unchecked and unallocated (a 9-member request is
 // 88 KB, of which the decision reads a few KB). What is read, per kind:
 //
-//	the parent     all but metadata fields other than these (the spec is decoded whole, on its own)
-//	every kind     kind, apiVersion; metadata name, namespace, uid, generation, labels, annotations,
-//	               creationTimestamp, deletionTimestamp
-//	StatefulSet    spec.replicas, selector, serviceName, podManagementPolicy, updateStrategy; status
+//	every kind     kind, apiVersion; metadata name, namespace, uid, generation, creationTimestamp,
+//	               deletionTimestamp
+//	the parent     status (all of it); the spec is decoded whole, on its own, with encoding/json
+//	StatefulSet    metadata.annotations; spec.replicas, selector, serviceName, podManagementPolicy,
+//	               updateStrategy; status
 //	ConfigMap      data
-//	Lease          spec.holderIdentity, spec.renewTime
-//	Pod            metadata.ownerReferences (apiVersion, kind, name, uid, controller); status.conditions
+//	Lease          metadata.annotations; spec.holderIdentity, spec.renewTime
+//	Pod            metadata.labels, ownerReferences (apiVersion, kind, name, uid, controller);
+//	               status.conditions
+//	PVC            metadata.labels
 //	Job            everything (carryJob answers an observed Job's whole spec; Jobs are rare)
 //
-// A field read anywhere else must be added here: TestDecodeMatchesTypedDecoding compares every
-// fixture's answer with the one from a full typed decoding and fails when a field is missing.
+// (The last-applied annotation of any child is read from its bytes when the answer needs it, see
+// echoLastApplied.) A field read anywhere else must be added here: TestDecodeMatchesTypedDecoding
+// compares every fixture's answer with the one from a full typed decoding and fails when a field the
+// answer depends on is missing.
 
 // kubeObject is a typed Kubernetes object: its kind and metadata are read after decoding.
 type kubeObject[T any] interface {
@@ -39,15 +44,15 @@ type kubeObject[T any] interface {
 	GetObjectKind() schema.ObjectKind
 }
 
-// decodeGroup decodes one group, each object once, straight into its type, and checks its kind, name
-// and namespace; objects are indexed by their own name, never by the request's key. raw, when given,
-// receives each object's bytes.
-func decodeGroup[T any, PT kubeObject[T]](g *group, kind, ns string, raw map[childID][]byte, read func(*reader, *T)) (map[string]*T, error) {
+// decodeGroup decodes one group with r, each object once, straight into its type, and checks its kind,
+// name and namespace; objects are indexed by their own name, never by the request's key. raw, when
+// given, receives each object's bytes.
+func decodeGroup[T any, PT kubeObject[T]](r *reader, g *group, kind, ns string, raw map[childID][]byte, read func(*reader, *T)) (map[string]*T, error) {
 	out := make(map[string]*T, len(g.objs))
 	objs := make([]T, len(g.objs)) // one allocation for the group
 	for i, obj := range g.objs {
 		v := PT(&objs[i])
-		r := &reader{b: obj.raw}
+		r.b, r.i, r.err = obj.raw, 0, nil
 		read(r, &objs[i])
 		if r.err != nil {
 			// Worded as the full typed decoding words it (the object holds at least this error).
@@ -78,9 +83,19 @@ func decodeGroup[T any, PT kubeObject[T]](g *group, kind, ns string, raw map[chi
 	return out, nil
 }
 
+// Metadata fields read besides the scalar ones (name, namespace, uid, generation, creation and deletion
+// timestamps, read for every kind: they cost no allocation).
+type metaFields uint8
+
+const (
+	metaLabels metaFields = 1 << iota
+	metaAnnotations
+	metaOwners
+)
+
 // readObject reads the members every kind shares and hands the others to more, which reports whether
 // it took the member (and read its value).
-func (r *reader) readObject(tm *metav1.TypeMeta, om *metav1.ObjectMeta, more func(k key) bool) {
+func (r *reader) readObject(tm *metav1.TypeMeta, om *metav1.ObjectMeta, want metaFields, more func(k key) bool) {
 	if !r.object() {
 		return
 	}
@@ -91,14 +106,14 @@ func (r *reader) readObject(tm *metav1.TypeMeta, om *metav1.ObjectMeta, more fun
 		case k.is("apiVersion"):
 			r.stringInto(&tm.APIVersion)
 		case k.is("metadata"):
-			r.readMeta(om, false)
+			r.readMeta(om, want)
 		case more == nil || !more(k):
 			r.skip()
 		}
 	}
 }
 
-func (r *reader) readMeta(m *metav1.ObjectMeta, owners bool) {
+func (r *reader) readMeta(m *metav1.ObjectMeta, want metaFields) {
 	if !r.object() {
 		return
 	}
@@ -112,15 +127,15 @@ func (r *reader) readMeta(m *metav1.ObjectMeta, owners bool) {
 			r.stringInto((*string)(&m.UID))
 		case k.is("generation"):
 			r.int64Into(&m.Generation)
-		case k.is("labels"):
-			r.stringMapInto(&m.Labels)
-		case k.is("annotations"):
-			r.stringMapInto(&m.Annotations)
 		case k.is("creationTimestamp"):
 			r.timeInto(&m.CreationTimestamp)
 		case k.is("deletionTimestamp"):
 			r.timePtrInto(&m.DeletionTimestamp)
-		case owners && k.is("ownerReferences"):
+		case want&metaLabels != 0 && k.is("labels"):
+			r.stringMapInto(&m.Labels)
+		case want&metaAnnotations != 0 && k.is("annotations"):
+			r.stringMapInto(&m.Annotations)
+		case want&metaOwners != 0 && k.is("ownerReferences"):
 			readSlice(r, &m.OwnerReferences, (*reader).readOwner)
 		default:
 			r.skip()
@@ -264,7 +279,7 @@ func plainString(span []byte) (string, bool) {
 // ---- one reader per kind ----
 
 func readStatefulSet(r *reader, s *appsv1.StatefulSet) {
-	r.readObject(&s.TypeMeta, &s.ObjectMeta, func(k key) bool {
+	r.readObject(&s.TypeMeta, &s.ObjectMeta, metaAnnotations, func(k key) bool {
 		switch {
 		case k.is("spec"):
 			if !r.object() {
@@ -296,7 +311,7 @@ func readStatefulSet(r *reader, s *appsv1.StatefulSet) {
 }
 
 func readConfigMap(r *reader, c *corev1.ConfigMap) {
-	r.readObject(&c.TypeMeta, &c.ObjectMeta, func(k key) bool {
+	r.readObject(&c.TypeMeta, &c.ObjectMeta, 0, func(k key) bool {
 		if !k.is("data") {
 			return false
 		}
@@ -306,7 +321,7 @@ func readConfigMap(r *reader, c *corev1.ConfigMap) {
 }
 
 func readLease(r *reader, l *coordv1.Lease) {
-	r.readObject(&l.TypeMeta, &l.ObjectMeta, func(k key) bool {
+	r.readObject(&l.TypeMeta, &l.ObjectMeta, metaAnnotations, func(k key) bool {
 		if !k.is("spec") {
 			return false
 		}
@@ -338,7 +353,7 @@ func readPod(r *reader, p *corev1.Pod) {
 		case k.is("apiVersion"):
 			r.stringInto(&p.APIVersion)
 		case k.is("metadata"):
-			r.readMeta(&p.ObjectMeta, true)
+			r.readMeta(&p.ObjectMeta, metaLabels|metaOwners)
 		case k.is("status"):
 			if !r.object() {
 				continue
@@ -385,23 +400,23 @@ func (r *reader) readPodCondition(c *corev1.PodCondition) {
 func readJob(r *reader, j *batchv1.Job) { r.jsonInto(j) }
 
 func readPVC(r *reader, c *corev1.PersistentVolumeClaim) {
-	r.readObject(&c.TypeMeta, &c.ObjectMeta, nil)
+	r.readObject(&c.TypeMeta, &c.ObjectMeta, metaLabels, nil)
 }
 
-func readService(r *reader, s *corev1.Service) { r.readObject(&s.TypeMeta, &s.ObjectMeta, nil) }
+func readService(r *reader, s *corev1.Service) { r.readObject(&s.TypeMeta, &s.ObjectMeta, 0, nil) }
 
 func readPDB(r *reader, p *policyv1.PodDisruptionBudget) {
-	r.readObject(&p.TypeMeta, &p.ObjectMeta, nil)
+	r.readObject(&p.TypeMeta, &p.ObjectMeta, 0, nil)
 }
 
 func readServiceAccount(r *reader, s *corev1.ServiceAccount) {
-	r.readObject(&s.TypeMeta, &s.ObjectMeta, nil)
+	r.readObject(&s.TypeMeta, &s.ObjectMeta, 0, nil)
 }
 
-func readRole(r *reader, o *rbacv1.Role) { r.readObject(&o.TypeMeta, &o.ObjectMeta, nil) }
+func readRole(r *reader, o *rbacv1.Role) { r.readObject(&o.TypeMeta, &o.ObjectMeta, 0, nil) }
 
 func readRoleBinding(r *reader, o *rbacv1.RoleBinding) {
-	r.readObject(&o.TypeMeta, &o.ObjectMeta, nil)
+	r.readObject(&o.TypeMeta, &o.ObjectMeta, 0, nil)
 }
 
 // ---- the parent ----
@@ -409,7 +424,7 @@ func readRoleBinding(r *reader, o *rbacv1.RoleBinding) {
 // readParent reads the parent's identity, metadata and status, and returns its spec as sent: the spec
 // is decoded on its own (decodeRequest), so that one that does not fit is an invalid spec, not a 4xx.
 func readParent(r *reader, p *api.EtcdCluster) (spec []byte) {
-	r.readObject(&p.TypeMeta, &p.ObjectMeta, func(k key) bool {
+	r.readObject(&p.TypeMeta, &p.ObjectMeta, 0, func(k key) bool {
 		switch {
 		case k.is("spec"):
 			spec = r.span()

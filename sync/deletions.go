@@ -126,7 +126,7 @@ func (p *plan) knownJob(name string) bool {
 func echoLastApplied(o *Observed) ([]any, error) {
 	out := []any{}
 	for _, c := range o.childRefs() {
-		last := c.meta.GetAnnotations()[lastAppliedAnnotation]
+		last := lastApplied(o.raw[childID{c.key, c.name}])
 		if last == "" {
 			return nil, inputErrorf("the spec cannot be rendered and child %s %q carries no %s to answer it with unchanged: refusing to answer, which would delete it", c.key, c.name, lastAppliedAnnotation)
 		}
@@ -153,6 +153,15 @@ func echoLastApplied(o *Observed) ([]any, error) {
 		out = append(out, m)
 	}
 	return out, nil
+}
+
+// lastApplied reads a child's last-applied configuration from its bytes: decoding keeps annotations
+// only of the kinds whose other annotations the decision reads (decode.go), and this answer is rare.
+func lastApplied(raw []byte) string {
+	var tm metav1.TypeMeta
+	var m metav1.ObjectMeta
+	(&reader{b: raw}).readObject(&tm, &m, metaAnnotations, nil)
+	return m.Annotations[lastAppliedAnnotation]
 }
 
 // projectObserved keeps, of observed, the object keys that shape has (recursively through objects);

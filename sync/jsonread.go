@@ -292,6 +292,10 @@ type reader struct {
 	b   []byte
 	i   int
 	err error
+	// objs backs the object lists of a request's groups (groupsInto).
+	objs []rawObject
+	// pairs is scratch space for stringMapInto.
+	pairs [][2]string
 }
 
 func (r *reader) fail(err error) {
@@ -535,7 +539,8 @@ func (r *reader) boolInto(dst *bool) {
 }
 
 // stringMapInto decodes an object of strings into *dst: null clears the map, members are added to the
-// map already there, a null member stores "".
+// map already there, a null member stores "". The members are gathered first so that a new map is
+// made at its size (labels and annotations are read for every member's objects).
 func (r *reader) stringMapInto(dst *map[string]string) {
 	if r.null() {
 		*dst = nil
@@ -544,12 +549,17 @@ func (r *reader) stringMapInto(dst *map[string]string) {
 	if !r.object() {
 		return
 	}
-	if *dst == nil {
-		*dst = map[string]string{}
-	}
+	pairs := r.pairs[:0]
 	for k, ok := r.nextKey(); ok; k, ok = r.nextKey() {
 		s, _ := r.str()
-		(*dst)[k.string()] = s
+		pairs = append(pairs, [2]string{k.string(), s})
+	}
+	r.pairs = pairs
+	if *dst == nil {
+		*dst = make(map[string]string, len(pairs))
+	}
+	for _, p := range pairs {
+		(*dst)[p[0]] = p[1]
 	}
 }
 

@@ -291,8 +291,8 @@ func (r *Response) AppendJSON(dst []byte) ([]byte, error) {
 			if i > 0 {
 				dst = append(dst, ',')
 			}
-			if raw, ok := c.(json.RawMessage); ok {
-				dst = append(dst, raw...)
+			if raw, ok := c.(*json.RawMessage); ok {
+				dst = append(dst, *raw...)
 				continue
 			}
 			b, err := json.Marshal(c)

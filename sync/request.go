@@ -32,7 +32,7 @@ type Request struct {
 }
 
 // Response is what Metacontroller applies. Children is never nil: an absent list deletes every child.
-// From ComputeBody each child is its JSON (json.RawMessage, keys sorted); from Compute a map[string]any.
+// From ComputeBody each child is its JSON (a *json.RawMessage, keys sorted); from Compute a map[string]any.
 // Both marshal to the same bytes; AppendJSON writes them without a second encoding.
 type Response struct {
 	Status             *api.ClusterStatus `json:"status"`
@@ -192,7 +192,10 @@ var errNotRequest = errors.New("json: the request is not an object of the reques
 // groups to the first, null clears a map, and a value of another type is an error.
 func splitRequest(body []byte) (*rawRequest, error) {
 	rq := &rawRequest{}
-	r := &reader{b: body}
+	// Room for a 9-member cluster's objects and groups without growing.
+	r := &reader{b: body, objs: make([]rawObject, 0, 64)}
+	rq.children.list = make([]group, 0, 12)
+	rq.related.list = make([]group, 0, 4)
 	if r.null() {
 		return rq, nil
 	}
@@ -234,9 +237,13 @@ func (r *reader) groupsInto(g *groups) {
 	for gk, ok := r.nextKey(); ok; gk, ok = r.nextKey() {
 		gr := group{key: gk.string()}
 		if r.object() {
+			// Every group's objects share one backing array (the request's objects are few, its groups
+			// many): a group is the part appended while reading it.
+			start := len(r.objs)
 			for ik, more := r.nextKey(); more; ik, more = r.nextKey() {
-				gr.objs = append(gr.objs, rawObject{key: ik.string(), raw: r.span()})
+				r.objs = append(r.objs, rawObject{key: ik.string(), raw: r.span()})
 			}
+			gr.objs = r.objs[start:len(r.objs):len(r.objs)]
 		}
 		g.list = append(g.list, gr)
 	}
@@ -332,37 +339,38 @@ func decodeRequest(req *rawRequest) (*Observed, error) {
 	}
 	var err error
 	o.raw = make(map[childID][]byte, 24)
-	if o.StatefulSets, err = decodeGroup(c[0], "StatefulSet", ns, o.raw, readStatefulSet); err != nil {
+	rd := &reader{} // one for every object: its scratch space is reused
+	if o.StatefulSets, err = decodeGroup(rd, c[0], "StatefulSet", ns, o.raw, readStatefulSet); err != nil {
 		return nil, err
 	}
-	if o.Services, err = decodeGroup(c[1], "Service", ns, o.raw, readService); err != nil {
+	if o.Services, err = decodeGroup(rd, c[1], "Service", ns, o.raw, readService); err != nil {
 		return nil, err
 	}
-	if o.PDBs, err = decodeGroup(c[2], "PodDisruptionBudget", ns, o.raw, readPDB); err != nil {
+	if o.PDBs, err = decodeGroup(rd, c[2], "PodDisruptionBudget", ns, o.raw, readPDB); err != nil {
 		return nil, err
 	}
-	if o.ConfigMaps, err = decodeGroup(c[3], "ConfigMap", ns, o.raw, readConfigMap); err != nil {
+	if o.ConfigMaps, err = decodeGroup(rd, c[3], "ConfigMap", ns, o.raw, readConfigMap); err != nil {
 		return nil, err
 	}
-	if o.Leases, err = decodeGroup(c[4], "Lease", ns, o.raw, readLease); err != nil {
+	if o.Leases, err = decodeGroup(rd, c[4], "Lease", ns, o.raw, readLease); err != nil {
 		return nil, err
 	}
-	if o.Jobs, err = decodeGroup(c[5], "Job", ns, o.raw, readJob); err != nil {
+	if o.Jobs, err = decodeGroup(rd, c[5], "Job", ns, o.raw, readJob); err != nil {
 		return nil, err
 	}
-	if o.ServiceAccounts, err = decodeGroup(c[6], "ServiceAccount", ns, o.raw, readServiceAccount); err != nil {
+	if o.ServiceAccounts, err = decodeGroup(rd, c[6], "ServiceAccount", ns, o.raw, readServiceAccount); err != nil {
 		return nil, err
 	}
-	if o.Roles, err = decodeGroup(c[7], "Role", ns, o.raw, readRole); err != nil {
+	if o.Roles, err = decodeGroup(rd, c[7], "Role", ns, o.raw, readRole); err != nil {
 		return nil, err
 	}
-	if o.RoleBindings, err = decodeGroup(c[8], "RoleBinding", ns, o.raw, readRoleBinding); err != nil {
+	if o.RoleBindings, err = decodeGroup(rd, c[8], "RoleBinding", ns, o.raw, readRoleBinding); err != nil {
 		return nil, err
 	}
-	if o.Pods, err = decodeGroup(r[0], "Pod", ns, nil, readPod); err != nil {
+	if o.Pods, err = decodeGroup(rd, r[0], "Pod", ns, nil, readPod); err != nil {
 		return nil, err
 	}
-	if o.PVCs, err = decodeGroup(r[1], "PersistentVolumeClaim", ns, nil, readPVC); err != nil {
+	if o.PVCs, err = decodeGroup(rd, r[1], "PersistentVolumeClaim", ns, nil, readPVC); err != nil {
 		return nil, err
 	}
 	// Related objects of other types cannot be deleted by our answer, so they are only ignored.
