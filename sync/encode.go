@@ -33,7 +33,7 @@ func (c *canonicalizer) encodeTyped(dst []byte, obj any, vct []byte) ([]byte, er
 		return nil, errUnsupported
 	}
 	c.vct = vct
-	return c.structValue(dst, v.Elem(), true, levelChild)
+	return c.typedValue(dst, v.Elem(), encoderFor(v.Elem().Type(), true), true, levelChild)
 }
 
 // encodedField is one member of a struct's JSON object, as encoding/json's typeFields finds it.
@@ -190,15 +190,168 @@ var (
 	mapStringStringType = reflect.TypeFor[map[string]string]()
 )
 
+// valueEncoder is how values of one type are written: decided once per type, as encoding/json's
+// newTypeEncoder decides (a Marshaler first, through the value's address when it has one, then a
+// TextMarshaler, then the kind).
+type valueEncoder struct {
+	how    encodeHow
+	elem   *valueEncoder // pointer, slice, array and map elements
+	fields []fieldEncoder
+	// noAddr is the encoder for a value of this type that has no address (a map value, an interface's
+	// dynamic value): its pointer methods are not used then.
+	noAddr *valueEncoder
+}
+
+type fieldEncoder struct {
+	encodedField
+	enc *valueEncoder
+}
+
+type encodeHow uint8
+
+const (
+	howUnsupported encodeHow = iota
+	howTime                  // metav1.Time by address: its MarshalJSON without boxing the value
+	howAddrMarshaler
+	howMarshaler
+	howAddrText
+	howText
+	howBool
+	howInt
+	howUint
+	howFloat32
+	howFloat64
+	howString
+	howInterface
+	howPointer
+	howStruct
+	howMapStringString
+	howMap
+	howBytes
+	howSlice
+	howArray
+)
+
+type encoderKey struct {
+	t         reflect.Type
+	allowAddr bool
+}
+
+var (
+	encoderCache gosync.Map // encoderKey -> *valueEncoder, complete ones only
+	encoderBuild struct {
+		gosync.Mutex
+		m map[encoderKey]*valueEncoder
+	}
+)
+
+// encoderFor returns the encoder of t; allowAddr as in encoding/json (false only for noAddr).
+func encoderFor(t reflect.Type, allowAddr bool) *valueEncoder {
+	k := encoderKey{t, allowAddr}
+	if e, ok := encoderCache.Load(k); ok {
+		return e.(*valueEncoder)
+	}
+	encoderBuild.Lock()
+	defer encoderBuild.Unlock()
+	if encoderBuild.m == nil {
+		encoderBuild.m = map[encoderKey]*valueEncoder{}
+	}
+	e := buildEncoder(k)
+	// Published once the whole tree is built (a recursive type refers to encoders being built).
+	for bk, be := range encoderBuild.m {
+		encoderCache.Store(bk, be)
+	}
+	clear(encoderBuild.m)
+	return e
+}
+
+func buildEncoder(k encoderKey) *valueEncoder {
+	if e, ok := encoderCache.Load(k); ok {
+		return e.(*valueEncoder)
+	}
+	if e, ok := encoderBuild.m[k]; ok {
+		return e
+	}
+	e := &valueEncoder{}
+	encoderBuild.m[k] = e
+	t := k.t
+	switch {
+	case k.allowAddr && t.Kind() != reflect.Pointer && reflect.PointerTo(t).Implements(marshalerType):
+		e.how = howAddrMarshaler
+		if t == timeType {
+			e.how = howTime
+		}
+		e.noAddr = buildEncoder(encoderKey{t, false})
+		return e
+	case t.Implements(marshalerType):
+		e.how = howMarshaler
+		return e
+	case k.allowAddr && t.Kind() != reflect.Pointer && reflect.PointerTo(t).Implements(textMarshalerType):
+		e.how = howAddrText
+		e.noAddr = buildEncoder(encoderKey{t, false})
+		return e
+	case t.Implements(textMarshalerType):
+		e.how = howText
+		return e
+	}
+	switch t.Kind() {
+	case reflect.Bool:
+		e.how = howBool
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		e.how = howInt
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		e.how = howUint
+	case reflect.Float32:
+		e.how = howFloat32
+	case reflect.Float64:
+		e.how = howFloat64
+	case reflect.String:
+		e.how = howString
+	case reflect.Interface:
+		e.how = howInterface
+	case reflect.Pointer:
+		e.how = howPointer
+		e.elem = buildEncoder(encoderKey{t.Elem(), true})
+	case reflect.Struct:
+		e.how = howStruct
+		for _, f := range fieldsOf(t) {
+			if f.quoted { // ",string": left to json.Marshal
+				e.how, e.fields = howUnsupported, nil
+				break
+			}
+			e.fields = append(e.fields, fieldEncoder{f, buildEncoder(encoderKey{f.typ, true})})
+		}
+	case reflect.Map:
+		switch {
+		case t.Key() == stringType && t.Elem() == stringType:
+			e.how = howMapStringString
+		case t.Key().Kind() == reflect.String:
+			e.how = howMap
+			e.elem = buildEncoder(encoderKey{t.Elem(), true})
+		}
+	case reflect.Slice:
+		et := t.Elem()
+		if et.Kind() == reflect.Uint8 && !reflect.PointerTo(et).Implements(marshalerType) && !reflect.PointerTo(et).Implements(textMarshalerType) {
+			e.how = howBytes
+			break
+		}
+		e.how = howSlice
+		e.elem = buildEncoder(encoderKey{et, true})
+	case reflect.Array:
+		e.how = howArray
+		e.elem = buildEncoder(encoderKey{t.Elem(), true})
+	}
+	return e
+}
+
 // structValue writes a struct as its object: members sorted, nulls left out when drop.
-func (c *canonicalizer) structValue(dst []byte, v reflect.Value, drop bool, level int) ([]byte, error) {
+func (c *canonicalizer) structValue(dst []byte, v reflect.Value, e *valueEncoder, drop bool, level int) ([]byte, error) {
 	dst = append(dst, '{')
 	empty := len(dst)
+	hasTemplates := false
 fields:
-	for _, f := range fieldsOf(v.Type()) {
-		if f.quoted {
-			return nil, errUnsupported
-		}
+	for i := range e.fields {
+		f := &e.fields[i]
 		fv := v
 		for _, i := range f.index {
 			if fv.Kind() == reflect.Pointer {
@@ -210,6 +363,7 @@ fields:
 			fv = fv.Field(i)
 		}
 		override := level == levelSpec && f.name == "volumeClaimTemplates" && c.vct != nil
+		hasTemplates = hasTemplates || override
 		if !override && (f.omitEmpty && emptyValue(fv) || f.omitZero && zeroValue(fv)) {
 			continue
 		}
@@ -229,13 +383,13 @@ fields:
 			// The observed templates, nulls kept (see claimTemplates).
 			dst, err = c.value(dst, c.vct, false, levelDeeper)
 		case level == levelChild && f.name == "spec":
-			dst, err = c.typedValue(dst, fv, drop, levelSpec)
+			dst, err = c.typedValue(dst, fv, f.enc, drop, levelSpec)
 			if err == nil && string(dst[valueAt:]) == "{}" {
 				dst = dst[:mark]
 				continue
 			}
 		default:
-			dst, err = c.typedValue(dst, fv, drop, levelDeeper)
+			dst, err = c.typedValue(dst, fv, f.enc, drop, levelDeeper)
 		}
 		if err != nil {
 			return nil, err
@@ -244,19 +398,10 @@ fields:
 			dst = dst[:mark]
 		}
 	}
-	if level == levelSpec && c.vct != nil && !hasField(v.Type(), "volumeClaimTemplates") {
+	if level == levelSpec && c.vct != nil && !hasTemplates {
 		return nil, errUnsupported // only a StatefulSet's spec has claim templates
 	}
 	return append(dst, '}'), nil
-}
-
-func hasField(t reflect.Type, name string) bool {
-	for _, f := range fieldsOf(t) {
-		if f.name == name {
-			return true
-		}
-	}
-	return false
 }
 
 // emptyValue is encoding/json's isEmptyValue (omitempty).
@@ -276,6 +421,8 @@ func emptyValue(v reflect.Value) bool {
 func zeroValue(v reflect.Value) bool {
 	t := v.Type()
 	switch {
+	case t == timeType && v.CanAddr(): // creationTimestamp, on every object
+		return v.Addr().Interface().(*metav1.Time).IsZero()
 	case t.Kind() == reflect.Interface && t.Implements(isZeroerType):
 		return v.IsNil() || v.Elem().Kind() == reflect.Pointer && v.Elem().IsNil() || v.Interface().(interface{ IsZero() bool }).IsZero()
 	case t.Kind() == reflect.Pointer && t.Implements(isZeroerType):
@@ -293,10 +440,13 @@ func zeroValue(v reflect.Value) bool {
 	return v.IsZero()
 }
 
-// typedValue writes any value as encoding/json would, in the answer's form.
-func (c *canonicalizer) typedValue(dst []byte, v reflect.Value, drop bool, level int) ([]byte, error) {
-	t := v.Type()
-	if t == timeType && v.CanAddr() { // metav1.Time.MarshalJSON, without boxing the value
+// typedValue writes a value of e's type as encoding/json would, in the answer's form.
+func (c *canonicalizer) typedValue(dst []byte, v reflect.Value, e *valueEncoder, drop bool, level int) ([]byte, error) {
+	switch e.how {
+	case howTime:
+		if !v.CanAddr() {
+			return c.typedValue(dst, v, e.noAddr, drop, level)
+		}
 		tm := v.Addr().Interface().(*metav1.Time)
 		if tm.IsZero() {
 			return append(dst, "null"...), nil
@@ -304,80 +454,95 @@ func (c *canonicalizer) typedValue(dst []byte, v reflect.Value, drop bool, level
 		dst = append(dst, '"')
 		dst = tm.UTC().AppendFormat(dst, time.RFC3339)
 		return append(dst, '"'), nil
-	}
-	if t.Kind() != reflect.Pointer && v.CanAddr() && reflect.PointerTo(t).Implements(marshalerType) {
+	case howAddrMarshaler:
+		if !v.CanAddr() {
+			return c.typedValue(dst, v, e.noAddr, drop, level)
+		}
 		return c.marshaled(dst, v.Addr().Interface().(json.Marshaler), drop)
-	}
-	if t.Implements(marshalerType) {
-		if t.Kind() == reflect.Pointer && v.IsNil() {
+	case howMarshaler:
+		if v.Kind() == reflect.Pointer && v.IsNil() {
 			return append(dst, "null"...), nil
 		}
-		return c.marshaled(dst, v.Interface().(json.Marshaler), drop)
-	}
-	if t.Kind() != reflect.Pointer && v.CanAddr() && reflect.PointerTo(t).Implements(textMarshalerType) ||
-		t.Implements(textMarshalerType) {
-		if t.Kind() == reflect.Pointer && v.IsNil() {
+		m, ok := v.Interface().(json.Marshaler)
+		if !ok { // a nil interface
+			return append(dst, "null"...), nil
+		}
+		return c.marshaled(dst, m, drop)
+	case howAddrText, howText:
+		if e.how == howAddrText {
+			if !v.CanAddr() {
+				return c.typedValue(dst, v, e.noAddr, drop, level)
+			}
+			v = v.Addr()
+		}
+		if v.Kind() == reflect.Pointer && v.IsNil() {
 			return append(dst, "null"...), nil
 		}
 		m, ok := v.Interface().(encoding.TextMarshaler)
 		if !ok {
-			m = v.Addr().Interface().(encoding.TextMarshaler)
+			return append(dst, "null"...), nil
 		}
 		b, err := m.MarshalText()
 		if err != nil {
 			return nil, err
 		}
 		return appendString(dst, bytesString(b)), nil
-	}
-	switch t.Kind() {
-	case reflect.Bool:
+	case howBool:
 		return strconv.AppendBool(dst, v.Bool()), nil
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+	case howInt:
 		var b [24]byte
 		return appendNumber(dst, strconv.AppendInt(b[:0], v.Int(), 10))
-	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+	case howUint:
 		var b [24]byte
 		return appendNumber(dst, strconv.AppendUint(b[:0], v.Uint(), 10))
-	case reflect.Float32, reflect.Float64:
+	case howFloat32, howFloat64:
 		f := v.Float()
 		if math.IsInf(f, 0) || math.IsNaN(f) {
 			return nil, errUnsupported
 		}
 		var b [32]byte
 		bits := 64
-		if t.Kind() == reflect.Float32 {
+		if e.how == howFloat32 {
 			bits = 32
 		}
 		return appendNumber(dst, appendFloatBits(b[:0], f, bits))
-	case reflect.String:
+	case howString:
 		return appendString(dst, v.String()), nil
-	case reflect.Interface, reflect.Pointer:
+	case howInterface:
 		if v.IsNil() {
 			return append(dst, "null"...), nil
 		}
-		return c.typedValue(dst, v.Elem(), drop, level)
-	case reflect.Struct:
-		return c.structValue(dst, v, drop, level)
-	case reflect.Map:
-		return c.mapValue(dst, v, drop)
-	case reflect.Slice:
+		ev := v.Elem()
+		return c.typedValue(dst, ev, encoderFor(ev.Type(), true), drop, level)
+	case howPointer:
 		if v.IsNil() {
 			return append(dst, "null"...), nil
 		}
-		if et := t.Elem(); et.Kind() == reflect.Uint8 && !reflect.PointerTo(et).Implements(marshalerType) && !reflect.PointerTo(et).Implements(textMarshalerType) {
-			dst = append(dst, '"')
-			dst = base64.StdEncoding.AppendEncode(dst, v.Bytes())
-			return append(dst, '"'), nil
+		return c.typedValue(dst, v.Elem(), e.elem, drop, level)
+	case howStruct:
+		return c.structValue(dst, v, e, drop, level)
+	case howMapStringString:
+		return c.stringMap(dst, v)
+	case howMap:
+		return c.mapValue(dst, v, e, drop)
+	case howBytes:
+		if v.IsNil() {
+			return append(dst, "null"...), nil
 		}
-		fallthrough
-	case reflect.Array:
+		dst = append(dst, '"')
+		dst = base64.StdEncoding.AppendEncode(dst, v.Bytes())
+		return append(dst, '"'), nil
+	case howSlice, howArray:
+		if e.how == howSlice && v.IsNil() {
+			return append(dst, "null"...), nil
+		}
 		dst = append(dst, '[')
 		for i := range v.Len() {
 			if i > 0 {
 				dst = append(dst, ',')
 			}
 			var err error
-			if dst, err = c.typedValue(dst, v.Index(i), drop, levelDeeper); err != nil {
+			if dst, err = c.typedValue(dst, v.Index(i), e.elem, drop, levelDeeper); err != nil {
 				return nil, err
 			}
 		}
@@ -398,37 +563,38 @@ func (c *canonicalizer) marshaled(dst []byte, m json.Marshaler, drop bool) ([]by
 	return c.value(dst, b, drop, levelDeeper)
 }
 
-// mapValue writes a map as an object with its keys sorted; null values are left out when drop.
-func (c *canonicalizer) mapValue(dst []byte, v reflect.Value, drop bool) ([]byte, error) {
+// stringMap writes a map[string]string (labels, annotations, data) without reflection per entry.
+func (c *canonicalizer) stringMap(dst []byte, v reflect.Value) ([]byte, error) {
 	if v.IsNil() {
 		return append(dst, "null"...), nil
 	}
-	t := v.Type()
-	if t.Key() == stringType && t.Elem() == stringType {
-		// Labels, annotations, data: no reflection per entry.
-		if t != mapStringStringType {
-			v = v.Convert(mapStringStringType)
-		}
-		m := v.Interface().(map[string]string)
-		keys := c.keys[:0]
-		for k := range m {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		dst = append(dst, '{')
-		for i, k := range keys {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = appendString(dst, k)
-			dst = append(dst, ':')
-			dst = appendString(dst, m[k])
-		}
-		c.keys = keys[:0]
-		return append(dst, '}'), nil
+	if v.Type() != mapStringStringType {
+		v = v.Convert(mapStringStringType)
 	}
-	if t.Key().Kind() != reflect.String {
-		return nil, errUnsupported
+	m := v.Interface().(map[string]string)
+	keys := c.keys[:0]
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	dst = append(dst, '{')
+	for i, k := range keys {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendString(dst, k)
+		dst = append(dst, ':')
+		dst = appendString(dst, m[k])
+	}
+	c.keys = keys[:0]
+	return append(dst, '}'), nil
+}
+
+// mapValue writes a map with string keys as an object with its keys sorted; null values are left out
+// when drop.
+func (c *canonicalizer) mapValue(dst []byte, v reflect.Value, e *valueEncoder, drop bool) ([]byte, error) {
+	if v.IsNil() {
+		return append(dst, "null"...), nil
 	}
 	type entry struct {
 		key string
@@ -441,16 +607,16 @@ func (c *canonicalizer) mapValue(dst []byte, v reflect.Value, drop bool) ([]byte
 	slices.SortFunc(entries, func(a, b entry) int { return strings.Compare(a.key, b.key) })
 	dst = append(dst, '{')
 	empty := len(dst)
-	for _, e := range entries {
+	for _, en := range entries {
 		mark := len(dst)
 		if len(dst) > empty {
 			dst = append(dst, ',')
 		}
-		dst = appendString(dst, e.key)
+		dst = appendString(dst, en.key)
 		dst = append(dst, ':')
 		valueAt := len(dst)
 		var err error
-		if dst, err = c.typedValue(dst, e.val, drop, levelDeeper); err != nil {
+		if dst, err = c.typedValue(dst, en.val, e.elem, drop, levelDeeper); err != nil {
 			return nil, err
 		}
 		if drop && string(dst[valueAt:]) == "null" {
