@@ -9,11 +9,12 @@ import (
 )
 
 // BenchmarkSync measures one /sync through the HTTP handler (decode, decide, render, encode) for a
-// steady 3-member and a scaling 9-member cluster. Results are in the README (make bench).
+// steady 3-member cluster and a 9-member one scaling and settled. Results are in the README (make bench).
 func BenchmarkSync(b *testing.B) {
 	for _, bc := range []struct{ name, file string }{
 		{"members=3", "testdata/sync/metacontroller-last-applied.request.json"},
 		{"members=9", "testdata/bench/nine-members-scaling.request.json"},
+		{"members=9,idle", "testdata/bench/nine-members-idle.request.json"},
 	} {
 		body, err := os.ReadFile(bc.file)
 		if err != nil {

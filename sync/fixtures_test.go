@@ -397,6 +397,13 @@ func fixtures() []fixture {
 			w.deleting = true
 		}},
 		{name: "customize", hook: "customize", build: func(w *world) {}},
+		// A settled 9-member cluster: what an idle cluster's periodic resync sends (cmd/loadtest -simulate).
+		{name: "nine-members-idle", hook: "bench", build: func(w *world) {
+			w.spec.Size = ptr(int32(9))
+			w.lastApplied = true
+			w.converge(200)
+			w.step(5 * time.Second)
+		}},
 		{name: "nine-members-scaling", hook: "bench", build: func(w *world) {
 			w.spec.Size = ptr(int32(9))
 			w.lastApplied = true
