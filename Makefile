@@ -5,7 +5,7 @@ IMAGE   ?= ghcr.io/etcdhook/etcdhook:v0.1.0
 LDFLAGS := -s -w -X main.version=$(VERSION)
 FUZZTIME ?= 20s
 
-.PHONY: build run test unit fuzz fixtures bench loadtest timings image lint e2e-local clean
+.PHONY: build run test unit fuzz fixtures bench loadtest simulate timings image lint e2e-local clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/etcdhook ./cmd/etcdhook
@@ -40,6 +40,15 @@ LOADTEST_FLAGS ?=
 loadtest:
 	$(GO) build -o bin/loadtest ./cmd/loadtest
 	./bin/loadtest $(LOADTEST_FLAGS)
+
+# A fleet against one hook replica, at most 60 s (cmd/loadtest -simulate): 1000 idle 9-member clusters
+# at 0.1 sync/s and 50 scaling ones at 2 sync/s, open loop, each replaying its recorded request; prints
+# the README's simulation table and how many clusters a replica serves. SIMULATE_FLAGS passes flags
+# (-idle-clusters, -busy-clusters, -idle-rate, -busy-rate, -sim-duration, ...).
+SIMULATE_FLAGS ?=
+simulate:
+	$(GO) build -o bin/loadtest ./cmd/loadtest
+	./bin/loadtest -simulate $(SIMULATE_FLAGS)
 
 # Membership scenarios against real etcd 3.5 and 3.6, writing each step's timing, failed writes and
 # write latency to membership/TIMINGS.md.

@@ -84,9 +84,32 @@ func main() {
 	flag.IntVar(&c.compareReps, "compare-reps", 3, "repetitions of each compared queue wait")
 	flag.DurationVar(&c.compareDur, "compare-duration", 3*time.Second, "length of each comparison phase")
 	flag.Float64Var(&c.compareNear, "compare-near", 0.9, "the comparison's rate below overload, times the hook's capacity")
+	sim := flag.Bool("simulate", false, "instead of the load phases, simulate a fleet: -idle-clusters and -busy-clusters syncing at their rates (at most 60 s, make simulate)")
+	var sc simConfig
+	flag.StringVar(&sc.idleReq, "idle-request", "hooks/testdata/bench/nine-members-idle.request.json", "simulation: an idle cluster's request")
+	flag.StringVar(&sc.idleResp, "idle-response", "hooks/testdata/bench/nine-members-idle.response.json", "simulation: the expected answer to it")
+	flag.IntVar(&sc.idle, "idle-clusters", 1000, "simulation: idle (settled) 9-member clusters")
+	flag.IntVar(&sc.busy, "busy-clusters", 50, "simulation: scaling 9-member clusters (replaying -request)")
+	flag.Float64Var(&sc.idleRate, "idle-rate", 0.1, "simulation: syncs per second of each idle cluster")
+	flag.Float64Var(&sc.busyRate, "busy-rate", 2, "simulation: syncs per second of each scaling cluster")
+	flag.DurationVar(&sc.dur, "sim-duration", 40*time.Second, "simulation: length of the open-loop run (with 2 x -sim-calibrate at most 50s)")
+	flag.DurationVar(&sc.calDur, "sim-calibrate", 2*time.Second, "simulation: closed-loop measurement of each request's CPU")
+	flag.Float64Var(&sc.budget, "sim-budget", 0.7, "simulation: the share of a core the statement of clusters per replica lets the hook use")
 	flag.Parse()
 	if *serve != "" {
 		serveChild(*serve, *childWait)
+		return
+	}
+	if *sim {
+		sc.busyReq, sc.busyResp, sc.deadline = c.reqFile, c.respFile, maxSimRun
+		if err := sc.validate(); err != nil {
+			fmt.Fprintln(os.Stderr, "loadtest:", err)
+			os.Exit(2)
+		}
+		if err := simulate(sc); err != nil {
+			fmt.Fprintln(os.Stderr, "loadtest:", err)
+			os.Exit(1)
+		}
 		return
 	}
 	for _, f := range strings.Split(*ratesFlag, ",") {
@@ -342,6 +365,21 @@ func (l *loader) do(ctx context.Context, url string, body []byte) int {
 	return resp.StatusCode
 }
 
+// newLoader makes a loader whose requests time out after 5 s, with a connection for each request that
+// may be in the air.
+func newLoader(body []byte) *loader {
+	return &loader{body: body, client: &http.Client{
+		Timeout: 5 * time.Second,
+		Transport: &http.Transport{
+			Proxy:               nil,
+			MaxIdleConns:        maxOutstanding,
+			MaxIdleConnsPerHost: maxOutstanding,
+			IdleConnTimeout:     30 * time.Second,
+			DisableCompression:  true,
+		},
+	}}
+}
+
 // maxOutstanding bounds the requests in the air at once; a send due beyond it is counted, not made.
 const maxOutstanding = 512
 
@@ -382,6 +420,12 @@ func (l *loader) openLoop(ctx context.Context, url string, bodies [][]byte, rate
 
 // closedLoop keeps workers requests in the air for dur and returns the 200 answers per second.
 func (l *loader) closedLoop(ctx context.Context, url string, workers int, dur time.Duration) float64 {
+	n, elapsed := l.closedLoopN(ctx, url, workers, dur)
+	return float64(n) / elapsed.Seconds()
+}
+
+// closedLoopN keeps workers requests in the air for dur and returns the 200 answers and the time taken.
+func (l *loader) closedLoopN(ctx context.Context, url string, workers int, dur time.Duration) (int, time.Duration) {
 	var ok sync.WaitGroup
 	var mu sync.Mutex
 	count := 0
@@ -401,7 +445,7 @@ func (l *loader) closedLoop(ctx context.Context, url string, workers int, dur ti
 		}()
 	}
 	ok.Wait()
-	return float64(count) / time.Since(start).Seconds()
+	return count, time.Since(start)
 }
 
 // ---- phases and report ----
@@ -526,16 +570,7 @@ func run(c config) error {
 	if err != nil {
 		return err
 	}
-	l := &loader{body: body, client: &http.Client{
-		Timeout: 5 * time.Second,
-		Transport: &http.Transport{
-			Proxy:               nil,
-			MaxIdleConns:        maxOutstanding,
-			MaxIdleConnsPerHost: maxOutstanding,
-			IdleConnTimeout:     30 * time.Second,
-			DisableCompression:  true,
-		},
-	}}
+	l := newLoader(body)
 
 	var children []*child
 	defer func() {
