@@ -38,6 +38,7 @@ func (s *Server) handleSync(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out, err := resp.AppendJSON(getBuffer(0))
+	resp.Release() // the children are copied into out
 	defer putBuffer(out)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, "encoding response: "+err.Error())

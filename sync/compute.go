@@ -73,7 +73,7 @@ func decideAnswer(o *Observed, now time.Time, opts Options) (*Response, error) {
 		}
 		return &Response{Status: p.status(), Children: children, ResyncAfterSeconds: resyncBusySeconds}, nil
 	}
-	children, rendered, err := p.children()
+	children, rendered, canon, err := p.children()
 	if err != nil {
 		return nil, err
 	}
@@ -85,17 +85,17 @@ func decideAnswer(o *Observed, now time.Time, opts Options) (*Response, error) {
 	if p.busy != "" || p.rolling || p.pendingSpec || p.quorumLost || p.cleanup || !f.bootstrapped || len(p.waiting) > 0 {
 		resync = resyncBusySeconds
 	}
-	return &Response{Status: p.status(), Children: children, ResyncAfterSeconds: resync, Deleted: deleted}, nil
+	return &Response{Status: p.status(), Children: children, ResyncAfterSeconds: resync, Deleted: deleted, canon: canon}, nil
 }
 
 // children renders every child in a fixed order, each as its JSON (render.go), and says which it
 // rendered. Without a spec to render from it renders nothing: answer calls it so only when no child
 // exists (otherwise it answers with echoLastApplied).
-func (p *plan) children() ([]any, map[childID]bool, error) {
+func (p *plan) children() ([]any, map[childID]bool, *canonicalizer, error) {
 	out := []any{}
 	rendered := map[childID]bool{}
 	if !p.hasSpec {
-		return out, rendered, nil
+		return out, rendered, nil, nil
 	}
 	objs := p.rbac()
 	objs = append(objs, p.configMap())
@@ -117,15 +117,16 @@ func (p *plan) children() ([]any, map[childID]bool, error) {
 	}
 	vct := claimTemplates(p.f.obs.raw[childID{KeyStatefulSet, p.f.names.StatefulSet()}])
 	// One buffer for every child: each child is a slice of it.
-	var c canonicalizer
-	buf := make([]byte, 0, 32<<10)
+	// One buffer for every child, from a pool: Response.Release gives it back.
+	c := canvases.Get().(*canonicalizer)
+	buf := c.out[:0]
 	out = make([]any, 0, len(objs))
 	// Each child is a *json.RawMessage into raws: a pointer goes into an interface without an allocation.
 	raws := make([]json.RawMessage, len(objs))
 	for i, obj := range objs {
 		k, ok := obj.(kubeChild)
 		if !ok {
-			return nil, nil, fmt.Errorf("rendering %T: not a Kubernetes object", obj)
+			return nil, nil, nil, fmt.Errorf("rendering %T: not a Kubernetes object", obj)
 		}
 		var v []byte
 		if _, isSTS := obj.(*appsv1.StatefulSet); isSTS {
@@ -144,17 +145,18 @@ func (p *plan) children() ([]any, map[childID]bool, error) {
 				if uerr := json.Unmarshal(v, &vctAny); uerr != nil {
 					err = uerr
 				}
-				return nil, nil, fmt.Errorf("observed volumeClaimTemplates: %w", err)
+				return nil, nil, nil, fmt.Errorf("observed volumeClaimTemplates: %w", err)
 			}
-			return nil, nil, fmt.Errorf("rendering %T: %w", obj, err)
+			return nil, nil, nil, fmt.Errorf("rendering %T: %w", obj, err)
 		}
 		buf = b
+		c.out = buf
 		raws[i] = buf[start:len(buf):len(buf)]
 		out = append(out, &raws[i])
 		tm := k.GetObjectKind().(*metav1.TypeMeta)
 		rendered[childID{groupKeyOf(tm.Kind, tm.APIVersion), k.GetName()}] = true
 	}
-	return out, rendered, nil
+	return out, rendered, c, nil
 }
 
 // kubeChild is what every rendered child is.

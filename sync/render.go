@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	gosync "sync"
 	"unicode/utf8"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -43,6 +44,23 @@ type canonicalizer struct {
 	buf     []byte
 	keys    []string
 	vct     []byte
+	// out holds the children's JSON (plan.children).
+	out []byte
+}
+
+// canvases recycles canonicalizers and the buffer children are written into (32 KB for 9 members).
+var canvases = gosync.Pool{New: func() any { return &canonicalizer{out: make([]byte, 0, 32<<10)} }}
+
+
+// Release gives back the buffer the children are written in, for the next answer. The response and
+// its children must not be used afterwards; a response that is never released is simply collected.
+func (r *Response) Release() {
+	if r.canon != nil {
+		c := r.canon
+		r.canon, r.Children = nil, nil
+		c.vct = nil
+		canvases.Put(c)
+	}
 }
 
 type member struct {

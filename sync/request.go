@@ -44,6 +44,8 @@ type Response struct {
 	// For the log, not sent: the parent (namespace/name) and whether the request was a finalize.
 	Parent     string `json:"-"`
 	Finalizing bool   `json:"-"`
+	// canon holds the buffer the children are written in (see Release).
+	canon *canonicalizer
 }
 
 // Group keys of the child and related types the registration declares (metacontroller/).
