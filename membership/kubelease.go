@@ -89,7 +89,7 @@ func (k *KubeLeases) Read(ctx context.Context) (Intent, error) {
 func (k *KubeLeases) Write(ctx context.Context, r api.Report) error {
 	now := metav1.NewMicroTime(k.Now())
 	spec := map[string]any{
-		"holderIdentity":       k.holder,
+		"holderIdentity": k.holder,
 		// Three renewal intervals of this report, so that the Lease object tells a reader the truth
 		// (the hook judges freshness with its own bounds, never this field).
 		"leaseDurationSeconds": int32(3 * api.RenewInterval(r, time.Duration(k.duration)*time.Second) / time.Second),

@@ -349,7 +349,7 @@ func (w *world) podJSON(i int, p *simPod) map[string]any {
 		"metadata": map[string]any{
 			"name": w.names().Pod(i), "namespace": w.ns, "uid": p.uid, "labels": labels,
 			"creationTimestamp": p.createdAt.UTC().Format(time.RFC3339),
-			"ownerReferences": []any{map[string]any{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": w.name, "uid": "uid-statefulset-" + w.name, "controller": true}},
+			"ownerReferences":   []any{map[string]any{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": w.name, "uid": "uid-statefulset-" + w.name, "controller": true}},
 		},
 		"spec": map[string]any{"containers": []any{map[string]any{"name": "etcd", "image": p.image}}},
 		"status": map[string]any{"phase": "Running", "conditions": []any{
