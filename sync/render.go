@@ -51,7 +51,6 @@ type canonicalizer struct {
 // canvases recycles canonicalizers and the buffer children are written into (32 KB for 9 members).
 var canvases = gosync.Pool{New: func() any { return &canonicalizer{out: make([]byte, 0, 32<<10)} }}
 
-
 // Release gives back the buffer the children are written in, for the next answer. The response and
 // its children must not be used afterwards; a response that is never released is simply collected.
 func (r *Response) Release() {
