@@ -37,8 +37,9 @@ func BenchmarkSync(b *testing.B) {
 	}
 }
 
-// BenchmarkScan is the pass every request body gets before it is decoded (objects and array elements
-// counted), on the largest real request; compare with BenchmarkSync/members=9.
+// BenchmarkScan is the pass that counts objects and array elements before decoding, on the largest
+// real request: /customize bodies and bodies that are not JSON get it; a /sync body is counted by the
+// pass that checks it as JSON (sync.CheckBody). Compare with BenchmarkSync/members=9.
 func BenchmarkScan(b *testing.B) {
 	body, err := os.ReadFile("testdata/bench/nine-members-scaling.request.json")
 	if err != nil {

@@ -19,15 +19,29 @@ import (
 // handleSync serves /sync and /finalize: the body says whether it is finalizing. The body is read once
 // into one buffer and decoded from it in one pass (sync.ComputeBody); the answer is written in one piece.
 func (s *Server) handleSync(w http.ResponseWriter, r *http.Request) {
-	body, ok := s.readRequest(w, r)
+	body, ok := s.readBody(w, r)
 	if !ok {
 		return
 	}
 	// The decoded request points into body (sync.DecodeBody), so the buffer goes back to the pool
 	// only once the answer is written; nothing read from it is kept (the log gets copies).
 	defer putBuffer(body)
+	// One pass checks the body as JSON and counts what the bounds count; a body that is not JSON (or
+	// nests past that counting) is counted by scan, as every body was before.
+	checked, sh, bad := etcdsync.CheckBody(body)
+	if bad != nil || !sh.Exact {
+		sc := scan(body)
+		sh.Objects, sh.Elements = sc.Objects, sc.Elements
+	}
+	if !s.withinBounds(w, sh.Objects, sh.Elements) {
+		return
+	}
+	if bad != nil {
+		writeError(w, http.StatusBadRequest, "malformed JSON: "+bad.Error())
+		return
+	}
 	start := time.Now()
-	resp, err := etcdsync.ComputeBody(body, s.cfg.Now(), s.cfg.Options)
+	resp, err := etcdsync.ComputeChecked(checked, s.cfg.Now(), s.cfg.Options)
 	if err != nil {
 		var bad *etcdsync.MalformedError
 		if errors.As(err, &bad) {
@@ -88,9 +102,23 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) bool {
 	return true
 }
 
-// readRequest checks the content type and reads the body within the bounds (hooks/limits.go),
-// answering 4xx itself when it cannot.
+// readRequest reads a body within the bounds (hooks/limits.go), answering 4xx itself when it cannot.
 func (s *Server) readRequest(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	body, ok := s.readBody(w, r)
+	if !ok {
+		return nil, false
+	}
+	// Before any decoding: many small objects, or long arrays of small elements, cost far more memory
+	// typed than their bytes suggest.
+	sh := scan(body)
+	if !s.withinBounds(w, sh.Objects, sh.Elements) {
+		return nil, false
+	}
+	return body, true
+}
+
+// readBody checks the content type and reads the body, answering 4xx itself when it cannot.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
 			writeError(w, http.StatusUnsupportedMediaType, fmt.Sprintf("content type %q: hooks take application/json", ct))
@@ -107,20 +135,22 @@ func (s *Server) readRequest(w http.ResponseWriter, r *http.Request) ([]byte, bo
 		writeError(w, http.StatusBadRequest, "reading request body: "+err.Error())
 		return nil, false
 	}
-	// Before any decoding: many small objects, or long arrays of small elements, cost far more memory
-	// typed than their bytes suggest.
-	sh := scan(body)
-	if sh.Objects > s.cfg.MaxObjects {
-		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf(
-			"request lists %d child and related objects, over the %d a cluster of at most %d members can have", sh.Objects, s.cfg.MaxObjects, api.MaxSize))
-		return nil, false
-	}
-	if sh.Elements > s.cfg.MaxElements {
-		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf(
-			"request has %d array elements, over the %d bound (a 9-member cluster's request has about 150)", sh.Elements, s.cfg.MaxElements))
-		return nil, false
-	}
 	return body, true
+}
+
+// withinBounds answers 413 for a body listing more objects or array elements than the bounds allow.
+func (s *Server) withinBounds(w http.ResponseWriter, objects, elements int) bool {
+	if objects > s.cfg.MaxObjects {
+		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf(
+			"request lists %d child and related objects, over the %d a cluster of at most %d members can have", objects, s.cfg.MaxObjects, api.MaxSize))
+		return false
+	}
+	if elements > s.cfg.MaxElements {
+		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf(
+			"request has %d array elements, over the %d bound (a 9-member cluster's request has about 150)", elements, s.cfg.MaxElements))
+		return false
+	}
+	return true
 }
 
 // fail answers an error: 422 for input the hook refuses, 500 otherwise. Metacontroller changes nothing

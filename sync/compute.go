@@ -47,6 +47,16 @@ func ComputeBody(body []byte, now time.Time, opts Options) (*Response, error) {
 	return answer(o, now, opts)
 }
 
+// ComputeChecked is ComputeBody on a body CheckBody has checked (the server checks it while counting
+// its shape, and does not pass over it twice).
+func ComputeChecked(body CheckedBody, now time.Time, opts Options) (*Response, error) {
+	o, err := decodeChecked(body.b)
+	if err != nil {
+		return nil, err
+	}
+	return answer(o, now, opts)
+}
+
 // answer decides and renders; the response names the parent for the log.
 func answer(o *Observed, now time.Time, opts Options) (*Response, error) {
 	resp, err := decideAnswer(o, now, opts)

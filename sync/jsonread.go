@@ -33,12 +33,13 @@ func (e *syntaxError) Error() string { return e.msg + " at offset " + strconv.It
 
 // checkJSON checks that b holds one JSON value, followed by nothing a json.Decoder would read as another
 // value: only whitespace, or a stray ']' or '}' (Decoder.More stops there, so the hook accepted it).
-func checkJSON(b []byte) error {
+// With sh it also counts, in the same pass, what hooks bounds before decoding (see BodyShape).
+func checkJSON(b []byte, sh *BodyShape) error {
 	i := skipWS(b, 0)
 	if i == len(b) {
 		return &syntaxError{"unexpected end of JSON input", i}
 	}
-	end, err := checkValue(b, i)
+	end, err := checkValue(b, i, sh)
 	if err != nil {
 		return err
 	}
@@ -48,12 +49,54 @@ func checkJSON(b []byte) error {
 	return nil
 }
 
+// BodyShape is what the hook bounds before it decodes anything (hooks/limits.go): the members of every
+// object two levels below a top-level key other than "parent", "controller" and "finalizing" (keys as
+// written: the child and related objects), and the array elements anywhere. Exact is false when the
+// body nests too deep for these counts to match the hook's own scan, which then counts instead.
+type BodyShape struct {
+	Objects, Elements int
+	Exact             bool
+}
+
+// shapeDepth is the depth past which BodyShape leaves the counting to the hook's scan (which counts
+// differently beyond 256 levels).
+const shapeDepth = 200
+
 // checkValue checks the value at b[i] and returns the offset after it. Containers are tracked on a
-// small stack so that depth costs no recursion.
-func checkValue(b []byte, i int) (int, error) {
+// small stack so that depth costs no recursion. With sh, array elements are counted as they pass, and
+// the members of objects at depth 3 under a depth-2 object whose top-level key is not excluded.
+func checkValue(b []byte, i int, sh *BodyShape) (int, error) {
 	var small [64]byte
 	stack := small[:0] // '{' or '[' per open container
 	var err error
+	// The counted path: a top-level object, the object under a counted key (depth 2), an object under
+	// one of its members (depth 3), whose members are counted.
+	counting := sh != nil && b[i] == '{'
+	if sh != nil {
+		*sh = BodyShape{Exact: true}
+	}
+	var excludedKey, countedV, countedG bool
+	key := func(k int) (int, error) {
+		start := k
+		k, err := checkKey(b, k)
+		if err != nil || !counting {
+			return k, err
+		}
+		switch len(stack) {
+		case 1:
+			switch string(b[start:skipStringChecked(b, start)]) {
+			case `"parent"`, `"controller"`, `"finalizing"`:
+				excludedKey = true
+			default:
+				excludedKey = false
+			}
+		case 3:
+			if countedG {
+				sh.Objects++
+			}
+		}
+		return k, nil
+	}
 	for {
 		// A value starts at i.
 		i = skipWS(b, i)
@@ -65,6 +108,16 @@ func checkValue(b []byte, i int) (int, error) {
 			if len(stack) >= maxDepth {
 				return i, &syntaxError{errDepth.Error(), i}
 			}
+			if counting {
+				switch len(stack) {
+				case 1:
+					countedV = c == '{' && !excludedKey
+				case 2:
+					countedG = c == '{' && countedV
+				case shapeDepth:
+					sh.Exact = false
+				}
+			}
 			stack = append(stack, c)
 			i = skipWS(b, i+1)
 			if i < len(b) && (c == '{' && b[i] == '}' || c == '[' && b[i] == ']') {
@@ -73,9 +126,11 @@ func checkValue(b []byte, i int) (int, error) {
 				break
 			}
 			if c == '{' {
-				if i, err = checkKey(b, i); err != nil {
+				if i, err = key(i); err != nil {
 					return i, err
 				}
+			} else if counting {
+				sh.Elements++
 			}
 			continue
 		case c == '"':
@@ -114,9 +169,11 @@ func checkValue(b []byte, i int) (int, error) {
 			if b[i] == ',' {
 				i++
 				if top == '{' {
-					if i, err = checkKey(b, skipWS(b, i)); err != nil {
+					if i, err = key(skipWS(b, i)); err != nil {
 						return i, err
 					}
+				} else if counting {
+					sh.Elements++
 				}
 				break
 			}

@@ -164,9 +164,26 @@ func groupsOf(m map[string]map[string]json.RawMessage) groups {
 // fields the decision never reads, which no API server sends. Strings in the result point into body,
 // which must not change afterwards.
 func DecodeBody(body []byte) (*Observed, error) {
-	if err := checkJSON(body); err != nil {
+	if err := checkJSON(body, nil); err != nil {
 		return nil, malformed(body, err)
 	}
+	return decodeChecked(body)
+}
+
+// CheckedBody is a request body already checked as JSON (CheckBody).
+type CheckedBody struct{ b []byte }
+
+// CheckBody checks body as DecodeBody does (an error is a *MalformedError) and, in the same pass,
+// counts its shape, for the bounds the server checks before decoding.
+func CheckBody(body []byte) (CheckedBody, BodyShape, error) {
+	var sh BodyShape
+	if err := checkJSON(body, &sh); err != nil {
+		return CheckedBody{}, BodyShape{}, malformed(body, err)
+	}
+	return CheckedBody{body}, sh, nil
+}
+
+func decodeChecked(body []byte) (*Observed, error) {
 	rq, err := splitRequest(body)
 	if err != nil {
 		return nil, malformed(body, err)
