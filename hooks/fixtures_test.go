@@ -3,6 +3,7 @@ package hooks
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -79,4 +80,56 @@ func canonical(t testing.TB, b []byte) []byte {
 	enc.SetEscapeHTML(false)
 	require.NoError(t, enc.Encode(v))
 	return out.Bytes()
+}
+
+// Requests answered at the same time get their own answers: bodies, answers and the children's
+// buffers are pooled and reused across requests (handlers.go, sync.Response.Release).
+func TestConcurrentSyncsKeepTheirAnswers(t *testing.T) {
+	srv := New(Config{
+		Options:     etcdsync.Options{Image: fixtureImage},
+		Now:         func() time.Time { return fixtureNow },
+		Logger:      discardLogger(),
+		MaxInFlight: 8,
+	})
+	var bodies, wants [][]byte
+	for _, name := range []string{"bench/nine-members-idle", "bench/nine-members-scaling", "sync/metacontroller-last-applied"} {
+		body, err := os.ReadFile("testdata/" + name + ".request.json")
+		require.NoError(t, err)
+		want, err := os.ReadFile("testdata/" + name + ".response.json")
+		require.NoError(t, err)
+		bodies, wants = append(bodies, body), append(wants, want)
+	}
+	errs := make(chan error, 8)
+	for g := range 8 {
+		go func() {
+			for n := range 15 {
+				k := (g + n) % len(bodies)
+				req := httptest.NewRequest(http.MethodPost, "/sync", bytes.NewReader(bodies[k]))
+				req.Header.Set("Content-Type", "application/json")
+				rec := httptest.NewRecorder()
+				srv.ServeHTTP(rec, req)
+				if rec.Code != http.StatusOK {
+					errs <- fmt.Errorf("status %d: %s", rec.Code, rec.Body.String())
+					return
+				}
+				var v any
+				if err := json.Unmarshal(rec.Body.Bytes(), &v); err != nil {
+					errs <- err
+					return
+				}
+				var got bytes.Buffer
+				enc := json.NewEncoder(&got)
+				enc.SetIndent("", "  ")
+				enc.SetEscapeHTML(false)
+				if err := enc.Encode(v); err != nil || !bytes.Equal(got.Bytes(), wants[k]) {
+					errs <- fmt.Errorf("answer %d differs from its fixture", k)
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range 8 {
+		require.NoError(t, <-errs)
+	}
 }
