@@ -980,8 +980,3 @@ func (p *plan) carryJob(j *batchv1.Job) *batchv1.Job {
 }
 
 const lastAppliedAnnotation = "metacontroller.k8s.io/last-applied-configuration"
-
-func parseTime(s string) time.Time {
-	t, _ := time.Parse(time.RFC3339, s)
-	return t
-}

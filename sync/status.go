@@ -208,7 +208,13 @@ func (p *plan) joiningAs(m *memberView) bool {
 // joining: ordinal i holds a join permission whose deadline has not passed.
 func (p *plan) joining(i int) bool {
 	lp := p.leases[i]
-	return i >= 0 && lp != nil && lp.joinPermitted != "" && p.f.now.Before(parseTime(lp.joinDeadline))
+	if i < 0 || lp == nil {
+		return false
+	}
+	// Read as the agent reads it (api/join.go), like every other reading of a permission.
+	w, _ := api.ParseJoinWindow(lp.joinPermitted, lp.joinDeadline)
+	open, _ := w.OpenAt(p.f.now)
+	return open
 }
 
 func memberName(f *facts, m *memberView) string {
