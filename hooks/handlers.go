@@ -58,6 +58,7 @@ func (s *Server) handleSync(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, "encoding response: "+err.Error())
 		return
 	}
+	s.clusters.observe(resp)
 	parent := resp.Parent
 	for _, d := range resp.Deleted {
 		s.cfg.Logger.Info("child released for deletion", "parent", parent, "group", d.Key,

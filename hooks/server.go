@@ -40,12 +40,17 @@ type Config struct {
 	// MaxElements bounds the array elements of one request (413 beyond), checked before decoding; 0
 	// means MaxElements.
 	MaxElements int
+	// ClusterMetricsTTL is how long a cluster's gauges outlive this replica's last sync of it; 0 means
+	// ClusterMetricsTTL (hooks/clustermetrics.go).
+	ClusterMetricsTTL time.Duration
 }
 
-// Server serves the hooks. It holds no state about clusters: every answer comes from the request.
+// Server serves the hooks. Every answer comes from the request alone; the only state it keeps about
+// clusters is what its last answers said, for the per-cluster gauges (clustermetrics.go).
 type Server struct {
 	cfg          Config
 	metrics      *metrics
+	clusters     *clusterMetrics
 	limiter      *limiter
 	limitMetrics limitMetrics
 	router       chi.Router
@@ -81,8 +86,12 @@ func New(cfg Config) *Server {
 	if cfg.MaxElements <= 0 {
 		cfg.MaxElements = MaxElements
 	}
+	if cfg.ClusterMetricsTTL <= 0 {
+		cfg.ClusterMetricsTTL = ClusterMetricsTTL
+	}
 	s := &Server{cfg: cfg, metrics: newMetrics(cfg.Registry), limiter: newLimiter(cfg.MaxInFlight, cfg.MaxQueue, cfg.QueueWait)}
 	s.limitMetrics = newLimitMetrics(cfg.Registry, s.limiter)
+	s.clusters = newClusterMetrics(cfg.Registry, cfg.Now, cfg.ClusterMetricsTTL)
 	r := chi.NewRouter()
 	r.Use(s.recoverer)
 	// Counted and timed first, so that shed requests (429) show in the request metrics too.

@@ -1,0 +1,221 @@
+package hooks
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/etcdhook/etcdhook/api"
+	etcdsync "github.com/etcdhook/etcdhook/sync"
+)
+
+// clusterSeries gathers the etcdhook_cluster_* series of one cluster as "name{extra label}" → value.
+func clusterSeries(t *testing.T, reg *prometheus.Registry, namespace, cluster string) map[string]float64 {
+	t.Helper()
+	fams, err := reg.Gather()
+	require.NoError(t, err)
+	out := map[string]float64{}
+	for _, f := range fams {
+		if !strings.HasPrefix(f.GetName(), "etcdhook_cluster_") {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			var extra []string
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+				if l.GetName() != "namespace" && l.GetName() != "etcd_cluster" {
+					extra = append(extra, l.GetName()+"="+l.GetValue())
+				}
+			}
+			require.Contains(t, labels, "namespace", f.GetName())
+			require.Contains(t, labels, "etcd_cluster", f.GetName())
+			require.Equal(t, "GAUGE", f.GetType().String(), f.GetName())
+			if labels["namespace"] != namespace || labels["etcd_cluster"] != cluster {
+				continue
+			}
+			key := f.GetName()
+			if len(extra) > 0 {
+				key += "{" + strings.Join(extra, ",") + "}"
+			}
+			out[key] = m.GetGauge().GetValue()
+		}
+	}
+	return out
+}
+
+// want spells the full set of series one cluster should have: every phase and step listed, the one
+// that applies at 1.
+func want(phase, step string, stalled, available bool, desired, replicas, ready, members, voters, healthy, learners float64, synced time.Time) map[string]float64 {
+	b := func(v bool) float64 {
+		if v {
+			return 1
+		}
+		return 0
+	}
+	out := map[string]float64{
+		"etcdhook_cluster_step_stalled":                b(stalled),
+		"etcdhook_cluster_available":                   b(available),
+		"etcdhook_cluster_replicas":                    replicas,
+		"etcdhook_cluster_ready_members":               ready,
+		"etcdhook_cluster_members":                     members,
+		"etcdhook_cluster_voters":                      voters,
+		"etcdhook_cluster_healthy_voters":              healthy,
+		"etcdhook_cluster_learners":                    learners,
+		"etcdhook_cluster_last_sync_timestamp_seconds": float64(synced.Unix()),
+	}
+	if desired >= 0 {
+		out["etcdhook_cluster_desired_members"] = desired
+	}
+	for _, p := range []string{"Creating", "Running", "Scaling", "Upgrading", "Degraded", "Failed"} {
+		out["etcdhook_cluster_phase{phase="+p+"}"] = b(p == phase)
+	}
+	for _, s := range []string{"Bootstrapping", "MembershipChange", "RollingUpdate", "SpecPending"} {
+		out["etcdhook_cluster_step_in_flight{step="+s+"}"] = b(s == step)
+	}
+	return out
+}
+
+func readFixture(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile("testdata/" + name + ".request.json")
+	require.NoError(t, err)
+	return b
+}
+
+// The gauges say what the last answer about each cluster said, a finalize call drops the cluster's
+// series, and so does the TTL for a cluster no sync names any more (deleted without the finalize hook).
+func TestClusterGaugesFollowTheLastAnswer(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	var now atomic.Pointer[time.Time]
+	t0 := fixtureNow
+	now.Store(&t0)
+	srv := New(Config{
+		Options:  etcdsync.Options{Image: fixtureImage},
+		Now:      func() time.Time { return *now.Load() },
+		Logger:   discardLogger(),
+		Registry: reg,
+	})
+	advance := func(d time.Duration) time.Time {
+		t := now.Load().Add(d)
+		now.Store(&t)
+		return t
+	}
+	require.Empty(t, clusterSeries(t, reg, "prod", "demo"), "no series before a sync")
+
+	// A learner waiting for promotion: 1 leader + 1 learner, 3 desired.
+	require.Equal(t, 200, post(t, srv, "/sync", "application/json", readFixture(t, "sync/learner-pending")).Code)
+	require.Equal(t, want("Scaling", "MembershipChange", false, true, 3, 3, 1, 2, 1, 1, 1, t0),
+		clusterSeries(t, reg, "prod", "demo"))
+
+	// A second cluster, in another namespace, bootstrapping: no members yet.
+	var other map[string]any
+	require.NoError(t, json.Unmarshal(readFixture(t, "sync/new-cluster"), &other))
+	meta := other["parent"].(map[string]any)["metadata"].(map[string]any)
+	meta["namespace"], meta["name"] = "staging", "other"
+	body, err := json.Marshal(other)
+	require.NoError(t, err)
+	t1 := advance(time.Second)
+	require.Equal(t, 200, post(t, srv, "/sync", "application/json", body).Code)
+	require.Equal(t, want("Creating", "Bootstrapping", false, false, 3, 1, 0, 0, 0, 0, 0, t1),
+		clusterSeries(t, reg, "staging", "other"))
+
+	// The same first cluster, later: its learner missed its deadline (a stalled step, no step in
+	// flight); the series are replaced, not added to.
+	t2 := advance(time.Second)
+	require.Equal(t, 200, post(t, srv, "/sync", "application/json", readFixture(t, "sync/learner-stuck-removed")).Code)
+	require.Equal(t, want("Degraded", "", true, true, 4, 4, 3, 4, 3, 3, 1, t2),
+		clusterSeries(t, reg, "prod", "demo"))
+
+	// A refused request changes nothing.
+	require.Equal(t, 400, post(t, srv, "/sync", "application/json", []byte(`{"parent":`)).Code)
+	require.Equal(t, want("Degraded", "", true, true, 4, 4, 3, 4, 3, 3, 1, t2),
+		clusterSeries(t, reg, "prod", "demo"))
+
+	// The finalize call drops the cluster being deleted, and only it.
+	require.Equal(t, 200, post(t, srv, "/finalize", "application/json", readFixture(t, "finalize/finalizing")).Code)
+	require.Empty(t, clusterSeries(t, reg, "prod", "demo"))
+	require.NotEmpty(t, clusterSeries(t, reg, "staging", "other"))
+
+	// Without a sync for the TTL (a cluster deleted without the finalize hook), its series go too.
+	advance(ClusterMetricsTTL - time.Second - (t2.Sub(t1)))
+	require.NotEmpty(t, clusterSeries(t, reg, "staging", "other"), "within the TTL")
+	advance(2 * time.Second)
+	require.Empty(t, clusterSeries(t, reg, "staging", "other"), "past the TTL")
+}
+
+// A cluster without a valid spec has no target: no desired-members series rather than a made-up 0.
+func TestClusterGaugesWithoutTarget(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	srv := New(Config{Options: etcdsync.Options{Image: fixtureImage}, Now: func() time.Time { return fixtureNow },
+		Logger: discardLogger(), Registry: reg})
+	require.Equal(t, 200, post(t, srv, "/sync", "application/json", readFixture(t, "sync/invalid-spec-new-cluster")).Code)
+	require.Equal(t, want("Failed", "", false, false, -1, 0, 0, 0, 0, 0, 0, fixtureNow), clusterSeries(t, reg, "prod", "demo"))
+}
+
+// The metrics' closed sets follow the status the sync package writes: every phase is one
+// etcdhook_cluster_phase lists, and every reason of the Progressing condition is either a step of
+// etcdhook_cluster_step_in_flight (when true) or one of the known not-in-flight reasons. A new reason in
+// sync/status.go fails here until the metric (and docs/monitoring.md) learn it.
+func TestPhasesAndStepsCoverTheStatus(t *testing.T) {
+	notInFlight := []string{"Stable", "Waiting", stepStalledReason}
+	src, err := os.ReadFile(filepath.Join("..", "sync", "status.go"))
+	require.NoError(t, err)
+	re := regexp.MustCompile(`add\(api\.CondProgressing, (true|false), "(\w+)"`)
+	found := re.FindAllStringSubmatch(string(src), -1)
+	require.GreaterOrEqual(t, len(found), 5, "sync/status.go no longer sets Progressing as this test reads it")
+	seen := map[string]bool{}
+	for _, m := range found {
+		if m[1] == "true" {
+			require.Contains(t, steps[:], m[2], "Progressing=True reason %s is not a step of etcdhook_cluster_step_in_flight", m[2])
+		} else {
+			require.Contains(t, notInFlight, m[2], "Progressing=False reason %s is unknown to the cluster metrics", m[2])
+		}
+		seen[m[2]] = true
+	}
+	for _, s := range steps {
+		require.True(t, seen[s], "step %s is no longer a reason sync/status.go writes", s)
+	}
+
+	files, err := filepath.Glob("testdata/sync/*.response.json")
+	require.NoError(t, err)
+	bench, err := filepath.Glob("testdata/bench/*.response.json")
+	require.NoError(t, err)
+	files = append(files, bench...)
+	phaseSeen := map[string]bool{}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		var resp struct{ Status api.ClusterStatus }
+		require.NoError(t, json.Unmarshal(b, &resp), f)
+		s := sample(&resp.Status)
+		require.GreaterOrEqual(t, s.phase, int8(0), "%s: phase %q", f, resp.Status.Phase)
+		phaseSeen[resp.Status.Phase] = true
+	}
+	var all []string
+	for p := range phaseSeen {
+		all = append(all, p)
+	}
+	sort.Strings(all)
+	require.Len(t, all, len(phases), "the fixtures cover every phase: %v", all)
+}
+
+// Recording a sync costs no allocation once the cluster is known (the hook is benchmarked per sync).
+func TestObserveAllocatesNothing(t *testing.T) {
+	m := newClusterMetrics(prometheus.NewRegistry(), func() time.Time { return fixtureNow }, time.Minute)
+	resp := &etcdsync.Response{Parent: "prod/demo", Status: &api.ClusterStatus{
+		Phase: api.PhaseRunning, Replicas: 3, ReadyReplicas: 3, Target: &api.Target{Size: 3},
+		Members: []api.MemberStatus{{Role: api.RoleLeader, Healthy: true}, {Role: api.RoleVoter, Healthy: true}, {Role: api.RoleLearner}},
+	}}
+	m.observe(resp)
+	require.Zero(t, testing.AllocsPerRun(100, func() { m.observe(resp) }))
+}
