@@ -41,4 +41,16 @@ type AgentConfig struct {
 	Token                string `json:"token"`
 	LeaseDurationSeconds int    `json:"leaseDurationSeconds"`
 	AdoptExistingData    bool   `json:"adoptExistingData"`
+	// TLS is set when the cluster runs TLS: the agent then issues its member certificate into TLSDir.
+	TLS *AgentTLS `json:"tls,omitempty"`
+}
+
+// AgentTLS is the built-in CA's configuration as the agent needs it.
+type AgentTLS struct {
+	CASecret     string `json:"caSecret"`
+	ClientSecret string `json:"clientSecret"`
+	// CADuration and CertDuration are Go durations (metav1.Duration's form).
+	CADuration   string `json:"caDuration"`
+	CertDuration string `json:"certDuration"`
+	ClientAuth   bool   `json:"clientAuth"`
 }

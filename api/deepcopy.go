@@ -56,5 +56,19 @@ func (s *ClusterSpec) DeepCopy() *ClusterSpec {
 	if t.LeaveSeconds != nil {
 		out.Timeouts.LeaveSeconds = ptr.To(*t.LeaveSeconds)
 	}
+	tls := s.Security.TLS
+	out.Security.TLS = TLSSpec{}
+	if tls.Enabled != nil {
+		out.Security.TLS.Enabled = ptr.To(*tls.Enabled)
+	}
+	if tls.Client.Auth != nil {
+		out.Security.TLS.Client.Auth = ptr.To(*tls.Client.Auth)
+	}
+	if tls.BuiltIn.CADuration != nil {
+		out.Security.TLS.BuiltIn.CADuration = ptr.To(*tls.BuiltIn.CADuration)
+	}
+	if tls.BuiltIn.CertDuration != nil {
+		out.Security.TLS.BuiltIn.CertDuration = ptr.To(*tls.BuiltIn.CertDuration)
+	}
 	return &out
 }

@@ -1,7 +1,10 @@
 package api
 
 import (
+	"time"
+
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 )
 
@@ -17,6 +20,12 @@ const (
 	// MaxLearnerPromotionSeconds is the validation bound of learnerPromotionSeconds, and so the longest
 	// join permission the hook ever writes.
 	MaxLearnerPromotionSeconds = 86400
+	// DefaultCADuration and DefaultCertDuration: the built-in CA's lifetime (5 years) and its member and
+	// client certificates' (90 days); each is replaced at 2/3 of its lifetime.
+	DefaultCADuration   = 5 * 365 * 24 * time.Hour
+	DefaultCertDuration = 90 * 24 * time.Hour
+	// CertExpiringDays: a certificate in use this close to its expiry raises CertificatesExpiring.
+	CertExpiringDays = 14
 )
 
 // ManagedOptions are etcd flags the hook or agent sets; spec.options may not override them.
@@ -27,7 +36,7 @@ var ManagedOptions = map[string]bool{
 	"initial-cluster": true, "initial-cluster-state": true, "initial-cluster-token": true,
 	"discovery": true, "discovery-srv": true, "discovery-srv-name": true, "discovery-token": true, "discovery-endpoints": true,
 	"force-new-cluster": true, "strict-reconfig-check": true, "max-learners": true, "experimental-max-learners": true,
-	// Security flags stay managed so that TLS can be introduced without user flags contradicting it.
+	// TLS flags are the hook's: they follow spec.security.tls and the files the agent writes.
 	"cert-file": true, "key-file": true, "trusted-ca-file": true, "client-cert-auth": true, "auto-tls": true,
 	"peer-cert-file": true, "peer-key-file": true, "peer-trusted-ca-file": true, "peer-client-cert-auth": true,
 	"peer-auto-tls": true, "client-crl-file": true, "peer-crl-file": true,
@@ -51,6 +60,21 @@ func Defaulted(s ClusterSpec) ClusterSpec {
 		q := defaultStorageSize.DeepCopy()
 		s.Storage.Size = &q
 	}
+	if s.Security.TLS.Enabled == nil {
+		// A new cluster: TLS on. A running cluster's unset value is the applied one (WithAppliedTLS).
+		s.Security.TLS.Enabled = ptr.To(true)
+	}
+	if s.Security.TLS.TLSOn() {
+		if s.Security.TLS.Client.Auth == nil {
+			s.Security.TLS.Client.Auth = ptr.To(true)
+		}
+		if s.Security.TLS.BuiltIn.CADuration == nil {
+			s.Security.TLS.BuiltIn.CADuration = &metav1.Duration{Duration: DefaultCADuration}
+		}
+		if s.Security.TLS.BuiltIn.CertDuration == nil {
+			s.Security.TLS.BuiltIn.CertDuration = &metav1.Duration{Duration: DefaultCertDuration}
+		}
+	}
 	if s.Timeouts.LearnerPromotionSeconds == nil {
 		s.Timeouts.LearnerPromotionSeconds = ptr.To(int32(DefaultLearnerPromotionSeconds))
 	}
@@ -60,5 +84,17 @@ func Defaulted(s ClusterSpec) ClusterSpec {
 	if s.Timeouts.LeaveSeconds == nil {
 		s.Timeouts.LeaveSeconds = ptr.To(int32(DefaultLeaveSeconds))
 	}
+	return s
+}
+
+// WithAppliedTLS fills an unset spec.security.tls.enabled from the spec the cluster runs, before
+// Defaulted: the default (on) is for new clusters only. A record written before TLS existed has no value
+// there, and such a cluster runs without TLS.
+func WithAppliedTLS(s ClusterSpec, applied *ClusterSpec) ClusterSpec {
+	if s.Security.TLS.Enabled != nil || applied == nil {
+		return s
+	}
+	s = *s.DeepCopy()
+	s.Security.TLS.Enabled = ptr.To(applied.Security.TLS.TLSOn())
 	return s
 }

@@ -33,6 +33,11 @@ const (
 	AnnError     = "etcd.io/error"
 	AnnLeaderID  = "etcd.io/leader-id"
 	AnnMembers   = "etcd.io/members"
+	// With TLS: the SHA-256 fingerprints of the CAs the member trusts (comma-separated, sorted), and the
+	// expiry (RFC 3339) of the earliest of them and of the member's certificate.
+	AnnTLSCAs          = "etcd.io/tls-cas"
+	AnnTLSCANotAfter   = "etcd.io/tls-ca-not-after"
+	AnnTLSCertNotAfter = "etcd.io/tls-cert-not-after"
 )
 
 // Roles an agent reports.
@@ -68,6 +73,10 @@ type Report struct {
 	Error string
 	// Members is nil when the agent has no linearizable member list to report.
 	Members []Member
+	// TLS: what the member's certificate files hold (all empty without TLS).
+	TLSCAs          string
+	TLSCANotAfter   string
+	TLSCertNotAfter string
 }
 
 // Error reasons an agent reports that the hook turns into conditions.
@@ -76,6 +85,9 @@ const (
 	ReasonParked      = "Parked"
 	// ReasonWaitingForJoin is what an agent reports while it needs join-permitted to (re)join.
 	ReasonWaitingForJoin = "WaitingForJoin"
+	// ReasonCertificatesInvalid: the agent cannot get or use certificates (CA Secret unreadable or
+	// malformed, a certificate that does not verify); etcd keeps running on the files it has.
+	ReasonCertificatesInvalid = "CertificatesInvalid"
 )
 
 // FormatID renders an etcd member or cluster ID the way every etcdhook object spells it.
@@ -108,6 +120,10 @@ func (r Report) Annotations() map[string]string {
 		AnnLeaderID:  r.LeaderID,
 		AnnError:     r.Error,
 		AnnMembers:   members,
+
+		AnnTLSCAs:          r.TLSCAs,
+		AnnTLSCANotAfter:   r.TLSCANotAfter,
+		AnnTLSCertNotAfter: r.TLSCertNotAfter,
 	}
 }
 
@@ -128,6 +144,10 @@ func ParseReportUsing(ann map[string]string, lists map[string][]Member) (Report,
 		Version:   ann[AnnVersion],
 		LeaderID:  ann[AnnLeaderID],
 		Error:     ann[AnnError],
+
+		TLSCAs:          ann[AnnTLSCAs],
+		TLSCANotAfter:   ann[AnnTLSCANotAfter],
+		TLSCertNotAfter: ann[AnnTLSCertNotAfter],
 	}
 	if s := ann[AnnMembers]; s != "" {
 		if ms, ok := lists[s]; ok {

@@ -20,12 +20,17 @@ const (
 	AgentBinary     = AgentDir + "/etcdhook"
 	ConfigDir       = "/etc/etcdhook"
 	AgentConfigPath = ConfigDir + "/" + ConfigKeyAgent
-	DataMount       = "/var/lib/etcd"
-	DataDir         = DataMount + "/data"
-	EtcdBinary      = "/usr/local/bin/etcd"
-	HookBinary      = "/etcdhook"
-	MaxSize         = 9
-	MaxNameLength   = 40
+	// TLSDir holds a member's certificate, key and trusted CAs (tls.crt, tls.key, ca.crt), written by its
+	// agent into a memory-backed emptyDir: the key never reaches a disk or the API server.
+	TLSDir = "/var/run/etcdhook/tls"
+	// ClientTLSDir is where a Job mounts the client certificate Secret.
+	ClientTLSDir  = "/etc/etcdhook/client-tls"
+	DataMount     = "/var/lib/etcd"
+	DataDir       = DataMount + "/data"
+	EtcdBinary    = "/usr/local/bin/etcd"
+	HookBinary    = "/etcdhook"
+	MaxSize       = 9
+	MaxNameLength = 40
 )
 
 // Labels on every object the hook renders.
@@ -71,6 +76,26 @@ const (
 type Names struct {
 	Cluster   string
 	Namespace string
+	// TLS makes the URLs https:// (the hook sets it from the spec in force).
+	TLS bool
+}
+
+// Secrets of a cluster with built-in TLS (docs/design.md §9): the CA, created by the first agent that
+// needs it, and the client certificate for users, the agent's Jobs and tests. Never children: the hook
+// does not see or answer them, so no answer of it can delete them; they are owned by the EtcdCluster
+// (garbage-collected with it).
+func (n Names) CASecret() string     { return n.Cluster + "-ca" }
+func (n Names) ClientSecret() string { return n.Cluster + "-client-tls" }
+
+// TLSNames are the names a member certificate must cover: its peer host (short and cluster.local), the
+// client Service, localhost.
+func (n Names) TLSNames(i int) []string {
+	svc := n.ClientService() + "." + n.Namespace
+	return []string{
+		n.PeerHost(i), n.PeerHost(i) + ".cluster.local",
+		n.ClientService(), svc, svc + ".svc", svc + ".svc.cluster.local",
+		"localhost",
+	}
 }
 
 func (n Names) StatefulSet() string   { return n.Cluster }
@@ -88,16 +113,24 @@ func (n Names) PVC(i int) string   { return "data-" + n.Cluster + "-" + strconv.
 func (n Names) PeerHost(i int) string {
 	return n.Cluster + "-" + strconv.Itoa(i) + "." + n.Cluster + "-peer." + n.Namespace + ".svc"
 }
+
+// Scheme is https:// when the cluster runs TLS (Names.TLS), http:// otherwise.
+func (n Names) Scheme() string {
+	if n.TLS {
+		return "https://"
+	}
+	return "http://"
+}
 func (n Names) PeerURL(i int) string {
-	return "http://" + n.Cluster + "-" + strconv.Itoa(i) + "." + n.Cluster + "-peer." + n.Namespace + ".svc:" + strconv.Itoa(PeerPort)
+	return n.Scheme() + n.Cluster + "-" + strconv.Itoa(i) + "." + n.Cluster + "-peer." + n.Namespace + ".svc:" + strconv.Itoa(PeerPort)
 }
 func (n Names) ClientURL(i int) string {
-	return "http://" + n.Cluster + "-" + strconv.Itoa(i) + "." + n.Cluster + "-peer." + n.Namespace + ".svc:" + strconv.Itoa(ClientPort)
+	return n.Scheme() + n.Cluster + "-" + strconv.Itoa(i) + "." + n.Cluster + "-peer." + n.Namespace + ".svc:" + strconv.Itoa(ClientPort)
 }
 
 // ClientEndpoint is the client Service address, which routes only to ready (voting) members.
 func (n Names) ClientEndpoint() string {
-	return "http://" + n.ClientService() + "." + n.Namespace + ".svc:" + strconv.Itoa(ClientPort)
+	return n.Scheme() + n.ClientService() + "." + n.Namespace + ".svc:" + strconv.Itoa(ClientPort)
 }
 
 // RemoveJob names the attempt-th Job removing memberID (docs/design.md §7.6: attempt-numbered remove Jobs).
@@ -139,9 +172,15 @@ func (n Names) PVCOrdinal(name string) int { return ordinalOf(name, "data-"+n.Cl
 
 var peerPort = strconv.Itoa(PeerPort)
 
-// PeerURLOrdinal maps a member's peer URL to the ordinal whose peer URL it is, or -1 (an orphan).
+// PeerURLOrdinal maps a member's peer URL to the ordinal whose peer URL it is, or -1 (an orphan). Either
+// scheme is that ordinal's: a member keeps the peer URL it joined with, and the scheme says nothing of
+// which pod it is.
 func (n Names) PeerURLOrdinal(url string) int {
-	host := strings.TrimPrefix(url, "http://")
+	scheme := "http://"
+	if strings.HasPrefix(url, "https://") {
+		scheme = "https://"
+	}
+	host := strings.TrimPrefix(url, scheme)
 	host, _, _ = strings.Cut(host, ":")
 	pod, rest, ok := strings.Cut(host, ".")
 	if !ok {
@@ -153,7 +192,7 @@ func (n Names) PeerURLOrdinal(url string) int {
 	}
 	// The URL must be exactly PeerURL(i): compared piece by piece, as this runs for every member of
 	// every report on every sync and formatting the URL each time dominated the allocations.
-	want := [...]string{"http://", pod, ".", n.Cluster, "-peer.", n.Namespace, ".svc:", peerPort}
+	want := [...]string{scheme, pod, ".", n.Cluster, "-peer.", n.Namespace, ".svc:", peerPort}
 	rem := url
 	for _, part := range want {
 		if !strings.HasPrefix(rem, part) {

@@ -55,15 +55,39 @@ type SchedulingSpec struct {
 	PriorityClassName         string                            `json:"priorityClassName,omitempty"`
 }
 
-// SecuritySpec is a placeholder until TLS lands: enabled must stay false.
+// SecuritySpec holds the TLS settings of both planes.
 type SecuritySpec struct {
 	TLS TLSSpec `json:"tls,omitempty"`
 }
 
-// TLSSpec is immutable after creation (CEL) because switching schemes needs a migration.
+// TLSSpec: TLS on the peer plane (member to member) and the client plane (clients to members).
 type TLSSpec struct {
-	Enabled bool `json:"enabled,omitempty"`
+	// Enabled: unset means on for a new cluster; a running cluster keeps the value it was created with
+	// (the applied spec), so an object written before TLS existed is never switched by a default.
+	Enabled *bool `json:"enabled,omitempty"`
+	// Client: client plane. Auth (default true) makes etcd require a client certificate.
+	Client ClientTLSSpec `json:"client,omitempty"`
+	// BuiltIn: lifetimes of the certificates the built-in CA issues (docs/design.md §9).
+	BuiltIn BuiltInTLSSpec `json:"builtIn,omitempty"`
 }
+
+// ClientTLSSpec is the client plane.
+type ClientTLSSpec struct {
+	// Auth: etcd requires a client certificate signed by the cluster's CA (--client-cert-auth).
+	Auth *bool `json:"auth,omitempty"`
+}
+
+// BuiltInTLSSpec: lifetimes of the built-in CA's certificates; each is replaced at 2/3 of its lifetime.
+type BuiltInTLSSpec struct {
+	CADuration   *metav1.Duration `json:"caDuration,omitempty"`
+	CertDuration *metav1.Duration `json:"certDuration,omitempty"`
+}
+
+// TLSOn says whether TLS is on in a defaulted spec.
+func (s TLSSpec) TLSOn() bool { return s.Enabled != nil && *s.Enabled }
+
+// ClientAuth says whether etcd requires client certificates in a defaulted spec.
+func (s TLSSpec) ClientAuth() bool { return s.TLSOn() && (s.Client.Auth == nil || *s.Client.Auth) }
 
 // TimeoutsSpec bounds how long the hook waits for a step before it acts on its own.
 type TimeoutsSpec struct {
@@ -89,6 +113,7 @@ type ClusterStatus struct {
 	Replicas           int32              `json:"replicas"`
 	Target             *Target            `json:"target,omitempty"`
 	Members            []MemberStatus     `json:"members,omitempty"`
+	TLS                *TLSStatus         `json:"tls,omitempty"`
 	Conditions         []metav1.Condition `json:"conditions,omitempty"`
 }
 
@@ -107,6 +132,16 @@ type MemberStatus struct {
 	Role      string `json:"role"`
 	Healthy   bool   `json:"healthy"`
 	Version   string `json:"version,omitempty"`
+}
+
+// TLSStatus is what the members report of their certificates (absent while TLS is off).
+type TLSStatus struct {
+	// CAFingerprint: SHA-256 of the CA the members trust, as reported (several during a CA rotation).
+	CAFingerprints []string `json:"caFingerprints,omitempty"`
+	// CANotAfter: the earliest expiry of a CA the members use.
+	CANotAfter *metav1.Time `json:"caNotAfter,omitempty"`
+	// CertNotAfter: the earliest expiry of a member certificate in use.
+	CertNotAfter *metav1.Time `json:"certNotAfter,omitempty"`
 }
 
 // Phases.
@@ -134,4 +169,8 @@ const (
 	CondInputIgnored = "InputIgnored"
 	// CondLimitedDisruptionBudget notes that a cluster of size <= 2 gets maxUnavailable 1, not a quorum budget.
 	CondLimitedDisruptionBudget = "LimitedDisruptionBudget"
+	// CondCertificatesExpiring: a certificate in use expires within CertExpiringDays.
+	CondCertificatesExpiring = "CertificatesExpiring"
+	// CondCertificatesInvalid: a member reports certificates it cannot use (wrong CA, expired, names).
+	CondCertificatesInvalid = "CertificatesInvalid"
 )

@@ -21,6 +21,21 @@ func (p *plan) agentConfig() api.AgentConfig {
 		Token:                api.Token(n.Namespace, n.Cluster, p.f.uid),
 		LeaseDurationSeconds: api.DefaultLeaseDurationSeconds,
 		AdoptExistingData:    p.spec.AdoptExistingData,
+		TLS:                  p.agentTLS(),
+	}
+}
+
+// agentTLS is the agent's part of spec.security.tls, nil when TLS is off.
+func (p *plan) agentTLS() *api.AgentTLS {
+	t := p.spec.Security.TLS
+	if !t.TLSOn() {
+		return nil
+	}
+	n := p.f.names
+	return &api.AgentTLS{
+		CASecret: n.CASecret(), ClientSecret: n.ClientSecret(),
+		CADuration: t.BuiltIn.CADuration.Duration.String(), CertDuration: t.BuiltIn.CertDuration.Duration.String(),
+		ClientAuth: t.ClientAuth(),
 	}
 }
 

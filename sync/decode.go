@@ -487,6 +487,10 @@ func (r *reader) readClusterStatus(st *api.ClusterStatus) {
 			}
 		case k.is("members"):
 			readSlice(r, &st.Members, (*reader).readMemberStatus)
+		case k.is("tls"):
+			// Rare and small: encoding/json's reading.
+			st.TLS = nil
+			r.jsonInto(&st.TLS)
 		case k.is("conditions"):
 			readSlice(r, &st.Conditions, (*reader).readCondition)
 		default:

@@ -150,6 +150,10 @@ func newFacts(o *Observed, now time.Time) *facts {
 		if s, ok := f.cm.Data[api.ConfigKeySpec]; ok {
 			var spec api.ClusterSpec
 			if err := json.Unmarshal([]byte(s), &spec); err == nil {
+				if spec.Security.TLS.Enabled == nil {
+					// Recorded before TLS existed: that cluster runs without it.
+					spec.Security.TLS.Enabled = ptr(false)
+				}
 				spec = api.Defaulted(spec)
 				f.applied = &spec
 			}

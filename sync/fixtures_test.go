@@ -357,9 +357,9 @@ func fixtures() []fixture {
 				s.Options = map[string]string{"initial-cluster-state": "new", "data-dir": "/tmp"}
 			})
 		}},
-		{name: "invalid-tls-not-supported", build: func(w *world) {
+		{name: "invalid-tls-change", build: func(w *world) {
 			settle(w)
-			w.setSpec(func(s *api.ClusterSpec) { s.Security.TLS.Enabled = true })
+			w.setSpec(func(s *api.ClusterSpec) { s.Security.TLS.Enabled = ptr(false) })
 		}},
 		{name: "invalid-storage-change", build: func(w *world) {
 			settle(w)

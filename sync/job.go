@@ -31,6 +31,16 @@ func (p *plan) voterEndpoints(skip string) string {
 }
 
 func (p *plan) job(name, reason, account string, automount bool, args []string) *batchv1.Job {
+	var volumes []corev1.Volume
+	var mounts []corev1.VolumeMount
+	if p.spec.Security.TLS.TLSOn() {
+		// The client certificate the agents keep in the cluster's client Secret.
+		args = append(args, "--tls-dir="+api.ClientTLSDir)
+		volumes = []corev1.Volume{{Name: "client-tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName: p.f.names.ClientSecret(), DefaultMode: ptr(int32(0o444)), // the Job's only user is 65532; without fsGroup 0440 is unreadable
+		}}}}
+		mounts = []corev1.VolumeMount{{Name: "client-tls", MountPath: api.ClientTLSDir, ReadOnly: true}}
+	}
 	m := p.meta(name, api.ComponentOps)
 	m.Annotations = map[string]string{api.AnnJobReason: reason}
 	restricted := &corev1.SecurityContext{
@@ -67,7 +77,9 @@ func (p *plan) job(name, reason, account string, automount bool, args []string) 
 						SecurityContext:          restricted,
 						TerminationMessagePath:   corev1.TerminationMessagePathDefault,
 						TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+						VolumeMounts:             mounts,
 					}},
+					Volumes: volumes,
 				},
 			},
 		},

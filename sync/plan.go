@@ -117,7 +117,7 @@ func decide(f *facts, opts Options) (*plan, error) {
 	p.carry()
 	// Intents are judged against the spec in force when they were written (the applied one): a
 	// hand-edited intent must not even make a step look in flight.
-	ref := api.Defaulted(f.parent.Spec)
+	ref := api.Defaulted(api.WithAppliedTLS(f.parent.Spec, f.applied))
 	if f.applied != nil {
 		ref = *f.applied
 	}
@@ -128,6 +128,8 @@ func decide(f *facts, opts Options) (*plan, error) {
 	if !p.hasSpec {
 		return p, nil
 	}
+	// Every URL the plan renders (Job endpoints, status) has the scheme of the spec in force.
+	f.names.TLS = p.spec.Security.TLS.TLSOn()
 	p.hash = templateHash(p.podTemplate())
 	p.keepJobs()
 	switch {
@@ -179,7 +181,7 @@ func (p *plan) carry() {
 // one leaves the last applied spec (read from the ConfigMap, not from the request) in force.
 func (p *plan) chooseSpec() error {
 	f := p.f
-	cand := api.Defaulted(f.parent.Spec)
+	cand := api.Defaulted(api.WithAppliedTLS(f.parent.Spec, f.applied))
 	p.problems = Validate(f.names.Cluster, cand)
 	if f.obs.SpecError != "" {
 		p.problems = append([]Problem{{"SpecDoesNotDecode", "spec: " + f.obs.SpecError}}, p.problems...)

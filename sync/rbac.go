@@ -40,12 +40,25 @@ func (p *plan) rbac() []any {
 	}
 	// The agent may read and patch only this cluster's member Leases (never create, never update: it merge-patches its report and renewTime; the hook owns the rest);
 	// the ops Jobs may delete only this cluster's member claims, and check that their pods are gone.
+	memberRules := []rbacv1.PolicyRule{{
+		APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"},
+		ResourceNames: leases, Verbs: []string{"get", "patch"},
+	}}
+	if p.spec.Security.TLS.TLSOn() {
+		// With built-in TLS the agents keep the cluster's CA and client Secrets: read and renew only those
+		// two. RBAC cannot limit create by name (the name is not known when it is authorised): the
+		// admission policy in manifests/member-lease-policy.yaml limits the member accounts' Secret
+		// creates to their own cluster's two names.
+		memberRules = append(memberRules, rbacv1.PolicyRule{
+			APIGroups: []string{""}, Resources: []string{"secrets"},
+			ResourceNames: []string{n.CASecret(), n.ClientSecret()}, Verbs: []string{"get", "update"},
+		}, rbacv1.PolicyRule{
+			APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create"},
+		})
+	}
 	return []any{
 		account(n.MemberAccount()), account(n.OpsAccount()),
-		role(n.MemberAccount(), rbacv1.PolicyRule{
-			APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"},
-			ResourceNames: leases, Verbs: []string{"get", "patch"},
-		}),
+		role(n.MemberAccount(), memberRules...),
 		role(n.OpsAccount(), rbacv1.PolicyRule{
 			APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"},
 			ResourceNames: claims, Verbs: []string{"get", "delete"},

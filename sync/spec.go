@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 
@@ -19,6 +20,15 @@ var (
 	optionKey  = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*$`)
 	repoRe     = regexp.MustCompile(`^[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)*$`)
 	dnsLabelRe = regexp.MustCompile(`^[a-z]([-a-z0-9]*[a-z0-9])?$`)
+)
+
+// Bounds of the built-in CA's lifetimes: a certificate is replaced at 2/3 of its lifetime and agents
+// look every minute, so an hour leaves 20 minutes of slack; a CA is kept at least a day and at most 20
+// years (x509 and clocks beyond that are nobody's tested path).
+const (
+	minCertDuration = time.Hour
+	minCADuration   = 24 * time.Hour
+	maxCADuration   = 20 * 365 * 24 * time.Hour
 )
 
 // UnsafeOption: etcd's unsafe-* flags trade durability for speed (unsafe-no-fsync), and experimental-*
@@ -66,8 +76,14 @@ func Validate(name string, s api.ClusterSpec) []Problem {
 	} else if s.Storage.Size.Sign() <= 0 {
 		add("InvalidStorage", "spec.storage.size must be positive")
 	}
-	if s.Security.TLS.Enabled {
-		add("TLSNotSupported", "spec.security.tls.enabled: TLS is not supported by this etcdhook release")
+	if t := s.Security.TLS; t.TLSOn() {
+		ca, cert := t.BuiltIn.CADuration.Duration, t.BuiltIn.CertDuration.Duration
+		if ca < minCADuration || ca > maxCADuration {
+			add("InvalidTLS", "spec.security.tls.builtIn.caDuration %s is outside %s..%s", ca, minCADuration, maxCADuration)
+		}
+		if cert < minCertDuration || cert > ca {
+			add("InvalidTLS", "spec.security.tls.builtIn.certDuration %s is outside %s..caDuration (%s)", cert, minCertDuration, ca)
+		}
 	}
 	keys := make([]string, 0, len(s.Options))
 	for k := range s.Options {
@@ -110,8 +126,8 @@ func ValidateChange(applied *api.ClusterSpec, next api.ClusterSpec, running []Se
 		if !equality.Semantic.DeepEqual(applied.Storage, next.Storage) {
 			ps = append(ps, Problem{"StorageImmutable", "spec.storage cannot change after creation (no volume migration exists yet)"})
 		}
-		if applied.Security.TLS.Enabled != next.Security.TLS.Enabled {
-			ps = append(ps, Problem{"TLSImmutable", "spec.security.tls.enabled cannot change after creation"})
+		if applied.Security.TLS.TLSOn() != next.Security.TLS.TLSOn() {
+			ps = append(ps, Problem{"TLSImmutable", fmt.Sprintf("spec.security.tls.enabled cannot change from %t to %t on a running cluster in this release: switching schemes needs the rolling migration of docs/design.md §9.6", applied.Security.TLS.TLSOn(), next.Security.TLS.TLSOn())})
 		}
 	}
 	to, err := ParseVersion(next.Version)

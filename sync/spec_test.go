@@ -2,8 +2,10 @@ package sync
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/etcdhook/etcdhook/api"
 )
@@ -34,7 +36,14 @@ func TestValidateReasons(t *testing.T) {
 			s.Storage.EmptyDir = &corev1EmptyDir
 			s.Storage.StorageClassName = ptr("x")
 		}, "demo", "InvalidStorage"},
-		{"tls", func(s *api.ClusterSpec) { s.Security.TLS.Enabled = true }, "demo", "TLSNotSupported"},
+		{"tls cert outlives CA", func(s *api.ClusterSpec) {
+			s.Security.TLS.BuiltIn.CADuration = &metav1.Duration{Duration: 48 * time.Hour}
+			s.Security.TLS.BuiltIn.CertDuration = &metav1.Duration{Duration: 72 * time.Hour}
+		}, "demo", "InvalidTLS"},
+		{"tls cert too short", func(s *api.ClusterSpec) {
+			s.Security.TLS.BuiltIn.CertDuration = &metav1.Duration{Duration: time.Minute}
+		}, "demo", "InvalidTLS"},
+		{"tls off", func(s *api.ClusterSpec) { s.Security.TLS.Enabled = ptr(false) }, "demo", ""},
 		{"managed option", func(s *api.ClusterSpec) { s.Options = map[string]string{"data-dir": "/x"} }, "demo", "ManagedOption"},
 		{"option with dashes", func(s *api.ClusterSpec) { s.Options = map[string]string{"--snapshot-count": "1"} }, "demo", "InvalidOption"},
 		{"multi-line option", func(s *api.ClusterSpec) { s.Options = map[string]string{"log-level": "info\n--force-new-cluster"} }, "demo", "InvalidOption"},

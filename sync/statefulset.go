@@ -9,6 +9,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
@@ -18,18 +19,31 @@ import (
 const terminationGracePeriodSeconds = 60
 
 // EtcdArgs are the static etcd flags of a member; the agent appends --initial-cluster and
-// --initial-cluster-state, which only it can decide.
-func EtcdArgs(n api.Names, uid string, options map[string]string) []string {
+// --initial-cluster-state, which only it can decide. With TLS both planes are https with the member's
+// certificate (written by its agent into api.TLSDir); the metrics listener stays plain HTTP on loopback,
+// where the probes read it (it exposes no keys).
+func EtcdArgs(n api.Names, uid string, tls api.TLSSpec, options map[string]string) []string {
+	n.TLS = tls.TLSOn()
 	host := fmt.Sprintf("$(POD_NAME).%s.%s.svc", n.PeerService(), n.Namespace)
+	scheme := n.Scheme()
 	args := []string{
 		"--name=$(POD_NAME)",
 		"--data-dir=" + api.DataDir,
-		fmt.Sprintf("--listen-peer-urls=http://0.0.0.0:%d", api.PeerPort),
-		fmt.Sprintf("--listen-client-urls=http://0.0.0.0:%d", api.ClientPort),
+		fmt.Sprintf("--listen-peer-urls=%s0.0.0.0:%d", scheme, api.PeerPort),
+		fmt.Sprintf("--listen-client-urls=%s0.0.0.0:%d", scheme, api.ClientPort),
 		fmt.Sprintf("--listen-metrics-urls=http://127.0.0.1:%d", api.EtcdMetricsPort),
-		fmt.Sprintf("--advertise-client-urls=http://%s:%d", host, api.ClientPort),
-		fmt.Sprintf("--initial-advertise-peer-urls=http://%s:%d", host, api.PeerPort),
+		fmt.Sprintf("--advertise-client-urls=%s%s:%d", scheme, host, api.ClientPort),
+		fmt.Sprintf("--initial-advertise-peer-urls=%s%s:%d", scheme, host, api.PeerPort),
 		"--initial-cluster-token=" + api.Token(n.Namespace, n.Cluster, uid),
+	}
+	if n.TLS {
+		cert, key, ca := api.TLSDir+"/tls.crt", api.TLSDir+"/tls.key", api.TLSDir+"/ca.crt"
+		args = append(args,
+			"--cert-file="+cert, "--key-file="+key, "--trusted-ca-file="+ca,
+			fmt.Sprintf("--client-cert-auth=%t", tls.ClientAuth()),
+			"--peer-cert-file="+cert, "--peer-key-file="+key, "--peer-trusted-ca-file="+ca,
+			"--peer-client-cert-auth=true",
+		)
 	}
 	keys := make([]string, 0, len(options))
 	for k := range options {
@@ -59,7 +73,7 @@ func (p *plan) podTemplate() corev1.PodTemplateSpec {
 			PeriodSeconds: period, TimeoutSeconds: 5, SuccessThreshold: 1, FailureThreshold: failures,
 		}
 	}
-	command := append([]string{api.AgentBinary, "agent", "--config=" + api.AgentConfigPath, "--", api.EtcdBinary}, EtcdArgs(n, f.uid, s.Options)...)
+	command := append([]string{api.AgentBinary, "agent", "--config=" + api.AgentConfigPath, "--", api.EtcdBinary}, EtcdArgs(n, f.uid, s.Security.TLS, s.Options)...)
 	etcd := corev1.Container{
 		Name:            "etcd",
 		Image:           fmt.Sprintf("%s:v%s", s.Repository, s.Version),
@@ -92,6 +106,12 @@ func (p *plan) podTemplate() corev1.PodTemplateSpec {
 			{Name: "config", MountPath: api.ConfigDir, ReadOnly: true},
 		},
 	}
+	if s.Security.TLS.TLSOn() {
+		// The pod IP goes into the member certificate: clients that dial a pod directly verify it.
+		// Only with TLS, so that a plaintext cluster's template (and its pods) stay as they were.
+		etcd.Env = append(etcd.Env, fieldEnv("POD_IP", "status.podIP"))
+		etcd.VolumeMounts = append(etcd.VolumeMounts, corev1.VolumeMount{Name: "tls", MountPath: api.TLSDir})
+	}
 	if s.Resources != nil {
 		etcd.Resources = *s.Resources.DeepCopy()
 	}
@@ -112,6 +132,12 @@ func (p *plan) podTemplate() corev1.PodTemplateSpec {
 			Items:                []corev1.KeyToPath{{Key: api.ConfigKeyAgent, Path: api.ConfigKeyAgent}},
 			DefaultMode:          ptr(int32(0o444)),
 		}}},
+	}
+	if s.Security.TLS.TLSOn() {
+		// Memory-backed: the member's private key never reaches a disk.
+		volumes = append(volumes, corev1.Volume{Name: "tls", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{
+			Medium: corev1.StorageMediumMemory, SizeLimit: ptr(resource.MustParse("1Mi")),
+		}}})
 	}
 	if s.Storage.EmptyDir != nil {
 		volumes = append(volumes, corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: s.Storage.EmptyDir.DeepCopy()}})

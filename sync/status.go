@@ -121,6 +121,8 @@ func (p *plan) status() *api.ClusterStatus {
 		}
 		add(api.CondInvalidSpec, true, p.problems[0].Reason, strings.Join(msgs, "; ")+p.keptNote())
 	}
+	st.TLS = p.tlsStatus()
+	p.tlsConditions(st.TLS, add)
 	if p.hasSpec && p.target()%2 == 0 {
 		add(api.CondEvenSize, true, "EvenSize", fmt.Sprintf("size %d tolerates no more failures than size %d", p.target(), p.target()-1))
 	}

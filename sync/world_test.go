@@ -132,7 +132,10 @@ func newWorldAt(t testing.TB, size int32, start time.Time) *world {
 	return w
 }
 
-func (w *world) names() api.Names { return api.Names{Cluster: w.name, Namespace: w.ns} }
+// names: the agents' view, which follows the spec's TLS setting (the default: on).
+func (w *world) names() api.Names {
+	return api.Names{Cluster: w.name, Namespace: w.ns, TLS: api.Defaulted(w.spec).Security.TLS.TLSOn()}
+}
 
 func (w *world) newUID(kind string) string {
 	w.seq++

@@ -1,0 +1,78 @@
+package sync
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/etcdhook/etcdhook/api"
+)
+
+// tlsStatus gathers what the members' agents report of their certificate files (docs/design.md §9.4):
+// the CAs they trust, the earliest CA expiry and the earliest member certificate expiry. Only fresh
+// reports count: a dead member's last word says nothing about the files in use now. Nil without TLS.
+func (p *plan) tlsStatus() *api.TLSStatus {
+	if !p.hasSpec || !p.spec.Security.TLS.TLSOn() {
+		return nil
+	}
+	st := &api.TLSStatus{}
+	seen := map[string]bool{}
+	earliest := func(cur *metav1.Time, s string) *metav1.Time {
+		t, err := time.Parse(time.RFC3339, s)
+		if err != nil {
+			return cur // absent or hand-edited: not a fact
+		}
+		if cur == nil || t.Before(cur.Time) {
+			return &metav1.Time{Time: t.UTC()}
+		}
+		return cur
+	}
+	for _, lv := range p.f.sortedLeases() {
+		if !lv.fresh {
+			continue
+		}
+		r := lv.report
+		for _, fp := range strings.Split(r.TLSCAs, ",") {
+			if fp != "" && !seen[fp] {
+				seen[fp] = true
+				st.CAFingerprints = append(st.CAFingerprints, fp)
+			}
+		}
+		st.CANotAfter = earliest(st.CANotAfter, r.TLSCANotAfter)
+		st.CertNotAfter = earliest(st.CertNotAfter, r.TLSCertNotAfter)
+	}
+	sort.Strings(st.CAFingerprints)
+	return st
+}
+
+// tlsConditions: CertificatesExpiring when a certificate in use expires within api.CertExpiringDays
+// (built-in ones are replaced at 2/3 of their lifetime, 30 days ahead with the defaults, so this means
+// renewal is failing); CertificatesInvalid when an agent reports certificates it cannot use.
+func (p *plan) tlsConditions(st *api.TLSStatus, add func(typ string, ok bool, reason, msg string)) {
+	if st == nil {
+		return
+	}
+	soon := p.f.now.Add(api.CertExpiringDays * 24 * time.Hour)
+	var expiring []string
+	if st.CANotAfter != nil && st.CANotAfter.Time.Before(soon) {
+		expiring = append(expiring, "CA expires "+st.CANotAfter.UTC().Format(time.RFC3339))
+	}
+	if st.CertNotAfter != nil && st.CertNotAfter.Time.Before(soon) {
+		expiring = append(expiring, "a member certificate expires "+st.CertNotAfter.UTC().Format(time.RFC3339))
+	}
+	if len(expiring) > 0 {
+		add(api.CondCertificatesExpiring, true, "ExpiresSoon", strings.Join(expiring, "; "))
+	}
+	var invalid []string
+	for _, lv := range p.f.sortedLeases() {
+		if lv.fresh && lv.report.Reason() == api.ReasonCertificatesInvalid {
+			invalid = append(invalid, fmt.Sprintf("%s: %s", p.f.names.Pod(lv.ordinal), lv.report.Error))
+		}
+	}
+	if len(invalid) > 0 {
+		add(api.CondCertificatesInvalid, true, api.ReasonCertificatesInvalid, strings.Join(invalid, "; "))
+	}
+}
