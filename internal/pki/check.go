@@ -263,7 +263,7 @@ func whyUnsigned(leaf *x509.Certificate, intermediates, roots []*x509.Certificat
 		top = next
 	}
 	issuer := top.Issuer.String()
-	what := "issued by " + fmt.Sprintf("%q", issuer)
+	what := fmt.Sprintf("issued by %q", issuer)
 	if top != leaf {
 		what = fmt.Sprintf("its chain ends at %q, issued by %q", top.Subject.String(), issuer)
 	}
@@ -283,6 +283,10 @@ func whyUnsigned(leaf *x509.Certificate, intermediates, roots []*x509.Certificat
 	}
 	if sameName {
 		return what + fmt.Sprintf("; %s holds a CA named %q but with a different key", KeyCA, issuer)
+	}
+	// A user who pasted a whole system bundle into ca.crt gets the first few names, not 150.
+	if len(held) > maxListedNames {
+		held = append(held[:maxListedNames], fmt.Sprintf("and %d more", len(held)-maxListedNames))
 	}
 	return what + "; " + KeyCA + " holds " + strings.Join(held, ", ")
 }

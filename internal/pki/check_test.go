@@ -143,6 +143,16 @@ func TestCheckSecret(t *testing.T) {
 			wantLeaf: leaf.Cert,
 		},
 		{
+			name: "wrong CA among many", data: with(good, KeyCA, cat(other.CertPEM, shortCA.CertPEM, root.CertPEM, inter.CertPEM, sameName.CertPEM)), names: names, usage: peer, now: t0,
+			want:     []string{`ca.crt: did not sign tls.crt (issued by "CN=etcd-a-ca,O=etcdhook"; ca.crt holds a CA named "CN=etcd-a-ca,O=etcdhook" but with a different key)`},
+			wantLeaf: leaf.Cert,
+		},
+		{
+			name: "wrong CAs, first few listed", data: with(good, KeyCA, cat(other.CertPEM, shortCA.CertPEM, root.CertPEM, inter.CertPEM)), names: names, usage: peer, now: t0,
+			want:     []string{`ca.crt: did not sign tls.crt (issued by "CN=etcd-a-ca,O=etcdhook"; ca.crt holds "CN=other-ca,O=etcdhook", "CN=short-ca,O=etcdhook", "CN=user-root,O=etcdhook", and 1 more)`},
+			wantLeaf: leaf.Cert,
+		},
+		{
 			name: "CA of the same name with another key", data: with(good, KeyCA, sameName.CertPEM), names: names, usage: peer, now: t0,
 			want:     []string{`ca.crt: did not sign tls.crt (issued by "CN=etcd-a-ca,O=etcdhook"; ca.crt holds a CA named "CN=etcd-a-ca,O=etcdhook" but with a different key)`},
 			wantLeaf: leaf.Cert,
