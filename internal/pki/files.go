@@ -52,7 +52,7 @@ const genPrefix = "..gen-"
 // WriteFiles makes files (name -> content) the contents of dir, atomically as a set (see above):
 // files whose name ends in ".key" or that hold a PEM private key get mode 0600, others 0644. Names
 // that were written before and are not in files are removed. dir must exist.
-func WriteFiles(dir string, files map[string][]byte) (err error) {
+func WriteFiles(dir string, files map[string][]byte) error {
 	if len(files) == 0 {
 		return errors.New("pki: no files to write")
 	}
