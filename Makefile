@@ -5,7 +5,7 @@ IMAGE   ?= ghcr.io/etcdhook/etcdhook:v0.1.0
 LDFLAGS := -s -w -X main.version=$(VERSION)
 FUZZTIME ?= 20s
 
-.PHONY: build run test unit fuzz fixtures bench loadtest simulate timings image lint e2e-local clean
+.PHONY: build run test chart unit fuzz fixtures bench loadtest simulate timings image lint e2e-local clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/etcdhook ./cmd/etcdhook
@@ -16,10 +16,20 @@ run: build
 
 # Everything `go test` covers (decisions, fixtures through the handler, invariants, the agent and member
 # operations against real etcd 3.5 and 3.6), then a short fuzz run of the request path.
-test: lint unit fuzz
+test: lint chart unit fuzz
 
 unit:
 	$(GO) test -count=1 -timeout 30m ./...
+
+# The Helm chart and the install kustomization: helm lint and helm template with default values, then
+# charts/chart_test.go (the chart renders what manifests/ renders; install/ is Metacontroller's release
+# plus manifests/). helm and kustomize are built, pinned, into bin/tools by scripts/helm.sh and
+# scripts/kustomize.sh the first time. Before unit in test:, which runs charts/chart_test.go again.
+chart:
+	bash scripts/helm.sh lint --strict charts/etcdhook
+	bash scripts/helm.sh template etcdhook charts/etcdhook --namespace etcdhook-system > /dev/null
+	bash scripts/kustomize.sh build install > /dev/null
+	$(GO) test -count=1 ./charts/
 
 # A failure found is minimised for at most 5 s, so it is reported with its input (and saved under
 # hooks/testdata/fuzz) instead of running out the fuzz time as "context deadline exceeded".
