@@ -475,23 +475,52 @@ func TestInstallKustomization(t *testing.T) {
 	require.Equal(t, "ghcr.io/metacontroller/metacontroller:v4.17.2", img)
 }
 
-// The vendored release files are unchanged: their SHA-256 sums are the ones install/README.md lists
-// (copied from the release), and every file of the directory is listed.
+// The vendored Metacontroller files are unchanged: their SHA-256 sums are the ones the README beside
+// them lists (taken from the release), and every file of the directory is listed.
 func TestVendoredMetacontrollerUnchanged(t *testing.T) {
-	readme, err := os.ReadFile("../install/README.md")
-	require.NoError(t, err)
-	sums := map[string]string{}
-	for _, m := range regexp.MustCompile(`(?m)^([0-9a-f]{64})  (\S+)$`).FindAllStringSubmatch(string(readme), -1) {
-		sums[m[2]] = m[1]
-	}
-	dir := "../install/metacontroller-v4.17.2"
-	entries, err := os.ReadDir(dir)
-	require.NoError(t, err)
-	require.Len(t, sums, len(entries), "install/README.md lists %v", sums)
-	for _, e := range entries {
-		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+	for readme, dir := range map[string]string{
+		"../install/README.md": "../install/metacontroller-v4.17.2",
+		"etcdhook/README.md":   "etcdhook/charts/metacontroller",
+	} {
+		b, err := os.ReadFile(readme)
 		require.NoError(t, err)
-		h := sha256.Sum256(b)
-		require.Equal(t, sums[e.Name()], hex.EncodeToString(h[:]), "%s/%s differs from the release (or is not listed)", dir, e.Name())
+		sums := map[string]string{}
+		for _, m := range regexp.MustCompile(`(?m)^([0-9a-f]{64})  (\S+)$`).FindAllStringSubmatch(string(b), -1) {
+			sums[m[2]] = m[1]
+		}
+		n := 0
+		require.NoError(t, filepath.WalkDir(dir, func(path string, e os.DirEntry, err error) error {
+			if err != nil || e.IsDir() {
+				return err
+			}
+			rel, err := filepath.Rel(dir, path)
+			require.NoError(t, err)
+			b, err := os.ReadFile(path)
+			require.NoError(t, err)
+			h := sha256.Sum256(b)
+			require.Equal(t, sums[filepath.ToSlash(rel)], hex.EncodeToString(h[:]), "%s differs from the release (or %s does not list it)", path, readme)
+			n++
+			return nil
+		}))
+		require.Equal(t, len(sums), n, "%s lists files that %s does not hold", readme, dir)
+	}
+}
+
+// The packaged chart (helm package stores the files the links point at) renders as the chart directory
+// does: it is usable away from this repository.
+func TestPackagedChart(t *testing.T) {
+	dir := t.TempDir()
+	mustTool(t, "helm", "package", "charts/"+chartDir, "--destination", dir)
+	pkgs, err := filepath.Glob(filepath.Join(dir, "etcdhook-*.tgz"))
+	require.NoError(t, err)
+	require.Len(t, pkgs, 1)
+	sets := []string{"crds.keep=true", "metacontroller.enabled=true"} // the first: default values
+	if _, err := os.Stat("../manifests/monitoring"); err == nil {
+		sets = append(sets, "monitoring.enabled=true")
+	}
+	for _, set := range sets {
+		fromDir := mustTool(t, "helm", "template", release, "charts/"+chartDir, "--namespace", namespace, "--set", set)
+		fromPkg := mustTool(t, "helm", "template", release, pkgs[0], "--namespace", namespace, "--set", set)
+		require.Equal(t, string(fromDir), string(fromPkg), set)
 	}
 }

@@ -1,7 +1,7 @@
 {{/*
 Names are fixed, not derived from the release: the CRD, the CompositeController and the admission policy
-are cluster-wide, so a cluster holds one etcdhook release, and the chart's objects keep the names of
-manifests/ (moving from `kubectl apply -k manifests/` to the chart, or back, adopts the same objects).
+are cluster-wide, so a cluster holds one etcdhook, and the chart's objects keep the names of manifests/
+(the chart's README says how to move from `kubectl apply -k manifests/` to the chart).
 */}}
 
 {{/* Pod labels and the selector: as manifests/deployment.yaml (a Deployment's selector is immutable). */}}
