@@ -44,6 +44,8 @@ type AgentConfig struct {
 	JoinTimeout time.Duration
 	// EtcdOutput receives etcd's stdout and stderr (default: the agent's stderr).
 	EtcdOutput io.Writer
+	// CertLook is how often the certificates are looked at (default certLook).
+	CertLook time.Duration
 }
 
 // Agent supervises etcd in a member pod (docs/design.md §1.3, §7.2-§7.3).
@@ -52,6 +54,13 @@ type Agent struct {
 	Store LeaseStore
 	Etcd  *Etcd
 	Log   *slog.Logger
+	// Certs keeps the member's TLS files current; nil without TLS.
+	Certs *Certs
+
+	// The last certificate look: what the files hold, or why they could not be made.
+	certFacts   CertFacts
+	certErr     string
+	certChecked time.Time
 
 	mu      sync.Mutex
 	state   string // for probes and logs: waiting, starting, running, parked, refused
@@ -129,6 +138,14 @@ func (a *Agent) Run(ctx context.Context) error {
 	for {
 		if ctx.Err() != nil || a.isKilled() {
 			return nil
+		}
+		if err := a.refreshCerts(ctx); err != nil && a.certFacts.CAs == nil {
+			// etcd cannot start without its certificate: say why and look again.
+			a.Log.Warn("no member certificate yet", "error", err)
+			a.setState("certificates", false)
+			a.report(ctx, a.keptReport(), false)
+			a.sleep(ctx, a.tick())
+			continue
 		}
 		d, facts, err := a.decide(ctx)
 		if err != nil {
@@ -408,6 +425,7 @@ func (a *Agent) runEtcd(ctx context.Context, state string, initial []api.Member)
 			<-exited
 			return errors.New("killed")
 		}
+		_ = a.refreshCerts(ctx) // reported; etcd keeps the files it has
 		switch a.observe(ctx, &bound) {
 		case selfRemoved:
 			// This member removed itself: etcd stops on its own; make sure of it.
@@ -602,6 +620,10 @@ func (a *Agent) report(ctx context.Context, r api.Report, force bool) {
 	if r.ParentUID == "" {
 		r.ParentUID = a.Cfg.ParentUID
 	}
+	a.certFacts.fill(&r)
+	if a.certErr != "" && r.Error == "" {
+		r.Error = api.ReasonCertificatesInvalid + ": " + a.certErr
+	}
 	r.Error = withProblems(r.Error, a.leaseProblems)
 	renew := api.RenewInterval(r, a.Cfg.LeaseDuration)
 	same := fmt.Sprint(r) == fmt.Sprint(a.last)
@@ -616,6 +638,37 @@ func (a *Agent) report(ctx context.Context, r api.Report, force bool) {
 		a.Log.Info("reported", "role", r.Role, "healthy", r.Healthy, "member", r.MemberID, "error", r.Error)
 	}
 	a.last, a.wrote = r, time.Now()
+}
+
+// certLook is how often a member's certificates are looked at: the files are renewed at 2/3 of a
+// lifetime of at least an hour, and each look reads the cluster's two Secrets.
+const certLook = time.Minute
+
+// refreshCerts runs Certs.Ensure at most once per certLook (at once while it has never succeeded) and
+// keeps the outcome for the reports.
+func (a *Agent) refreshCerts(ctx context.Context) error {
+	if a.Certs == nil {
+		return nil
+	}
+	look := certLook
+	if a.Cfg.CertLook > 0 {
+		look = a.Cfg.CertLook
+	}
+	if a.certFacts.CAs != nil && time.Since(a.certChecked) < look {
+		return nil
+	}
+	if a.certFacts.CAs == nil && a.certErr != "" && time.Since(a.certChecked) < a.tick() {
+		return errors.New(a.certErr)
+	}
+	a.certChecked = time.Now()
+	f, err := a.Certs.Ensure(ctx)
+	if err != nil {
+		a.certErr = err.Error()
+		a.Log.Warn("certificates", "error", err)
+		return err
+	}
+	a.certFacts, a.certErr = f, ""
+	return nil
 }
 
 func (a *Agent) sleep(ctx context.Context, d time.Duration) bool {

@@ -2,6 +2,7 @@ package membership
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/internal/pki"
 )
 
 // Etcd performs membership calls with the retry policy of docs/design.md §8.14. Every call group makes a fresh
@@ -21,6 +23,26 @@ type Etcd struct {
 	Log *slog.Logger
 	// CallTimeout bounds one call; Retry, Unknown and the 5-second rule are handled around it.
 	CallTimeout time.Duration
+	// TLSDir, when set, holds the client identity (tls.crt, tls.key, ca.crt): read again for every
+	// client, so a renewed certificate is used from the next call group on.
+	TLSDir string
+}
+
+// ClientTLS reads a client tls.Config from dir (tls.crt, tls.key, ca.crt read as one set).
+func ClientTLS(dir string) (*tls.Config, error) {
+	files, err := pki.ReadFiles(dir, pki.KeyCert, pki.KeyKey, pki.KeyCA)
+	if err != nil {
+		return nil, fmt.Errorf("client certificate in %s: %w", dir, err)
+	}
+	pair, err := tls.X509KeyPair(files[pki.KeyCert], files[pki.KeyKey])
+	if err != nil {
+		return nil, fmt.Errorf("client certificate in %s: %w", dir, err)
+	}
+	cas, err := pki.ParseCertificates(files[pki.KeyCA])
+	if err != nil {
+		return nil, fmt.Errorf("%s in %s: %w", pki.KeyCA, dir, err)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: pki.Pool(cas...), MinVersion: tls.VersionTLS12}, nil
 }
 
 func (e *Etcd) log() *slog.Logger {
@@ -41,7 +63,15 @@ func (e *Etcd) client(eps []string) (*clientv3.Client, error) {
 	if len(eps) == 0 {
 		return nil, errors.New("no etcd endpoints")
 	}
+	var tc *tls.Config
+	if e.TLSDir != "" {
+		var err error
+		if tc, err = ClientTLS(e.TLSDir); err != nil {
+			return nil, err
+		}
+	}
 	return clientv3.New(clientv3.Config{
+		TLS:                  tc,
 		Endpoints:            eps,
 		DialTimeout:          2 * time.Second,
 		DialKeepAliveTime:    5 * time.Second,

@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/internal/pki"
 )
 
 // Real etcd for the membership tests (docs/design.md §12): the server is built from its Go module by a
@@ -105,6 +107,40 @@ type slot struct {
 
 func (s *slot) dataDir() string { return filepath.Join(s.volume, "data") }
 
+// tlsDir is the slot's certificate directory: beside its volume, like the pod's memory emptyDir (a
+// wiped volume keeps it; the agent re-checks it at every start anyway).
+func (s *slot) tlsDir() string { return s.volume + "-tls" }
+
+// etcd is a client for the tests' own calls, with the cluster's client certificate under TLS.
+func (c *tcluster) etcd(timeout time.Duration) *Etcd {
+	e := &Etcd{Log: c.log, CallTimeout: timeout}
+	if c.tls {
+		e.TLSDir = c.clientTLS()
+	}
+	return e
+}
+
+// clientReady: there is a client identity to talk to the cluster with (under TLS, once the first agent
+// has made the client Secret).
+func (c *tcluster) clientReady() bool {
+	if !c.tls {
+		return true
+	}
+	_, _, found, _ := c.secrets.Get(context.Background(), "m-client-tls")
+	return found
+}
+
+// clientTLS writes the client Secret the agents keep into a directory, as a Job's volume holds it.
+func (c *tcluster) clientTLS() string {
+	c.t.Helper()
+	data, _, found, err := c.secrets.Get(context.Background(), "m-client-tls")
+	require.NoError(c.t, err)
+	require.True(c.t, found, "the agents create the client Secret before etcd starts")
+	require.NoError(c.t, os.MkdirAll(c.clientDir, 0o700))
+	require.NoError(c.t, pki.WriteFiles(c.clientDir, data))
+	return c.clientDir
+}
+
 // tcluster plays the hook and the kubelet around real agents and etcd processes.
 type tcluster struct {
 	t       *testing.T
@@ -115,15 +151,33 @@ type tcluster struct {
 	slots   []*slot
 	log     *slog.Logger
 	mu      sync.Mutex
+	// tls: both planes TLS with client certificates, certificates made by the agents from secrets (the
+	// product's default); clock shifts the agents' certificate clock (rotation tests).
+	tls       bool
+	secrets   *MemSecrets
+	clientDir string
+	certShift atomic.Int64
 }
 
-func newCluster(t *testing.T, version string, n int) *tcluster {
+// newCluster is a cluster as the product makes it by default: TLS on both planes.
+func newCluster(t *testing.T, version string, n int) *tcluster { return newClusterTLS(t, version, n, true) }
+
+// newPlainCluster runs without TLS (clusters created before TLS existed, or with it turned off).
+func newPlainCluster(t *testing.T, version string, n int) *tcluster {
+	return newClusterTLS(t, version, n, false)
+}
+
+func newClusterTLS(t *testing.T, version string, n int, tls bool) *tcluster {
 	c := &tcluster{t: t, version: version, binary: etcdBinary(t, version), parent: "uid-" + strings.ReplaceAll(t.Name(), "/", "-"),
-		leases: NewMemLeases(), log: testLogger(t)}
+		leases: NewMemLeases(), log: testLogger(t), tls: tls, secrets: NewMemSecrets(), clientDir: filepath.Join(t.TempDir(), "client-tls")}
+	scheme := "http://"
+	if tls {
+		scheme = "https://"
+	}
 	for i := 0; i < n; i++ {
 		s := &slot{i: i, name: fmt.Sprintf("m%d", i), volume: filepath.Join(t.TempDir(), fmt.Sprintf("m%d", i)), lease: fmt.Sprintf("m-%d-member", i)}
-		s.peerURL = fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
-		s.clientURL = fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
+		s.peerURL = fmt.Sprintf("%s127.0.0.1:%d", scheme, freePort(t))
+		s.clientURL = fmt.Sprintf("%s127.0.0.1:%d", scheme, freePort(t))
 		require.NoError(t, os.MkdirAll(s.volume, 0o755))
 		c.slots = append(c.slots, s)
 	}
@@ -164,17 +218,22 @@ func (c *tcluster) endpoints(skip int) []string {
 func (c *tcluster) start(i int, tick time.Duration) {
 	s := c.slots[i]
 	require.Nil(c.t, s.agent, "slot %d already runs", i)
-	u := strings.TrimPrefix(s.peerURL, "http://")
-	cu := strings.TrimPrefix(s.clientURL, "http://")
 	cmd := []string{c.binary,
 		"--name=" + s.name,
 		"--data-dir=" + s.dataDir(),
-		"--listen-peer-urls=http://" + u,
-		"--listen-client-urls=http://" + cu,
+		"--listen-peer-urls=" + s.peerURL,
+		"--listen-client-urls=" + s.clientURL,
 		"--advertise-client-urls=" + s.clientURL,
 		"--initial-advertise-peer-urls=" + s.peerURL,
 		"--initial-cluster-token=tok-" + c.parent,
 		"--log-level=warn",
+	}
+	if c.tls {
+		// The flags sync.EtcdArgs renders, on this slot's certificate directory.
+		d := s.tlsDir()
+		cert, key, ca := d+"/tls.crt", d+"/tls.key", d+"/ca.crt"
+		cmd = append(cmd, "--cert-file="+cert, "--key-file="+key, "--trusted-ca-file="+ca, "--client-cert-auth=true",
+			"--peer-cert-file="+cert, "--peer-key-file="+key, "--peer-trusted-ca-file="+ca, "--peer-client-cert-auth=true")
 	}
 	if tick == 0 {
 		tick = 300 * time.Millisecond
@@ -193,6 +252,17 @@ func (c *tcluster) start(i int, tick time.Duration) {
 		Store: c.leases.Store(s.lease, s.name+"-pod"),
 		Etcd:  &Etcd{Log: log, CallTimeout: 2 * time.Second},
 		Log:   log,
+	}
+	if c.tls {
+		a.Etcd.TLSDir = s.tlsDir()
+		a.Cfg.CertLook = time.Second
+		a.Certs = &Certs{
+			Store: c.secrets, CASecret: "m-ca", ClientSecret: "m-client-tls",
+			CADuration: 24 * time.Hour, CertDuration: 3 * time.Hour,
+			Dir: s.tlsDir(), CommonName: s.name, DNSNames: []string{"localhost"}, IPs: []net.IP{net.IPv4(127, 0, 0, 1)},
+			Now: func() time.Time { return time.Now().Add(time.Duration(c.certShift.Load())) },
+			Log: log,
+		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s.agent, s.cancel, s.done = a, cancel, make(chan error, 1)
@@ -247,7 +317,7 @@ func (c *tcluster) members() []api.Member {
 			eps = append(eps, s.clientURL)
 		}
 	}
-	e := &Etcd{CallTimeout: 2 * time.Second}
+	e := c.etcd(2 * time.Second)
 	l, err := e.MemberList(context.Background(), eps)
 	require.NoError(c.t, err)
 	return l.Members
@@ -272,7 +342,10 @@ func (c *tcluster) tryMembers() []api.Member {
 	for _, s := range c.slots {
 		eps = append(eps, s.clientURL)
 	}
-	e := &Etcd{CallTimeout: time.Second}
+	if !c.clientReady() {
+		return nil
+	}
+	e := c.etcd(time.Second)
 	l, _ := e.MemberList(context.Background(), eps)
 	return l.Members
 }
@@ -285,7 +358,10 @@ func (c *tcluster) voters(want ...int) bool {
 			eps = append(eps, s.clientURL)
 		}
 	}
-	e := &Etcd{CallTimeout: time.Second}
+	if !c.clientReady() {
+		return false
+	}
+	e := c.etcd(time.Second)
 	l, err := e.MemberList(context.Background(), eps)
 	if err != nil {
 		return false
@@ -329,7 +405,13 @@ func (c *tcluster) client() *clientv3.Client {
 	for _, s := range c.slots {
 		eps = append(eps, s.clientURL)
 	}
-	cl, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+	cfg := clientv3.Config{Endpoints: eps, DialTimeout: 2 * time.Second, Logger: zap.NewNop()}
+	if c.tls {
+		tc, err := ClientTLS(c.clientTLS())
+		require.NoError(c.t, err)
+		cfg.TLS = tc
+	}
+	cl, err := clientv3.New(cfg)
 	require.NoError(c.t, err)
 	return cl
 }

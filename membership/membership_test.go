@@ -65,7 +65,7 @@ func (c *tcluster) removeJob(id, peerURL, reason string) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	return RemoveMember(ctx, &Etcd{Log: c.log, CallTimeout: 2 * time.Second}, c.log, RemoveRequest{ID: id, PeerURL: peerURL, Reason: reason, Endpoints: eps})
+	return RemoveMember(ctx, c.etcd(2*time.Second), c.log, RemoveRequest{ID: id, PeerURL: peerURL, Reason: reason, Endpoints: eps})
 }
 
 // 1. Seed bootstrap; grow 1->3->5 with learner and promote; shrink 5->3->1 with member remove.
@@ -175,7 +175,7 @@ func TestMembershipCrashWindows(t *testing.T) {
 		var w *twriter
 		c.bootstrap(&w, 2)
 		w.Step("crash after add, before start")
-		e := &Etcd{Log: c.log, CallTimeout: 2 * time.Second}
+		e := c.etcd(2 * time.Second)
 		id, _, err := e.AddLearner(context.Background(), []string{c.slots[0].clientURL, c.slots[1].clientURL}, c.slots[2].peerURL)
 		require.NoError(t, err)
 		c.grow(2)
@@ -227,7 +227,7 @@ func TestMembershipQuorumRule(t *testing.T) {
 		w.Step("remove the leader")
 		c.wipe(2)
 		c.grow(2)
-		st, err := (&Etcd{}).Status(context.Background(), c.slots[0].clientURL)
+		st, err := c.etcd(0).Status(context.Background(), c.slots[0].clientURL)
 		require.NoError(t, err)
 		leader := api.FormatID(st.Leader)
 		li := -1
@@ -246,7 +246,7 @@ func TestMembershipQuorumRule(t *testing.T) {
 			}
 		}
 		c.waitFor("two voters without the old leader", stepMax, func() bool { return c.voters(rest...) })
-		st, err = (&Etcd{}).Status(context.Background(), c.slots[rest[0]].clientURL)
+		st, err = c.etcd(0).Status(context.Background(), c.slots[rest[0]].clientURL)
 		require.NoError(t, err)
 		require.NotEqual(t, leader, api.FormatID(st.Leader))
 		require.NoError(t, c.stop(li))

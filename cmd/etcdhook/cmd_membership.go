@@ -41,7 +41,7 @@ func runAgent(args []string) error {
 	if pod == "" || ns == "" || podUID == "" {
 		return errors.New("POD_NAME, POD_NAMESPACE and POD_UID must be set (downward API)")
 	}
-	names := api.Names{Cluster: cfg.Cluster, Namespace: ns}
+	names := api.Names{Cluster: cfg.Cluster, Namespace: ns, TLS: cfg.TLS != nil}
 	ordinal := names.PodOrdinal(pod)
 	if ordinal < 0 {
 		return fmt.Errorf("pod %s is not a member pod of %s", pod, cfg.Cluster)
@@ -63,7 +63,7 @@ func runAgent(args []string) error {
 		Cfg: membership.AgentConfig{
 			Name:          pod,
 			PeerURL:       names.PeerURL(ordinal),
-			ClientURL:     fmt.Sprintf("http://127.0.0.1:%d", cfg.ClientPort),
+			ClientURL:     fmt.Sprintf("%s127.0.0.1:%d", names.Scheme(), cfg.ClientPort),
 			Endpoints:     []string{names.ClientEndpoint()},
 			DataDir:       cfg.DataDir,
 			ParentUID:     cfg.ParentUID,
@@ -74,6 +74,14 @@ func runAgent(args []string) error {
 		Store: store,
 		Etcd:  &membership.Etcd{Log: log},
 		Log:   log,
+	}
+	if cfg.TLS != nil {
+		certs, err := agentCerts(kcfg, cfg, names, ordinal, pod, log)
+		if err != nil {
+			return err
+		}
+		agent.Certs = certs
+		agent.Etcd.TLSDir = api.TLSDir // the member certificate is also its client certificate
 	}
 	probe, err := membership.ProbeHandler(agent, fmt.Sprintf("http://127.0.0.1:%d", cfg.EtcdMetricsPort))
 	if err != nil {
@@ -87,6 +95,34 @@ func runAgent(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	return agent.Run(ctx)
+}
+
+// agentCerts configures the member's certificates from the agent configuration (docs/design.md §9).
+func agentCerts(kcfg *rest.Config, cfg api.AgentConfig, names api.Names, ordinal int, pod string, log *slog.Logger) (*membership.Certs, error) {
+	caDur, err := time.ParseDuration(cfg.TLS.CADuration)
+	if err != nil {
+		return nil, fmt.Errorf("tls.caDuration: %w", err)
+	}
+	certDur, err := time.ParseDuration(cfg.TLS.CertDuration)
+	if err != nil {
+		return nil, fmt.Errorf("tls.certDuration: %w", err)
+	}
+	kube, err := kubernetes.NewForConfig(kcfg)
+	if err != nil {
+		return nil, err
+	}
+	ips := []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
+	if ip := net.ParseIP(os.Getenv("POD_IP")); ip != nil {
+		ips = append(ips, ip)
+	}
+	return &membership.Certs{
+		Store:    &membership.KubeSecrets{Client: kube, Namespace: names.Namespace, Cluster: names.Cluster, ParentUID: cfg.ParentUID},
+		CASecret: cfg.TLS.CASecret, ClientSecret: cfg.TLS.ClientSecret,
+		CADuration: caDur, CertDuration: certDur,
+		Dir:        api.TLSDir,
+		CommonName: pod, DNSNames: names.TLSNames(ordinal), IPs: ips,
+		Log: log,
+	}, nil
 }
 
 // parseAgentArgs reads `agent [--config FILE] -- etcd [flags]`, the command the StatefulSet renders.
@@ -119,6 +155,7 @@ func runMember(args []string) error {
 	reason := fs.String("reason", "", "why: dead, data-lost, leave, orphan, stuck-learner, unwanted-learner (re-checked)")
 	endpoints := fs.String("endpoints", "", "comma-separated client URLs of voters")
 	timeout := fs.Duration("timeout", 4*time.Minute, "give up after this long")
+	tlsDir := fs.String("tls-dir", "", "client certificate directory (tls.crt, tls.key, ca.crt) when the cluster runs TLS")
 	if err := fs.Parse(args[1:]); err != nil {
 		return usageError{err}
 	}
@@ -128,7 +165,7 @@ func runMember(args []string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
 	log := jsonLogger()
-	err := membership.RemoveMember(ctx, &membership.Etcd{Log: log}, log, membership.RemoveRequest{
+	err := membership.RemoveMember(ctx, &membership.Etcd{Log: log, TLSDir: *tlsDir}, log, membership.RemoveRequest{
 		ID: *id, PeerURL: *peerURL, Reason: *reason, Endpoints: strings.Split(*endpoints, ","),
 	})
 	return refusal(err)
@@ -147,6 +184,7 @@ func runPVC(args []string) error {
 	pod := fs.String("pod", "", "the member pod, which must be gone")
 	endpoints := fs.String("endpoints", "", "comma-separated client URLs of voters")
 	timeout := fs.Duration("timeout", 4*time.Minute, "give up after this long")
+	tlsDir := fs.String("tls-dir", "", "client certificate directory (tls.crt, tls.key, ca.crt) when the cluster runs TLS")
 	if err := fs.Parse(args[1:]); err != nil {
 		return usageError{err}
 	}
@@ -164,7 +202,7 @@ func runPVC(args []string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
 	log := jsonLogger()
-	return refusal(membership.DeletePVC(ctx, &membership.Etcd{Log: log}, kube, log, membership.PVCRequest{
+	return refusal(membership.DeletePVC(ctx, &membership.Etcd{Log: log, TLSDir: *tlsDir}, kube, log, membership.PVCRequest{
 		Namespace: *ns, Claim: *claim, ClusterUID: *uid, PeerURL: *peerURL, Pod: *pod, Endpoints: strings.Split(*endpoints, ","),
 	}))
 }

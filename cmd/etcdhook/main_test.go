@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -49,7 +50,13 @@ func TestTemplateRunsTheAgentAsItParses(t *testing.T) {
 	flags := strings.Join(etcdCmd, " ")
 	require.Contains(t, flags, "--data-dir="+cfg.DataDir)
 	require.Contains(t, flags, fmt.Sprintf("--listen-metrics-urls=http://127.0.0.1:%d", cfg.EtcdMetricsPort))
-	require.Contains(t, flags, fmt.Sprintf("--listen-client-urls=http://0.0.0.0:%d", cfg.ClientPort))
+	require.NotNil(t, cfg.TLS, "a new cluster runs TLS")
+	require.Contains(t, flags, fmt.Sprintf("--listen-client-urls=https://0.0.0.0:%d", cfg.ClientPort))
+	// The agent writes the member certificate where etcd's flags look for it.
+	require.Contains(t, flags, "--cert-file="+api.TLSDir+"/tls.crt")
+	require.Contains(t, flags, "--peer-trusted-ca-file="+api.TLSDir+"/ca.crt")
+	_, err = time.ParseDuration(cfg.TLS.CertDuration)
+	require.NoError(t, err, "the agent parses the certificate lifetime")
 	require.Contains(t, flags, "--initial-cluster-token="+cfg.Token)
 	require.Contains(t, flags, "--quota-backend-bytes=8589934592")
 	require.NotContains(t, flags, "--initial-cluster=")

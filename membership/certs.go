@@ -1,0 +1,235 @@
+package membership
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/internal/pki"
+)
+
+// Where the randomness lives (docs/design.md §9.2): certificates and keys are made by the agents, never
+// by the hook, so /sync stays a pure function of its request. The cluster's CA is one Secret that the
+// first agent to need it creates; the API server's create is the arbiter, so two agents (or an agent
+// crashing between "CA created" and anything after) can never leave two CAs: the loser of the create
+// reads the winner's. Everything else is derived from that Secret and is safe to redo.
+
+// ErrSecretExists and ErrSecretConflict are the two outcomes of a lost race on a Secret.
+var (
+	ErrSecretExists   = errors.New("secret already exists")
+	ErrSecretConflict = errors.New("secret changed since it was read")
+)
+
+// SecretStore is the agent's access to its cluster's two Secrets (CA, client certificate).
+type SecretStore interface {
+	// Get returns the data and resourceVersion; found is false when the Secret does not exist.
+	Get(ctx context.Context, name string) (data map[string][]byte, version string, found bool, err error)
+	// Create creates the Secret, or returns ErrSecretExists.
+	Create(ctx context.Context, name string, data map[string][]byte) error
+	// Update replaces the data if the Secret is still at version, or returns ErrSecretConflict.
+	Update(ctx context.Context, name, version string, data map[string][]byte) error
+}
+
+// Certs keeps one member's TLS files and the cluster's client certificate current.
+type Certs struct {
+	Store        SecretStore
+	CASecret     string
+	ClientSecret string
+	CADuration   time.Duration
+	CertDuration time.Duration
+	// Dir receives tls.crt, tls.key and ca.crt (the files the etcd flags name).
+	Dir string
+	// CommonName, DNSNames and IPs of the member certificate.
+	CommonName string
+	DNSNames   []string
+	IPs        []net.IP
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
+	Log *slog.Logger
+}
+
+// CertFacts is what a member reports of its files.
+type CertFacts struct {
+	CAs          []string // fingerprints of the trusted CAs, sorted
+	CANotAfter   time.Time
+	CertNotAfter time.Time
+}
+
+func (c *Certs) now() time.Time {
+	if c.Now == nil {
+		return time.Now()
+	}
+	return c.Now()
+}
+
+func (c *Certs) log() *slog.Logger {
+	if c.Log == nil {
+		return slog.Default()
+	}
+	return c.Log
+}
+
+// Ensure makes the member's files valid for now: the CA Secret exists (created if absent), the client
+// Secret exists and is signed by that CA and not due for renewal, and the member's certificate in Dir is
+// signed by that CA, covers its names and is not due for renewal. What is already right is left alone:
+// etcd reads the files again for each new TLS handshake (docs/design.md §9.3), so replacing them never
+// needs a restart. It returns what the files hold afterwards.
+func (c *Certs) Ensure(ctx context.Context) (CertFacts, error) {
+	ca, err := c.ensureCA(ctx)
+	if err != nil {
+		return CertFacts{}, err
+	}
+	if err := c.ensureClient(ctx, ca); err != nil {
+		return CertFacts{}, err
+	}
+	return c.ensureMember(ca)
+}
+
+// ensureCA reads the CA Secret, creating it when absent. A Secret that is there but unusable is an
+// error, never overwritten: the running members trust it.
+func (c *Certs) ensureCA(ctx context.Context) (pki.KeyPair, error) {
+	for attempt := 0; attempt < 3; attempt++ {
+		data, _, found, err := c.Store.Get(ctx, c.CASecret)
+		if err != nil {
+			return pki.KeyPair{}, fmt.Errorf("reading Secret %s: %w", c.CASecret, err)
+		}
+		if found {
+			ca, err := pki.ParseKeyPair(data[pki.KeyCert], data[pki.KeyKey])
+			if err != nil {
+				return pki.KeyPair{}, fmt.Errorf("Secret %s: %w", c.CASecret, err)
+			}
+			if !ca.Cert.IsCA {
+				return pki.KeyPair{}, fmt.Errorf("Secret %s: %s is not a CA certificate", c.CASecret, pki.KeyCert)
+			}
+			return ca, nil
+		}
+		ca, err := pki.NewCA(c.CASecret, c.now(), c.CADuration)
+		if err != nil {
+			return pki.KeyPair{}, err
+		}
+		err = c.Store.Create(ctx, c.CASecret, map[string][]byte{
+			pki.KeyCert: ca.CertPEM, pki.KeyKey: ca.KeyPEM, pki.KeyCA: ca.CertPEM,
+		})
+		switch {
+		case err == nil:
+			c.log().Info("created the cluster CA", "secret", c.CASecret, "fingerprint", pki.Short(ca.Cert), "notAfter", ca.Cert.NotAfter)
+			return ca, nil
+		case errors.Is(err, ErrSecretExists):
+			continue // another agent won: use its CA
+		default:
+			return pki.KeyPair{}, fmt.Errorf("creating Secret %s: %w", c.CASecret, err)
+		}
+	}
+	return pki.KeyPair{}, fmt.Errorf("Secret %s: created and deleted again while being read", c.CASecret)
+}
+
+// ensureClient keeps the client certificate Secret signed by ca and within its renewal time. Losing a
+// race to another agent is fine: its certificate is as good.
+func (c *Certs) ensureClient(ctx context.Context, ca pki.KeyPair) error {
+	data, version, found, err := c.Store.Get(ctx, c.ClientSecret)
+	if err != nil {
+		return fmt.Errorf("reading Secret %s: %w", c.ClientSecret, err)
+	}
+	if found && c.current(data, ca, pki.Usage{Client: true}, nil) {
+		return nil
+	}
+	kp, err := pki.Issue(ca, pki.LeafRequest{CommonName: pki.Organization, Client: true, Lifetime: c.CertDuration}, c.now())
+	if err != nil {
+		return err
+	}
+	next := map[string][]byte{pki.KeyCert: kp.CertPEM, pki.KeyKey: kp.KeyPEM, pki.KeyCA: ca.CertPEM}
+	if !found {
+		err = c.Store.Create(ctx, c.ClientSecret, next)
+	} else {
+		err = c.Store.Update(ctx, c.ClientSecret, version, next)
+	}
+	switch {
+	case err == nil:
+		c.log().Info("issued the client certificate", "secret", c.ClientSecret, "notAfter", kp.Cert.NotAfter)
+		return nil
+	case errors.Is(err, ErrSecretExists), errors.Is(err, ErrSecretConflict):
+		return nil // another agent renewed it at the same moment
+	default:
+		return fmt.Errorf("writing Secret %s: %w", c.ClientSecret, err)
+	}
+}
+
+// current says whether a cert-manager-layout set of files is signed by ca, usable now for usage,
+// covers names, and is not yet due for renewal (2/3 of its lifetime).
+func (c *Certs) current(data map[string][]byte, ca pki.KeyPair, usage pki.Usage, names []string) bool {
+	leaf, problems := pki.CheckSecret(data, names, usage, c.now())
+	if len(problems) > 0 || leaf == nil {
+		return false
+	}
+	if err := pki.Verify(leaf, []*x509.Certificate{ca.Cert}, usage, c.now()); err != nil {
+		return false
+	}
+	return c.now().Before(pki.RenewAt(leaf))
+}
+
+// ensureMember (re)issues the member certificate when the files are missing, signed by another CA,
+// missing a name (a new pod IP), or due for renewal.
+func (c *Certs) ensureMember(ca pki.KeyPair) (CertFacts, error) {
+	names := append([]string(nil), c.DNSNames...)
+	for _, ip := range c.IPs {
+		names = append(names, ip.String())
+	}
+	files, _ := pki.ReadFiles(c.Dir, pki.KeyCert, pki.KeyKey, pki.KeyCA)
+	usage := pki.Usage{Server: true, Client: true}
+	if files == nil || !c.current(files, ca, usage, names) {
+		kp, err := pki.Issue(ca, pki.LeafRequest{
+			CommonName: c.CommonName, DNSNames: c.DNSNames, IPs: c.IPs, Server: true, Client: true, Lifetime: c.CertDuration,
+		}, c.now())
+		if err != nil {
+			return CertFacts{}, err
+		}
+		files = map[string][]byte{pki.KeyCert: kp.CertPEM, pki.KeyKey: kp.KeyPEM, pki.KeyCA: ca.CertPEM}
+		if err := os.MkdirAll(c.Dir, 0o700); err != nil {
+			return CertFacts{}, err
+		}
+		if err := pki.WriteFiles(c.Dir, files); err != nil {
+			return CertFacts{}, fmt.Errorf("writing the member certificate: %w", err)
+		}
+		c.log().Info("issued the member certificate", "notAfter", kp.Cert.NotAfter, "ca", pki.Short(ca.Cert))
+	}
+	return factsOf(files)
+}
+
+// factsOf reads what a set of files holds, for the member's report.
+func factsOf(files map[string][]byte) (CertFacts, error) {
+	cas, err := pki.ParseCertificates(files[pki.KeyCA])
+	if err != nil {
+		return CertFacts{}, fmt.Errorf("%s: %w", pki.KeyCA, err)
+	}
+	leafs, err := pki.ParseCertificates(files[pki.KeyCert])
+	if err != nil {
+		return CertFacts{}, fmt.Errorf("%s: %w", pki.KeyCert, err)
+	}
+	f := CertFacts{CertNotAfter: leafs[0].NotAfter}
+	for _, ca := range cas {
+		f.CAs = append(f.CAs, pki.Fingerprint(ca))
+		if f.CANotAfter.IsZero() || ca.NotAfter.Before(f.CANotAfter) {
+			f.CANotAfter = ca.NotAfter
+		}
+	}
+	sort.Strings(f.CAs)
+	return f, nil
+}
+
+// fill puts the facts into a report.
+func (f CertFacts) fill(r *api.Report) {
+	if len(f.CAs) == 0 {
+		return
+	}
+	r.TLSCAs = strings.Join(f.CAs, ",")
+	r.TLSCANotAfter = f.CANotAfter.UTC().Format(time.RFC3339)
+	r.TLSCertNotAfter = f.CertNotAfter.UTC().Format(time.RFC3339)
+}
