@@ -160,7 +160,9 @@ type tcluster struct {
 }
 
 // newCluster is a cluster as the product makes it by default: TLS on both planes.
-func newCluster(t *testing.T, version string, n int) *tcluster { return newClusterTLS(t, version, n, true) }
+func newCluster(t *testing.T, version string, n int) *tcluster {
+	return newClusterTLS(t, version, n, true)
+}
 
 // newPlainCluster runs without TLS (clusters created before TLS existed, or with it turned off).
 func newPlainCluster(t *testing.T, version string, n int) *tcluster {
