@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"sort"
 	"time"
@@ -11,10 +12,12 @@ import (
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/internal/pki"
 	"github.com/etcdhook/etcdhook/internal/writer"
 )
 
@@ -28,22 +31,49 @@ func (s *scenario) clientEndpoint() string { return s.names().ClientEndpoint() }
 // podEndpoints are the client URLs of the member pods by IP.
 func (s *scenario) podEndpoints() []string {
 	var eps []string
+	scheme := s.names().Scheme()
 	for _, p := range s.pods() {
 		if p.Status.PodIP != "" && p.DeletionTimestamp == nil {
-			eps = append(eps, fmt.Sprintf("http://%s:%d", p.Status.PodIP, api.ClientPort))
+			eps = append(eps, fmt.Sprintf("%s%s:%d", scheme, p.Status.PodIP, api.ClientPort))
 		}
 	}
 	return eps
 }
 
-func newClient(eps []string) (*clientv3.Client, error) {
-	return clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 3 * time.Second, Logger: zap.NewNop()})
+// newClient connects as a user would: with TLS, with the client certificate Secret the agents keep
+// (NAME-client-tls), verifying the members against its ca.crt.
+func (s *scenario) newClient(eps []string) (*clientv3.Client, error) {
+	cfg := clientv3.Config{Endpoints: eps, DialTimeout: 3 * time.Second, Logger: zap.NewNop()}
+	if s.tlsOn() {
+		tc, err := s.clientTLS()
+		if err != nil {
+			return nil, err
+		}
+		cfg.TLS = tc
+	}
+	return clientv3.New(cfg)
+}
+
+func (s *scenario) clientTLS() (*tls.Config, error) {
+	sec, err := s.e.kube.CoreV1().Secrets(s.ns).Get(s.ctx, s.names().ClientSecret(), metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	pair, err := tls.X509KeyPair(sec.Data[pki.KeyCert], sec.Data[pki.KeyKey])
+	if err != nil {
+		return nil, err
+	}
+	cas, err := pki.ParseCertificates(sec.Data[pki.KeyCA])
+	if err != nil {
+		return nil, err
+	}
+	return &tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: pki.Pool(cas...), MinVersion: tls.VersionTLS12}, nil
 }
 
 // startWriter writes through the client Service during a scenario (internal/writer: bounded in count
 // and time, per-step failed writes and latency percentiles).
 func (s *scenario) startWriter(first string) *swriter {
-	cl, err := newClient([]string{s.clientEndpoint()})
+	cl, err := s.newClient([]string{s.clientEndpoint()})
 	require.NoError(s.t, err)
 	w := &swriter{s: s, Writer: writer.Start(cl, writer.Limits{
 		Prefix: "e2e/", Max: 60000, For: 30 * time.Minute, Every: 50 * time.Millisecond, Timeout: 2 * time.Second,
@@ -61,7 +91,7 @@ type swriter struct {
 // member's hashkv agrees at one revision, and records the figures.
 func (w *swriter) Finish(extra string) {
 	t := w.s.t
-	cl, err := newClient([]string{w.s.clientEndpoint()})
+	cl, err := w.s.newClient([]string{w.s.clientEndpoint()})
 	require.NoError(t, err)
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -81,7 +111,7 @@ func (s *scenario) checkHashKV(rev int64) {
 	require.NotEmpty(s.t, eps)
 	hashes := map[string]uint32{}
 	for _, ep := range eps {
-		cl, err := newClient([]string{ep})
+		cl, err := s.newClient([]string{ep})
 		require.NoError(s.t, err)
 		var h *clientv3.HashKVResponse
 		for try := 0; try < 20; try++ {
@@ -110,7 +140,7 @@ func (s *scenario) checkHashKV(rev int64) {
 
 // memberList reads etcd's own member list through the client Service.
 func (s *scenario) memberList() []api.Member {
-	cl, err := newClient([]string{s.clientEndpoint()})
+	cl, err := s.newClient([]string{s.clientEndpoint()})
 	require.NoError(s.t, err)
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	authv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -50,4 +51,14 @@ func (s *scenario) checkMemberLeasePolicy() {
 	// Its own hook-owned half: refused.
 	err = patch(n.Lease(0), api.AnnIntent, api.IntentLeave)
 	require.True(s.t, apierrors.IsForbidden(err) || apierrors.IsInvalid(err), "patching its own intent: %v", err)
+	// Built-in TLS: the member account reads its cluster's CA Secret, creates no other Secret
+	// (manifests/member-secret-policy.yaml) and reads no other Secret (RBAC resourceNames).
+	if n.TLS {
+		_, err = member.CoreV1().Secrets(s.ns).Get(s.ctx, n.CASecret(), metav1.GetOptions{})
+		require.NoError(s.t, err, "a member reads its cluster's CA")
+		_, err = member.CoreV1().Secrets(s.ns).Create(s.ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "not-" + n.CASecret()}}, metav1.CreateOptions{})
+		require.True(s.t, apierrors.IsForbidden(err) || apierrors.IsInvalid(err), "creating another Secret: %v", err)
+		_, err = member.CoreV1().Secrets(s.ns).Get(s.ctx, "not-"+n.CASecret(), metav1.GetOptions{})
+		require.True(s.t, apierrors.IsForbidden(err), "reading another Secret: %v", err)
+	}
 }

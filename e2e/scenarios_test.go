@@ -201,7 +201,7 @@ func TestHookUnavailableAndStaleCaches(t *testing.T) {
 }
 
 func (s *scenario) tryMemberList() []api.Member {
-	cl, err := newClient([]string{s.clientEndpoint()})
+	cl, err := s.newClient([]string{s.clientEndpoint()})
 	if err != nil {
 		return nil
 	}

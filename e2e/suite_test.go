@@ -111,7 +111,19 @@ func newScenario(t *testing.T, short string) *scenario {
 	return s
 }
 
-func (s *scenario) names() api.Names { return api.Names{Cluster: s.name, Namespace: s.ns} }
+func (s *scenario) names() api.Names {
+	return api.Names{Cluster: s.name, Namespace: s.ns, TLS: s.tlsOn()}
+}
+
+// tlsOn reads spec.security.tls.enabled from the live object (the CRD defaults it to true).
+func (s *scenario) tlsOn() bool {
+	obj, err := s.e.dyn.Resource(gvrCluster).Namespace(s.ns).Get(s.ctx, s.name, metav1.GetOptions{})
+	if err != nil {
+		return true
+	}
+	on, found, _ := unstructured.NestedBool(obj.Object, "spec", "security", "tls", "enabled")
+	return !found || on
+}
 
 // apply creates or updates the EtcdCluster's spec.
 func (s *scenario) apply(spec map[string]any) {

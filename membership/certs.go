@@ -185,9 +185,20 @@ func (c *Certs) ensureMember(ca pki.KeyPair) (CertFacts, error) {
 	files, _ := pki.ReadFiles(c.Dir, pki.KeyCert, pki.KeyKey, pki.KeyCA)
 	usage := pki.Usage{Server: true, Client: true}
 	if files == nil || !c.current(files, ca, usage, names) {
-		kp, err := pki.Issue(ca, pki.LeafRequest{
+		req := pki.LeafRequest{
 			CommonName: c.CommonName, DNSNames: c.DNSNames, IPs: c.IPs, Server: true, Client: true, Lifetime: c.CertDuration,
-		}, c.now())
+		}
+		// A renewal keeps the key this pod made (it lives only in the pod's memory): etcd opens the
+		// certificate and the key file separately for each handshake, and with the same key a handshake
+		// that reads one file before the swap and the other after still gets a matching pair. A new pod
+		// starts with an empty directory, and so with a new key.
+		var kp pki.KeyPair
+		var err error
+		if old, perr := pki.ParseKeyPair(files[pki.KeyCert], files[pki.KeyKey]); perr == nil && old.Key != nil {
+			kp, err = pki.IssueWithKey(ca, req, c.now(), old.Key)
+		} else {
+			kp, err = pki.Issue(ca, req, c.now())
+		}
 		if err != nil {
 			return CertFacts{}, err
 		}

@@ -1,0 +1,216 @@
+package membership
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"math/big"
+	"net"
+	"net/url"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/etcdhook/etcdhook/internal/pki"
+)
+
+// served is the serial of the certificate a member presents to a new connection on url (client or
+// peer port), dialled with the cluster's client certificate.
+func (c *tcluster) served(rawURL string) (*big.Int, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	tc, err := ClientTLS(c.clientTLS())
+	if err != nil {
+		return nil, err
+	}
+	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 2 * time.Second}, "tcp", u.Host, tc)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	return conn.ConnectionState().PeerCertificates[0].SerialNumber, nil
+}
+
+func (s *slot) etcdPID() int {
+	s.agent.mu.Lock()
+	defer s.agent.mu.Unlock()
+	return s.agent.pid
+}
+
+// Leaf rotation under a continuous writer (docs/design.md §9.3): the agents renew their member
+// certificates at 2/3 of the lifetime and etcd serves the new certificate on both planes from the next
+// handshake on, without a restart (the same etcd process) and without a lost acknowledged write. This
+// is the per-version evidence that etcd reads its certificate files again for new connections.
+func TestMembershipTLSLeafRotation(t *testing.T) {
+	forEachVersion(t, func(t *testing.T, v string) {
+		c := newCluster(t, v, 3)
+		var w *twriter
+		c.bootstrap(&w, 3)
+		type seen struct {
+			pid          int
+			client, peer *big.Int
+		}
+		before := map[int]seen{}
+		for i, s := range c.slots {
+			cs, err := c.served(s.clientURL)
+			require.NoError(t, err)
+			ps, err := c.served(s.peerURL)
+			require.NoError(t, err)
+			require.Equal(t, cs, ps, "one member certificate serves both planes")
+			before[i] = seen{pid: s.etcdPID(), client: cs, peer: ps}
+		}
+		clientBefore, _, _, _ := c.secrets.Get(context.Background(), "m-client-tls")
+
+		w.Step("leaf rotation")
+		// The certificates are 3 h long: 2 h 1 min later every one is due.
+		c.certShift.Store(int64(2*time.Hour + time.Minute))
+		took := c.waitFor("every member to serve a renewed certificate on both planes", stepMax, func() bool {
+			for i, s := range c.slots {
+				cs, err := c.served(s.clientURL)
+				if err != nil || cs.Cmp(before[i].client) == 0 {
+					return false
+				}
+				ps, err := c.served(s.peerURL)
+				if err != nil || ps.Cmp(before[i].peer) == 0 {
+					return false
+				}
+			}
+			return true
+		})
+		t.Logf("renewed certificates served after %s", took)
+		for i, s := range c.slots {
+			require.Equal(t, before[i].pid, s.etcdPID(), "etcd of %s was not restarted", s.name)
+		}
+		clientAfter, _, _, _ := c.secrets.Get(context.Background(), "m-client-tls")
+		require.NotEqual(t, clientBefore[pki.KeyCert], clientAfter[pki.KeyCert], "the client certificate was renewed too")
+		// The reports carry the new expiry.
+		c.waitFor("the reports to carry the renewed expiry", stepMax, func() bool {
+			for _, s := range c.slots {
+				r := c.leases.Report(s.lease)
+				na, err := time.Parse(time.RFC3339, r.TLSCertNotAfter)
+				if err != nil || !na.After(time.Now().Add(3*time.Hour)) {
+					return false
+				}
+			}
+			return true
+		})
+		// A few more writes on the renewed certificates, then every acknowledged write must be there.
+		time.Sleep(2 * time.Second)
+		w.Verify(t)
+	})
+}
+
+// The plaintext path stays: a cluster created before TLS existed keeps running and changing size
+// without it.
+func TestMembershipPlaintext(t *testing.T) {
+	c := newPlainCluster(t, etcdVersions[len(etcdVersions)-1], 3)
+	var w *twriter
+	c.bootstrap(&w, 3)
+	require.Empty(t, c.leases.Report(c.slots[0].lease).TLSCAs, "no certificates reported without TLS")
+	w.Verify(t)
+}
+
+// racySecrets fails the first create of one Secret after it is done, as a crash right after the API
+// server stored it would look to the agent that sent it.
+type racySecrets struct {
+	*MemSecrets
+	failAfter string
+	once      sync.Once
+}
+
+func (r *racySecrets) Create(ctx context.Context, name string, data map[string][]byte) error {
+	err := r.MemSecrets.Create(ctx, name, data)
+	if name == r.failAfter && err == nil {
+		fail := false
+		r.once.Do(func() { fail = true })
+		if fail {
+			return errors.New("connection reset after the create was stored")
+		}
+	}
+	return err
+}
+
+// Where the randomness lives: however many agents race, and whatever fails between "CA created" and the
+// rest, every member ends up with files signed by the one CA in the Secret.
+func TestCertsOneCA(t *testing.T) {
+	store := &racySecrets{MemSecrets: NewMemSecrets(), failAfter: "x-ca"}
+	certs := func(i int) *Certs {
+		return &Certs{Store: store, CASecret: "x-ca", ClientSecret: "x-client-tls", CADuration: 24 * time.Hour, CertDuration: 3 * time.Hour,
+			Dir: t.TempDir(), CommonName: "m", DNSNames: []string{"localhost"}}
+	}
+	const n = 8
+	facts := make([]CertFacts, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			facts[i], errs[i] = certs(i).Ensure(context.Background())
+		}(i)
+	}
+	wg.Wait()
+	data, _, found, _ := store.Get(context.Background(), "x-ca")
+	require.True(t, found)
+	cas, err := pki.ParseCertificates(data[pki.KeyCert])
+	require.NoError(t, err)
+	want := pki.Fingerprint(cas[0])
+	failed := 0
+	for i := 0; i < n; i++ {
+		if errs[i] != nil {
+			// The agent whose create "failed" retries on its next look and finds the stored CA.
+			failed++
+			facts[i], errs[i] = certs(i).Ensure(context.Background())
+		}
+		require.NoError(t, errs[i])
+		require.Equal(t, []string{want}, facts[i].CAs, "agent %d trusts the one CA", i)
+	}
+	require.LessOrEqual(t, failed, 1)
+
+	// A CA Secret that is there but unusable is reported, never replaced: the members trust it.
+	store2 := NewMemSecrets()
+	require.NoError(t, store2.Create(context.Background(), "y-ca", map[string][]byte{pki.KeyCert: []byte("garbage"), pki.KeyKey: []byte("x")}))
+	c := &Certs{Store: store2, CASecret: "y-ca", ClientSecret: "y-client-tls", CADuration: time.Hour * 24, CertDuration: time.Hour, Dir: t.TempDir()}
+	_, err = c.Ensure(context.Background())
+	require.ErrorContains(t, err, "y-ca")
+	after, _, _, _ := store2.Get(context.Background(), "y-ca")
+	require.Equal(t, []byte("garbage"), after[pki.KeyCert])
+}
+
+// A renewal keeps the pod's key (no mismatched pair for a handshake that reads across the swap); a
+// certificate from another CA, or one missing a name, is replaced.
+func TestCertsRenewal(t *testing.T) {
+	store := NewMemSecrets()
+	now := time.Now()
+	clock := func() time.Time { return now }
+	c := &Certs{Store: store, CASecret: "z-ca", ClientSecret: "z-client-tls", CADuration: 24 * time.Hour, CertDuration: 3 * time.Hour,
+		Dir: t.TempDir(), CommonName: "m", DNSNames: []string{"localhost"}, Now: clock}
+	f1, err := c.Ensure(context.Background())
+	require.NoError(t, err)
+	files1, err := pki.ReadFiles(c.Dir, pki.KeyCert, pki.KeyKey)
+	require.NoError(t, err)
+
+	f2, err := c.Ensure(context.Background())
+	require.NoError(t, err)
+	files2, _ := pki.ReadFiles(c.Dir, pki.KeyCert, pki.KeyKey)
+	require.Equal(t, files1[pki.KeyCert], files2[pki.KeyCert], "nothing due: the files stay")
+	require.Equal(t, f1, f2)
+
+	now = now.Add(2*time.Hour + time.Minute)
+	f3, err := c.Ensure(context.Background())
+	require.NoError(t, err)
+	files3, _ := pki.ReadFiles(c.Dir, pki.KeyCert, pki.KeyKey)
+	require.NotEqual(t, files1[pki.KeyCert], files3[pki.KeyCert], "due at 2/3: renewed")
+	require.Equal(t, files1[pki.KeyKey], files3[pki.KeyKey], "a renewal keeps the key")
+	require.True(t, f3.CertNotAfter.After(f1.CertNotAfter))
+
+	c.DNSNames = append(c.DNSNames, "new.name")
+	_, err = c.Ensure(context.Background())
+	require.NoError(t, err)
+	files4, _ := pki.ReadFiles(c.Dir, pki.KeyCert)
+	require.NotEqual(t, files3[pki.KeyCert], files4[pki.KeyCert], "a missing name is a new certificate")
+}
