@@ -443,8 +443,8 @@ func TestPrometheusRule(t *testing.T) {
 		require.True(t, alerts[a], "alert %s is missing", a)
 	}
 
-	// promtool tests (monitoring/tests/*.yaml, run by make rules): each alert both fires and stays quiet.
-	files, err := filepath.Glob("monitoring/tests/*.yaml")
+	// promtool tests (monitoring/tests/*_test.yaml, run by make rules): each alert both fires and stays quiet.
+	files, err := filepath.Glob("monitoring/tests/*_test.yaml")
 	require.NoError(t, err)
 	require.NotEmpty(t, files)
 	fires, quiet := map[string]bool{}, map[string]bool{}
