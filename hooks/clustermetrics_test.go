@@ -1,7 +1,10 @@
 package hooks
 
 import (
+	"bytes"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -218,4 +221,47 @@ func TestObserveAllocatesNothing(t *testing.T) {
 	}}
 	m.observe(resp)
 	require.Zero(t, testing.AllocsPerRun(100, func() { m.observe(resp) }))
+}
+
+// Syncs record and scrapes read the samples at the same time (run with -race): the map is guarded.
+func TestClusterGaugesUnderConcurrentSyncsAndScrapes(t *testing.T) {
+	srv := fixtureServer()
+	bodies := [][]byte{readFixture(t, "sync/learner-pending"), readFixture(t, "finalize/finalizing"), readFixture(t, "sync/new-cluster")}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 30 {
+			rec := httptest.NewRecorder()
+			srv.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+			if rec.Code != http.StatusOK {
+				t.Errorf("scrape: %d", rec.Code)
+				return
+			}
+		}
+	}()
+	errs := make(chan int, 4)
+	for g := range 4 {
+		go func() {
+			code := http.StatusOK
+			for n := range 10 {
+				path := "/sync"
+				k := (g + n) % len(bodies)
+				if k == 1 {
+					path = "/finalize"
+				}
+				req := httptest.NewRequest(http.MethodPost, path, bytes.NewReader(bodies[k]))
+				req.Header.Set("Content-Type", "application/json")
+				rec := httptest.NewRecorder()
+				srv.ServeHTTP(rec, req)
+				if rec.Code != http.StatusOK {
+					code = rec.Code
+				}
+			}
+			errs <- code
+		}()
+	}
+	for range 4 {
+		require.Equal(t, http.StatusOK, <-errs)
+	}
+	<-done
 }
