@@ -1,0 +1,281 @@
+// Package plugin is the `kubectl etcd` plugin (cmd/kubectl-etcd): its commands, so that the e2e suite
+// can run them in-process against a real cluster. See cmd/kubectl-etcd for the design.
+package plugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	utilexec "k8s.io/client-go/util/exec"
+)
+
+// Usage is the plugin's help.
+const Usage = `kubectl etcd: look at and talk to etcdhook EtcdClusters
+
+Usage:
+  kubectl etcd status NAME [-o json] [--wait [--timeout 10m]]
+  kubectl etcd etcdctl NAME [--member POD|ORDINAL] [-i] -- ETCDCTL ARGS...
+  kubectl etcd version
+
+status   phase, message, conditions, members (from the status and the agents' member Leases), the
+         step in flight and certificate expiry; -o json prints the status and the Lease reports.
+         --wait prints a line whenever the phase or message changes until the cluster is Running and
+         Available (exit 0) or --timeout passes (exit 1).
+etcdctl  runs the member image's own etcdctl inside a ready member pod (container etcd), with the
+         cluster's endpoints and, with TLS, the certificate files that pod's etcd uses.
+
+Connection flags as kubectl's: --kubeconfig, --context, -n/--namespace, --cluster, --user, --server,
+--token, --as, ... (run 'kubectl etcd status --help' for all).
+`
+
+// Version is set by the build (-ldflags "-X github.com/etcdhook/etcdhook/cmd/kubectl-etcd/plugin.Version=…").
+var Version = "dev"
+
+// IO is where a command reads and writes.
+type IO struct {
+	In       io.Reader
+	Out, Err io.Writer
+}
+
+// Env is what a command runs with. Connect and Now are replaced by tests.
+type Env struct {
+	IO
+	// Connect returns the clients for the connection flags (nil: from the kubeconfig, as kubectl).
+	Connect func(*kubeFlags) (*Clients, error)
+	Now     func() time.Time
+	// PollInterval is --wait's polling period.
+	PollInterval time.Duration
+}
+
+// ExitError carries a process exit code (etcdctl's own, or 130 after Ctrl-C).
+type ExitError struct {
+	Code int
+	Err  error
+}
+
+func (e *ExitError) Error() string { return e.Err.Error() }
+func (e *ExitError) Unwrap() error { return e.Err }
+
+// Main runs the plugin with os-level arguments (without the program name) and returns the exit code.
+func Main(ctx context.Context, env Env, args []string) int {
+	err := Run(ctx, env, args)
+	if err == nil {
+		return 0
+	}
+	var ee *ExitError
+	if errors.As(err, &ee) {
+		if ee.Err != nil && ee.Code != 0 && !errors.Is(ee.Err, errSilent) {
+			fmt.Fprintln(env.Err, "kubectl etcd:", ee.Err)
+		}
+		return ee.Code
+	}
+	fmt.Fprintln(env.Err, "kubectl etcd:", err)
+	return 1
+}
+
+var errSilent = errors.New("exit status reported by the remote command")
+
+// Run runs one command; errors are for the user.
+func Run(ctx context.Context, env Env, args []string) error {
+	if env.Now == nil {
+		env.Now = time.Now
+	}
+	if env.PollInterval == 0 {
+		env.PollInterval = time.Second
+	}
+	if env.Connect == nil {
+		env.Connect = (*kubeFlags).connect
+	}
+	if len(args) == 0 {
+		fmt.Fprint(env.Err, Usage)
+		return &ExitError{Code: 2, Err: errors.New("a command is required")}
+	}
+	switch args[0] {
+	case "status":
+		return runStatus(ctx, env, args[1:])
+	case "etcdctl":
+		return runEtcdctlCmd(ctx, env, args[1:])
+	case "version", "--version":
+		fmt.Fprintln(env.Out, Version)
+		return nil
+	case "help", "-h", "--help":
+		fmt.Fprint(env.Out, Usage)
+		return nil
+	default:
+		fmt.Fprint(env.Err, Usage)
+		return &ExitError{Code: 2, Err: fmt.Errorf("unknown command %q", args[0])}
+	}
+}
+
+func newFlags(cmd string, env Env, kf *kubeFlags) *pflag.FlagSet {
+	fs := pflag.NewFlagSet("kubectl etcd "+cmd, pflag.ContinueOnError)
+	fs.SetOutput(env.Err)
+	kf.bind(fs)
+	return fs
+}
+
+// oneName returns the single positional argument, the EtcdCluster's name.
+func oneName(cmd string, pos []string) (string, error) {
+	switch len(pos) {
+	case 1:
+		return pos[0], nil
+	case 0:
+		return "", &ExitError{Code: 2, Err: fmt.Errorf("%s: the EtcdCluster's NAME is required", cmd)}
+	default:
+		return "", &ExitError{Code: 2, Err: fmt.Errorf("%s: one NAME expected, got %q", cmd, strings.Join(pos, " "))}
+	}
+}
+
+func parseErr(err error) error {
+	if errors.Is(err, pflag.ErrHelp) {
+		return &ExitError{Code: 0}
+	}
+	return &ExitError{Code: 2, Err: err}
+}
+
+type statusOpts struct {
+	name    string
+	output  string
+	wait    bool
+	timeout time.Duration
+	kube    kubeFlags
+}
+
+func parseStatus(env Env, args []string) (*statusOpts, error) {
+	o := &statusOpts{}
+	fs := newFlags("status", env, &o.kube)
+	fs.StringVarP(&o.output, "output", "o", "", "output format: json (default: the one-screen text)")
+	fs.BoolVarP(&o.wait, "wait", "w", false, "print progress until the cluster is Running and Available, or --timeout")
+	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "how long --wait waits")
+	if err := fs.Parse(args); err != nil {
+		return nil, parseErr(err)
+	}
+	var err error
+	if o.name, err = oneName("status", fs.Args()); err != nil {
+		return nil, err
+	}
+	if o.output != "" && o.output != "json" {
+		return nil, &ExitError{Code: 2, Err: fmt.Errorf("status: -o %q: only json is supported", o.output)}
+	}
+	if o.timeout <= 0 {
+		return nil, &ExitError{Code: 2, Err: fmt.Errorf("status: --timeout must be positive")}
+	}
+	return o, nil
+}
+
+func runStatus(ctx context.Context, env Env, args []string) error {
+	o, err := parseStatus(env, args)
+	if err != nil {
+		return err
+	}
+	c, err := env.Connect(&o.kube)
+	if err != nil {
+		return err
+	}
+	if o.wait {
+		// Progress goes to stderr with -o json, so that stdout stays one JSON document.
+		progress := env.Out
+		if o.output == "json" {
+			progress = env.Err
+		}
+		if _, err := waitSettled(ctx, c, o.name, progress, o.timeout, env.PollInterval, env.Now); err != nil {
+			if ctx.Err() != nil {
+				return &ExitError{Code: 130, Err: err}
+			}
+			return err
+		}
+		if o.output != "json" {
+			fmt.Fprintln(env.Out)
+		}
+	}
+	snap, err := load(ctx, c, o.name)
+	if err != nil {
+		return err
+	}
+	if o.output == "json" {
+		return writeJSON(env.Out, snap)
+	}
+	return writeText(env.Out, snap, env.Now())
+}
+
+type etcdctlOpts struct {
+	name   string
+	member string
+	stdin  bool
+	args   []string
+	kube   kubeFlags
+}
+
+// parseEtcdctl splits at the first "--": the plugin's flags and NAME before, etcdctl's arguments after.
+// Without "--", extra words are refused rather than guessed at: "-n" means a namespace to kubectl and
+// nothing to etcdctl, so a misplaced flag must not silently change meaning.
+func parseEtcdctl(env Env, args []string) (*etcdctlOpts, error) {
+	o := &etcdctlOpts{}
+	fs := newFlags("etcdctl", env, &o.kube)
+	fs.StringVar(&o.member, "member", "", "run etcdctl in this member pod (name or ordinal; default: a ready pod of a healthy voter)")
+	fs.BoolVarP(&o.stdin, "stdin", "i", false, "pass stdin to etcdctl (e.g. put KEY without a value, txn -i)")
+	own, rest := args, []string(nil)
+	for i, a := range args {
+		if a == "--" {
+			own, rest = args[:i], args[i+1:]
+			break
+		}
+	}
+	if err := fs.Parse(own); err != nil {
+		return nil, parseErr(err)
+	}
+	pos := fs.Args()
+	if len(pos) > 1 && rest == nil {
+		return nil, &ExitError{Code: 2, Err: fmt.Errorf("etcdctl: put etcdctl's arguments after --: kubectl etcd etcdctl %s -- %s", pos[0], strings.Join(pos[1:], " "))}
+	}
+	var err error
+	if o.name, err = oneName("etcdctl", pos); err != nil {
+		return nil, err
+	}
+	if len(rest) == 0 {
+		return nil, &ExitError{Code: 2, Err: fmt.Errorf("etcdctl: no etcdctl command: kubectl etcd etcdctl %s -- member list -w table", o.name)}
+	}
+	o.args = rest
+	return o, nil
+}
+
+func runEtcdctlCmd(ctx context.Context, env Env, args []string) error {
+	o, err := parseEtcdctl(env, args)
+	if err != nil {
+		return err
+	}
+	if err := refused(o.args); err != nil {
+		return &ExitError{Code: 2, Err: err}
+	}
+	c, err := env.Connect(&o.kube)
+	if err != nil {
+		return err
+	}
+	p, err := planEtcdctl(ctx, c, o.name, o.member, o.args)
+	if err != nil {
+		return err
+	}
+	var in io.Reader
+	if o.stdin {
+		in = env.In
+	}
+	err = runEtcdctl(ctx, c, p, in, env.Out, env.Err)
+	var code utilexec.ExitError
+	if errors.As(err, &code) && code.Exited() {
+		// etcdctl ran and failed: it has said why on stderr; pass its exit status on, as kubectl exec does.
+		return &ExitError{Code: code.ExitStatus(), Err: errSilent}
+	}
+	if err != nil && ctx.Err() != nil {
+		return &ExitError{Code: 130, Err: err}
+	}
+	return err
+}
+
+// Stdio is the process's standard streams.
+func Stdio() IO { return IO{In: os.Stdin, Out: os.Stdout, Err: os.Stderr} }
