@@ -16,10 +16,17 @@ run: build
 
 # Everything `go test` covers (decisions, fixtures through the handler, invariants, the agent and member
 # operations against real etcd 3.5 and 3.6), then a short fuzz run of the request path.
-test: lint chart unit fuzz
+test: lint chart rules unit fuzz
 
 unit:
 	$(GO) test -count=1 -timeout 30m ./...
+
+# The alerts of manifests/monitoring, unit-tested by promtool (built once into bin/tools by
+# scripts/promtool.sh): the PrometheusRule's groups are written out as the plain rule file promtool reads.
+rules:
+	$(GO) run ./manifests/monitoring/tests/rulesfile manifests/monitoring/prometheusrule.yaml manifests/monitoring/tests/rules.gen.yaml
+	scripts/promtool.sh check rules manifests/monitoring/tests/rules.gen.yaml
+	scripts/promtool.sh test rules manifests/monitoring/tests/*_test.yaml
 
 # The Helm chart and the install kustomization: helm lint and helm template with default values, then
 # charts/chart_test.go (the chart renders what manifests/ renders; install/ is Metacontroller's release
