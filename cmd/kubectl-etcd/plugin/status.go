@@ -368,7 +368,7 @@ func writeText(w io.Writer, s *Snapshot, now time.Time) error {
 		target = fmt.Sprintf("size %d, version %s", st.Target.Size, st.Target.Version)
 	}
 	fmt.Fprintf(tw, "Target:\t%s\n", target)
-	fmt.Fprintf(tw, "Members:\t%d of %d voters healthy; pods %d ready of %d; running version %s; leader %s\n",
+	fmt.Fprintf(tw, "Voters:\t%d of %d healthy; pods %d ready of %d; running version %s; leader %s\n",
 		healthy, voters, st.ReadyReplicas, st.Replicas, dash(st.CurrentVersion), dash(st.Leader))
 	fmt.Fprintf(tw, "In flight:\t%s\n", s.inFlight())
 	gen := fmt.Sprintf("%d (the hook has seen %d)", s.Generation, s.ObservedGeneration)

@@ -1,0 +1,597 @@
+package plugin
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	utilexec "k8s.io/client-go/util/exec"
+	"sigs.k8s.io/yaml"
+
+	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/sync"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+// now is the fixtures' clock: ages and expiries in the golden files are relative to it.
+var now = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+
+type fixture struct {
+	Cluster json.RawMessage `json:"cluster"`
+	Leases  []struct {
+		Name  string            `json:"name"`
+		Renew string            `json:"renew"`
+		Ann   map[string]string `json:"ann"`
+	} `json:"leases"`
+}
+
+func loadFixture(t *testing.T, name string) fixture {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	require.NoError(t, err)
+	var f fixture
+	require.NoError(t, yaml.Unmarshal(b, &f))
+	return f
+}
+
+// cluster decodes the EtcdCluster as the API machinery does (integers as int64).
+func (f fixture) cluster() *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(f.Cluster); err != nil {
+		panic(err)
+	}
+	return u
+}
+
+func (f fixture) leases(t *testing.T) []runtime.Object {
+	var out []runtime.Object
+	for _, l := range f.Leases {
+		rt, err := time.Parse(time.RFC3339, l.Renew)
+		require.NoError(t, err)
+		holder := "pod-" + l.Name
+		out = append(out, &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Name: l.Name, Namespace: "prod", Annotations: l.Ann,
+				Labels: api.Names{Cluster: "demo"}.ObjectLabels(api.ComponentEtcd)},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, RenewTime: &metav1.MicroTime{Time: rt}},
+		})
+	}
+	return out
+}
+
+func newDynamic(objs ...runtime.Object) *dynamicfake.FakeDynamicClient {
+	return dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{GVR: "EtcdClusterList"}, objs...)
+}
+
+// testEnv runs commands against fake clients; exec records what would run in which pod.
+type testEnv struct {
+	Env
+	out, err bytes.Buffer
+	clients  *Clients
+	kf       *kubeFlags // the flags the command parsed
+	execs    []execCall
+	execErr  error
+}
+
+type execCall struct {
+	pod, container string
+	cmd            []string
+	stdin          bool
+}
+
+func newTestEnv(dyn *dynamicfake.FakeDynamicClient, kube *fake.Clientset) *testEnv {
+	te := &testEnv{}
+	te.clients = &Clients{Namespace: "prod", Kube: kube, Dynamic: dyn}
+	te.clients.Exec = func(ctx context.Context, ns, pod, container string, cmd []string, stdin io.Reader, stdout, stderr io.Writer) error {
+		te.execs = append(te.execs, execCall{pod: pod, container: container, cmd: cmd, stdin: stdin != nil})
+		io.WriteString(stdout, "etcdctl output\n")
+		return te.execErr
+	}
+	te.Env = Env{IO: IO{In: strings.NewReader(""), Out: &te.out, Err: &te.err}, Now: func() time.Time { return now },
+		PollInterval: time.Millisecond,
+		Connect: func(kf *kubeFlags) (*Clients, error) {
+			te.kf = kf
+			c := *te.clients
+			if kf.overrides.Context.Namespace != "" {
+				c.Namespace = kf.overrides.Context.Namespace
+			}
+			return &c, nil
+		}}
+	return te
+}
+
+func (te *testEnv) run(args ...string) int { return Main(context.Background(), te.Env, args) }
+
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	p := filepath.Join("testdata", name)
+	if *update {
+		require.NoError(t, os.WriteFile(p, []byte(got), 0o644))
+	}
+	want, err := os.ReadFile(p)
+	require.NoError(t, err)
+	require.Equal(t, string(want), got, "golden %s differs (go test -update rewrites it; review the diff)", p)
+}
+
+func scalingEnv(t *testing.T) *testEnv {
+	f := loadFixture(t, "scaling.yaml")
+	return newTestEnv(newDynamic(f.cluster()), fake.NewClientset(f.leases(t)...))
+}
+
+func TestStatusText(t *testing.T) {
+	te := scalingEnv(t)
+	require.Equal(t, 0, te.run("status", "demo", "-n", "prod"), te.err.String())
+	golden(t, "scaling.status.txt", te.out.String())
+}
+
+func TestStatusJSON(t *testing.T) {
+	te := scalingEnv(t)
+	require.Equal(t, 0, te.run("status", "demo", "-o", "json"), te.err.String())
+	golden(t, "scaling.status.json", te.out.String())
+	// The status goes out as stored, and every Lease report with it.
+	var doc struct {
+		Status       map[string]any `json:"status"`
+		MemberLeases []LeaseReport  `json:"memberLeases"`
+	}
+	require.NoError(t, yaml.Unmarshal(te.out.Bytes(), &doc))
+	require.Equal(t, "Scaling", doc.Status["phase"])
+	require.Len(t, doc.MemberLeases, 5)
+	require.Equal(t, "WaitingForJoin: no data, waiting for join-permitted", doc.MemberLeases[4].Error)
+}
+
+// tableOf returns the header words and the rows of the Members table of a status screen, split on the
+// two-space column gaps.
+func tableOf(t *testing.T, out string) (head []string, rows [][]string) {
+	t.Helper()
+	_, after, ok := strings.Cut(out, "\nMembers:\n")
+	require.True(t, ok, "no Members table:\n%s", out)
+	split := func(line string) []string {
+		var cells []string
+		for _, c := range strings.Split(strings.TrimSpace(line), "  ") {
+			if c = strings.TrimSpace(c); c != "" {
+				cells = append(cells, c)
+			}
+		}
+		return cells
+	}
+	lines := strings.Split(strings.TrimRight(after, "\n"), "\n")
+	head = split(lines[0])
+	// Column starts from the header, so that empty cells (no leader mark) keep their column.
+	starts := []int{}
+	for _, h := range head {
+		starts = append(starts, strings.Index(lines[0], h))
+	}
+	for _, l := range lines[1:] {
+		if !strings.HasPrefix(l, "  ") || strings.HasPrefix(l, "  (") {
+			continue
+		}
+		var row []string
+		for i, s := range starts {
+			end := len(l)
+			if i+1 < len(starts) && starts[i+1] < end {
+				end = starts[i+1]
+			}
+			cell := ""
+			if s < len(l) {
+				cell = strings.TrimSpace(l[s:end])
+			}
+			row = append(row, cell)
+		}
+		rows = append(rows, row)
+	}
+	return head, rows
+}
+
+// The members table keeps every column the issue asks for; dropping one fails here, whatever the golden.
+func TestMembersTableColumns(t *testing.T) {
+	te := scalingEnv(t)
+	require.Equal(t, 0, te.run("status", "demo"))
+	head, rows := tableOf(t, te.out.String())
+	require.Equal(t, []string{"NAME", "ID", "ROLE", "HEALTHY", "VERSION", "LEADER", "AGENT REPORT"}, head)
+	require.Len(t, rows, 5)
+	require.Equal(t, []string{"demo-0", "8e9e05c521647a5e", "leader", "true", "3.7.3", "*", "3m ago: ok"}, rows[0])
+	require.Equal(t, []string{"demo-3", "8e9e05c521649c80", "learner", "true", "3.7.3", "", "10s ago: Promoting: learner is not ready to be promoted yet"}, rows[3])
+	// An ordinal with a Lease and no member: the agent's role in parentheses, its reason.
+	require.Equal(t, []string{"demo-4", "-", "(none)", "false", "3.7.3", "", "5s ago: WaitingForJoin: no data, waiting for join-permitted"}, rows[4])
+}
+
+// DB size is shown only when the status reports it (status.members[].dbSize, added by a later hook).
+func TestDBSizeOnlyWhenReported(t *testing.T) {
+	f := loadFixture(t, "scaling.yaml")
+	te := newTestEnv(newDynamic(f.cluster()), fake.NewClientset(f.leases(t)...))
+	require.Equal(t, 0, te.run("status", "demo"))
+	require.NotContains(t, te.out.String(), "DB SIZE")
+
+	c := f.cluster()
+	ms, _, _ := unstructured.NestedSlice(c.Object, "status", "members")
+	ms[0].(map[string]any)["dbSize"] = int64(25 << 20)
+	ms[0].(map[string]any)["dbSizeInUse"] = int64(12 << 20)
+	require.NoError(t, unstructured.SetNestedSlice(c.Object, ms, "status", "members"))
+	te = newTestEnv(newDynamic(c), fake.NewClientset(f.leases(t)...))
+	require.Equal(t, 0, te.run("status", "demo"))
+	head, rows := tableOf(t, te.out.String())
+	require.Equal(t, []string{"NAME", "ID", "ROLE", "HEALTHY", "VERSION", "LEADER", "DB SIZE", "AGENT REPORT"}, head)
+	require.Equal(t, "25.0 MiB (12.0 MiB in use)", rows[0][6])
+	require.Equal(t, "-", rows[1][6], "a member without a reported size shows none, not zero")
+}
+
+func TestStatusSections(t *testing.T) {
+	te := scalingEnv(t)
+	require.Equal(t, 0, te.run("status", "demo"))
+	out := squeeze(te.out.String())
+	for _, want := range []string{
+		"Phase: Scaling\n",
+		"In flight: MembershipChange: learner 8e9e05c521649c80 (https://demo-3.demo-peer.prod.svc:2380) to be promoted\n",
+		"Generation: 3 (the hook has seen 3)\n",
+		"Certificates expire: 2026-03-31T00:00:00Z (in 88d)\n",
+		"CA expires: 2035-12-30T00:00:00Z (in 3649d)\n",
+		"Progressing True MembershipChange learner",
+	} {
+		require.Contains(t, out, want)
+	}
+	require.NotContains(t, strings.ToLower(out), "backup", "the status has no backup field: nothing to show")
+}
+
+// squeeze collapses runs of spaces, so that assertions do not depend on column widths.
+func squeeze(s string) string { return regexp.MustCompile(` +`).ReplaceAllString(s, " ") }
+
+func TestStatusTLSOffAndExpired(t *testing.T) {
+	f := loadFixture(t, "scaling.yaml")
+	c := f.cluster()
+	require.NoError(t, unstructured.SetNestedField(c.Object, "2025-12-31T00:00:00Z", "status", "tls", "certNotAfter"))
+	te := newTestEnv(newDynamic(c), fake.NewClientset())
+	require.Equal(t, 0, te.run("status", "demo"))
+	require.Contains(t, te.out.String(), "2025-12-31T00:00:00Z (EXPIRED 36h ago)")
+
+	plain := f.cluster()
+	unstructured.RemoveNestedField(plain.Object, "status", "tls")
+	unstructured.RemoveNestedField(plain.Object, "status", "members")
+	require.NoError(t, unstructured.SetNestedField(plain.Object, false, "spec", "security", "tls", "enabled"))
+	te = newTestEnv(newDynamic(plain), fake.NewClientset())
+	require.Equal(t, 0, te.run("status", "demo"))
+	require.Contains(t, squeeze(te.out.String()), "TLS: off\n")
+	require.NotContains(t, te.out.String(), "expires")
+}
+
+// Without permission to list Leases the status is still shown, and the reason why the reports are not.
+func TestStatusLeasesForbidden(t *testing.T) {
+	f := loadFixture(t, "scaling.yaml")
+	kube := fake.NewClientset()
+	kube.PrependReactor("list", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(coordinationv1.Resource("leases"), "", errors.New("RBAC says no"))
+	})
+	te := newTestEnv(newDynamic(f.cluster()), kube)
+	require.Equal(t, 0, te.run("status", "demo"))
+	require.Contains(t, te.out.String(), "(member Leases not read: leases.coordination.k8s.io is forbidden")
+	_, rows := tableOf(t, te.out.String())
+	require.Len(t, rows, 4, "the status members are still listed")
+	require.Equal(t, "no Lease", rows[0][6])
+}
+
+func TestStatusNotFound(t *testing.T) {
+	te := newTestEnv(newDynamic(), fake.NewClientset())
+	require.Equal(t, 1, te.run("status", "nope"))
+	require.Contains(t, te.err.String(), `etcdclusters.etcd.io "nope" not found`)
+}
+
+func TestArguments(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		code int
+		err  string
+	}{
+		{nil, 2, "a command is required"},
+		{[]string{"backup", "demo"}, 2, `unknown command "backup"`},
+		{[]string{"status"}, 2, "NAME is required"},
+		{[]string{"status", "a", "b"}, 2, `one NAME expected, got "a b"`},
+		{[]string{"status", "demo", "-o", "yaml"}, 2, `-o "yaml": only json is supported`},
+		{[]string{"status", "demo", "--wait", "--timeout", "0s"}, 2, "--timeout must be positive"},
+		{[]string{"status", "demo", "--bogus"}, 2, "unknown flag: --bogus"},
+		{[]string{"etcdctl", "demo"}, 2, "no etcdctl command"},
+		{[]string{"etcdctl", "demo", "get", "/foo"}, 2, "put etcdctl's arguments after --: kubectl etcd etcdctl demo -- get /foo"},
+		{[]string{"etcdctl", "--", "get"}, 2, "NAME is required"},
+		{[]string{"etcdctl", "demo", "--", "snapshot", "save", "/tmp/x"}, 2, "snapshot save would write the snapshot into the member pod"},
+	} {
+		te := scalingEnv(t)
+		require.Equal(t, tc.code, te.run(tc.args...), "%q", tc.args)
+		require.Contains(t, te.err.String(), tc.err, "%q", tc.args)
+		require.Empty(t, te.execs, "%q", tc.args)
+	}
+}
+
+func TestConnectionFlags(t *testing.T) {
+	te := scalingEnv(t)
+	require.Equal(t, 0, te.run("status", "--context", "other", "-n", "prod", "--kubeconfig", "/k", "demo"))
+	require.Equal(t, "other", te.kf.overrides.CurrentContext)
+	require.Equal(t, "prod", te.kf.overrides.Context.Namespace)
+	require.Equal(t, "/k", te.kf.kubeconfig)
+
+	// Flags before "--" are the plugin's, after it etcdctl's: -n after "--" is not a namespace.
+	te = etcdctlEnv(t, true)
+	require.Equal(t, 0, te.run("etcdctl", "-n", "prod", "demo", "--", "get", "-n", "x"), te.err.String())
+	require.Equal(t, "prod", te.kf.overrides.Context.Namespace)
+	require.Equal(t, []string{"get", "-n", "x"}, te.execs[0].cmd[len(te.execs[0].cmd)-3:])
+}
+
+// connect resolves --kubeconfig, --context and -n as kubectl does.
+func TestConnectKubeconfig(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "config")
+	require.NoError(t, os.WriteFile(p, []byte(`apiVersion: v1
+kind: Config
+current-context: a
+clusters:
+- {name: a, cluster: {server: "https://a.example:6443"}}
+- {name: b, cluster: {server: "https://b.example:6443"}}
+users: [{name: u, user: {token: t}}]
+contexts:
+- {name: a, context: {cluster: a, user: u, namespace: ns-a}}
+- {name: b, context: {cluster: b, user: u, namespace: ns-b}}
+`), 0o600))
+	for _, tc := range []struct {
+		ctx, ns, want string
+	}{{"", "", "ns-a"}, {"b", "", "ns-b"}, {"b", "given", "given"}} {
+		kf := &kubeFlags{kubeconfig: p}
+		kf.overrides.CurrentContext = tc.ctx
+		kf.overrides.Context.Namespace = tc.ns
+		c, err := kf.connect()
+		require.NoError(t, err)
+		require.Equal(t, tc.want, c.Namespace)
+	}
+}
+
+// pods renders member pods with the etcd container command the hook renders (sync.EtcdArgs), so that
+// the certificate paths the plugin passes are the ones etcd really uses.
+func pods(tls bool, ready ...bool) []runtime.Object {
+	n := api.Names{Cluster: "demo", Namespace: "prod"}
+	spec := api.TLSSpec{Enabled: &tls}
+	var out []runtime.Object
+	for i, r := range ready {
+		cmd := append([]string{api.AgentBinary, "agent", "--config=" + api.AgentConfigPath, "--", api.EtcdBinary},
+			sync.EtcdArgs(n, "uid", spec, nil)...)
+		out = append(out, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: n.Pod(i), Namespace: "prod", Labels: n.Labels()},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "etcd", Command: cmd}}},
+			Status: corev1.PodStatus{Phase: corev1.PodRunning,
+				ContainerStatuses: []corev1.ContainerStatus{{Name: "etcd", Ready: r}}},
+		})
+	}
+	return out
+}
+
+func etcdctlEnv(t *testing.T, tls bool, ready ...bool) *testEnv {
+	f := loadFixture(t, "scaling.yaml")
+	if len(ready) == 0 {
+		ready = []bool{true, true, true, true, false}
+	}
+	c := f.cluster()
+	if !tls {
+		ms, _, _ := unstructured.NestedSlice(c.Object, "status", "members")
+		for _, m := range ms {
+			mm := m.(map[string]any)
+			mm["clientURL"] = strings.Replace(mm["clientURL"].(string), "https://", "http://", 1)
+			mm["peerURL"] = strings.Replace(mm["peerURL"].(string), "https://", "http://", 1)
+		}
+		require.NoError(t, unstructured.SetNestedSlice(c.Object, ms, "status", "members"))
+		unstructured.RemoveNestedField(c.Object, "status", "tls")
+	}
+	return newTestEnv(newDynamic(c), fake.NewClientset(pods(tls, ready...)...))
+}
+
+func etcdFlag(t *testing.T, name string) string {
+	t.Helper()
+	tls := true
+	for _, a := range sync.EtcdArgs(api.Names{Cluster: "demo", Namespace: "prod"}, "uid", api.TLSSpec{Enabled: &tls}, nil) {
+		if v, ok := strings.CutPrefix(a, "--"+name+"="); ok {
+			return v
+		}
+	}
+	t.Fatalf("etcd has no --%s", name)
+	return ""
+}
+
+func TestEtcdctlTLS(t *testing.T) {
+	te := etcdctlEnv(t, true)
+	require.Equal(t, 0, te.run("etcdctl", "demo", "--", "get", "/foo", "--prefix"), te.err.String())
+	require.Len(t, te.execs, 1)
+	e := te.execs[0]
+	require.Equal(t, "demo-0", e.pod, "the first ready pod of a healthy voter")
+	require.Equal(t, "etcd", e.container)
+	require.False(t, e.stdin)
+	require.Equal(t, []string{"/usr/local/bin/etcdctl",
+		// Voters only: a learner refuses most requests.
+		"--endpoints=https://demo-0.demo-peer.prod.svc:2379,https://demo-1.demo-peer.prod.svc:2379,https://demo-2.demo-peer.prod.svc:2379",
+		"--cacert=" + etcdFlag(t, "trusted-ca-file"), "--cert=" + etcdFlag(t, "cert-file"), "--key=" + etcdFlag(t, "key-file"),
+		"get", "/foo", "--prefix"}, e.cmd)
+	require.Equal(t, "etcdctl output\n", te.out.String())
+}
+
+func TestEtcdctlPlain(t *testing.T) {
+	te := etcdctlEnv(t, false)
+	require.Equal(t, 0, te.run("etcdctl", "demo", "--", "member", "list"), te.err.String())
+	require.Equal(t, []string{"/usr/local/bin/etcdctl",
+		"--endpoints=http://demo-0.demo-peer.prod.svc:2379,http://demo-1.demo-peer.prod.svc:2379,http://demo-2.demo-peer.prod.svc:2379",
+		"member", "list"}, te.execs[0].cmd)
+}
+
+// Flags the user gives are not given twice (etcdctl appends repeated --endpoints).
+func TestEtcdctlUserFlagsWin(t *testing.T) {
+	te := etcdctlEnv(t, true)
+	require.Equal(t, 0, te.run("etcdctl", "demo", "--", "--endpoints", "https://localhost:2379", "--cert=/x", "endpoint", "status"))
+	cmd := te.execs[0].cmd
+	require.Equal(t, []string{"/usr/local/bin/etcdctl", "--cacert=" + etcdFlag(t, "trusted-ca-file"), "--key=" + etcdFlag(t, "key-file"),
+		"--endpoints", "https://localhost:2379", "--cert=/x", "endpoint", "status"}, cmd)
+}
+
+func TestEtcdctlChoosesPod(t *testing.T) {
+	// demo-0 not ready: the next healthy voter.
+	te := etcdctlEnv(t, true, false, true, true, true, true)
+	require.Equal(t, 0, te.run("etcdctl", "demo", "--", "endpoint", "health"))
+	require.Equal(t, "demo-1", te.execs[0].pod)
+
+	// --member by ordinal or name, and -i passes stdin.
+	te = etcdctlEnv(t, true)
+	require.Equal(t, 0, te.run("etcdctl", "demo", "--member", "2", "-i", "--", "put", "k"))
+	require.Equal(t, "demo-2", te.execs[0].pod)
+	require.True(t, te.execs[0].stdin)
+	te = etcdctlEnv(t, true)
+	require.Equal(t, 0, te.run("etcdctl", "demo", "--member", "demo-3", "--", "get", "k"))
+	require.Equal(t, "demo-3", te.execs[0].pod)
+
+	te = etcdctlEnv(t, true)
+	require.Equal(t, 1, te.run("etcdctl", "demo", "--member", "4", "--", "get", "k"))
+	require.Contains(t, te.err.String(), "pod demo-4: container etcd is not running and ready")
+
+	te = etcdctlEnv(t, true, false, false)
+	require.Equal(t, 1, te.run("etcdctl", "demo", "--", "get", "k"))
+	require.Contains(t, te.err.String(), "no member pod of prod/demo has a ready etcd container")
+	require.Empty(t, te.execs)
+}
+
+// etcdctl's exit status is the plugin's, and etcdctl's own stderr is not repeated.
+func TestEtcdctlExitCode(t *testing.T) {
+	te := etcdctlEnv(t, true)
+	te.execErr = utilexec.CodeExitError{Err: errors.New("command terminated with exit code 3"), Code: 3}
+	require.Equal(t, 3, te.run("etcdctl", "demo", "--", "get", "k"))
+	require.Empty(t, te.err.String())
+}
+
+// sequence makes the fake API server answer successive GETs of the EtcdCluster with successive states
+// (the last one repeats).
+func sequence(dyn *dynamicfake.FakeDynamicClient, states ...*unstructured.Unstructured) *atomic.Int32 {
+	var n atomic.Int32
+	dyn.PrependReactor("get", "etcdclusters", func(k8stesting.Action) (bool, runtime.Object, error) {
+		i := int(n.Add(1)) - 1
+		if i >= len(states) {
+			i = len(states) - 1
+		}
+		return true, states[i].DeepCopy(), nil
+	})
+	return &n
+}
+
+func withStatus(u *unstructured.Unstructured, phase, msg string, available bool) *unstructured.Unstructured {
+	c := u.DeepCopy()
+	_ = unstructured.SetNestedField(c.Object, phase, "status", "phase")
+	_ = unstructured.SetNestedField(c.Object, msg, "status", "message")
+	conds, _, _ := unstructured.NestedSlice(c.Object, "status", "conditions")
+	st := "False"
+	if available {
+		st = "True"
+	}
+	conds[0].(map[string]any)["status"] = st
+	if phase == "Running" {
+		conds[2] = map[string]any{"type": "Progressing", "status": "False", "reason": "Stable", "message": ""}
+	}
+	_ = unstructured.SetNestedSlice(c.Object, conds, "status", "conditions")
+	return c
+}
+
+func TestWait(t *testing.T) {
+	f := loadFixture(t, "scaling.yaml")
+	base := f.cluster()
+	stale := withStatus(base, "Running", "", true)
+	_ = unstructured.SetNestedField(stale.Object, int64(2), "status", "observedGeneration")
+	dyn := newDynamic(base)
+	sequence(dyn,
+		stale, // the hook has not seen the spec change yet: Running is the old state, not the answer
+		withStatus(base, "Scaling", "learner 8e9e05c521649c80 to be promoted", true),
+		withStatus(base, "Scaling", "learner 8e9e05c521649c80 to be promoted", true), // unchanged: no line
+		withStatus(base, "Scaling", "demo-4 to join as a learner", true),
+		withStatus(base, "Running", "", true),
+	)
+	te := newTestEnv(dyn, fake.NewClientset(f.leases(t)...))
+	clock := now
+	te.Now = func() time.Time { clock = clock.Add(5 * time.Second); return clock }
+	require.Equal(t, 0, te.run("status", "demo", "--wait"), te.err.String())
+	out := te.out.String()
+	progress, screen, ok := strings.Cut(out, "\n\n")
+	require.True(t, ok, out)
+	require.Equal(t, []string{
+		"    5s  Running [3/5 voters healthy] (the hook has not seen the latest spec yet)",
+		"   10s  Scaling [3/5 voters healthy] learner 8e9e05c521649c80 to be promoted",
+		"   15s  Scaling [3/5 voters healthy] demo-4 to join as a learner",
+		"   20s  Running [3/5 voters healthy]",
+	}, strings.Split(progress, "\n"))
+	require.True(t, strings.HasPrefix(screen, "EtcdCluster:"), "the full status follows the progress")
+}
+
+func TestWaitTimeout(t *testing.T) {
+	f := loadFixture(t, "scaling.yaml")
+	te := newTestEnv(newDynamic(f.cluster()), fake.NewClientset())
+	start := time.Now()
+	require.Equal(t, 1, te.run("status", "demo", "--wait", "--timeout", "50ms"))
+	require.Less(t, time.Since(start), 5*time.Second)
+	require.Contains(t, te.err.String(), "timed out after 50ms waiting for prod/demo to be Running and Available; last: Scaling [3/5 voters healthy] learner")
+	require.Equal(t, 1, strings.Count(te.out.String(), "\n"), "one line: the state never changed")
+}
+
+// Ctrl-C (the context cancelled) ends the wait at once with 130, as a shell reports SIGINT.
+func TestWaitInterrupted(t *testing.T) {
+	f := loadFixture(t, "scaling.yaml")
+	te := newTestEnv(newDynamic(f.cluster()), fake.NewClientset())
+	ctx, cancel := context.WithCancel(context.Background())
+	te.PollInterval = time.Hour
+	go func() { time.Sleep(20 * time.Millisecond); cancel() }()
+	start := time.Now()
+	require.Equal(t, 130, Main(ctx, te.Env, []string{"status", "demo", "--wait"}))
+	require.Less(t, time.Since(start), 5*time.Second)
+	require.Contains(t, te.err.String(), "interrupted while waiting for prod/demo")
+}
+
+// Transient API errors are reported once and waited out; a missing cluster fails at once.
+func TestWaitErrors(t *testing.T) {
+	f := loadFixture(t, "scaling.yaml")
+	dyn := newDynamic(f.cluster())
+	var calls atomic.Int32
+	dyn.PrependReactor("get", "etcdclusters", func(k8stesting.Action) (bool, runtime.Object, error) {
+		switch calls.Add(1) {
+		case 1:
+			return true, withStatus(f.cluster(), "Scaling", "m", true), nil
+		case 2, 3:
+			return true, nil, apierrors.NewServiceUnavailable("apiserver restarting")
+		default:
+			return true, withStatus(f.cluster(), "Running", "", true), nil
+		}
+	})
+	te := newTestEnv(dyn, fake.NewClientset())
+	require.Equal(t, 0, te.run("status", "demo", "--wait"), te.err.String())
+	require.Equal(t, 1, strings.Count(te.out.String(), "cannot read the EtcdCluster: apiserver restarting"))
+
+	te = newTestEnv(newDynamic(), fake.NewClientset())
+	require.Equal(t, 1, te.run("status", "gone", "--wait", "--timeout", "1h"))
+	require.Contains(t, te.err.String(), "not found")
+}
+
+// With -o json, progress goes to stderr and stdout is one JSON document.
+func TestWaitJSON(t *testing.T) {
+	f := loadFixture(t, "scaling.yaml")
+	dyn := newDynamic(f.cluster())
+	sequence(dyn, withStatus(f.cluster(), "Scaling", "m", true), withStatus(f.cluster(), "Running", "", true))
+	te := newTestEnv(dyn, fake.NewClientset())
+	require.Equal(t, 0, te.run("status", "demo", "--wait", "-o", "json"))
+	require.Contains(t, te.err.String(), "Scaling [3/5 voters healthy] m")
+	var doc map[string]any
+	require.NoError(t, yaml.Unmarshal(te.out.Bytes(), &doc))
+}
