@@ -34,22 +34,22 @@ type Clients struct {
 // Executor runs cmd in namespace/pod/container; stdin may be nil.
 type Executor func(ctx context.Context, namespace, pod, container string, cmd []string, stdin io.Reader, stdout, stderr io.Writer) error
 
-// kubeFlags are kubectl's connection flags (--kubeconfig, --context, -n/--namespace, --cluster, --user,
+// KubeFlags are kubectl's connection flags (--kubeconfig, --context, -n/--namespace, --cluster, --user,
 // --server, --token, --as, ...), bound with client-go's clientcmd: the same names and meanings
 // k8s.io/cli-runtime's genericclioptions gives kubectl, without cli-runtime's dependencies (cobra,
 // kustomize) for a plugin that needs none of its resource builder.
-type kubeFlags struct {
+type KubeFlags struct {
 	kubeconfig string
 	overrides  clientcmd.ConfigOverrides
 }
 
-func (k *kubeFlags) bind(fs *pflag.FlagSet) {
+func (k *KubeFlags) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&k.kubeconfig, "kubeconfig", "", "path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config, then in-cluster)")
 	clientcmd.BindOverrideFlags(&k.overrides, fs, clientcmd.RecommendedConfigOverrideFlags(""))
 }
 
 // connect resolves the kubeconfig the way kubectl does and returns real clients.
-func (k *kubeFlags) connect() (*Clients, error) {
+func (k *KubeFlags) connect() (*Clients, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = k.kubeconfig
 	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &k.overrides)

@@ -47,7 +47,7 @@ type IO struct {
 type Env struct {
 	IO
 	// Connect returns the clients for the connection flags (nil: from the kubeconfig, as kubectl).
-	Connect func(*kubeFlags) (*Clients, error)
+	Connect func(*KubeFlags) (*Clients, error)
 	Now     func() time.Time
 	// PollInterval is --wait's polling period.
 	PollInterval time.Duration
@@ -90,7 +90,7 @@ func Run(ctx context.Context, env Env, args []string) error {
 		env.PollInterval = time.Second
 	}
 	if env.Connect == nil {
-		env.Connect = (*kubeFlags).connect
+		env.Connect = (*KubeFlags).connect
 	}
 	if len(args) == 0 {
 		fmt.Fprint(env.Err, Usage)
@@ -113,7 +113,7 @@ func Run(ctx context.Context, env Env, args []string) error {
 	}
 }
 
-func newFlags(cmd string, env Env, kf *kubeFlags) *pflag.FlagSet {
+func newFlags(cmd string, env Env, kf *KubeFlags) *pflag.FlagSet {
 	fs := pflag.NewFlagSet("kubectl etcd "+cmd, pflag.ContinueOnError)
 	fs.SetOutput(env.Err)
 	kf.bind(fs)
@@ -144,7 +144,7 @@ type statusOpts struct {
 	output  string
 	wait    bool
 	timeout time.Duration
-	kube    kubeFlags
+	kube    KubeFlags
 }
 
 func parseStatus(env Env, args []string) (*statusOpts, error) {
@@ -209,7 +209,7 @@ type etcdctlOpts struct {
 	member string
 	stdin  bool
 	args   []string
-	kube   kubeFlags
+	kube   KubeFlags
 }
 
 // parseEtcdctl splits at the first "--": the plugin's flags and NAME before, etcdctl's arguments after.

@@ -90,7 +90,7 @@ type testEnv struct {
 	Env
 	out, err bytes.Buffer
 	clients  *Clients
-	kf       *kubeFlags // the flags the command parsed
+	kf       *KubeFlags // the flags the command parsed
 	execs    []execCall
 	execErr  error
 }
@@ -111,7 +111,7 @@ func newTestEnv(dyn *dynamicfake.FakeDynamicClient, kube *fake.Clientset) *testE
 	}
 	te.Env = Env{IO: IO{In: strings.NewReader(""), Out: &te.out, Err: &te.err}, Now: func() time.Time { return now },
 		PollInterval: time.Millisecond,
-		Connect: func(kf *kubeFlags) (*Clients, error) {
+		Connect: func(kf *KubeFlags) (*Clients, error) {
 			te.kf = kf
 			c := *te.clients
 			if kf.overrides.Context.Namespace != "" {
@@ -352,7 +352,7 @@ contexts:
 	for _, tc := range []struct {
 		ctx, ns, want string
 	}{{"", "", "ns-a"}, {"b", "", "ns-b"}, {"b", "given", "given"}} {
-		kf := &kubeFlags{kubeconfig: p}
+		kf := &KubeFlags{kubeconfig: p}
 		kf.overrides.CurrentContext = tc.ctx
 		kf.overrides.Context.Namespace = tc.ns
 		c, err := kf.connect()
