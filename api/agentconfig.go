@@ -45,8 +45,12 @@ type AgentConfig struct {
 	TLS *AgentTLS `json:"tls,omitempty"`
 }
 
-// AgentTLS is the built-in CA's configuration as the agent needs it.
+// AgentTLS is the TLS configuration as the agent needs it.
 type AgentTLS struct {
+	// PeerSource and ClientSource: the directory where the user's Secret for that plane is mounted;
+	// empty for a plane on the built-in CA.
+	PeerSource   string `json:"peerSource,omitempty"`
+	ClientSource string `json:"clientSource,omitempty"`
 	CASecret     string `json:"caSecret"`
 	ClientSecret string `json:"clientSecret"`
 	// CADuration and CertDuration are Go durations (metav1.Duration's form).

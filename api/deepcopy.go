@@ -57,7 +57,7 @@ func (s *ClusterSpec) DeepCopy() *ClusterSpec {
 		out.Timeouts.LeaveSeconds = ptr.To(*t.LeaveSeconds)
 	}
 	tls := s.Security.TLS
-	out.Security.TLS = TLSSpec{}
+	out.Security.TLS = TLSSpec{Peer: tls.Peer, Client: ClientTLSSpec{SecretName: tls.Client.SecretName}}
 	if tls.Enabled != nil {
 		out.Security.TLS.Enabled = ptr.To(*tls.Enabled)
 	}

@@ -20,9 +20,14 @@ const (
 	AgentBinary     = AgentDir + "/etcdhook"
 	ConfigDir       = "/etc/etcdhook"
 	AgentConfigPath = ConfigDir + "/" + ConfigKeyAgent
-	// TLSDir holds a member's certificate, key and trusted CAs (tls.crt, tls.key, ca.crt), written by its
-	// agent into a memory-backed emptyDir: the key never reaches a disk or the API server.
-	TLSDir = "/var/run/etcdhook/tls"
+	// TLSDir holds what etcd reads, per plane (TLSPeerDir, TLSClientDir: tls.crt, tls.key, ca.crt),
+	// written only by the agent into a memory-backed emptyDir: a built-in key never reaches a disk or the
+	// API server, and a user's Secret reaches etcd only after the agent has checked it.
+	TLSDir       = "/var/run/etcdhook/tls"
+	TLSPeerDir   = TLSDir + "/peer"
+	TLSClientDir = TLSDir + "/client"
+	// SecretSourceDir is where a user's Secrets are mounted (peer/, client/), for the agent to check.
+	SecretSourceDir = "/etc/etcdhook/secrets"
 	// ClientTLSDir is where a Job mounts the client certificate Secret.
 	ClientTLSDir  = "/etc/etcdhook/client-tls"
 	DataMount     = "/var/lib/etcd"
@@ -78,6 +83,16 @@ type Names struct {
 	Namespace string
 	// TLS makes the URLs https:// (the hook sets it from the spec in force).
 	TLS bool
+}
+
+// PeerTLSNames are the names a user's peer certificate must cover for member i: its peer host, the
+// host of its peer URL.
+func (n Names) PeerTLSNames(i int) []string { return []string{n.PeerHost(i)} }
+
+// ClientTLSNames are the names a user's client-plane certificate must cover for member i: its
+// advertised client host, the client Service (how users connect) and 127.0.0.1 (how its agent does).
+func (n Names) ClientTLSNames(i int) []string {
+	return []string{n.PeerHost(i), n.ClientService() + "." + n.Namespace + ".svc", "127.0.0.1"}
 }
 
 // Secrets of a cluster with built-in TLS (docs/design.md §9): the CA, created by the first agent that

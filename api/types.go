@@ -65,14 +65,29 @@ type TLSSpec struct {
 	// Enabled: unset means on for a new cluster; a running cluster keeps the value it was created with
 	// (the applied spec), so an object written before TLS existed is never switched by a default.
 	Enabled *bool `json:"enabled,omitempty"`
+	// Peer: the peer plane's certificate; built-in unless a Secret is named.
+	Peer PeerTLSSpec `json:"peer,omitempty"`
 	// Client: client plane. Auth (default true) makes etcd require a client certificate.
 	Client ClientTLSSpec `json:"client,omitempty"`
 	// BuiltIn: lifetimes of the certificates the built-in CA issues (docs/design.md §9).
 	BuiltIn BuiltInTLSSpec `json:"builtIn,omitempty"`
 }
 
+// PeerTLSSpec is the peer plane.
+type PeerTLSSpec struct {
+	// SecretName: a Secret in cert-manager's layout (tls.crt, tls.key, ca.crt) whose certificate every
+	// member presents to the others: usages server and client auth, SANs covering every member's peer
+	// host (docs/design.md §14.5). Empty: the built-in CA.
+	SecretName string `json:"secretName,omitempty"`
+}
+
 // ClientTLSSpec is the client plane.
 type ClientTLSSpec struct {
+	// SecretName: a Secret in cert-manager's layout whose certificate the members serve to clients and
+	// the agents and Jobs use as their client certificate: usages server and client auth, SANs covering
+	// the members' hosts, the client Service names, localhost and 127.0.0.1; its ca.crt is the CA that
+	// client certificates must chain to. Empty: the built-in CA.
+	SecretName string `json:"secretName,omitempty"`
 	// Auth: etcd requires a client certificate signed by the cluster's CA (--client-cert-auth).
 	Auth *bool `json:"auth,omitempty"`
 }
@@ -81,6 +96,11 @@ type ClientTLSSpec struct {
 type BuiltInTLSSpec struct {
 	CADuration   *metav1.Duration `json:"caDuration,omitempty"`
 	CertDuration *metav1.Duration `json:"certDuration,omitempty"`
+}
+
+// BuiltInNeeded says whether a plane uses the built-in CA (so the agents keep its Secrets).
+func (s TLSSpec) BuiltInNeeded() bool {
+	return s.TLSOn() && (s.Peer.SecretName == "" || s.Client.SecretName == "")
 }
 
 // TLSOn says whether TLS is on in a defaulted spec.

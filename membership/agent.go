@@ -61,6 +61,9 @@ type Agent struct {
 	certFacts   CertFacts
 	certErr     string
 	certChecked time.Time
+	// certsReady: every plane's files have been usable once (etcd may start; later problems keep the
+	// files in use and are only reported).
+	certsReady bool
 
 	mu      sync.Mutex
 	state   string // for probes and logs: waiting, starting, running, parked, refused
@@ -139,7 +142,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		if ctx.Err() != nil || a.isKilled() {
 			return nil
 		}
-		if err := a.refreshCerts(ctx); err != nil && a.certFacts.CAs == nil {
+		if err := a.refreshCerts(ctx); err != nil && !a.certsReady {
 			// etcd cannot start without its certificate: say why and look again.
 			a.Log.Warn("no member certificate yet", "error", err)
 			a.setState("certificates", false)
@@ -654,20 +657,25 @@ func (a *Agent) refreshCerts(ctx context.Context) error {
 	if a.Cfg.CertLook > 0 {
 		look = a.Cfg.CertLook
 	}
-	if a.certFacts.CAs != nil && time.Since(a.certChecked) < look {
+	if a.certErr == "" && a.certsReady && time.Since(a.certChecked) < look {
 		return nil
 	}
-	if a.certFacts.CAs == nil && a.certErr != "" && time.Since(a.certChecked) < a.tick() {
+	retry := a.tick() // etcd waits for its files: look again soon
+	if a.certsReady {
+		retry = look // etcd runs on the files it has: a bad Secret is looked at as often as a good one
+	}
+	if a.certErr != "" && time.Since(a.certChecked) < retry {
 		return errors.New(a.certErr)
 	}
 	a.certChecked = time.Now()
 	f, err := a.Certs.Ensure(ctx)
+	a.certFacts = f
 	if err != nil {
 		a.certErr = err.Error()
 		a.Log.Warn("certificates", "error", err)
 		return err
 	}
-	a.certFacts, a.certErr = f, ""
+	a.certErr, a.certsReady = "", true
 	return nil
 }
 

@@ -38,19 +38,27 @@ type SecretStore interface {
 	Update(ctx context.Context, name, version string, data map[string][]byte) error
 }
 
-// Certs keeps one member's TLS files and the cluster's client certificate current.
+// Certs keeps one member's TLS files current, per plane: on the built-in CA the agent makes the member
+// certificate itself; from a user's Secret (mounted at PeerSource/ClientSource) it checks the files and
+// copies them to where etcd reads them only when they are usable, so a bad Secret never reaches etcd.
 type Certs struct {
-	Store        SecretStore
+	Store SecretStore
+	// CASecret: the built-in CA (empty when neither plane uses it). ClientSecret: the built-in client
+	// certificate Secret (empty when the client plane is the user's).
 	CASecret     string
 	ClientSecret string
 	CADuration   time.Duration
 	CertDuration time.Duration
-	// Dir receives tls.crt, tls.key and ca.crt (the files the etcd flags name).
-	Dir string
-	// CommonName, DNSNames and IPs of the member certificate.
+	// PeerDir and ClientDir receive tls.crt, tls.key and ca.crt (the files the etcd flags name).
+	PeerDir, ClientDir string
+	// PeerSource and ClientSource: a user's Secret for that plane, mounted; empty for the built-in CA.
+	PeerSource, ClientSource string
+	// CommonName, DNSNames and IPs of a built-in member certificate.
 	CommonName string
 	DNSNames   []string
 	IPs        []net.IP
+	// PeerNames and ClientNames are what a user's certificate must cover for this member.
+	PeerNames, ClientNames []string
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
 	Log *slog.Logger
@@ -77,20 +85,110 @@ func (c *Certs) log() *slog.Logger {
 	return c.Log
 }
 
-// Ensure makes the member's files valid for now: the CA Secret exists (created if absent), the client
-// Secret exists and is signed by that CA and not due for renewal, and the member's certificate in Dir is
-// signed by that CA, covers its names and is not due for renewal. What is already right is left alone:
-// etcd reads the files again for each new TLS handshake (docs/design.md §9.3), so replacing them never
-// needs a restart. It returns what the files hold afterwards.
+// Ensure makes the member's files valid for now. Built-in planes: the CA Secret exists (created if
+// absent), the client Secret is signed by it and not due for renewal, and the member's certificate is
+// signed by it, covers its names and is not due for renewal. A user's plane: the mounted Secret is
+// checked and copied when it changed. What is already right is left alone: etcd reads the files again
+// for each new TLS handshake (docs/design.md §14.3), so replacing them never needs a restart. It returns
+// what the files in use hold, also when it returns an error (the files kept then).
 func (c *Certs) Ensure(ctx context.Context) (CertFacts, error) {
-	ca, err := c.ensureCA(ctx)
+	var ca pki.KeyPair
+	var builtIn map[string][]byte
+	if c.PeerSource == "" || c.ClientSource == "" {
+		var err error
+		if ca, err = c.ensureCA(ctx); err != nil {
+			return c.facts(), err
+		}
+		if c.ClientSecret != "" {
+			if err := c.ensureClient(ctx, ca); err != nil {
+				return c.facts(), err
+			}
+		}
+	}
+	var errs []error
+	for _, plane := range []struct{ source, dir, name string }{{c.PeerSource, c.PeerDir, "peer"}, {c.ClientSource, c.ClientDir, "client"}} {
+		if plane.source != "" {
+			names, usage := c.PeerNames, pki.Usage{Server: true, Client: true}
+			if plane.name == "client" {
+				names = c.ClientNames
+			}
+			if err := c.takeSource(plane.source, plane.dir, names, usage); err != nil {
+				errs = append(errs, fmt.Errorf("%s plane: %w", plane.name, err))
+			}
+			continue
+		}
+		if builtIn == nil {
+			files, err := c.ensureMember(plane.dir, ca)
+			if err != nil {
+				return c.facts(), err
+			}
+			builtIn = files
+			continue
+		}
+		// The other built-in plane serves the same certificate.
+		if err := c.writeIfChanged(plane.dir, builtIn); err != nil {
+			return c.facts(), err
+		}
+	}
+	return c.facts(), errors.Join(errs...)
+}
+
+// takeSource checks a user's mounted Secret and copies it to dir when it is usable and changed. An
+// unusable one is an error and the files in dir stay: the running member keeps serving.
+func (c *Certs) takeSource(source, dir string, names []string, usage pki.Usage) error {
+	files, err := pki.ReadFiles(source, pki.KeyCert, pki.KeyKey, pki.KeyCA)
 	if err != nil {
-		return CertFacts{}, err
+		return fmt.Errorf("reading the mounted Secret: %w", err)
 	}
-	if err := c.ensureClient(ctx, ca); err != nil {
-		return CertFacts{}, err
+	if _, problems := pki.CheckSecret(files, names, usage, c.now()); len(problems) > 0 {
+		return errors.New(pki.Summary(problems))
 	}
-	return c.ensureMember(ca)
+	return c.writeIfChanged(dir, files)
+}
+
+func (c *Certs) writeIfChanged(dir string, files map[string][]byte) error {
+	cur, _ := pki.ReadFiles(dir, pki.KeyCert, pki.KeyKey, pki.KeyCA)
+	same := cur != nil
+	for k, v := range files {
+		same = same && string(cur[k]) == string(v)
+	}
+	if same {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	return pki.WriteFiles(dir, files)
+}
+
+// facts reads what the files in use hold, over both planes.
+func (c *Certs) facts() CertFacts {
+	var all CertFacts
+	seen := map[string]bool{}
+	for _, dir := range []string{c.PeerDir, c.ClientDir} {
+		files, err := pki.ReadFiles(dir, pki.KeyCert, pki.KeyKey, pki.KeyCA)
+		if err != nil {
+			continue
+		}
+		f, err := factsOf(files)
+		if err != nil {
+			continue
+		}
+		for _, fp := range f.CAs {
+			if !seen[fp] {
+				seen[fp] = true
+				all.CAs = append(all.CAs, fp)
+			}
+		}
+		if all.CANotAfter.IsZero() || f.CANotAfter.Before(all.CANotAfter) {
+			all.CANotAfter = f.CANotAfter
+		}
+		if all.CertNotAfter.IsZero() || f.CertNotAfter.Before(all.CertNotAfter) {
+			all.CertNotAfter = f.CertNotAfter
+		}
+	}
+	sort.Strings(all.CAs)
+	return all
 }
 
 // ensureCA reads the CA Secret, creating it when absent. A Secret that is there but unusable is an
@@ -177,12 +275,12 @@ func (c *Certs) current(data map[string][]byte, ca pki.KeyPair, usage pki.Usage,
 
 // ensureMember (re)issues the member certificate when the files are missing, signed by another CA,
 // missing a name (a new pod IP), or due for renewal.
-func (c *Certs) ensureMember(ca pki.KeyPair) (CertFacts, error) {
+func (c *Certs) ensureMember(dir string, ca pki.KeyPair) (map[string][]byte, error) {
 	names := append([]string(nil), c.DNSNames...)
 	for _, ip := range c.IPs {
 		names = append(names, ip.String())
 	}
-	files, _ := pki.ReadFiles(c.Dir, pki.KeyCert, pki.KeyKey, pki.KeyCA)
+	files, _ := pki.ReadFiles(dir, pki.KeyCert, pki.KeyKey, pki.KeyCA)
 	usage := pki.Usage{Server: true, Client: true}
 	if files == nil || !c.current(files, ca, usage, names) {
 		req := pki.LeafRequest{
@@ -200,18 +298,18 @@ func (c *Certs) ensureMember(ca pki.KeyPair) (CertFacts, error) {
 			kp, err = pki.Issue(ca, req, c.now())
 		}
 		if err != nil {
-			return CertFacts{}, err
+			return nil, err
 		}
 		files = map[string][]byte{pki.KeyCert: kp.CertPEM, pki.KeyKey: kp.KeyPEM, pki.KeyCA: ca.CertPEM}
-		if err := os.MkdirAll(c.Dir, 0o700); err != nil {
-			return CertFacts{}, err
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, err
 		}
-		if err := pki.WriteFiles(c.Dir, files); err != nil {
-			return CertFacts{}, fmt.Errorf("writing the member certificate: %w", err)
+		if err := pki.WriteFiles(dir, files); err != nil {
+			return nil, fmt.Errorf("writing the member certificate: %w", err)
 		}
 		c.log().Info("issued the member certificate", "notAfter", kp.Cert.NotAfter, "ca", pki.Short(ca.Cert))
 	}
-	return factsOf(files)
+	return files, nil
 }
 
 // factsOf reads what a set of files holds, for the member's report.

@@ -232,10 +232,9 @@ func (c *tcluster) start(i int, tick time.Duration) {
 	}
 	if c.tls {
 		// The flags sync.EtcdArgs renders, on this slot's certificate directory.
-		d := s.tlsDir()
-		cert, key, ca := d+"/tls.crt", d+"/tls.key", d+"/ca.crt"
-		cmd = append(cmd, "--cert-file="+cert, "--key-file="+key, "--trusted-ca-file="+ca, "--client-cert-auth=true",
-			"--peer-cert-file="+cert, "--peer-key-file="+key, "--peer-trusted-ca-file="+ca, "--peer-client-cert-auth=true")
+		c, p := s.tlsDir()+"/client/", s.tlsDir()+"/peer/"
+		cmd = append(cmd, "--cert-file="+c+"tls.crt", "--key-file="+c+"tls.key", "--trusted-ca-file="+c+"ca.crt", "--client-cert-auth=true",
+			"--peer-cert-file="+p+"tls.crt", "--peer-key-file="+p+"tls.key", "--peer-trusted-ca-file="+p+"ca.crt", "--peer-client-cert-auth=true")
 	}
 	if tick == 0 {
 		tick = 300 * time.Millisecond
@@ -256,12 +255,12 @@ func (c *tcluster) start(i int, tick time.Duration) {
 		Log:   log,
 	}
 	if c.tls {
-		a.Etcd.TLSDir = s.tlsDir()
+		a.Etcd.TLSDir = s.tlsDir() + "/client"
 		a.Cfg.CertLook = time.Second
 		a.Certs = &Certs{
 			Store: c.secrets, CASecret: "m-ca", ClientSecret: "m-client-tls",
 			CADuration: 24 * time.Hour, CertDuration: 3 * time.Hour,
-			Dir: s.tlsDir(), CommonName: s.name, DNSNames: []string{"localhost"}, IPs: []net.IP{net.IPv4(127, 0, 0, 1)},
+			PeerDir: s.tlsDir() + "/peer", ClientDir: s.tlsDir() + "/client", CommonName: s.name, DNSNames: []string{"localhost"}, IPs: []net.IP{net.IPv4(127, 0, 0, 1)},
 			Now: func() time.Time { return time.Now().Add(time.Duration(c.certShift.Load())) },
 			Log: log,
 		}

@@ -140,7 +140,7 @@ func TestCertsOneCA(t *testing.T) {
 	store := &racySecrets{MemSecrets: NewMemSecrets(), failAfter: "x-ca"}
 	certs := func(i int) *Certs {
 		return &Certs{Store: store, CASecret: "x-ca", ClientSecret: "x-client-tls", CADuration: 24 * time.Hour, CertDuration: 3 * time.Hour,
-			Dir: t.TempDir(), CommonName: "m", DNSNames: []string{"localhost"}}
+			PeerDir: t.TempDir(), ClientDir: t.TempDir(), CommonName: "m", DNSNames: []string{"localhost"}}
 	}
 	const n = 8
 	facts := make([]CertFacts, n)
@@ -174,7 +174,7 @@ func TestCertsOneCA(t *testing.T) {
 	// A CA Secret that is there but unusable is reported, never replaced: the members trust it.
 	store2 := NewMemSecrets()
 	require.NoError(t, store2.Create(context.Background(), "y-ca", map[string][]byte{pki.KeyCert: []byte("garbage"), pki.KeyKey: []byte("x")}))
-	c := &Certs{Store: store2, CASecret: "y-ca", ClientSecret: "y-client-tls", CADuration: time.Hour * 24, CertDuration: time.Hour, Dir: t.TempDir()}
+	c := &Certs{Store: store2, CASecret: "y-ca", ClientSecret: "y-client-tls", CADuration: time.Hour * 24, CertDuration: time.Hour, PeerDir: t.TempDir(), ClientDir: t.TempDir()}
 	_, err = c.Ensure(context.Background())
 	require.ErrorContains(t, err, "y-ca")
 	after, _, _, _ := store2.Get(context.Background(), "y-ca")
@@ -188,22 +188,22 @@ func TestCertsRenewal(t *testing.T) {
 	now := time.Now()
 	clock := func() time.Time { return now }
 	c := &Certs{Store: store, CASecret: "z-ca", ClientSecret: "z-client-tls", CADuration: 24 * time.Hour, CertDuration: 3 * time.Hour,
-		Dir: t.TempDir(), CommonName: "m", DNSNames: []string{"localhost"}, Now: clock}
+		PeerDir: t.TempDir(), ClientDir: t.TempDir(), CommonName: "m", DNSNames: []string{"localhost"}, Now: clock}
 	f1, err := c.Ensure(context.Background())
 	require.NoError(t, err)
-	files1, err := pki.ReadFiles(c.Dir, pki.KeyCert, pki.KeyKey)
+	files1, err := pki.ReadFiles(c.PeerDir, pki.KeyCert, pki.KeyKey)
 	require.NoError(t, err)
 
 	f2, err := c.Ensure(context.Background())
 	require.NoError(t, err)
-	files2, _ := pki.ReadFiles(c.Dir, pki.KeyCert, pki.KeyKey)
+	files2, _ := pki.ReadFiles(c.PeerDir, pki.KeyCert, pki.KeyKey)
 	require.Equal(t, files1[pki.KeyCert], files2[pki.KeyCert], "nothing due: the files stay")
 	require.Equal(t, f1, f2)
 
 	now = now.Add(2*time.Hour + time.Minute)
 	f3, err := c.Ensure(context.Background())
 	require.NoError(t, err)
-	files3, _ := pki.ReadFiles(c.Dir, pki.KeyCert, pki.KeyKey)
+	files3, _ := pki.ReadFiles(c.PeerDir, pki.KeyCert, pki.KeyKey)
 	require.NotEqual(t, files1[pki.KeyCert], files3[pki.KeyCert], "due at 2/3: renewed")
 	require.Equal(t, files1[pki.KeyKey], files3[pki.KeyKey], "a renewal keeps the key")
 	require.True(t, f3.CertNotAfter.After(f1.CertNotAfter))
@@ -211,6 +211,6 @@ func TestCertsRenewal(t *testing.T) {
 	c.DNSNames = append(c.DNSNames, "new.name")
 	_, err = c.Ensure(context.Background())
 	require.NoError(t, err)
-	files4, _ := pki.ReadFiles(c.Dir, pki.KeyCert)
+	files4, _ := pki.ReadFiles(c.PeerDir, pki.KeyCert)
 	require.NotEqual(t, files3[pki.KeyCert], files4[pki.KeyCert], "a missing name is a new certificate")
 }

@@ -207,9 +207,11 @@ type CustomizeRequest struct {
 
 // RelatedRule is one relatedResources entry of the customize response.
 type RelatedRule struct {
-	APIVersion    string                `json:"apiVersion"`
-	Resource      string                `json:"resource"`
-	LabelSelector *metav1.LabelSelector `json:"labelSelector"`
+	APIVersion string `json:"apiVersion"`
+	Resource   string `json:"resource"`
+	// LabelSelector or Names, never both (Metacontroller's rule).
+	LabelSelector *metav1.LabelSelector `json:"labelSelector,omitempty"`
+	Names         []string              `json:"names,omitempty"`
 }
 
 // CustomizeResponse lists the related objects a sync needs.
@@ -230,8 +232,14 @@ func Customize(req *CustomizeRequest) (*CustomizeResponse, error) {
 	sel := &metav1.LabelSelector{MatchLabels: map[string]string{
 		api.LabelInstance: p.Name, api.LabelComponent: api.ComponentEtcd,
 	}}
-	return &CustomizeResponse{RelatedResources: []RelatedRule{
+	rules := []RelatedRule{
 		{APIVersion: "v1", Resource: "pods", LabelSelector: sel},
 		{APIVersion: "v1", Resource: "persistentvolumeclaims", LabelSelector: sel},
-	}}, nil
+	}
+	// The user's TLS Secrets, by name, so that /sync can check them before rendering a pod that mounts
+	// them (docs/design.md §14.5). Only named ones: the hook never sees any other Secret.
+	if names := tlsSecretNames(p); len(names) > 0 {
+		rules = append(rules, RelatedRule{APIVersion: "v1", Resource: "secrets", Names: names})
+	}
+	return &CustomizeResponse{RelatedResources: rules}, nil
 }

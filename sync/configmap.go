@@ -32,11 +32,52 @@ func (p *plan) agentTLS() *api.AgentTLS {
 		return nil
 	}
 	n := p.f.names
-	return &api.AgentTLS{
-		CASecret: n.CASecret(), ClientSecret: n.ClientSecret(),
+	a := &api.AgentTLS{
 		CADuration: t.BuiltIn.CADuration.Duration.String(), CertDuration: t.BuiltIn.CertDuration.Duration.String(),
 		ClientAuth: t.ClientAuth(),
 	}
+	if t.BuiltInNeeded() {
+		a.CASecret = n.CASecret()
+	}
+	if t.Client.SecretName == "" {
+		a.ClientSecret = n.ClientSecret()
+	}
+	for _, sec := range p.userSecrets() {
+		if sec.plane == "peer" {
+			a.PeerSource = sec.dir
+		} else {
+			a.ClientSource = sec.dir
+		}
+	}
+	return a
+}
+
+// userSecret is a user's Secret for one plane, as the pod mounts it.
+type userSecret struct{ plane, name, volume, dir string }
+
+// userSecrets are the planes whose certificates come from the user's Secrets.
+func (p *plan) userSecrets() []userSecret {
+	t := p.spec.Security.TLS
+	if !t.TLSOn() {
+		return nil
+	}
+	var out []userSecret
+	if t.Peer.SecretName != "" {
+		out = append(out, userSecret{"peer", t.Peer.SecretName, "peer-secret", api.SecretSourceDir + "/peer"})
+	}
+	if t.Client.SecretName != "" {
+		out = append(out, userSecret{"client", t.Client.SecretName, "client-secret", api.SecretSourceDir + "/client"})
+	}
+	return out
+}
+
+// clientIdentitySecret is the Secret whose certificate the Jobs present to etcd: the user's client-plane
+// Secret, or the built-in client Secret.
+func (p *plan) clientIdentitySecret() string {
+	if s := p.spec.Security.TLS.Client.SecretName; s != "" {
+		return s
+	}
+	return p.f.names.ClientSecret()
 }
 
 func specJSON(s api.ClusterSpec) []byte {

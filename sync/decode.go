@@ -403,6 +403,17 @@ func readPVC(r *reader, c *corev1.PersistentVolumeClaim) {
 	r.readObject(&c.TypeMeta, &c.ObjectMeta, metaLabels, nil)
 }
 
+// readSecret reads a user's TLS Secret: its data (base64 in JSON, as encoding/json reads []byte).
+func readSecret(r *reader, s *corev1.Secret) {
+	r.readObject(&s.TypeMeta, &s.ObjectMeta, 0, func(k key) bool {
+		if !k.is("data") {
+			return false
+		}
+		r.jsonInto(&s.Data)
+		return true
+	})
+}
+
 func readService(r *reader, s *corev1.Service) { r.readObject(&s.TypeMeta, &s.ObjectMeta, 0, nil) }
 
 func readPDB(r *reader, p *policyv1.PodDisruptionBudget) {

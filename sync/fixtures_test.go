@@ -57,6 +57,15 @@ func atFixtureNow(t *testing.T, build func(w *world)) *world {
 func size(n int32) func(*api.ClusterSpec) { return func(s *api.ClusterSpec) { s.Size = ptr(n) } }
 
 // settle converges then lets the reports age a few seconds, as a steady cluster's would.
+// useSecrets names two of fixtureSecrets as the cluster's peer and client Secrets (etcd-peer,
+// etcd-client).
+func useSecrets(w *world, peer, client string) {
+	all := fixtureSecrets(w.t)
+	w.secrets = map[string]map[string][]byte{"etcd-peer": all[peer], "etcd-client": all[client]}
+	w.spec.Security.TLS.Peer.SecretName = "etcd-peer"
+	w.spec.Security.TLS.Client.SecretName = "etcd-client"
+}
+
 func settle(w *world) {
 	w.converge(80)
 	w.step(5 * time.Second)
@@ -357,6 +366,36 @@ func fixtures() []fixture {
 				s.Options = map[string]string{"initial-cluster-state": "new", "data-dir": "/tmp"}
 			})
 		}},
+		// TLS (docs/design.md §14): the user's Secrets, each bad input, expiry, and TLS off.
+		{name: "tls-user-secrets-new-cluster", build: func(w *world) { useSecrets(w, "peer", "client") }},
+		{name: "tls-user-secrets-running", build: func(w *world) {
+			useSecrets(w, "peer", "client")
+			settle(w)
+		}},
+		{name: "tls-secret-missing", build: func(w *world) {
+			useSecrets(w, "peer", "client")
+			delete(w.secrets, "etcd-client")
+		}},
+		{name: "tls-secret-key-missing", build: func(w *world) { useSecrets(w, "peer", "client-nokey") }},
+		{name: "tls-secret-key-mismatch", build: func(w *world) { useSecrets(w, "peer", "client-mismatch") }},
+		{name: "tls-secret-names-not-covered", build: func(w *world) { useSecrets(w, "peer", "client-narrow") }},
+		{name: "tls-secret-wrong-ca", build: func(w *world) { useSecrets(w, "peer", "client-other-ca") }},
+		{name: "tls-secret-expired-running", build: func(w *world) {
+			useSecrets(w, "peer", "client")
+			settle(w)
+			w.secrets["etcd-client"] = fixtureSecrets(w.t)["client-expired"]
+		}},
+		{name: "tls-secret-change-refused", build: func(w *world) {
+			settle(w)
+			w.secrets = fixtureSecrets(w.t)
+			w.setSpec(func(s *api.ClusterSpec) { s.Security.TLS.Client.SecretName = "client" })
+		}},
+		{name: "tls-certificates-expiring", build: func(w *world) {
+			settle(w)
+			w.certNotAfter = fixtureNow.Add(10 * 24 * time.Hour)
+			w.step(11 * time.Second) // every report renewed (a changed report is written at once)
+		}},
+		{name: "tls-disabled-new-cluster", build: func(w *world) { w.spec.Security.TLS.Enabled = ptr(false) }},
 		{name: "invalid-tls-change", build: func(w *world) {
 			settle(w)
 			w.setSpec(func(s *api.ClusterSpec) { s.Security.TLS.Enabled = ptr(false) })
@@ -397,6 +436,7 @@ func fixtures() []fixture {
 			w.deleting = true
 		}},
 		{name: "customize", hook: "customize", build: func(w *world) {}},
+		{name: "customize-tls-secrets", hook: "customize", build: func(w *world) { useSecrets(w, "peer", "client") }},
 		// A settled 9-member cluster: what an idle cluster's periodic resync sends (cmd/loadtest -simulate).
 		{name: "nine-members-idle", hook: "bench", build: func(w *world) {
 			w.spec.Size = ptr(int32(9))

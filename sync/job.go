@@ -34,10 +34,11 @@ func (p *plan) job(name, reason, account string, automount bool, args []string) 
 	var volumes []corev1.Volume
 	var mounts []corev1.VolumeMount
 	if p.spec.Security.TLS.TLSOn() {
-		// The client certificate the agents keep in the cluster's client Secret.
+		// The client certificate: the built-in client Secret the agents keep, or the user's client-plane
+		// Secret (which then has the client auth usage, docs/design.md §14.5).
 		args = append(args, "--tls-dir="+api.ClientTLSDir)
 		volumes = []corev1.Volume{{Name: "client-tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-			SecretName: p.f.names.ClientSecret(), DefaultMode: ptr(int32(0o444)), // the Job's only user is 65532; without fsGroup 0440 is unreadable
+			SecretName: p.clientIdentitySecret(), DefaultMode: ptr(int32(0o444)), // the Job's only user is 65532; without fsGroup 0440 is unreadable
 		}}}}
 		mounts = []corev1.VolumeMount{{Name: "client-tls", MountPath: api.ClientTLSDir, ReadOnly: true}}
 	}

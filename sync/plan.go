@@ -37,6 +37,10 @@ type plan struct {
 	spec     api.ClusterSpec // rendered from
 	hasSpec  bool
 	problems []Problem // why the user's spec is not (yet) applied
+	// certProblems: what is wrong with the user's TLS Secrets; certBlocked: the spec was not adopted
+	// because of them.
+	certProblems []certProblem
+	certBlocked  bool
 	// pendingSpec: a valid new spec waits for the step in flight.
 	pendingSpec bool
 
@@ -190,6 +194,18 @@ func (p *plan) chooseSpec() error {
 		p.problems = ValidateChange(f.applied, cand, f.running)
 	}
 	valid := len(p.problems) == 0
+	switch {
+	case valid:
+		// The user's TLS Secrets (docs/design.md §14.5): a spec that would start using an unusable one
+		// is not adopted (no pod would start, and a roll would take members down one by one); one that
+		// goes bad under the spec in force changes nothing rendered (the agents keep their files).
+		p.certProblems = checkTLSSecrets(f, cand)
+		if len(p.certProblems) > 0 && (f.applied == nil || !sameTLSSecrets(*f.applied, cand)) {
+			valid, p.certBlocked = false, true
+		}
+	case f.applied != nil:
+		p.certProblems = checkTLSSecrets(f, *f.applied)
+	}
 	switch {
 	case f.applied == nil && valid:
 		p.spec, p.hasSpec = cand, true

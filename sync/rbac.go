@@ -44,14 +44,18 @@ func (p *plan) rbac() []any {
 		APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"},
 		ResourceNames: leases, Verbs: []string{"get", "patch"},
 	}}
-	if p.spec.Security.TLS.TLSOn() {
+	if t := p.spec.Security.TLS; t.BuiltInNeeded() {
+		names := []string{n.CASecret()}
+		if t.Client.SecretName == "" {
+			names = append(names, n.ClientSecret())
+		}
 		// With built-in TLS the agents keep the cluster's CA and client Secrets: read and renew only those
 		// two. RBAC cannot limit create by name (the name is not known when it is authorised): the
 		// admission policy in manifests/member-lease-policy.yaml limits the member accounts' Secret
 		// creates to their own cluster's two names.
 		memberRules = append(memberRules, rbacv1.PolicyRule{
 			APIGroups: []string{""}, Resources: []string{"secrets"},
-			ResourceNames: []string{n.CASecret(), n.ClientSecret()}, Verbs: []string{"get", "update"},
+			ResourceNames: names, Verbs: []string{"get", "update"},
 		}, rbacv1.PolicyRule{
 			APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create"},
 		})

@@ -188,6 +188,11 @@ func referenceDecode(req *Request) (*Observed, error) {
 	if o.PVCs, err = refDecodeGroup[corev1.PersistentVolumeClaim](r[KeyPVC], KeyPVC, "PersistentVolumeClaim", ns, nil); err != nil {
 		return nil, err
 	}
+	if g, ok := r[KeySecret]; ok {
+		if o.Secrets, err = refDecodeGroup[corev1.Secret](g, KeySecret, "Secret", ns, nil); err != nil {
+			return nil, err
+		}
+	}
 	if err := unexpectedCore(o); err != nil {
 		return nil, err
 	}

@@ -61,6 +61,8 @@ const (
 	KeyRoleBinding    = "RoleBinding.rbac.authorization.k8s.io/v1"
 	KeyPod            = "Pod.v1"
 	KeyPVC            = "PersistentVolumeClaim.v1"
+	// KeySecret: the user's TLS Secrets, related by name when the spec names them (customize).
+	KeySecret = "Secret.v1"
 )
 
 // Observed is the decoded request: every object typed and indexed by name. Objects other than Jobs and
@@ -78,7 +80,10 @@ type Observed struct {
 	RoleBindings    map[string]*rbacv1.RoleBinding
 	Pods            map[string]*corev1.Pod
 	PVCs            map[string]*corev1.PersistentVolumeClaim
-	Finalizing      bool
+	// Secrets are the user's TLS Secrets the customize hook asked for (nil when none was: the group is
+	// absent until Metacontroller has the spec's names, and then a named Secret counts as not seen).
+	Secrets    map[string]*corev1.Secret
+	Finalizing bool
 	// SpecError is why the parent's spec did not decode ("" when it did).
 	SpecError string
 	// raw holds every child exactly as observed (for answers that must change nothing, see
@@ -391,6 +396,11 @@ func decodeRequest(req *rawRequest) (*Observed, error) {
 	}
 	if o.PVCs, err = decodeGroup(rd, r[1], "PersistentVolumeClaim", ns, nil, readPVC); err != nil {
 		return nil, err
+	}
+	if g, ok := req.related.get(KeySecret); ok {
+		if o.Secrets, err = decodeGroup(rd, g, "Secret", ns, nil, readSecret); err != nil {
+			return nil, err
+		}
 	}
 	// Related objects of other types cannot be deleted by our answer, so they are only ignored.
 	if err := unexpectedCore(o); err != nil {

@@ -126,6 +126,12 @@ func ValidateChange(applied *api.ClusterSpec, next api.ClusterSpec, running []Se
 		if !equality.Semantic.DeepEqual(applied.Storage, next.Storage) {
 			ps = append(ps, Problem{"StorageImmutable", "spec.storage cannot change after creation (no volume migration exists yet)"})
 		}
+		if a, b := applied.Security.TLS, next.Security.TLS; a.TLSOn() && b.TLSOn() &&
+			(a.Peer.SecretName != b.Peer.SecretName || a.Client.SecretName != b.Client.SecretName) {
+			// Another source can mean another CA: members trusting different CAs cannot talk, so the switch
+			// needs the trust-bundle rotation of docs/design.md §14.6. A Secret's content may change.
+			ps = append(ps, Problem{"TLSSecretChange", fmt.Sprintf("spec.security.tls peer/client secretName cannot change on a running cluster in this release (from %q/%q to %q/%q); renew the certificates inside the Secrets instead", a.Peer.SecretName, a.Client.SecretName, b.Peer.SecretName, b.Client.SecretName)})
+		}
 		if applied.Security.TLS.TLSOn() != next.Security.TLS.TLSOn() {
 			ps = append(ps, Problem{"TLSImmutable", fmt.Sprintf("spec.security.tls.enabled cannot change from %t to %t on a running cluster in this release: switching schemes needs the rolling migration of docs/design.md §9.6", applied.Security.TLS.TLSOn(), next.Security.TLS.TLSOn())})
 		}

@@ -37,11 +37,11 @@ func EtcdArgs(n api.Names, uid string, tls api.TLSSpec, options map[string]strin
 		"--initial-cluster-token=" + api.Token(n.Namespace, n.Cluster, uid),
 	}
 	if n.TLS {
-		cert, key, ca := api.TLSDir+"/tls.crt", api.TLSDir+"/tls.key", api.TLSDir+"/ca.crt"
+		c, p := api.TLSClientDir+"/", api.TLSPeerDir+"/"
 		args = append(args,
-			"--cert-file="+cert, "--key-file="+key, "--trusted-ca-file="+ca,
+			"--cert-file="+c+"tls.crt", "--key-file="+c+"tls.key", "--trusted-ca-file="+c+"ca.crt",
 			fmt.Sprintf("--client-cert-auth=%t", tls.ClientAuth()),
-			"--peer-cert-file="+cert, "--peer-key-file="+key, "--peer-trusted-ca-file="+ca,
+			"--peer-cert-file="+p+"tls.crt", "--peer-key-file="+p+"tls.key", "--peer-trusted-ca-file="+p+"ca.crt",
 			"--peer-client-cert-auth=true",
 		)
 	}
@@ -111,6 +111,10 @@ func (p *plan) podTemplate() corev1.PodTemplateSpec {
 		// Only with TLS, so that a plaintext cluster's template (and its pods) stay as they were.
 		etcd.Env = append(etcd.Env, fieldEnv("POD_IP", "status.podIP"))
 		etcd.VolumeMounts = append(etcd.VolumeMounts, corev1.VolumeMount{Name: "tls", MountPath: api.TLSDir})
+		// A user's Secrets are mounted for the agent to check, never where etcd reads (docs/design.md §14.5).
+		for _, sec := range p.userSecrets() {
+			etcd.VolumeMounts = append(etcd.VolumeMounts, corev1.VolumeMount{Name: sec.volume, MountPath: sec.dir, ReadOnly: true})
+		}
 	}
 	if s.Resources != nil {
 		etcd.Resources = *s.Resources.DeepCopy()
@@ -138,6 +142,11 @@ func (p *plan) podTemplate() corev1.PodTemplateSpec {
 		volumes = append(volumes, corev1.Volume{Name: "tls", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{
 			Medium: corev1.StorageMediumMemory, SizeLimit: ptr(resource.MustParse("1Mi")),
 		}}})
+		for _, sec := range p.userSecrets() {
+			volumes = append(volumes, corev1.Volume{Name: sec.volume, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+				SecretName: sec.name, DefaultMode: ptr(int32(0o440)),
+			}}})
+		}
 	}
 	if s.Storage.EmptyDir != nil {
 		volumes = append(volumes, corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: s.Storage.EmptyDir.DeepCopy()}})

@@ -135,7 +135,13 @@ func (p *plan) status() *api.ClusterStatus {
 	if p.hasSpec && len(p.problems) > 0 {
 		p.wait("a valid spec (%s)", p.problems[0].Message)
 	}
+	if p.hasSpec && p.certBlocked {
+		p.wait("usable TLS Secrets (%s)", p.certProblems[0])
+	}
 	st.Message = p.message()
+	if !p.hasSpec && p.certBlocked {
+		st.Message = fmt.Sprintf("nothing is created until the TLS Secrets are usable: %s", p.certProblems[0])
+	}
 	if !p.hasSpec && len(p.problems) > 0 {
 		st.Message = "nothing is created until the spec is valid: " + p.problems[0].Message
 		if len(f.obs.childRefs()) > 0 {

@@ -52,27 +52,41 @@ func (p *plan) tlsStatus() *api.TLSStatus {
 // (built-in ones are replaced at 2/3 of their lifetime, 30 days ahead with the defaults, so this means
 // renewal is failing); CertificatesInvalid when an agent reports certificates it cannot use.
 func (p *plan) tlsConditions(st *api.TLSStatus, add func(typ string, ok bool, reason, msg string)) {
-	if st == nil {
-		return
-	}
 	soon := p.f.now.Add(api.CertExpiringDays * 24 * time.Hour)
 	var expiring []string
-	if st.CANotAfter != nil && st.CANotAfter.Time.Before(soon) {
+	if st != nil && st.CANotAfter != nil && st.CANotAfter.Time.Before(soon) {
 		expiring = append(expiring, "CA expires "+st.CANotAfter.UTC().Format(time.RFC3339))
 	}
-	if st.CertNotAfter != nil && st.CertNotAfter.Time.Before(soon) {
+	if st != nil && st.CertNotAfter != nil && st.CertNotAfter.Time.Before(soon) {
 		expiring = append(expiring, "a member certificate expires "+st.CertNotAfter.UTC().Format(time.RFC3339))
 	}
 	if len(expiring) > 0 {
 		add(api.CondCertificatesExpiring, true, "ExpiresSoon", strings.Join(expiring, "; "))
 	}
+	// One condition for everything unusable: the user's Secrets as the hook sees them, and what the
+	// agents report of the files they were handed.
 	var invalid []string
+	reason := "MemberReports"
+	if len(p.certProblems) > 0 {
+		reason = "SecretUnusable"
+		for _, c := range p.certProblems {
+			invalid = append(invalid, c.String())
+		}
+		switch {
+		case p.certBlocked && !p.hasSpec:
+			invalid[len(invalid)-1] += " (nothing is created until the Secrets are usable)"
+		case p.certBlocked:
+			invalid[len(invalid)-1] += p.keptNote()
+		default:
+			invalid[len(invalid)-1] += " (the members keep using the certificates they have)"
+		}
+	}
 	for _, lv := range p.f.sortedLeases() {
 		if lv.fresh && lv.report.Reason() == api.ReasonCertificatesInvalid {
 			invalid = append(invalid, fmt.Sprintf("%s: %s", p.f.names.Pod(lv.ordinal), lv.report.Error))
 		}
 	}
 	if len(invalid) > 0 {
-		add(api.CondCertificatesInvalid, true, api.ReasonCertificatesInvalid, strings.Join(invalid, "; "))
+		add(api.CondCertificatesInvalid, true, reason, strings.Join(invalid, "; "))
 	}
 }

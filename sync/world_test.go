@@ -52,6 +52,11 @@ type world struct {
 	seq       int
 	lastResp  *Response
 	badImage  string // pods with this image never start
+	// secrets are the Secrets in the namespace (the user's TLS Secrets), related by name when named.
+	secrets map[string]map[string][]byte
+	// certNotAfter is what simulated agents report as their certificate's expiry (TLS on; zero: 60 days
+	// after the fixture clock, as a healthy built-in certificate two thirds in would).
+	certNotAfter time.Time
 	// readyLag: a pod turns ready one step after its agent first reports a healthy voter, as the
 	// kubelet's readiness probe period makes it in a real cluster.
 	readyLag bool
@@ -203,6 +208,20 @@ func (w *world) request() *Request {
 		pvcs[w.key(w.names().PVC(i))] = mustJSON(w.pvcJSON(i, c))
 	}
 	req.Related[KeyPVC] = pvcs
+	// As Metacontroller relates them after the customize hook: the named Secrets that exist.
+	if names := tlsSecretNames(&api.EtcdCluster{Spec: w.spec}); len(names) > 0 {
+		secrets := map[string]json.RawMessage{}
+		for _, n := range names {
+			if data, ok := w.secrets[n]; ok {
+				secrets[w.key(n)] = mustJSON(map[string]any{
+					"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+					"metadata": map[string]any{"name": n, "namespace": w.ns},
+					"data":     data,
+				})
+			}
+		}
+		req.Related[KeySecret] = secrets
+	}
 	return req
 }
 
@@ -733,6 +752,16 @@ func (w *world) report(i int, quorum bool) {
 	}
 	if w.etcd.clusterID == "" {
 		r.Version = ""
+	}
+	if api.Defaulted(w.spec).Security.TLS.TLSOn() {
+		// What an agent reports of its files (fixed values: the fixtures compare exactly).
+		notAfter := w.certNotAfter
+		if notAfter.IsZero() {
+			notAfter = fixtureNow.Add(60 * 24 * time.Hour)
+		}
+		r.TLSCAs = "3f1a9c0e5b7d2468ace13579bdf02468ace13579bdf02468ace13579bdf02468"
+		r.TLSCANotAfter = fixtureNow.Add(5 * 365 * 24 * time.Hour).UTC().Format(time.RFC3339)
+		r.TLSCertNotAfter = notAfter.UTC().Format(time.RFC3339)
 	}
 	healthy := r.IsVoter() && r.Healthy
 	p.ready = healthy && (!w.readyLag || p.healthy)

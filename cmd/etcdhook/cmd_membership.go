@@ -81,7 +81,8 @@ func runAgent(args []string) error {
 			return err
 		}
 		agent.Certs = certs
-		agent.Etcd.TLSDir = api.TLSDir // the member certificate is also its client certificate
+		// The client plane's certificate is also the agent's client certificate.
+		agent.Etcd.TLSDir = api.TLSClientDir
 	}
 	probe, err := membership.ProbeHandler(agent, fmt.Sprintf("http://127.0.0.1:%d", cfg.EtcdMetricsPort))
 	if err != nil {
@@ -119,8 +120,10 @@ func agentCerts(kcfg *rest.Config, cfg api.AgentConfig, names api.Names, ordinal
 		Store:    &membership.KubeSecrets{Client: kube, Namespace: names.Namespace, Cluster: names.Cluster, ParentUID: cfg.ParentUID},
 		CASecret: cfg.TLS.CASecret, ClientSecret: cfg.TLS.ClientSecret,
 		CADuration: caDur, CertDuration: certDur,
-		Dir:        api.TLSDir,
+		PeerDir: api.TLSPeerDir, ClientDir: api.TLSClientDir,
+		PeerSource: cfg.TLS.PeerSource, ClientSource: cfg.TLS.ClientSource,
 		CommonName: pod, DNSNames: names.TLSNames(ordinal), IPs: ips,
+		PeerNames: names.PeerTLSNames(ordinal), ClientNames: names.ClientTLSNames(ordinal),
 		Log: log,
 	}, nil
 }

@@ -53,8 +53,8 @@ func TestTemplateRunsTheAgentAsItParses(t *testing.T) {
 	require.NotNil(t, cfg.TLS, "a new cluster runs TLS")
 	require.Contains(t, flags, fmt.Sprintf("--listen-client-urls=https://0.0.0.0:%d", cfg.ClientPort))
 	// The agent writes the member certificate where etcd's flags look for it.
-	require.Contains(t, flags, "--cert-file="+api.TLSDir+"/tls.crt")
-	require.Contains(t, flags, "--peer-trusted-ca-file="+api.TLSDir+"/ca.crt")
+	require.Contains(t, flags, "--cert-file="+api.TLSClientDir+"/tls.crt")
+	require.Contains(t, flags, "--peer-trusted-ca-file="+api.TLSPeerDir+"/ca.crt")
 	_, err = time.ParseDuration(cfg.TLS.CertDuration)
 	require.NoError(t, err, "the agent parses the certificate lifetime")
 	require.Contains(t, flags, "--initial-cluster-token="+cfg.Token)

@@ -1,0 +1,83 @@
+package sync
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/internal/pki"
+)
+
+// tlsSecretNames are the user's TLS Secrets a parent names (sorted, distinct): related objects, read by
+// name so that the hook sees no other Secret. Read from the spec as sent, defaults applied.
+func tlsSecretNames(p *api.EtcdCluster) []string {
+	t := api.Defaulted(p.Spec).Security.TLS
+	if !t.TLSOn() {
+		return nil
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, n := range []string{t.Peer.SecretName, t.Client.SecretName} {
+		if n != "" && !seen[n] {
+			seen[n] = true
+			out = append(out, n)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// certProblem is one thing wrong with a user's TLS Secret, for CertificatesInvalid.
+type certProblem struct {
+	secret string
+	pki.Problem
+}
+
+func (c certProblem) String() string {
+	if c.Key == "" {
+		return fmt.Sprintf("Secret %s: %s", c.secret, c.Message)
+	}
+	return fmt.Sprintf("Secret %s: %s: %s", c.secret, c.Key, c.Message)
+}
+
+// checkTLSSecrets checks the user's Secrets a spec names against what every member of its size needs
+// (docs/design.md §14.5): the peer certificate covers every member's peer host with server and client
+// auth; the client-plane certificate covers every member's client host, the client Service and 127.0.0.1
+// with server and client auth (the agents and Jobs present it as their client certificate). A Secret
+// the request does not hold is missing: Metacontroller relates the named Secrets, so absence is either
+// no such Secret or a cache that has not seen it yet, and both mean not yet.
+func checkTLSSecrets(f *facts, s api.ClusterSpec) []certProblem {
+	t := s.Security.TLS
+	if !t.TLSOn() {
+		return nil
+	}
+	size := int(*s.Size)
+	var out []certProblem
+	check := func(name string, names func(int) []string) {
+		if name == "" {
+			return
+		}
+		sec := f.obs.Secrets[name]
+		if sec == nil {
+			out = append(out, certProblem{name, pki.Problem{Message: "not found in namespace " + f.names.Namespace}})
+			return
+		}
+		var want []string
+		for i := 0; i < size; i++ {
+			want = append(want, names(i)...)
+		}
+		_, problems := pki.CheckSecret(sec.Data, want, pki.Usage{Server: true, Client: true}, f.now)
+		for _, pr := range problems {
+			out = append(out, certProblem{name, pr})
+		}
+	}
+	check(t.Peer.SecretName, f.names.PeerTLSNames)
+	check(t.Client.SecretName, f.names.ClientTLSNames)
+	return out
+}
+
+// sameTLSSecrets: the two specs name the same Secrets for the same planes.
+func sameTLSSecrets(a, b api.ClusterSpec) bool {
+	ta, tb := a.Security.TLS, b.Security.TLS
+	return ta.TLSOn() == tb.TLSOn() && ta.Peer.SecretName == tb.Peer.SecretName && ta.Client.SecretName == tb.Client.SecretName
+}
