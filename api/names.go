@@ -95,7 +95,7 @@ func (n Names) ClientTLSNames(i int) []string {
 	return []string{n.PeerHost(i), n.ClientService() + "." + n.Namespace + ".svc", "127.0.0.1"}
 }
 
-// Secrets of a cluster with built-in TLS (docs/design.md §9): the CA, created by the first agent that
+// Secrets of a cluster with built-in TLS (docs/design.md §14): the CA, created by the first agent that
 // needs it, and the client certificate for users, the agent's Jobs and tests. Never children: the hook
 // does not see or answer them, so no answer of it can delete them; they are owned by the EtcdCluster
 // (garbage-collected with it).

@@ -69,7 +69,7 @@ type TLSSpec struct {
 	Peer PeerTLSSpec `json:"peer,omitempty"`
 	// Client: client plane. Auth (default true) makes etcd require a client certificate.
 	Client ClientTLSSpec `json:"client,omitempty"`
-	// BuiltIn: lifetimes of the certificates the built-in CA issues (docs/design.md §9).
+	// BuiltIn: lifetimes of the certificates the built-in CA issues (docs/design.md §14).
 	BuiltIn BuiltInTLSSpec `json:"builtIn,omitempty"`
 }
 

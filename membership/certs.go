@@ -16,7 +16,7 @@ import (
 	"github.com/etcdhook/etcdhook/internal/pki"
 )
 
-// Where the randomness lives (docs/design.md §9.2): certificates and keys are made by the agents, never
+// Where the randomness lives (docs/design.md §14.2): certificates and keys are made by the agents, never
 // by the hook, so /sync stays a pure function of its request. The cluster's CA is one Secret that the
 // first agent to need it creates; the API server's create is the arbiter, so two agents (or an agent
 // crashing between "CA created" and anything after) can never leave two CAs: the loser of the create

@@ -133,7 +133,7 @@ func ValidateChange(applied *api.ClusterSpec, next api.ClusterSpec, running []Se
 			ps = append(ps, Problem{"TLSSecretChange", fmt.Sprintf("spec.security.tls peer/client secretName cannot change on a running cluster in this release (from %q/%q to %q/%q); renew the certificates inside the Secrets instead", a.Peer.SecretName, a.Client.SecretName, b.Peer.SecretName, b.Client.SecretName)})
 		}
 		if applied.Security.TLS.TLSOn() != next.Security.TLS.TLSOn() {
-			ps = append(ps, Problem{"TLSImmutable", fmt.Sprintf("spec.security.tls.enabled cannot change from %t to %t on a running cluster in this release: switching schemes needs the rolling migration of docs/design.md §9.6", applied.Security.TLS.TLSOn(), next.Security.TLS.TLSOn())})
+			ps = append(ps, Problem{"TLSImmutable", fmt.Sprintf("spec.security.tls.enabled cannot change from %t to %t on a running cluster in this release: switching schemes needs the rolling migration of docs/design.md §14.6", applied.Security.TLS.TLSOn(), next.Security.TLS.TLSOn())})
 		}
 	}
 	to, err := ParseVersion(next.Version)

@@ -11,7 +11,7 @@ import (
 	"github.com/etcdhook/etcdhook/api"
 )
 
-// tlsStatus gathers what the members' agents report of their certificate files (docs/design.md §9.4):
+// tlsStatus gathers what the members' agents report of their certificate files (docs/design.md §14.4):
 // the CAs they trust, the earliest CA expiry and the earliest member certificate expiry. Only fresh
 // reports count: a dead member's last word says nothing about the files in use now. Nil without TLS.
 func (p *plan) tlsStatus() *api.TLSStatus {
