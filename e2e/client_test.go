@@ -31,10 +31,16 @@ func (s *scenario) clientEndpoint() string { return s.names().ClientEndpoint() }
 // podEndpoints are the client URLs of the member pods by IP.
 func (s *scenario) podEndpoints() []string {
 	var eps []string
-	scheme := s.names().Scheme()
+	n := s.names()
+	// A user's certificate names the members' hosts, not their pod IPs (the built-in one has both).
+	byName := s.cluster().Spec.Security.TLS.Client.SecretName != ""
 	for _, p := range s.pods() {
 		if p.Status.PodIP != "" && p.DeletionTimestamp == nil {
-			eps = append(eps, fmt.Sprintf("%s%s:%d", scheme, p.Status.PodIP, api.ClientPort))
+			if byName {
+				eps = append(eps, n.ClientURL(n.PodOrdinal(p.Name)))
+				continue
+			}
+			eps = append(eps, fmt.Sprintf("%s%s:%d", n.Scheme(), p.Status.PodIP, api.ClientPort))
 		}
 	}
 	return eps
@@ -54,8 +60,14 @@ func (s *scenario) newClient(eps []string) (*clientv3.Client, error) {
 	return clientv3.New(cfg)
 }
 
+// clientTLS is the client identity: the client-plane Secret the spec names (the user's certificate,
+// which has the client usage) or the built-in client Secret.
 func (s *scenario) clientTLS() (*tls.Config, error) {
-	sec, err := s.e.kube.CoreV1().Secrets(s.ns).Get(s.ctx, s.names().ClientSecret(), metav1.GetOptions{})
+	name := s.names().ClientSecret()
+	if user := s.cluster().Spec.Security.TLS.Client.SecretName; user != "" {
+		name = user
+	}
+	sec, err := s.e.kube.CoreV1().Secrets(s.ns).Get(s.ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,149 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"crypto/tls"
+	"fmt"
+	"math/big"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/internal/pki"
+)
+
+// userSecret writes a cert-manager-layout Secret (as a cert-manager Certificate would).
+func (s *scenario) userSecret(name string, kp pki.KeyPair, ca pki.KeyPair) {
+	s.t.Helper()
+	sec := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.ns},
+		Type:       corev1.SecretTypeTLS,
+		Data:       map[string][]byte{pki.KeyCert: kp.CertPEM, pki.KeyKey: kp.KeyPEM, pki.KeyCA: ca.CertPEM},
+	}
+	cur, err := s.e.kube.CoreV1().Secrets(s.ns).Get(s.ctx, name, metav1.GetOptions{})
+	if err == nil {
+		cur.Data = sec.Data
+		_, err = s.e.kube.CoreV1().Secrets(s.ns).Update(s.ctx, cur, metav1.UpdateOptions{})
+	} else {
+		_, err = s.e.kube.CoreV1().Secrets(s.ns).Create(s.ctx, sec, metav1.CreateOptions{})
+	}
+	require.NoError(s.t, err)
+}
+
+// servedSerials: the serial each member presents to a new connection on its client port.
+func (s *scenario) servedSerials() map[string]*big.Int {
+	tc, err := s.clientTLS()
+	require.NoError(s.t, err)
+	out := map[string]*big.Int{}
+	n := s.names()
+	for _, p := range s.pods() {
+		i := n.PodOrdinal(p.Name)
+		addr := fmt.Sprintf("%s:%d", n.PeerHost(i), api.ClientPort)
+		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 3 * time.Second}, "tcp", addr, tc)
+		if err != nil {
+			continue
+		}
+		out[p.Name] = conn.ConnectionState().PeerCertificates[0].SerialNumber
+		conn.Close()
+	}
+	return out
+}
+
+type podSeen struct {
+	uid      string
+	restarts int32
+}
+
+func (s *scenario) podIdentities() map[string]podSeen {
+	out := map[string]podSeen{}
+	for _, p := range s.pods() {
+		var restarts int32
+		for _, c := range p.Status.ContainerStatuses {
+			restarts += c.RestartCount
+		}
+		out[p.Name] = podSeen{string(p.UID), restarts}
+	}
+	return out
+}
+
+// TLS from the user's Secrets in cert-manager's layout (docs/design.md §14.5): create a cluster on them;
+// renew the client-plane certificate in place, as cert-manager does, and see every member serve it
+// without a restart; put an expired certificate in the Secret and see it refused (CertificatesInvalid)
+// while the cluster keeps serving, again without a restart.
+func TestTLSUserSecrets(t *testing.T) {
+	s := newScenario(t, "tlsuser")
+	now := time.Now()
+	ca, err := pki.NewCA("e2e-ca", now, 24*time.Hour)
+	require.NoError(t, err)
+	hosts := fmt.Sprintf("*.%s-peer.%s.svc", s.name, s.ns)
+	issue := func(at time.Time, life time.Duration, client bool) pki.KeyPair {
+		req := pki.LeafRequest{CommonName: "e2e", DNSNames: []string{hosts}, Server: true, Client: true, Lifetime: life}
+		if client {
+			req.DNSNames = append(req.DNSNames, fmt.Sprintf("%s.%s.svc", s.name, s.ns))
+			req.IPs = []net.IP{net.IPv4(127, 0, 0, 1)}
+		}
+		kp, err := pki.Issue(ca, req, at)
+		require.NoError(t, err)
+		return kp
+	}
+	s.userSecret("etcd-peer-tls", issue(now, 12*time.Hour, false), ca)
+	s.userSecret("etcd-client-tls-user", issue(now, 12*time.Hour, true), ca)
+	sp := spec(3, *etcdVersion)
+	sp["security"] = map[string]any{"tls": map[string]any{
+		"peer":   map[string]any{"secretName": "etcd-peer-tls"},
+		"client": map[string]any{"secretName": "etcd-client-tls-user"},
+	}}
+	s.apply(sp)
+	created := s.waitFor("settled", stepTimeout, s.settled(3))
+	w := s.startWriter("steady")
+	time.Sleep(5 * time.Second)
+
+	w.Step("client certificate renewed in the Secret")
+	before, pods := s.servedSerials(), s.podIdentities()
+	require.Len(t, before, 3)
+	renewed := issue(time.Now(), 12*time.Hour, true)
+	s.userSecret("etcd-client-tls-user", renewed, ca)
+	rotated := s.waitFor("every member to serve the renewed certificate", 5*time.Minute, func() bool {
+		got := s.servedSerials()
+		if len(got) != 3 {
+			return false
+		}
+		for _, serial := range got {
+			if serial.Cmp(renewed.Cert.SerialNumber) != 0 {
+				return false
+			}
+		}
+		return true
+	})
+	require.Equal(t, pods, s.podIdentities(), "no member pod was replaced or restarted")
+
+	w.Step("expired certificate in the Secret")
+	s.userSecret("etcd-client-tls-user", issue(time.Now().Add(-3*time.Hour), time.Hour, true), ca)
+	refused := s.waitFor("CertificatesInvalid", 3*time.Minute, func() bool {
+		c := condition(s.cluster(), api.CondCertificatesInvalid)
+		return c != nil && c.Status == metav1.ConditionTrue && strings.Contains(c.Message, "expired")
+	})
+	// Long enough for the kubelet to hand every pod the bad files and every agent to look at them.
+	time.Sleep(90 * time.Second)
+	for name, serial := range s.servedSerials() {
+		require.Zero(t, serial.Cmp(renewed.Cert.SerialNumber), "%s still serves the last good certificate", name)
+	}
+	require.Equal(t, pods, s.podIdentities(), "no member pod was replaced or restarted")
+	msg := condition(s.cluster(), api.CondCertificatesInvalid).Message
+
+	w.Step("good certificate back")
+	s.userSecret("etcd-client-tls-user", renewed, ca)
+	s.waitFor("CertificatesInvalid gone", 3*time.Minute, func() bool {
+		c := condition(s.cluster(), api.CondCertificatesInvalid)
+		return c == nil || c.Status != metav1.ConditionTrue
+	})
+	w.Finish(fmt.Sprintf("create 3 on the user's Secrets: %s; renewed certificate served by every member %s after the Secret update (no restart); expired certificate refused in %s, members kept serving (%q)\n\n",
+		created.Round(100*time.Millisecond), rotated.Round(time.Second), refused.Round(time.Second), msg))
+}
