@@ -5,7 +5,7 @@ IMAGE   ?= ghcr.io/etcdhook/etcdhook:v0.1.0
 LDFLAGS := -s -w -X main.version=$(VERSION)
 FUZZTIME ?= 20s
 
-.PHONY: build run test chart unit fuzz fixtures bench loadtest simulate timings image lint e2e-local clean
+.PHONY: build run test chart rules unit fuzz fixtures bench loadtest simulate timings image lint e2e-local clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/etcdhook ./cmd/etcdhook
