@@ -595,3 +595,12 @@ func TestWaitJSON(t *testing.T) {
 	var doc map[string]any
 	require.NoError(t, yaml.Unmarshal(te.out.Bytes(), &doc))
 }
+
+// The README's example output is this package's golden output, so that it stays what the plugin prints.
+func TestReadmeExample(t *testing.T) {
+	readme, err := os.ReadFile("../../../README.md")
+	require.NoError(t, err)
+	want, err := os.ReadFile("testdata/scaling.status.txt")
+	require.NoError(t, err)
+	require.Contains(t, string(readme), "```text\n"+string(want)+"```\n", "README's kubectl etcd example differs from testdata/scaling.status.txt")
+}
