@@ -89,6 +89,22 @@ type Names struct {
 // host of its peer URL.
 func (n Names) PeerTLSNames(i int) []string { return []string{n.PeerHost(i)} }
 
+// PeerDNSChecked says whether a peer certificate's DNS SANs let etcd match member i's connections. With
+// --peer-client-cert-auth etcd checks a connecting peer's certificate against the connection's source
+// address: an IP SAN, a DNS SAN that resolves to it (forward lookup: only exact names resolve), or the
+// address's PTR name (<pod>.<peer service>.<ns>.svc.cluster.local) matched exactly or by a wildcard. A
+// wildcard for <peer service>.<ns>.svc alone matches none of them, and every peer connection is refused.
+func (n Names) PeerDNSChecked(dnsNames []string, i int) bool {
+	host := n.PeerHost(i)
+	wildcard := "*." + n.PeerService() + "." + n.Namespace + ".svc.cluster.local"
+	for _, d := range dnsNames {
+		if d == host || d == host+".cluster.local" || d == wildcard {
+			return true
+		}
+	}
+	return false
+}
+
 // ClientTLSNames are the names a user's client-plane certificate must cover for member i: its
 // advertised client host, the client Service (how users connect) and 127.0.0.1 (how its agent does).
 func (n Names) ClientTLSNames(i int) []string {

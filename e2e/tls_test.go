@@ -84,7 +84,8 @@ func TestTLSUserSecrets(t *testing.T) {
 	require.NoError(t, err)
 	hosts := fmt.Sprintf("*.%s-peer.%s.svc", s.name, s.ns)
 	issue := func(at time.Time, life time.Duration, client bool) pki.KeyPair {
-		req := pki.LeafRequest{CommonName: "e2e", DNSNames: []string{hosts}, Server: true, Client: true, Lifetime: life}
+		// The .svc.cluster.local wildcard: etcd matches a connecting peer by its PTR name.
+		req := pki.LeafRequest{CommonName: "e2e", DNSNames: []string{hosts, hosts + ".cluster.local"}, Server: true, Client: true, Lifetime: life}
 		if client {
 			req.DNSNames = append(req.DNSNames, fmt.Sprintf("%s.%s.svc", s.name, s.ns))
 			req.IPs = []net.IP{net.IPv4(127, 0, 0, 1)}

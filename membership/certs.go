@@ -59,6 +59,9 @@ type Certs struct {
 	IPs        []net.IP
 	// PeerNames and ClientNames are what a user's certificate must cover for this member.
 	PeerNames, ClientNames []string
+	// PeerDNSChecked says whether a user's peer certificate passes etcd's own check of connecting peers
+	// (api.Names.PeerDNSChecked for this member); nil: not checked.
+	PeerDNSChecked func(dnsNames []string) bool
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
 	Log *slog.Logger
@@ -112,7 +115,7 @@ func (c *Certs) Ensure(ctx context.Context) (CertFacts, error) {
 			if plane.name == "client" {
 				names = c.ClientNames
 			}
-			if err := c.takeSource(plane.source, plane.dir, names, usage); err != nil {
+			if err := c.takeSource(plane.source, plane.dir, names, usage, plane.name == "peer"); err != nil {
 				errs = append(errs, fmt.Errorf("%s plane: %w", plane.name, err))
 			}
 			continue
@@ -135,13 +138,17 @@ func (c *Certs) Ensure(ctx context.Context) (CertFacts, error) {
 
 // takeSource checks a user's mounted Secret and copies it to dir when it is usable and changed. An
 // unusable one is an error and the files in dir stay: the running member keeps serving.
-func (c *Certs) takeSource(source, dir string, names []string, usage pki.Usage) error {
+func (c *Certs) takeSource(source, dir string, names []string, usage pki.Usage, peer bool) error {
 	files, err := pki.ReadFiles(source, pki.KeyCert, pki.KeyKey, pki.KeyCA)
 	if err != nil {
 		return fmt.Errorf("reading the mounted Secret: %w", err)
 	}
-	if _, problems := pki.CheckSecret(files, names, usage, c.now()); len(problems) > 0 {
+	leaf, problems := pki.CheckSecret(files, names, usage, c.now())
+	if len(problems) > 0 {
 		return errors.New(pki.Summary(problems))
+	}
+	if peer && c.PeerDNSChecked != nil && !c.PeerDNSChecked(leaf.DNSNames) {
+		return errors.New("tls.crt: etcd would refuse the peer connections: its DNS names match neither this member's host nor its PTR name (list each member's host, or *.<peer service>.<namespace>.svc.cluster.local)")
 	}
 	return c.writeIfChanged(dir, files)
 }

@@ -380,6 +380,7 @@ func fixtures() []fixture {
 		{name: "tls-secret-key-mismatch", build: func(w *world) { useSecrets(w, "peer", "client-mismatch") }},
 		{name: "tls-secret-names-not-covered", build: func(w *world) { useSecrets(w, "peer", "client-narrow") }},
 		{name: "tls-secret-wrong-ca", build: func(w *world) { useSecrets(w, "peer", "client-other-ca") }},
+		{name: "tls-secret-peer-wildcard-svc-only", build: func(w *world) { useSecrets(w, "peer-svc-only", "client") }},
 		{name: "tls-secret-expired-running", build: func(w *world) {
 			useSecrets(w, "peer", "client")
 			settle(w)

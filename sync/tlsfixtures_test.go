@@ -25,6 +25,7 @@ const tlsFixtureDir = "testdata/tls"
 //	client-other-ca   signed by CA "b", ca.crt is CA "a"
 //	client-nokey      tls.key missing
 //	client-mismatch   tls.key of another certificate
+//	peer-svc-only     wildcard for .svc only: covers the names, but etcd's peer check would refuse it
 func fixtureSecrets(t testing.TB) map[string]map[string][]byte {
 	t.Helper()
 	load := func(name string) []byte {
@@ -47,6 +48,7 @@ func fixtureSecrets(t testing.TB) map[string]map[string][]byte {
 		"client-expired":  secret("client-expired"),
 		"client-narrow":   secret("client-narrow"),
 		"client-other-ca": secret("client-other-ca"),
+		"peer-svc-only":   secret("peer-svc-only"),
 	}
 	noKey := secret("client")
 	delete(noKey, pki.KeyKey)
@@ -76,12 +78,14 @@ func makeFixtureCerts(t testing.TB) {
 		require.NoError(t, err)
 		return kp
 	}
-	peers := []string{"*.demo-peer.prod.svc"}
+	// The .svc.cluster.local wildcard matches the PTR names etcd checks peers by (api.Names.PeerDNSChecked).
+	peers := []string{"*.demo-peer.prod.svc", "*.demo-peer.prod.svc.cluster.local"}
 	clients := []string{"*.demo-peer.prod.svc", "demo.prod.svc"}
 	local := []net.IP{net.IPv4(127, 0, 0, 1)}
 	long := 10 * 365 * 24 * time.Hour
 	write("peer", both(caA, peers, nil, born, long))
 	write("client", both(caA, clients, local, born, long))
+	write("peer-svc-only", both(caA, []string{"*.demo-peer.prod.svc"}, nil, born, long))
 	write("client-expired", both(caA, clients, local, born, 335*24*time.Hour))
 	write("client-narrow", both(caA, []string{"demo-0.demo-peer.prod.svc", "demo.prod.svc"}, local, born, long))
 	write("client-other-ca", both(caB, clients, local, born, long))

@@ -53,7 +53,7 @@ func checkTLSSecrets(f *facts, s api.ClusterSpec) []certProblem {
 	}
 	size := int(*s.Size)
 	var out []certProblem
-	check := func(name string, names func(int) []string) {
+	check := func(name string, names func(int) []string, peer bool) {
 		if name == "" {
 			return
 		}
@@ -66,13 +66,18 @@ func checkTLSSecrets(f *facts, s api.ClusterSpec) []certProblem {
 		for i := 0; i < size; i++ {
 			want = append(want, names(i)...)
 		}
-		_, problems := pki.CheckSecret(sec.Data, want, pki.Usage{Server: true, Client: true}, f.now)
+		leaf, problems := pki.CheckSecret(sec.Data, want, pki.Usage{Server: true, Client: true}, f.now)
 		for _, pr := range problems {
 			out = append(out, certProblem{name, pr})
 		}
+		if peer && len(problems) == 0 && leaf != nil {
+			if msg := peerDNSProblem(f.names, leaf.DNSNames, size); msg != "" {
+				out = append(out, certProblem{name, pki.Problem{Key: pki.KeyCert, Message: msg}})
+			}
+		}
 	}
-	check(t.Peer.SecretName, f.names.PeerTLSNames)
-	check(t.Client.SecretName, f.names.ClientTLSNames)
+	check(t.Peer.SecretName, f.names.PeerTLSNames, true)
+	check(t.Client.SecretName, f.names.ClientTLSNames, false)
 	return out
 }
 
@@ -80,4 +85,16 @@ func checkTLSSecrets(f *facts, s api.ClusterSpec) []certProblem {
 func sameTLSSecrets(a, b api.ClusterSpec) bool {
 	ta, tb := a.Security.TLS, b.Security.TLS
 	return ta.TLSOn() == tb.TLSOn() && ta.Peer.SecretName == tb.Peer.SecretName && ta.Client.SecretName == tb.Client.SecretName
+}
+
+// peerDNSProblem: why etcd would refuse the members' peer connections with this certificate (see
+// api.Names.PeerDNSChecked), "" when it would not.
+func peerDNSProblem(n api.Names, dnsNames []string, size int) string {
+	for i := 0; i < size; i++ {
+		if !n.PeerDNSChecked(dnsNames, i) {
+			return fmt.Sprintf("etcd checks a connecting peer's certificate against its address through DNS, which a wildcard for %s.%s.svc cannot pass: list each member's host (%s, …) or add *.%s.%s.svc.cluster.local",
+				n.PeerService(), n.Namespace, n.PeerHost(i), n.PeerService(), n.Namespace)
+		}
+	}
+	return ""
 }

@@ -124,7 +124,8 @@ func agentCerts(kcfg *rest.Config, cfg api.AgentConfig, names api.Names, ordinal
 		PeerSource: cfg.TLS.PeerSource, ClientSource: cfg.TLS.ClientSource,
 		CommonName: pod, DNSNames: names.TLSNames(ordinal), IPs: ips,
 		PeerNames: names.PeerTLSNames(ordinal), ClientNames: names.ClientTLSNames(ordinal),
-		Log: log,
+		PeerDNSChecked: func(dns []string) bool { return names.PeerDNSChecked(dns, ordinal) },
+		Log:            log,
 	}, nil
 }
 
