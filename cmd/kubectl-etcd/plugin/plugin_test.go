@@ -30,7 +30,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/etcdhook/etcdhook/api"
-	"github.com/etcdhook/etcdhook/sync"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -361,18 +360,33 @@ contexts:
 	}
 }
 
-// pods renders member pods with the etcd container command the hook renders (sync.EtcdArgs), so that
-// the certificate paths the plugin passes are the ones etcd really uses.
+// etcdArgs is a member's etcd command line in the form sync/statefulset.go renders it (written out here,
+// not called: the hook's builder is another package's moving part). certDir is where the client plane's
+// files are: api.TLSClientDir today, api.TLSDir for pods rendered before the planes were split.
+func etcdArgs(i int, tls bool, certDir string) []string {
+	n := api.Names{Cluster: "demo", Namespace: "prod", TLS: tls}
+	args := []string{api.AgentBinary, "agent", "--config=" + api.AgentConfigPath, "--", api.EtcdBinary,
+		"--name=$(POD_NAME)", "--data-dir=" + api.DataDir,
+		"--listen-peer-urls=" + n.Scheme() + "0.0.0.0:2380", "--listen-client-urls=" + n.Scheme() + "0.0.0.0:2379",
+		"--listen-metrics-urls=http://127.0.0.1:2382", "--advertise-client-urls=" + n.ClientURL(i),
+		"--initial-advertise-peer-urls=" + n.PeerURL(i), "--initial-cluster-token=prod-demo-uid"}
+	if tls {
+		args = append(args, "--cert-file="+certDir+"/tls.crt", "--key-file="+certDir+"/tls.key", "--trusted-ca-file="+certDir+"/ca.crt",
+			"--client-cert-auth=true",
+			"--peer-cert-file="+api.TLSPeerDir+"/tls.crt", "--peer-key-file="+api.TLSPeerDir+"/tls.key", "--peer-trusted-ca-file="+api.TLSPeerDir+"/ca.crt",
+			"--peer-client-cert-auth=true")
+	}
+	return args
+}
+
+// pods renders member pods whose etcd container runs etcdArgs.
 func pods(tls bool, ready ...bool) []runtime.Object {
 	n := api.Names{Cluster: "demo", Namespace: "prod"}
-	spec := api.TLSSpec{Enabled: &tls}
 	var out []runtime.Object
 	for i, r := range ready {
-		cmd := append([]string{api.AgentBinary, "agent", "--config=" + api.AgentConfigPath, "--", api.EtcdBinary},
-			sync.EtcdArgs(n, "uid", spec, nil)...)
 		out = append(out, &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: n.Pod(i), Namespace: "prod", Labels: n.Labels()},
-			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "etcd", Command: cmd}}},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "etcd", Command: etcdArgs(i, tls, api.TLSClientDir)}}},
 			Status: corev1.PodStatus{Phase: corev1.PodRunning,
 				ContainerStatuses: []corev1.ContainerStatus{{Name: "etcd", Ready: r}}},
 		})
@@ -401,14 +415,28 @@ func etcdctlEnv(t *testing.T, tls bool, ready ...bool) *testEnv {
 
 func etcdFlag(t *testing.T, name string) string {
 	t.Helper()
-	tls := true
-	for _, a := range sync.EtcdArgs(api.Names{Cluster: "demo", Namespace: "prod"}, "uid", api.TLSSpec{Enabled: &tls}, nil) {
+	for _, a := range etcdArgs(0, true, api.TLSClientDir) {
 		if v, ok := strings.CutPrefix(a, "--"+name+"="); ok {
 			return v
 		}
 	}
 	t.Fatalf("etcd has no --%s", name)
 	return ""
+}
+
+// The certificates are the chosen pod's own: a pod rendered before the planes were split (files in
+// api.TLSDir) is served with those, until the roll replaces it.
+func TestEtcdctlCertificatesOfThePod(t *testing.T) {
+	te := etcdctlEnv(t, true)
+	pod, err := te.clients.Kube.CoreV1().Pods("prod").Get(context.Background(), "demo-0", metav1.GetOptions{})
+	require.NoError(t, err)
+	pod.Spec.Containers[0].Command = etcdArgs(0, true, api.TLSDir)
+	_, err = te.clients.Kube.CoreV1().Pods("prod").Update(context.Background(), pod, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	require.Equal(t, 0, te.run("etcdctl", "demo", "--", "member", "list"), te.err.String())
+	require.Contains(t, te.execs[0].cmd, "--cacert="+api.TLSDir+"/ca.crt")
+	require.Contains(t, te.execs[0].cmd, "--cert="+api.TLSDir+"/tls.crt")
+	require.Contains(t, te.execs[0].cmd, "--key="+api.TLSDir+"/tls.key")
 }
 
 func TestEtcdctlTLS(t *testing.T) {
