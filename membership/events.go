@@ -1,0 +1,91 @@
+package membership
+
+import "sync"
+
+// Event reasons the agent and the Jobs post on their EtcdCluster (docs/operations.md, Events), in
+// UpperCamelCase as Kubernetes writes reasons. Each is posted when the thing happens, never per tick.
+const (
+	EventClusterBootstrapped = "ClusterBootstrapped"
+	EventMemberAdded         = "MemberAdded"
+	EventMemberPromoted      = "MemberPromoted"
+	EventMemberRemoved       = "MemberRemoved"
+	EventMemberLeft          = "MemberLeft"
+	EventDataLossDetected    = "DataLossDetected"
+	EventDataMovedAside      = "DataMovedAside"
+	EventClaimDeleted        = "ClaimDeleted"
+	EventCACreated           = "CACreated"
+	EventCertificateIssued   = "CertificateIssued"
+	EventCertificateRenewed  = "CertificateRenewed"
+	EventCertificatesInvalid = "CertificatesInvalid"
+	EventCrashLoop           = "CrashLoop"
+)
+
+// Recorder posts an Event on the member's EtcdCluster. reason is one of the Event* constants, action
+// what was done (events.k8s.io/v1 requires it; client-go also folds repeats of the same reason and
+// action into one Event with a count, so distinct things get distinct actions), note names the member
+// and says why. warning makes it a Warning instead of a Normal event. Implementations must not block:
+// the agent calls it between etcd calls.
+type Recorder interface {
+	Event(reason, action, note string, warning bool)
+}
+
+// NopRecorder drops every event: tests, and callers that have no API access.
+type NopRecorder struct{}
+
+// Event does nothing.
+func (NopRecorder) Event(string, string, string, bool) {}
+
+// recorderOr is r, or a NopRecorder when r is nil, so that every field holding a Recorder is optional.
+func recorderOr(r Recorder) Recorder {
+	if r == nil {
+		return NopRecorder{}
+	}
+	return r
+}
+
+// RecordedEvent is one event a MemRecorder kept.
+type RecordedEvent struct {
+	Reason, Action, Note string
+	Warning              bool
+}
+
+// MemRecorder keeps events in memory, for tests (and for anyone who wants to look at what would be
+// posted).
+type MemRecorder struct {
+	mu     sync.Mutex
+	events []RecordedEvent
+}
+
+// Event keeps the event.
+func (m *MemRecorder) Event(reason, action, note string, warning bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.events = append(m.events, RecordedEvent{Reason: reason, Action: action, Note: note, Warning: warning})
+}
+
+// Events returns a copy of what was recorded, in order.
+func (m *MemRecorder) Events() []RecordedEvent {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]RecordedEvent(nil), m.events...)
+}
+
+// Reasons returns the reasons recorded, in order.
+func (m *MemRecorder) Reasons() []string {
+	var r []string
+	for _, e := range m.Events() {
+		r = append(r, e.Reason)
+	}
+	return r
+}
+
+// Count returns how many events with reason were recorded.
+func (m *MemRecorder) Count(reason string) int {
+	n := 0
+	for _, e := range m.Events() {
+		if e.Reason == reason {
+			n++
+		}
+	}
+	return n
+}
