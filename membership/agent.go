@@ -56,6 +56,8 @@ type Agent struct {
 	Log   *slog.Logger
 	// Certs keeps the member's TLS files current; nil without TLS.
 	Certs *Certs
+	// Events receives the Kubernetes Events this member posts on its EtcdCluster (nil: none).
+	Events Recorder
 
 	// The last certificate look: what the files hold, or why they could not be made.
 	certFacts   CertFacts
@@ -77,6 +79,15 @@ type Agent struct {
 	wrote     time.Time
 	// leaseProblems: what the last Lease read held that the agent could not use as written; reported.
 	leaseProblems []string
+	// lossReported: the member ID whose data loss was last posted as an event, so that join attempts
+	// retried for the same loss post it once.
+	lossReported string
+}
+
+// event posts a Kubernetes Event on the EtcdCluster; notes start with the pod so that the cluster's
+// event list says which member it is about.
+func (a *Agent) event(reason, action string, warning bool, format string, args ...any) {
+	recorderOr(a.Events).Event(reason, action, "pod "+a.Cfg.Name+": "+fmt.Sprintf(format, args...), warning)
 }
 
 // State is what the probe server reports while etcd is not running.
@@ -187,6 +198,9 @@ func (a *Agent) Run(ctx context.Context) error {
 			default:
 				a.Log.Info("data moved aside", "to", aside)
 			}
+			if aside != "" {
+				a.event(EventDataMovedAside, "MoveAside", false, "%s (kept as %s)", d.Detail, aside)
+			}
 			continue
 		}
 		began := time.Now()
@@ -211,6 +225,9 @@ func (a *Agent) Run(ctx context.Context) error {
 			wait *= 2
 		}
 		if failures >= 3 {
+			// One event per backoff step: the step is at least 2 s and soon a minute, and client-go folds
+			// the repeats into one Event with a count.
+			a.event(EventCrashLoop, "RestartEtcd", true, "etcd failed %d times in a row, next start in %s: %v", failures, wait, err)
 			a.crashLoop = true
 			r := a.keptReport()
 			r.Error = fmt.Sprintf("CrashLoop: etcd failed %d times in a row: %v", failures, err)
@@ -321,6 +338,7 @@ func (a *Agent) start(ctx context.Context, d Decision, f StartFacts) error {
 	case StartNew:
 		state = "new"
 		initial = []api.Member{{Name: a.Cfg.Name, PeerURL: a.Cfg.PeerURL}}
+		a.event(EventClusterBootstrapped, "Bootstrap", false, "seed of a new cluster: starting etcd as its first member")
 	case StartLearner:
 		initial = f.Members
 	case Join, Replace:
@@ -335,6 +353,10 @@ func (a *Agent) start(ctx context.Context, d Decision, f StartFacts) error {
 		if d.Action == Replace {
 			old, _ := api.ParseID(d.Member.ID)
 			a.Log.Info("removing the old ID of this member (its data is gone)", "member", d.Member.ID)
+			if a.lossReported != d.Member.ID {
+				a.lossReported = d.Member.ID
+				a.event(EventDataLossDetected, "ReplaceMember", true, "member %s is in the member list but its data directory is empty: removing that ID and joining under a new one", d.Member.ID)
+			}
 			if err := a.Etcd.Remove(jctx, eps, old); err != nil {
 				return err
 			}
@@ -346,6 +368,11 @@ func (a *Agent) start(ctx context.Context, d Decision, f StartFacts) error {
 			return err
 		}
 		a.Log.Info("added as learner", "member", api.FormatID(id), "members", len(members))
+		why := "scale up"
+		if d.Action == Replace {
+			why = "replacing member " + d.Member.ID + ", whose data was lost"
+		}
+		a.event(EventMemberAdded, "AddLearner", false, "added as learner %s (%s); %d members now", api.FormatID(id), why, len(members))
 		initial = members
 	}
 	return a.runEtcd(ctx, state, initial)
@@ -527,6 +554,7 @@ func (a *Agent) observe(ctx context.Context, bound *bool) observation {
 				// No learner report now: the next look (FastTick) reports the voter with its member list,
 				// which is what the hook waits for before the next step.
 				a.Log.Info("promotion accepted", "member", r.MemberID)
+				a.event(EventMemberPromoted, "Promote", false, "learner %s promoted to voter", r.MemberID)
 				return stillRunning
 			} else {
 				r.Error = "Promoting: " + perr.Error()
@@ -592,6 +620,7 @@ func (a *Agent) leave(ctx context.Context, members []api.Member, leader, self ui
 
 func (a *Agent) markLeft(ctx context.Context, r api.Report) {
 	a.left = true
+	a.event(EventMemberLeft, "Leave", false, "member %s removed itself from the cluster (intent leave); parked without etcd", r.MemberID)
 	r.Role, r.Healthy, r.Members, r.LeaderID = api.RoleLeft, false, nil, ""
 	r.Error = api.ReasonParked + ": removed from the cluster"
 	a.report(ctx, r, true)
@@ -671,6 +700,14 @@ func (a *Agent) refreshCerts(ctx context.Context) error {
 	f, err := a.Certs.Ensure(ctx)
 	a.certFacts = f
 	if err != nil {
+		if err.Error() != a.certErr {
+			// Posted when the problem appears or changes, not at every look.
+			kept := "etcd keeps the files it has"
+			if !a.certsReady {
+				kept = "etcd waits for usable files"
+			}
+			a.event(EventCertificatesInvalid, "CheckCertificates", true, "%v (%s)", err, kept)
+		}
 		a.certErr = err.Error()
 		a.Log.Warn("certificates", "error", err)
 		return err

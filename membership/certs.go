@@ -65,6 +65,13 @@ type Certs struct {
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
 	Log *slog.Logger
+	// Events receives an event for each CA, certificate or Secret this member makes (nil: none); notes
+	// name the member by CommonName (the pod).
+	Events Recorder
+}
+
+func (c *Certs) event(reason, action, format string, args ...any) {
+	recorderOr(c.Events).Event(reason, action, "pod "+c.CommonName+": "+fmt.Sprintf(format, args...), false)
 }
 
 // CertFacts is what a member reports of its files.
@@ -115,7 +122,7 @@ func (c *Certs) Ensure(ctx context.Context) (CertFacts, error) {
 			if plane.name == "client" {
 				names = c.ClientNames
 			}
-			if err := c.takeSource(plane.source, plane.dir, names, usage, plane.name == "peer"); err != nil {
+			if err := c.takeSource(plane.source, plane.dir, names, usage, plane.name); err != nil {
 				errs = append(errs, fmt.Errorf("%s plane: %w", plane.name, err))
 			}
 			continue
@@ -129,7 +136,7 @@ func (c *Certs) Ensure(ctx context.Context) (CertFacts, error) {
 			continue
 		}
 		// The other built-in plane serves the same certificate.
-		if err := c.writeIfChanged(plane.dir, builtIn); err != nil {
+		if _, err := c.writeIfChanged(plane.dir, builtIn); err != nil {
 			return c.facts(), err
 		}
 	}
@@ -138,7 +145,8 @@ func (c *Certs) Ensure(ctx context.Context) (CertFacts, error) {
 
 // takeSource checks a user's mounted Secret and copies it to dir when it is usable and changed. An
 // unusable one is an error and the files in dir stay: the running member keeps serving.
-func (c *Certs) takeSource(source, dir string, names []string, usage pki.Usage, peer bool) error {
+func (c *Certs) takeSource(source, dir string, names []string, usage pki.Usage, plane string) error {
+	peer := plane == "peer"
 	files, err := pki.ReadFiles(source, pki.KeyCert, pki.KeyKey, pki.KeyCA)
 	if err != nil {
 		return fmt.Errorf("reading the mounted Secret: %w", err)
@@ -150,22 +158,29 @@ func (c *Certs) takeSource(source, dir string, names []string, usage pki.Usage, 
 	if peer && c.PeerDNSChecked != nil && !c.PeerDNSChecked(leaf.DNSNames) {
 		return errors.New("tls.crt: etcd would refuse the peer connections: its DNS names match neither this member's host nor its PTR name (list each member's host, or *.<peer service>.<namespace>.svc.cluster.local)")
 	}
-	return c.writeIfChanged(dir, files)
+	replaced, err := c.writeIfChanged(dir, files)
+	if err == nil && replaced {
+		// The first copy in a new pod is no news; a changed Secret (cert-manager renewed it) is.
+		c.event(EventCertificateRenewed, "TakeRenewedCertificate", "took the renewed %s certificate from its mounted Secret (expires %s)", plane, leaf.NotAfter.UTC().Format(time.RFC3339))
+	}
+	return err
 }
 
-func (c *Certs) writeIfChanged(dir string, files map[string][]byte) error {
+// writeIfChanged writes files to dir unless it holds them already; replaced says whether it replaced
+// other files (not a first write).
+func (c *Certs) writeIfChanged(dir string, files map[string][]byte) (replaced bool, err error) {
 	cur, _ := pki.ReadFiles(dir, pki.KeyCert, pki.KeyKey, pki.KeyCA)
 	same := cur != nil
 	for k, v := range files {
 		same = same && string(cur[k]) == string(v)
 	}
 	if same {
-		return nil
+		return false, nil
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
+		return false, err
 	}
-	return pki.WriteFiles(dir, files)
+	return cur != nil, pki.WriteFiles(dir, files)
 }
 
 // facts reads what the files in use hold, over both planes.
@@ -226,6 +241,7 @@ func (c *Certs) ensureCA(ctx context.Context) (pki.KeyPair, error) {
 		switch {
 		case err == nil:
 			c.log().Info("created the cluster CA", "secret", c.CASecret, "fingerprint", pki.Short(ca.Cert), "notAfter", ca.Cert.NotAfter)
+			c.event(EventCACreated, "CreateCA", "created the cluster CA in Secret %s (%s, expires %s)", c.CASecret, pki.Short(ca.Cert), ca.Cert.NotAfter.UTC().Format(time.RFC3339))
 			return ca, nil
 		case errors.Is(err, ErrSecretExists):
 			continue // another agent won: use its CA
@@ -259,6 +275,11 @@ func (c *Certs) ensureClient(ctx context.Context, ca pki.KeyPair) error {
 	switch {
 	case err == nil:
 		c.log().Info("issued the client certificate", "secret", c.ClientSecret, "notAfter", kp.Cert.NotAfter)
+		if found {
+			c.event(EventCertificateRenewed, "RenewClientCertificate", "renewed the client certificate in Secret %s (expires %s)", c.ClientSecret, kp.Cert.NotAfter.UTC().Format(time.RFC3339))
+		} else {
+			c.event(EventCertificateIssued, "IssueClientCertificate", "issued the client certificate in Secret %s (expires %s)", c.ClientSecret, kp.Cert.NotAfter.UTC().Format(time.RFC3339))
+		}
 		return nil
 	case errors.Is(err, ErrSecretExists), errors.Is(err, ErrSecretConflict):
 		return nil // another agent renewed it at the same moment
@@ -288,6 +309,7 @@ func (c *Certs) ensureMember(dir string, ca pki.KeyPair) (map[string][]byte, err
 		names = append(names, ip.String())
 	}
 	files, _ := pki.ReadFiles(dir, pki.KeyCert, pki.KeyKey, pki.KeyCA)
+	files0 := files
 	usage := pki.Usage{Server: true, Client: true}
 	if files == nil || !c.current(files, ca, usage, names) {
 		req := pki.LeafRequest{
@@ -315,6 +337,11 @@ func (c *Certs) ensureMember(dir string, ca pki.KeyPair) (map[string][]byte, err
 			return nil, fmt.Errorf("writing the member certificate: %w", err)
 		}
 		c.log().Info("issued the member certificate", "notAfter", kp.Cert.NotAfter, "ca", pki.Short(ca.Cert))
+		if files0 == nil {
+			c.event(EventCertificateIssued, "IssueMemberCertificate", "issued the member certificate (CA %s, expires %s)", pki.Short(ca.Cert), kp.Cert.NotAfter.UTC().Format(time.RFC3339))
+		} else {
+			c.event(EventCertificateRenewed, "RenewMemberCertificate", "renewed the member certificate (due, new names or another CA; CA %s, expires %s)", pki.Short(ca.Cert), kp.Cert.NotAfter.UTC().Format(time.RFC3339))
+		}
 	}
 	return files, nil
 }

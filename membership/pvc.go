@@ -20,6 +20,8 @@ type PVCRequest struct {
 	PeerURL    string
 	Pod        string
 	Endpoints  []string
+	// Events receives ClaimDeleted when this Job deletes the claim (nil: none).
+	Events Recorder
 }
 
 // DeletePVC deletes the volume of a removed member, after checking that no member has its peer URL,
@@ -63,5 +65,7 @@ func DeletePVC(ctx context.Context, e *Etcd, kube kubernetes.Interface, log *slo
 		return err
 	}
 	log.Info("claim deleted", "claim", req.Claim)
+	recorderOr(req.Events).Event(EventClaimDeleted, "DeleteClaim",
+		fmt.Sprintf("claim %s of removed member %s (pod %s gone) deleted by Job", req.Claim, req.PeerURL, req.Pod), false)
 	return nil
 }

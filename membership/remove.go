@@ -18,6 +18,9 @@ type RemoveRequest struct {
 	PeerURL   string
 	Reason    string
 	Endpoints []string
+	// Events receives MemberRemoved when this Job removes the member (nil: none). A member already gone
+	// posts nothing: whoever removed it said so.
+	Events Recorder
 }
 
 // RemoveMember removes a member through a voter after re-checking its reason and the quorum rule, moving
@@ -78,5 +81,11 @@ func RemoveMember(ctx context.Context, e *Etcd, log *slog.Logger, req RemoveRequ
 		return err
 	}
 	log.Info("member removed", "member", target.ID, "peerURL", target.PeerURL, "reason", req.Reason)
+	who := target.Name
+	if who == "" {
+		who = "never started"
+	}
+	recorderOr(req.Events).Event(EventMemberRemoved, "RemoveMember",
+		fmt.Sprintf("member %s (%s, peer %s) removed by Job: reason %s", target.ID, who, target.PeerURL, req.Reason), false)
 	return nil
 }
