@@ -59,6 +59,16 @@ func runAgent(args []string) error {
 	if err != nil {
 		return err
 	}
+	kube, err := kubernetes.NewForConfig(kcfg)
+	if err != nil {
+		return err
+	}
+	// Events on the EtcdCluster (by the parent UID, which `kubectl describe` selects on).
+	events := membership.NewKubeRecorder(kube, ns, cfg.Cluster, cfg.ParentUID, "etcdhook-agent", log)
+	defer func() {
+		events.Flush(2 * time.Second) // a member that just left says so before the pod goes
+		events.Close()
+	}()
 	agent := &membership.Agent{
 		Cfg: membership.AgentConfig{
 			Name:          pod,
@@ -71,15 +81,17 @@ func runAgent(args []string) error {
 			LeaseDuration: duration,
 			EtcdCommand:   etcdCmd,
 		},
-		Store: store,
-		Etcd:  &membership.Etcd{Log: log},
-		Log:   log,
+		Store:  store,
+		Etcd:   &membership.Etcd{Log: log},
+		Log:    log,
+		Events: events,
 	}
 	if cfg.TLS != nil {
 		certs, err := agentCerts(kcfg, cfg, names, ordinal, pod, log)
 		if err != nil {
 			return err
 		}
+		certs.Events = events
 		agent.Certs = certs
 		// The client plane's certificate is also the agent's client certificate.
 		agent.Etcd.TLSDir = api.TLSClientDir
@@ -160,6 +172,9 @@ func runMember(args []string) error {
 	endpoints := fs.String("endpoints", "", "comma-separated client URLs of voters")
 	timeout := fs.Duration("timeout", 4*time.Minute, "give up after this long")
 	tlsDir := fs.String("tls-dir", "", "client certificate directory (tls.crt, tls.key, ca.crt) when the cluster runs TLS")
+	cluster := fs.String("cluster", "", "the EtcdCluster to post the MemberRemoved event on (default: from the Job's pod name)")
+	ns := fs.String("namespace", "", "its namespace (default: $POD_NAMESPACE, else the service account's)")
+	uid := fs.String("cluster-uid", "", "its UID (kubectl describe lists only events that carry it)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return usageError{err}
 	}
@@ -169,10 +184,65 @@ func runMember(args []string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
 	log := jsonLogger()
+	if *cluster == "" {
+		host, _ := os.Hostname() // the pod's name
+		*cluster = clusterFromJobPod(host, "-rm-"+*id+"-")
+	}
+	events, flush := jobRecorder(*cluster, *ns, *uid, "etcdhook-member-remove", log)
+	defer flush()
 	err := membership.RemoveMember(ctx, &membership.Etcd{Log: log, TLSDir: *tlsDir}, log, membership.RemoveRequest{
-		ID: *id, PeerURL: *peerURL, Reason: *reason, Endpoints: strings.Split(*endpoints, ","),
+		ID: *id, PeerURL: *peerURL, Reason: *reason, Endpoints: strings.Split(*endpoints, ","), Events: events,
 	})
 	return refusal(err)
+}
+
+// clusterFromJobPod reads the EtcdCluster's name from a Job pod's name (<cluster><marker>…, see
+// api.Names.RemoveJob), "" when it does not have that form.
+func clusterFromJobPod(pod, marker string) string {
+	if i := strings.Index(pod, marker); i > 0 {
+		return pod[:i]
+	}
+	return ""
+}
+
+// serviceAccountNamespace is where a pod with a mounted service account token finds its namespace.
+const serviceAccountNamespace = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+// jobRecorder is the Events recorder of a Job: on the EtcdCluster when the Job knows which one and has
+// API access, a no-op otherwise (said in the log; the Job's work does not depend on it). flush waits
+// briefly for the events to be sent, since the Job exits right after its work.
+func jobRecorder(cluster, ns, uid, controller string, log *slog.Logger) (membership.Recorder, func()) {
+	if ns == "" {
+		ns = os.Getenv("POD_NAMESPACE")
+	}
+	if ns == "" {
+		if b, err := os.ReadFile(serviceAccountNamespace); err == nil {
+			ns = strings.TrimSpace(string(b))
+		}
+	}
+	nop := func() {}
+	if cluster == "" || ns == "" {
+		log.Info("no events posted: the EtcdCluster's name or namespace is not known", "cluster", cluster, "namespace", ns)
+		return membership.NopRecorder{}, nop
+	}
+	kcfg, err := rest.InClusterConfig()
+	if err != nil {
+		log.Info("no events posted: no API access", "error", err)
+		return membership.NopRecorder{}, nop
+	}
+	kube, err := kubernetes.NewForConfig(kcfg)
+	if err != nil {
+		log.Info("no events posted", "error", err)
+		return membership.NopRecorder{}, nop
+	}
+	if uid == "" {
+		log.Info("events carry no EtcdCluster UID: kubectl get events lists them, kubectl describe does not")
+	}
+	r := membership.NewKubeRecorder(kube, ns, cluster, uid, controller, log)
+	return r, func() {
+		r.Flush(5 * time.Second)
+		r.Close()
+	}
 }
 
 // runPVC: etcdhook pvc delete --claim=… --namespace=… --cluster-uid=… --peer-url=… --endpoints=…
@@ -189,6 +259,7 @@ func runPVC(args []string) error {
 	endpoints := fs.String("endpoints", "", "comma-separated client URLs of voters")
 	timeout := fs.Duration("timeout", 4*time.Minute, "give up after this long")
 	tlsDir := fs.String("tls-dir", "", "client certificate directory (tls.crt, tls.key, ca.crt) when the cluster runs TLS")
+	cluster := fs.String("cluster", "", "the EtcdCluster to post the ClaimDeleted event on (default: from --claim)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return usageError{err}
 	}
@@ -206,9 +277,29 @@ func runPVC(args []string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
 	log := jsonLogger()
+	if *cluster == "" {
+		*cluster = clusterFromClaim(*claim)
+	}
+	events := membership.NewKubeRecorder(kube, *ns, *cluster, *uid, "etcdhook-pvc-delete", log)
+	defer func() {
+		events.Flush(5 * time.Second)
+		events.Close()
+	}()
 	return refusal(membership.DeletePVC(ctx, &membership.Etcd{Log: log, TLSDir: *tlsDir}, kube, log, membership.PVCRequest{
 		Namespace: *ns, Claim: *claim, ClusterUID: *uid, PeerURL: *peerURL, Pod: *pod, Endpoints: strings.Split(*endpoints, ","),
+		Events: events,
 	}))
+}
+
+// clusterFromClaim reads the EtcdCluster's name from a member claim's name (data-<cluster>-<ordinal>,
+// api.Names.PVC).
+func clusterFromClaim(claim string) string {
+	name, ok := strings.CutPrefix(claim, "data-")
+	i := strings.LastIndex(name, "-")
+	if !ok || i <= 0 {
+		return ""
+	}
+	return name[:i]
 }
 
 // refusalError exits 3: the Job checked and declined (its reason no longer holds or quorum forbids).
