@@ -157,6 +157,8 @@ type tcluster struct {
 	secrets   *MemSecrets
 	clientDir string
 	certShift atomic.Int64
+	// events, when set, receives every agent's Kubernetes Events (tests that assert them).
+	events *MemRecorder
 }
 
 // newCluster is a cluster as the product makes it by default: TLS on both planes.
@@ -263,6 +265,12 @@ func (c *tcluster) start(i int, tick time.Duration) {
 			PeerDir: s.tlsDir() + "/peer", ClientDir: s.tlsDir() + "/client", CommonName: s.name, DNSNames: []string{"localhost"}, IPs: []net.IP{net.IPv4(127, 0, 0, 1)},
 			Now: func() time.Time { return time.Now().Add(time.Duration(c.certShift.Load())) },
 			Log: log,
+		}
+	}
+	if c.events != nil {
+		a.Events = c.events
+		if a.Certs != nil {
+			a.Certs.Events = c.events
 		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
