@@ -98,3 +98,25 @@ func TestJoinWindow(t *testing.T) {
 	require.Empty(t, problem)
 	require.Equal(t, w, back)
 }
+
+// Compaction set through options before spec.maintenance existed is taken as the spec's compaction, so
+// the new default never contradicts it; a spec that sets both keeps the options (refused as managed).
+func TestDefaultedCompaction(t *testing.T) {
+	s := Defaulted(ClusterSpec{})
+	require.Equal(t, CompactionSpec{Mode: "periodic", Retention: "1h"}, s.Maintenance.Compaction)
+
+	legacy := ClusterSpec{Options: map[string]string{"auto-compaction-retention": "6h", "snapshot-count": "5000"}}
+	s = Defaulted(legacy)
+	require.Equal(t, CompactionSpec{Mode: "periodic", Retention: "6h"}, s.Maintenance.Compaction)
+	require.Equal(t, map[string]string{"snapshot-count": "5000"}, s.Options)
+	require.Contains(t, legacy.Options, "auto-compaction-retention", "the input is not changed")
+
+	s = Defaulted(ClusterSpec{Options: map[string]string{"auto-compaction-mode": "revision"}})
+	require.Equal(t, CompactionSpec{Mode: "revision", Retention: "10000"}, s.Maintenance.Compaction)
+	require.Nil(t, s.Options)
+
+	both := ClusterSpec{Maintenance: MaintenanceSpec{Compaction: CompactionSpec{Retention: "2h"}}, Options: map[string]string{"auto-compaction-retention": "6h"}}
+	s = Defaulted(both)
+	require.Equal(t, "2h", s.Maintenance.Compaction.Retention)
+	require.Equal(t, "6h", s.Options["auto-compaction-retention"])
+}

@@ -24,6 +24,9 @@ const (
 	// client certificates' (90 days); each is replaced at 2/3 of its lifetime.
 	DefaultCADuration   = 5 * 365 * 24 * time.Hour
 	DefaultCertDuration = 90 * 24 * time.Hour
+	// DefaultCompactionMode and DefaultCompactionRetention: keep an hour of history.
+	DefaultCompactionMode      = "periodic"
+	DefaultCompactionRetention = "1h"
 	// CertExpiringDays: a certificate in use this close to its expiry raises CertificatesExpiring.
 	CertExpiringDays = 14
 )
@@ -41,6 +44,10 @@ var ManagedOptions = map[string]bool{
 	"peer-cert-file": true, "peer-key-file": true, "peer-trusted-ca-file": true, "peer-client-cert-auth": true,
 	"peer-auto-tls": true, "client-crl-file": true, "peer-crl-file": true,
 }
+
+// Compaction flags follow spec.maintenance.compaction. They are not ManagedOptions (which the CRD
+// refuses outright, and clusters set them as options before the field existed): an option naming them
+// is taken as that setting when the spec sets none (Defaulted), and refused by the hook when both do.
 
 var defaultStorageSize = resource.MustParse(DefaultStorageSize)
 
@@ -73,6 +80,27 @@ func Defaulted(s ClusterSpec) ClusterSpec {
 		}
 		if s.Security.TLS.BuiltIn.CertDuration == nil {
 			s.Security.TLS.BuiltIn.CertDuration = &metav1.Duration{Duration: DefaultCertDuration}
+		}
+	}
+	if c := &s.Maintenance.Compaction; c.Mode == "" && c.Retention == "" {
+		// Clusters that set compaction through options before spec.maintenance existed keep their values
+		// (the options are moved here), so the new default does not contradict them.
+		if m, r := s.Options["auto-compaction-mode"], s.Options["auto-compaction-retention"]; m != "" || r != "" {
+			c.Mode, c.Retention = m, r
+			delete(s.Options, "auto-compaction-mode")
+			delete(s.Options, "auto-compaction-retention")
+			if len(s.Options) == 0 {
+				s.Options = nil
+			}
+		}
+	}
+	if s.Maintenance.Compaction.Mode == "" {
+		s.Maintenance.Compaction.Mode = DefaultCompactionMode
+	}
+	if s.Maintenance.Compaction.Retention == "" {
+		s.Maintenance.Compaction.Retention = DefaultCompactionRetention
+		if s.Maintenance.Compaction.Mode == "revision" {
+			s.Maintenance.Compaction.Retention = "10000"
 		}
 	}
 	if s.Timeouts.LearnerPromotionSeconds == nil {

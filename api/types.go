@@ -37,6 +37,24 @@ type ClusterSpec struct {
 	// AllowUnsafeOptions lets options set unsafe-* and experimental-* etcd flags (see UnsafeOption).
 	AllowUnsafeOptions bool         `json:"allowUnsafeOptions,omitempty"`
 	Timeouts           TimeoutsSpec `json:"timeouts,omitempty"`
+	// Maintenance: compaction (rendered as etcd flags).
+	Maintenance MaintenanceSpec `json:"maintenance,omitempty"`
+}
+
+// MaintenanceSpec holds what keeps a long-running etcd healthy.
+type MaintenanceSpec struct {
+	Compaction CompactionSpec `json:"compaction,omitempty"`
+}
+
+// CompactionSpec is etcd's auto-compaction: without it the keyspace history grows until the backend
+// quota is reached and etcd turns read-only (NOSPACE).
+type CompactionSpec struct {
+	// Mode: periodic (keep Retention of history, a duration such as 1h) or revision (keep Retention
+	// revisions). Default periodic.
+	Mode string `json:"mode,omitempty"`
+	// Retention: a duration for periodic (etcd also reads a bare number as hours), a revision count for
+	// revision. Default 1h.
+	Retention string `json:"retention,omitempty"`
 }
 
 // StorageSpec chooses the member data volume: a PVC per member (default) or an emptyDir for throwaway clusters.

@@ -85,6 +85,20 @@ func Validate(name string, s api.ClusterSpec) []Problem {
 			add("InvalidTLS", "spec.security.tls.builtIn.certDuration %s is outside %s..caDuration (%s)", cert, minCertDuration, ca)
 		}
 	}
+	switch c := s.Maintenance.Compaction; c.Mode {
+	case "periodic":
+		if d, err := time.ParseDuration(c.Retention); err != nil || d <= 0 {
+			if h, herr := strconv.Atoi(c.Retention); herr != nil || h < 0 {
+				add("InvalidCompaction", "spec.maintenance.compaction.retention %q: periodic retention is a duration such as 1h or 30m", c.Retention)
+			}
+		}
+	case "revision":
+		if r, err := strconv.ParseInt(c.Retention, 10, 64); err != nil || r < 1 {
+			add("InvalidCompaction", "spec.maintenance.compaction.retention %q: revision retention is a positive number of revisions", c.Retention)
+		}
+	default:
+		add("InvalidCompaction", "spec.maintenance.compaction.mode %q must be periodic or revision", c.Mode)
+	}
 	keys := make([]string, 0, len(s.Options))
 	for k := range s.Options {
 		keys = append(keys, k)
@@ -94,6 +108,8 @@ func Validate(name string, s api.ClusterSpec) []Problem {
 		switch {
 		case !optionKey.MatchString(k):
 			add("InvalidOption", "spec.options key %q must be an etcd flag name without dashes in front", k)
+		case strings.HasPrefix(k, "auto-compaction-"):
+			add("ManagedOption", "spec.options %q: compaction is set in spec.maintenance.compaction (an option is taken from there only when the spec sets no compaction)", k)
 		case api.ManagedOptions[k]:
 			add("ManagedOption", "spec.options %q is managed by etcdhook and cannot be set", k)
 		case strings.ContainsAny(s.Options[k], "\n\x00"):

@@ -44,6 +44,17 @@ func TestValidateReasons(t *testing.T) {
 			s.Security.TLS.BuiltIn.CertDuration = &metav1.Duration{Duration: time.Minute}
 		}, "demo", "InvalidTLS"},
 		{"tls off", func(s *api.ClusterSpec) { s.Security.TLS.Enabled = ptr(false) }, "demo", ""},
+		{"compaction revision", func(s *api.ClusterSpec) {
+			s.Maintenance.Compaction = api.CompactionSpec{Mode: "revision", Retention: "1000"}
+		}, "demo", ""},
+		{"compaction bad mode", func(s *api.ClusterSpec) { s.Maintenance.Compaction.Mode = "hourly" }, "demo", "InvalidCompaction"},
+		{"compaction bad duration", func(s *api.ClusterSpec) { s.Maintenance.Compaction.Retention = "soon" }, "demo", "InvalidCompaction"},
+		{"compaction zero", func(s *api.ClusterSpec) { s.Maintenance.Compaction.Retention = "0s" }, "demo", "InvalidCompaction"},
+		{"compaction hours as number", func(s *api.ClusterSpec) { s.Maintenance.Compaction.Retention = "5" }, "demo", ""},
+		{"compaction revision not a number", func(s *api.ClusterSpec) {
+			s.Maintenance.Compaction = api.CompactionSpec{Mode: "revision", Retention: "1h"}
+		}, "demo", "InvalidCompaction"},
+		{"compaction in options and spec", func(s *api.ClusterSpec) { s.Options = map[string]string{"auto-compaction-retention": "2h"} }, "demo", "ManagedOption"},
 		{"managed option", func(s *api.ClusterSpec) { s.Options = map[string]string{"data-dir": "/x"} }, "demo", "ManagedOption"},
 		{"option with dashes", func(s *api.ClusterSpec) { s.Options = map[string]string{"--snapshot-count": "1"} }, "demo", "InvalidOption"},
 		{"multi-line option", func(s *api.ClusterSpec) { s.Options = map[string]string{"log-level": "info\n--force-new-cluster"} }, "demo", "InvalidOption"},

@@ -22,7 +22,8 @@ const terminationGracePeriodSeconds = 60
 // --initial-cluster-state, which only it can decide. With TLS both planes are https with the member's
 // certificate (written by its agent into api.TLSDir); the metrics listener stays plain HTTP on loopback,
 // where the probes read it (it exposes no keys).
-func EtcdArgs(n api.Names, uid string, tls api.TLSSpec, options map[string]string) []string {
+func EtcdArgs(n api.Names, uid string, s api.ClusterSpec) []string {
+	tls, options := s.Security.TLS, s.Options
 	n.TLS = tls.TLSOn()
 	host := fmt.Sprintf("$(POD_NAME).%s.%s.svc", n.PeerService(), n.Namespace)
 	scheme := n.Scheme()
@@ -45,6 +46,9 @@ func EtcdArgs(n api.Names, uid string, tls api.TLSSpec, options map[string]strin
 			"--peer-client-cert-auth=true",
 		)
 	}
+	// Compaction is always on (docs/design.md §15.1): without it history grows until NOSPACE.
+	c := s.Maintenance.Compaction
+	args = append(args, "--auto-compaction-mode="+c.Mode, "--auto-compaction-retention="+c.Retention)
 	keys := make([]string, 0, len(options))
 	for k := range options {
 		keys = append(keys, k)
@@ -73,7 +77,7 @@ func (p *plan) podTemplate() corev1.PodTemplateSpec {
 			PeriodSeconds: period, TimeoutSeconds: 5, SuccessThreshold: 1, FailureThreshold: failures,
 		}
 	}
-	command := append([]string{api.AgentBinary, "agent", "--config=" + api.AgentConfigPath, "--", api.EtcdBinary}, EtcdArgs(n, f.uid, s.Security.TLS, s.Options)...)
+	command := append([]string{api.AgentBinary, "agent", "--config=" + api.AgentConfigPath, "--", api.EtcdBinary}, EtcdArgs(n, f.uid, s)...)
 	etcd := corev1.Container{
 		Name:            "etcd",
 		Image:           fmt.Sprintf("%s:v%s", s.Repository, s.Version),
