@@ -40,10 +40,15 @@ func (p *plan) rbac() []any {
 	}
 	// The agent may read and patch only this cluster's member Leases (never create, never update: it merge-patches its report and renewTime; the hook owns the rest);
 	// the ops Jobs may delete only this cluster's member claims, and check that their pods are gone.
+	// Events on the EtcdCluster (`kubectl describe etcdcluster`): events.k8s.io/v1, and the core group
+	// for servers that map it there; namespace-scoped like the Role.
+	events := rbacv1.PolicyRule{
+		APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"},
+	}
 	memberRules := []rbacv1.PolicyRule{{
 		APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"},
 		ResourceNames: leases, Verbs: []string{"get", "patch"},
-	}}
+	}, events}
 	if t := p.spec.Security.TLS; t.BuiltInNeeded() {
 		names := []string{n.CASecret()}
 		if t.Client.SecretName == "" {
@@ -69,7 +74,7 @@ func (p *plan) rbac() []any {
 		}, rbacv1.PolicyRule{
 			APIGroups: []string{""}, Resources: []string{"pods"},
 			ResourceNames: pods, Verbs: []string{"get"},
-		}),
+		}, events),
 		binding(n.MemberAccount()), binding(n.OpsAccount()),
 	}
 }
