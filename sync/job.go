@@ -94,9 +94,12 @@ func (p *plan) removeJob(m *memberView, reason string, attempt int) *batchv1.Job
 		"--peer-url=" + m.PeerURL,
 		"--reason=" + reason,
 		"--endpoints=" + p.voterEndpoints(m.ID),
+		// For its Event on the EtcdCluster (kubectl describe lists events by the object's UID).
+		"--cluster-uid=" + p.f.uid,
 		fmt.Sprintf("--timeout=%ds", removeJobDeadlineSeconds-30),
 	}
-	j := p.job(n.RemoveJob(m.ID, attempt), reason, n.OpsAccount(), false, args)
+	// An API token only to post its Event (MemberRemoved); the removal itself talks to etcd alone.
+	j := p.job(n.RemoveJob(m.ID, attempt), reason, n.OpsAccount(), true, args)
 	return j
 }
 
