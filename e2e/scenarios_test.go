@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/membership"
 )
 
 func spec(size int, version string) map[string]any {
@@ -80,7 +81,10 @@ func TestScale(t *testing.T) {
 		}
 		s.waitFor("claims of removed members deleted", time.Minute, func() bool { return strings.Join(s.pvcs(), ",") == strings.Join(want, ",") })
 	}
-	w.Finish("step times (apply to settled): " + strings.Join(timings, ", ") + "\n\n")
+	// kubectl describe etcdcluster tells the story (docs/operations.md §4.1).
+	s.checkEvents(membership.EventClusterBootstrapped, membership.EventCACreated, membership.EventCertificateIssued,
+		membership.EventMemberAdded, membership.EventMemberPromoted, membership.EventMemberLeft, membership.EventClaimDeleted)
+	w.Finish("step times (apply to settled): " + strings.Join(timings, ", ") + "; events seen: ClusterBootstrapped, CACreated, CertificateIssued, MemberAdded, MemberPromoted, MemberLeft, ClaimDeleted\n\n")
 }
 
 // 3. Delete a member pod (not a scale-down): size and members stay.
