@@ -110,7 +110,8 @@ type ClientTLSSpec struct {
 	Auth *bool `json:"auth,omitempty"`
 }
 
-// BuiltInTLSSpec: lifetimes of the built-in CA's certificates; each is replaced at 2/3 of its lifetime.
+// BuiltInTLSSpec: lifetimes of the built-in CA and its certificates. Member and client certificates are
+// replaced at 2/3 of their lifetime; the CA is not replaced (its rotation is not built, §14.6).
 type BuiltInTLSSpec struct {
 	CADuration   *metav1.Duration `json:"caDuration,omitempty"`
 	CertDuration *metav1.Duration `json:"certDuration,omitempty"`

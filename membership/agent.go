@@ -697,7 +697,10 @@ func (a *Agent) refreshCerts(ctx context.Context) error {
 		return errors.New(a.certErr)
 	}
 	a.certChecked = time.Now()
-	f, err := a.Certs.Ensure(ctx)
+	// Bounded: a hung Secret read must not hold up the supervision of etcd.
+	ectx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	f, err := a.Certs.Ensure(ectx)
+	cancel()
 	a.certFacts = f
 	if err != nil {
 		if err.Error() != a.certErr {

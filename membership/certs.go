@@ -68,6 +68,76 @@ type Certs struct {
 	// Events receives an event for each CA, certificate or Secret this member makes (nil: none); notes
 	// name the member by CommonName (the pod).
 	Events Recorder
+	// MayCreateCA says whether this member may create a missing CA Secret: only one without data (a
+	// member with data belongs to a cluster whose members trust the CA they started with; a new CA
+	// under them would refuse every connection). Nil: always.
+	MayCreateCA func() bool
+
+	// pinned: the CAs (fingerprints of ca.crt) each directory held when etcd was handed it the first
+	// time in this process. etcd reads its trusted CAs only at start (docs/design.md §14.3): files
+	// trusting another CA would cut it off from every member, so they are refused (a CA change needs
+	// the rotation of §14.6).
+	pinned map[string][]string
+}
+
+// ErrCAChanged: the CA behind a plane is not the one etcd runs with.
+var ErrCAChanged = errors.New("the CA changed")
+
+// checkPinned refuses files for dir whose trusted CAs are not the ones etcd started with.
+func (c *Certs) checkPinned(dir string, files map[string][]byte) error {
+	was, ok := c.pinned[dir]
+	if !ok {
+		return nil
+	}
+	now, err := fingerprintsOf(files[pki.KeyCA])
+	if err != nil {
+		return fmt.Errorf("%s: %w", pki.KeyCA, err)
+	}
+	if strings.Join(now, ",") != strings.Join(was, ",") {
+		return fmt.Errorf("%w: etcd trusts %s, the new files %s; keeping the files in use (a CA change needs the rotation of docs/design.md §14.6)", ErrCAChanged, shortFPs(was), shortFPs(now))
+	}
+	return nil
+}
+
+func shortFPs(fps []string) string {
+	out := make([]string, len(fps))
+	for i, fp := range fps {
+		if len(fp) > 16 {
+			fp = fp[:16]
+		}
+		out[i] = fp
+	}
+	return strings.Join(out, ",")
+}
+
+// pin records what each directory holds after the first complete success.
+func (c *Certs) pin() {
+	if c.pinned != nil {
+		return
+	}
+	c.pinned = map[string][]string{}
+	for _, dir := range []string{c.PeerDir, c.ClientDir} {
+		files, err := pki.ReadFiles(dir, pki.KeyCA)
+		if err != nil {
+			continue
+		}
+		if fps, err := fingerprintsOf(files[pki.KeyCA]); err == nil {
+			c.pinned[dir] = fps
+		}
+	}
+}
+
+func fingerprintsOf(pemBytes []byte) ([]string, error) {
+	cas, err := pki.ParseCertificates(pemBytes)
+	if err != nil {
+		return nil, err
+	}
+	var fps []string
+	for _, ca := range cas {
+		fps = append(fps, pki.Fingerprint(ca))
+	}
+	sort.Strings(fps)
+	return fps, nil
 }
 
 func (c *Certs) event(reason, action, format string, args ...any) {
@@ -109,6 +179,16 @@ func (c *Certs) Ensure(ctx context.Context) (CertFacts, error) {
 		if ca, err = c.ensureCA(ctx); err != nil {
 			return c.facts(), err
 		}
+		// A CA Secret replaced under running members (deleted and made again, by hand or by a re-created
+		// cluster): nothing is issued from it, not even the client Secret.
+		for _, plane := range []struct{ dir, source string }{{c.PeerDir, c.PeerSource}, {c.ClientDir, c.ClientSource}} {
+			if plane.source != "" {
+				continue
+			}
+			if err := c.checkPinned(plane.dir, map[string][]byte{pki.KeyCA: ca.CertPEM}); err != nil {
+				return c.facts(), err
+			}
+		}
 		if c.ClientSecret != "" {
 			if err := c.ensureClient(ctx, ca); err != nil {
 				return c.facts(), err
@@ -140,6 +220,9 @@ func (c *Certs) Ensure(ctx context.Context) (CertFacts, error) {
 			return c.facts(), err
 		}
 	}
+	if len(errs) == 0 {
+		c.pin()
+	}
 	return c.facts(), errors.Join(errs...)
 }
 
@@ -154,6 +237,9 @@ func (c *Certs) takeSource(source, dir string, names []string, usage pki.Usage, 
 	leaf, problems := pki.CheckSecret(files, names, usage, c.now())
 	if len(problems) > 0 {
 		return errors.New(pki.Summary(problems))
+	}
+	if err := c.checkPinned(dir, files); err != nil {
+		return err
 	}
 	if peer && c.PeerDNSChecked != nil && !c.PeerDNSChecked(leaf.DNSNames) {
 		return errors.New("tls.crt: etcd would refuse the peer connections: its DNS names match neither this member's host nor its PTR name (list each member's host, or *.<peer service>.<namespace>.svc.cluster.local)")
@@ -230,6 +316,9 @@ func (c *Certs) ensureCA(ctx context.Context) (pki.KeyPair, error) {
 				return pki.KeyPair{}, fmt.Errorf("Secret %s: %s is not a CA certificate", c.CASecret, pki.KeyCert)
 			}
 			return ca, nil
+		}
+		if c.pinned != nil || (c.MayCreateCA != nil && !c.MayCreateCA()) {
+			return pki.KeyPair{}, fmt.Errorf("Secret %s is missing: this member's cluster trusts the CA it was created with, so no new one is made (restore the Secret; a new CA needs the rotation of docs/design.md §14.6)", c.CASecret)
 		}
 		ca, err := pki.NewCA(c.CASecret, c.now(), c.CADuration)
 		if err != nil {

@@ -2,6 +2,7 @@ package membership
 
 import (
 	"context"
+	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -29,6 +30,13 @@ func (k *KubeSecrets) Get(ctx context.Context, name string) (map[string][]byte, 
 	}
 	if err != nil {
 		return nil, "", false, err
+	}
+	// A Secret of another EtcdCluster of the same name (deleted and re-created: garbage collection
+	// removes the old one soon): never used, never replaced.
+	for _, o := range s.OwnerReferences {
+		if o.Kind == api.Kind && string(o.UID) != k.ParentUID {
+			return nil, "", false, fmt.Errorf("Secret %s belongs to another EtcdCluster (UID %s): waiting for it to be garbage-collected", name, o.UID)
+		}
 	}
 	return s.Data, s.ResourceVersion, true, nil
 }

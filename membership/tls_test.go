@@ -214,3 +214,63 @@ func TestCertsRenewal(t *testing.T) {
 	files4, _ := pki.ReadFiles(c.PeerDir, pki.KeyCert)
 	require.NotEqual(t, files3[pki.KeyCert], files4[pki.KeyCert], "a missing name is a new certificate")
 }
+
+// etcd reads its trusted CAs only at start: once a member runs, files trusting another CA are refused
+// and the files in use stay, whether the CA Secret is deleted (no new CA is made), replaced, or a user's
+// Secret now carries another CA.
+func TestCertsKeepTheCAEtcdRuns(t *testing.T) {
+	store := NewMemSecrets()
+	c := &Certs{Store: store, CASecret: "k-ca", ClientSecret: "k-client-tls", CADuration: 24 * time.Hour, CertDuration: 3 * time.Hour,
+		PeerDir: t.TempDir(), ClientDir: t.TempDir(), CommonName: "m", DNSNames: []string{"localhost"}}
+	first, err := c.Ensure(context.Background())
+	require.NoError(t, err)
+	files, _ := pki.ReadFiles(c.PeerDir, pki.KeyCert, pki.KeyCA)
+
+	store.Delete("k-ca")
+	_, err = c.Ensure(context.Background())
+	require.ErrorContains(t, err, "is missing")
+	_, _, found, _ := store.Get(context.Background(), "k-ca")
+	require.False(t, found, "no new CA is made under a running member")
+
+	other, err := pki.NewCA("other", time.Now(), 24*time.Hour)
+	require.NoError(t, err)
+	require.NoError(t, store.Create(context.Background(), "k-ca", map[string][]byte{pki.KeyCert: other.CertPEM, pki.KeyKey: other.KeyPEM, pki.KeyCA: other.CertPEM}))
+	after, err := c.Ensure(context.Background())
+	require.ErrorIs(t, err, ErrCAChanged)
+	require.Equal(t, first, after, "the files in use are reported, unchanged")
+	now, _ := pki.ReadFiles(c.PeerDir, pki.KeyCert, pki.KeyCA)
+	require.Equal(t, files, now)
+
+	// A member with data never makes a missing CA, even in a fresh process.
+	fresh := &Certs{Store: NewMemSecrets(), CASecret: "k-ca", CADuration: time.Hour * 24, CertDuration: time.Hour,
+		PeerDir: t.TempDir(), ClientDir: t.TempDir(), MayCreateCA: func() bool { return false }}
+	_, err = fresh.Ensure(context.Background())
+	require.ErrorContains(t, err, "is missing")
+
+	// A user's Secret whose ca.crt changed under a running member.
+	src := t.TempDir()
+	caA, _ := pki.NewCA("a", time.Now(), 24*time.Hour)
+	caB, _ := pki.NewCA("b", time.Now(), 24*time.Hour)
+	leaf := func(ca pki.KeyPair) map[string][]byte {
+		kp, err := pki.Issue(ca, pki.LeafRequest{DNSNames: []string{"m0"}, Server: true, Client: true, Lifetime: time.Hour}, time.Now())
+		require.NoError(t, err)
+		return map[string][]byte{pki.KeyCert: kp.CertPEM, pki.KeyKey: kp.KeyPEM, pki.KeyCA: ca.CertPEM}
+	}
+	require.NoError(t, pki.WriteFiles(src, leaf(caA)))
+	user := &Certs{PeerDir: t.TempDir(), ClientDir: t.TempDir(), PeerSource: src, ClientSource: src,
+		PeerNames: []string{"m0"}, ClientNames: []string{"m0"}}
+	_, err = user.Ensure(context.Background())
+	require.NoError(t, err)
+	kept, _ := pki.ReadFiles(user.ClientDir, pki.KeyCert)
+	require.NoError(t, pki.WriteFiles(src, leaf(caB)))
+	_, err = user.Ensure(context.Background())
+	require.ErrorIs(t, err, ErrCAChanged)
+	still, _ := pki.ReadFiles(user.ClientDir, pki.KeyCert)
+	require.Equal(t, kept, still)
+	// The same CA renewing the leaf is taken.
+	require.NoError(t, pki.WriteFiles(src, leaf(caA)))
+	_, err = user.Ensure(context.Background())
+	require.NoError(t, err)
+	renewed, _ := pki.ReadFiles(user.ClientDir, pki.KeyCert)
+	require.NotEqual(t, kept, renewed)
+}

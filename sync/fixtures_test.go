@@ -386,6 +386,26 @@ func fixtures() []fixture {
 			settle(w)
 			w.secrets["etcd-client"] = fixtureSecrets(w.t)["client-expired"]
 		}},
+		// A spec change under an unusable Secret is held: the new pods could not start.
+		{name: "tls-secret-expired-scale-held", build: func(w *world) {
+			useSecrets(w, "peer", "client")
+			settle(w)
+			w.secrets["etcd-client"] = fixtureSecrets(w.t)["client-expired"]
+			w.setSpec(size(5))
+		}},
+		// The StatefulSet was rendered by an earlier release (another template): the roll does not
+		// restart a healthy member while a Secret it would start on is unusable.
+		{name: "tls-secret-expired-roll-held", build: func(w *world) {
+			useSecrets(w, "peer", "client")
+			settle(w)
+			w.secrets["etcd-client"] = fixtureSecrets(w.t)["client-expired"]
+			md := w.desired[KeyStatefulSet][w.name]["metadata"].(map[string]any)
+			md["annotations"].(map[string]any)[api.AnnTemplateHash] = "0123456789abcdef"
+		}},
+		{name: "tls-members-trust-different-cas", build: func(w *world) {
+			settle(w)
+			w.leases[2].report.TLSCAs = "9d0c5e7f1a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f708192a3b4c5"
+		}},
 		{name: "tls-secret-change-refused", build: func(w *world) {
 			settle(w)
 			w.secrets = fixtureSecrets(w.t)

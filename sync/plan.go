@@ -196,14 +196,17 @@ func (p *plan) chooseSpec() error {
 	valid := len(p.problems) == 0
 	switch {
 	case valid:
-		// The user's TLS Secrets (docs/design.md §14.5): a spec that would start using an unusable one
-		// is not adopted (no pod would start, and a roll would take members down one by one); one that
-		// goes bad under the spec in force changes nothing rendered (the agents keep their files).
+		// The user's TLS Secrets (docs/design.md §14.5): while one is unusable no spec change is adopted
+		// (a new or restarted pod could not start: the new spec may add members or roll them), and the
+		// roll holds (roll.go); a Secret that goes bad under an unchanged spec changes nothing rendered
+		// (the running members keep their files).
 		p.certProblems = checkTLSSecrets(f, cand)
-		if len(p.certProblems) > 0 && (f.applied == nil || !sameTLSSecrets(*f.applied, cand)) {
+		if len(p.certProblems) > 0 && (f.applied == nil || !specEqual(*f.applied, cand)) {
 			valid, p.certBlocked = false, true
 		}
-	case f.applied != nil:
+	case f.applied != nil && sameTLSSecrets(*f.applied, cand):
+		// Only Secrets the request's spec names are related: the applied spec's are known only when
+		// they are the same.
 		p.certProblems = checkTLSSecrets(f, *f.applied)
 	}
 	switch {

@@ -56,7 +56,7 @@ func (p *plan) rbac() []any {
 		}
 		// With built-in TLS the agents keep the cluster's CA and client Secrets: read and renew only those
 		// two. RBAC cannot limit create by name (the name is not known when it is authorised): the
-		// admission policy in manifests/member-lease-policy.yaml limits the member accounts' Secret
+		// admission policy in manifests/member-secret-policy.yaml limits the member accounts' Secret
 		// creates to their own cluster's two names.
 		memberRules = append(memberRules, rbacv1.PolicyRule{
 			APIGroups: []string{""}, Resources: []string{"secrets"},

@@ -42,6 +42,13 @@ func (p *plan) roll(full bool) bool {
 			p.partition = int32(part)
 			continue
 		}
+		// A restarted pod takes its certificates from the user's Secrets afresh: while one is unusable it
+		// could not start, so no healthy member is restarted (docs/design.md §14.5).
+		if len(p.certProblems) > 0 && p.podHealthy(next) {
+			p.rollHeld = true
+			p.wait("usable TLS Secrets before restarting %s (%s)", f.names.Pod(next), p.certProblems[0])
+			return true
+		}
 		// Stepping over a pod that is not healthy costs nothing; a healthy one needs the quorum rule.
 		// A cluster meant to have one or two members cannot keep quorum through a restart: it rolls
 		// when every voter is healthy and is briefly unavailable (README: limits).

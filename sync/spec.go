@@ -23,11 +23,12 @@ var (
 )
 
 // Bounds of the built-in CA's lifetimes: a certificate is replaced at 2/3 of its lifetime and agents
-// look every minute, so an hour leaves 20 minutes of slack; a CA is kept at least a day and at most 20
-// years (x509 and clocks beyond that are nobody's tested path).
+// look every minute, so an hour leaves 20 minutes of slack. The CA itself is not replaced (its rotation
+// is not built, docs/design.md §14.6), so it lives at least a year; at most 20 years (x509 and clocks
+// beyond that are nobody's tested path).
 const (
 	minCertDuration = time.Hour
-	minCADuration   = 24 * time.Hour
+	minCADuration   = 365 * 24 * time.Hour // the CA is never replaced (rotation not built, §14.6)
 	maxCADuration   = 20 * 365 * 24 * time.Hour
 )
 

@@ -81,6 +81,24 @@ func (p *plan) tlsConditions(st *api.TLSStatus, add func(typ string, ok bool, re
 			invalid[len(invalid)-1] += " (the members keep using the certificates they have)"
 		}
 	}
+	// Members that trust different CAs cannot talk to each other (no CA rotation is built that would
+	// make it a passing state): say which trusts what.
+	byCAs := map[string][]string{}
+	for _, lv := range p.f.sortedLeases() {
+		if lv.fresh && lv.report.TLSCAs != "" {
+			byCAs[lv.report.TLSCAs] = append(byCAs[lv.report.TLSCAs], p.f.names.Pod(lv.ordinal))
+		}
+	}
+	if len(byCAs) > 1 {
+		if reason == "MemberReports" && len(invalid) == 0 {
+			reason = "CAMismatch"
+		}
+		var parts []string
+		for _, cas := range sortedKeys(byCAs) {
+			parts = append(parts, fmt.Sprintf("%s trust %s", strings.Join(byCAs[cas], ", "), cas))
+		}
+		invalid = append(invalid, "members trust different CAs: "+strings.Join(parts, "; "))
+	}
 	for _, lv := range p.f.sortedLeases() {
 		if lv.fresh && lv.report.Reason() == api.ReasonCertificatesInvalid {
 			invalid = append(invalid, fmt.Sprintf("%s: %s", p.f.names.Pod(lv.ordinal), lv.report.Error))

@@ -110,7 +110,7 @@ func runAgent(args []string) error {
 	return agent.Run(ctx)
 }
 
-// agentCerts configures the member's certificates from the agent configuration (docs/design.md §9).
+// agentCerts configures the member's certificates from the agent configuration (docs/design.md §14).
 func agentCerts(kcfg *rest.Config, cfg api.AgentConfig, names api.Names, ordinal int, pod string, log *slog.Logger) (*membership.Certs, error) {
 	caDur, err := time.ParseDuration(cfg.TLS.CADuration)
 	if err != nil {
@@ -137,7 +137,13 @@ func agentCerts(kcfg *rest.Config, cfg api.AgentConfig, names api.Names, ordinal
 		CommonName: pod, DNSNames: names.TLSNames(ordinal), IPs: ips,
 		PeerNames: names.PeerTLSNames(ordinal), ClientNames: names.ClientTLSNames(ordinal),
 		PeerDNSChecked: func(dns []string) bool { return names.PeerDNSChecked(dns, ordinal) },
-		Log:            log,
+		// Only a member without data may make the cluster's CA (a seed, or a member of a cluster whose
+		// CA Secret never existed): one with data runs on the CA it had.
+		MayCreateCA: func() bool {
+			d, err := membership.ReadData(cfg.DataDir)
+			return err == nil && !d.Present
+		},
+		Log: log,
 	}, nil
 }
 
