@@ -137,11 +137,12 @@ func agentCerts(kcfg *rest.Config, cfg api.AgentConfig, names api.Names, ordinal
 		CommonName: pod, DNSNames: names.TLSNames(ordinal), IPs: ips,
 		PeerNames: names.PeerTLSNames(ordinal), ClientNames: names.ClientTLSNames(ordinal),
 		PeerDNSChecked: func(dns []string) bool { return names.PeerDNSChecked(dns, ordinal) },
-		// Only a member without data may make the cluster's CA (a seed, or a member of a cluster whose
-		// CA Secret never existed): one with data runs on the CA it had.
+		// A member with data of this very cluster runs on the CA it had and never makes a new one. A
+		// member without data, or with data of another EtcdCluster (re-created on kept volumes: refused
+		// as ForeignData, or adopted), may: that cluster's CA went with it.
 		MayCreateCA: func() bool {
 			d, err := membership.ReadData(cfg.DataDir)
-			return err == nil && !d.Present
+			return err == nil && (!d.Present || d.Binding == nil || d.Binding.ParentUID != cfg.ParentUID)
 		},
 		Log: log,
 	}, nil
