@@ -37,6 +37,9 @@ type ClusterSpec struct {
 	// AllowUnsafeOptions lets options set unsafe-* and experimental-* etcd flags (see UnsafeOption).
 	AllowUnsafeOptions bool         `json:"allowUnsafeOptions,omitempty"`
 	Timeouts           TimeoutsSpec `json:"timeouts,omitempty"`
+	// Paused freezes every change the hook would start: no membership step, no roll, no spec change is
+	// adopted; steps already in flight finish (docs/design.md §6.4). Never part of the recorded spec.
+	Paused bool `json:"paused,omitempty"`
 	// Maintenance: compaction (rendered as etcd flags).
 	Maintenance MaintenanceSpec `json:"maintenance,omitempty"`
 }
@@ -191,6 +194,7 @@ const (
 	PhaseUpgrading = "Upgrading"
 	PhaseDegraded  = "Degraded"
 	PhaseFailed    = "Failed"
+	PhasePaused    = "Paused"
 )
 
 // Condition types.
@@ -208,6 +212,8 @@ const (
 	CondInputIgnored = "InputIgnored"
 	// CondLimitedDisruptionBudget notes that a cluster of size <= 2 gets maxUnavailable 1, not a quorum budget.
 	CondLimitedDisruptionBudget = "LimitedDisruptionBudget"
+	// CondPaused: spec.paused is set; the message says what waits.
+	CondPaused = "Paused"
 	// CondCertificatesExpiring: a certificate in use expires within CertExpiringDays.
 	CondCertificatesExpiring = "CertificatesExpiring"
 	// CondCertificatesInvalid: a member reports certificates it cannot use (wrong CA, expired, names).

@@ -39,7 +39,7 @@ const (
 var clusterLabels = []string{"namespace", "etcd_cluster"}
 
 // phases are the values of status.phase, in the order etcdhook_cluster_phase lists them.
-var phases = [...]string{api.PhaseCreating, api.PhaseRunning, api.PhaseScaling, api.PhaseUpgrading, api.PhaseDegraded, api.PhaseFailed}
+var phases = [...]string{api.PhaseCreating, api.PhaseRunning, api.PhaseScaling, api.PhaseUpgrading, api.PhaseDegraded, api.PhaseFailed, api.PhasePaused}
 
 // steps are the reasons of a true Progressing condition (sync/status.go): the kind of change in
 // flight. A stalled step (Progressing false, StepDeadlineExceeded) is etcdhook_cluster_step_stalled.

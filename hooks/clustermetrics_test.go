@@ -79,7 +79,7 @@ func want(phase, step string, stalled, available bool, desired, replicas, ready,
 	if desired >= 0 {
 		out["etcdhook_cluster_desired_members"] = desired
 	}
-	for _, p := range []string{"Creating", "Running", "Scaling", "Upgrading", "Degraded", "Failed"} {
+	for _, p := range []string{"Creating", "Running", "Scaling", "Upgrading", "Degraded", "Failed", "Paused"} {
 		out["etcdhook_cluster_phase{phase="+p+"}"] = b(p == phase)
 	}
 	for _, s := range []string{"Bootstrapping", "MembershipChange", "RollingUpdate", "SpecPending"} {

@@ -366,6 +366,23 @@ func fixtures() []fixture {
 				s.Options = map[string]string{"initial-cluster-state": "new", "data-dir": "/tmp"}
 			})
 		}},
+		// spec.paused (docs/design.md §6.4): nothing new starts; what is observed is answered.
+		{name: "paused-running", build: func(w *world) {
+			settle(w)
+			w.setSpec(func(s *api.ClusterSpec) { s.Paused = true })
+		}},
+		{name: "paused-scale-held", build: func(w *world) {
+			settle(w)
+			w.setSpec(func(s *api.ClusterSpec) { s.Paused = true; s.Size = ptr(int32(5)) })
+		}},
+		{name: "paused-new-cluster", build: func(w *world) { w.spec.Paused = true }},
+		// A StatefulSet rendered by an earlier release: while paused its new template reaches no pod.
+		{name: "paused-template-changed", build: func(w *world) {
+			settle(w)
+			w.setSpec(func(s *api.ClusterSpec) { s.Paused = true })
+			md := w.desired[KeyStatefulSet][w.name]["metadata"].(map[string]any)
+			md["annotations"].(map[string]any)[api.AnnTemplateHash] = "0123456789abcdef"
+		}},
 		// TLS (docs/design.md §14): the user's Secrets, each bad input, expiry, and TLS off.
 		{name: "tls-user-secrets-new-cluster", build: func(w *world) { useSecrets(w, "peer", "client") }},
 		{name: "tls-user-secrets-running", build: func(w *world) {

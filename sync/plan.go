@@ -41,6 +41,8 @@ type plan struct {
 	// because of them.
 	certProblems []certProblem
 	certBlocked  bool
+	// paused: spec.paused (pause.go).
+	paused bool
 	// pendingSpec: a valid new spec waits for the step in flight.
 	pendingSpec bool
 
@@ -136,6 +138,10 @@ func decide(f *facts, opts Options) (*plan, error) {
 	f.names.TLS = p.spec.Security.TLS.TLSOn()
 	p.hash = templateHash(p.podTemplate())
 	p.keepJobs()
+	if p.paused {
+		p.pause()
+		return p, nil
+	}
 	switch {
 	case !f.bootstrapped:
 		p.bootstrap()
@@ -186,6 +192,8 @@ func (p *plan) carry() {
 func (p *plan) chooseSpec() error {
 	f := p.f
 	cand := api.Defaulted(api.WithAppliedTLS(f.parent.Spec, f.applied))
+	cand.Paused = false // a switch, not part of the spec the children are rendered from
+	p.paused = f.parent.Spec.Paused
 	p.problems = Validate(f.names.Cluster, cand)
 	if f.obs.SpecError != "" {
 		p.problems = append([]Problem{{"SpecDoesNotDecode", "spec: " + f.obs.SpecError}}, p.problems...)
@@ -208,6 +216,15 @@ func (p *plan) chooseSpec() error {
 		// Only Secrets the request's spec names are related: the applied spec's are known only when
 		// they are the same.
 		p.certProblems = checkTLSSecrets(f, *f.applied)
+	}
+	if p.paused {
+		// Nothing new is adopted while paused: the recorded spec stays in force (a new cluster gets
+		// nothing until it is unpaused).
+		if f.applied != nil {
+			p.spec, p.hasSpec = *f.applied, true
+			p.pendingSpec = valid && !specEqual(*f.applied, cand)
+		}
+		return nil
 	}
 	switch {
 	case f.applied == nil && valid:

@@ -232,3 +232,22 @@ func TestAdoptExistingDataStartsEveryClaimedOrdinal(t *testing.T) {
 		require.Equal(t, ids[i], w.etcd.byPeer(w.peerURL(i)).ID, "ordinal %d keeps its member ID", i)
 	}
 }
+
+// spec.paused: a size change waits, no member is added, the status says Paused; unpaused, the change
+// is made. A pod deleted while paused comes back as the same member (the StatefulSet recreates it).
+func TestPausedFreezesChanges(t *testing.T) {
+	w := newWorld(t, 3)
+	w.converge(60)
+	w.setSpec(func(s *api.ClusterSpec) { s.Paused = true; s.Size = ptr(int32(5)) })
+	for i := 0; i < 40; i++ { // it never converges to the new size: step through 200 s
+		w.step(5 * time.Second)
+	}
+	require.Equal(t, []int{0, 1, 2}, w.voterOrdinals(), "no member is added while paused")
+	require.Equal(t, api.PhasePaused, w.status.Phase)
+	require.NotNil(t, w.status.Target)
+	require.Equal(t, int32(3), w.status.Target.Size, "the recorded spec stays in force")
+	w.setSpec(func(s *api.ClusterSpec) { s.Paused = false })
+	w.converge(120)
+	require.Equal(t, []int{0, 1, 2, 3, 4}, w.voterOrdinals())
+	require.Equal(t, api.PhaseRunning, w.status.Phase)
+}

@@ -123,6 +123,16 @@ func (p *plan) status() *api.ClusterStatus {
 	}
 	st.TLS = p.tlsStatus()
 	p.tlsConditions(st.TLS, add)
+	if p.paused {
+		msg := "spec.paused: no membership change, roll or spec change is started; steps already in flight finish"
+		if p.pendingSpec {
+			msg += "; a spec change waits"
+		}
+		if !p.hasSpec {
+			msg += "; nothing is created until it is unpaused"
+		}
+		add(api.CondPaused, true, "SpecPaused", msg)
+	}
 	if p.hasSpec && p.target()%2 == 0 {
 		add(api.CondEvenSize, true, "EvenSize", fmt.Sprintf("size %d tolerates no more failures than size %d", p.target(), p.target()-1))
 	}
@@ -139,6 +149,9 @@ func (p *plan) status() *api.ClusterStatus {
 		p.wait("usable TLS Secrets (%s)", p.certProblems[0])
 	}
 	st.Message = p.message()
+	if !p.hasSpec && p.paused {
+		st.Message = "paused: nothing is created until spec.paused is false"
+	}
 	if !p.hasSpec && p.certBlocked {
 		st.Message = fmt.Sprintf("nothing is created until the TLS Secrets are usable: %s", p.certProblems[0])
 	}
@@ -239,6 +252,8 @@ func (p *plan) phase(available, unhealthy bool) string {
 	f := p.f
 	obsPhase := f.parent.Status.Phase
 	switch {
+	case p.paused:
+		return api.PhasePaused
 	case !p.hasSpec, f.splitBrain, !f.bootstrapped && p.foreignData() != "":
 		return api.PhaseFailed
 	case !f.bootstrapped, p.creating():
