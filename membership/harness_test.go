@@ -241,6 +241,12 @@ func (c *tcluster) start(i int, tick time.Duration) {
 	if tick == 0 {
 		tick = 300 * time.Millisecond
 	}
+	// An agent that "never looks again" (a tick of a minute or more) must not look at the fast cadence
+	// either (a learner would be promoted within a quarter second, before a test can see it).
+	fast := time.Duration(0)
+	if tick >= time.Minute {
+		fast = tick
+	}
 	log := c.log.With("member", s.name)
 	out, err := os.OpenFile(filepath.Join(s.volume, "..", s.name+"-etcd.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	require.NoError(c.t, err)
@@ -249,7 +255,7 @@ func (c *tcluster) start(i int, tick time.Duration) {
 		Cfg: AgentConfig{
 			Name: s.name, PeerURL: s.peerURL, ClientURL: s.clientURL, Endpoints: c.endpoints(i),
 			DataDir: s.dataDir(), ParentUID: c.parent, LeaseDuration: 15 * time.Second,
-			EtcdCommand: cmd, Tick: tick, StopGrace: 10 * time.Second, JoinTimeout: 60 * time.Second,
+			EtcdCommand: cmd, Tick: tick, FastTick: fast, StopGrace: 10 * time.Second, JoinTimeout: 60 * time.Second,
 			EtcdOutput: out,
 		},
 		Store: c.leases.Store(s.lease, s.name+"-pod"),
