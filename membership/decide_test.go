@@ -116,3 +116,11 @@ func TestQuorumAllows(t *testing.T) {
 	require.Error(t, QuorumAllows(ms[:2], up("a"), "b"), "two voters, one down")
 	require.Error(t, QuorumAllows(ms[:1], up("a"), "a"), "never the last voter")
 }
+
+// A member is the same peer under either scheme: the claim Job must not delete the volume of a member
+// whose peer URL changed scheme.
+func TestSamePeer(t *testing.T) {
+	require.True(t, samePeer("https://a-1.a-peer.ns.svc:2380", "http://a-1.a-peer.ns.svc:2380"))
+	require.True(t, samePeer("http://a-1.a-peer.ns.svc:2380", "http://a-1.a-peer.ns.svc:2380"))
+	require.False(t, samePeer("https://a-1.a-peer.ns.svc:2380", "https://a-2.a-peer.ns.svc:2380"))
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -32,7 +33,7 @@ func DeletePVC(ctx context.Context, e *Etcd, kube kubernetes.Interface, log *slo
 		return fmt.Errorf("reading the member list: %w", err)
 	}
 	for _, m := range l.Members {
-		if m.PeerURL == req.PeerURL {
+		if samePeer(m.PeerURL, req.PeerURL) {
 			return fmt.Errorf("%w: %s is still member %s", ErrRefused, req.PeerURL, m.ID)
 		}
 	}
@@ -68,4 +69,18 @@ func DeletePVC(ctx context.Context, e *Etcd, kube kubernetes.Interface, log *slo
 	recorderOr(req.Events).Event(EventClaimDeleted, "DeleteClaim",
 		fmt.Sprintf("claim %s of removed member %s (pod %s gone) deleted by Job", req.Claim, req.PeerURL, req.Pod), false)
 	return nil
+}
+
+// samePeer compares peer URLs without their scheme: a member whose peer URL was changed from http to
+// https (or back) is still the member at that address, and its volume must not be deleted.
+func samePeer(a, b string) bool {
+	strip := func(u string) string {
+		for _, p := range []string{"https://", "http://"} {
+			if strings.HasPrefix(u, p) {
+				return u[len(p):]
+			}
+		}
+		return u
+	}
+	return strip(a) == strip(b)
 }
