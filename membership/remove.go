@@ -59,6 +59,12 @@ func RemoveMember(ctx context.Context, e *Etcd, log *slog.Logger, req RemoveRequ
 		}
 	}
 	if err := QuorumAllows(l.Members, healthy, target.ID); err != nil {
+		// The member may have removed itself while its health was read (a leave intent: its agent
+		// removes it, and a stopping etcd answers no Status): a fresh list without it is done.
+		if again, lerr := e.MemberList(ctx, req.Endpoints); lerr == nil && !hasMember(again.Members, target.ID) {
+			log.Info("member removed itself meanwhile", "member", req.ID)
+			return nil
+		}
 		return fmt.Errorf("%w: %v", ErrRefused, err)
 	}
 	eps := voterEndpoints(l.Members, target.ID)
@@ -88,4 +94,13 @@ func RemoveMember(ctx context.Context, e *Etcd, log *slog.Logger, req RemoveRequ
 	recorderOr(req.Events).Event(EventMemberRemoved, "RemoveMember",
 		fmt.Sprintf("member %s (%s, peer %s) removed by Job: reason %s", target.ID, who, target.PeerURL, req.Reason), false)
 	return nil
+}
+
+func hasMember(ms []api.Member, id string) bool {
+	for _, m := range ms {
+		if m.ID == id {
+			return true
+		}
+	}
+	return false
 }
