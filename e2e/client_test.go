@@ -17,8 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/etcdhook/etcdhook/api"
-	"github.com/etcdhook/etcdhook/internal/pki"
 	"github.com/etcdhook/etcdhook/internal/writer"
+	"github.com/etcdhook/etcdhook/membership"
 )
 
 func runtimeFromUnstructured(u *unstructured.Unstructured, into any) error {
@@ -71,15 +71,7 @@ func (s *scenario) clientTLS() (*tls.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	pair, err := tls.X509KeyPair(sec.Data[pki.KeyCert], sec.Data[pki.KeyKey])
-	if err != nil {
-		return nil, err
-	}
-	cas, err := pki.ParseCertificates(sec.Data[pki.KeyCA])
-	if err != nil {
-		return nil, err
-	}
-	return &tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: pki.Pool(cas...), MinVersion: tls.VersionTLS12}, nil
+	return membership.ClientTLSFromFiles(sec.Data)
 }
 
 // startWriter writes through the client Service during a scenario (internal/writer: bounded in count

@@ -34,13 +34,23 @@ func ClientTLS(dir string) (*tls.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("client certificate in %s: %w", dir, err)
 	}
-	pair, err := tls.X509KeyPair(files[pki.KeyCert], files[pki.KeyKey])
+	tc, err := ClientTLSFromFiles(files)
 	if err != nil {
 		return nil, fmt.Errorf("client certificate in %s: %w", dir, err)
 	}
+	return tc, nil
+}
+
+// ClientTLSFromFiles is a client tls.Config from a cert-manager-layout set (a Secret's data, or the
+// files of a directory).
+func ClientTLSFromFiles(files map[string][]byte) (*tls.Config, error) {
+	pair, err := tls.X509KeyPair(files[pki.KeyCert], files[pki.KeyKey])
+	if err != nil {
+		return nil, err
+	}
 	cas, err := pki.ParseCertificates(files[pki.KeyCA])
 	if err != nil {
-		return nil, fmt.Errorf("%s in %s: %w", pki.KeyCA, dir, err)
+		return nil, fmt.Errorf("%s: %w", pki.KeyCA, err)
 	}
 	return &tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: pki.Pool(cas...), MinVersion: tls.VersionTLS12}, nil
 }
