@@ -83,8 +83,9 @@ func (p *plan) tlsConditions(st *api.TLSStatus, add func(typ string, ok bool, re
 	}
 	// Members that trust different CAs cannot talk to each other (no CA rotation is built that would
 	// make it a passing state): say which trusts what.
+	leases := p.f.sortedLeases() // once: this runs on every sync
 	byCAs := map[string][]string{}
-	for _, lv := range p.f.sortedLeases() {
+	for _, lv := range leases {
 		if lv.fresh && lv.report.TLSCAs != "" {
 			byCAs[lv.report.TLSCAs] = append(byCAs[lv.report.TLSCAs], p.f.names.Pod(lv.ordinal))
 		}
@@ -99,7 +100,7 @@ func (p *plan) tlsConditions(st *api.TLSStatus, add func(typ string, ok bool, re
 		}
 		invalid = append(invalid, "members trust different CAs: "+strings.Join(parts, "; "))
 	}
-	for _, lv := range p.f.sortedLeases() {
+	for _, lv := range leases {
 		if lv.fresh && lv.report.Reason() == api.ReasonCertificatesInvalid {
 			invalid = append(invalid, fmt.Sprintf("%s: %s", p.f.names.Pod(lv.ordinal), lv.report.Error))
 		}
