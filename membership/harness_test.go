@@ -85,11 +85,28 @@ func etcdBinary(t testing.TB, version string) string {
 	return b.path
 }
 
+// portCursor walks this process's block of ports below the kernel's ephemeral range.
+var portCursor atomic.Int32
+
+// freePort is a port no one listens on, taken below the ephemeral range (32768+ on Linux): a port the
+// kernel hands out as "127.0.0.1:0" can be handed out again, as the source port of any client's connect,
+// between our check and etcd's bind ("bind: address already in use",
+// TestMembershipDataLossRecovery/v3.7.3 at a19f267). Ports below the range are only ever bound on
+// purpose; each test process takes its own block by PID so parallel packages do not collide.
 func freePort(t testing.TB) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	const first, blocks, block = 20000, 48, 256
+	base := first + (os.Getpid()%blocks)*block
+	for range block {
+		p := base + int(portCursor.Add(1)-1)%block
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+		if err != nil {
+			continue
+		}
+		require.NoError(t, l.Close())
+		return p
+	}
+	t.Fatalf("no free port in 127.0.0.1:%d-%d", base, base+block-1)
+	return 0
 }
 
 // slot is one member's pod: ports, volume, Lease and (when running) its agent.
