@@ -38,6 +38,9 @@ const (
 	AnnTLSCAs          = "etcd.io/tls-cas"
 	AnnTLSCANotAfter   = "etcd.io/tls-ca-not-after"
 	AnnTLSCertNotAfter = "etcd.io/tls-cert-not-after"
+	// AnnRestoredFrom and AnnRestoredRevision: the snapshot the member's data was restored from.
+	AnnRestoredFrom     = "etcd.io/restored-from"
+	AnnRestoredRevision = "etcd.io/restored-revision"
 )
 
 // Roles an agent reports.
@@ -77,6 +80,10 @@ type Report struct {
 	TLSCAs          string
 	TLSCANotAfter   string
 	TLSCertNotAfter string
+	// RestoredFrom and RestoredRevision: the snapshot this member's data was restored from (the seed
+	// of a restored cluster), empty for every other member.
+	RestoredFrom     string
+	RestoredRevision string
 }
 
 // Error reasons an agent reports that the hook turns into conditions.
@@ -88,6 +95,9 @@ const (
 	// ReasonCertificatesInvalid: the agent cannot get or use certificates (CA Secret unreadable or
 	// malformed, a certificate that does not verify); etcd keeps running on the files it has.
 	ReasonCertificatesInvalid = "CertificatesInvalid"
+	// ReasonRestoreFailed: the seed of a restored cluster could not restore its snapshot (unreachable
+	// store, no snapshot, a damaged one); it retries with backoff and starts nothing meanwhile.
+	ReasonRestoreFailed = "RestoreFailed"
 )
 
 // FormatID renders an etcd member or cluster ID the way every etcdhook object spells it.
@@ -124,6 +134,9 @@ func (r Report) Annotations() map[string]string {
 		AnnTLSCAs:          r.TLSCAs,
 		AnnTLSCANotAfter:   r.TLSCANotAfter,
 		AnnTLSCertNotAfter: r.TLSCertNotAfter,
+
+		AnnRestoredFrom:     r.RestoredFrom,
+		AnnRestoredRevision: r.RestoredRevision,
 	}
 }
 
@@ -148,6 +161,9 @@ func ParseReportUsing(ann map[string]string, lists map[string][]Member) (Report,
 		TLSCAs:          ann[AnnTLSCAs],
 		TLSCANotAfter:   ann[AnnTLSCANotAfter],
 		TLSCertNotAfter: ann[AnnTLSCertNotAfter],
+
+		RestoredFrom:     ann[AnnRestoredFrom],
+		RestoredRevision: ann[AnnRestoredRevision],
 	}
 	if s := ann[AnnMembers]; s != "" {
 		if ms, ok := lists[s]; ok {

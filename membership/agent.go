@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -46,6 +47,9 @@ type AgentConfig struct {
 	EtcdOutput io.Writer
 	// CertLook is how often the certificates are looked at (default certLook).
 	CertLook time.Duration
+	// Restore, when set, is the snapshot the seed of a new cluster starts from (DataDir, Name, PeerURL
+	// and Token filled in); nil for a cluster bootstrapped empty.
+	Restore *RestoreRequest
 }
 
 // Agent supervises etcd in a member pod (docs/design.md §1.3, §7.2-§7.3).
@@ -82,6 +86,11 @@ type Agent struct {
 	// lossReported: the member ID whose data loss was last posted as an event, so that join attempts
 	// retried for the same loss post it once.
 	lossReported string
+	// restored: the snapshot the data directory was restored from, from its binding; reported.
+	restored *Restored
+	// restoreFailures counts failed restores in a row (backoff), restoreError the last one posted.
+	restoreFailures int
+	restoreError    string
 }
 
 // event posts a Kubernetes Event on the EtcdCluster; notes start with the pod so that the cluster's
@@ -203,6 +212,12 @@ func (a *Agent) Run(ctx context.Context) error {
 			}
 			continue
 		}
+		if d.Action == StartNew && a.Cfg.Restore != nil {
+			// The seed of a restored cluster starts on the snapshot's data instead of an empty directory:
+			// restore, then decide again (the data is there now, bound to this member).
+			a.restoreSeed(ctx)
+			continue
+		}
 		began := time.Now()
 		err = a.start(ctx, d, facts)
 		if ctx.Err() != nil || a.isKilled() {
@@ -256,6 +271,9 @@ func (a *Agent) decide(ctx context.Context) (Decision, StartFacts, error) {
 	df, err := ReadData(a.Cfg.DataDir)
 	if err != nil {
 		return Decision{}, StartFacts{}, err
+	}
+	if df.Binding != nil {
+		a.restored = df.Binding.Restored
 	}
 	permitted, permitProblem := in.Join.OpenAt(a.Store.Now())
 	problems := append([]string(nil), in.Problems...)
@@ -515,7 +533,7 @@ func (a *Agent) observe(ctx context.Context, bound *bool) observation {
 		r.LeaderID = ""
 	}
 	if !*bound {
-		if err := WriteBinding(a.Cfg.DataDir, Binding{ParentUID: a.Cfg.ParentUID, ClusterID: r.ClusterID, MemberID: r.MemberID, PeerURL: a.Cfg.PeerURL}); err == nil {
+		if err := WriteBinding(a.Cfg.DataDir, Binding{ParentUID: a.Cfg.ParentUID, ClusterID: r.ClusterID, MemberID: r.MemberID, PeerURL: a.Cfg.PeerURL, Restored: a.restored}); err == nil {
 			*bound = true
 		}
 	}
@@ -653,6 +671,9 @@ func (a *Agent) report(ctx context.Context, r api.Report, force bool) {
 		r.ParentUID = a.Cfg.ParentUID
 	}
 	a.certFacts.fill(&r)
+	if a.restored != nil {
+		r.RestoredFrom, r.RestoredRevision = a.restored.URL, strconv.FormatInt(a.restored.Revision, 10)
+	}
 	if a.certErr != "" && r.Error == "" {
 		r.Error = api.ReasonCertificatesInvalid + ": " + a.certErr
 	}
@@ -749,4 +770,45 @@ func withProblems(errText string, problems []string) string {
 		return "LeaseProblem: " + p
 	}
 	return errText + " (" + p + ")"
+}
+
+// restoreSeed restores the seed's data directory from the configured snapshot and binds it to this
+// member. A failure is reported on the Lease (RestoreFailed) and retried with backoff up to five
+// minutes: a bucket or credentials can be fixed while the cluster waits; a damaged snapshot cannot,
+// and the condition says which it is.
+func (a *Agent) restoreSeed(ctx context.Context) {
+	a.setState("restoring", false)
+	req := *a.Cfg.Restore
+	res, err := Restore(ctx, a.Log, req)
+	if err == nil {
+		a.restored = &Restored{URL: res.URL, Revision: res.Revision}
+		// Bound before etcd runs, like every start of ours (the binding is what makes the data ours).
+		err = WriteBinding(a.Cfg.DataDir, Binding{ParentUID: a.Cfg.ParentUID, PeerURL: a.Cfg.PeerURL, Restored: a.restored})
+		if err != nil {
+			// Without the binding the data would be refused as foreign: start over cleanly.
+			_ = os.RemoveAll(a.Cfg.DataDir)
+		}
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return
+		}
+		a.restoreFailures++
+		wait := 5 * time.Second
+		for i := 1; i < a.restoreFailures && wait < 5*time.Minute; i++ {
+			wait *= 2
+		}
+		a.Log.Warn("restore failed", "error", err, "failures", a.restoreFailures, "backoff", wait.String())
+		if msg := err.Error(); msg != a.restoreError {
+			a.restoreError = msg
+			a.event(EventRestoreFailed, "Restore", true, "restoring the seed failed (retrying in %s): %v", wait, err)
+		}
+		r := a.keptReport()
+		r.Error = api.ReasonRestoreFailed + ": " + err.Error()
+		a.report(ctx, r, false)
+		a.sleep(ctx, wait)
+		return
+	}
+	a.restoreFailures, a.restoreError = 0, ""
+	a.event(EventSnapshotRestored, "Restore", false, "restored snapshot %s (revision %d, %d bytes) as the seed of this cluster", res.URL, res.Revision, res.Manifest.Size)
 }

@@ -34,6 +34,15 @@ type Binding struct {
 	ClusterID string `json:"clusterID"`
 	MemberID  string `json:"memberID"`
 	PeerURL   string `json:"peerURL"`
+	// Restored is the snapshot this data directory was restored from (the seed of a restored cluster;
+	// nil for every other), kept so the member reports it across restarts.
+	Restored *Restored `json:"restored,omitempty"`
+}
+
+// Restored names the snapshot a data directory was restored from.
+type Restored struct {
+	URL      string `json:"url"`
+	Revision int64  `json:"revision"`
 }
 
 func bindingPath(dataDir string) string {

@@ -18,6 +18,10 @@ const (
 	EventCertificateRenewed  = "CertificateRenewed"
 	EventCertificatesInvalid = "CertificatesInvalid"
 	EventCrashLoop           = "CrashLoop"
+	EventSnapshotRestored    = "SnapshotRestored"
+	EventRestoreFailed       = "RestoreFailed"
+	EventBackupSucceeded     = "BackupSucceeded"
+	EventBackupFailed        = "BackupFailed"
 )
 
 // Recorder posts an Event on the member's EtcdCluster. reason is one of the Event* constants, action

@@ -23,6 +23,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/internal/backup"
 	"github.com/etcdhook/etcdhook/internal/pki"
 )
 
@@ -176,6 +177,8 @@ type tcluster struct {
 	certShift atomic.Int64
 	// events, when set, receives every agent's Kubernetes Events (tests that assert them).
 	events *MemRecorder
+	// restore, when set, is the snapshot the seed (slot 0) restores (spec.restore.from).
+	restore *backup.Source
 }
 
 // newCluster is a cluster as the product makes it by default: TLS on both planes.
@@ -289,6 +292,10 @@ func (c *tcluster) start(i int, tick time.Duration) {
 			Now: func() time.Time { return time.Now().Add(time.Duration(c.certShift.Load())) },
 			Log: log,
 		}
+	}
+	if c.restore != nil && i == 0 {
+		a.Cfg.Restore = &RestoreRequest{Source: *c.restore, Namespace: "ns", Cluster: "src",
+			DataDir: s.dataDir(), Name: s.name, PeerURL: s.peerURL, Token: "tok-" + c.parent}
 	}
 	if c.events != nil {
 		a.Events = c.events

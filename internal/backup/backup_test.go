@@ -1,0 +1,148 @@
+package backup
+
+import (
+	"crypto/sha256"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestParseDestination(t *testing.T) {
+	for _, tc := range []struct {
+		in      string
+		want    Destination
+		canon   string
+		problem string
+	}{
+		{in: "s3://bkt/etcd/prod", want: Destination{Scheme: "s3", Bucket: "bkt", Prefix: "etcd/prod"}, canon: "s3://bkt/etcd/prod"},
+		{in: "s3://bkt/etcd/?endpoint=http://minio:9000&use_path_style=true&region=us-east-1", want: Destination{Scheme: "s3", Bucket: "bkt", Prefix: "etcd"},
+			canon: "s3://bkt/etcd?endpoint=http://minio:9000&region=us-east-1&use_path_style=true"},
+		{in: "s3://bkt", want: Destination{Scheme: "s3", Bucket: "bkt"}, canon: "s3://bkt/"},
+		{in: "gs://bkt/a//b/../c", want: Destination{Scheme: "gs", Bucket: "bkt", Prefix: "a/c"}, canon: "gs://bkt/a/c"},
+		{in: "file:///var/backups/", want: Destination{Scheme: "file", Root: "/var/backups"}, canon: "file:///var/backups"},
+		{in: "", problem: "is empty"},
+		{in: "http://bkt/x", problem: `scheme "http"`},
+		{in: "s3:///prefix", problem: "no bucket"},
+		{in: "s3://key:secret@bkt/x", problem: "user info"},
+		{in: "s3://bkt/x?endpiont=http://m:9000", problem: `parameter "endpiont"`},
+		{in: "gs://bkt/x?region=eu", problem: `parameter "region"`},
+		{in: "s3://bkt/x?endpoint=minio:9000", problem: "want http(s)://host"},
+		{in: "s3://bkt/x?region=a&region=b", problem: "more than once"},
+		{in: "file://host/dir", problem: `host "host"`},
+		{in: "file:///", problem: "root directory"},
+		{in: "s3://bkt/x#frag", problem: "fragment"},
+	} {
+		t.Run(tc.in, func(t *testing.T) {
+			d, err := ParseDestination(tc.in)
+			if tc.problem != "" {
+				require.ErrorContains(t, err, tc.problem)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.want.Scheme, d.Scheme)
+			assert.Equal(t, tc.want.Bucket, d.Bucket)
+			assert.Equal(t, tc.want.Prefix, d.Prefix)
+			assert.Equal(t, tc.want.Root, d.Root)
+			assert.Equal(t, tc.canon, d.String())
+			again, err := ParseDestination(d.String())
+			require.NoError(t, err, "the canonical form parses")
+			assert.Equal(t, d.String(), again.String())
+		})
+	}
+}
+
+func TestParseSource(t *testing.T) {
+	for _, tc := range []struct {
+		in, prefix, root, snapshot, problem string
+	}{
+		{in: "s3://bkt/etcd/latest", prefix: "etcd"},
+		{in: "s3://bkt/latest"},
+		{in: "s3://bkt/etcd/ns/a/20261123T101010Z-r42.db?endpoint=http://m:9000", prefix: "etcd/ns/a", snapshot: "20261123T101010Z-r42.db"},
+		{in: "file:///b/ns/a/x.db", root: "/b/ns/a", snapshot: "x.db"},
+		{in: "file:///b/latest", root: "/b"},
+		{in: "file:///x.db", problem: "root directory"},
+		{in: "s3://bkt/etcd", problem: "names neither a snapshot"},
+		{in: "gs://bkt/etcd/x.json", problem: "names neither a snapshot"},
+		{in: "ftp://bkt/latest", problem: `scheme "ftp"`},
+	} {
+		t.Run(tc.in, func(t *testing.T) {
+			s, err := ParseSource(tc.in)
+			if tc.problem != "" {
+				require.ErrorContains(t, err, tc.problem)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.prefix, s.Destination.Prefix)
+			assert.Equal(t, tc.root, s.Destination.Root)
+			assert.Equal(t, tc.snapshot, s.Snapshot)
+			if s.Snapshot != "" {
+				assert.Equal(t, tc.in, s.Destination.ObjectURL(s.Snapshot), "a snapshot URL round-trips")
+			}
+		})
+	}
+}
+
+func TestExpired(t *testing.T) {
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	m := func(name, uid string, age time.Duration) Manifest {
+		return Manifest{Snapshot: name + ".db", Key: name + ".json", ClusterUID: uid, Time: now.Add(-age)}
+	}
+	// Newest first, as List returns them.
+	all := []Manifest{m("a", "u", time.Minute), m("b", "u", time.Hour), m("other", "old-uid", 2*time.Hour), m("c", "u", 3*time.Hour), m("d", "u", 50*time.Hour)}
+	names := func(ms []Manifest) []string {
+		var out []string
+		for _, x := range ms {
+			out = append(out, x.Snapshot)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name string
+		in   []Manifest
+		r    Retention
+		want []string
+	}{
+		{"keep last 2", all, Retention{KeepLast: 2}, []string{"c.db", "d.db"}},
+		{"keep last 1", all, Retention{KeepLast: 1}, []string{"b.db", "c.db", "d.db"}},
+		{"max age 2h", all, Retention{MaxAge: 2 * time.Hour}, []string{"c.db", "d.db"}},
+		{"both: the stricter wins", all, Retention{KeepLast: 10, MaxAge: 24 * time.Hour}, []string{"d.db"}},
+		{"no limits keep everything", all, Retention{}, nil},
+		{"the newest survives any age", []Manifest{m("x", "u", 100*time.Hour), m("y", "u", 200*time.Hour)}, Retention{MaxAge: time.Hour}, []string{"y.db"}},
+		{"another UID's snapshots are never candidates", []Manifest{m("z", "old-uid", 100*time.Hour)}, Retention{KeepLast: 1, MaxAge: time.Hour}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, names(Expired(tc.in, "u", tc.r, now)))
+		})
+	}
+}
+
+// etcdHash recognises a stream ending with the SHA-256 of its body however the stream is cut into
+// writes, and nothing else.
+func TestEtcdHash(t *testing.T) {
+	body := make([]byte, 1000)
+	for i := range body {
+		body[i] = byte(i * 7)
+	}
+	sum := sha256.Sum256(body)
+	stream := append(append([]byte(nil), body...), sum[:]...)
+	for _, chunk := range []int{1, 5, 31, 32, 33, 64, 999, 2000} {
+		h := newEtcdHash()
+		for i := 0; i < len(stream); i += chunk {
+			_, _ = h.Write(stream[i:min(i+chunk, len(stream))])
+		}
+		assert.True(t, h.Valid(), "chunk %d", chunk)
+	}
+	bad := append([]byte(nil), stream...)
+	bad[10] ^= 1
+	h := newEtcdHash()
+	_, _ = h.Write(bad)
+	assert.False(t, h.Valid(), "a flipped byte")
+	h = newEtcdHash()
+	_, _ = h.Write(stream[:len(stream)-1])
+	assert.False(t, h.Valid(), "a truncated stream")
+	h = newEtcdHash()
+	_, _ = h.Write(sum[:16])
+	assert.False(t, h.Valid(), "shorter than a hash")
+}

@@ -1,0 +1,48 @@
+package backup
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// Keys of a credentials Secret, mounted as files (docs/design.md §16.3). S3 takes the AWS SDK's
+// variables, GCS a service account key file.
+const (
+	KeyAWSAccessKeyID     = "AWS_ACCESS_KEY_ID"
+	KeyAWSSecretAccessKey = "AWS_SECRET_ACCESS_KEY"
+	KeyAWSSessionToken    = "AWS_SESSION_TOKEN"
+	KeyGCSServiceAccount  = "service-account.json"
+)
+
+// LoadCredentials points the stores' SDKs at the credentials in dir (a mounted Secret): the AWS keys
+// become the process's AWS_* variables, a GCS key file GOOGLE_APPLICATION_CREDENTIALS. A file is read
+// rather than passed as an environment variable by the pod spec so that the hook, which never reads
+// the Secret, need not know its keys. An empty dir leaves the environment as it is.
+func LoadCredentials(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	if _, err := os.Stat(dir); err != nil {
+		return fmt.Errorf("credentials: %w", err)
+	}
+	for _, k := range []string{KeyAWSAccessKeyID, KeyAWSSecretAccessKey, KeyAWSSessionToken} {
+		b, err := os.ReadFile(filepath.Join(dir, k))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("credentials: %w", err)
+		}
+		if err := os.Setenv(k, string(b)); err != nil {
+			return err
+		}
+	}
+	sa := filepath.Join(dir, KeyGCSServiceAccount)
+	if _, err := os.Stat(sa); err == nil {
+		return os.Setenv("GOOGLE_APPLICATION_CREDENTIALS", sa)
+	}
+	return nil
+}

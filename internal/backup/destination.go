@@ -1,0 +1,171 @@
+// Package backup stores etcd snapshots in an object store or on a volume and finds, checks and prunes
+// them (docs/design.md §16). Storage goes through gocloud.dev/blob: one API over S3, GCS and files, with
+// the stores' own SDKs underneath (request signing, multipart uploads, retries are theirs, not ours).
+package backup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path"
+	"slices"
+	"strings"
+
+	"gocloud.dev/blob"
+	"gocloud.dev/blob/fileblob"
+	_ "gocloud.dev/blob/gcsblob" // gs:// (registers the opener)
+	_ "gocloud.dev/blob/s3blob"  // s3://
+)
+
+// Destination is a parsed spec.backup.destination (or restore source): where the snapshots live.
+type Destination struct {
+	// Scheme is s3, gs or file.
+	Scheme string
+	// Bucket is the bucket (s3, gs); empty for file.
+	Bucket string
+	// Prefix is the folder inside the bucket or under the file root, without leading or trailing slash.
+	Prefix string
+	// Root is the directory of a file destination.
+	Root string
+	// params are the store's options the URL carried (s3: endpoint, region, use_path_style,
+	// disable_https; gs: endpoint).
+	params url.Values
+}
+
+// Options each scheme accepts as URL parameters. Anything else is refused by name: a typo must not
+// silently send snapshots to the wrong endpoint.
+var schemeParams = map[string][]string{
+	"s3":   {"endpoint", "region", "use_path_style", "s3ForcePathStyle", "disable_https"},
+	"gs":   {"endpoint"},
+	"file": {},
+}
+
+// ParseDestination checks a destination URL: s3://bucket/prefix?endpoint=…&region=…&use_path_style=true,
+// gs://bucket/prefix[?endpoint=http://emulator:port], file:///dir. It names the problem in its error.
+func ParseDestination(raw string) (Destination, error) {
+	if strings.TrimSpace(raw) == "" {
+		return Destination{}, errors.New("is empty")
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return Destination{}, fmt.Errorf("is not a URL: %v", err)
+	}
+	allowed, ok := schemeParams[u.Scheme]
+	if !ok {
+		return Destination{}, fmt.Errorf("has scheme %q: want s3://bucket/prefix, gs://bucket/prefix or file:///dir", u.Scheme)
+	}
+	if u.User != nil || u.Fragment != "" || u.Opaque != "" {
+		return Destination{}, errors.New("must not carry user info, an opaque part or a fragment (credentials go in credentialsSecret)")
+	}
+	q := u.Query()
+	for k := range q {
+		if !slices.Contains(allowed, k) {
+			return Destination{}, fmt.Errorf("has parameter %q, which %s:// does not take (allowed: %s)", k, u.Scheme, strings.Join(allowed, ", "))
+		}
+		if len(q[k]) != 1 {
+			return Destination{}, fmt.Errorf("has parameter %q more than once", k)
+		}
+	}
+	d := Destination{Scheme: u.Scheme, params: q}
+	clean := strings.Trim(path.Clean("/"+u.Path), "/")
+	switch u.Scheme {
+	case "file":
+		if u.Host != "" {
+			return Destination{}, fmt.Errorf("has host %q: a file destination is file:///absolute/dir", u.Host)
+		}
+		if clean == "" {
+			return Destination{}, errors.New("is the root directory: name a directory, file:///backups")
+		}
+		d.Root = "/" + clean
+	default:
+		if u.Host == "" {
+			return Destination{}, errors.New("has no bucket: want " + u.Scheme + "://bucket/prefix")
+		}
+		d.Bucket, d.Prefix = u.Host, clean
+		if e := q.Get("endpoint"); e != "" {
+			eu, err := url.Parse(e)
+			if err != nil || (eu.Scheme != "http" && eu.Scheme != "https") || eu.Host == "" {
+				return Destination{}, fmt.Errorf("has endpoint %q: want http(s)://host[:port]", e)
+			}
+		}
+	}
+	return d, nil
+}
+
+// String is the destination as a URL (the canonical form, stable for comparisons and status).
+func (d Destination) String() string {
+	u := url.URL{Scheme: d.Scheme, Host: d.Bucket, Path: "/" + d.Prefix, RawQuery: readableQuery(d.params)}
+	if d.Scheme == "file" {
+		u.Path = d.Root
+	}
+	return u.String()
+}
+
+// ObjectURL is the URL of one object of this destination, with the store's parameters (endpoint,
+// region): status.backup.lastSnapshot is a valid spec.restore.from as it stands.
+func (d Destination) ObjectURL(key string) string {
+	u := url.URL{Scheme: d.Scheme, Host: d.Bucket, Path: "/" + path.Join(d.Prefix, key), RawQuery: readableQuery(d.params)}
+	if d.Scheme == "file" {
+		u.Path = path.Join(d.Root, key)
+	}
+	return u.String()
+}
+
+// Open opens the destination's bucket, scoped to its prefix. The store's credentials come from the
+// environment (see LoadCredentials).
+func (d Destination) Open(ctx context.Context) (*blob.Bucket, error) {
+	if d.Scheme == "file" {
+		if err := os.MkdirAll(d.Root, 0o750); err != nil {
+			return nil, fmt.Errorf("creating %s: %w", d.Root, err)
+		}
+		// No .attrs side files: the snapshot and its manifest are the only files a user sees.
+		return fileblob.OpenBucket(d.Root, &fileblob.Options{Metadata: fileblob.MetadataDontWrite})
+	}
+	q := url.Values{}
+	for k, v := range d.params {
+		q[k] = v
+	}
+	if d.Scheme == "gs" {
+		if e := q.Get("endpoint"); e != "" {
+			// The GCS client only takes an emulator or compatible endpoint from the environment.
+			q.Del("endpoint")
+			eu, _ := url.Parse(e)
+			if err := os.Setenv("STORAGE_EMULATOR_HOST", eu.Host); err != nil {
+				return nil, err
+			}
+			if os.Getenv("GOOGLE_APPLICATION_CREDENTIALS") == "" {
+				q.Set("anonymous", "true")
+			}
+		}
+	}
+	u := url.URL{Scheme: d.Scheme, Host: d.Bucket, RawQuery: q.Encode()}
+	b, err := blob.OpenBucket(ctx, u.String())
+	if err != nil {
+		return nil, fmt.Errorf("opening %s: %w", d, err)
+	}
+	if d.Prefix != "" {
+		b = blob.PrefixedBucket(b, d.Prefix+"/")
+	}
+	return b, nil
+}
+
+// Check tells an unreachable store, a missing bucket and refused credentials apart before any
+// snapshot is taken, so that the failure names the cause.
+func Check(ctx context.Context, d Destination, b *blob.Bucket) error {
+	ok, err := b.IsAccessible(ctx)
+	if err != nil {
+		return fmt.Errorf("%s is not reachable or refused the credentials: %w", d, err)
+	}
+	if !ok {
+		return fmt.Errorf("%s: bucket %q does not exist", d, d.Bucket)
+	}
+	return nil
+}
+
+// readableQuery encodes parameters with ':' and '/' left as they are (RFC 3986 allows both in a
+// query): status shows endpoint=http://minio:9000, not endpoint=http%3A%2F%2Fminio%3A9000.
+func readableQuery(q url.Values) string {
+	return strings.NewReplacer("%3A", ":", "%2F", "/").Replace(q.Encode())
+}

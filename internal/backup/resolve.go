@@ -1,0 +1,79 @@
+package backup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+
+	"gocloud.dev/blob"
+)
+
+// Latest is the word that, after a destination, names its newest complete snapshot of the cluster.
+const Latest = "latest"
+
+// Source is a parsed restore source: one snapshot by URL, or the newest of a destination.
+type Source struct {
+	Destination Destination
+	// Snapshot is the key of the named snapshot inside Destination; empty for the newest.
+	Snapshot string
+}
+
+// ParseSource checks spec.restore.from: a snapshot URL (…/<time>-r<rev>.db, as status.backup names
+// it), or a destination URL whose last path element is "latest".
+func ParseSource(raw string) (Source, error) {
+	d, err := ParseDestination(raw)
+	if err != nil {
+		return Source{}, err
+	}
+	var dir, base string
+	if d.Scheme == "file" {
+		dir, base = path.Split(d.Root)
+	} else {
+		dir, base = path.Split(d.Prefix)
+	}
+	switch {
+	case base == Latest:
+	case strings.HasSuffix(base, ".db"):
+	default:
+		return Source{}, fmt.Errorf("names neither a snapshot (…/<time>-r<revision>.db) nor the newest of a destination (…/%s)", Latest)
+	}
+	dir = strings.TrimSuffix(dir, "/")
+	if d.Scheme == "file" {
+		if dir == "" {
+			return Source{}, errors.New("is a file in the root directory: snapshots live in a folder, file:///backups/…")
+		}
+		d.Root = dir
+	} else {
+		d.Prefix = strings.TrimPrefix(dir, "/")
+	}
+	if base == Latest {
+		return Source{Destination: d}, nil
+	}
+	return Source{Destination: d, Snapshot: base}, nil
+}
+
+// Find is the manifest of the snapshot s names; for "latest", the newest complete snapshot in the
+// folder of namespace/name. A named snapshot may sit in any folder: its URL is the whole address.
+func Find(ctx context.Context, b *blob.Bucket, s Source, namespace, name string) (Manifest, error) {
+	if s.Snapshot != "" {
+		m, err := ReadManifest(ctx, b, ManifestKey(s.Snapshot))
+		if err != nil {
+			return Manifest{}, fmt.Errorf("snapshot %s has no readable manifest (an unfinished or foreign snapshot is never restored): %w", s.Destination.ObjectURL(s.Snapshot), err)
+		}
+		return m, nil
+	}
+	ms, skipped, err := List(ctx, b, namespace, name)
+	if err != nil {
+		return Manifest{}, err
+	}
+	if len(ms) == 0 {
+		msg := fmt.Sprintf("no complete snapshot of %s/%s under %s", namespace, name, s.Destination.ObjectURL(ClusterDir(namespace, name)))
+		if len(skipped) > 0 {
+			msg += " (unreadable manifests: " + strings.Join(skipped, "; ") + ")"
+		}
+		return Manifest{}, errors.New(msg)
+	}
+	return ms[0], nil
+}

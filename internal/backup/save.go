@@ -1,0 +1,93 @@
+package backup
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+
+	"gocloud.dev/blob"
+)
+
+// etcdHashSize: etcd's snapshot stream ends with the SHA-256 of everything before it (the server's
+// Maintenance.Snapshot appends it; etcdutl checks it on restore).
+const etcdHashSize = sha256.Size
+
+// etcdHash checks etcd's trailing hash while the stream passes: it hashes all but the last 32 bytes
+// seen so far, which it keeps aside.
+type etcdHash struct {
+	h    hash.Hash
+	tail []byte
+}
+
+func newEtcdHash() *etcdHash { return &etcdHash{h: sha256.New(), tail: make([]byte, 0, 2*etcdHashSize)} }
+
+func (e *etcdHash) Write(p []byte) (int, error) {
+	n := len(p)
+	if len(p) > etcdHashSize {
+		// Everything but the last 32 bytes of p is body for sure, after the kept tail.
+		e.h.Write(e.tail)
+		e.h.Write(p[:len(p)-etcdHashSize])
+		e.tail = append(e.tail[:0], p[len(p)-etcdHashSize:]...)
+		return n, nil
+	}
+	e.tail = append(e.tail, p...)
+	if over := len(e.tail) - etcdHashSize; over > 0 {
+		e.h.Write(e.tail[:over])
+		e.tail = append(e.tail[:0], e.tail[over:]...)
+	}
+	return n, nil
+}
+
+// Valid: the stream ended with the hash of what came before it.
+func (e *etcdHash) Valid() bool {
+	return len(e.tail) == etcdHashSize && bytes.Equal(e.h.Sum(nil), e.tail)
+}
+
+// ErrSnapshotDamaged: a snapshot whose etcd hash, size or SHA-256 does not match.
+var ErrSnapshotDamaged = errors.New("snapshot damaged")
+
+// Stored is what Upload wrote.
+type Stored struct {
+	Size   int64
+	SHA256 string
+}
+
+// Upload streams a snapshot into key without holding it in memory or on a local disk (the stores'
+// writers buffer one part at a time), checks etcd's trailing hash on the way, and then checks that the
+// store holds as many bytes as were sent. A snapshot that fails either check is deleted: no manifest
+// is ever written for it.
+func Upload(ctx context.Context, b *blob.Bucket, key string, src io.Reader) (Stored, error) {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w, err := b.NewWriter(wctx, key, &blob.WriterOptions{ContentType: "application/octet-stream"})
+	if err != nil {
+		return Stored{}, fmt.Errorf("writing %s: %w", key, err)
+	}
+	sum, check := sha256.New(), newEtcdHash()
+	n, err := io.Copy(io.MultiWriter(w, sum, check), src)
+	if err == nil && !check.Valid() {
+		err = fmt.Errorf("%w: the stream from etcd ended after %d bytes without a valid trailing hash", ErrSnapshotDamaged, n)
+	}
+	if err != nil {
+		cancel() // a cancelled writer's Close discards the upload
+		_ = w.Close()
+		return Stored{}, fmt.Errorf("snapshot %s: %w", key, err)
+	}
+	if err := w.Close(); err != nil {
+		return Stored{}, fmt.Errorf("completing %s: %w", key, err)
+	}
+	attrs, err := b.Attributes(ctx, key)
+	if err != nil {
+		return Stored{}, fmt.Errorf("verifying %s: %w", key, err)
+	}
+	if attrs.Size != n {
+		_ = b.Delete(ctx, key)
+		return Stored{}, fmt.Errorf("%w: %s holds %d bytes, %d were sent", ErrSnapshotDamaged, key, attrs.Size, n)
+	}
+	return Stored{Size: n, SHA256: hex.EncodeToString(sum.Sum(nil))}, nil
+}

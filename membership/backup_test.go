@@ -1,0 +1,286 @@
+package membership
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/internal/backup"
+)
+
+// fill writes n keys (some overwritten, some deleted, so that revisions and tombstones are in the
+// snapshot) and returns the expected content.
+func fill(t *testing.T, cl *clientv3.Client, n int) map[string]string {
+	want := map[string]string{}
+	ctx := context.Background()
+	for i := range n {
+		k, v := fmt.Sprintf("/data/%04d", i), fmt.Sprintf("value-%d-%s", i, string(make([]byte, i%200)))
+		_, err := cl.Put(ctx, k, v)
+		require.NoError(t, err)
+		want[k] = v
+	}
+	for i := 0; i < n; i += 7 {
+		k := fmt.Sprintf("/data/%04d", i)
+		_, err := cl.Put(ctx, k, "second")
+		require.NoError(t, err)
+		want[k] = "second"
+	}
+	for i := 3; i < n; i += 11 {
+		k := fmt.Sprintf("/data/%04d", i)
+		_, err := cl.Delete(ctx, k)
+		require.NoError(t, err)
+		delete(want, k)
+	}
+	return want
+}
+
+// content reads every key under /data through a client.
+func content(t *testing.T, cl *clientv3.Client) (map[string]string, int64) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := cl.Get(ctx, "/data/", clientv3.WithPrefix())
+	require.NoError(t, err)
+	got := map[string]string{}
+	for _, kv := range resp.Kvs {
+		got[string(kv.Key)] = string(kv.Value)
+	}
+	return got, resp.Header.Revision
+}
+
+// backupOnce runs one backup of c into d as the backup Job does.
+func (c *tcluster) backupOnce(d backup.Destination, r backup.Retention, now time.Time) (BackupResult, error) {
+	b, err := d.Open(context.Background())
+	require.NoError(c.t, err)
+	defer b.Close()
+	if err := backup.Check(context.Background(), d, b); err != nil {
+		return BackupResult{}, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	return Backup(ctx, c.etcd(5*time.Second), b, c.log, BackupRequest{
+		Endpoints: c.endpoints(-1), Destination: d, Namespace: "ns", Cluster: "src", ClusterUID: c.parent,
+		Retention: r, Now: func() time.Time { return now },
+	})
+}
+
+// restoredCluster is a new cluster of n members whose seed restores from source.
+// (The store's credentials are already in the test's environment, where the pod's agent loads them.)
+func restoredCluster(t *testing.T, version string, n int, source string) *tcluster {
+	src, err := backup.ParseSource(source)
+	require.NoError(t, err)
+	c := newCluster(t, version, n)
+	c.restore = &src
+	return c
+}
+
+func write(t *testing.T, path string, data []byte) {
+	require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
+	require.NoError(t, os.WriteFile(path, data, 0o644))
+}
+
+// writeManifest stores m in the directory store dir, at m.Key.
+func writeManifest(t *testing.T, dir string, m backup.Manifest) {
+	d, err := backup.ParseDestination("file://" + dir)
+	require.NoError(t, err)
+	b, err := d.Open(context.Background())
+	require.NoError(t, err)
+	defer b.Close()
+	require.NoError(t, backup.WriteManifest(context.Background(), b, m))
+}
+
+func sha256hex(b []byte) string {
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
+}
+
+// hashKV is every member's hash of the store at rev: equal hashes mean equal data.
+func (c *tcluster) hashKV(rev int64) map[string]uint32 {
+	cl := c.client()
+	defer cl.Close()
+	out := map[string]uint32{}
+	for _, s := range c.slots {
+		if s.agent == nil {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		resp, err := cl.HashKV(ctx, s.clientURL, rev)
+		cancel()
+		require.NoError(c.t, err)
+		out[s.name] = resp.Hash
+	}
+	return out
+}
+
+// TestMembershipBackupRestore: a snapshot of a real 3-member cluster goes to MinIO, the GCS emulator
+// and a directory; each is restored into a new cluster whose seed restores and whose other members
+// join as learners, and the restored clusters hold every key, at the same hash on every member as the
+// source had at that revision. Retention keeps the newest and never the snapshot just written.
+func TestMembershipBackupRestore(t *testing.T) {
+	forEachVersion(t, func(t *testing.T, v string) {
+		stores := []store{startMinIO(t, "etcd-backups"), startFakeGCS(t, "etcd-backups"), fileStore(t)}
+		src := newCluster(t, v, 3)
+		src.bootstrap(nil, 3)
+		cl := src.client()
+		defer cl.Close()
+		want := fill(t, cl, 300)
+		_, rev := content(t, cl)
+		srcHash := src.hashKV(rev)
+		require.Len(t, srcHash, 3)
+
+		for i, st := range stores {
+			t.Run(st.name, func(t *testing.T) {
+				d := st.destination(t)
+				res, err := src.backupOnce(d, backup.Retention{KeepLast: 2}, time.Now())
+				require.NoError(t, err)
+				m := res.Manifest
+				require.Equal(t, rev, m.Revision, "nothing was written after the content was read")
+				require.Equal(t, src.leases.Report(src.slots[0].lease).ClusterID, m.EtcdClusterID)
+				require.Equal(t, src.parent, m.ClusterUID)
+				require.NotEmpty(t, m.Member)
+				require.Greater(t, m.Size, int64(32*1024))
+				require.Len(t, m.SHA256, 64)
+				// A healthy follower is preferred to the leader.
+				leader := src.leases.Report(src.slots[0].lease).LeaderID
+				for _, s := range src.slots {
+					if s.name == m.Member {
+						require.NotEqual(t, leader, src.memberID(s.i), "the snapshot came from the leader while followers were healthy")
+					}
+				}
+				url := d.ObjectURL(m.SnapshotKey())
+
+				// The store's copy is restored into a new cluster; the first store's into three
+				// members (learners join the restored seed), the others' into one.
+				members := 1
+				if i == slices.Index(etcdVersions, v)%len(stores) { // each version restores a different store into three
+					members = 3
+				}
+				dst := restoredCluster(t, v, members, url)
+				dst.bootstrap(nil, members)
+				dcl := dst.client()
+				defer dcl.Close()
+				got, _ := content(t, dcl)
+				require.Equal(t, want, got)
+				dh := dst.hashKV(rev)
+				require.Len(t, dh, members)
+				for name, h := range dh {
+					require.Equal(t, srcHash["m0"], h, "member %s of the restored cluster differs from the source at revision %d", name, rev)
+				}
+				r := dst.leases.Report(dst.slots[0].lease)
+				require.Equal(t, url, r.RestoredFrom)
+				require.Equal(t, fmt.Sprint(rev), r.RestoredRevision)
+				require.NotEqual(t, m.EtcdClusterID, r.ClusterID, "a restored cluster is a new etcd cluster")
+
+				// Retention: two more backups with keepLast 2 leave the two newest; the first is gone.
+				_, err = src.backupOnce(d, backup.Retention{KeepLast: 2}, time.Now().Add(time.Second))
+				require.NoError(t, err)
+				third, err := src.backupOnce(d, backup.Retention{KeepLast: 2}, time.Now().Add(-time.Hour))
+				require.NoError(t, err)
+				require.Len(t, third.Pruned, 1, "the third backup prunes exactly one")
+				require.Equal(t, m.Key, third.Pruned[0].Key, "the oldest snapshot is pruned, never the one just written (its clock is an hour behind)")
+				b, err := d.Open(context.Background())
+				require.NoError(t, err)
+				defer b.Close()
+				left, _, err := backup.List(context.Background(), b, "ns", "src")
+				require.NoError(t, err)
+				require.Len(t, left, 2)
+			})
+		}
+	})
+}
+
+// TestMembershipRestoreRefusesDamage: a truncated snapshot, one whose SHA-256 does not match its
+// manifest, one with a byte flipped (manifest rewritten to match, so only etcd's own hash catches it),
+// one without a manifest and a missing one are refused: the seed reports RestoreFailed naming the
+// problem, no data directory appears, and etcd never starts. A good snapshot then restores.
+func TestMembershipRestoreRefusesDamage(t *testing.T) {
+	v := etcdVersions[len(etcdVersions)-1]
+	src := newCluster(t, v, 1)
+	src.bootstrap(nil, 1)
+	cl := src.client()
+	want := fill(t, cl, 50)
+	cl.Close()
+	st := fileStore(t)
+	d := st.destination(t)
+	res, err := src.backupOnce(d, backup.Retention{}, time.Now())
+	require.NoError(t, err)
+	m := res.Manifest
+	snapFile := filepath.Join(d.Root, m.SnapshotKey())
+	good, err := os.ReadFile(snapFile)
+	require.NoError(t, err)
+
+	damage := []struct {
+		name    string
+		prepare func(dir string) string // returns the source URL
+		problem string
+	}{
+		{"truncated", func(dir string) string {
+			mm := m
+			mm.Key = filepath.Join("t", backup.ManifestKey(m.Snapshot))
+			write(t, filepath.Join(dir, "t", m.Snapshot), good[:len(good)/2])
+			writeManifest(t, dir, mm)
+			return "file://" + filepath.Join(dir, "t", m.Snapshot)
+		}, "truncated"},
+		{"wrong-sha256", func(dir string) string {
+			mm := m
+			mm.SHA256 = fmt.Sprintf("%064x", 1)
+			mm.Key = filepath.Join("h", backup.ManifestKey(m.Snapshot))
+			write(t, filepath.Join(dir, "h", m.Snapshot), good)
+			writeManifest(t, dir, mm)
+			return "file://" + filepath.Join(dir, "h", m.Snapshot)
+		}, "SHA-256"},
+		{"flipped-byte", func(dir string) string {
+			bad := append([]byte(nil), good...)
+			bad[len(bad)/3] ^= 0xff
+			mm := m
+			mm.SHA256 = sha256hex(bad)
+			mm.Key = filepath.Join("f", backup.ManifestKey(m.Snapshot))
+			write(t, filepath.Join(dir, "f", m.Snapshot), bad)
+			writeManifest(t, dir, mm)
+			return "file://" + filepath.Join(dir, "f", m.Snapshot)
+		}, "etcd's hash"},
+		{"no-manifest", func(dir string) string {
+			write(t, filepath.Join(dir, "n", m.Snapshot), good)
+			return "file://" + filepath.Join(dir, "n", m.Snapshot)
+		}, "no readable manifest"},
+		{"no-snapshot-latest", func(dir string) string {
+			require.NoError(t, os.MkdirAll(filepath.Join(dir, "empty"), 0o755))
+			return "file://" + filepath.Join(dir, "empty", "latest")
+		}, "no complete snapshot"},
+	}
+	for _, tc := range damage {
+		t.Run(tc.name, func(t *testing.T) {
+			url := tc.prepare(t.TempDir())
+			dst := restoredCluster(t, v, 1, url)
+			dst.intent(0, api.IntentMember, true, 0)
+			dst.start(0, 0)
+			dst.waitFor("RestoreFailed on the seed's Lease", 30*time.Second, func() bool {
+				r := dst.leases.Report(dst.slots[0].lease)
+				return r.Reason() == api.ReasonRestoreFailed
+			})
+			r := dst.leases.Report(dst.slots[0].lease)
+			require.Contains(t, r.Error, tc.problem)
+			_, err := os.Stat(dst.slots[0].dataDir())
+			require.True(t, os.IsNotExist(err), "no data directory is written from a bad snapshot")
+			require.Empty(t, r.ClusterID, "etcd never started")
+			dst.kill(0)
+		})
+	}
+	t.Run("good", func(t *testing.T) {
+		dst := restoredCluster(t, v, 1, d.ObjectURL(m.SnapshotKey()))
+		dst.bootstrap(nil, 1)
+		dcl := dst.client()
+		defer dcl.Close()
+		got, _ := content(t, dcl)
+		require.Equal(t, want, got)
+	})
+}

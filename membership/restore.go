@@ -1,0 +1,95 @@
+package membership
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"go.etcd.io/etcd/etcdutl/v3/snapshot"
+	"go.uber.org/zap"
+
+	"github.com/etcdhook/etcdhook/internal/backup"
+)
+
+// RestoreRequest restores a snapshot into the data directory of a new cluster's seed.
+type RestoreRequest struct {
+	Source backup.Source
+	// Namespace and Cluster find "latest" (the folder of that name).
+	Namespace string
+	Cluster   string
+	// DataDir is where etcd will find the restored data; it must not exist yet.
+	DataDir string
+	Name    string
+	PeerURL string
+	Token   string
+}
+
+// RestoreResult is what was restored.
+type RestoreResult struct {
+	Manifest backup.Manifest
+	// URL is the snapshot's address.
+	URL string
+	// Revision is the restored store's revision, read from the snapshot file itself.
+	Revision int64
+}
+
+// Restore downloads the snapshot into the data volume beside DataDir, checks it (size, SHA-256
+// against its manifest, etcd's own hash), restores it with etcd's restore library as a one-member
+// cluster, and only then renames the result to DataDir: a restore cut short or refused never leaves
+// a data directory, so the seed never starts on half a snapshot (docs/design.md §16.4).
+func Restore(ctx context.Context, log *slog.Logger, req RestoreRequest) (RestoreResult, error) {
+	if _, err := os.Stat(req.DataDir); err == nil {
+		return RestoreResult{}, fmt.Errorf("refusing to restore: %s already exists", req.DataDir)
+	}
+	b, err := req.Source.Destination.Open(ctx)
+	if err != nil {
+		return RestoreResult{}, err
+	}
+	defer b.Close()
+	if err := backup.Check(ctx, req.Source.Destination, b); err != nil {
+		return RestoreResult{}, err
+	}
+	m, err := backup.Find(ctx, b, req.Source, req.Namespace, req.Cluster)
+	if err != nil {
+		return RestoreResult{}, err
+	}
+	res := RestoreResult{Manifest: m, URL: req.Source.Destination.ObjectURL(m.SnapshotKey())}
+	work := filepath.Join(filepath.Dir(filepath.Clean(req.DataDir)), "restore")
+	if err := os.RemoveAll(work); err != nil { // an earlier attempt's leftovers
+		return res, err
+	}
+	if err := os.MkdirAll(work, 0o700); err != nil {
+		return res, err
+	}
+	defer os.RemoveAll(work)
+	file := filepath.Join(work, "snapshot.db")
+	log.Info("downloading the snapshot", "snapshot", res.URL, "size", m.Size, "revision", m.Revision)
+	if err := backup.Fetch(ctx, b, m, file); err != nil {
+		return res, err
+	}
+	mgr := snapshot.NewV3(zap.NewNop())
+	ds, err := mgr.Status(file)
+	if err != nil {
+		return res, fmt.Errorf("%w: %s is not an etcd database: %v", backup.ErrSnapshotDamaged, res.URL, err)
+	}
+	res.Revision = ds.Revision
+	out := filepath.Join(work, "data")
+	err = mgr.Restore(snapshot.RestoreConfig{
+		SnapshotPath:        file,
+		Name:                req.Name,
+		OutputDataDir:       out,
+		PeerURLs:            []string{req.PeerURL},
+		InitialCluster:      req.Name + "=" + req.PeerURL,
+		InitialClusterToken: req.Token,
+	})
+	if err != nil {
+		return res, fmt.Errorf("restoring %s: %w", res.URL, err)
+	}
+	if err := os.Rename(out, req.DataDir); err != nil {
+		return res, fmt.Errorf("moving the restored data into place: %w", err)
+	}
+	log.Info("snapshot restored", "snapshot", res.URL, "revision", res.Revision)
+	return res, nil
+}
