@@ -43,6 +43,16 @@ type AgentConfig struct {
 	AdoptExistingData    bool   `json:"adoptExistingData"`
 	// TLS is set when the cluster runs TLS: the agent then issues its member certificate into TLSDir.
 	TLS *AgentTLS `json:"tls,omitempty"`
+	// Restore is set for a cluster created from a snapshot: the seed restores it before its first start.
+	Restore *AgentRestore `json:"restore,omitempty"`
+}
+
+// AgentRestore is spec.restore as the agent needs it.
+type AgentRestore struct {
+	// From is spec.restore.from; FileRoot is where a file source's claim is mounted ("" for others).
+	From           string `json:"from"`
+	FileRoot       string `json:"fileRoot,omitempty"`
+	CredentialsDir string `json:"credentialsDir,omitempty"`
 }
 
 // AgentTLS is the TLS configuration as the agent needs it.

@@ -70,5 +70,19 @@ func (s *ClusterSpec) DeepCopy() *ClusterSpec {
 	if tls.BuiltIn.CertDuration != nil {
 		out.Security.TLS.BuiltIn.CertDuration = ptr.To(*tls.BuiltIn.CertDuration)
 	}
+	if b := s.Backup; b != nil {
+		c := *b
+		if b.Retention.KeepLast != nil {
+			c.Retention.KeepLast = ptr.To(*b.Retention.KeepLast)
+		}
+		if b.Retention.MaxAge != nil {
+			c.Retention.MaxAge = ptr.To(*b.Retention.MaxAge)
+		}
+		out.Backup = &c
+	}
+	if r := s.Restore; r != nil {
+		c := *r
+		out.Restore = &c
+	}
 	return &out
 }

@@ -112,8 +112,15 @@ func Defaulted(s ClusterSpec) ClusterSpec {
 	if s.Timeouts.LeaveSeconds == nil {
 		s.Timeouts.LeaveSeconds = ptr.To(int32(DefaultLeaveSeconds))
 	}
+	if b := s.Backup; b != nil && b.Retention.KeepLast == nil && b.Retention.MaxAge == nil {
+		// Without a word on retention, a week of daily snapshots: never an unbounded bucket.
+		b.Retention.KeepLast = ptr.To(int32(DefaultBackupKeepLast))
+	}
 	return s
 }
+
+// DefaultBackupKeepLast is how many snapshots are kept when spec.backup.retention says nothing.
+const DefaultBackupKeepLast = 7
 
 // WithAppliedTLS fills an unset spec.security.tls.enabled from the spec the cluster runs, before
 // Defaulted: the default (on) is for new clusters only. A record written before TLS existed has no value

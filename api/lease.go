@@ -120,7 +120,7 @@ func (r Report) Annotations() map[string]string {
 		b, _ := json.Marshal(ms) // cannot fail: plain strings and bools
 		members = string(b)
 	}
-	return map[string]string{
+	ann := map[string]string{
 		AnnMemberID:  r.MemberID,
 		AnnClusterID: r.ClusterID,
 		AnnParentUID: r.ParentUID,
@@ -134,10 +134,13 @@ func (r Report) Annotations() map[string]string {
 		AnnTLSCAs:          r.TLSCAs,
 		AnnTLSCANotAfter:   r.TLSCANotAfter,
 		AnnTLSCertNotAfter: r.TLSCertNotAfter,
-
-		AnnRestoredFrom:     r.RestoredFrom,
-		AnnRestoredRevision: r.RestoredRevision,
 	}
+	// Only the seed of a restored cluster says where its data came from; a fact of the cluster's
+	// origin, never cleared, so other members' Leases need not carry the keys.
+	if r.RestoredFrom != "" {
+		ann[AnnRestoredFrom], ann[AnnRestoredRevision] = r.RestoredFrom, r.RestoredRevision
+	}
+	return ann
 }
 
 // ParseReport reads the report from Lease annotations. A malformed member list is reported as an error

@@ -1,6 +1,8 @@
 package api
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"strconv"
 	"strings"
 )
@@ -29,13 +31,17 @@ const (
 	// SecretSourceDir is where a user's Secrets are mounted (peer/, client/), for the agent to check.
 	SecretSourceDir = "/etc/etcdhook/secrets"
 	// ClientTLSDir is where a Job mounts the client certificate Secret.
-	ClientTLSDir  = "/etc/etcdhook/client-tls"
-	DataMount     = "/var/lib/etcd"
-	DataDir       = DataMount + "/data"
-	EtcdBinary    = "/usr/local/bin/etcd"
-	HookBinary    = "/etcdhook"
-	MaxSize       = 9
-	MaxNameLength = 40
+	ClientTLSDir = "/etc/etcdhook/client-tls"
+	// BackupCredentialsDir is where the backup Jobs and a restoring seed mount the store's credentials
+	// Secret; BackupMount where they mount the claim of a file:// destination.
+	BackupCredentialsDir = "/etc/etcdhook/backup-credentials"
+	BackupMount          = "/backup"
+	DataMount            = "/var/lib/etcd"
+	DataDir              = DataMount + "/data"
+	EtcdBinary           = "/usr/local/bin/etcd"
+	HookBinary           = "/etcdhook"
+	MaxSize              = 9
+	MaxNameLength        = 40
 )
 
 // Labels on every object the hook renders.
@@ -49,6 +55,7 @@ const (
 	LabelClusterUID = "etcd.io/cluster-uid"
 	ComponentEtcd   = "etcd"
 	ComponentOps    = "ops"
+	ComponentBackup = "backup"
 	ManagedBy       = "etcdhook"
 )
 
@@ -56,6 +63,11 @@ const (
 const (
 	AnnTemplateHash = "etcd.io/template-hash"
 	AnnJobReason    = "etcd.io/reason"
+	// AnnBackupNow on the EtcdCluster asks for one backup per distinct value (any token).
+	AnnBackupNow = "etcd.io/backup-now"
+	// AnnBackupSuccess and AnnBackupFailure: the backup Jobs' reports on the backup Lease (JSON).
+	AnnBackupSuccess = "etcd.io/backup-last-success"
+	AnnBackupFailure = "etcd.io/backup-last-failure"
 )
 
 // ConfigMap keys.
@@ -172,6 +184,16 @@ func (n Names) RemoveJob(memberID string, attempt int) string {
 // PVCJob names the attempt-th Job deleting the volume of ordinal i.
 func (n Names) PVCJob(i, attempt int) string {
 	return n.Cluster + "-pvc-" + strconv.Itoa(i) + "-" + strconv.Itoa(attempt)
+}
+
+// BackupName names the backup CronJob, its Lease (where the backup Jobs report) and its account.
+func (n Names) BackupName() string { return n.Cluster + "-backup" }
+
+// BackupJob names the on-demand backup Job of an etcd.io/backup-now token: a hash, since a token is
+// any string, and one name per token so that a token is backed up once however often the hook syncs.
+func (n Names) BackupJob(token string) string {
+	h := sha256.Sum256([]byte(token))
+	return n.Cluster + "-backup-" + hex.EncodeToString(h[:5])
 }
 
 // Token is the etcd cluster token: it includes the parent UID so a re-created cluster differs.

@@ -42,6 +42,45 @@ type ClusterSpec struct {
 	Paused bool `json:"paused,omitempty"`
 	// Maintenance: compaction (rendered as etcd flags).
 	Maintenance MaintenanceSpec `json:"maintenance,omitempty"`
+	// Backup: scheduled and on-demand snapshots (docs/design.md §16); nil: none.
+	Backup *BackupSpec `json:"backup,omitempty"`
+	// Restore: the snapshot a new cluster starts from; set only when the cluster is created.
+	Restore *RestoreSpec `json:"restore,omitempty"`
+}
+
+// BackupSpec: where snapshots go, when, and how long they are kept.
+type BackupSpec struct {
+	// Schedule is a cron schedule (five fields, or @hourly, @daily and the like; UTC) for a CronJob;
+	// empty: on-demand backups only (annotation etcd.io/backup-now).
+	Schedule string `json:"schedule,omitempty"`
+	// Destination: s3://bucket/prefix?endpoint=...&region=...&use_path_style=true, gs://bucket/prefix,
+	// or file:///dir inside the claim VolumeClaimName.
+	Destination string `json:"destination"`
+	// CredentialsSecret holds the store's credentials as keys AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY
+	// (and AWS_SESSION_TOKEN), or service-account.json; empty: the environment's (workload identity).
+	CredentialsSecret string `json:"credentialsSecret,omitempty"`
+	// VolumeClaimName: the claim a file:// destination lives on (mounted at /backup).
+	VolumeClaimName string `json:"volumeClaimName,omitempty"`
+	// Retention: how many snapshots, and how old, are kept.
+	Retention BackupRetention `json:"retention,omitempty"`
+	// RestoreOnQuorumLoss is reserved for disaster recovery (not built yet; must be false).
+	RestoreOnQuorumLoss bool `json:"restoreOnQuorumLoss,omitempty"`
+}
+
+// BackupRetention: the newest KeepLast snapshots are kept, none older than MaxAge, and never fewer
+// than one.
+type BackupRetention struct {
+	KeepLast *int32           `json:"keepLast,omitempty"`
+	MaxAge   *metav1.Duration `json:"maxAge,omitempty"`
+}
+
+// RestoreSpec: the snapshot a new cluster's seed restores before it first starts.
+type RestoreSpec struct {
+	// From: a snapshot URL (as status.backup.lastSnapshot shows it) or a destination followed by
+	// /latest (the newest complete snapshot of this cluster's name and namespace).
+	From              string `json:"from"`
+	CredentialsSecret string `json:"credentialsSecret,omitempty"`
+	VolumeClaimName   string `json:"volumeClaimName,omitempty"`
 }
 
 // MaintenanceSpec holds what keeps a long-running etcd healthy.
@@ -156,7 +195,43 @@ type ClusterStatus struct {
 	Target             *Target            `json:"target,omitempty"`
 	Members            []MemberStatus     `json:"members,omitempty"`
 	TLS                *TLSStatus         `json:"tls,omitempty"`
+	Backup             *BackupStatus      `json:"backup,omitempty"`
+	Restore            *RestoreStatus     `json:"restore,omitempty"`
 	Conditions         []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// BackupStatus is what the backup Jobs reported on the backup Lease.
+type BackupStatus struct {
+	LastSuccessTime *metav1.Time `json:"lastSuccessTime,omitempty"`
+	// LastSnapshot is the newest snapshot's URL, usable as spec.restore.from.
+	LastSnapshot string `json:"lastSnapshot,omitempty"`
+	Revision     int64  `json:"revision,omitempty"`
+	Size         int64  `json:"size,omitempty"`
+	// LastFailureTime and LastFailure: the newest failed attempt, kept after later successes.
+	LastFailureTime *metav1.Time `json:"lastFailureTime,omitempty"`
+	LastFailure     string       `json:"lastFailure,omitempty"`
+	// OnDemand: the backup the etcd.io/backup-now annotation asked for.
+	OnDemand *OnDemandBackup `json:"onDemand,omitempty"`
+}
+
+// OnDemandBackup is one etcd.io/backup-now token and how its Job fared.
+type OnDemandBackup struct {
+	Token string `json:"token"`
+	Job   string `json:"job"`
+	// Phase: Running, Succeeded or Failed.
+	Phase string `json:"phase"`
+}
+
+// RestoreStatus: where a restored cluster's data came from.
+type RestoreStatus struct {
+	Source string `json:"source"`
+	// Snapshot and Revision: the snapshot restored and its revision, once the seed reports them.
+	Snapshot string `json:"snapshot,omitempty"`
+	Revision int64  `json:"revision,omitempty"`
+	// Phase: Restoring until the seed has restored, then Restored.
+	Phase string `json:"phase"`
+	// Message: why the seed could not restore yet (RestoreFailed), empty otherwise.
+	Message string `json:"message,omitempty"`
 }
 
 // Target is the latched (size, version) the hook is working towards.
@@ -195,6 +270,8 @@ const (
 	PhaseDegraded  = "Degraded"
 	PhaseFailed    = "Failed"
 	PhasePaused    = "Paused"
+	// PhaseRestoring: a new cluster whose seed restores its snapshot.
+	PhaseRestoring = "Restoring"
 )
 
 // Condition types.
@@ -218,4 +295,10 @@ const (
 	CondCertificatesExpiring = "CertificatesExpiring"
 	// CondCertificatesInvalid: a member reports certificates it cannot use (wrong CA, expired, names).
 	CondCertificatesInvalid = "CertificatesInvalid"
+	// CondBackupFailing: the newest backup attempt failed (the message says why).
+	CondBackupFailing = "BackupFailing"
+	// CondBackupStale: no backup succeeded for two schedule periods.
+	CondBackupStale = "BackupStale"
+	// CondRestoreFailed: the seed cannot restore the snapshot it was given.
+	CondRestoreFailed = "RestoreFailed"
 )

@@ -149,7 +149,7 @@ func TestRegistrationMatchesHook(t *testing.T) {
 	require.Equal(t, api.APIVersion, cc.Spec.ParentResource.APIVersion)
 	want := map[string]string{
 		"apps/v1/statefulsets": "InPlace", "v1/services": "InPlace", "policy/v1/poddisruptionbudgets": "InPlace",
-		"v1/configmaps": "InPlace", "coordination.k8s.io/v1/leases": "InPlace", "batch/v1/jobs": "OnDelete",
+		"v1/configmaps": "InPlace", "coordination.k8s.io/v1/leases": "InPlace", "batch/v1/jobs": "OnDelete", "batch/v1/cronjobs": "InPlace",
 		"v1/serviceaccounts": "InPlace", "rbac.authorization.k8s.io/v1/roles": "InPlace",
 		"rbac.authorization.k8s.io/v1/rolebindings": "OnDelete",
 	}

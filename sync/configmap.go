@@ -22,7 +22,24 @@ func (p *plan) agentConfig() api.AgentConfig {
 		LeaseDurationSeconds: api.DefaultLeaseDurationSeconds,
 		AdoptExistingData:    p.spec.AdoptExistingData,
 		TLS:                  p.agentTLS(),
+		Restore:              p.agentRestore(),
 	}
+}
+
+// agentRestore is spec.restore for the agent, nil without one.
+func (p *plan) agentRestore() *api.AgentRestore {
+	r := p.spec.Restore
+	if r == nil {
+		return nil
+	}
+	a := &api.AgentRestore{From: r.From}
+	if r.CredentialsSecret != "" {
+		a.CredentialsDir = api.BackupCredentialsDir
+	}
+	if r.VolumeClaimName != "" {
+		a.FileRoot = api.BackupMount
+	}
+	return a
 }
 
 // agentTLS is the agent's part of spec.security.tls, nil when TLS is off.

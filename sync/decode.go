@@ -399,6 +399,9 @@ func (r *reader) readPodCondition(c *corev1.PodCondition) {
 
 func readJob(r *reader, j *batchv1.Job) { r.jsonInto(j) }
 
+// readCronJob: identity only (the backup status comes from the backup Lease and Jobs).
+func readCronJob(r *reader, c *batchv1.CronJob) { r.readObject(&c.TypeMeta, &c.ObjectMeta, 0, nil) }
+
 func readPVC(r *reader, c *corev1.PersistentVolumeClaim) {
 	r.readObject(&c.TypeMeta, &c.ObjectMeta, metaLabels, nil)
 }
@@ -435,7 +438,8 @@ func readRoleBinding(r *reader, o *rbacv1.RoleBinding) {
 // readParent reads the parent's identity, metadata and status, and returns its spec as sent: the spec
 // is decoded on its own (decodeRequest), so that one that does not fit is an invalid spec, not a 4xx.
 func readParent(r *reader, p *api.EtcdCluster) (spec []byte) {
-	r.readObject(&p.TypeMeta, &p.ObjectMeta, 0, func(k key) bool {
+	// Annotations: etcd.io/backup-now.
+	r.readObject(&p.TypeMeta, &p.ObjectMeta, metaAnnotations, func(k key) bool {
 		switch {
 		case k.is("spec"):
 			spec = r.span()
@@ -502,6 +506,12 @@ func (r *reader) readClusterStatus(st *api.ClusterStatus) {
 			// Rare and small: encoding/json's reading.
 			st.TLS = nil
 			r.jsonInto(&st.TLS)
+		case k.is("backup"):
+			st.Backup = nil
+			r.jsonInto(&st.Backup)
+		case k.is("restore"):
+			st.Restore = nil
+			r.jsonInto(&st.Restore)
 		case k.is("conditions"):
 			readSlice(r, &st.Conditions, (*reader).readCondition)
 		default:

@@ -38,7 +38,7 @@ func refsOf[T metav1.Object](out []childRef, key string, m map[string]T) []child
 // childRefs lists every observed child, in a fixed order.
 func (o *Observed) childRefs() []childRef {
 	n := len(o.ServiceAccounts) + len(o.Roles) + len(o.RoleBindings) + len(o.ConfigMaps) + len(o.Services) +
-		len(o.StatefulSets) + len(o.PDBs) + len(o.Leases) + len(o.Jobs)
+		len(o.StatefulSets) + len(o.PDBs) + len(o.Leases) + len(o.Jobs) + len(o.CronJobs)
 	if n == 0 {
 		return nil
 	}
@@ -52,6 +52,7 @@ func (o *Observed) childRefs() []childRef {
 	out = refsOf(out, KeyPDB, o.PDBs)
 	out = refsOf(out, KeyLease, o.Leases)
 	out = refsOf(out, KeyJob, o.Jobs)
+	out = refsOf(out, KeyCronJob, o.CronJobs)
 	return out
 }
 
@@ -85,7 +86,7 @@ func (p *plan) deletions(rendered map[childID]bool) ([]Deletion, error) {
 				if !p.knownJob(c.name) {
 					reason, ok = "not a Job name etcdhook makes", true
 				}
-			case KeyServiceAccount, KeyRole, KeyRoleBinding:
+			case KeyServiceAccount, KeyRole, KeyRoleBinding, KeyCronJob:
 				reason, ok = "not a name etcdhook renders", true
 			}
 		}

@@ -59,8 +59,11 @@ const (
 	KeyServiceAccount = "ServiceAccount.v1"
 	KeyRole           = "Role.rbac.authorization.k8s.io/v1"
 	KeyRoleBinding    = "RoleBinding.rbac.authorization.k8s.io/v1"
-	KeyPod            = "Pod.v1"
-	KeyPVC            = "PersistentVolumeClaim.v1"
+	// KeyCronJob: the scheduled backup. Optional: a registration from before backups existed does not
+	// declare it, and then no CronJob is rendered (BackupFailing says why) rather than every sync refused.
+	KeyCronJob = "CronJob.batch/v1"
+	KeyPod     = "Pod.v1"
+	KeyPVC     = "PersistentVolumeClaim.v1"
 	// KeySecret: the user's TLS Secrets, related by name when the spec names them (customize).
 	KeySecret = "Secret.v1"
 )
@@ -78,8 +81,11 @@ type Observed struct {
 	ServiceAccounts map[string]*corev1.ServiceAccount
 	Roles           map[string]*rbacv1.Role
 	RoleBindings    map[string]*rbacv1.RoleBinding
-	Pods            map[string]*corev1.Pod
-	PVCs            map[string]*corev1.PersistentVolumeClaim
+	// CronJobs: nil when the registration does not declare the group (CronJobsDeclared false).
+	CronJobs         map[string]*batchv1.CronJob
+	CronJobsDeclared bool
+	Pods             map[string]*corev1.Pod
+	PVCs             map[string]*corev1.PersistentVolumeClaim
 	// Secrets are the user's TLS Secrets the customize hook asked for (nil when none was: the group is
 	// absent until Metacontroller has the spec's names, and then a named Secret counts as not seen).
 	Secrets    map[string]*corev1.Secret
@@ -350,7 +356,7 @@ func decodeRequest(req *rawRequest) (*Observed, error) {
 		}
 		c[i] = g
 	}
-	if err := unknownGroups(req.children, childKeys[:], "children"); err != nil {
+	if err := unknownGroups(req.children, append(childKeys[:], KeyCronJob), "children"); err != nil {
 		return nil, err
 	}
 	var r [2]*group
@@ -390,6 +396,12 @@ func decodeRequest(req *rawRequest) (*Observed, error) {
 	}
 	if o.RoleBindings, err = decodeGroup(rd, c[8], "RoleBinding", ns, o.raw, readRoleBinding); err != nil {
 		return nil, err
+	}
+	if g, ok := req.children.get(KeyCronJob); ok {
+		o.CronJobsDeclared = true
+		if o.CronJobs, err = decodeGroup(rd, g, "CronJob", ns, o.raw, readCronJob); err != nil {
+			return nil, err
+		}
 	}
 	if o.Pods, err = decodeGroup(rd, r[0], "Pod", ns, nil, readPod); err != nil {
 		return nil, err

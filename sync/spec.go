@@ -132,7 +132,7 @@ func Validate(name string, s api.ClusterSpec) []Problem {
 			add("InvalidTimeout", "spec.timeouts.%s %d is outside %d..86400", t.name, t.v, t.min)
 		}
 	}
-	return ps
+	return append(ps, validateBackup(s)...)
 }
 
 // ValidateChange checks a valid spec against the spec the cluster runs (applied) and the versions its
@@ -153,6 +153,7 @@ func ValidateChange(applied *api.ClusterSpec, next api.ClusterSpec, running []Se
 			ps = append(ps, Problem{"TLSImmutable", fmt.Sprintf("spec.security.tls.enabled cannot change from %t to %t on a running cluster in this release: switching schemes needs the rolling migration of docs/design.md §14.6", applied.Security.TLS.TLSOn(), next.Security.TLS.TLSOn())})
 		}
 	}
+	ps = append(ps, validateRestoreChange(applied, next)...)
 	to, err := ParseVersion(next.Version)
 	if err != nil || len(running) == 0 {
 		return ps

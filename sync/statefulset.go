@@ -123,6 +123,14 @@ func (p *plan) podTemplate() corev1.PodTemplateSpec {
 	if s.Resources != nil {
 		etcd.Resources = *s.Resources.DeepCopy()
 	}
+	// A restored cluster's seed reads the snapshot with these (docs/design.md §16.4); spec.restore is
+	// set at creation and never changes, so this never rolls a running cluster.
+	var restoreVolumes []corev1.Volume
+	if r := s.Restore; r != nil {
+		vols, mounts, _ := backupStore(r.CredentialsSecret, r.VolumeClaimName)
+		restoreVolumes = vols
+		etcd.VolumeMounts = append(etcd.VolumeMounts, mounts...)
+	}
 	install := corev1.Container{
 		Name:                     "install-agent",
 		Image:                    o.Image,
@@ -152,6 +160,7 @@ func (p *plan) podTemplate() corev1.PodTemplateSpec {
 			}}})
 		}
 	}
+	volumes = append(volumes, restoreVolumes...)
 	if s.Storage.EmptyDir != nil {
 		volumes = append(volumes, corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: s.Storage.EmptyDir.DeepCopy()}})
 	}

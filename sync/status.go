@@ -39,6 +39,8 @@ func (p *plan) status() *api.ClusterStatus {
 	if len(f.running) > 0 {
 		st.CurrentVersion = f.running[0].String()
 	}
+	// Before the conditions: a backup report it cannot use is noted as ignored input.
+	st.Backup = p.backupStatus()
 	var conds []metav1.Condition
 	add := func(typ string, ok bool, reason, msg string) {
 		s := metav1.ConditionFalse
@@ -123,6 +125,8 @@ func (p *plan) status() *api.ClusterStatus {
 	}
 	st.TLS = p.tlsStatus()
 	p.tlsConditions(st.TLS, add)
+	p.backupConditions(st.Backup, add)
+	st.Restore = p.restoreStatus(add)
 	if p.paused {
 		msg := "spec.paused: no membership change, roll or spec change is started; steps already in flight finish"
 		if p.pendingSpec {
@@ -256,6 +260,8 @@ func (p *plan) phase(available, unhealthy bool) string {
 		return api.PhasePaused
 	case !p.hasSpec, f.splitBrain, !f.bootstrapped && p.foreignData() != "":
 		return api.PhaseFailed
+	case !f.bootstrapped && p.spec.Restore != nil:
+		return api.PhaseRestoring
 	case !f.bootstrapped, p.creating():
 		return api.PhaseCreating
 	case p.quorumLost || !available || p.stalled != "":

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/internal/backup"
 	"github.com/etcdhook/etcdhook/membership"
 )
 
@@ -85,6 +86,13 @@ func runAgent(args []string) error {
 		Etcd:   &membership.Etcd{Log: log},
 		Log:    log,
 		Events: events,
+	}
+	if r := cfg.Restore; r != nil {
+		req, err := agentRestore(r, cfg, names, ordinal, pod, ns)
+		if err != nil {
+			return err
+		}
+		agent.Cfg.Restore = req
 	}
 	if cfg.TLS != nil {
 		certs, err := agentCerts(kcfg, cfg, names, ordinal, pod, log)
@@ -317,4 +325,23 @@ func refusal(err error) error {
 		return refusalError{err}
 	}
 	return err
+}
+
+// agentRestore is the seed's restore of a cluster created from a snapshot (docs/design.md §16.4).
+// Every member gets it; only the seed of a cluster not yet bootstrapped acts on it.
+func agentRestore(r *api.AgentRestore, cfg api.AgentConfig, names api.Names, ordinal int, pod, ns string) (*membership.RestoreRequest, error) {
+	src, err := backup.ParseSource(r.From)
+	if err != nil {
+		return nil, fmt.Errorf("restore.from %q %v", r.From, err)
+	}
+	if r.FileRoot != "" {
+		src.Destination = src.Destination.Under(r.FileRoot)
+	}
+	if err := backup.LoadCredentials(r.CredentialsDir); err != nil {
+		return nil, err
+	}
+	return &membership.RestoreRequest{
+		Source: src, Namespace: ns, Cluster: cfg.Cluster,
+		DataDir: cfg.DataDir, Name: pod, PeerURL: names.PeerURL(ordinal), Token: cfg.Token,
+	}, nil
 }

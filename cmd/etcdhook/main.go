@@ -15,6 +15,7 @@ commands:
   agent -- etcd …  supervise etcd in a member pod (the etcd container's entrypoint)
   member remove    remove an etcd member (the Job the hook emits)
   pvc delete       delete the volume of a removed member (the Job the hook emits)
+  backup           snapshot the cluster into its destination and apply retention (the backup Jobs)
   install DEST     copy this binary to DEST (the member pod's init container)
   version          print the version
 `
@@ -38,6 +39,8 @@ func main() {
 		err = runMember(args)
 	case "pvc":
 		err = runPVC(args)
+	case "backup":
+		err = runBackup(args)
 	case "install":
 		err = runInstall(args)
 	case "version", "--version":

@@ -169,3 +169,12 @@ func Check(ctx context.Context, d Destination, b *blob.Bucket) error {
 func readableQuery(q url.Values) string {
 	return strings.NewReplacer("%3A", ":", "%2F", "/").Replace(q.Encode())
 }
+
+// Under is a file destination as a pod sees it, with its claim mounted at mount; other destinations
+// are returned unchanged. The spec names file:///dir relative to the claim.
+func (d Destination) Under(mount string) Destination {
+	if d.Scheme == "file" {
+		d.Root = path.Join(mount, d.Root)
+	}
+	return d
+}

@@ -24,7 +24,9 @@ type etcdHash struct {
 	tail []byte
 }
 
-func newEtcdHash() *etcdHash { return &etcdHash{h: sha256.New(), tail: make([]byte, 0, 2*etcdHashSize)} }
+func newEtcdHash() *etcdHash {
+	return &etcdHash{h: sha256.New(), tail: make([]byte, 0, 2*etcdHashSize)}
+}
 
 func (e *etcdHash) Write(p []byte) (int, error) {
 	n := len(p)

@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/internal/backup"
+	"github.com/etcdhook/etcdhook/membership"
+)
+
+// runBackup is the backup Job (scheduled or on demand): one snapshot into the destination, its
+// manifest, retention; the outcome is reported on the backup Lease, where the hook reads it for
+// status.backup (docs/design.md §16).
+func runBackup(args []string) error {
+	fs := flag.NewFlagSet("backup", flag.ContinueOnError)
+	cluster := fs.String("cluster", "", "the EtcdCluster's name (the snapshots' folder)")
+	ns := fs.String("namespace", "", "its namespace")
+	uid := fs.String("cluster-uid", "", "its UID (in the manifest; retention drops only this UID's snapshots)")
+	endpoints := fs.String("endpoints", "", "comma-separated client URLs (the client Service)")
+	dest := fs.String("destination", "", "s3://bucket/prefix?…, gs://bucket/prefix or file:///dir")
+	fileRoot := fs.String("file-root", "", "where a file destination's claim is mounted")
+	creds := fs.String("credentials-dir", "", "the mounted credentials Secret")
+	lease := fs.String("lease", "", "the backup Lease to report on (none: report to stderr only)")
+	keepLast := fs.Int("keep-last", 0, "keep the newest N snapshots (0: no count limit)")
+	maxAge := fs.Duration("max-age", 0, "drop snapshots older than this (0: no age limit)")
+	token := fs.String("token", "", "the etcd.io/backup-now token this backup answers")
+	timeout := fs.Duration("timeout", time.Hour, "give up after this long")
+	tlsDir := fs.String("tls-dir", "", "client certificate directory when the cluster runs TLS")
+	if err := fs.Parse(args); err != nil {
+		return usageError{err}
+	}
+	if *cluster == "" || *ns == "" || *endpoints == "" || *dest == "" {
+		return usageError{errors.New("--cluster, --namespace, --endpoints and --destination are required")}
+	}
+	d, err := backup.ParseDestination(*dest)
+	if err != nil {
+		return usageError{fmt.Errorf("--destination %q %v", *dest, err)}
+	}
+	log := jsonLogger().With("cluster", *cluster)
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	events, flush := jobRecorder(*cluster, *ns, *uid, "etcdhook-backup", log)
+	defer flush()
+	report := leaseReporter(*ns, *lease, log)
+
+	res, err := backupOnce(ctx, log, d, *fileRoot, *creds, membership.BackupRequest{
+		Endpoints: strings.Split(*endpoints, ","), Destination: d, Namespace: *ns, Cluster: *cluster, ClusterUID: *uid,
+		Retention: backup.Retention{KeepLast: *keepLast, MaxAge: *maxAge}, Token: *token,
+	}, *tlsDir)
+	now := time.Now().UTC()
+	if err != nil {
+		msg := err.Error()
+		if res.Manifest.Key != "" {
+			// The snapshot is stored; only pruning failed: a success, with the failure reported too.
+			report(api.AnnBackupSuccess, successReport(d, res, now, *token))
+		}
+		report(api.AnnBackupFailure, api.BackupReport{Time: now, Message: msg, Token: *token})
+		events.Event(membership.EventBackupFailed, "Backup", "backup to "+d.String()+" failed: "+msg, true)
+		return err
+	}
+	r := successReport(d, res, now, *token)
+	report(api.AnnBackupSuccess, r)
+	note := fmt.Sprintf("snapshot %s stored (revision %d, %d bytes, from %s)", r.Snapshot, r.Revision, r.Size, res.Manifest.Member)
+	if len(res.Pruned) > 0 {
+		note += fmt.Sprintf("; %d older pruned", len(res.Pruned))
+	}
+	events.Event(membership.EventBackupSucceeded, "Backup", note, false)
+	out, _ := json.Marshal(r)
+	fmt.Println(string(out))
+	return nil
+}
+
+func successReport(d backup.Destination, res membership.BackupResult, now time.Time, token string) api.BackupReport {
+	m := res.Manifest
+	return api.BackupReport{Time: now, Snapshot: d.ObjectURL(m.SnapshotKey()), Revision: m.Revision, Size: m.Size, Token: token}
+}
+
+// backupOnce opens the store as the pod sees it and runs one backup.
+func backupOnce(ctx context.Context, log *slog.Logger, d backup.Destination, fileRoot, creds string, req membership.BackupRequest, tlsDir string) (membership.BackupResult, error) {
+	if err := backup.LoadCredentials(creds); err != nil {
+		return membership.BackupResult{}, err
+	}
+	local := d
+	if fileRoot != "" {
+		local = d.Under(fileRoot)
+	}
+	b, err := local.Open(ctx)
+	if err != nil {
+		return membership.BackupResult{}, err
+	}
+	defer b.Close()
+	if err := backup.Check(ctx, d, b); err != nil {
+		return membership.BackupResult{}, err
+	}
+	return membership.Backup(ctx, &membership.Etcd{Log: log, TLSDir: tlsDir}, b, log, req)
+}
+
+// leaseReporter merge-patches one report annotation onto the backup Lease: success and failure are
+// separate keys, so neither write needs to read the other.
+func leaseReporter(ns, lease string, log *slog.Logger) func(key string, r api.BackupReport) {
+	nop := func(key string, r api.BackupReport) { log.Info("backup report", "key", key, "report", r.String()) }
+	if lease == "" {
+		return nop
+	}
+	kcfg, err := rest.InClusterConfig()
+	if err != nil {
+		log.Warn("no backup report on the Lease: no API access", "error", err)
+		return nop
+	}
+	kube, err := kubernetes.NewForConfig(kcfg)
+	if err != nil {
+		log.Warn("no backup report on the Lease", "error", err)
+		return nop
+	}
+	return func(key string, r api.BackupReport) {
+		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{key: r.String()}}})
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, err := kube.CoordinationV1().Leases(ns).Patch(ctx, lease, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "etcdhook-backup"}); err != nil {
+			log.Warn("writing the backup report", "lease", lease, "error", err)
+		}
+	}
+}

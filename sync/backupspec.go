@@ -1,0 +1,101 @@
+package sync
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/robfig/cron/v3"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/internal/backup"
+)
+
+// cronParser reads spec.backup.schedule the way the CronJob controller does (robfig/cron, five fields
+// and the @hourly-style descriptors), so a schedule the hook accepts is one Kubernetes runs.
+var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+
+// Bounds of spec.backup.retention.
+const (
+	maxKeepLast = 1000
+	minMaxAge   = time.Hour
+)
+
+// validateBackup checks spec.backup and spec.restore on their own (docs/design.md §16). Each problem
+// names its field.
+func validateBackup(s api.ClusterSpec) []Problem {
+	var ps []Problem
+	add := func(reason, format string, args ...any) {
+		ps = append(ps, Problem{reason, fmt.Sprintf(format, args...)})
+	}
+	if b := s.Backup; b != nil {
+		d, err := backup.ParseDestination(b.Destination)
+		if err != nil {
+			add("InvalidBackup", "spec.backup.destination %q %v", b.Destination, err)
+		} else {
+			checkClaim(add, "InvalidBackup", "spec.backup", d, b.VolumeClaimName)
+		}
+		if b.Schedule != "" {
+			if _, err := cronParser.Parse(b.Schedule); err != nil {
+				add("InvalidBackup", "spec.backup.schedule %q: %v (five fields, or @hourly, @daily, @weekly, @monthly)", b.Schedule, err)
+			}
+		}
+		checkSecretName(add, "InvalidBackup", "spec.backup.credentialsSecret", b.CredentialsSecret)
+		if k := b.Retention.KeepLast; k != nil && (*k < 1 || *k > maxKeepLast) {
+			add("InvalidBackup", "spec.backup.retention.keepLast %d is outside 1..%d", *k, maxKeepLast)
+		}
+		if a := b.Retention.MaxAge; a != nil && a.Duration < minMaxAge {
+			add("InvalidBackup", "spec.backup.retention.maxAge %s is below %s", a.Duration, minMaxAge)
+		}
+		if b.RestoreOnQuorumLoss {
+			add("InvalidBackup", "spec.backup.restoreOnQuorumLoss is not built in this release: leave it false and restore with spec.restore into a new cluster")
+		}
+	}
+	if r := s.Restore; r != nil {
+		src, err := backup.ParseSource(r.From)
+		if err != nil {
+			add("InvalidRestore", "spec.restore.from %q %v", r.From, err)
+		} else {
+			checkClaim(add, "InvalidRestore", "spec.restore", src.Destination, r.VolumeClaimName)
+		}
+		checkSecretName(add, "InvalidRestore", "spec.restore.credentialsSecret", r.CredentialsSecret)
+	}
+	return ps
+}
+
+// checkClaim: a file destination lives on a claim, and only a file destination names one.
+func checkClaim(add func(string, string, ...any), reason, field string, d backup.Destination, claim string) {
+	switch {
+	case d.Scheme == "file" && claim == "":
+		add(reason, "%s.volumeClaimName is required for a file:// destination (the directory is on that claim)", field)
+	case d.Scheme != "file" && claim != "":
+		add(reason, "%s.volumeClaimName is only for file:// destinations, not %s://", field, d.Scheme)
+	case claim != "":
+		checkSecretName(add, reason, field+".volumeClaimName", claim)
+	}
+}
+
+func checkSecretName(add func(string, string, ...any), reason, field, name string) {
+	if name == "" {
+		return
+	}
+	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+		add(reason, "%s %q is not a valid object name: %s", field, name, errs[0])
+	}
+}
+
+// validateRestoreChange: a restore is where a cluster's data starts, so it is set when the cluster is
+// created and never later (the CRD says the same; the hook does not trust it).
+func validateRestoreChange(applied *api.ClusterSpec, next api.ClusterSpec) []Problem {
+	if applied == nil {
+		return nil
+	}
+	a, b := applied.Restore, next.Restore
+	if a == nil && b == nil || a != nil && b != nil && *a == *b {
+		return nil
+	}
+	if a == nil {
+		return []Problem{{"RestoreImmutable", "spec.restore can only be set when the cluster is created: this cluster runs on its own data (restore into a new EtcdCluster instead)"}}
+	}
+	return []Problem{{"RestoreImmutable", "spec.restore cannot change or be removed after creation"}}
+}

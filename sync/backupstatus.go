@@ -1,0 +1,124 @@
+package sync
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/etcdhook/etcdhook/api"
+)
+
+// backupStatus is status.backup from the backup Lease (the Jobs' reports) and the on-demand Job,
+// nil without spec.backup. A report that does not parse or claims a time ahead of the hook's clock is
+// ignored and named (InputIgnored): the Lease is writable by the backup Jobs and by hand.
+func (p *plan) backupStatus() *api.BackupStatus {
+	b := p.spec.Backup
+	if !p.hasSpec || b == nil {
+		return nil
+	}
+	f, n := p.f, p.f.names
+	st := &api.BackupStatus{}
+	if l := f.obs.Leases[n.BackupName()]; l != nil {
+		read := func(key string) *api.BackupReport {
+			r, err := api.ParseBackupReport(l.Annotations[key])
+			switch {
+			case err != nil:
+				f.distrusted = append(f.distrusted, fmt.Sprintf("Lease %s annotation %s does not parse (%v): ignored", l.Name, key, err))
+				return nil
+			case r != nil && r.Time.After(f.now.Add(maxClockSkew)):
+				f.distrusted = append(f.distrusted, fmt.Sprintf("Lease %s annotation %s is dated %s, ahead of the hook's clock: ignored", l.Name, key, r.Time.UTC().Format(time.RFC3339)))
+				return nil
+			}
+			return r
+		}
+		if r := read(api.AnnBackupSuccess); r != nil {
+			st.LastSuccessTime = &metav1.Time{Time: r.Time.UTC()}
+			st.LastSnapshot, st.Revision, st.Size = r.Snapshot, r.Revision, r.Size
+		}
+		if r := read(api.AnnBackupFailure); r != nil {
+			st.LastFailureTime = &metav1.Time{Time: r.Time.UTC()}
+			st.LastFailure = r.Message
+		}
+	}
+	if token := p.backupToken(); token != "" {
+		name := n.BackupJob(token)
+		od := &api.OnDemandBackup{Token: token, Job: name, Phase: "Pending"}
+		if j := f.obs.Jobs[name]; j != nil {
+			switch state, _ := jobStatus(j); state {
+			case jobSucceeded:
+				od.Phase = "Succeeded"
+			case jobFailed:
+				od.Phase = "Failed"
+			default:
+				od.Phase = "Running"
+			}
+		}
+		st.OnDemand = od
+	}
+	return st
+}
+
+// maxClockSkew is how far ahead of the hook's clock a reported time may be before it is distrusted.
+const maxClockSkew = 2 * time.Minute
+
+// backupConditions: BackupFailing when the newest attempt failed; BackupStale when a schedule has
+// had no success for two of its periods (counted from creation until the first success).
+func (p *plan) backupConditions(st *api.BackupStatus, add func(string, bool, string, string)) {
+	b := p.spec.Backup
+	if st == nil || b == nil {
+		return
+	}
+	if b.Schedule != "" && !p.f.obs.CronJobsDeclared {
+		add(api.CondBackupFailing, true, "CronJobsNotRegistered",
+			"spec.backup.schedule is set but the CompositeController does not declare batch/v1 cronjobs as children: apply the current metacontroller/ registration")
+	} else if st.LastFailureTime != nil && (st.LastSuccessTime == nil || st.LastFailureTime.After(st.LastSuccessTime.Time)) {
+		add(api.CondBackupFailing, true, "BackupFailed", st.LastFailure)
+	} else if st.OnDemand != nil && st.OnDemand.Phase == "Failed" {
+		add(api.CondBackupFailing, true, "OnDemandFailed", fmt.Sprintf("Job %s for token %q failed", st.OnDemand.Job, st.OnDemand.Token))
+	}
+	if b.Schedule == "" {
+		return
+	}
+	sched, err := cronParser.Parse(b.Schedule)
+	if err != nil {
+		return // validated before adoption
+	}
+	since := p.f.parent.CreationTimestamp.Time
+	what := "since the cluster was created"
+	if st.LastSuccessTime != nil {
+		since, what = st.LastSuccessTime.Time, "since "+st.LastSuccessTime.UTC().Format(time.RFC3339)
+	}
+	// Two runs after the last success (or creation) the schedule should have produced a new one.
+	due := sched.Next(sched.Next(since))
+	if p.f.now.After(due) {
+		add(api.CondBackupStale, true, "NoRecentBackup", fmt.Sprintf("no backup succeeded %s; schedule %q ran at least twice since (due by %s)", what, b.Schedule, due.UTC().Format(time.RFC3339)))
+	}
+}
+
+// restoreStatus is status.restore of a cluster created from a snapshot: the seed's Lease report says
+// whether and what it restored, or why it cannot.
+func (p *plan) restoreStatus(add func(string, bool, string, string)) *api.RestoreStatus {
+	if !p.hasSpec || p.spec.Restore == nil {
+		return nil
+	}
+	f := p.f
+	rs := &api.RestoreStatus{Source: p.spec.Restore.From, Phase: "Restoring"}
+	if f.bootstrapped {
+		rs.Phase = "Restored"
+	}
+	for _, lv := range f.sortedLeases() {
+		r := lv.report
+		if r.RestoredFrom != "" {
+			rs.Snapshot = r.RestoredFrom
+			rs.Revision, _ = strconv.ParseInt(r.RestoredRevision, 10, 64)
+			rs.Phase = "Restored"
+		}
+		if !f.bootstrapped && r.Reason() == api.ReasonRestoreFailed {
+			rs.Message = r.Error
+			add(api.CondRestoreFailed, true, "RestoreFailed", fmt.Sprintf("%s: %s", f.names.Pod(lv.ordinal), r.Error))
+		}
+	}
+	return rs
+}
