@@ -218,7 +218,7 @@ type BackupStatus struct {
 type OnDemandBackup struct {
 	Token string `json:"token"`
 	Job   string `json:"job"`
-	// Phase: Running, Succeeded or Failed.
+	// Phase: Running (from the answer that renders the Job), Succeeded or Failed.
 	Phase string `json:"phase"`
 }
 

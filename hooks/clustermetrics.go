@@ -39,7 +39,7 @@ const (
 var clusterLabels = []string{"namespace", "etcd_cluster"}
 
 // phases are the values of status.phase, in the order etcdhook_cluster_phase lists them.
-var phases = [...]string{api.PhaseCreating, api.PhaseRunning, api.PhaseScaling, api.PhaseUpgrading, api.PhaseDegraded, api.PhaseFailed, api.PhasePaused}
+var phases = [...]string{api.PhaseCreating, api.PhaseRunning, api.PhaseScaling, api.PhaseUpgrading, api.PhaseDegraded, api.PhaseFailed, api.PhasePaused, api.PhaseRestoring}
 
 // steps are the reasons of a true Progressing condition (sync/status.go): the kind of change in
 // flight. A stalled step (Progressing false, StepDeadlineExceeded) is etcdhook_cluster_step_stalled.
@@ -64,6 +64,8 @@ type clusterSample struct {
 	healthyVoters   int32
 	learners        int32
 	synced          time.Time
+	// backupSuccess: status.backup.lastSuccessTime (zero: none reported).
+	backupSuccess time.Time
 }
 
 // clusterMetrics collects the samples and turns them into series at scrape time.
@@ -74,7 +76,7 @@ type clusterMetrics struct {
 	mu       sync.Mutex
 	clusters map[string]clusterSample // by "namespace/name"
 
-	phase, step, stalled, available, desired, replicas, ready, members, voters, healthyVoters, learners, lastSync *prometheus.Desc
+	phase, step, stalled, available, desired, replicas, ready, members, voters, healthyVoters, learners, lastSync, backupSuccess *prometheus.Desc
 }
 
 func newClusterMetrics(reg prometheus.Registerer, now func() time.Time, ttl time.Duration) *clusterMetrics {
@@ -107,6 +109,8 @@ func newClusterMetrics(reg prometheus.Registerer, now func() time.Time, ttl time
 			"Learners (members not yet promoted)."),
 		lastSync: d("etcdhook_cluster_last_sync_timestamp_seconds",
 			"When this replica last answered a sync of the cluster (the hook's clock)."),
+		backupSuccess: d("etcdhook_cluster_backup_last_success_timestamp_seconds",
+			"When the newest backup of the cluster succeeded (status.backup.lastSuccessTime); absent until one did."),
 	}
 	reg.MustRegister(m)
 	return m
@@ -143,6 +147,9 @@ func sample(st *api.ClusterStatus) clusterSample {
 	if st.Target != nil {
 		s.hasTarget, s.desired = true, st.Target.Size
 	}
+	if st.Backup != nil && st.Backup.LastSuccessTime != nil {
+		s.backupSuccess = st.Backup.LastSuccessTime.Time
+	}
 	for i := range st.Members {
 		switch st.Members[i].Role {
 		case api.RoleLearner:
@@ -176,7 +183,7 @@ func sample(st *api.ClusterStatus) clusterSample {
 // Describe implements prometheus.Collector.
 func (m *clusterMetrics) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{m.phase, m.step, m.stalled, m.available, m.desired, m.replicas, m.ready,
-		m.members, m.voters, m.healthyVoters, m.learners, m.lastSync} {
+		m.members, m.voters, m.healthyVoters, m.learners, m.lastSync, m.backupSuccess} {
 		ch <- d
 	}
 }
@@ -222,5 +229,8 @@ func (m *clusterMetrics) Collect(ch chan<- prometheus.Metric) {
 		g(m.healthyVoters, float64(s.healthyVoters))
 		g(m.learners, float64(s.learners))
 		g(m.lastSync, float64(s.synced.UnixNano())/1e9)
+		if !s.backupSuccess.IsZero() {
+			g(m.backupSuccess, float64(s.backupSuccess.Unix()))
+		}
 	}
 }

@@ -17,6 +17,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/etcdhook/etcdhook/api"
 	etcdsync "github.com/etcdhook/etcdhook/sync"
 )
@@ -79,7 +81,7 @@ func want(phase, step string, stalled, available bool, desired, replicas, ready,
 	if desired >= 0 {
 		out["etcdhook_cluster_desired_members"] = desired
 	}
-	for _, p := range []string{"Creating", "Running", "Scaling", "Upgrading", "Degraded", "Failed", "Paused"} {
+	for _, p := range []string{"Creating", "Running", "Scaling", "Upgrading", "Degraded", "Failed", "Paused", "Restoring"} {
 		out["etcdhook_cluster_phase{phase="+p+"}"] = b(p == phase)
 	}
 	for _, s := range []string{"Bootstrapping", "MembershipChange", "RollingUpdate", "SpecPending"} {
@@ -264,4 +266,17 @@ func TestClusterGaugesUnderConcurrentSyncsAndScrapes(t *testing.T) {
 		require.Equal(t, http.StatusOK, <-errs)
 	}
 	<-done
+}
+
+// The newest backup success of an answer is a series (alerts on backup age read it); a cluster
+// without one has none, rather than a zero that reads as 1970.
+func TestClusterBackupSuccessGauge(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := newClusterMetrics(reg, func() time.Time { return fixtureNow }, time.Minute)
+	at := fixtureNow.Add(-90 * time.Minute).Truncate(time.Second)
+	m.observe(&etcdsync.Response{Parent: "prod/a", Status: &api.ClusterStatus{Phase: api.PhaseRunning,
+		Backup: &api.BackupStatus{LastSuccessTime: &metav1.Time{Time: at}}}})
+	m.observe(&etcdsync.Response{Parent: "prod/b", Status: &api.ClusterStatus{Phase: api.PhaseRunning, Backup: &api.BackupStatus{}}})
+	require.Equal(t, float64(at.Unix()), clusterSeries(t, reg, "prod", "a")["etcdhook_cluster_backup_last_success_timestamp_seconds"])
+	require.NotContains(t, clusterSeries(t, reg, "prod", "b"), "etcdhook_cluster_backup_last_success_timestamp_seconds")
 }

@@ -44,15 +44,14 @@ func (p *plan) backupStatus() *api.BackupStatus {
 	}
 	if token := p.backupToken(); token != "" {
 		name := n.BackupJob(token)
-		od := &api.OnDemandBackup{Token: token, Job: name, Phase: "Pending"}
+		// Running from the answer that renders the Job: its creation is not a new fact.
+		od := &api.OnDemandBackup{Token: token, Job: name, Phase: "Running"}
 		if j := f.obs.Jobs[name]; j != nil {
 			switch state, _ := jobStatus(j); state {
 			case jobSucceeded:
 				od.Phase = "Succeeded"
 			case jobFailed:
 				od.Phase = "Failed"
-			default:
-				od.Phase = "Running"
 			}
 		}
 		st.OnDemand = od
@@ -64,7 +63,8 @@ func (p *plan) backupStatus() *api.BackupStatus {
 const maxClockSkew = 2 * time.Minute
 
 // backupConditions: BackupFailing when the newest attempt failed; BackupStale when a schedule has
-// had no success for two of its periods (counted from creation until the first success).
+// had no success for two of its periods (counted from when backups were configured until the first
+// success).
 func (p *plan) backupConditions(st *api.BackupStatus, add func(string, bool, string, string)) {
 	b := p.spec.Backup
 	if st == nil || b == nil {
@@ -85,8 +85,17 @@ func (p *plan) backupConditions(st *api.BackupStatus, add func(string, bool, str
 	if err != nil {
 		return // validated before adoption
 	}
-	since := p.f.parent.CreationTimestamp.Time
-	what := "since the cluster was created"
+	// Until the first success, counted from when backups were configured: the backup Lease's creation
+	// (not yet observed: just configured, nothing is due).
+	l := p.f.obs.Leases[p.f.names.BackupName()]
+	if st.LastSuccessTime == nil && (l == nil || l.CreationTimestamp.IsZero()) {
+		return
+	}
+	var since time.Time
+	what := ""
+	if l != nil {
+		since, what = l.CreationTimestamp.Time, "since backups were configured ("+l.CreationTimestamp.UTC().Format(time.RFC3339)+")"
+	}
 	if st.LastSuccessTime != nil {
 		since, what = st.LastSuccessTime.Time, "since "+st.LastSuccessTime.UTC().Format(time.RFC3339)
 	}

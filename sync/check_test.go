@@ -130,6 +130,9 @@ func (w *world) checkChildren(children map[string]map[string]any, req *Request) 
 			continue
 		}
 		i := w.names().LeaseOrdinal(strings.TrimPrefix(name, KeyLease+"/"))
+		if i < 0 {
+			continue // the backup Lease
+		}
 		ann := obj["metadata"].(map[string]any)["annotations"].(map[string]any)
 		m := w.etcd.byPeer(w.peerURL(i))
 		deadline, _ := time.Parse(time.RFC3339, fmt.Sprint(ann[api.AnnJoinDeadline]))
@@ -163,7 +166,7 @@ func (w *world) checkChildren(children map[string]map[string]any, req *Request) 
 	if w.status.ClusterID != "" {
 		for name, obj := range children {
 			if strings.HasPrefix(name, KeyLease+"/") {
-				if ann := obj["metadata"].(map[string]any)["annotations"].(map[string]any); ann[api.AnnBootstrap] != nil {
+				if ann, _ := obj["metadata"].(map[string]any)["annotations"].(map[string]any); ann[api.AnnBootstrap] != nil {
 					w.t.Errorf("%s carries the seed mark after bootstrap", name)
 				}
 			}

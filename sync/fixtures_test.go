@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"os"
 	"path/filepath"
 	"slices"
@@ -64,6 +65,13 @@ func useSecrets(w *world, peer, client string) {
 	w.secrets = map[string]map[string][]byte{"etcd-peer": all[peer], "etcd-client": all[client]}
 	w.spec.Security.TLS.Peer.SecretName = "etcd-peer"
 	w.spec.Security.TLS.Client.SecretName = "etcd-client"
+}
+
+// withBackup sets spec.backup with a credentials Secret.
+func withBackup(schedule, destination string) func(*api.ClusterSpec) {
+	return func(s *api.ClusterSpec) {
+		s.Backup = &api.BackupSpec{Schedule: schedule, Destination: destination, CredentialsSecret: "backup-credentials"}
+	}
 }
 
 func settle(w *world) {
@@ -488,6 +496,117 @@ func fixtures() []fixture {
 			w.converge(200)
 			w.step(5 * time.Second)
 			w.setSpec(size(7))
+		}},
+		// Backups and restores (docs/design.md §16).
+		{name: "backup-scheduled", build: func(w *world) {
+			settle(w)
+			w.setSpec(withBackup("0 * * * *", "s3://etcd-backups/prod?endpoint=https://minio.storage:9000&region=us-east-1&use_path_style=true"))
+		}},
+		{name: "backup-on-demand", build: func(w *world) {
+			settle(w)
+			w.setSpec(withBackup("", "gs://etcd-backups/prod"))
+			w.step(5 * time.Second)
+			w.parentAnn = map[string]string{api.AnnBackupNow: "before-upgrade-1"}
+		}},
+		{name: "backup-on-demand-succeeded", build: func(w *world) {
+			settle(w)
+			w.setSpec(withBackup("", "gs://etcd-backups/prod"))
+			w.step(5 * time.Second)
+			w.parentAnn = map[string]string{api.AnnBackupNow: "before-upgrade-1"}
+			w.step(5 * time.Second)
+			w.step(5 * time.Second)
+		}},
+		{name: "backup-failing", build: func(w *world) {
+			settle(w)
+			w.setSpec(withBackup("", "s3://etcd-backups/prod"))
+			w.step(5 * time.Second)
+			w.parentAnn = map[string]string{api.AnnBackupNow: "t1"}
+			w.step(5 * time.Second)
+			w.step(time.Minute)
+			w.failBackups = true
+			w.parentAnn = map[string]string{api.AnnBackupNow: "t2"}
+			w.step(5 * time.Second)
+			w.step(5 * time.Second)
+		}},
+		// The newest success is three hours old under an hourly schedule: stale.
+		{name: "backup-stale", build: func(w *world) {
+			settle(w)
+			w.setSpec(withBackup("0 * * * *", "s3://etcd-backups/prod"))
+			w.step(5 * time.Second)
+			w.backupAnn = map[string]string{api.AnnBackupSuccess: api.BackupReport{Time: w.now.Add(-3 * time.Hour), Snapshot: "s3://etcd-backups/prod/prod/demo/x-r1.db", Revision: 1, Size: 1}.String()}
+		}},
+		// A report dated ahead of the hook's clock, and one that does not parse: ignored and named.
+		{name: "backup-report-distrusted", build: func(w *world) {
+			settle(w)
+			w.setSpec(withBackup("", "s3://etcd-backups/prod"))
+			w.step(5 * time.Second)
+			w.backupAnn = map[string]string{
+				api.AnnBackupSuccess: api.BackupReport{Time: w.now.Add(time.Hour), Snapshot: "s3://x/y.db"}.String(),
+				api.AnnBackupFailure: "{not json",
+			}
+		}},
+		{name: "backup-invalid-destination", build: func(w *world) {
+			settle(w)
+			w.setSpec(withBackup("0 * * * *", "s3://etcd-backups/prod?endpiont=https://minio:9000"))
+		}},
+		{name: "backup-invalid-schedule", build: func(w *world) {
+			settle(w)
+			w.setSpec(withBackup("every hour", "s3://etcd-backups/prod"))
+		}},
+		{name: "backup-file-needs-claim", build: func(w *world) {
+			settle(w)
+			w.setSpec(withBackup("@daily", "file:///etcd"))
+		}},
+		{name: "backup-file-on-claim", build: func(w *world) {
+			settle(w)
+			w.setSpec(func(s *api.ClusterSpec) {
+				withBackup("@daily", "file:///etcd")(s)
+				s.Backup.VolumeClaimName = "etcd-backups"
+				s.Backup.Retention = api.BackupRetention{KeepLast: ptr(int32(3)), MaxAge: &metav1.Duration{Duration: 72 * time.Hour}}
+			})
+		}},
+		// Configured three hours ago, never succeeded: stale.
+		{name: "backup-stale-never-succeeded", build: func(w *world) {
+			settle(w)
+			w.setSpec(withBackup("0 * * * *", "s3://etcd-backups/prod"))
+			w.step(5 * time.Second)
+			w.noJobs = true
+			for range 36 {
+				w.step(5 * time.Minute)
+			}
+		}},
+		{name: "backup-cronjobs-not-registered", build: func(w *world) {
+			w.noCronJobs = true
+			settle(w)
+			w.setSpec(withBackup("0 * * * *", "s3://etcd-backups/prod"))
+		}},
+		// Backups switched off: the CronJob, Lease and account go.
+		{name: "backup-removed", build: func(w *world) {
+			settle(w)
+			w.setSpec(withBackup("0 * * * *", "s3://etcd-backups/prod"))
+			w.step(5 * time.Second)
+			w.setSpec(func(s *api.ClusterSpec) { s.Backup = nil })
+		}},
+		{name: "restore-new-cluster", build: func(w *world) {
+			w.spec.Restore = &api.RestoreSpec{From: "s3://etcd-backups/prod/latest?endpoint=https://minio.storage:9000&region=us-east-1&use_path_style=true", CredentialsSecret: "minio-credentials"}
+		}},
+		{name: "restore-failed", build: func(w *world) {
+			w.spec.Restore = &api.RestoreSpec{From: "s3://etcd-backups/prod/latest", CredentialsSecret: "minio-credentials"}
+			w.restoreFail = api.ReasonRestoreFailed + ": no complete snapshot of prod/demo under s3://etcd-backups/prod/prod/demo/"
+			w.step(5 * time.Second)
+			w.step(5 * time.Second)
+		}},
+		{name: "restore-done", build: func(w *world) {
+			w.spec.Restore = &api.RestoreSpec{From: "s3://etcd-backups/prod/latest", CredentialsSecret: "minio-credentials"}
+			w.restored = "s3://etcd-backups/prod/prod/demo/20260101T000000Z-r4242.db"
+			settle(w)
+		}},
+		{name: "restore-added-running", build: func(w *world) {
+			settle(w)
+			w.setSpec(func(s *api.ClusterSpec) { s.Restore = &api.RestoreSpec{From: "s3://etcd-backups/prod/latest"} })
+		}},
+		{name: "restore-invalid-source", build: func(w *world) {
+			w.spec.Restore = &api.RestoreSpec{From: "s3://etcd-backups/prod"}
 		}},
 		{name: "error-malformed-json", raw: `{"parent": {"apiVersion": "etcd.io/v1alpha1",`},
 		{name: "error-wrong-kind", raw: `{"parent":{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"x","namespace":"prod","uid":"u"}},` + emptyGroups(nil) + `}`},

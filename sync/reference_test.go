@@ -144,7 +144,7 @@ func referenceDecode(req *Request) (*Observed, error) {
 			return nil, inputErrorf("children group %s is absent (Metacontroller sends every declared group, even empty): refusing to answer, which would delete its objects", k)
 		}
 	}
-	if err := unknownGroups(groupsOf(req.Children), known, "children"); err != nil {
+	if err := unknownGroups(groupsOf(req.Children), append(known, KeyCronJob), "children"); err != nil {
 		return nil, err
 	}
 	for _, k := range []string{KeyPod, KeyPVC} {
@@ -181,6 +181,12 @@ func referenceDecode(req *Request) (*Observed, error) {
 	}
 	if o.RoleBindings, err = refDecodeGroup[rbacv1.RoleBinding](c[KeyRoleBinding], KeyRoleBinding, "RoleBinding", ns, o.raw); err != nil {
 		return nil, err
+	}
+	if g, ok := c[KeyCronJob]; ok {
+		o.CronJobsDeclared = true
+		if o.CronJobs, err = refDecodeGroup[batchv1.CronJob](g, KeyCronJob, "CronJob", ns, o.raw); err != nil {
+			return nil, err
+		}
 	}
 	if o.Pods, err = refDecodeGroup[corev1.Pod](r[KeyPod], KeyPod, "Pod", ns, nil); err != nil {
 		return nil, err
@@ -247,6 +253,7 @@ func referenceChildren(p *plan) ([]any, map[childID]bool, error) {
 	for _, l := range p.leaseObjects() {
 		objs = append(objs, l)
 	}
+	objs = append(objs, p.backupObjects()...)
 	sortJobs(p.jobs)
 	seen := map[string]bool{}
 	for _, j := range p.jobs {

@@ -62,6 +62,16 @@ type world struct {
 	readyLag bool
 	// deleting: the parent carries a deletionTimestamp (finalize requests).
 	deleting bool
+	// parentAnn are the parent's annotations (etcd.io/backup-now); backupAnn what the backup Jobs
+	// wrote on the backup Lease; noCronJobs: a registration from before backups (no CronJob group).
+	parentAnn  map[string]string
+	backupAnn  map[string]string
+	noCronJobs  bool
+	failBackups bool
+	// restoreFail: the seed cannot restore (its RestoreFailed report); restored: the snapshot the seed
+	// restored from (reported with revision 4242).
+	restoreFail string
+	restored    string
 	// specRaw replaces top-level spec fields with JSON the typed spec cannot hold (what the API server
 	// may accept through preserve-unknown-fields or int-or-string).
 	specRaw map[string]any
@@ -155,7 +165,7 @@ func (w *world) setSpec(edit func(*api.ClusterSpec)) {
 
 // ---- the request Metacontroller would send --------------------------------------------------------
 
-var childKeys = []string{KeyStatefulSet, KeyService, KeyPDB, KeyConfigMap, KeyLease, KeyJob, KeyServiceAccount, KeyRole, KeyRoleBinding}
+var childKeys = []string{KeyStatefulSet, KeyService, KeyPDB, KeyConfigMap, KeyLease, KeyJob, KeyServiceAccount, KeyRole, KeyRoleBinding, KeyCronJob}
 
 func (w *world) key(name string) string {
 	if w.v2 {
@@ -180,6 +190,9 @@ func (w *world) parentJSON() map[string]any {
 	if w.deleting {
 		md["deletionTimestamp"] = w.now.UTC().Format(time.RFC3339)
 	}
+	if len(w.parentAnn) > 0 {
+		md["annotations"] = w.parentAnn
+	}
 	return map[string]any{
 		"apiVersion": api.APIVersion, "kind": api.Kind,
 		"metadata": md,
@@ -192,6 +205,9 @@ func (w *world) request() *Request {
 	req := &Request{Children: map[string]map[string]json.RawMessage{}, Related: map[string]map[string]json.RawMessage{}}
 	req.Parent = mustJSON(w.parentJSON())
 	for _, k := range childKeys {
+		if k == KeyCronJob && w.noCronJobs {
+			continue
+		}
 		group := map[string]json.RawMessage{}
 		for name, obj := range w.desired[k] {
 			group[w.key(name)] = mustJSON(w.observe(k, name, obj))
@@ -267,6 +283,13 @@ func (w *world) observe(key, name string, desired map[string]any) map[string]any
 		md["generation"] = w.stsGen
 		o["status"] = w.stsStatus()
 	case KeyLease:
+		if name == w.names().BackupName() && len(w.backupAnn) > 0 {
+			ann := map[string]any{}
+			for k, v := range w.backupAnn {
+				ann[k] = v
+			}
+			md["annotations"] = ann
+		}
 		i := w.names().LeaseOrdinal(name)
 		if l := w.leases[i]; l != nil {
 			ann, _ := md["annotations"].(map[string]any)
@@ -665,7 +688,7 @@ func (w *world) agent(i int) {
 		w.owner[i] = w.uid // adopted: the data is bound to this cluster from now on
 	}
 	if w.etcd.clusterID == "" {
-		if i == 0 && ann[api.AnnBootstrap] == api.BootstrapSeed && w.data[0] == "" {
+		if i == 0 && ann[api.AnnBootstrap] == api.BootstrapSeed && w.data[0] == "" && w.restoreFail == "" {
 			w.owner[0] = w.uid
 			w.etcd.clusterID = "cdf818194e3a8c32"
 			id := w.etcd.add(url, false)
@@ -753,6 +776,12 @@ func (w *world) report(i int, quorum bool) {
 	if w.etcd.clusterID == "" {
 		r.Version = ""
 	}
+	if i == 0 && w.restoreFail != "" && w.etcd.clusterID == "" {
+		r.Error = w.restoreFail
+	}
+	if i == 0 && w.restored != "" && r.MemberID != "" {
+		r.RestoredFrom, r.RestoredRevision = w.restored, "4242"
+	}
 	if api.Defaulted(w.spec).Security.TLS.TLSOn() {
 		// What an agent reports of its files (fixed values: the fixtures compare exactly).
 		notAfter := w.certNotAfter
@@ -803,6 +832,19 @@ func (w *world) runJobs() {
 			if m != nil {
 				w.etcd.remove(m.ID)
 			}
+		case flags["destination"] != "":
+			// The backup Job: a snapshot at the current revision, reported on the backup Lease.
+			if w.backupAnn == nil {
+				w.backupAnn = map[string]string{}
+			}
+			at := w.now.UTC()
+			if w.failBackups {
+				w.backupAnn[api.AnnBackupFailure] = api.BackupReport{Time: at, Message: "s3://etcd-backups/prod is not reachable or refused the credentials: AccessDenied", Token: flags["token"]}.String()
+				j.state, j.finished = jobFailed, w.now
+				continue
+			}
+			w.backupAnn[api.AnnBackupSuccess] = api.BackupReport{Time: at, Revision: 4242, Size: 2 << 20, Token: flags["token"],
+				Snapshot: strings.TrimSuffix(flags["destination"], "/") + "/prod/demo/" + at.Format("20060102T150405Z") + "-r4242.db"}.String()
 		case flags["claim"] != "":
 			// pvc delete re-checks: no member at the ordinal's peer URL, no pod using the claim.
 			i := w.names().PVCOrdinal(flags["claim"])
