@@ -64,7 +64,8 @@ type clusterSample struct {
 	healthyVoters   int32
 	learners        int32
 	synced          time.Time
-	// backupSuccess: status.backup.lastSuccessTime (zero: none reported).
+	// hasBackup: the cluster has backups (status.backup); backupSuccess its newest success (zero: none).
+	hasBackup     bool
 	backupSuccess time.Time
 }
 
@@ -109,8 +110,8 @@ func newClusterMetrics(reg prometheus.Registerer, now func() time.Time, ttl time
 			"Learners (members not yet promoted)."),
 		lastSync: d("etcdhook_cluster_last_sync_timestamp_seconds",
 			"When this replica last answered a sync of the cluster (the hook's clock)."),
-		backupSuccess: d("etcdhook_cluster_backup_last_success_timestamp_seconds",
-			"When the newest backup of the cluster succeeded (status.backup.lastSuccessTime); absent until one did."),
+		backupSuccess: d("etcdhook_cluster_last_backup_timestamp_seconds",
+			"When the newest backup of the cluster succeeded (status.backup.lastSuccessTime); 0 until one did, absent without spec.backup."),
 	}
 	reg.MustRegister(m)
 	return m
@@ -147,8 +148,11 @@ func sample(st *api.ClusterStatus) clusterSample {
 	if st.Target != nil {
 		s.hasTarget, s.desired = true, st.Target.Size
 	}
-	if st.Backup != nil && st.Backup.LastSuccessTime != nil {
-		s.backupSuccess = st.Backup.LastSuccessTime.Time
+	if st.Backup != nil {
+		s.hasBackup = true
+		if st.Backup.LastSuccessTime != nil {
+			s.backupSuccess = st.Backup.LastSuccessTime.Time
+		}
 	}
 	for i := range st.Members {
 		switch st.Members[i].Role {
@@ -229,8 +233,13 @@ func (m *clusterMetrics) Collect(ch chan<- prometheus.Metric) {
 		g(m.healthyVoters, float64(s.healthyVoters))
 		g(m.learners, float64(s.learners))
 		g(m.lastSync, float64(s.synced.UnixNano())/1e9)
-		if !s.backupSuccess.IsZero() {
-			g(m.backupSuccess, float64(s.backupSuccess.Unix()))
+		if s.hasBackup {
+			// 0 until the first success: EtcdBackupStale then fires for backups that never succeed.
+			v := 0.0
+			if !s.backupSuccess.IsZero() {
+				v = float64(s.backupSuccess.Unix())
+			}
+			g(m.backupSuccess, v)
 		}
 	}
 }

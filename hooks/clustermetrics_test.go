@@ -268,8 +268,8 @@ func TestClusterGaugesUnderConcurrentSyncsAndScrapes(t *testing.T) {
 	<-done
 }
 
-// The newest backup success of an answer is a series (alerts on backup age read it); a cluster
-// without one has none, rather than a zero that reads as 1970.
+// The newest backup success of an answer is a series (EtcdBackupStale reads it): 0 for a cluster with
+// backups that never succeeded (so the alert fires), absent for a cluster without backups.
 func TestClusterBackupSuccessGauge(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := newClusterMetrics(reg, func() time.Time { return fixtureNow }, time.Minute)
@@ -277,6 +277,10 @@ func TestClusterBackupSuccessGauge(t *testing.T) {
 	m.observe(&etcdsync.Response{Parent: "prod/a", Status: &api.ClusterStatus{Phase: api.PhaseRunning,
 		Backup: &api.BackupStatus{LastSuccessTime: &metav1.Time{Time: at}}}})
 	m.observe(&etcdsync.Response{Parent: "prod/b", Status: &api.ClusterStatus{Phase: api.PhaseRunning, Backup: &api.BackupStatus{}}})
-	require.Equal(t, float64(at.Unix()), clusterSeries(t, reg, "prod", "a")["etcdhook_cluster_backup_last_success_timestamp_seconds"])
-	require.NotContains(t, clusterSeries(t, reg, "prod", "b"), "etcdhook_cluster_backup_last_success_timestamp_seconds")
+	m.observe(&etcdsync.Response{Parent: "prod/c", Status: &api.ClusterStatus{Phase: api.PhaseRunning}})
+	require.Equal(t, float64(at.Unix()), clusterSeries(t, reg, "prod", "a")["etcdhook_cluster_last_backup_timestamp_seconds"])
+	v, ok := clusterSeries(t, reg, "prod", "b")["etcdhook_cluster_last_backup_timestamp_seconds"]
+	require.True(t, ok)
+	require.Zero(t, v)
+	require.NotContains(t, clusterSeries(t, reg, "prod", "c"), "etcdhook_cluster_last_backup_timestamp_seconds")
 }

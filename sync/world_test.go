@@ -64,8 +64,8 @@ type world struct {
 	deleting bool
 	// parentAnn are the parent's annotations (etcd.io/backup-now); backupAnn what the backup Jobs
 	// wrote on the backup Lease; noCronJobs: a registration from before backups (no CronJob group).
-	parentAnn  map[string]string
-	backupAnn  map[string]string
+	parentAnn   map[string]string
+	backupAnn   map[string]string
 	noCronJobs  bool
 	failBackups bool
 	// restoreFail: the seed cannot restore (its RestoreFailed report); restored: the snapshot the seed
