@@ -41,6 +41,8 @@ step "etcdhook binary, image and e2e test binary"
 make build
 "$LK" image build --tag localhost/etcdhook:e2e --file bin/etcdhook:/etcdhook:0755 --entrypoint /etcdhook --user 65532
 go test -c -tags e2e -o bin/e2e.test ./e2e/
+# The backup scenario's S3 store (built once into bin/tools/, as the membership tests use it).
+minio=$(scripts/gotool.sh minio)
 
 step "install etcdhook (manifests/ with the local image, then the CompositeController)"
 overlay=e2e/.overlay-local
@@ -74,6 +76,6 @@ done
 step "e2e suite (real Metacontroller)"
 kubeconfig=$("$LK" env | sed -n 's/^export KUBECONFIG=//p' | tr -d '"')
 (cd e2e && "$LK" exec --cluster-dns -- ../bin/e2e.test -test.v -test.count=1 -test.timeout=80m -test.run "$RUN" \
-  -e2e.kubeconfig="$kubeconfig" -e2e.etcd-next=3.7.3 -e2e.results=RESULTS.md) 2>&1 | tee bin/e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|e2e_test|_test.go' || true
+  -e2e.kubeconfig="$kubeconfig" -e2e.etcd-next=3.7.3 -e2e.minio="$minio" -e2e.results=RESULTS.md) 2>&1 | tee bin/e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|e2e_test|_test.go' || true
 grep -q '^PASS' bin/e2e.log || { tail -200 bin/e2e.log; exit 1; }
 step "e2e passed"
