@@ -161,7 +161,7 @@ func (c *tcluster) clientTLS() string {
 
 // tcluster plays the hook and the kubelet around real agents and etcd processes.
 type tcluster struct {
-	t       *testing.T
+	t       testing.TB
 	version string
 	binary  string
 	parent  string
@@ -182,16 +182,16 @@ type tcluster struct {
 }
 
 // newCluster is a cluster as the product makes it by default: TLS on both planes.
-func newCluster(t *testing.T, version string, n int) *tcluster {
+func newCluster(t testing.TB, version string, n int) *tcluster {
 	return newClusterTLS(t, version, n, true)
 }
 
 // newPlainCluster runs without TLS (clusters created before TLS existed, or with it turned off).
-func newPlainCluster(t *testing.T, version string, n int) *tcluster {
+func newPlainCluster(t testing.TB, version string, n int) *tcluster {
 	return newClusterTLS(t, version, n, false)
 }
 
-func newClusterTLS(t *testing.T, version string, n int, tls bool) *tcluster {
+func newClusterTLS(t testing.TB, version string, n int, tls bool) *tcluster {
 	c := &tcluster{t: t, version: version, binary: etcdBinary(t, version), parent: "uid-" + strings.ReplaceAll(t.Name(), "/", "-"),
 		leases: NewMemLeases(), log: testLogger(t), tls: tls, secrets: NewMemSecrets(), clientDir: filepath.Join(t.TempDir(), "client-tls")}
 	scheme := "http://"
@@ -220,7 +220,7 @@ func newClusterTLS(t *testing.T, version string, n int, tls bool) *tcluster {
 	return c
 }
 
-func testLogger(t *testing.T) *slog.Logger {
+func testLogger(t testing.TB) *slog.Logger {
 	if os.Getenv("ETCDHOOK_TEST_LOGS") != "" {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).With("test", t.Name())
 	}

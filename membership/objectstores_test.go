@@ -27,7 +27,7 @@ import (
 var toolPaths sync.Map
 
 // tool is the path of a test server binary, built once by the project's script.
-func tool(t *testing.T, name string) string {
+func tool(t testing.TB, name string) string {
 	if p, ok := toolPaths.Load(name); ok {
 		return p.(string)
 	}
@@ -51,7 +51,7 @@ type store struct {
 }
 
 // runServer starts a test server and stops it when the test ends; ready polls until it answers.
-func runServer(t *testing.T, bin string, env []string, ready string, args ...string) {
+func runServer(t testing.TB, bin string, env []string, ready string, args ...string) {
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), env...)
 	var out bytes.Buffer
@@ -91,7 +91,7 @@ const (
 )
 
 // startMinIO runs MinIO on a throwaway directory with throwaway credentials and creates bucket.
-func startMinIO(t *testing.T, bucket string) store {
+func startMinIO(t testing.TB, bucket string) store {
 	port, console := freePort(t), freePort(t)
 	endpoint := fmt.Sprintf("http://127.0.0.1:%d", port)
 	runServer(t, tool(t, "minio"), []string{"MINIO_ROOT_USER=" + minioUser, "MINIO_ROOT_PASSWORD=" + minioSecret, "MINIO_BROWSER=off"},

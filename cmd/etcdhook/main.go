@@ -16,6 +16,7 @@ commands:
   member remove    remove an etcd member (the Job the hook emits)
   pvc delete       delete the volume of a removed member (the Job the hook emits)
   backup           snapshot the cluster into its destination and apply retention (the backup Jobs)
+  restore          restore a snapshot into a new data directory (what a restored cluster's seed does)
   install DEST     copy this binary to DEST (the member pod's init container)
   version          print the version
 `
@@ -41,6 +42,8 @@ func main() {
 		err = runPVC(args)
 	case "backup":
 		err = runBackup(args)
+	case "restore":
+		err = runRestore(args)
 	case "install":
 		err = runInstall(args)
 	case "version", "--version":
