@@ -21,6 +21,7 @@ const Usage = `kubectl etcd: look at and talk to etcdhook EtcdClusters
 Usage:
   kubectl etcd status NAME [-o json] [--wait [--timeout 10m]]
   kubectl etcd etcdctl NAME [--member POD|ORDINAL] [-i] -- ETCDCTL ARGS...
+  kubectl etcd backup NAME [--id TOKEN] [--wait=false] [--timeout 30m]
   kubectl etcd version
 
 status   phase, message, conditions, members (from the status and the agents' member Leases), the
@@ -29,6 +30,9 @@ status   phase, message, conditions, members (from the status and the agents' me
          Available (exit 0) or --timeout passes (exit 1).
 etcdctl  runs the member image's own etcdctl inside a ready member pod (container etcd), with the
          cluster's endpoints and, with TLS, the certificate files that pod's etcd uses.
+backup   asks for one backup now (annotation etcd.io/backup-now=TOKEN, --id, default the current time) to
+         the cluster's spec.backup destination and waits for its outcome: the snapshot's URL (usable
+         as spec.restore.from of a new cluster), or the failure.
 
 Connection flags as kubectl's: --kubeconfig, --context, -n/--namespace, --cluster, --user, --server,
 --token, --as, ... (run 'kubectl etcd status --help' for all).
@@ -101,6 +105,8 @@ func Run(ctx context.Context, env Env, args []string) error {
 		return runStatus(ctx, env, args[1:])
 	case "etcdctl":
 		return runEtcdctlCmd(ctx, env, args[1:])
+	case "backup":
+		return runBackup(ctx, env, args[1:])
 	case "version", "--version":
 		fmt.Fprintln(env.Out, Version)
 		return nil

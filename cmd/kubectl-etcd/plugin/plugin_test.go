@@ -302,7 +302,8 @@ func TestArguments(t *testing.T) {
 		err  string
 	}{
 		{nil, 2, "a command is required"},
-		{[]string{"backup", "demo"}, 2, `unknown command "backup"`},
+		{[]string{"restore", "demo"}, 2, `unknown command "restore"`},
+		{[]string{"backup"}, 2, "NAME is required"},
 		{[]string{"status"}, 2, "NAME is required"},
 		{[]string{"status", "a", "b"}, 2, `one NAME expected, got "a b"`},
 		{[]string{"status", "demo", "-o", "yaml"}, 2, `-o "yaml": only json is supported`},
@@ -631,4 +632,52 @@ func TestReadmeExample(t *testing.T) {
 	want, err := os.ReadFile("testdata/scaling.status.txt")
 	require.NoError(t, err)
 	require.Contains(t, string(readme), "```text\n"+string(want)+"```\n", "README's kubectl etcd example differs from testdata/scaling.status.txt")
+}
+
+// backup sets a new etcd.io/backup-now token and waits for status.backup.onDemand of that token: the
+// hook's answer is played by a reactor that fills the status on the second read.
+func TestBackupAnnotatesAndWaits(t *testing.T) {
+	for _, tc := range []struct {
+		name, phase, want string
+		code              int
+	}{
+		{"succeeded", "Succeeded", "succeeded: s3://b/prod/demo/x-r7.db (revision 7, 4096 bytes)", 0},
+		{"failed", "Failed", "backup \"t-1\" failed (Job demo-backup-abc): bucket missing", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			u := &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": api.APIVersion, "kind": api.Kind,
+				"metadata": map[string]any{"name": "demo", "namespace": "prod"},
+				"spec":     map[string]any{"backup": map[string]any{"destination": "s3://b"}},
+			}}
+			dyn := newDynamic(u)
+			reads := 0
+			dyn.PrependReactor("get", "etcdclusters", func(a k8stesting.Action) (bool, runtime.Object, error) {
+				reads++
+				if reads < 3 {
+					return false, nil, nil
+				}
+				obj, err := dyn.Tracker().Get(GVR, "prod", "demo")
+				require.NoError(t, err)
+				cur := obj.(*unstructured.Unstructured).DeepCopy()
+				require.Equal(t, "t-1", cur.GetAnnotations()[api.AnnBackupNow], "the token is set before the wait")
+				_ = unstructured.SetNestedMap(cur.Object, map[string]any{
+					"lastSnapshot": "s3://b/prod/demo/x-r7.db", "revision": int64(7), "size": int64(4096), "lastFailure": "bucket missing",
+					"onDemand": map[string]any{"token": "t-1", "job": "demo-backup-abc", "phase": tc.phase},
+				}, "status", "backup")
+				return true, cur, nil
+			})
+			te := newTestEnv(dyn, fake.NewClientset())
+			code := te.run("backup", "demo", "--id", "t-1")
+			require.Equal(t, tc.code, code, te.err.String())
+			require.Contains(t, te.out.String()+te.err.String(), tc.want)
+		})
+	}
+	t.Run("no spec.backup", func(t *testing.T) {
+		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": api.APIVersion, "kind": api.Kind,
+			"metadata": map[string]any{"name": "demo", "namespace": "prod"}, "spec": map[string]any{}}}
+		te := newTestEnv(newDynamic(u), fake.NewClientset())
+		require.Equal(t, 1, te.run("backup", "demo"))
+		require.Contains(t, te.err.String(), "has no spec.backup")
+	})
 }
