@@ -209,6 +209,10 @@ func TestBackupRestore(t *testing.T) {
 	})
 	ms := manifests(t, endpoint, src.ns, src.name)
 	require.Len(t, ms, 2, "keepLast 2 leaves the two newest snapshots: %v", ms)
+	// The CronJob is a fixed point under Metacontroller's merge: its spec was written once.
+	cj, err := src.e.kube.BatchV1().CronJobs(src.ns).Get(src.ctx, src.names().BackupName(), metav1.GetOptions{})
+	require.NoError(t, err)
+	require.EqualValues(t, 1, cj.Generation, "the CronJob's spec was rewritten after creation")
 	c := condition(src.cluster(), api.CondBackupFailing)
 	require.True(t, c == nil || c.Status != metav1.ConditionTrue, "BackupFailing: %v", c)
 

@@ -15,7 +15,13 @@ import (
 // ignored and named (InputIgnored): the Lease is writable by the backup Jobs and by hand.
 func (p *plan) backupStatus() *api.BackupStatus {
 	b := p.spec.Backup
-	if !p.hasSpec || b == nil {
+	if !p.hasSpec {
+		return nil
+	}
+	if b == nil {
+		if token := p.backupToken(); token != "" {
+			p.f.distrusted = append(p.f.distrusted, fmt.Sprintf("annotation %s=%q asks for a backup, but spec.backup names no destination: ignored", api.AnnBackupNow, token))
+		}
 		return nil
 	}
 	f, n := p.f, p.f.names

@@ -580,6 +580,10 @@ func fixtures() []fixture {
 			settle(w)
 			w.setSpec(withBackup("0 * * * *", "s3://etcd-backups/prod"))
 		}},
+		{name: "backup-now-without-backup", build: func(w *world) {
+			settle(w)
+			w.parentAnn = map[string]string{api.AnnBackupNow: "t1"}
+		}},
 		// Backups switched off: the CronJob, Lease and account go.
 		{name: "backup-removed", build: func(w *world) {
 			settle(w)
