@@ -798,6 +798,7 @@ func (a *Agent) restoreSeed(ctx context.Context) {
 		for i := 1; i < a.restoreFailures && wait < 5*time.Minute; i++ {
 			wait *= 2
 		}
+		wait = min(wait, 5*time.Minute)
 		a.Log.Warn("restore failed", "error", err, "failures", a.restoreFailures, "backoff", wait.String())
 		if msg := err.Error(); msg != a.restoreError {
 			a.restoreError = msg

@@ -121,19 +121,21 @@ func Backup(ctx context.Context, e *Etcd, b *blob.Bucket, log *slog.Logger, req 
 	ms, skipped, err := backup.List(ctx, b, req.Namespace, req.Cluster)
 	res.Skipped = skipped
 	if err != nil {
-		return res, fmt.Errorf("snapshot stored, pruning failed: %w", err)
+		return res, fmt.Errorf("listing for retention failed: %w", err)
 	}
 	// The snapshot just written counts as the newest whatever the clocks of earlier backups said: a
-	// clock that went backwards must not make retention delete it.
+	// clock that went backwards must not make retention delete it. Only snapshots dated before it are
+	// candidates: a newer one is another backup running at the same time (an on-demand one during a
+	// scheduled one), which prunes for itself; otherwise each could delete the other's.
 	order := []backup.Manifest{man}
 	for _, o := range ms {
-		if o.Key != man.Key {
+		if o.Key != man.Key && o.Time.Before(man.Time) {
 			order = append(order, o)
 		}
 	}
 	res.Pruned, err = backup.Prune(ctx, b, order, req.ClusterUID, req.Retention, req.Now())
 	if err != nil {
-		return res, fmt.Errorf("snapshot stored, pruning failed: %w", err)
+		return res, fmt.Errorf("pruning failed: %w", err)
 	}
 	return res, nil
 }

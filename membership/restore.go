@@ -24,6 +24,9 @@ type RestoreRequest struct {
 	Name    string
 	PeerURL string
 	Token   string
+	// CredentialsDir is the mounted credentials Secret, read again at every attempt (a fixed key
+	// works without a pod restart); "" for none.
+	CredentialsDir string
 }
 
 // RestoreResult is what was restored.
@@ -42,6 +45,9 @@ type RestoreResult struct {
 func Restore(ctx context.Context, log *slog.Logger, req RestoreRequest) (RestoreResult, error) {
 	if _, err := os.Stat(req.DataDir); err == nil {
 		return RestoreResult{}, fmt.Errorf("refusing to restore: %s already exists", req.DataDir)
+	}
+	if err := backup.LoadCredentials(req.CredentialsDir); err != nil {
+		return RestoreResult{}, err
 	}
 	b, err := req.Source.Destination.Open(ctx)
 	if err != nil {

@@ -2,6 +2,7 @@ package sync
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/robfig/cron/v3"
@@ -36,7 +37,10 @@ func validateBackup(s api.ClusterSpec) []Problem {
 			checkClaim(add, "InvalidBackup", "spec.backup", d, b.VolumeClaimName)
 		}
 		if b.Schedule != "" {
-			if _, err := cronParser.Parse(b.Schedule); err != nil {
+			if up := strings.ToUpper(b.Schedule); strings.HasPrefix(up, "TZ=") || strings.HasPrefix(up, "CRON_TZ=") {
+				// The CronJob sets timeZone: Etc/UTC, and Kubernetes refuses a zone in both places.
+				add("InvalidBackup", "spec.backup.schedule %q: a time zone prefix is not allowed (the schedule runs in UTC)", b.Schedule)
+			} else if _, err := cronParser.Parse(b.Schedule); err != nil {
 				add("InvalidBackup", "spec.backup.schedule %q: %v (five fields, or @hourly, @daily, @weekly, @monthly)", b.Schedule, err)
 			}
 		}

@@ -3,6 +3,7 @@ package sync
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -131,8 +132,9 @@ func (p *plan) restoreStatus(add func(string, bool, string, string)) *api.Restor
 			rs.Phase = "Restored"
 		}
 		if !f.bootstrapped && r.Reason() == api.ReasonRestoreFailed {
-			rs.Message = r.Error
-			add(api.CondRestoreFailed, true, "RestoreFailed", fmt.Sprintf("%s: %s", f.names.Pod(lv.ordinal), r.Error))
+			msg := strings.TrimSpace(strings.TrimPrefix(r.Error, api.ReasonRestoreFailed+":"))
+			rs.Message = msg
+			add(api.CondRestoreFailed, true, "RestoreFailed", fmt.Sprintf("%s: %s", f.names.Pod(lv.ordinal), msg))
 		}
 	}
 	return rs

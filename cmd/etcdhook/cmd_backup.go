@@ -60,12 +60,19 @@ func runBackup(args []string) error {
 		Retention: backup.Retention{KeepLast: *keepLast, MaxAge: *maxAge}, Token: *token,
 	}, *tlsDir)
 	now := time.Now().UTC()
+	if err != nil && res.Manifest.Key != "" {
+		// The snapshot is stored and verified; only retention failed. The backup succeeded (a retry
+		// would only store more): success first, then the failure dated after it, so that
+		// BackupFailing says retention is failing until the next success.
+		report(api.AnnBackupSuccess, successReport(d, res, now, *token))
+		msg := "snapshot stored, but " + err.Error()
+		report(api.AnnBackupFailure, api.BackupReport{Time: now.Add(time.Millisecond), Message: msg, Token: *token})
+		events.Event(membership.EventBackupFailed, "Prune", msg, true)
+		log.Warn("retention failed", "error", err)
+		return nil
+	}
 	if err != nil {
 		msg := err.Error()
-		if res.Manifest.Key != "" {
-			// The snapshot is stored; only pruning failed: a success, with the failure reported too.
-			report(api.AnnBackupSuccess, successReport(d, res, now, *token))
-		}
 		report(api.AnnBackupFailure, api.BackupReport{Time: now, Message: msg, Token: *token})
 		events.Event(membership.EventBackupFailed, "Backup", "backup to "+d.String()+" failed: "+msg, true)
 		return err
@@ -161,13 +168,11 @@ func runRestore(args []string) error {
 	if *fileRoot != "" {
 		src.Destination = src.Destination.Under(*fileRoot)
 	}
-	if err := backup.LoadCredentials(*creds); err != nil {
-		return err
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
 	res, err := membership.Restore(ctx, jsonLogger(), membership.RestoreRequest{
 		Source: src, Namespace: *ns, Cluster: *cluster, DataDir: *dataDir, Name: *name, PeerURL: *peerURL, Token: *token,
+		CredentialsDir: *creds,
 	})
 	if err != nil {
 		return err

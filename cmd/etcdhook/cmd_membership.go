@@ -337,11 +337,8 @@ func agentRestore(r *api.AgentRestore, cfg api.AgentConfig, names api.Names, ord
 	if r.FileRoot != "" {
 		src.Destination = src.Destination.Under(r.FileRoot)
 	}
-	if err := backup.LoadCredentials(r.CredentialsDir); err != nil {
-		return nil, err
-	}
 	return &membership.RestoreRequest{
-		Source: src, Namespace: ns, Cluster: cfg.Cluster,
+		Source: src, Namespace: ns, Cluster: cfg.Cluster, CredentialsDir: r.CredentialsDir,
 		DataDir: cfg.DataDir, Name: pod, PeerURL: names.PeerURL(ordinal), Token: cfg.Token,
 	}, nil
 }

@@ -11,7 +11,7 @@
 // Reads the EtcdCluster (its status, written by the hook) and the member Leases (the agents' own
 // reports, docs/design.md §3.3) and prints them on one screen; nothing is computed that the hook or the
 // agents did not report. A DB size column appears only when the status carries per-member dbSize (a
-// later hook adds it); there is no last-backup line because the status has no backup field yet.
+// later hook adds it); backups are asked for and followed with kubectl etcd backup.
 //
 // # etcdctl: why exec into a member pod
 //

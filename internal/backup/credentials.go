@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // Keys of a credentials Secret, mounted as files (docs/design.md §16.3). S3 takes the AWS SDK's
@@ -36,7 +37,8 @@ func LoadCredentials(dir string) error {
 		if err != nil {
 			return fmt.Errorf("credentials: %w", err)
 		}
-		if err := os.Setenv(k, string(b)); err != nil {
+		// A trailing newline (kubectl create secret --from-file) is not part of a key.
+		if err := os.Setenv(k, strings.TrimSpace(string(b))); err != nil {
 			return err
 		}
 	}

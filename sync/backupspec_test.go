@@ -1,0 +1,73 @@
+package sync
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/etcdhook/etcdhook/api"
+)
+
+// Each bad backup or restore input is refused with a problem naming its field.
+func TestValidateBackup(t *testing.T) {
+	ok := func(s *api.ClusterSpec) {}
+	for _, tc := range []struct {
+		name  string
+		edit  func(*api.ClusterSpec)
+		want  string // "" means valid
+		field string
+	}{
+		{"valid s3 schedule", ok, "", ""},
+		{"descriptor", func(s *api.ClusterSpec) { s.Backup.Schedule = "@daily" }, "", ""},
+		{"on demand only", func(s *api.ClusterSpec) { s.Backup.Schedule = "" }, "", ""},
+		{"time zone prefix", func(s *api.ClusterSpec) { s.Backup.Schedule = "CRON_TZ=Europe/Paris 0 3 * * *" }, "InvalidBackup", "spec.backup.schedule"},
+		{"tz prefix", func(s *api.ClusterSpec) { s.Backup.Schedule = "TZ=UTC 0 3 * * *" }, "InvalidBackup", "spec.backup.schedule"},
+		{"six fields", func(s *api.ClusterSpec) { s.Backup.Schedule = "0 0 3 * * *" }, "InvalidBackup", "spec.backup.schedule"},
+		{"unknown scheme", func(s *api.ClusterSpec) { s.Backup.Destination = "azblob://c/p" }, "InvalidBackup", "spec.backup.destination"},
+		{"file without claim", func(s *api.ClusterSpec) { s.Backup.Destination = "file:///etcd" }, "InvalidBackup", "spec.backup.volumeClaimName"},
+		{"claim with s3", func(s *api.ClusterSpec) { s.Backup.VolumeClaimName = "x" }, "InvalidBackup", "spec.backup.volumeClaimName"},
+		{"bad secret name", func(s *api.ClusterSpec) { s.Backup.CredentialsSecret = "Not_A_Name" }, "InvalidBackup", "spec.backup.credentialsSecret"},
+		{"keepLast 0", func(s *api.ClusterSpec) { s.Backup.Retention.KeepLast = ptr(int32(0)) }, "InvalidBackup", "spec.backup.retention.keepLast"},
+		{"maxAge 10m", func(s *api.ClusterSpec) { s.Backup.Retention.MaxAge = &metav1.Duration{Duration: 10 * time.Minute} }, "InvalidBackup", "spec.backup.retention.maxAge"},
+		{"restoreOnQuorumLoss", func(s *api.ClusterSpec) { s.Backup.RestoreOnQuorumLoss = true }, "InvalidBackup", "spec.backup.restoreOnQuorumLoss"},
+		{"restore latest", func(s *api.ClusterSpec) { s.Restore = &api.RestoreSpec{From: "gs://b/p/latest"} }, "", ""},
+		{"restore of a folder", func(s *api.ClusterSpec) { s.Restore = &api.RestoreSpec{From: "gs://b/p"} }, "InvalidRestore", "spec.restore.from"},
+		{"restore file without claim", func(s *api.ClusterSpec) { s.Restore = &api.RestoreSpec{From: "file:///b/latest"} }, "InvalidRestore", "spec.restore.volumeClaimName"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := api.ClusterSpec{Backup: &api.BackupSpec{Schedule: "0 * * * *", Destination: "s3://b/p?region=eu-west-1", CredentialsSecret: "creds"}}
+			tc.edit(&s)
+			ps := Validate("demo", api.Defaulted(s))
+			if tc.want == "" {
+				require.Empty(t, ps)
+				return
+			}
+			require.Len(t, ps, 1, "%v", ps)
+			require.Equal(t, tc.want, ps[0].Reason)
+			require.Contains(t, ps[0].Message, tc.field)
+		})
+	}
+}
+
+// spec.restore belongs to the creation: adding, changing or removing it later is refused.
+func TestValidateRestoreChange(t *testing.T) {
+	r := &api.RestoreSpec{From: "s3://b/p/latest"}
+	for _, tc := range []struct {
+		name          string
+		applied, next *api.RestoreSpec
+		refused       bool
+	}{
+		{"none", nil, nil, false},
+		{"kept", r, &api.RestoreSpec{From: "s3://b/p/latest"}, false},
+		{"added", nil, r, true},
+		{"removed", r, nil, true},
+		{"changed", r, &api.RestoreSpec{From: "s3://b/q/latest"}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ps := validateRestoreChange(&api.ClusterSpec{Restore: tc.applied}, api.ClusterSpec{Restore: tc.next})
+			require.Equal(t, tc.refused, len(ps) > 0, "%v", ps)
+		})
+	}
+}
