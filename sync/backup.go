@@ -62,12 +62,39 @@ func (p *plan) backupObjects() []any {
 			},
 		})
 	}
-	if token := p.backupToken(); token != "" {
+	token := p.backupToken()
+	if token != "" {
 		// Kept while the annotation holds the token: one Job, hence one backup, per token. Finished
 		// Jobs stay (their outcome is the status), and go with the next token.
 		out = append(out, p.backupJob(n.BackupJob(token), token))
 	}
+	// An earlier token's Job still running is kept until it finishes: a new token must not kill a
+	// backup half-way (its snapshot would be left without a manifest).
+	for _, name := range sortedKeys(p.f.obs.Jobs) {
+		j := p.f.obs.Jobs[name]
+		old := jobArg(j, "--token=")
+		if old == "" || old == token || name != n.BackupJob(old) {
+			continue
+		}
+		if state, _ := jobStatus(j); state == jobActive {
+			out = append(out, p.backupJob(name, old))
+		}
+	}
 	return out
+}
+
+// jobArg is the value of a --flag= argument of a Job's container command, "" when absent.
+func jobArg(j *batchv1.Job, prefix string) string {
+	cs := j.Spec.Template.Spec.Containers
+	if len(cs) == 0 {
+		return ""
+	}
+	for _, a := range cs[0].Command {
+		if v, ok := strings.CutPrefix(a, prefix); ok {
+			return v
+		}
+	}
+	return ""
 }
 
 // backupJob is one backup run: the scheduled template (token "") or an on-demand Job.

@@ -580,6 +580,16 @@ func fixtures() []fixture {
 			settle(w)
 			w.setSpec(withBackup("0 * * * *", "s3://etcd-backups/prod"))
 		}},
+		// A new token while the previous token's Job still runs: both Jobs are kept.
+		{name: "backup-on-demand-new-token-while-running", build: func(w *world) {
+			settle(w)
+			w.setSpec(withBackup("", "gs://etcd-backups/prod"))
+			w.step(5 * time.Second)
+			w.noJobs = true
+			w.parentAnn = map[string]string{api.AnnBackupNow: "t1"}
+			w.step(5 * time.Second)
+			w.parentAnn = map[string]string{api.AnnBackupNow: "t2"}
+		}},
 		{name: "backup-now-without-backup", build: func(w *world) {
 			settle(w)
 			w.parentAnn = map[string]string{api.AnnBackupNow: "t1"}
