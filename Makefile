@@ -5,7 +5,7 @@ IMAGE   ?= ghcr.io/etcdhook/etcdhook:v0.1.0
 LDFLAGS := -s -w -X main.version=$(VERSION)
 FUZZTIME ?= 20s
 
-.PHONY: build run test chart rules unit fuzz fixtures bench loadtest simulate timings image lint e2e-local clean
+.PHONY: build run test chart rules servers unit fuzz fixtures bench loadtest simulate timings image lint e2e-local clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/etcdhook ./cmd/etcdhook
@@ -16,10 +16,15 @@ run: build
 
 # Everything `go test` covers (decisions, fixtures through the handler, invariants, the agent and member
 # operations against real etcd 3.5 and 3.6), then a short fuzz run of the request path.
-test: lint chart rules unit fuzz
+test: lint chart rules servers unit fuzz
 
 unit:
 	$(GO) test -count=1 -timeout 30m ./...
+
+# The object stores the backup tests write to (real MinIO and fake-gcs-server), built once into bin/tools
+# by scripts/gotool.sh before the tests ask for them, so that the build and its time show in the log.
+servers:
+	@for s in minio fake-gcs-server; do start=$$(date +%s); scripts/gotool.sh $$s >/dev/null; echo "$$s ready ($$(( $$(date +%s) - start ))s)"; done
 
 # The alerts of manifests/monitoring, unit-tested by promtool (built once into bin/tools by
 # scripts/promtool.sh): the PrometheusRule's groups are written out as the plain rule file promtool reads.
