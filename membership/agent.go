@@ -772,6 +772,10 @@ func withProblems(errText string, problems []string) string {
 	return errText + " (" + p + ")"
 }
 
+// restoreAttemptTimeout bounds one restore: a database of several GiB downloads and restores in minutes
+// (77 MiB/s measured, README Benchmark).
+const restoreAttemptTimeout = time.Hour
+
 // restoreSeed restores the seed's data directory from the configured snapshot and binds it to this
 // member. A failure is reported on the Lease (RestoreFailed) and retried with backoff up to five
 // minutes: a bucket or credentials can be fixed while the cluster waits; a damaged snapshot cannot,
@@ -779,15 +783,19 @@ func withProblems(errText string, problems []string) string {
 func (a *Agent) restoreSeed(ctx context.Context) {
 	a.setState("restoring", false)
 	req := *a.Cfg.Restore
-	res, err := Restore(ctx, a.Log, req)
+	// Bound before the data is in place, like every start of ours (the binding is what makes the data
+	// ours): a crash between the two leaves a binding without data, which restores again, never data
+	// without a binding, which would be refused as foreign for good.
+	req.Bind = func(res RestoreResult) error {
+		return WriteBinding(a.Cfg.DataDir, Binding{ParentUID: a.Cfg.ParentUID, PeerURL: a.Cfg.PeerURL,
+			Restored: &Restored{URL: res.URL, Revision: res.Revision}})
+	}
+	// One attempt is bounded: a stalled download must end in RestoreFailed and a retry, not hang.
+	actx, cancel := context.WithTimeout(ctx, restoreAttemptTimeout)
+	res, err := Restore(actx, a.Log, req)
+	cancel()
 	if err == nil {
 		a.restored = &Restored{URL: res.URL, Revision: res.Revision}
-		// Bound before etcd runs, like every start of ours (the binding is what makes the data ours).
-		err = WriteBinding(a.Cfg.DataDir, Binding{ParentUID: a.Cfg.ParentUID, PeerURL: a.Cfg.PeerURL, Restored: a.restored})
-		if err != nil {
-			// Without the binding the data would be refused as foreign: start over cleanly.
-			_ = os.RemoveAll(a.Cfg.DataDir)
-		}
 	}
 	if err != nil {
 		if ctx.Err() != nil {

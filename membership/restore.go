@@ -24,6 +24,9 @@ type RestoreRequest struct {
 	Name    string
 	PeerURL string
 	Token   string
+	// Bind, when set, records the binding of the restored data before it is renamed into place (the
+	// agent's: data without a binding would be refused as foreign after a crash in between).
+	Bind func(RestoreResult) error
 	// CredentialsDir is the mounted credentials Secret, read again at every attempt (a fixed key
 	// works without a pod restart); "" for none.
 	CredentialsDir string
@@ -92,6 +95,11 @@ func Restore(ctx context.Context, log *slog.Logger, req RestoreRequest) (Restore
 	})
 	if err != nil {
 		return res, fmt.Errorf("restoring %s: %w", res.URL, err)
+	}
+	if req.Bind != nil {
+		if err := req.Bind(res); err != nil {
+			return res, fmt.Errorf("writing the binding of the restored data: %w", err)
+		}
 	}
 	if err := os.Rename(out, req.DataDir); err != nil {
 		return res, fmt.Errorf("moving the restored data into place: %w", err)

@@ -40,8 +40,10 @@ func validateBackup(s api.ClusterSpec) []Problem {
 			if up := strings.ToUpper(b.Schedule); strings.HasPrefix(up, "TZ=") || strings.HasPrefix(up, "CRON_TZ=") {
 				// The CronJob sets timeZone: Etc/UTC, and Kubernetes refuses a zone in both places.
 				add("InvalidBackup", "spec.backup.schedule %q: a time zone prefix is not allowed (the schedule runs in UTC)", b.Schedule)
-			} else if _, err := cronParser.Parse(b.Schedule); err != nil {
+			} else if sched, err := cronParser.Parse(b.Schedule); err != nil {
 				add("InvalidBackup", "spec.backup.schedule %q: %v (five fields, or @hourly, @daily, @weekly, @monthly)", b.Schedule, err)
+			} else if sched.Next(time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)).IsZero() {
+				add("InvalidBackup", "spec.backup.schedule %q never fires (a day that does not exist in its months)", b.Schedule)
 			}
 		}
 		checkSecretName(add, "InvalidBackup", "spec.backup.credentialsSecret", b.CredentialsSecret)

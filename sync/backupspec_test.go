@@ -25,6 +25,7 @@ func TestValidateBackup(t *testing.T) {
 		{"time zone prefix", func(s *api.ClusterSpec) { s.Backup.Schedule = "CRON_TZ=Europe/Paris 0 3 * * *" }, "InvalidBackup", "spec.backup.schedule"},
 		{"tz prefix", func(s *api.ClusterSpec) { s.Backup.Schedule = "TZ=UTC 0 3 * * *" }, "InvalidBackup", "spec.backup.schedule"},
 		{"six fields", func(s *api.ClusterSpec) { s.Backup.Schedule = "0 0 3 * * *" }, "InvalidBackup", "spec.backup.schedule"},
+		{"never fires", func(s *api.ClusterSpec) { s.Backup.Schedule = "0 0 30 2 *" }, "InvalidBackup", "never fires"},
 		{"unknown scheme", func(s *api.ClusterSpec) { s.Backup.Destination = "azblob://c/p" }, "InvalidBackup", "spec.backup.destination"},
 		{"file without claim", func(s *api.ClusterSpec) { s.Backup.Destination = "file:///etcd" }, "InvalidBackup", "spec.backup.volumeClaimName"},
 		{"claim with s3", func(s *api.ClusterSpec) { s.Backup.VolumeClaimName = "x" }, "InvalidBackup", "spec.backup.volumeClaimName"},

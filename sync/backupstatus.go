@@ -107,7 +107,10 @@ func (p *plan) backupConditions(st *api.BackupStatus, add func(string, bool, str
 		since, what = st.LastSuccessTime.Time, "since "+st.LastSuccessTime.UTC().Format(time.RFC3339)
 	}
 	// Two runs after the last success (or creation) the schedule should have produced a new one.
-	due := sched.Next(sched.Next(since))
+	due := sched.Next(sched.Next(since.UTC())) // the CronJob runs in UTC (Etc/UTC)
+	if due.IsZero() {
+		return // a schedule that never fires (refused by validation)
+	}
 	if p.f.now.After(due) {
 		add(api.CondBackupStale, true, "NoRecentBackup", fmt.Sprintf("no backup succeeded %s; schedule %q ran at least twice since (due by %s)", what, b.Schedule, due.UTC().Format(time.RFC3339)))
 	}

@@ -33,6 +33,10 @@ func TestParseDestination(t *testing.T) {
 		{in: "file://host/dir", problem: `host "host"`},
 		{in: "file:///", problem: "root directory"},
 		{in: "s3://bkt/x#frag", problem: "fragment"},
+		{in: "s3://bkt/x?endpoint=https://key:secret@minio:9000", problem: "credentials in its endpoint"},
+		{in: "s3://bkt/x?endpoint=https://minio:9000/path", problem: "path, query or fragment"},
+		{in: "gs://bkt/x?endpoint=https://gcs.example:443", problem: "must be http://"},
+		{in: "gs://bkt/x?endpoint=http://fake-gcs:4443", want: Destination{Scheme: "gs", Bucket: "bkt", Prefix: "x"}, canon: "gs://bkt/x?endpoint=http://fake-gcs:4443"},
 	} {
 		t.Run(tc.in, func(t *testing.T) {
 			d, err := ParseDestination(tc.in)

@@ -32,6 +32,11 @@ func LoadCredentials(dir string) error {
 	for _, k := range []string{KeyAWSAccessKeyID, KeyAWSSecretAccessKey, KeyAWSSessionToken} {
 		b, err := os.ReadFile(filepath.Join(dir, k))
 		if errors.Is(err, fs.ErrNotExist) {
+			// A key removed from the Secret must not linger from an earlier read (a session token
+			// beside new static keys).
+			if err := os.Unsetenv(k); err != nil {
+				return err
+			}
 			continue
 		}
 		if err != nil {

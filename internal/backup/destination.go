@@ -86,8 +86,18 @@ func ParseDestination(raw string) (Destination, error) {
 		d.Bucket, d.Prefix = u.Host, clean
 		if e := q.Get("endpoint"); e != "" {
 			eu, err := url.Parse(e)
-			if err != nil || (eu.Scheme != "http" && eu.Scheme != "https") || eu.Host == "" {
+			switch {
+			case err != nil || (eu.Scheme != "http" && eu.Scheme != "https") || eu.Host == "":
 				return Destination{}, fmt.Errorf("has endpoint %q: want http(s)://host[:port]", e)
+			case eu.User != nil:
+				// It would show in status, Events and logs: credentials go in credentialsSecret.
+				return Destination{}, errors.New("has credentials in its endpoint: put them in credentialsSecret")
+			case strings.Trim(eu.Path, "/") != "" || eu.RawQuery != "" || eu.Fragment != "":
+				return Destination{}, fmt.Errorf("has endpoint %q with a path, query or fragment: want http(s)://host[:port]", e)
+			case u.Scheme == "gs" && eu.Scheme != "http":
+				// The GCS client takes a custom endpoint only as an emulator host, over plain HTTP and
+				// without credentials: an https endpoint would silently lose both.
+				return Destination{}, fmt.Errorf("has endpoint %q: a gs:// endpoint is for a GCS emulator and must be http://", e)
 			}
 		}
 	}

@@ -66,7 +66,9 @@ type Stored struct {
 func Upload(ctx context.Context, b *blob.Bucket, key string, src io.Reader) (Stored, error) {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	w, err := b.NewWriter(wctx, key, &blob.WriterOptions{ContentType: "application/octet-stream"})
+	// IfNotExist: two backups in the same second at the same revision (an on-demand and a scheduled one
+	// on an idle cluster) must not overwrite each other's snapshot; the second fails and says so.
+	w, err := b.NewWriter(wctx, key, &blob.WriterOptions{ContentType: "application/octet-stream", IfNotExist: true})
 	if err != nil {
 		return Stored{}, fmt.Errorf("writing %s: %w", key, err)
 	}
