@@ -180,7 +180,8 @@ func (p *plan) backupRBAC() []any {
 			ObjectMeta: p.meta(name, api.ComponentBackup),
 			Rules: []rbacv1.PolicyRule{{
 				APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"},
-				ResourceNames: []string{name}, Verbs: []string{"get", "patch"},
+				// A merge patch of two annotations: no read needed.
+				ResourceNames: []string{name}, Verbs: []string{"patch"},
 			}, {
 				APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"},
 			}},
