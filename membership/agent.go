@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/internal/backup"
 )
 
 // AgentConfig is one member's agent: who it is and how etcd runs.
@@ -431,6 +432,7 @@ func (a *Agent) runEtcd(ctx context.Context, state string, initial []api.Member)
 		args = append(args, "--initial-cluster="+a.initialCluster(initial))
 	}
 	cmd := exec.Command(a.Cfg.EtcdCommand[0], args...)
+	cmd.Env = etcdEnv(os.Environ())
 	out := a.Cfg.EtcdOutput
 	if out == nil {
 		out = os.Stderr
@@ -820,4 +822,19 @@ func (a *Agent) restoreSeed(ctx context.Context) {
 	}
 	a.restoreFailures, a.restoreError = 0, ""
 	a.event(EventSnapshotRestored, "Restore", false, "restored snapshot %s (revision %d, %d bytes) as the seed of this cluster", res.URL, res.Revision, res.Manifest.Size)
+}
+
+// etcdEnv is the agent's environment without what the restore loaded for the store (backup
+// credentials, the emulator host): etcd needs none of it, and its environment is readable where the
+// agent's secrets should not be.
+func etcdEnv(env []string) []string {
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		if backup.CredentialVar(k) {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
 }

@@ -53,3 +53,14 @@ func LoadCredentials(dir string) error {
 	}
 	return nil
 }
+
+// CredentialVar says whether an environment variable is one LoadCredentials or Open may set: a
+// process started by one that loaded credentials (etcd, by the agent) is given its environment
+// without them.
+func CredentialVar(k string) bool {
+	switch k {
+	case KeyAWSAccessKeyID, KeyAWSSecretAccessKey, KeyAWSSessionToken, "GOOGLE_APPLICATION_CREDENTIALS", "STORAGE_EMULATOR_HOST":
+		return true
+	}
+	return false
+}
