@@ -83,18 +83,29 @@ func (s *scenario) startWriter(first string) *swriter {
 		Prefix: "e2e/", Max: 60000, For: 30 * time.Minute, Every: 50 * time.Millisecond, Timeout: 2 * time.Second,
 	}, first)}
 	s.t.Cleanup(func() { w.Stop(); cl.Close() })
+	// The disruption a scenario starts next must meet acknowledged writes: with none before it, the
+	// check at Finish could not tell a restart that lost data from one that kept it.
+	s.waitFor("the writer's first acknowledged writes", time.Minute, func() bool { return w.AckedInStep() >= minAcked })
 	return w
 }
+
+// minAcked is how many acknowledged writes open a scenario and close it.
+const minAcked = 5
 
 type swriter struct {
 	*writer.Writer
 	s *scenario
 }
 
-// Finish stops the writer, checks every acknowledged key through the client Service and that every
+// Finish waits for writes acknowledged once settled, stops the writer, checks every acknowledged key
+// through the client Service and that every
 // member's hashkv agrees at one revision, and records the figures.
 func (w *swriter) Finish(extra string) {
 	t := w.s.t
+	// Clients must recover, not only members: a writer whose connection through the Service never
+	// comes back after the last step would pass a status-only check.
+	w.Step("settled")
+	w.s.waitFor("acknowledged writes after the last step", time.Minute, func() bool { return w.AckedInStep() >= minAcked })
 	cl, err := w.s.newClient([]string{w.s.clientEndpoint()})
 	require.NoError(t, err)
 	defer cl.Close()

@@ -347,10 +347,23 @@ func TestAllPodsRestart(t *testing.T) {
 	s.waitFor("settled", stepTimeout, s.settled(3))
 	before := s.memberIDs()
 	w := s.startWriter("all pods deleted at once")
+	old := map[types.UID]bool{}
+	for _, p := range s.pods() {
+		old[p.UID] = true
+	}
 	require.NoError(t, s.e.kube.CoreV1().Pods(s.ns).DeleteCollection(s.ctx, metav1.DeleteOptions{},
 		metav1.ListOptions{LabelSelector: api.LabelInstance + "=" + s.name + "," + api.LabelComponent + "=etcd"}))
-	time.Sleep(5 * time.Second)
-	took := s.waitFor("back", stepTimeout, s.settled(3))
+	// A status written before the deletion still reads settled: first see three new pods.
+	took := s.waitFor("three new pods", stepTimeout, func() bool {
+		n := 0
+		for _, p := range s.pods() {
+			if !old[p.UID] && p.DeletionTimestamp == nil {
+				n++
+			}
+		}
+		return n == 3
+	})
+	took += s.waitFor("back", stepTimeout, s.settled(3))
 	require.Equal(t, before, s.memberIDs())
 	w.Finish(fmt.Sprintf("all pods restarted to settled: %s\n\n", took.Round(100*time.Millisecond)))
 }

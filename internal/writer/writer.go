@@ -93,6 +93,13 @@ func (w *Writer) Step(name string) {
 	w.stats[name] = &stats{began: time.Now()}
 }
 
+// AckedInStep is the number of writes acknowledged in the current step.
+func (w *Writer) AckedInStep() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.stats[w.step].ok
+}
+
 // Stop ends the writes (idempotent).
 func (w *Writer) Stop() {
 	select {
