@@ -25,6 +25,7 @@ func TestNamesAndOrdinals(t *testing.T) {
 
 func TestReportRoundTrip(t *testing.T) {
 	r := Report{MemberID: "a", ClusterID: "b", ParentUID: "u", Role: RoleLeader, Healthy: true, Version: "3.6.16", LeaderID: "a",
+		DBSize: 25 << 20, DBSizeInUse: 9 << 20, Alarms: []string{"NOSPACE@a", "NOSPACE@b"},
 		Members: []Member{{ID: "b", PeerURL: "p2", Started: true}, {ID: "a", PeerURL: "p1", Started: true, Learner: true}}}
 	got, err := ParseReport(r.Annotations())
 	require.NoError(t, err)
@@ -36,6 +37,57 @@ func TestReportRoundTrip(t *testing.T) {
 	empty, err := ParseReport(map[string]string{})
 	require.NoError(t, err)
 	require.Nil(t, empty.Members, "no list is not an empty list")
+	require.Nil(t, empty.Alarms)
+	// A hand-edited size is unknown, never a number the quota warning would act on.
+	for _, bad := range []string{"-5", "12MB", "1e9", " "} {
+		got, err := ParseReport(map[string]string{AnnDBSize: bad, AnnDBSizeInUse: bad})
+		require.NoError(t, err)
+		require.Zero(t, got.DBSize, bad)
+		require.Zero(t, got.DBSizeInUse, bad)
+	}
+	require.Equal(t, "", Report{}.Annotations()[AnnDBSize], "an unknown size clears the annotation")
+}
+
+func TestSizeMoved(t *testing.T) {
+	const mib = 1 << 20
+	for _, tc := range []struct {
+		reported, now int64
+		moved         bool
+	}{
+		{0, 0, false},
+		{0, 20 << 10, true},              // first size known
+		{20 << 10, 0, true},              // size no longer known
+		{20 << 10, 900 << 10, false},     // small database: under 1 MiB of change is never written
+		{20 << 10, 20<<10 + mib, true},   // 1 MiB on a small one
+		{100 * mib, 103 * mib, false},    // 3% of 100 MiB is below 1/32
+		{100 * mib, 104 * mib, true},     // 4 MiB >= 104/32 MiB
+		{1 << 30, 1<<30 - 30*mib, false}, // shrinking by less than 1/32
+		{1 << 30, 1<<30 - 40*mib, true},  // a defragmentation shows
+		{2 << 30, 2<<30 + 65*mib, false}, // 1/32 of the larger: 65 MiB of 2 GiB + 65 MiB is not enough
+		{2 << 30, 2<<30 + 67*mib, true},
+	} {
+		require.Equal(t, tc.moved, SizeMoved(tc.reported, tc.now), "%d -> %d", tc.reported, tc.now)
+		require.Equal(t, tc.moved, SizeMoved(tc.now, tc.reported), "symmetric: %d -> %d", tc.now, tc.reported)
+	}
+}
+
+func TestQuotaBackendBytes(t *testing.T) {
+	for _, tc := range []struct {
+		options map[string]string
+		quota   int64
+		ok      bool
+	}{
+		{nil, DefaultQuotaBackendBytes, true},
+		{map[string]string{"quota-backend-bytes": "0"}, DefaultQuotaBackendBytes, true},
+		{map[string]string{"quota-backend-bytes": "8589934592"}, 8 << 30, true},
+		{map[string]string{"quota-backend-bytes": "-1"}, 0, true}, // etcd: quota disabled
+		{map[string]string{"quota-backend-bytes": "8Gi"}, 0, false},
+		{map[string]string{"quota-backend-bytes": ""}, 0, false},
+	} {
+		q, ok := QuotaBackendBytes(tc.options)
+		require.Equal(t, tc.ok, ok, "%v", tc.options)
+		require.Equal(t, tc.quota, q, "%v", tc.options)
+	}
 }
 
 // Defaulted fills every field the CRD defaults and leaves the caller's spec untouched (DeepCopy), so a

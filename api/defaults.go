@@ -1,6 +1,8 @@
 package api
 
 import (
+	"strconv"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -29,7 +31,33 @@ const (
 	DefaultCompactionRetention = "1h"
 	// CertExpiringDays: a certificate in use this close to its expiry raises CertificatesExpiring.
 	CertExpiringDays = 14
+	// DefaultQuotaBackendBytes is etcd's own backend quota when quota-backend-bytes is unset or 0 (2 GiB,
+	// the same in v3.5, v3.6 and v3.7).
+	DefaultQuotaBackendBytes = 2 << 30
+	// DatabaseNearQuotaPercent: a member's database this full raises DatabaseNearQuota (as the
+	// monitoring component's EtcdDatabaseNearQuota alert does).
+	DatabaseNearQuotaPercent = 80
 )
+
+// QuotaBackendBytes is the backend quota etcd runs with for these options: the quota-backend-bytes
+// option, etcd's default for 0 or unset, and 0 (no quota) for a negative value, which etcd reads as
+// "quota disabled". ok is false when the option is not an integer.
+func QuotaBackendBytes(options map[string]string) (quota int64, ok bool) {
+	v, set := options["quota-backend-bytes"]
+	if !set {
+		return DefaultQuotaBackendBytes, true
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	switch {
+	case err != nil:
+		return 0, false
+	case n == 0:
+		return DefaultQuotaBackendBytes, true
+	case n < 0:
+		return 0, true
+	}
+	return n, true
+}
 
 // ManagedOptions are etcd flags the hook or agent sets; spec.options may not override them.
 var ManagedOptions = map[string]bool{

@@ -41,6 +41,19 @@ const (
 	// AnnRestoredFrom and AnnRestoredRevision: the snapshot the member's data was restored from.
 	AnnRestoredFrom     = "etcd.io/restored-from"
 	AnnRestoredRevision = "etcd.io/restored-revision"
+	// AnnDBSize and AnnDBSizeInUse: the member's backend file size and the part of it in use, in bytes
+	// (etcd's Status). Written when one moves by a significant step (SizeMoved), not at every write.
+	AnnDBSize      = "etcd.io/db-size"
+	AnnDBSizeInUse = "etcd.io/db-size-in-use"
+	// AnnAlarms: the cluster's active alarms as this member reads them, "<TYPE>@<member ID>" sorted and
+	// comma-separated (e.g. NOSPACE@8e9e05c52164694d); empty when none.
+	AnnAlarms = "etcd.io/alarms"
+)
+
+// Alarm types etcd raises (etcdserverpb.AlarmType names).
+const (
+	AlarmNoSpace = "NOSPACE"
+	AlarmCorrupt = "CORRUPT"
 )
 
 // Roles an agent reports.
@@ -84,6 +97,41 @@ type Report struct {
 	// of a restored cluster), empty for every other member.
 	RestoredFrom     string
 	RestoredRevision string
+	// DBSize and DBSizeInUse in bytes; 0 when unknown (etcd not answering, or an old agent).
+	DBSize      int64
+	DBSizeInUse int64
+	// Alarms: "<TYPE>@<member ID>", sorted; nil when none.
+	Alarms []string
+}
+
+// SizeMoved says whether a database size moved far enough from the reported one to be written: by at
+// least 1 MiB and 1/32 of the larger of the two. A member under a writer changes size at every batch;
+// reporting each change would write its Lease (and wake the hook) as often as the clients write, while
+// the decisions that read sizes (the quota warning, defragmentation) need a few percent.
+func SizeMoved(reported, now int64) bool {
+	if (reported == 0) != (now == 0) {
+		return true
+	}
+	d, big := now-reported, max(now, reported)
+	if d < 0 {
+		d = -d
+	}
+	return d >= 1<<20 && d >= big/32
+}
+
+// AlarmTypes is the set of alarm types in alarms ("<TYPE>@<member>"), sorted.
+func AlarmTypes(alarms []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, a := range alarms {
+		t, _, _ := strings.Cut(a, "@")
+		if !seen[t] {
+			seen[t] = true
+			out = append(out, t)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // Error reasons an agent reports that the hook turns into conditions.
@@ -134,6 +182,10 @@ func (r Report) Annotations() map[string]string {
 		AnnTLSCAs:          r.TLSCAs,
 		AnnTLSCANotAfter:   r.TLSCANotAfter,
 		AnnTLSCertNotAfter: r.TLSCertNotAfter,
+
+		AnnDBSize:      formatSize(r.DBSize),
+		AnnDBSizeInUse: formatSize(r.DBSizeInUse),
+		AnnAlarms:      strings.Join(r.Alarms, ","),
 	}
 	// Only the seed of a restored cluster says where its data came from; a fact of the cluster's
 	// origin, never cleared, so other members' Leases need not carry the keys.
@@ -167,6 +219,14 @@ func ParseReportUsing(ann map[string]string, lists map[string][]Member) (Report,
 
 		RestoredFrom:     ann[AnnRestoredFrom],
 		RestoredRevision: ann[AnnRestoredRevision],
+
+		// A size that does not parse, or is negative, is unknown (0): a hand edit must not raise or
+		// silence the quota warning.
+		DBSize:      parseSize(ann[AnnDBSize]),
+		DBSizeInUse: parseSize(ann[AnnDBSizeInUse]),
+	}
+	if a := ann[AnnAlarms]; a != "" {
+		r.Alarms = strings.Split(a, ",")
 	}
 	if s := ann[AnnMembers]; s != "" {
 		if ms, ok := lists[s]; ok {
@@ -186,6 +246,21 @@ func ParseReportUsing(ann map[string]string, lists map[string][]Member) (Report,
 		}
 	}
 	return r, nil
+}
+
+func formatSize(n int64) string {
+	if n <= 0 {
+		return ""
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+func parseSize(s string) int64 {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
 }
 
 // Reason is the leading word of Error.

@@ -249,6 +249,11 @@ type MemberStatus struct {
 	Role      string `json:"role"`
 	Healthy   bool   `json:"healthy"`
 	Version   string `json:"version,omitempty"`
+	// DBSize and DBSizeInUse: the member's backend file and the part of it in use, in bytes, as its
+	// agent last reported them (written when they move by a few percent, api.SizeMoved); absent when
+	// unknown. The difference is what a defragmentation gives back.
+	DBSize      int64 `json:"dbSize,omitempty"`
+	DBSizeInUse int64 `json:"dbSizeInUse,omitempty"`
 }
 
 // TLSStatus is what the members report of their certificates (absent while TLS is off).
@@ -301,4 +306,11 @@ const (
 	CondBackupStale = "BackupStale"
 	// CondRestoreFailed: the seed cannot restore the snapshot it was given.
 	CondRestoreFailed = "RestoreFailed"
+	// CondDatabaseNearQuota: a member's database file is at or above DatabaseNearQuotaPercent of the
+	// backend quota; at the quota etcd raises NOSPACE and refuses writes.
+	CondDatabaseNearQuota = "DatabaseNearQuota"
+	// CondDatabaseFull: etcd raised the NOSPACE alarm: the cluster serves reads and deletes only.
+	CondDatabaseFull = "DatabaseFull"
+	// CondDataCorrupt: etcd raised the CORRUPT alarm (its consistency check found members disagreeing).
+	CondDataCorrupt = "DataCorrupt"
 )

@@ -534,6 +534,14 @@ func (a *Agent) observe(ctx context.Context, bound *bool) observation {
 	if st.Leader == 0 {
 		r.LeaderID = ""
 	}
+	r.DBSize, r.DBSizeInUse = st.DbSize, st.DbSizeInUse
+	if len(st.Errors) > 0 {
+		// Status lists alarms among its errors as protobuf text; the alarm list says them plainly. Asked
+		// only in trouble: a healthy member's look stays one Status call.
+		if alarms, err := a.Etcd.Alarms(ctx, a.Cfg.ClientURL); err == nil {
+			r.Alarms = alarms
+		}
+	}
 	if !*bound {
 		if err := WriteBinding(a.Cfg.DataDir, Binding{ParentUID: a.Cfg.ParentUID, ClusterID: r.ClusterID, MemberID: r.MemberID, PeerURL: a.Cfg.PeerURL, Restored: a.restored}); err == nil {
 			*bound = true
@@ -552,7 +560,7 @@ func (a *Agent) observe(ctx context.Context, bound *bool) observation {
 		return false
 	}
 	if st.IsLearner {
-		r.Role, r.Healthy = api.RoleLearner, len(st.Errors) == 0 && st.Leader != 0
+		r.Role, r.Healthy = api.RoleLearner, statusHealthy(len(st.Errors), r.Alarms, st.Leader)
 		l, err := a.Etcd.MemberList(ctx, a.Cfg.Endpoints)
 		if err == nil && !listed(l) {
 			return removedByOthers // e.g. removed as a stuck learner
@@ -594,7 +602,7 @@ func (a *Agent) observe(ctx context.Context, bound *bool) observation {
 		if !listed(l) {
 			return removedByOthers
 		}
-		r.Healthy = len(st.Errors) == 0 && st.Leader != 0
+		r.Healthy = statusHealthy(len(st.Errors), r.Alarms, st.Leader)
 		r.Members = l.Members
 	}
 	if ierr == nil && leaving(in) && err == nil {
@@ -604,6 +612,29 @@ func (a *Agent) observe(ctx context.Context, bound *bool) observation {
 	}
 	a.report(ctx, r, false)
 	return stillRunning
+}
+
+// statusHealthy: a member with a leader and no error in its Status, where a NOSPACE alarm (one error per
+// alarm) is not an error of the member: raft works, reads and deletes are served, the pod stays ready
+// (etcd's /readyz ignores it), and compaction, defragmentation and membership steps, which it does not
+// stop, must still be allowed; DatabaseFull says it instead of a false QuorumLost. Any other error
+// (no leader, CORRUPT, an alarm list that could not be read) is unhealthy.
+func statusHealthy(errors int, alarms []string, leader uint64) bool {
+	if leader == 0 {
+		return false
+	}
+	if errors == 0 {
+		return true
+	}
+	if len(alarms) != errors {
+		return false
+	}
+	for _, a := range alarms {
+		if typ, _, _ := strings.Cut(a, "@"); typ != api.AlarmNoSpace {
+			return false
+		}
+	}
+	return true
 }
 
 // leave moves leadership away, checks the quorum rule and removes this member.
@@ -680,6 +711,11 @@ func (a *Agent) report(ctx context.Context, r api.Report, force bool) {
 		r.Error = api.ReasonCertificatesInvalid + ": " + a.certErr
 	}
 	r.Error = withProblems(r.Error, a.leaseProblems)
+	// Sizes are written when they move by a significant step (api.SizeMoved): until then the report
+	// keeps the values last written, so a member under load does not rewrite its Lease at every look.
+	if !api.SizeMoved(a.last.DBSize, r.DBSize) && !api.SizeMoved(a.last.DBSizeInUse, r.DBSizeInUse) {
+		r.DBSize, r.DBSizeInUse = a.last.DBSize, a.last.DBSizeInUse
+	}
 	renew := api.RenewInterval(r, a.Cfg.LeaseDuration)
 	same := fmt.Sprint(r) == fmt.Sprint(a.last)
 	if same && !force && (time.Since(a.wrote) < renew || a.crashLoop) {

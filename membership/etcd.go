@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sort"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -160,6 +161,27 @@ func (e *Etcd) Status(ctx context.Context, ep string) (*clientv3.StatusResponse,
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	return c.Status(cctx, ep)
+}
+
+// Alarms lists the cluster's active alarms through one endpoint as "<TYPE>@<member ID>", sorted.
+func (e *Etcd) Alarms(ctx context.Context, ep string) ([]string, error) {
+	c, err := e.client([]string{ep})
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	resp, err := c.AlarmList(cctx)
+	if err != nil {
+		return nil, fmt.Errorf("alarm list via %s: %w", ep, err)
+	}
+	var out []string
+	for _, a := range resp.Alarms {
+		out = append(out, a.Alarm.String()+"@"+api.FormatID(a.MemberID))
+	}
+	sort.Strings(out)
+	return out, nil
 }
 
 // retry runs call until it is done, failed, or ctx ends; Unknown outcomes are settled by verify.

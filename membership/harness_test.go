@@ -179,6 +179,8 @@ type tcluster struct {
 	events *MemRecorder
 	// restore, when set, is the snapshot the seed (slot 0) restores (spec.restore.from).
 	restore *backup.Source
+	// flags are added to every member's etcd command line (e.g. a tiny --quota-backend-bytes).
+	flags []string
 }
 
 // newCluster is a cluster as the product makes it by default: TLS on both planes.
@@ -252,6 +254,7 @@ func (c *tcluster) start(i int, tick time.Duration) {
 		"--initial-cluster-token=tok-" + c.parent,
 		"--log-level=warn",
 	}
+	cmd = append(cmd, c.flags...)
 	if c.tls {
 		// The flags sync.EtcdArgs renders, on this slot's certificate directory.
 		c, p := s.tlsDir()+"/client/", s.tlsDir()+"/peer/"

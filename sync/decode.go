@@ -540,6 +540,10 @@ func (r *reader) readMemberStatus(m *api.MemberStatus) {
 			r.boolInto(&m.Healthy)
 		case k.is("version"):
 			r.stringInto(&m.Version)
+		case k.is("dbSize"):
+			r.int64Into(&m.DBSize)
+		case k.is("dbSizeInUse"):
+			r.int64Into(&m.DBSizeInUse)
 		default:
 			r.skip()
 		}

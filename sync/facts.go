@@ -62,6 +62,8 @@ type memberView struct {
 	// dead: its Lease has not been renewed for spec.timeouts.deadMemberSeconds and its pod is not ready.
 	dead    bool
 	version string
+	// dbSize and dbSizeInUse as the ordinal's agent reports them for this member (0: unknown).
+	dbSize, dbSizeInUse int64
 }
 
 func (m *memberView) voter() bool { return !m.Learner }
@@ -436,6 +438,7 @@ func (f *facts) readTruth() {
 			lv := f.leases[mv.ordinal]
 			if lv != nil && lv.report.MemberID == m.ID {
 				mv.version = lv.report.Version
+				mv.dbSize, mv.dbSizeInUse = lv.report.DBSize, lv.report.DBSizeInUse
 			}
 			if m.Learner {
 				mv.healthy = lv != nil && lv.fresh && lv.report.MemberID == m.ID && lv.report.Healthy

@@ -622,6 +622,31 @@ func fixtures() []fixture {
 		{name: "restore-invalid-source", build: func(w *world) {
 			w.spec.Restore = &api.RestoreSpec{From: "s3://etcd-backups/prod"}
 		}},
+		// Sizes reach status.members; 1.7 GiB of the default 2 GiB quota raises DatabaseNearQuota.
+		{name: "database-near-quota", build: func(w *world) {
+			settle(w)
+			w.dbSize, w.dbSizeInUse = 1740<<20, 300<<20
+			w.step(5 * time.Second)
+		}},
+		// The same sizes under an 8 GiB quota (spec.options): no warning.
+		{name: "database-sizes-under-quota", build: func(w *world) {
+			w.spec.Options = map[string]string{"quota-backend-bytes": "8589934592"}
+			settle(w)
+			w.dbSize, w.dbSizeInUse = 1740<<20, 300<<20
+			w.step(5 * time.Second)
+		}},
+		// NOSPACE raised by two members: DatabaseFull names them; the members stay healthy voters (no
+		// false QuorumLost) and the cluster Available.
+		{name: "database-full", build: func(w *world) {
+			settle(w)
+			w.dbSize, w.dbSizeInUse = 2<<30, 2<<30
+			w.alarms = []string{api.AlarmNoSpace + "@" + w.etcd.members[0].ID, api.AlarmNoSpace + "@" + w.etcd.members[2].ID}
+			w.step(5 * time.Second)
+		}},
+		{name: "invalid-quota-option", build: func(w *world) {
+			settle(w)
+			w.setSpec(func(s *api.ClusterSpec) { s.Options = map[string]string{"quota-backend-bytes": "8Gi"} })
+		}},
 		{name: "error-malformed-json", raw: `{"parent": {"apiVersion": "etcd.io/v1alpha1",`},
 		{name: "error-wrong-kind", raw: `{"parent":{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"x","namespace":"prod","uid":"u"}},` + emptyGroups(nil) + `}`},
 		{name: "error-missing-uid", raw: `{"parent":{"apiVersion":"etcd.io/v1alpha1","kind":"EtcdCluster","metadata":{"name":"demo","namespace":"prod"},"spec":{}},` + emptyGroups(nil) + `}`},

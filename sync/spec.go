@@ -115,6 +115,8 @@ func Validate(name string, s api.ClusterSpec) []Problem {
 			add("ManagedOption", "spec.options %q is managed by etcdhook and cannot be set", k)
 		case strings.ContainsAny(s.Options[k], "\n\x00"):
 			add("InvalidOption", "spec.options %q: value must be a single line", k)
+		case k == "quota-backend-bytes" && !quotaParses(s.Options):
+			add("InvalidOption", "spec.options %q: %q is not a whole number of bytes (0: etcd's default of 2 GiB)", k, s.Options[k])
 		case UnsafeOption(k) && !s.AllowUnsafeOptions:
 			add("UnsafeOption", "spec.options %q can lose data or changes meaning between etcd releases: set spec.allowUnsafeOptions: true to accept the risk", k)
 		}
@@ -257,3 +259,8 @@ func (v SemVer) Less(w SemVer) bool {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+func quotaParses(options map[string]string) bool {
+	_, ok := api.QuotaBackendBytes(options)
+	return ok
+}

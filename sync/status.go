@@ -126,6 +126,7 @@ func (p *plan) status() *api.ClusterStatus {
 	st.TLS = p.tlsStatus()
 	p.tlsConditions(st.TLS, add)
 	p.backupConditions(st.Backup, add)
+	p.databaseConditions(add)
 	st.Restore = p.restoreStatus(add)
 	if p.paused {
 		msg := "spec.paused: no membership change, roll or spec change is started; steps already in flight finish"
@@ -293,7 +294,8 @@ func (p *plan) memberStatus() []api.MemberStatus {
 	}
 	out := []api.MemberStatus{}
 	for _, m := range f.members {
-		ms := api.MemberStatus{ID: m.ID, PeerURL: m.PeerURL, ClientURL: m.ClientURL, Healthy: m.healthy, Version: m.version, Role: api.RoleVoter}
+		ms := api.MemberStatus{ID: m.ID, PeerURL: m.PeerURL, ClientURL: m.ClientURL, Healthy: m.healthy, Version: m.version, Role: api.RoleVoter,
+			DBSize: m.dbSize, DBSizeInUse: m.dbSizeInUse}
 		switch {
 		case m.Learner:
 			ms.Role = api.RoleLearner

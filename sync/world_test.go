@@ -72,6 +72,10 @@ type world struct {
 	// restored from (reported with revision 4242).
 	restoreFail string
 	restored    string
+	// dbSize: what every running member reports as its database size (0: unknown), with dbSizeInUse;
+	// alarms: the cluster's alarms every running member reports.
+	dbSize, dbSizeInUse int64
+	alarms              []string
 	// specRaw replaces top-level spec fields with JSON the typed spec cannot hold (what the API server
 	// may accept through preserve-unknown-fields or int-or-string).
 	specRaw map[string]any
@@ -781,6 +785,9 @@ func (w *world) report(i int, quorum bool) {
 	}
 	if i == 0 && w.restored != "" && r.MemberID != "" {
 		r.RestoredFrom, r.RestoredRevision = w.restored, "4242"
+	}
+	if r.MemberID != "" && r.Role != api.RoleLeft {
+		r.DBSize, r.DBSizeInUse, r.Alarms = w.dbSize, w.dbSizeInUse, w.alarms
 	}
 	if api.Defaulted(w.spec).Security.TLS.TLSOn() {
 		// What an agent reports of its files (fixed values: the fixtures compare exactly).

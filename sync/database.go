@@ -1,0 +1,74 @@
+package sync
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/etcdhook/etcdhook/api"
+)
+
+// databaseConditions say how full the members' databases are (docs/design.md §15.3):
+// DatabaseNearQuota when a member's file reaches api.DatabaseNearQuotaPercent of the backend quota,
+// DatabaseFull when etcd raised NOSPACE, DataCorrupt when it raised CORRUPT. Sizes are the members'
+// reports (api.SizeMoved steps); alarms are the cluster's, as any fresh report reads them.
+func (p *plan) databaseConditions(add func(typ string, ok bool, reason, msg string)) {
+	f := p.f
+	options := map[string]string(nil)
+	if p.hasSpec {
+		options = p.spec.Options
+	}
+	if quota, ok := api.QuotaBackendBytes(options); ok && quota > 0 {
+		var near []string
+		for _, m := range f.members {
+			if m.dbSize*100 >= quota*api.DatabaseNearQuotaPercent {
+				near = append(near, fmt.Sprintf("%s %s (%d%%, %s in use)", memberName(f, m), humanBytes(m.dbSize),
+					m.dbSize*100/quota, humanBytes(m.dbSizeInUse)))
+			}
+		}
+		if len(near) > 0 {
+			add(api.CondDatabaseNearQuota, true, "NearQuota", fmt.Sprintf("of a %s quota: %s; at the quota etcd refuses writes (NOSPACE): defragment (operations.md §5.12) or raise spec.options quota-backend-bytes",
+				humanBytes(quota), strings.Join(near, ", ")))
+		}
+	}
+	byType := map[string][]string{}
+	for _, lv := range f.sortedLeases() {
+		if !lv.fresh {
+			continue
+		}
+		for _, a := range lv.report.Alarms {
+			typ, id, _ := strings.Cut(a, "@")
+			name := id
+			for _, m := range f.members {
+				if m.ID == id {
+					name = memberName(f, m)
+				}
+			}
+			if !slices.Contains(byType[typ], name) {
+				byType[typ] = append(byType[typ], name)
+			}
+		}
+	}
+	if on := byType[api.AlarmNoSpace]; len(on) > 0 {
+		slices.Sort(on)
+		add(api.CondDatabaseFull, true, "NoSpaceAlarm", "etcd raised NOSPACE (raised by "+strings.Join(on, ", ")+"): it serves reads and deletes only until the alarm is disarmed; recover by hand: operations.md §5.12")
+	}
+	if on := byType[api.AlarmCorrupt]; len(on) > 0 {
+		slices.Sort(on)
+		add(api.CondDataCorrupt, true, "CorruptAlarm", "etcd raised CORRUPT (members "+strings.Join(on, ", ")+" disagree with the others): writes are refused; see operations.md §5.12")
+	}
+}
+
+// humanBytes renders a size with a binary unit, one decimal.
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
