@@ -1,6 +1,9 @@
 package api
 
-import "k8s.io/utils/ptr"
+import (
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/utils/ptr"
+)
 
 // DeepCopy copies a spec; written by hand because the type is small and a generator would be a build step.
 func (s *ClusterSpec) DeepCopy() *ClusterSpec {
@@ -69,6 +72,15 @@ func (s *ClusterSpec) DeepCopy() *ClusterSpec {
 	}
 	if tls.BuiltIn.CertDuration != nil {
 		out.Security.TLS.BuiltIn.CertDuration = ptr.To(*tls.BuiltIn.CertDuration)
+	}
+	if s.Network.Policy != nil {
+		out.Network.Policy = ptr.To(*s.Network.Policy)
+	}
+	if s.Network.ClientFrom != nil {
+		out.Network.ClientFrom = make([]networkingv1.NetworkPolicyPeer, len(s.Network.ClientFrom))
+		for i := range s.Network.ClientFrom {
+			s.Network.ClientFrom[i].DeepCopyInto(&out.Network.ClientFrom[i])
+		}
 	}
 	if b := s.Backup; b != nil {
 		c := *b

@@ -37,6 +37,8 @@ const (
 	// DatabaseNearQuotaPercent: a member's database this full raises DatabaseNearQuota (as the
 	// monitoring component's EtcdDatabaseNearQuota alert does).
 	DatabaseNearQuotaPercent = 80
+	// DefaultMetricsNamespace may scrape the members' metrics port through the NetworkPolicy.
+	DefaultMetricsNamespace = "monitoring"
 )
 
 // QuotaBackendBytes is the backend quota etcd runs with for these options: the quota-backend-bytes
@@ -96,7 +98,7 @@ func Defaulted(s ClusterSpec) ClusterSpec {
 		s.Storage.Size = &q
 	}
 	if s.Security.TLS.Enabled == nil {
-		// A new cluster: TLS on. A running cluster's unset value is the applied one (WithAppliedTLS).
+		// A new cluster: TLS on. A running cluster's unset value is the applied one (WithAppliedDefaults).
 		s.Security.TLS.Enabled = ptr.To(true)
 	}
 	if s.Security.TLS.TLSOn() {
@@ -131,6 +133,14 @@ func Defaulted(s ClusterSpec) ClusterSpec {
 			s.Maintenance.Compaction.Retention = "10000"
 		}
 	}
+	if s.Network.Policy == nil {
+		// A new cluster: the policy on. A running cluster's unset value is the applied one
+		// (WithAppliedDefaults): switching it on under running clients could cut them off.
+		s.Network.Policy = ptr.To(true)
+	}
+	if s.Network.MetricsNamespace == "" {
+		s.Network.MetricsNamespace = DefaultMetricsNamespace
+	}
 	if s.Timeouts.LearnerPromotionSeconds == nil {
 		s.Timeouts.LearnerPromotionSeconds = ptr.To(int32(DefaultLearnerPromotionSeconds))
 	}
@@ -150,14 +160,19 @@ func Defaulted(s ClusterSpec) ClusterSpec {
 // DefaultBackupKeepLast is how many snapshots are kept when spec.backup.retention says nothing.
 const DefaultBackupKeepLast = 7
 
-// WithAppliedTLS fills an unset spec.security.tls.enabled from the spec the cluster runs, before
-// Defaulted: the default (on) is for new clusters only. A record written before TLS existed has no value
-// there, and such a cluster runs without TLS.
-func WithAppliedTLS(s ClusterSpec, applied *ClusterSpec) ClusterSpec {
-	if s.Security.TLS.Enabled != nil || applied == nil {
+// WithAppliedDefaults fills an unset spec.security.tls.enabled and spec.network.policy from the spec the
+// cluster runs, before Defaulted: those defaults (on) are for new clusters only. A record written before
+// a field existed has no value there, and such a cluster runs without it (facts reads it as off).
+func WithAppliedDefaults(s ClusterSpec, applied *ClusterSpec) ClusterSpec {
+	if applied == nil || (s.Security.TLS.Enabled != nil && s.Network.Policy != nil) {
 		return s
 	}
 	s = *s.DeepCopy()
-	s.Security.TLS.Enabled = ptr.To(applied.Security.TLS.TLSOn())
+	if s.Security.TLS.Enabled == nil {
+		s.Security.TLS.Enabled = ptr.To(applied.Security.TLS.TLSOn())
+	}
+	if s.Network.Policy == nil {
+		s.Network.Policy = ptr.To(applied.Network.PolicyOn())
+	}
 	return s
 }

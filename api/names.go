@@ -145,6 +145,7 @@ func (n Names) StatefulSet() string   { return n.Cluster }
 func (n Names) ClientService() string { return n.Cluster }
 func (n Names) PeerService() string   { return n.Cluster + "-peer" }
 func (n Names) PDB() string           { return n.Cluster }
+func (n Names) NetworkPolicy() string { return n.Cluster }
 func (n Names) ConfigMap() string     { return n.Cluster + "-config" }
 func (n Names) MemberAccount() string { return n.Cluster + "-member" }
 func (n Names) OpsAccount() string    { return n.Cluster + "-ops" }

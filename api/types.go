@@ -2,6 +2,7 @@ package api
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -46,7 +47,26 @@ type ClusterSpec struct {
 	Backup *BackupSpec `json:"backup,omitempty"`
 	// Restore: the snapshot a new cluster starts from; set only when the cluster is created.
 	Restore *RestoreSpec `json:"restore,omitempty"`
+	// Network: the cluster's NetworkPolicy (docs/design.md §15.4).
+	Network NetworkSpec `json:"network,omitempty"`
 }
+
+// NetworkSpec says who may reach the members' ports. The NetworkPolicy admits, to the peer port, the
+// cluster's own members only; to the client port, the members, etcdhook's Jobs of this cluster and
+// ClientFrom; to the metrics port (2381), the namespace MetricsNamespace.
+type NetworkSpec struct {
+	// Policy: render the NetworkPolicy. Unset means on for a new cluster; a running cluster keeps the
+	// value it was created with (a cluster created before the field existed has none).
+	Policy *bool `json:"policy,omitempty"`
+	// ClientFrom: who else may reach the client port (2379), as NetworkPolicy peers (podSelector,
+	// namespaceSelector, ipBlock). Unset: every pod of the cluster's namespace.
+	ClientFrom []networkingv1.NetworkPolicyPeer `json:"clientFrom,omitempty"`
+	// MetricsNamespace: the namespace whose pods may scrape the metrics port. Default "monitoring".
+	MetricsNamespace string `json:"metricsNamespace,omitempty"`
+}
+
+// PolicyOn says whether the NetworkPolicy is rendered (after Defaulted).
+func (n NetworkSpec) PolicyOn() bool { return n.Policy != nil && *n.Policy }
 
 // BackupSpec: where snapshots go, when, and how long they are kept.
 type BackupSpec struct {
@@ -313,4 +333,7 @@ const (
 	CondDatabaseFull = "DatabaseFull"
 	// CondDataCorrupt: etcd raised the CORRUPT alarm (its consistency check found members disagreeing).
 	CondDataCorrupt = "DataCorrupt"
+	// CondNetworkPolicyMissing: spec.network.policy is on but no NetworkPolicy can be rendered (the
+	// registration does not declare the kind).
+	CondNetworkPolicyMissing = "NetworkPolicyMissing"
 )

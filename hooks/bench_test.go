@@ -48,7 +48,7 @@ func BenchmarkScan(b *testing.B) {
 	b.ReportAllocs()
 	b.SetBytes(int64(len(body)))
 	for b.Loop() {
-		if sh := scan(body); sh.Objects != 38 || sh.Elements != 188 {
+		if sh := scan(body); sh.Objects != 39 || sh.Elements != 204 {
 			b.Fatal("miscounted")
 		}
 	}

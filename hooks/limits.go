@@ -17,8 +17,8 @@ const (
 	// (about 12 times the body in allocations).
 	MaxBodyBytes = 1 << 20
 	// MaxObjects is the default bound on the child and related objects one request lists. A 9-member
-	// cluster has 38 (one StatefulSet, two Services, a PDB, a ConfigMap, nine Leases, two each of
-	// ServiceAccount, Role and RoleBinding, nine Pods, nine claims), a few more while Jobs run or old
+	// cluster has 39 (one StatefulSet, two Services, a PDB, a NetworkPolicy, a ConfigMap, nine Leases, two
+	// each of ServiceAccount, Role and RoleBinding, nine Pods, nine claims), a few more while Jobs run or old
 	// claims wait for deletion. 1000 is far above any real cluster, and such a request costs about
 	// 25 ms and 5 MB; before this bound 45k small objects in 8 MB took 0.8 s of CPU and 300 MB each.
 	MaxObjects = 1000

@@ -233,7 +233,7 @@ func TestCountObjectsOnFixtures(t *testing.T) {
 			require.Equal(t, want, scan(b).Objects, f)
 		}
 	}
-	require.Equal(t, 38, countObjectsOf(t, "testdata/bench/nine-members-scaling.request.json"))
+	require.Equal(t, 39, countObjectsOf(t, "testdata/bench/nine-members-scaling.request.json"))
 	for _, tc := range []struct {
 		body string
 		want int

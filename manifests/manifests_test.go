@@ -150,7 +150,8 @@ func TestRegistrationMatchesHook(t *testing.T) {
 	want := map[string]string{
 		"apps/v1/statefulsets": "InPlace", "v1/services": "InPlace", "policy/v1/poddisruptionbudgets": "InPlace",
 		"v1/configmaps": "InPlace", "coordination.k8s.io/v1/leases": "InPlace", "batch/v1/jobs": "OnDelete", "batch/v1/cronjobs": "InPlace",
-		"v1/serviceaccounts": "InPlace", "rbac.authorization.k8s.io/v1/roles": "InPlace",
+		"networking.k8s.io/v1/networkpolicies": "InPlace",
+		"v1/serviceaccounts":                   "InPlace", "rbac.authorization.k8s.io/v1/roles": "InPlace",
 		"rbac.authorization.k8s.io/v1/rolebindings": "OnDelete",
 	}
 	got := map[string]string{}

@@ -117,6 +117,9 @@ func (p *plan) children() ([]any, map[childID]bool, *canonicalizer, error) {
 		objs = append(objs, l)
 	}
 	objs = append(objs, p.backupObjects()...)
+	if np := p.networkPolicy(); np != nil {
+		objs = append(objs, np)
+	}
 	// Jobs by name, so that a carried Job and a new one list the same whichever sync made it.
 	sort.SliceStable(p.jobs, func(a, b int) bool { return p.jobs[a].Name < p.jobs[b].Name })
 	seen := map[string]bool{}
@@ -178,7 +181,7 @@ type kubeChild interface {
 
 // groupKeyOf spells an object's group key as requests do: Kind.group/version, or Kind.v1.
 func groupKeyOf(kind, apiVersion string) string {
-	for _, k := range [...]string{KeyStatefulSet, KeyService, KeyPDB, KeyConfigMap, KeyLease, KeyJob, KeyServiceAccount, KeyRole, KeyRoleBinding, KeyCronJob} {
+	for _, k := range [...]string{KeyStatefulSet, KeyService, KeyPDB, KeyConfigMap, KeyLease, KeyJob, KeyServiceAccount, KeyRole, KeyRoleBinding, KeyCronJob, KeyNetworkPolicy} {
 		if len(k) == len(kind)+1+len(apiVersion) && k[:len(kind)] == kind && k[len(kind)] == '.' && k[len(kind)+1:] == apiVersion {
 			return k
 		}

@@ -8,6 +8,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	coordv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -401,6 +402,10 @@ func readJob(r *reader, j *batchv1.Job) { r.jsonInto(j) }
 
 // readCronJob: identity only (the backup status comes from the backup Lease and Jobs).
 func readCronJob(r *reader, c *batchv1.CronJob) { r.readObject(&c.TypeMeta, &c.ObjectMeta, 0, nil) }
+
+func readNetworkPolicy(r *reader, n *networkingv1.NetworkPolicy) {
+	r.readObject(&n.TypeMeta, &n.ObjectMeta, 0, nil)
+}
 
 func readPVC(r *reader, c *corev1.PersistentVolumeClaim) {
 	r.readObject(&c.TypeMeta, &c.ObjectMeta, metaLabels, nil)

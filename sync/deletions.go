@@ -38,7 +38,7 @@ func refsOf[T metav1.Object](out []childRef, key string, m map[string]T) []child
 // childRefs lists every observed child, in a fixed order.
 func (o *Observed) childRefs() []childRef {
 	n := len(o.ServiceAccounts) + len(o.Roles) + len(o.RoleBindings) + len(o.ConfigMaps) + len(o.Services) +
-		len(o.StatefulSets) + len(o.PDBs) + len(o.Leases) + len(o.Jobs) + len(o.CronJobs)
+		len(o.StatefulSets) + len(o.PDBs) + len(o.Leases) + len(o.Jobs) + len(o.CronJobs) + len(o.NetworkPolicies)
 	if n == 0 {
 		return nil
 	}
@@ -53,6 +53,7 @@ func (o *Observed) childRefs() []childRef {
 	out = refsOf(out, KeyLease, o.Leases)
 	out = refsOf(out, KeyJob, o.Jobs)
 	out = refsOf(out, KeyCronJob, o.CronJobs)
+	out = refsOf(out, KeyNetworkPolicy, o.NetworkPolicies)
 	return out
 }
 
@@ -88,6 +89,12 @@ func (p *plan) deletions(rendered map[childID]bool) ([]Deletion, error) {
 				}
 			case KeyServiceAccount, KeyRole, KeyRoleBinding, KeyCronJob:
 				reason, ok = "not a name etcdhook renders", true
+			case KeyNetworkPolicy:
+				if c.name != p.f.names.NetworkPolicy() {
+					reason, ok = "not a name etcdhook renders", true
+				} else if !p.spec.Network.PolicyOn() {
+					reason, ok = "spec.network.policy is false", true
+				}
 			}
 		}
 		if !ok {

@@ -156,6 +156,10 @@ func newFacts(o *Observed, now time.Time) *facts {
 					// Recorded before TLS existed: that cluster runs without it.
 					spec.Security.TLS.Enabled = ptr(false)
 				}
+				if spec.Network.Policy == nil {
+					// Recorded before the NetworkPolicy existed: its clients may come from anywhere.
+					spec.Network.Policy = ptr(false)
+				}
 				spec = api.Defaulted(spec)
 				f.applied = &spec
 			}

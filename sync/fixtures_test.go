@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"os"
 	"path/filepath"
@@ -646,6 +647,36 @@ func fixtures() []fixture {
 		{name: "invalid-quota-option", build: func(w *world) {
 			settle(w)
 			w.setSpec(func(s *api.ClusterSpec) { s.Options = map[string]string{"quota-backend-bytes": "8Gi"} })
+		}},
+		// spec.network: clients from one app and one namespace, metrics from another namespace.
+		{name: "network-client-from", build: func(w *world) {
+			w.spec.Network.ClientFrom = []networkingv1.NetworkPolicyPeer{
+				{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "api"}}},
+				{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"etcd-client": "true"}}},
+			}
+			w.spec.Network.MetricsNamespace = "observability"
+			settle(w)
+		}},
+		// Switched off: the NetworkPolicy is released.
+		{name: "network-policy-off", build: func(w *world) {
+			settle(w)
+			w.setSpec(func(s *api.ClusterSpec) { s.Network.Policy = ptr(false) })
+		}},
+		{name: "network-invalid", build: func(w *world) {
+			settle(w)
+			w.setSpec(func(s *api.ClusterSpec) {
+				s.Network.ClientFrom = []networkingv1.NetworkPolicyPeer{
+					{PodSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: "Is", Values: []string{"api"}}}}},
+					{IPBlock: &networkingv1.IPBlock{CIDR: "10.0.0.0/16", Except: []string{"192.168.0.0/24"}}},
+					{},
+				}
+				s.Network.MetricsNamespace = "Monitoring"
+			})
+		}},
+		// A registration without networkpolicies: no policy, and a condition saying the ports are open.
+		{name: "network-policy-not-registered", build: func(w *world) {
+			w.noNetworkPolicies = true
+			settle(w)
 		}},
 		{name: "error-malformed-json", raw: `{"parent": {"apiVersion": "etcd.io/v1alpha1",`},
 		{name: "error-wrong-kind", raw: `{"parent":{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"x","namespace":"prod","uid":"u"}},` + emptyGroups(nil) + `}`},

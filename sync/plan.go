@@ -123,7 +123,7 @@ func decide(f *facts, opts Options) (*plan, error) {
 	p.carry()
 	// Intents are judged against the spec in force when they were written (the applied one): a
 	// hand-edited intent must not even make a step look in flight.
-	ref := api.Defaulted(api.WithAppliedTLS(f.parent.Spec, f.applied))
+	ref := api.Defaulted(api.WithAppliedDefaults(f.parent.Spec, f.applied))
 	if f.applied != nil {
 		ref = *f.applied
 	}
@@ -191,7 +191,7 @@ func (p *plan) carry() {
 // one leaves the last applied spec (read from the ConfigMap, not from the request) in force.
 func (p *plan) chooseSpec() error {
 	f := p.f
-	cand := api.Defaulted(api.WithAppliedTLS(f.parent.Spec, f.applied))
+	cand := api.Defaulted(api.WithAppliedDefaults(f.parent.Spec, f.applied))
 	cand.Paused = false // a switch, not part of the spec the children are rendered from
 	p.paused = f.parent.Spec.Paused
 	p.problems = Validate(f.names.Cluster, cand)

@@ -12,6 +12,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	coordv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 
@@ -144,7 +145,7 @@ func referenceDecode(req *Request) (*Observed, error) {
 			return nil, inputErrorf("children group %s is absent (Metacontroller sends every declared group, even empty): refusing to answer, which would delete its objects", k)
 		}
 	}
-	if err := unknownGroups(groupsOf(req.Children), append(known, KeyCronJob), "children"); err != nil {
+	if err := unknownGroups(groupsOf(req.Children), append(known, KeyCronJob, KeyNetworkPolicy), "children"); err != nil {
 		return nil, err
 	}
 	for _, k := range []string{KeyPod, KeyPVC} {
@@ -185,6 +186,12 @@ func referenceDecode(req *Request) (*Observed, error) {
 	if g, ok := c[KeyCronJob]; ok {
 		o.CronJobsDeclared = true
 		if o.CronJobs, err = refDecodeGroup[batchv1.CronJob](g, KeyCronJob, "CronJob", ns, o.raw); err != nil {
+			return nil, err
+		}
+	}
+	if g, ok := c[KeyNetworkPolicy]; ok {
+		o.NetworkPoliciesDeclared = true
+		if o.NetworkPolicies, err = refDecodeGroup[networkingv1.NetworkPolicy](g, KeyNetworkPolicy, "NetworkPolicy", ns, o.raw); err != nil {
 			return nil, err
 		}
 	}
@@ -254,6 +261,9 @@ func referenceChildren(p *plan) ([]any, map[childID]bool, error) {
 		objs = append(objs, l)
 	}
 	objs = append(objs, p.backupObjects()...)
+	if np := p.networkPolicy(); np != nil {
+		objs = append(objs, np)
+	}
 	sortJobs(p.jobs)
 	seen := map[string]bool{}
 	for _, j := range p.jobs {

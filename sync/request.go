@@ -13,6 +13,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	coordv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 
@@ -62,8 +63,10 @@ const (
 	// KeyCronJob: the scheduled backup. Optional: a registration from before backups existed does not
 	// declare it, and then no CronJob is rendered (BackupFailing says why) rather than every sync refused.
 	KeyCronJob = "CronJob.batch/v1"
-	KeyPod     = "Pod.v1"
-	KeyPVC     = "PersistentVolumeClaim.v1"
+	// KeyNetworkPolicy: the cluster's NetworkPolicy, optional in the same way (NetworkPolicyMissing).
+	KeyNetworkPolicy = "NetworkPolicy.networking.k8s.io/v1"
+	KeyPod           = "Pod.v1"
+	KeyPVC           = "PersistentVolumeClaim.v1"
 	// KeySecret: the user's TLS Secrets, related by name when the spec names them (customize).
 	KeySecret = "Secret.v1"
 )
@@ -84,8 +87,11 @@ type Observed struct {
 	// CronJobs: nil when the registration does not declare the group (CronJobsDeclared false).
 	CronJobs         map[string]*batchv1.CronJob
 	CronJobsDeclared bool
-	Pods             map[string]*corev1.Pod
-	PVCs             map[string]*corev1.PersistentVolumeClaim
+	// NetworkPolicies: nil when the registration does not declare the group.
+	NetworkPolicies         map[string]*networkingv1.NetworkPolicy
+	NetworkPoliciesDeclared bool
+	Pods                    map[string]*corev1.Pod
+	PVCs                    map[string]*corev1.PersistentVolumeClaim
 	// Secrets are the user's TLS Secrets the customize hook asked for (nil when none was: the group is
 	// absent until Metacontroller has the spec's names, and then a named Secret counts as not seen).
 	Secrets    map[string]*corev1.Secret
@@ -356,7 +362,7 @@ func decodeRequest(req *rawRequest) (*Observed, error) {
 		}
 		c[i] = g
 	}
-	if err := unknownGroups(req.children, append(childKeys[:], KeyCronJob), "children"); err != nil {
+	if err := unknownGroups(req.children, append(childKeys[:], KeyCronJob, KeyNetworkPolicy), "children"); err != nil {
 		return nil, err
 	}
 	var r [2]*group
@@ -400,6 +406,12 @@ func decodeRequest(req *rawRequest) (*Observed, error) {
 	if g, ok := req.children.get(KeyCronJob); ok {
 		o.CronJobsDeclared = true
 		if o.CronJobs, err = decodeGroup(rd, g, "CronJob", ns, o.raw, readCronJob); err != nil {
+			return nil, err
+		}
+	}
+	if g, ok := req.children.get(KeyNetworkPolicy); ok {
+		o.NetworkPoliciesDeclared = true
+		if o.NetworkPolicies, err = decodeGroup(rd, g, "NetworkPolicy", ns, o.raw, readNetworkPolicy); err != nil {
 			return nil, err
 		}
 	}

@@ -134,7 +134,8 @@ func Validate(name string, s api.ClusterSpec) []Problem {
 			add("InvalidTimeout", "spec.timeouts.%s %d is outside %d..86400", t.name, t.v, t.min)
 		}
 	}
-	return append(ps, validateBackup(s)...)
+	ps = append(ps, validateBackup(s)...)
+	return append(ps, validateNetwork(s)...)
 }
 
 // ValidateChange checks a valid spec against the spec the cluster runs (applied) and the versions its

@@ -127,6 +127,9 @@ func (p *plan) status() *api.ClusterStatus {
 	p.tlsConditions(st.TLS, add)
 	p.backupConditions(st.Backup, add)
 	p.databaseConditions(add)
+	if p.hasSpec && p.spec.Network.PolicyOn() && !f.obs.NetworkPoliciesDeclared {
+		add(api.CondNetworkPolicyMissing, true, "NotRegistered", "spec.network.policy is on but the CompositeController does not declare networking.k8s.io/v1 networkpolicies: the members' ports are open to every pod; apply the current metacontroller/ registration (operations.md §11)")
+	}
 	st.Restore = p.restoreStatus(add)
 	if p.paused {
 		msg := "spec.paused: no membership change, roll or spec change is started; steps already in flight finish"

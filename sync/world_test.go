@@ -64,10 +64,12 @@ type world struct {
 	deleting bool
 	// parentAnn are the parent's annotations (etcd.io/backup-now); backupAnn what the backup Jobs
 	// wrote on the backup Lease; noCronJobs: a registration from before backups (no CronJob group).
-	parentAnn   map[string]string
-	backupAnn   map[string]string
-	noCronJobs  bool
-	failBackups bool
+	parentAnn  map[string]string
+	backupAnn  map[string]string
+	noCronJobs bool
+	// noNetworkPolicies: a registration from before the NetworkPolicy child.
+	noNetworkPolicies bool
+	failBackups       bool
 	// restoreFail: the seed cannot restore (its RestoreFailed report); restored: the snapshot the seed
 	// restored from (reported with revision 4242).
 	restoreFail string
@@ -169,7 +171,7 @@ func (w *world) setSpec(edit func(*api.ClusterSpec)) {
 
 // ---- the request Metacontroller would send --------------------------------------------------------
 
-var childKeys = []string{KeyStatefulSet, KeyService, KeyPDB, KeyConfigMap, KeyLease, KeyJob, KeyServiceAccount, KeyRole, KeyRoleBinding, KeyCronJob}
+var childKeys = []string{KeyStatefulSet, KeyService, KeyPDB, KeyConfigMap, KeyLease, KeyJob, KeyServiceAccount, KeyRole, KeyRoleBinding, KeyCronJob, KeyNetworkPolicy}
 
 func (w *world) key(name string) string {
 	if w.v2 {
@@ -209,7 +211,7 @@ func (w *world) request() *Request {
 	req := &Request{Children: map[string]map[string]json.RawMessage{}, Related: map[string]map[string]json.RawMessage{}}
 	req.Parent = mustJSON(w.parentJSON())
 	for _, k := range childKeys {
-		if k == KeyCronJob && w.noCronJobs {
+		if k == KeyCronJob && w.noCronJobs || k == KeyNetworkPolicy && w.noNetworkPolicies {
 			continue
 		}
 		group := map[string]json.RawMessage{}
