@@ -857,7 +857,7 @@ func (a *Agent) restoreSeed(ctx context.Context) {
 		return
 	}
 	a.restoreFailures, a.restoreError = 0, ""
-	a.event(EventSnapshotRestored, "Restore", false, "restored snapshot %s (revision %d, %d bytes) as the seed of this cluster", res.URL, res.Revision, res.Manifest.Size)
+	a.event(EventSnapshotRestored, "Restore", false, "restored snapshot %s (revision %d, %d bytes) as the seed of this cluster; revisions continue from %d", res.URL, res.Revision, res.Manifest.Size, res.Revision+RevisionBump)
 }
 
 // etcdEnv is the agent's environment without what the restore loaded for the store (backup

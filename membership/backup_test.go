@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdhook/etcdhook/api"
@@ -168,12 +169,26 @@ func TestMembershipBackupRestore(t *testing.T) {
 				dst.bootstrap(nil, members)
 				dcl := dst.client()
 				defer dcl.Close()
-				got, _ := content(t, dcl)
+				got, drev := content(t, dcl)
 				require.Equal(t, want, got)
-				dh := dst.hashKV(rev)
+				// The restored store continues a billion revisions on, compacted up to there: a client
+				// resuming at a revision of the old cluster is told to list again, never handed other
+				// events under numbers it saw.
+				require.Equal(t, rev+RevisionBump, drev)
+				_, err = dcl.Get(context.Background(), "k", clientv3.WithRev(rev))
+				require.ErrorIs(t, err, rpctypes.ErrCompacted)
+				wch := dcl.Watch(clientv3.WithRequireLeader(context.Background()), "k", clientv3.WithRev(rev+1))
+				wr := <-wch
+				require.Equal(t, rev+RevisionBump, wr.CompactRevision, "a watch from an old revision is compacted")
+				pr, err := dcl.Put(context.Background(), "after-restore", "x")
+				require.NoError(t, err)
+				require.Equal(t, rev+RevisionBump+1, pr.Header.Revision)
+				// Every member of the restored cluster holds the same store (at its own revisions; the
+				// source's hash is of other revision numbers).
+				dh := dst.hashKV(pr.Header.Revision)
 				require.Len(t, dh, members)
 				for name, h := range dh {
-					require.Equal(t, srcHash["m0"], h, "member %s of the restored cluster differs from the source at revision %d", name, rev)
+					require.Equal(t, dh["m0"], h, "member %s of the restored cluster differs from its seed", name)
 				}
 				r := dst.leases.Report(dst.slots[0].lease)
 				require.Equal(t, url, r.RestoredFrom)

@@ -32,12 +32,22 @@ type RestoreRequest struct {
 	CredentialsDir string
 }
 
+// RevisionBump is added to the restored store's revision, and the store is marked compacted up to the
+// new revision (etcdutl snapshot restore --bump-revision --mark-compacted, as Kubernetes' etcd restore
+// guide asks). Without it the revisions written after the snapshot in the old cluster are issued again
+// by the restored one: a client that watched the old cluster and resumes at such a revision would be
+// given different events under numbers it already saw, and miss the real ones. With it, every revision
+// after a restore is larger than any the old cluster could have issued within a billion writes, and a
+// watch or read at an older revision gets ErrCompacted, so a client (a Kubernetes informer) lists again.
+const RevisionBump = 1_000_000_000
+
 // RestoreResult is what was restored.
 type RestoreResult struct {
 	Manifest backup.Manifest
 	// URL is the snapshot's address.
 	URL string
-	// Revision is the restored store's revision, read from the snapshot file itself.
+	// Revision is the snapshot's revision, read from the snapshot file itself; the restored store
+	// continues from Revision + RevisionBump.
 	Revision int64
 }
 
@@ -92,6 +102,8 @@ func Restore(ctx context.Context, log *slog.Logger, req RestoreRequest) (Restore
 		PeerURLs:            []string{req.PeerURL},
 		InitialCluster:      req.Name + "=" + req.PeerURL,
 		InitialClusterToken: req.Token,
+		RevisionBump:        RevisionBump,
+		MarkCompacted:       true,
 	})
 	if err != nil {
 		return res, fmt.Errorf("restoring %s: %w", res.URL, err)
