@@ -21,6 +21,8 @@ type Config struct {
 	// Now is the clock; tests and the fixture run freeze it.
 	Now    func() time.Time
 	Logger *slog.Logger
+	// LogLevel is Logger's level, adjustable at run time through /debug/log-level; nil: fixed.
+	LogLevel *slog.LevelVar
 	// Registry receives the server's metrics; nil means a private registry.
 	Registry *prometheus.Registry
 
@@ -100,6 +102,8 @@ func New(cfg Config) *Server {
 	r.With(s.instrument("customize"), s.limit("customize")).Post("/customize", s.handleCustomize)
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { writeText(w, http.StatusOK, "ok\n") })
 	r.Get("/readyz", s.handleReady)
+	r.Get("/debug/log-level", s.handleLogLevel)
+	r.Put("/debug/log-level", s.handleLogLevel)
 	r.Handle("/metrics", promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{}))
 	r.NotFound(func(w http.ResponseWriter, _ *http.Request) {
 		writeError(w, http.StatusNotFound, "no such endpoint: use POST /sync, /customize or /finalize")

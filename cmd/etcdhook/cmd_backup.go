@@ -38,6 +38,7 @@ func runBackup(args []string) error {
 	token := fs.String("token", "", "the etcd.io/backup-now token this backup answers")
 	timeout := fs.Duration("timeout", time.Hour, "give up after this long")
 	tlsDir := fs.String("tls-dir", "", "client certificate directory when the cluster runs TLS")
+	addLogLevel(fs)
 	if err := fs.Parse(args); err != nil {
 		return usageError{err}
 	}
@@ -155,6 +156,7 @@ func runRestore(args []string) error {
 	fileRoot := fs.String("file-root", "", "where a file source's claim is mounted")
 	creds := fs.String("credentials-dir", "", "the credentials directory (a mounted Secret)")
 	timeout := fs.Duration("timeout", time.Hour, "give up after this long")
+	addLogLevel(fs)
 	if err := fs.Parse(args); err != nil {
 		return usageError{err}
 	}

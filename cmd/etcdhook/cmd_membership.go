@@ -22,7 +22,19 @@ import (
 	"github.com/etcdhook/etcdhook/membership"
 )
 
-func jsonLogger() *slog.Logger { return slog.New(slog.NewJSONHandler(os.Stderr, nil)) }
+// logLevel is every command's --log-level (one command runs per process); serve can also change it at
+// run time (/debug/log-level).
+var logLevel slog.LevelVar
+
+// addLogLevel registers --log-level on a command's flags.
+func addLogLevel(fs *flag.FlagSet) {
+	fs.TextVar(&logLevel, "log-level", new(slog.LevelVar), "debug, info, warn or error") // the zero LevelVar is info
+}
+
+// jsonLogger logs JSON lines to stderr at --log-level.
+func jsonLogger() *slog.Logger {
+	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: &logLevel}))
+}
 
 // runAgent: etcdhook agent --config=/etc/etcdhook/agent.json -- /usr/local/bin/etcd <static flags>
 func runAgent(args []string) error {
@@ -160,6 +172,7 @@ func agentCerts(kcfg *rest.Config, cfg api.AgentConfig, names api.Names, ordinal
 func parseAgentArgs(args []string) (string, []string, error) {
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
 	configPath := fs.String("config", api.AgentConfigPath, "agent configuration (the ConfigMap's agent.json)")
+	addLogLevel(fs)
 	if err := fs.Parse(args); err != nil {
 		return "", nil, usageError{err}
 	}
@@ -190,6 +203,7 @@ func runMember(args []string) error {
 	cluster := fs.String("cluster", "", "the EtcdCluster to post the MemberRemoved event on (default: from the Job's pod name)")
 	ns := fs.String("namespace", "", "its namespace (default: $POD_NAMESPACE, else the service account's)")
 	uid := fs.String("cluster-uid", "", "its UID (kubectl describe lists only events that carry it)")
+	addLogLevel(fs)
 	if err := fs.Parse(args[1:]); err != nil {
 		return usageError{err}
 	}
@@ -275,6 +289,7 @@ func runPVC(args []string) error {
 	timeout := fs.Duration("timeout", 4*time.Minute, "give up after this long")
 	tlsDir := fs.String("tls-dir", "", "client certificate directory (tls.crt, tls.key, ca.crt) when the cluster runs TLS")
 	cluster := fs.String("cluster", "", "the EtcdCluster to post the ClaimDeleted event on (default: from --claim)")
+	addLogLevel(fs)
 	if err := fs.Parse(args[1:]); err != nil {
 		return usageError{err}
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"os"
 	"os/signal"
@@ -31,6 +30,13 @@ func runServe(args []string) error {
 	maxBody := fs.Int64("max-body-bytes", hooks.MaxBodyBytes, "largest request body (413 beyond)")
 	maxObjects := fs.Int("max-objects", hooks.MaxObjects, "most child and related objects in one request (413 beyond)")
 	maxElements := fs.Int("max-elements", hooks.MaxElements, "most array elements in one request (413 beyond)")
+	addLogLevel(fs)
+	// The chart passes the level in the environment; a flag wins.
+	if v := os.Getenv("ETCDHOOK_LOG_LEVEL"); v != "" {
+		if err := logLevel.UnmarshalText([]byte(v)); err != nil {
+			return usageError{fmt.Errorf("ETCDHOOK_LOG_LEVEL: %w", err)}
+		}
+	}
 	if err := fs.Parse(args); err != nil {
 		return usageError{err}
 	}
@@ -43,7 +49,7 @@ func runServe(args []string) error {
 	case *queue < 0:
 		*queue = 0
 	}
-	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	log := jsonLogger()
 	now := time.Now
 	if *frozen != "" {
 		t, err := time.Parse(time.RFC3339, *frozen)
@@ -54,9 +60,10 @@ func runServe(args []string) error {
 		log.Warn("clock frozen: answers use a fixed time", "now", t)
 	}
 	srv := hooks.New(hooks.Config{
-		Options: etcdsync.Options{Image: *image, ImagePullPolicy: corev1.PullPolicy(*pull)},
-		Now:     now,
-		Logger:  log,
+		Options:  etcdsync.Options{Image: *image, ImagePullPolicy: corev1.PullPolicy(*pull)},
+		Now:      now,
+		Logger:   log,
+		LogLevel: &logLevel,
 
 		MaxInFlight:  *inFlight,
 		MaxQueue:     *queue,

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"testing"
@@ -68,4 +69,42 @@ func TestAgentRefusesFlagsItDecides(t *testing.T) {
 	require.Error(t, err)
 	_, _, err = parseAgentArgs([]string{"--config=x"})
 	require.Error(t, err)
+}
+
+// Every command takes --log-level; an unknown level is a usage error, not a silent default.
+func TestLogLevelFlag(t *testing.T) {
+	defer logLevel.Set(slog.LevelInfo)
+	_, _, err := parseAgentArgs([]string{"--log-level=debug", "--", "/usr/local/bin/etcd"})
+	require.NoError(t, err)
+	require.Equal(t, slog.LevelDebug, logLevel.Level())
+	_, _, err = parseAgentArgs([]string{"--log-level=loud", "--", "/usr/local/bin/etcd"})
+	require.Error(t, err)
+	for _, cmd := range [][]string{{"serve", "--log-level=loud"}, {"backup", "--log-level=loud"}, {"restore", "--log-level=loud"},
+		{"member", "remove", "--log-level=loud"}, {"pvc", "delete", "--log-level=loud"}} {
+		var err error
+		switch cmd[0] {
+		case "serve":
+			err = runServe(cmd[1:])
+		case "backup":
+			err = runBackup(cmd[1:])
+		case "restore":
+			err = runRestore(cmd[1:])
+		case "member":
+			err = runMember(cmd[1:])
+		case "pvc":
+			err = runPVC(cmd[1:])
+		}
+		var ue usageError
+		require.ErrorAs(t, err, &ue, "%v", cmd)
+		require.Contains(t, err.Error(), "log-level", "%v", cmd)
+	}
+}
+
+// The chart's ETCDHOOK_LOG_LEVEL is read by serve; a bad value is refused before anything starts.
+func TestServeLogLevelFromEnvironment(t *testing.T) {
+	defer logLevel.Set(slog.LevelInfo)
+	t.Setenv("ETCDHOOK_LOG_LEVEL", "loud")
+	var ue usageError
+	require.ErrorAs(t, runServe(nil), &ue)
+	require.Contains(t, runServe(nil).Error(), "ETCDHOOK_LOG_LEVEL")
 }
