@@ -73,7 +73,18 @@ func RemoveMember(ctx context.Context, e *Etcd, log *slog.Logger, req RemoveRequ
 			if m.ID != target.ID && !m.Learner && healthy[m.ID] != nil {
 				to, _ := api.ParseID(m.ID)
 				if err := e.MoveLeader(ctx, target.ClientURL, to); err != nil {
-					return fmt.Errorf("moving leadership away from %s: %w", target.ID, err)
+					// A leaving member's own agent moves leadership and removes itself at the same
+					// time (intent leave): a call to a member that is stopping times out. Gone is done;
+					// no longer leading is what the move was for.
+					if again, lerr := e.MemberList(ctx, eps); lerr == nil && !hasMember(again.Members, target.ID) {
+						log.Info("member removed itself meanwhile", "member", req.ID)
+						return nil
+					}
+					if st, serr := e.Status(ctx, m.ClientURL); serr != nil || st.Leader == id || st.Leader == 0 {
+						return fmt.Errorf("moving leadership away from %s: %w", target.ID, err)
+					}
+					log.Info("leadership moved away meanwhile", "from", target.ID)
+					break
 				}
 				log.Info("moved leadership away", "from", target.ID, "to", m.ID)
 				break
