@@ -82,6 +82,13 @@ func (s *ClusterSpec) DeepCopy() *ClusterSpec {
 			s.Network.ClientFrom[i].DeepCopyInto(&out.Network.ClientFrom[i])
 		}
 	}
+	if d := s.Maintenance.Defrag; d != nil {
+		c := *d
+		if d.MinFreePercent != nil {
+			c.MinFreePercent = ptr.To(*d.MinFreePercent)
+		}
+		out.Maintenance.Defrag = &c
+	}
 	if b := s.Backup; b != nil {
 		c := *b
 		if b.Retention.KeepLast != nil {

@@ -39,6 +39,8 @@ const (
 	DatabaseNearQuotaPercent = 80
 	// DefaultMetricsNamespace may scrape the members' metrics port through the NetworkPolicy.
 	DefaultMetricsNamespace = "monitoring"
+	// DefaultDefragMinFreePercent: a scheduled pass defragments members whose file is half free.
+	DefaultDefragMinFreePercent = 50
 )
 
 // QuotaBackendBytes is the backend quota etcd runs with for these options: the quota-backend-bytes
@@ -140,6 +142,9 @@ func Defaulted(s ClusterSpec) ClusterSpec {
 	}
 	if s.Network.MetricsNamespace == "" {
 		s.Network.MetricsNamespace = DefaultMetricsNamespace
+	}
+	if d := s.Maintenance.Defrag; d != nil && d.MinFreePercent == nil {
+		s.Maintenance.Defrag.MinFreePercent = ptr.To(int32(DefaultDefragMinFreePercent))
 	}
 	if s.Timeouts.LearnerPromotionSeconds == nil {
 		s.Timeouts.LearnerPromotionSeconds = ptr.To(int32(DefaultLearnerPromotionSeconds))

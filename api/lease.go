@@ -17,9 +17,12 @@ const (
 	// step cannot come back to life beside the next one.
 	AnnJoinDeadline = "etcd.io/join-deadline"
 	AnnBootstrap    = "etcd.io/bootstrap"
-	IntentMember    = "member"
-	IntentLeave     = "leave"
-	BootstrapSeed   = "seed"
+	// AnnDefrag asks the member to defragment once for the pass it names (a token); the hook writes it
+	// on one member at a time (docs/design.md §15.5).
+	AnnDefrag     = "etcd.io/defrag"
+	IntentMember  = "member"
+	IntentLeave   = "leave"
+	BootstrapSeed = "seed"
 )
 
 // Agent-owned Lease annotations: the report half.
@@ -48,6 +51,11 @@ const (
 	// AnnAlarms: the cluster's active alarms as this member reads them, "<TYPE>@<member ID>" sorted and
 	// comma-separated (e.g. NOSPACE@8e9e05c52164694d); empty when none.
 	AnnAlarms = "etcd.io/alarms"
+	// AnnDefragging: the defragmentation pass (token) the member is executing now; AnnDefragDone: the
+	// last pass it completed; AnnLastDefrag: when (RFC 3339, the agent's clock).
+	AnnDefragging = "etcd.io/defragging"
+	AnnDefragDone = "etcd.io/defrag-done"
+	AnnLastDefrag = "etcd.io/last-defrag"
 )
 
 // Alarm types etcd raises (etcdserverpb.AlarmType names).
@@ -102,6 +110,10 @@ type Report struct {
 	DBSizeInUse int64
 	// Alarms: "<TYPE>@<member ID>", sorted; nil when none.
 	Alarms []string
+	// Defragging, DefragDone, LastDefrag: see AnnDefragging.
+	Defragging string
+	DefragDone string
+	LastDefrag string
 }
 
 // SizeMoved says whether a database size moved far enough from the reported one to be written: by at
@@ -186,6 +198,10 @@ func (r Report) Annotations() map[string]string {
 		AnnDBSize:      formatSize(r.DBSize),
 		AnnDBSizeInUse: formatSize(r.DBSizeInUse),
 		AnnAlarms:      strings.Join(r.Alarms, ","),
+
+		AnnDefragging: r.Defragging,
+		AnnDefragDone: r.DefragDone,
+		AnnLastDefrag: r.LastDefrag,
 	}
 	// Only the seed of a restored cluster says where its data came from; a fact of the cluster's
 	// origin, never cleared, so other members' Leases need not carry the keys.
@@ -224,6 +240,10 @@ func ParseReportUsing(ann map[string]string, lists map[string][]Member) (Report,
 		// silence the quota warning.
 		DBSize:      parseSize(ann[AnnDBSize]),
 		DBSizeInUse: parseSize(ann[AnnDBSizeInUse]),
+
+		Defragging: ann[AnnDefragging],
+		DefragDone: ann[AnnDefragDone],
+		LastDefrag: ann[AnnLastDefrag],
 	}
 	if a := ann[AnnAlarms]; a != "" {
 		r.Alarms = strings.Split(a, ",")

@@ -106,6 +106,18 @@ type RestoreSpec struct {
 // MaintenanceSpec holds what keeps a long-running etcd healthy.
 type MaintenanceSpec struct {
 	Compaction CompactionSpec `json:"compaction,omitempty"`
+	// Defrag: scheduled defragmentation passes, one member at a time (docs/design.md §15.5); nil: none
+	// scheduled (the annotation etcd.io/defrag-now still asks for one).
+	Defrag *DefragSpec `json:"defrag,omitempty"`
+}
+
+// DefragSpec: when a pass runs, and which members it defragments.
+type DefragSpec struct {
+	// Schedule is a cron schedule (five fields or @daily and the like; UTC) of passes.
+	Schedule string `json:"schedule"`
+	// MinFreePercent: a scheduled pass defragments a member only when at least this share of its
+	// database file is free (dbSize - dbSizeInUse). Default 50.
+	MinFreePercent *int32 `json:"minFreePercent,omitempty"`
 }
 
 // CompactionSpec is etcd's auto-compaction: without it the keyspace history grows until the backend
@@ -274,6 +286,8 @@ type MemberStatus struct {
 	// unknown. The difference is what a defragmentation gives back.
 	DBSize      int64 `json:"dbSize,omitempty"`
 	DBSizeInUse int64 `json:"dbSizeInUse,omitempty"`
+	// LastDefragTime: when the member last completed a defragmentation, as its agent reported it.
+	LastDefragTime *metav1.Time `json:"lastDefragTime,omitempty"`
 }
 
 // TLSStatus is what the members report of their certificates (absent while TLS is off).
@@ -336,4 +350,7 @@ const (
 	// CondNetworkPolicyMissing: spec.network.policy is on but no NetworkPolicy can be rendered (the
 	// registration does not declare the kind).
 	CondNetworkPolicyMissing = "NetworkPolicyMissing"
+	// CondDefragmenting: a defragmentation pass is due; the message names the member defragmenting, or
+	// why the pass waits.
+	CondDefragmenting = "Defragmenting"
 )

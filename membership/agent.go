@@ -92,6 +92,12 @@ type Agent struct {
 	// restoreFailures counts failed restores in a row (backoff), restoreError the last one posted.
 	restoreFailures int
 	restoreError    string
+	// The defragmentation passes (defrag.go): the last one completed and when, read back from the
+	// Lease once so that a restarted agent does not repeat it; the last failure, for the backoff.
+	defragRead   bool
+	defragDone   string
+	defragLast   string
+	defragFailed time.Time
 }
 
 // event posts a Kubernetes Event on the EtcdCluster; notes start with the pod so that the cluster's
@@ -588,6 +594,7 @@ func (a *Agent) observe(ctx context.Context, bound *bool) observation {
 				r.Error = "Promoting: " + perr.Error()
 			}
 		}
+		a.maybeDefragment(ctx, in, ierr, st, nil, &r)
 		a.report(ctx, r, false)
 		return stillRunning
 	}
@@ -609,6 +616,8 @@ func (a *Agent) observe(ctx context.Context, bound *bool) observation {
 		if a.leave(ctx, l.Members, st.Leader, self, &r) {
 			return selfRemoved
 		}
+	} else if err == nil {
+		a.maybeDefragment(ctx, in, ierr, st, l.Members, &r)
 	}
 	a.report(ctx, r, false)
 	return stillRunning

@@ -163,6 +163,49 @@ func (e *Etcd) Status(ctx context.Context, ep string) (*clientv3.StatusResponse,
 	return c.Status(cctx, ep)
 }
 
+// Defragment defragments the member at ep (its reads and writes wait meanwhile: seconds per GiB).
+func (e *Etcd) Defragment(ctx context.Context, ep string, timeout time.Duration) error {
+	c, err := e.client([]string{ep})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if _, err := c.Defragment(cctx, ep); err != nil {
+		return fmt.Errorf("defragment %s: %w", ep, err)
+	}
+	return nil
+}
+
+// Compact compacts the keyspace up to rev through ep (a revision already compacted is not an error).
+func (e *Etcd) Compact(ctx context.Context, ep string, rev int64) error {
+	c, err := e.client([]string{ep})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	cctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if _, err := c.Compact(cctx, rev, clientv3.WithCompactPhysical()); err != nil && !errors.Is(err, rpctypes.ErrCompacted) {
+		return fmt.Errorf("compact to %d via %s: %w", rev, ep, err)
+	}
+	return nil
+}
+
+// DisarmNoSpace disarms the NOSPACE alarm member raised, through ep.
+func (e *Etcd) DisarmNoSpace(ctx context.Context, ep string, member uint64) error {
+	c, err := e.client([]string{ep})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	cctx, cancel := context.WithTimeout(ctx, e.callTimeout())
+	defer cancel()
+	_, err = c.AlarmDisarm(cctx, &clientv3.AlarmMember{MemberID: member, Alarm: etcdserverpb.AlarmType_NOSPACE})
+	return err
+}
+
 // Alarms lists the cluster's active alarms through one endpoint as "<TYPE>@<member ID>", sorted.
 func (e *Etcd) Alarms(ctx context.Context, ep string) ([]string, error) {
 	c, err := e.client([]string{ep})
@@ -327,7 +370,7 @@ func (e *Etcd) MoveLeader(ctx context.Context, leaderEP string, transferee uint6
 }
 
 // Health probes every voter of l through its own client URL: a voter is healthy when it answers
-// Status without errors and knows a leader.
+// Status without errors (a NOSPACE alarm aside, statusHealthy) and knows a leader.
 func (e *Etcd) Health(ctx context.Context, members []api.Member) map[string]*clientv3.StatusResponse {
 	out := map[string]*clientv3.StatusResponse{}
 	for _, m := range members {
@@ -335,8 +378,15 @@ func (e *Etcd) Health(ctx context.Context, members []api.Member) map[string]*cli
 			continue
 		}
 		st, err := e.Status(ctx, m.ClientURL)
-		if err != nil || len(st.Errors) > 0 || st.Leader == 0 || api.FormatID(st.Header.MemberId) != m.ID {
+		if err != nil || st.Leader == 0 || api.FormatID(st.Header.MemberId) != m.ID {
 			continue
+		}
+		if len(st.Errors) > 0 {
+			// A NOSPACE alarm (one Status error per alarm) is not an error of the member (statusHealthy).
+			alarms, aerr := e.Alarms(ctx, m.ClientURL)
+			if aerr != nil || !statusHealthy(len(st.Errors), alarms, st.Leader) {
+				continue
+			}
 		}
 		out[m.ID] = st
 	}

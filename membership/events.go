@@ -22,6 +22,8 @@ const (
 	EventRestoreFailed       = "RestoreFailed"
 	EventBackupSucceeded     = "BackupSucceeded"
 	EventBackupFailed        = "BackupFailed"
+	EventDefragmented        = "Defragmented"
+	EventDefragFailed        = "DefragFailed"
 )
 
 // Recorder posts an Event on the member's EtcdCluster. reason is one of the Event* constants, action

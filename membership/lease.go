@@ -23,6 +23,8 @@ type Intent struct {
 	Seed        bool
 	// Join is the permission's window, zero unless usable (api.ParseJoinWindow).
 	Join api.JoinWindow
+	// Defrag: the defragmentation pass this member is asked to execute ("" none).
+	Defrag string
 	// Report is the agent-owned half as last written (by this pod or its predecessor).
 	Report api.Report
 	// Problems: annotations that were present but unusable (reported in the Lease, never fatal).
@@ -64,6 +66,7 @@ func intentFromAnnotations(ann map[string]string) Intent {
 		Intent:      ann[api.AnnIntent],
 		IntentSince: ann[api.AnnIntentSince],
 		Seed:        ann[api.AnnBootstrap] == api.BootstrapSeed,
+		Defrag:      ann[api.AnnDefrag],
 	}
 	if _, p := StartIntent(in.Intent); p != "" {
 		in.Problems = append(in.Problems, p)

@@ -49,6 +49,18 @@ func (m *MemLeases) SetIntent(name, intent string, seed bool, permitFor time.Dur
 	}
 }
 
+// SetDefrag writes (or, with "", removes) the hook's defragmentation request on a Lease.
+func (m *MemLeases) SetDefrag(name, token string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if l := m.leases[name]; l != nil {
+		delete(l.ann, api.AnnDefrag)
+		if token != "" {
+			l.ann[api.AnnDefrag] = token
+		}
+	}
+}
+
 // Report returns the agent's last report on a Lease.
 func (m *MemLeases) Report(name string) api.Report {
 	m.mu.Lock()

@@ -22,6 +22,23 @@ const (
 	minMaxAge   = time.Hour
 )
 
+// scheduleProblem says why a cron schedule (UTC, as the CronJob and the defragmentation passes run it)
+// is refused, "" when it is usable.
+func scheduleProblem(schedule string) string {
+	if up := strings.ToUpper(schedule); strings.HasPrefix(up, "TZ=") || strings.HasPrefix(up, "CRON_TZ=") {
+		// The CronJob sets timeZone: Etc/UTC, and Kubernetes refuses a zone in both places.
+		return "a time zone prefix is not allowed (the schedule runs in UTC)"
+	}
+	sched, err := cronParser.Parse(schedule)
+	if err != nil {
+		return err.Error() + " (five fields, or @hourly, @daily, @weekly, @monthly)"
+	}
+	if sched.Next(time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)).IsZero() {
+		return "never fires (a day that does not exist in its months)"
+	}
+	return ""
+}
+
 // validateBackup checks spec.backup and spec.restore on their own (docs/design.md §16). Each problem
 // names its field.
 func validateBackup(s api.ClusterSpec) []Problem {
@@ -37,13 +54,8 @@ func validateBackup(s api.ClusterSpec) []Problem {
 			checkClaim(add, "InvalidBackup", "spec.backup", d, b.VolumeClaimName)
 		}
 		if b.Schedule != "" {
-			if up := strings.ToUpper(b.Schedule); strings.HasPrefix(up, "TZ=") || strings.HasPrefix(up, "CRON_TZ=") {
-				// The CronJob sets timeZone: Etc/UTC, and Kubernetes refuses a zone in both places.
-				add("InvalidBackup", "spec.backup.schedule %q: a time zone prefix is not allowed (the schedule runs in UTC)", b.Schedule)
-			} else if sched, err := cronParser.Parse(b.Schedule); err != nil {
-				add("InvalidBackup", "spec.backup.schedule %q: %v (five fields, or @hourly, @daily, @weekly, @monthly)", b.Schedule, err)
-			} else if sched.Next(time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)).IsZero() {
-				add("InvalidBackup", "spec.backup.schedule %q never fires (a day that does not exist in its months)", b.Schedule)
+			if msg := scheduleProblem(b.Schedule); msg != "" {
+				add("InvalidBackup", "spec.backup.schedule %q: %s", b.Schedule, msg)
 			}
 		}
 		checkSecretName(add, "InvalidBackup", "spec.backup.credentialsSecret", b.CredentialsSecret)

@@ -27,7 +27,7 @@ func (p *plan) databaseConditions(add func(typ string, ok bool, reason, msg stri
 			}
 		}
 		if len(near) > 0 {
-			add(api.CondDatabaseNearQuota, true, "NearQuota", fmt.Sprintf("of a %s quota: %s; at the quota etcd refuses writes (NOSPACE): defragment (operations.md §5.12) or raise spec.options quota-backend-bytes",
+			add(api.CondDatabaseNearQuota, true, "NearQuota", fmt.Sprintf("of a %s quota: %s; at the quota etcd refuses writes (NOSPACE): defragment (spec.maintenance.defrag, or the annotation etcd.io/defrag-now; operations.md §5.12) or raise spec.options quota-backend-bytes",
 				humanBytes(quota), strings.Join(near, ", ")))
 		}
 	}
@@ -51,7 +51,7 @@ func (p *plan) databaseConditions(add func(typ string, ok bool, reason, msg stri
 	}
 	if on := byType[api.AlarmNoSpace]; len(on) > 0 {
 		slices.Sort(on)
-		add(api.CondDatabaseFull, true, "NoSpaceAlarm", "etcd raised NOSPACE (raised by "+strings.Join(on, ", ")+"): it serves reads and deletes only until the alarm is disarmed; recover by hand: operations.md §5.12")
+		add(api.CondDatabaseFull, true, "NoSpaceAlarm", "etcd raised NOSPACE (raised by "+strings.Join(on, ", ")+"): it serves reads and deletes only until the alarms are disarmed; recover with kubectl annotate etcdcluster "+f.names.Cluster+" etcd.io/defrag-now=<any new value> (compacts, defragments one member at a time, disarms; operations.md §5.12)")
 	}
 	if on := byType[api.AlarmCorrupt]; len(on) > 0 {
 		slices.Sort(on)

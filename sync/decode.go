@@ -549,6 +549,9 @@ func (r *reader) readMemberStatus(m *api.MemberStatus) {
 			r.int64Into(&m.DBSize)
 		case k.is("dbSizeInUse"):
 			r.int64Into(&m.DBSizeInUse)
+		case k.is("lastDefragTime"):
+			m.LastDefragTime = nil
+			r.jsonInto(&m.LastDefragTime)
 		default:
 			r.skip()
 		}

@@ -13,6 +13,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	coordv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/etcdhook/etcdhook/api"
 )
@@ -64,6 +65,9 @@ type memberView struct {
 	version string
 	// dbSize and dbSizeInUse as the ordinal's agent reports them for this member (0: unknown).
 	dbSize, dbSizeInUse int64
+	// lastDefrag: when the agent reports it last defragmented (nil: never, or not a time, or ahead of
+	// the hook's clock beyond the skew bound).
+	lastDefrag *metav1.Time
 }
 
 func (m *memberView) voter() bool { return !m.Learner }
@@ -443,6 +447,9 @@ func (f *facts) readTruth() {
 			if lv != nil && lv.report.MemberID == m.ID {
 				mv.version = lv.report.Version
 				mv.dbSize, mv.dbSizeInUse = lv.report.DBSize, lv.report.DBSizeInUse
+				if t, err := time.Parse(time.RFC3339, lv.report.LastDefrag); err == nil && !t.After(f.now.Add(MaxClockSkew)) {
+					mv.lastDefrag = &metav1.Time{Time: t.UTC()}
+				}
 			}
 			if m.Learner {
 				mv.healthy = lv != nil && lv.fresh && lv.report.MemberID == m.ID && lv.report.Healthy

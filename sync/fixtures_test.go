@@ -58,6 +58,10 @@ func atFixtureNow(t *testing.T, build func(w *world)) *world {
 
 func size(n int32) func(*api.ClusterSpec) { return func(s *api.ClusterSpec) { s.Size = ptr(n) } }
 
+func withDefrag(schedule string) func(*api.ClusterSpec) {
+	return func(s *api.ClusterSpec) { s.Maintenance.Defrag = &api.DefragSpec{Schedule: schedule} }
+}
+
 // settle converges then lets the reports age a few seconds, as a steady cluster's would.
 // useSecrets names two of fixtureSecrets as the cluster's peer and client Secrets (etcd-peer,
 // etcd-client).
@@ -677,6 +681,60 @@ func fixtures() []fixture {
 		{name: "network-policy-not-registered", build: func(w *world) {
 			w.noNetworkPolicies = true
 			settle(w)
+		}},
+		// A scheduled pass (daily at 03:00 UTC; the fixture clock is past it): the first follower whose
+		// file is at least half free is asked first, on its Lease only.
+		{name: "defrag-follower-first", build: func(w *world) {
+			settle(w)
+			w.dbSize, w.dbSizeInUse = 1<<30, 300<<20
+			w.step(5 * time.Second)
+			w.setSpec(withDefrag("0 3 * * *"))
+		}},
+		// The followers are done: the leader goes last.
+		{name: "defrag-leader-last", build: func(w *world) {
+			settle(w)
+			w.dbSize, w.dbSizeInUse = 1<<30, 300<<20
+			w.setSpec(withDefrag("0 3 * * *"))
+			for range 3 {
+				w.step(5 * time.Second)
+			}
+		}},
+		// A member is down: nobody is asked, and the condition says why.
+		{name: "defrag-held-unhealthy", build: func(w *world) {
+			settle(w)
+			w.dbSize, w.dbSizeInUse = 1<<30, 300<<20
+			w.down[2] = true
+			w.step(5 * time.Second)
+			w.step(5 * time.Second)
+			w.setSpec(withDefrag("0 3 * * *"))
+		}},
+		// A member defragmenting keeps its turn while a scale-up starts.
+		{name: "defrag-running-keeps-turn", build: func(w *world) {
+			settle(w)
+			w.dbSize, w.dbSizeInUse = 1<<30, 300<<20
+			w.slowDefrag = true
+			w.setSpec(withDefrag("0 3 * * *"))
+			w.step(5 * time.Second)
+			w.step(5 * time.Second)
+			w.setSpec(size(5))
+		}},
+		// Files mostly in use: a scheduled pass asks nobody.
+		{name: "defrag-below-threshold", build: func(w *world) {
+			settle(w)
+			w.dbSize, w.dbSizeInUse = 1<<30, 900<<20
+			w.setSpec(withDefrag("0 3 * * *"))
+		}},
+		// etcd.io/defrag-now: every member, whatever its free space, without a schedule.
+		{name: "defrag-now", build: func(w *world) {
+			settle(w)
+			w.dbSize, w.dbSizeInUse = 1<<30, 900<<20
+			w.parentAnn = map[string]string{api.AnnDefragNow: "before-upgrade"}
+		}},
+		{name: "defrag-invalid", build: func(w *world) {
+			settle(w)
+			w.setSpec(func(s *api.ClusterSpec) {
+				s.Maintenance.Defrag = &api.DefragSpec{Schedule: "TZ=Europe/Paris 0 3 * * *", MinFreePercent: ptr(int32(0))}
+			})
 		}},
 		{name: "error-malformed-json", raw: `{"parent": {"apiVersion": "etcd.io/v1alpha1",`},
 		{name: "error-wrong-kind", raw: `{"parent":{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"x","namespace":"prod","uid":"u"}},` + emptyGroups(nil) + `}`},

@@ -22,6 +22,9 @@ func (p *plan) leaseObjects() []*coordv1.Lease {
 		if lp.seed {
 			ann[api.AnnBootstrap] = api.BootstrapSeed
 		}
+		if lp.defrag != "" {
+			ann[api.AnnDefrag] = lp.defrag
+		}
 		m := p.meta(n.Lease(i), api.ComponentEtcd)
 		m.Annotations = ann
 		out = append(out, &coordv1.Lease{TypeMeta: metav1.TypeMeta{APIVersion: "coordination.k8s.io/v1", Kind: "Lease"}, ObjectMeta: m})

@@ -28,6 +28,8 @@ type leasePlan struct {
 	joinPermitted string
 	joinDeadline  string
 	seed          bool
+	// defrag: the pass token this member is asked to defragment for ("" none; defrag.go).
+	defrag string
 }
 
 // plan is the outcome of one decision: what to render and what to say in status.
@@ -72,6 +74,8 @@ type plan struct {
 	quorumLost bool
 	// released: observed children the plan deletes on purpose ("key/name" -> reason).
 	released map[string]string
+	// defrag: the defragmentation pass due and the member asked (defrag.go).
+	defrag defragState
 }
 
 func (p *plan) wait(format string, args ...any) {
@@ -140,6 +144,7 @@ func decide(f *facts, opts Options) (*plan, error) {
 	p.keepJobs()
 	if p.paused {
 		p.pause()
+		p.askDefrag()
 		return p, nil
 	}
 	switch {
@@ -156,6 +161,7 @@ func decide(f *facts, opts Options) (*plan, error) {
 	}
 	p.floorReplicas()
 	p.trimLeases()
+	p.askDefrag()
 	if f.bootstrapped && f.truthKnown() {
 		p.noteStalledJoins()
 	}

@@ -135,6 +135,7 @@ func Validate(name string, s api.ClusterSpec) []Problem {
 		}
 	}
 	ps = append(ps, validateBackup(s)...)
+	ps = append(ps, validateDefrag(s)...)
 	return append(ps, validateNetwork(s)...)
 }
 

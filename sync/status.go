@@ -127,6 +127,7 @@ func (p *plan) status() *api.ClusterStatus {
 	p.tlsConditions(st.TLS, add)
 	p.backupConditions(st.Backup, add)
 	p.databaseConditions(add)
+	p.defragCondition(p.defrag, add)
 	if p.hasSpec && p.spec.Network.PolicyOn() && !f.obs.NetworkPoliciesDeclared {
 		add(api.CondNetworkPolicyMissing, true, "NotRegistered", "spec.network.policy is on but the CompositeController does not declare networking.k8s.io/v1 networkpolicies: the members' ports are open to every pod; apply the current metacontroller/ registration (operations.md §11)")
 	}
@@ -298,7 +299,7 @@ func (p *plan) memberStatus() []api.MemberStatus {
 	out := []api.MemberStatus{}
 	for _, m := range f.members {
 		ms := api.MemberStatus{ID: m.ID, PeerURL: m.PeerURL, ClientURL: m.ClientURL, Healthy: m.healthy, Version: m.version, Role: api.RoleVoter,
-			DBSize: m.dbSize, DBSizeInUse: m.dbSizeInUse}
+			DBSize: m.dbSize, DBSizeInUse: m.dbSizeInUse, LastDefragTime: m.lastDefrag}
 		switch {
 		case m.Learner:
 			ms.Role = api.RoleLearner

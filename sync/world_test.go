@@ -78,6 +78,12 @@ type world struct {
 	// alarms: the cluster's alarms every running member reports.
 	dbSize, dbSizeInUse int64
 	alarms              []string
+	// Defragmentation as the agents execute it: the pass each ordinal completed (and when), the pass
+	// one is executing; slowDefrag makes each defragmentation take one extra step (reported running).
+	defragDone    map[int]string
+	defragAt      map[int]time.Time
+	defragRunning map[int]string
+	slowDefrag    bool
 	// specRaw replaces top-level spec fields with JSON the typed spec cannot hold (what the API server
 	// may accept through preserve-unknown-fields or int-or-string).
 	specRaw map[string]any
@@ -739,6 +745,27 @@ func (w *world) agent(i int) {
 	nm.Started, nm.Name = true, w.names().Pod(i)
 }
 
+// defragment is the agent's part of a defragmentation (membership.Agent.defragment): on a pass token
+// it has not completed, it defragments (its file shrinks to what is in use) and reports the token.
+func (w *world) defragment(i int, ann map[string]any, r *api.Report) {
+	if w.defragDone == nil {
+		w.defragDone, w.defragAt, w.defragRunning = map[int]string{}, map[int]time.Time{}, map[int]string{}
+	}
+	if tok, _ := ann[api.AnnDefrag].(string); tok != "" && w.defragDone[i] != tok && !w.down[i] {
+		if w.slowDefrag && w.defragRunning[i] != tok {
+			w.defragRunning[i] = tok
+		} else {
+			w.defragDone[i], w.defragAt[i] = tok, w.now
+			delete(w.defragRunning, i)
+		}
+	}
+	r.Defragging, r.DefragDone = w.defragRunning[i], w.defragDone[i]
+	if at, ok := w.defragAt[i]; ok {
+		r.LastDefrag = at.UTC().Format(time.RFC3339)
+		r.DBSize = r.DBSizeInUse
+	}
+}
+
 func (w *world) learnerCount() int {
 	n := 0
 	for _, m := range w.etcd.members {
@@ -790,6 +817,7 @@ func (w *world) report(i int, quorum bool) {
 	}
 	if r.MemberID != "" && r.Role != api.RoleLeft {
 		r.DBSize, r.DBSizeInUse, r.Alarms = w.dbSize, w.dbSizeInUse, w.alarms
+		w.defragment(i, ann, &r)
 	}
 	if api.Defaulted(w.spec).Security.TLS.TLSOn() {
 		// What an agent reports of its files (fixed values: the fixtures compare exactly).

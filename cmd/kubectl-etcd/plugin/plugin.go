@@ -22,6 +22,7 @@ Usage:
   kubectl etcd status NAME [-o json] [--wait [--timeout 10m]]
   kubectl etcd etcdctl NAME [--member POD|ORDINAL] [-i] -- ETCDCTL ARGS...
   kubectl etcd backup NAME [--id TOKEN] [--wait=false] [--timeout 30m]
+  kubectl etcd defrag NAME [--id TOKEN] [--wait=false] [--timeout 30m]
   kubectl etcd version
 
 status   phase, message, conditions, members (from the status and the agents' member Leases), the
@@ -33,6 +34,9 @@ etcdctl  runs the member image's own etcdctl inside a ready member pod (containe
 backup   asks for one backup now (annotation etcd.io/backup-now=TOKEN, --id, default the current time) to
          the cluster's spec.backup destination and waits for its outcome: the snapshot's URL (usable
          as spec.restore.from of a new cluster), or the failure.
+defrag   asks for one defragmentation pass of every member now (annotation etcd.io/defrag-now=TOKEN):
+         one member at a time, the leader last; under NOSPACE it also compacts and disarms. Waits
+         until the pass is over, printing its progress.
 
 Connection flags as kubectl's: --kubeconfig, --context, -n/--namespace, --cluster, --user, --server,
 --token, --as, ... (run 'kubectl etcd status --help' for all).
@@ -107,6 +111,8 @@ func Run(ctx context.Context, env Env, args []string) error {
 		return runEtcdctlCmd(ctx, env, args[1:])
 	case "backup":
 		return runBackup(ctx, env, args[1:])
+	case "defrag":
+		return runDefrag(ctx, env, args[1:])
 	case "version", "--version":
 		fmt.Fprintln(env.Out, Version)
 		return nil

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -680,4 +681,40 @@ func TestBackupAnnotatesAndWaits(t *testing.T) {
 		require.Equal(t, 1, te.run("backup", "demo"))
 		require.Contains(t, te.err.String(), "has no spec.backup")
 	})
+}
+
+// defrag sets a new etcd.io/defrag-now token, prints the pass's progress from the Defragmenting
+// condition, and ends when the condition is gone; the hook is played by a reactor.
+func TestDefragAnnotatesAndWaits(t *testing.T) {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": api.APIVersion, "kind": api.Kind,
+		"metadata": map[string]any{"name": "demo", "namespace": "prod"},
+		"spec":     map[string]any{},
+	}}
+	dyn := newDynamic(u)
+	reads := 0
+	dyn.PrependReactor("get", "etcdclusters", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		reads++
+		obj, err := dyn.Tracker().Get(GVR, "prod", "demo")
+		require.NoError(t, err)
+		cur := obj.(*unstructured.Unstructured).DeepCopy()
+		switch {
+		case reads < 3:
+			return false, nil, nil
+		case reads < 5:
+			require.Equal(t, "t-1", cur.GetAnnotations()[api.AnnDefragNow], "the token is set before the wait")
+			_ = unstructured.SetNestedSlice(cur.Object, []any{map[string]any{
+				"type": api.CondDefragmenting, "status": "True", "reason": "MemberDefragmenting", "lastTransitionTime": "2026-01-01T12:00:00Z",
+				"message": fmt.Sprintf("pass now:t-1: %d done, %d to go; demo-%d defragments (one member at a time, the leader last)", reads-3, 6-reads, reads-2),
+			}}, "status", "conditions")
+		}
+		return true, cur, nil
+	})
+	te := newTestEnv(dyn, fake.NewClientset())
+	require.Equal(t, 0, te.run("defrag", "demo", "--id", "t-1"), te.err.String())
+	out := te.out.String()
+	require.Contains(t, out, `defragmentation "t-1" of prod/demo requested`)
+	require.Contains(t, out, "pass now:t-1: 0 done, 3 to go; demo-1 defragments")
+	require.Contains(t, out, "pass now:t-1: 1 done, 2 to go; demo-2 defragments")
+	require.Contains(t, out, "done: every member of prod/demo defragmented")
 }

@@ -1,0 +1,101 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/etcdhook/etcdhook/api"
+)
+
+// TestDefragmentation: a fragmented 3-member cluster (keys written, overwritten, deleted, compacted)
+// is defragmented on demand (etcd.io/defrag-now) under a writer: one member at a time, every member's
+// file shrinks, the Defragmenting condition comes and goes, kubectl describe shows Defragmented
+// events; write failures and p99 during the pass go to RESULTS.md.
+func TestDefragmentation(t *testing.T) {
+	s := newScenario(t, "defrag")
+	s.apply(spec(3, *etcdVersion))
+	s.waitFor("settled", stepTimeout, s.settled(3))
+	cl, err := s.newClient([]string{s.clientEndpoint()})
+	require.NoError(t, err)
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(s.ctx, 5*time.Minute)
+	defer cancel()
+	val := strings.Repeat("f", 32<<10)
+	var rev int64
+	for round := 0; round < 2; round++ {
+		for n := 0; n < 256; n++ { // 8 MiB a round
+			resp, err := cl.Put(ctx, "frag/"+strconv.Itoa(n), val)
+			require.NoError(t, err)
+			rev = resp.Header.Revision
+		}
+	}
+	_, err = cl.Delete(ctx, "frag/", clientv3.WithPrefix())
+	require.NoError(t, err)
+	_, err = cl.Compact(ctx, rev, clientv3.WithCompactPhysical())
+	require.NoError(t, err)
+	// The agents report sizes when they move by a few percent: wait until every member shows the free
+	// space the compaction left.
+	before := map[string]int64{}
+	s.waitFor("fragmented files reported", stepTimeout, func() bool {
+		ms := s.cluster().Status.Members
+		for _, m := range ms {
+			if m.DBSize-m.DBSizeInUse < 4<<20 {
+				return false
+			}
+			before[m.Name] = m.DBSize
+		}
+		return len(ms) == 3
+	})
+
+	w := s.startWriter("defrag-now pass")
+	asked := time.Now()
+	s.annotate(api.AnnDefragNow, "e2e-1")
+	most := 0
+	seen := false
+	took := s.waitFor("the pass over", stepTimeout, func() bool {
+		ec := s.cluster()
+		c := condition(ec, api.CondDefragmenting)
+		if c != nil {
+			seen = true
+			require.True(t, strings.HasPrefix(c.Message, "pass now:e2e-1:"), c.Message)
+		}
+		// At most one member at a time: read from the Leases the hook wrote.
+		asking := 0
+		for i := 0; i < 3; i++ {
+			l, err := s.e.kube.CoordinationV1().Leases(s.ns).Get(s.ctx, s.names().Lease(i), metav1.GetOptions{})
+			if err == nil && l.Annotations[api.AnnDefrag] != "" {
+				asking++
+			}
+		}
+		most = max(most, asking)
+		if c != nil {
+			return false
+		}
+		for _, m := range ec.Status.Members {
+			if m.LastDefragTime == nil || m.LastDefragTime.Time.Before(asked.Add(-time.Minute)) {
+				return false
+			}
+		}
+		return len(ec.Status.Members) == 3
+	})
+	require.True(t, seen, "the Defragmenting condition was shown during the pass")
+	require.LessOrEqual(t, most, 1, "never two members asked at once")
+	var sizes []string
+	for _, m := range s.cluster().Status.Members {
+		require.Less(t, m.DBSize, before[m.Name]-(2<<20), "%s's file shrank", m.Name)
+		sizes = append(sizes, fmt.Sprintf("%s %.1f -> %.1f MiB", m.Name, float64(before[m.Name])/(1<<20), float64(m.DBSize)/(1<<20)))
+	}
+	s.checkEvents("Defragmented")
+	w.Finish(fmt.Sprintf("defragmentation pass (etcd.io/defrag-now) over 3 members, one at a time: %s (%s)\n\n",
+		took.Round(100*time.Millisecond), strings.Join(sizes, ", ")))
+}

@@ -1,0 +1,169 @@
+package sync
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/etcdhook/etcdhook/api"
+)
+
+// Defragmentation (docs/design.md §15.5): the hook decides which member defragments, one at a time,
+// by writing etcd.io/defrag=<pass token> on that member's Lease; the member's agent executes it and
+// reports the token back (etcd.io/defrag-done). A pass is due on the schedule (token "schedule:<time>")
+// or for each etcd.io/defrag-now value ("now:<value>", every member whatever its free space).
+
+// defragState is what the decision found, for the Lease intent and the status.
+type defragState struct {
+	token  string // the pass due ("" none)
+	target int    // the ordinal asked to defragment, -1 none
+	held   string // why no member is asked now
+	done   int    // members done for this pass
+	todo   int    // members that still need it
+}
+
+// defragWindows bound the search for the latest scheduled time: a schedule that fires more often
+// than the first window is found there in a few steps, a monthly one in the last.
+var defragWindows = []time.Duration{time.Hour, 25 * time.Hour, 32 * 24 * time.Hour, 367 * 24 * time.Hour}
+
+// defragPass is the pass due now: an on-demand token wins over the schedule.
+func (p *plan) defragPass() (token string, forced bool) {
+	if v := strings.TrimSpace(p.f.parent.Annotations[api.AnnDefragNow]); v != "" {
+		return "now:" + v, true
+	}
+	d := p.spec.Maintenance.Defrag
+	if d == nil || d.Schedule == "" {
+		return "", false
+	}
+	sched, err := cronParser.Parse(d.Schedule)
+	if err != nil {
+		return "", false // validated before adoption; a recorded spec that no longer parses runs nothing
+	}
+	now := p.f.now.UTC()
+	for _, w := range defragWindows {
+		var last time.Time
+		for t := sched.Next(now.Add(-w)); !t.IsZero() && !t.After(now); t = sched.Next(t) {
+			last = t
+		}
+		if !last.IsZero() {
+			return "schedule:" + last.Format(time.RFC3339), false
+		}
+	}
+	return "", false
+}
+
+// decideDefrag picks the member to defragment for the pass due: never during a membership step, a roll,
+// a pending spec or a restore, never with a member unhealthy; a member already defragmenting keeps the
+// turn; followers first by ordinal, the leader last.
+func (p *plan) decideDefrag() defragState {
+	f := p.f
+	st := defragState{target: -1}
+	token, forced := p.defragPass()
+	if token == "" || !p.hasSpec {
+		return st
+	}
+	st.token = token
+	minFree := int64(api.DefaultDefragMinFreePercent)
+	if d := p.spec.Maintenance.Defrag; d != nil && d.MinFreePercent != nil {
+		minFree = int64(*d.MinFreePercent)
+	}
+	var followers, leader []int
+	running := -1
+	for _, i := range sortedKeys(f.primary) {
+		m := f.primary[i]
+		lv := f.leases[i]
+		if lv == nil || lv.report.MemberID != m.ID {
+			continue
+		}
+		r := lv.report
+		if r.DefragDone == token {
+			st.done++
+			continue
+		}
+		if r.Defragging == token && lv.fresh {
+			running = i
+		}
+		if !forced && (m.dbSize <= 0 || (m.dbSize-m.dbSizeInUse)*100 < m.dbSize*minFree) {
+			continue // not fragmented enough for a scheduled pass
+		}
+		st.todo++
+		if m.ID == f.leaderID {
+			leader = append(leader, i)
+		} else {
+			followers = append(followers, i)
+		}
+	}
+	if running >= 0 {
+		// Whatever else changed, the member executing this pass keeps its turn: a second one must
+		// not start beside it.
+		st.target = running
+		return st
+	}
+	if st.todo == 0 {
+		return st
+	}
+	switch {
+	case p.paused:
+		st.held = "spec.paused to be cleared"
+	case !f.bootstrapped || p.quorumLost || f.splitBrain:
+		st.held = "a healthy quorum"
+	case p.busy != "":
+		st.held = "the membership change in flight (" + p.busy + ")"
+	case p.rolling:
+		st.held = "the rolling update to finish"
+	case p.pendingSpec:
+		st.held = "the waiting spec change to be adopted"
+	}
+	if st.held == "" {
+		for _, m := range f.members {
+			if !m.healthy {
+				st.held = "member " + memberName(f, m) + " to be healthy"
+				break
+			}
+		}
+	}
+	if st.held != "" {
+		return st
+	}
+	st.target = append(followers, leader...)[0]
+	return st
+}
+
+// askDefrag decides and writes the intent on the chosen member's Lease (only a Lease the plan renders).
+func (p *plan) askDefrag() {
+	p.defrag = p.decideDefrag()
+	if lp, ok := p.leases[p.defrag.target]; ok && p.defrag.target >= 0 {
+		lp.defrag = p.defrag.token
+	}
+}
+
+// validateDefrag checks spec.maintenance.defrag (after Defaulted).
+func validateDefrag(s api.ClusterSpec) []Problem {
+	d := s.Maintenance.Defrag
+	if d == nil {
+		return nil
+	}
+	var ps []Problem
+	if d.Schedule == "" {
+		ps = append(ps, Problem{"InvalidDefrag", "spec.maintenance.defrag.schedule is required (a cron schedule, UTC; remove defrag for none)"})
+	} else if msg := scheduleProblem(d.Schedule); msg != "" {
+		ps = append(ps, Problem{"InvalidDefrag", fmt.Sprintf("spec.maintenance.defrag.schedule %q: %s", d.Schedule, msg)})
+	}
+	if m := d.MinFreePercent; m != nil && (*m < 1 || *m > 100) {
+		ps = append(ps, Problem{"InvalidDefrag", fmt.Sprintf("spec.maintenance.defrag.minFreePercent %d is outside 1..100", *m)})
+	}
+	return ps
+}
+
+// defragCondition says what the pass due is doing.
+func (p *plan) defragCondition(st defragState, add func(typ string, ok bool, reason, msg string)) {
+	if st.token == "" || (st.target < 0 && st.held == "") {
+		return
+	}
+	progress := fmt.Sprintf("pass %s: %d done, %d to go", st.token, st.done, st.todo)
+	if st.target >= 0 {
+		add(api.CondDefragmenting, true, "MemberDefragmenting", fmt.Sprintf("%s; %s defragments (one member at a time, the leader last)", progress, p.f.names.Pod(st.target)))
+		return
+	}
+	add(api.CondDefragmenting, false, "Held", fmt.Sprintf("%s; waits for %s", progress, st.held))
+}
