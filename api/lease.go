@@ -58,6 +58,9 @@ const (
 	AnnLastDefrag = "etcd.io/last-defrag"
 )
 
+// NoSpacePass is the defragmentation pass token of the NOSPACE recovery (docs/design.md §15.5).
+const NoSpacePass = "nospace"
+
 // Alarm types etcd raises (etcdserverpb.AlarmType names).
 const (
 	AlarmNoSpace = "NOSPACE"

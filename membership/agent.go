@@ -48,6 +48,8 @@ type AgentConfig struct {
 	EtcdOutput io.Writer
 	// CertLook is how often the certificates are looked at (default certLook).
 	CertLook time.Duration
+	// NoSpaceAgain bounds how often this member's NOSPACE recovery runs (default noSpaceAgain).
+	NoSpaceAgain time.Duration
 	// Restore, when set, is the snapshot the seed of a new cluster starts from (DataDir, Name, PeerURL
 	// and Token filled in); nil for a cluster bootstrapped empty.
 	Restore *RestoreRequest
@@ -98,6 +100,7 @@ type Agent struct {
 	defragDone   string
 	defragLast   string
 	defragFailed time.Time
+	noSpaceAt    time.Time
 }
 
 // event posts a Kubernetes Event on the EtcdCluster; notes start with the pod so that the cluster's

@@ -3,6 +3,7 @@ package membership
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"time"
 
@@ -23,6 +24,9 @@ const (
 	defragTimeout = 10 * time.Minute
 	// defragRetry: a failed defragmentation is tried again after this long, not at every look.
 	defragRetry = time.Minute
+	// noSpaceAgain: a member whose alarm is raised again right after its recovery (its data itself
+	// exceeds the quota) is not compacted and defragmented at every look: at most this often.
+	noSpaceAgain = 5 * time.Minute
 )
 
 // maybeDefragment executes the pass the Lease asks for, if this member has not done it yet; the report
@@ -33,7 +37,16 @@ func (a *Agent) maybeDefragment(ctx context.Context, in Intent, inErr error, st 
 		a.defragDone, a.defragLast = in.Report.DefragDone, in.Report.LastDefrag
 	}
 	defer func() { r.DefragDone, r.LastDefrag = a.defragDone, a.defragLast }()
-	if inErr != nil || in.Defrag == "" || in.Defrag == a.defragDone || time.Since(a.defragFailed) < defragRetry {
+	if inErr != nil || in.Defrag == "" || time.Since(a.defragFailed) < defragRetry {
+		return
+	}
+	// A pass is executed once; the NOSPACE recovery whenever this member's own alarm is raised (the
+	// same token serves every occurrence: the alarm, not the token, says whether it is needed).
+	again := noSpaceAgain
+	if a.Cfg.NoSpaceAgain > 0 {
+		again = a.Cfg.NoSpaceAgain
+	}
+	if in.Defrag == a.defragDone && (in.Defrag != api.NoSpacePass || !ownAlarm(r.Alarms, st.Header.MemberId) || time.Since(a.noSpaceAt) < again) {
 		return
 	}
 	if err := a.defragment(ctx, in.Defrag, st, members, r); err != nil {
@@ -41,6 +54,11 @@ func (a *Agent) maybeDefragment(ctx context.Context, in Intent, inErr error, st 
 		r.Error = "Defragmenting: " + err.Error()
 		a.event(EventDefragFailed, "Defragment", true, "defragmentation for pass %s failed (etcd keeps serving; retried in %s): %v", in.Defrag, defragRetry, err)
 	}
+}
+
+// ownAlarm says whether alarms hold a NOSPACE alarm raised by member self.
+func ownAlarm(alarms []string, self uint64) bool {
+	return slices.Contains(alarms, api.AlarmNoSpace+"@"+api.FormatID(self))
 }
 
 func (a *Agent) defragment(ctx context.Context, token string, st *clientv3.StatusResponse, members []api.Member, r *api.Report) error {
@@ -70,12 +88,10 @@ func (a *Agent) defragment(ctx context.Context, token string, st *clientv3.Statu
 			return errNoTransferee
 		}
 	}
-	var noSpace, ownNoSpace bool
+	noSpace, ownNoSpace := false, ownAlarm(r.Alarms, self)
 	for _, al := range r.Alarms {
-		typ, id, _ := strings.Cut(al, "@")
-		if typ == api.AlarmNoSpace {
+		if typ, _, _ := strings.Cut(al, "@"); typ == api.AlarmNoSpace {
 			noSpace = true
-			ownNoSpace = ownNoSpace || id == api.FormatID(self)
 		}
 	}
 	if noSpace {
@@ -103,6 +119,9 @@ func (a *Agent) defragment(ctx context.Context, token string, st *clientv3.Statu
 		a.Log.Info("disarmed this member's NOSPACE alarm after defragmenting")
 	}
 	a.defragDone, a.defragLast = token, time.Now().UTC().Format(time.RFC3339)
+	if token == api.NoSpacePass {
+		a.noSpaceAt = time.Now()
+	}
 	a.Log.Info("defragmented", "pass", token, "before", before, "after", after, "took", took.String())
 	a.event(EventDefragmented, "Defragment", false, "defragmented for pass %s in %s: %d -> %d bytes%s", token, took.Round(time.Millisecond), before, after,
 		map[bool]string{true: "; NOSPACE disarmed", false: ""}[ownNoSpace])

@@ -26,8 +26,36 @@ type defragState struct {
 // than the first window is found there in a few steps, a monthly one in the last.
 var defragWindows = []time.Duration{time.Hour, 25 * time.Hour, 32 * 24 * time.Hour, 367 * 24 * time.Hour}
 
-// defragPass is the pass due now: an on-demand token wins over the schedule.
+// NoSpacePass is the token of the NOSPACE recovery: while any member reports a NOSPACE alarm, the
+// members that raised one are asked in turn; the agent of such a member compacts, defragments and
+// disarms its own alarm. Its own alarm, not a token it reported, says whether a member is done, so the
+// same token serves every occurrence.
+const NoSpacePass = api.NoSpacePass
+
+// noSpaceRaisers are the member IDs with a NOSPACE alarm in a fresh report (nil: none).
+func (p *plan) noSpaceRaisers() map[string]bool {
+	var out map[string]bool
+	for _, lv := range p.f.sortedLeases() {
+		if !lv.fresh {
+			continue
+		}
+		for _, a := range lv.report.Alarms {
+			if typ, id, _ := strings.Cut(a, "@"); typ == api.AlarmNoSpace {
+				if out == nil {
+					out = map[string]bool{}
+				}
+				out[id] = true
+			}
+		}
+	}
+	return out
+}
+
+// defragPass is the pass due now: the NOSPACE recovery first, then an on-demand token, then the schedule.
 func (p *plan) defragPass() (token string, forced bool) {
+	if p.noSpaceRaisers() != nil {
+		return NoSpacePass, true
+	}
 	if v := strings.TrimSpace(p.f.parent.Annotations[api.AnnDefragNow]); v != "" {
 		return "now:" + v, true
 	}
@@ -67,6 +95,7 @@ func (p *plan) decideDefrag() defragState {
 	if d := p.spec.Maintenance.Defrag; d != nil && d.MinFreePercent != nil {
 		minFree = int64(*d.MinFreePercent)
 	}
+	raisers := p.noSpaceRaisers()
 	var followers, leader []int
 	running := -1
 	for _, i := range sortedKeys(f.primary) {
@@ -76,7 +105,7 @@ func (p *plan) decideDefrag() defragState {
 			continue
 		}
 		r := lv.report
-		if r.DefragDone == token {
+		if token == NoSpacePass && !raisers[m.ID] || token != NoSpacePass && r.DefragDone == token {
 			st.done++
 			continue
 		}

@@ -82,3 +82,36 @@ func TestDefragPassToken(t *testing.T) {
 		require.False(t, forced)
 	}
 }
+
+// NOSPACE raised by two members: each raiser in turn (the follower first, the leader last) is asked
+// with the recovery's token until its alarm is gone, the others not at all; the same token recovers a
+// second occurrence although every member reported it done.
+func TestNoSpaceRecoveryPass(t *testing.T) {
+	w := newWorld(t, 3)
+	w.converge(80)
+	leader := -1
+	for i := range 3 {
+		if w.names().Pod(i) == w.status.Leader {
+			leader = i
+		}
+	}
+	follower := (leader + 1) % 3
+	for occurrence := 1; occurrence <= 2; occurrence++ {
+		w.alarms = []string{api.AlarmNoSpace + "@" + w.data[leader], api.AlarmNoSpace + "@" + w.data[follower]}
+		var order []int
+		for range 20 {
+			w.step(5 * time.Second)
+			asked := defragIntents(w)
+			require.LessOrEqual(t, len(asked), 1, "one member at a time: %v", asked)
+			for i, tok := range asked {
+				require.Equal(t, api.NoSpacePass, tok)
+				if len(order) == 0 || order[len(order)-1] != i {
+					order = append(order, i)
+				}
+			}
+		}
+		require.Equal(t, []int{follower, leader}, order, "occurrence %d: the raisers only, the leader last", occurrence)
+		require.Empty(t, w.alarms)
+		require.Nil(t, meta.FindStatusCondition(w.status.Conditions, api.CondDatabaseFull))
+	}
+}

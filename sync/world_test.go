@@ -3,6 +3,7 @@ package sync
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -751,12 +752,18 @@ func (w *world) defragment(i int, ann map[string]any, r *api.Report) {
 	if w.defragDone == nil {
 		w.defragDone, w.defragAt, w.defragRunning = map[int]string{}, map[int]time.Time{}, map[int]string{}
 	}
-	if tok, _ := ann[api.AnnDefrag].(string); tok != "" && w.defragDone[i] != tok && !w.down[i] {
+	// As the agent: a pass once; the NOSPACE recovery whenever its own alarm is raised.
+	ownAlarm := slices.Contains(w.alarms, api.AlarmNoSpace+"@"+r.MemberID)
+	if tok, _ := ann[api.AnnDefrag].(string); tok != "" && (w.defragDone[i] != tok || tok == api.NoSpacePass && ownAlarm) && !w.down[i] {
 		if w.slowDefrag && w.defragRunning[i] != tok {
 			w.defragRunning[i] = tok
 		} else {
 			w.defragDone[i], w.defragAt[i] = tok, w.now
 			delete(w.defragRunning, i)
+			if tok == api.NoSpacePass {
+				// The agent compacted, defragmented and disarmed its own alarm.
+				w.alarms = slices.DeleteFunc(slices.Clone(w.alarms), func(a string) bool { return a == api.AlarmNoSpace+"@"+r.MemberID })
+			}
 		}
 	}
 	r.Defragging, r.DefragDone = w.defragRunning[i], w.defragDone[i]
