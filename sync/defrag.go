@@ -97,7 +97,7 @@ func (p *plan) decideDefrag() defragState {
 	}
 	raisers := p.noSpaceRaisers()
 	var followers, leader []int
-	running := -1
+	running, asked := -1, -1
 	for _, i := range sortedKeys(f.primary) {
 		m := f.primary[i]
 		lv := f.leases[i]
@@ -112,6 +112,11 @@ func (p *plan) decideDefrag() defragState {
 		if r.Defragging == token && lv.fresh {
 			running = i
 		}
+		if lv.defrag == token && lv.fresh {
+			// The hook's last answer: its agent may be at it before its report says so. A stale
+			// Lease means no agent runs there, hence no defragmentation either: the turn passes on.
+			asked = i
+		}
 		if !forced && (m.dbSize <= 0 || (m.dbSize-m.dbSizeInUse)*100 < m.dbSize*minFree) {
 			continue // not fragmented enough for a scheduled pass
 		}
@@ -122,8 +127,12 @@ func (p *plan) decideDefrag() defragState {
 			followers = append(followers, i)
 		}
 	}
+	if running < 0 {
+		running = asked
+	}
 	if running >= 0 {
-		// Whatever else changed, the member executing this pass keeps its turn: a second one must
+		// Whatever else changed (a new leader reorders the turns), the member executing this pass, or
+		// asked to by the last answer, keeps its turn until it reports the pass done: a second one must
 		// not start beside it.
 		st.target = running
 		return st

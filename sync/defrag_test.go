@@ -115,3 +115,32 @@ func TestNoSpaceRecoveryPass(t *testing.T) {
 		require.Nil(t, meta.FindStatusCondition(w.status.Conditions, api.CondDatabaseFull))
 	}
 }
+
+// The member the last answer asked keeps its turn before its agent says it started: a new leader that
+// reorders the turns must not make the hook ask a second member beside it.
+func TestDefragAskedMemberKeepsTurn(t *testing.T) {
+	w := newWorld(t, 3)
+	w.converge(80)
+	w.dbSize, w.dbSizeInUse = 1<<30, 300<<20
+	w.noDefrag = true
+	w.setSpec(withDefrag("0 3 * * *"))
+	w.step(5 * time.Second)
+	w.step(5 * time.Second)
+	asked := defragIntents(w)
+	require.Len(t, asked, 1)
+	var first int
+	for i := range asked {
+		first = i
+	}
+	w.etcd.leader = w.data[first] // leadership moves to the asked member: it would now go last
+	for range 3 {
+		w.step(5 * time.Second)
+		require.Equal(t, map[int]string{first: "schedule:2026-01-01T03:00:00Z"}, defragIntents(w), "the turn stays")
+	}
+	w.noDefrag = false
+	for range 10 {
+		w.step(5 * time.Second)
+		require.LessOrEqual(t, len(defragIntents(w)), 1)
+	}
+	require.Len(t, w.defragDone, 3)
+}

@@ -44,6 +44,8 @@ type leaseView struct {
 	joinPermitted string
 	joinDeadline  string
 	join          api.JoinWindow
+	// defrag: the defragmentation pass this Lease asks for, as the hook last answered (observed).
+	defrag string
 }
 
 // permitLive: the Lease carries a join permission whose deadline has not passed.
@@ -237,6 +239,7 @@ func (f *facts) readLeases() {
 		lv.intentSince = l.Annotations[api.AnnIntentSince]
 		lv.joinPermitted = l.Annotations[api.AnnJoinPermitted]
 		lv.joinDeadline = l.Annotations[api.AnnJoinDeadline]
+		lv.defrag = l.Annotations[api.AnnDefrag]
 		// Read as the agent reads it: a window the agent would not join under is no permission here.
 		if lv.join, _ = api.ParseJoinWindow(lv.joinPermitted, lv.joinDeadline); lv.join.IsZero() {
 			lv.joinPermitted, lv.joinDeadline = "", ""

@@ -85,6 +85,7 @@ type world struct {
 	defragAt      map[int]time.Time
 	defragRunning map[int]string
 	slowDefrag    bool
+	noDefrag      bool // the agents have not acted on a defragmentation request yet
 	// specRaw replaces top-level spec fields with JSON the typed spec cannot hold (what the API server
 	// may accept through preserve-unknown-fields or int-or-string).
 	specRaw map[string]any
@@ -754,7 +755,7 @@ func (w *world) defragment(i int, ann map[string]any, r *api.Report) {
 	}
 	// As the agent: a pass once; the NOSPACE recovery whenever its own alarm is raised.
 	ownAlarm := slices.Contains(w.alarms, api.AlarmNoSpace+"@"+r.MemberID)
-	if tok, _ := ann[api.AnnDefrag].(string); tok != "" && (w.defragDone[i] != tok || tok == api.NoSpacePass && ownAlarm) && !w.down[i] {
+	if tok, _ := ann[api.AnnDefrag].(string); tok != "" && (w.defragDone[i] != tok || tok == api.NoSpacePass && ownAlarm) && !w.down[i] && !w.noDefrag {
 		if w.slowDefrag && w.defragRunning[i] != tok {
 			w.defragRunning[i] = tok
 		} else {
