@@ -101,6 +101,8 @@ type Agent struct {
 	defragLast   string
 	defragFailed time.Time
 	noSpaceAt    time.Time
+	// ownAlarms: the alarms this member raised, as last seen (events on a change).
+	ownAlarms map[string]bool
 }
 
 // event posts a Kubernetes Event on the EtcdCluster; notes start with the pod so that the cluster's
@@ -549,7 +551,10 @@ func (a *Agent) observe(ctx context.Context, bound *bool) observation {
 		// only in trouble: a healthy member's look stays one Status call.
 		if alarms, err := a.Etcd.Alarms(ctx, a.Cfg.ClientURL); err == nil {
 			r.Alarms = alarms
+			a.alarmEvents(alarms, st.Header.MemberId)
 		}
+	} else {
+		a.alarmEvents(nil, st.Header.MemberId)
 	}
 	if !*bound {
 		if err := WriteBinding(a.Cfg.DataDir, Binding{ParentUID: a.Cfg.ParentUID, ClusterID: r.ClusterID, MemberID: r.MemberID, PeerURL: a.Cfg.PeerURL, Restored: a.restored}); err == nil {
@@ -624,6 +629,32 @@ func (a *Agent) observe(ctx context.Context, bound *bool) observation {
 	}
 	a.report(ctx, r, false)
 	return stillRunning
+}
+
+// alarmEvents posts AlarmRaised when this member raises an alarm and AlarmDisarmed when its alarm is
+// gone: each member speaks for its own alarms only, so a cluster-wide list is not posted once per pod.
+func (a *Agent) alarmEvents(alarms []string, self uint64) {
+	own := map[string]bool{}
+	for _, al := range alarms {
+		if typ, id, _ := strings.Cut(al, "@"); id == api.FormatID(self) {
+			own[typ] = true
+		}
+	}
+	for typ := range own {
+		if !a.ownAlarms[typ] {
+			what := map[string]string{
+				api.AlarmNoSpace: "its database reached the quota: writes are refused until the alarm is disarmed (the hook starts the recovery)",
+				api.AlarmCorrupt: "its data differs from the other members': writes are refused",
+			}[typ]
+			a.event(EventAlarmRaised, "Alarm", true, "member %s raised %s: %s", api.FormatID(self), typ, what)
+		}
+	}
+	for typ := range a.ownAlarms {
+		if !own[typ] {
+			a.event(EventAlarmDisarmed, "Alarm", false, "member %s's %s alarm is disarmed", api.FormatID(self), typ)
+		}
+	}
+	a.ownAlarms = own
 }
 
 // statusHealthy: a member with a leader and no error in its Status, where a NOSPACE alarm (one error per

@@ -21,6 +21,7 @@ import (
 func TestMembershipDatabaseFullReported(t *testing.T) {
 	forEachVersion(t, func(t *testing.T, v string) {
 		c := newPlainCluster(t, v, 3)
+		c.events = &MemRecorder{}
 		c.flags = []string{"--quota-backend-bytes=" + strconv.Itoa(4<<20)}
 		c.bootstrap(nil, 3)
 		ids := map[string]bool{}
@@ -53,6 +54,19 @@ func TestMembershipDatabaseFullReported(t *testing.T) {
 		for _, a := range r.Alarms {
 			_, raisedBy, _ := strings.Cut(a, "@")
 			require.True(t, ids[raisedBy], "alarm %q names a member of the cluster %v", a, ids)
+		}
+		// The members that raised the alarm say so, once each.
+		raised := map[string]int{}
+		for _, e := range c.events.Events() {
+			if e.Reason == EventAlarmRaised {
+				require.True(t, e.Warning)
+				require.Contains(t, e.Note, "raised NOSPACE")
+				raised[e.Note]++
+			}
+		}
+		require.NotEmpty(t, raised, "AlarmRaised posted")
+		for note, n := range raised {
+			require.Equal(t, 1, n, "posted once: %s", note)
 		}
 		// Reads are still served, and etcd's own readiness (what the pod's readiness probe forwards to)
 		// stays ready: the pods are not taken out of the Services.
@@ -112,6 +126,7 @@ func (c *tcluster) defragPass(token string, order []int) []api.Report {
 func TestMembershipDefragmentation(t *testing.T) {
 	forEachVersion(t, func(t *testing.T, v string) {
 		c := newPlainCluster(t, v, 3)
+		c.events = &MemRecorder{}
 		c.flags = []string{"--quota-backend-bytes=" + strconv.Itoa(16<<20)}
 		c.bootstrap(nil, 3)
 		cl := c.client()
@@ -233,5 +248,20 @@ func TestMembershipDefragmentation(t *testing.T) {
 			_, err = cl.Delete(ctx, "fill/", clientv3.WithPrefix())
 			require.NoError(t, err)
 		}
+		reasons := map[string]int{}
+		for _, e := range c.events.Events() {
+			reasons[e.Reason]++
+		}
+		require.GreaterOrEqual(t, reasons[EventAlarmRaised], 2, "a raise per occurrence at least: %v", reasons)
+		c.waitFor("AlarmDisarmed posted", stepMax, func() bool {
+			n := 0
+			for _, e := range c.events.Events() {
+				if e.Reason == EventAlarmDisarmed {
+					n++
+				}
+			}
+			return n >= 2
+		})
+		require.GreaterOrEqual(t, reasons[EventDefragmented], 5, "%v", reasons)
 	})
 }

@@ -23,6 +23,8 @@ const (
 	EventBackupSucceeded     = "BackupSucceeded"
 	EventBackupFailed        = "BackupFailed"
 	EventDefragmented        = "Defragmented"
+	EventAlarmRaised         = "AlarmRaised"
+	EventAlarmDisarmed       = "AlarmDisarmed"
 	EventDefragFailed        = "DefragFailed"
 )
 
