@@ -152,19 +152,16 @@ func (e *Etcd) memberListAt(ctx context.Context, ep string) (List, error) {
 }
 
 // Status asks one endpoint about itself.
-func (e *Etcd) Status(ctx context.Context, ep string) (*clientv3.StatusResponse, error) {
-	c, err := e.client([]string{ep})
-	if err != nil {
-		return nil, err
-	}
-	defer c.Close()
-	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	return c.Status(cctx, ep)
+func (e *Etcd) Status(ctx context.Context, ep string) (st *clientv3.StatusResponse, err error) {
+	err = e.onEndpoint(ctx, ep, 2*time.Second, func(ctx context.Context, c *clientv3.Client) error {
+		st, err = c.Status(ctx, ep)
+		return err
+	})
+	return st, err
 }
 
-// Defragment defragments the member at ep (its reads and writes wait meanwhile: seconds per GiB).
-func (e *Etcd) Defragment(ctx context.Context, ep string, timeout time.Duration) error {
+// onEndpoint runs call with a fresh client of ep (see Etcd), bounded by timeout.
+func (e *Etcd) onEndpoint(ctx context.Context, ep string, timeout time.Duration, call func(context.Context, *clientv3.Client) error) error {
 	c, err := e.client([]string{ep})
 	if err != nil {
 		return err
@@ -172,50 +169,44 @@ func (e *Etcd) Defragment(ctx context.Context, ep string, timeout time.Duration)
 	defer c.Close()
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	if _, err := c.Defragment(cctx, ep); err != nil {
-		return fmt.Errorf("defragment %s: %w", ep, err)
-	}
-	return nil
+	return call(cctx, c)
+}
+
+// Defragment defragments the member at ep (its reads and writes wait meanwhile: seconds per GiB).
+func (e *Etcd) Defragment(ctx context.Context, ep string, timeout time.Duration) error {
+	return e.onEndpoint(ctx, ep, timeout, func(ctx context.Context, c *clientv3.Client) error {
+		if _, err := c.Defragment(ctx, ep); err != nil {
+			return fmt.Errorf("defragment %s: %w", ep, err)
+		}
+		return nil
+	})
 }
 
 // Compact compacts the keyspace up to rev through ep (a revision already compacted is not an error).
 func (e *Etcd) Compact(ctx context.Context, ep string, rev int64) error {
-	c, err := e.client([]string{ep})
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	cctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	if _, err := c.Compact(cctx, rev, clientv3.WithCompactPhysical()); err != nil && !errors.Is(err, rpctypes.ErrCompacted) {
-		return fmt.Errorf("compact to %d via %s: %w", rev, ep, err)
-	}
-	return nil
+	return e.onEndpoint(ctx, ep, time.Minute, func(ctx context.Context, c *clientv3.Client) error {
+		if _, err := c.Compact(ctx, rev, clientv3.WithCompactPhysical()); err != nil && !errors.Is(err, rpctypes.ErrCompacted) {
+			return fmt.Errorf("compact to %d via %s: %w", rev, ep, err)
+		}
+		return nil
+	})
 }
 
 // DisarmNoSpace disarms the NOSPACE alarm member raised, through ep.
 func (e *Etcd) DisarmNoSpace(ctx context.Context, ep string, member uint64) error {
-	c, err := e.client([]string{ep})
-	if err != nil {
+	return e.onEndpoint(ctx, ep, e.callTimeout(), func(ctx context.Context, c *clientv3.Client) error {
+		_, err := c.AlarmDisarm(ctx, &clientv3.AlarmMember{MemberID: member, Alarm: etcdserverpb.AlarmType_NOSPACE})
 		return err
-	}
-	defer c.Close()
-	cctx, cancel := context.WithTimeout(ctx, e.callTimeout())
-	defer cancel()
-	_, err = c.AlarmDisarm(cctx, &clientv3.AlarmMember{MemberID: member, Alarm: etcdserverpb.AlarmType_NOSPACE})
-	return err
+	})
 }
 
 // Alarms lists the cluster's active alarms through one endpoint as "<TYPE>@<member ID>", sorted.
 func (e *Etcd) Alarms(ctx context.Context, ep string) ([]string, error) {
-	c, err := e.client([]string{ep})
-	if err != nil {
-		return nil, err
-	}
-	defer c.Close()
-	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	resp, err := c.AlarmList(cctx)
+	var resp *clientv3.AlarmResponse
+	err := e.onEndpoint(ctx, ep, 2*time.Second, func(ctx context.Context, c *clientv3.Client) (err error) {
+		resp, err = c.AlarmList(ctx)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("alarm list via %s: %w", ep, err)
 	}
@@ -358,15 +349,10 @@ func (e *Etcd) Remove(ctx context.Context, eps []string, id uint64) error {
 
 // MoveLeader asks the leader (at leaderEP) to hand leadership to transferee.
 func (e *Etcd) MoveLeader(ctx context.Context, leaderEP string, transferee uint64) error {
-	c, err := e.client([]string{leaderEP})
-	if err != nil {
+	return e.onEndpoint(ctx, leaderEP, 10*time.Second, func(ctx context.Context, c *clientv3.Client) error {
+		_, err := c.MoveLeader(ctx, transferee)
 		return err
-	}
-	defer c.Close()
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	_, err = c.MoveLeader(cctx, transferee)
-	return err
+	})
 }
 
 // Health probes every voter of l through its own client URL: a voter is healthy when it answers
