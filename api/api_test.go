@@ -172,3 +172,20 @@ func TestDefaultedCompaction(t *testing.T) {
 	require.Equal(t, "2h", s.Maintenance.Compaction.Retention)
 	require.Equal(t, "6h", s.Options["auto-compaction-retention"])
 }
+
+func TestOverQuota(t *testing.T) {
+	const q = 16 << 20 // 1/16 is 1 MiB
+	for _, tc := range []struct {
+		size, quota int64
+		over        bool
+	}{
+		{0, q, false},             // unknown size
+		{15<<20 - 1, q, false},    // just below the line
+		{15 << 20, q, true},       // the line
+		{q + 4096, q, true},       // past the quota (a file grows past it by the write that raised NOSPACE)
+		{1 << 40, 0, false},       // no quota
+		{3 << 20, 2 << 30, false}, // etcd's default quota, a small file
+	} {
+		require.Equal(t, tc.over, OverQuota(tc.size, tc.quota), "size %d quota %d", tc.size, tc.quota)
+	}
+}

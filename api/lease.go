@@ -61,6 +61,16 @@ const (
 // NoSpacePass is the defragmentation pass token of the NOSPACE recovery (docs/design.md §15.5).
 const NoSpacePass = "nospace"
 
+// OverQuota says whether a member's database file of size bytes leaves less than 1/16 of the backend
+// quota free (a quota of 0: none). etcd checks each write against the file's size, not the part in
+// use: a member left this full raises NOSPACE again at the next writes it receives, so the NOSPACE
+// recovery defragments every such member, not only the ones that raised the alarm, and a member
+// disarms its alarm only when its own file is below this line. The 1/16 covers the staleness of a
+// reported size (SizeMoved: under 1/32) and a few of the largest requests etcd accepts.
+func OverQuota(size, quota int64) bool {
+	return quota > 0 && size > 0 && size >= quota-quota/16
+}
+
 // Alarm types etcd raises (etcdserverpb.AlarmType names).
 const (
 	AlarmNoSpace = "NOSPACE"

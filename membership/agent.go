@@ -100,7 +100,9 @@ type Agent struct {
 	defragDone   string
 	defragLast   string
 	defragFailed time.Time
+	// noSpaceAt: this member's last NOSPACE defragmentation; noSpaceStuck: it left the file at the quota.
 	noSpaceAt    time.Time
+	noSpaceStuck bool
 	// ownAlarms: the alarms this member raised, as last seen (events on a change).
 	ownAlarms map[string]bool
 }

@@ -3,6 +3,7 @@ package membership
 import (
 	"context"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -196,6 +197,7 @@ func TestMembershipDefragmentation(t *testing.T) {
 		require.ErrorIs(t, full, rpctypes.ErrNoSpace)
 		// The recovery's token is the same at every occurrence (api.NoSpacePass): the second time the
 		// cluster fills, the members recover again although they reported that token done.
+		const quota = 16 << 20
 		for occurrence := 1; occurrence <= 2; occurrence++ {
 			if occurrence == 2 {
 				full = nil
@@ -205,46 +207,55 @@ func TestMembershipDefragmentation(t *testing.T) {
 				require.ErrorIs(t, full, rpctypes.ErrNoSpace, "full again")
 			}
 			c.waitFor("NOSPACE reported", stepMax, func() bool { return len(c.leases.Report(c.slots[0].lease).Alarms) > 0 })
-			order = order[:0]
-			for i := range c.slots {
-				if c.leases.Report(c.slots[i].lease).Role != api.RoleLeader {
-					order = append(order, i)
-				}
+			// The hook's turns (sync.decideDefrag): each member whose file is at the quota and that did
+			// not raise the alarm, then each raiser; followers before the leader. A member is done when
+			// its file is below the quota line and its own alarm is gone.
+			done := func(i int) bool {
+				r := c.leases.Report(c.slots[i].lease)
+				return !slices.Contains(r.Alarms, api.AlarmNoSpace+"@"+c.memberID(i)) && !api.OverQuota(r.DBSize, quota)
 			}
-			for i := range c.slots {
-				if c.leases.Report(c.slots[i].lease).Role == api.RoleLeader {
-					order = append(order, i)
-				}
-			}
-			alarms, err := cl.AlarmList(ctx)
-			require.NoError(t, err)
-			var raisers []int
-			for _, i := range order {
+			var turns []int
+			for len(turns) < 2*len(c.slots) {
+				alarms, err := cl.AlarmList(ctx)
+				require.NoError(t, err)
+				raiser := map[string]bool{}
 				for _, a := range alarms.Alarms {
-					if api.FormatID(a.MemberID) == c.memberID(i) {
-						raisers = append(raisers, i)
-					}
+					raiser[api.FormatID(a.MemberID)] = true
 				}
-			}
-			require.NotEmpty(t, raisers)
-			for _, i := range raisers {
-				lease := c.slots[i].lease
-				c.leases.SetDefrag(lease, api.NoSpacePass)
-				c.waitFor("slot "+itoa(i)+" to recover", stepMax, func() bool {
-					for _, a := range c.leases.Report(lease).Alarms {
-						if a == api.AlarmNoSpace+"@"+c.memberID(i) {
-							return false
+				next := -1
+				for pass := 0; pass < 4 && next < 0; pass++ {
+					for i := range c.slots {
+						r := c.leases.Report(c.slots[i].lease)
+						if !done(i) && raiser[c.memberID(i)] == (pass >= 2) && (r.Role == api.RoleLeader) == (pass%2 == 1) {
+							next = i
+							break
 						}
 					}
-					return c.leases.Report(lease).DefragDone == api.NoSpacePass
-				})
+				}
+				if next < 0 {
+					break
+				}
+				turns = append(turns, next)
+				lease := c.slots[next].lease
+				c.leases.SetDefrag(lease, api.NoSpacePass)
+				c.waitFor("slot "+itoa(next)+" to recover", stepMax, func() bool { return done(next) })
 				c.leases.SetDefrag(lease, "")
 			}
-			alarms, err = cl.AlarmList(ctx)
+			t.Logf("occurrence %d: turns %v", occurrence, turns)
+			alarms, err := cl.AlarmList(ctx)
 			require.NoError(t, err)
 			require.Empty(t, alarms.Alarms, "every member's NOSPACE alarm is disarmed (occurrence %d)", occurrence)
-			_, err = cl.Put(ctx, "after", "ok")
-			require.NoError(t, err, "writes are accepted again (occurrence %d)", occurrence)
+			for i, s := range c.slots {
+				st, err := c.etcd(2*time.Second).Status(ctx, s.clientURL)
+				require.NoError(t, err)
+				require.False(t, api.OverQuota(st.DbSize, quota), "slot %d's file has room: %d bytes (occurrence %d)", i, st.DbSize, occurrence)
+			}
+			// Writes are accepted again, through every member: none is left at the quota to raise it anew.
+			for i, s := range c.slots {
+				one := c.clientOf(s.clientURL)
+				_, err = one.Put(ctx, "after/"+itoa(i), "ok")
+				require.NoError(t, err, "writes are accepted again through slot %d (occurrence %d)", i, occurrence)
+			}
 			_, err = cl.Delete(ctx, "fill/", clientv3.WithPrefix())
 			require.NoError(t, err)
 		}

@@ -40,16 +40,14 @@ func (a *Agent) maybeDefragment(ctx context.Context, in Intent, inErr error, st 
 	if inErr != nil || in.Defrag == "" || time.Since(a.defragFailed) < defragRetry {
 		return
 	}
-	// A pass is executed once; the NOSPACE recovery whenever this member's own alarm is raised (the
-	// same token serves every occurrence: the alarm, not the token, says whether it is needed).
-	again := noSpaceAgain
-	if a.Cfg.NoSpaceAgain > 0 {
-		again = a.Cfg.NoSpaceAgain
+	var err error
+	switch {
+	case in.Defrag == api.NoSpacePass:
+		err = a.recoverNoSpace(ctx, st, members, r)
+	case in.Defrag != a.defragDone:
+		err = a.defragment(ctx, in.Defrag, st, members, r, "")
 	}
-	if in.Defrag == a.defragDone && (in.Defrag != api.NoSpacePass || !ownAlarm(r.Alarms, st.Header.MemberId) || time.Since(a.noSpaceAt) < again) {
-		return
-	}
-	if err := a.defragment(ctx, in.Defrag, st, members, r); err != nil {
+	if err != nil {
 		a.defragFailed = time.Now()
 		r.Error = "Defragmenting: " + err.Error()
 		a.event(EventDefragFailed, "Defragment", true, "defragmentation for pass %s failed (etcd keeps serving; retried in %s): %v", in.Defrag, defragRetry, err)
@@ -61,7 +59,62 @@ func ownAlarm(alarms []string, self uint64) bool {
 	return slices.Contains(alarms, api.AlarmNoSpace+"@"+api.FormatID(self))
 }
 
-func (a *Agent) defragment(ctx context.Context, token string, st *clientv3.StatusResponse, members []api.Member, r *api.Report) error {
+// recoverNoSpace is this member's turn in the NOSPACE recovery (docs/design.md §15.5), asked while any
+// member's alarm is raised and again at every look until this member is done: its own alarm disarmed
+// and its file below the quota line (api.OverQuota). The history is what fills the files: compact it
+// (cluster-wide, idempotent), defragment this member if its file is at the line, and disarm its own
+// alarm once its file has room. When the data itself fills the quota nothing is given back: the next
+// attempt waits noSpaceAgain, not the next look.
+func (a *Agent) recoverNoSpace(ctx context.Context, st *clientv3.StatusResponse, members []api.Member, r *api.Report) error {
+	self := st.Header.MemberId
+	quota := quotaOf(a.Cfg.EtcdCommand)
+	own, over := ownAlarm(r.Alarms, self), api.OverQuota(st.DbSize, quota)
+	if !own && !over {
+		return nil
+	}
+	if !over {
+		// Its file has room (defragmented in an earlier turn, or by another pass): only the alarm is left.
+		return a.disarm(ctx, self)
+	}
+	again := noSpaceAgain
+	if a.Cfg.NoSpaceAgain > 0 {
+		again = a.Cfg.NoSpaceAgain
+	}
+	if a.noSpaceStuck && time.Since(a.noSpaceAt) < again {
+		return nil
+	}
+	return a.defragment(ctx, api.NoSpacePass, st, members, r, map[bool]string{true: "own", false: "other"}[own])
+}
+
+// disarm disarms this member's NOSPACE alarm.
+func (a *Agent) disarm(ctx context.Context, self uint64) error {
+	if err := a.Etcd.DisarmNoSpace(ctx, a.Cfg.ClientURL, self); err != nil {
+		return err
+	}
+	a.Log.Info("disarmed this member's NOSPACE alarm: its file has room")
+	return nil
+}
+
+// quotaOf is the backend quota etcd runs with under command (its --quota-backend-bytes flag, etcd's
+// default without it); 0 when the flag does not parse, which the hook refuses before it renders it.
+func quotaOf(command []string) int64 {
+	options := map[string]string{}
+	for i, arg := range command {
+		switch {
+		case strings.HasPrefix(arg, "--quota-backend-bytes="):
+			options["quota-backend-bytes"] = strings.TrimPrefix(arg, "--quota-backend-bytes=")
+		case arg == "--quota-backend-bytes" && i+1 < len(command):
+			options["quota-backend-bytes"] = command[i+1]
+		}
+	}
+	quota, _ := api.QuotaBackendBytes(options)
+	return quota
+}
+
+// defragment defragments this member for the pass token, the leader handing over first. noSpace is
+// "" outside the NOSPACE recovery, else whether the alarm it recovers from is this member's ("own",
+// disarmed once the file has room) or another's ("other"): then the history is compacted first.
+func (a *Agent) defragment(ctx context.Context, token string, st *clientv3.StatusResponse, members []api.Member, r *api.Report, noSpace string) error {
 	// Said before it starts: the hook keeps this member's turn while it runs, and asks no other.
 	running := *r
 	running.Defragging = token
@@ -88,16 +141,9 @@ func (a *Agent) defragment(ctx context.Context, token string, st *clientv3.Statu
 			return errNoTransferee
 		}
 	}
-	noSpace, ownNoSpace := false, ownAlarm(r.Alarms, self)
-	for _, al := range r.Alarms {
-		if typ, _, _ := strings.Cut(al, "@"); typ == api.AlarmNoSpace {
-			noSpace = true
-		}
-	}
-	if noSpace {
-		// Under NOSPACE (raised by any member: the alarm stops writes cluster-wide) the history is what
-		// fills the files: compact it (cluster-wide, idempotent) so that each defragmentation gives the
-		// space back, this member's first.
+	if noSpace != "" {
+		// Under NOSPACE (the alarm stops writes cluster-wide) the history is what fills the files: compact
+		// it so that the defragmentation gives the space back (the first member's turn does it).
 		if err := a.Etcd.Compact(ctx, a.Cfg.ClientURL, st.Header.Revision); err != nil {
 			return err
 		}
@@ -112,18 +158,22 @@ func (a *Agent) defragment(ctx context.Context, token string, st *clientv3.Statu
 		after = st2.DbSize
 		r.DBSize, r.DBSizeInUse = st2.DbSize, st2.DbSizeInUse
 	}
-	if ownNoSpace {
-		if err := a.Etcd.DisarmNoSpace(ctx, a.Cfg.ClientURL, self); err != nil {
-			return err
-		}
-		a.Log.Info("disarmed this member's NOSPACE alarm after defragmenting")
-	}
 	a.defragDone, a.defragLast = token, time.Now().UTC().Format(time.RFC3339)
-	if token == api.NoSpacePass {
+	outcome := ""
+	if noSpace != "" {
 		a.noSpaceAt = time.Now()
+		a.noSpaceStuck = api.OverQuota(after, quotaOf(a.Cfg.EtcdCommand))
+		switch {
+		case a.noSpaceStuck:
+			outcome = "; the file is still at the quota (the data itself fills it): delete data or raise quota-backend-bytes"
+		case noSpace == "own":
+			if err := a.disarm(ctx, self); err != nil {
+				return err
+			}
+			outcome = "; NOSPACE disarmed"
+		}
 	}
 	a.Log.Info("defragmented", "pass", token, "before", before, "after", after, "took", took.String())
-	a.event(EventDefragmented, "Defragment", false, "defragmented for pass %s in %s: %d -> %d bytes%s", token, took.Round(time.Millisecond), before, after,
-		map[bool]string{true: "; NOSPACE disarmed", false: ""}[ownNoSpace])
+	a.event(EventDefragmented, "Defragment", a.noSpaceStuck && noSpace != "", "defragmented for pass %s in %s: %d -> %d bytes%s", token, took.Round(time.Millisecond), before, after, outcome)
 	return nil
 }

@@ -447,6 +447,11 @@ func (c *tcluster) client() *clientv3.Client {
 	for _, s := range c.slots {
 		eps = append(eps, s.clientURL)
 	}
+	return c.clientOf(eps...)
+}
+
+// clientOf talks to the members at eps only.
+func (c *tcluster) clientOf(eps ...string) *clientv3.Client {
 	cfg := clientv3.Config{Endpoints: eps, DialTimeout: 2 * time.Second, Logger: zap.NewNop()}
 	if c.tls {
 		tc, err := ClientTLS(c.clientTLS())

@@ -51,7 +51,7 @@ func (p *plan) databaseConditions(add func(typ string, ok bool, reason, msg stri
 	}
 	if on := byType[api.AlarmNoSpace]; len(on) > 0 {
 		slices.Sort(on)
-		add(api.CondDatabaseFull, true, "NoSpaceAlarm", "etcd raised NOSPACE (raised by "+strings.Join(on, ", ")+"): it serves reads and deletes only until the alarms are disarmed; each member that raised one is compacted, defragmented and disarmed in turn (Defragmenting says how far; operations.md §5.12)")
+		add(api.CondDatabaseFull, true, "NoSpaceAlarm", "etcd raised NOSPACE (raised by "+strings.Join(on, ", ")+"): it serves reads and deletes only until the alarms are disarmed; the history is compacted, every member whose file is at the quota defragmented, then each alarm disarmed, one member at a time (Defragmenting says how far; operations.md §5.12)")
 	}
 	if on := byType[api.AlarmCorrupt]; len(on) > 0 {
 		slices.Sort(on)

@@ -2,6 +2,7 @@ package sync
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -26,10 +27,13 @@ type defragState struct {
 // than the first window is found there in a few steps, a monthly one in the last.
 var defragWindows = []time.Duration{time.Hour, 25 * time.Hour, 32 * 24 * time.Hour, 367 * 24 * time.Hour}
 
-// NoSpacePass is the token of the NOSPACE recovery: while any member reports a NOSPACE alarm, the
-// members that raised one are asked in turn; the agent of such a member compacts, defragments and
-// disarms its own alarm. Its own alarm, not a token it reported, says whether a member is done, so the
-// same token serves every occurrence.
+// NoSpacePass is the token of the NOSPACE recovery: while any member reports a NOSPACE alarm, every
+// member that raised one or whose file is at the quota (api.OverQuota) is asked in turn, those that did
+// not raise one first; the agent compacts (cluster-wide, once), defragments its member if its file is
+// at the quota, and disarms its own alarm once its file has room. Etcd checks writes against the file
+// size: a member left at the quota would raise the alarm again at the next write it receives, so the
+// raisers, whose disarming lets writes in, go last. The member's state (its alarm, its file), not a
+// token it reported, says whether it is done, so the same token serves every occurrence.
 const NoSpacePass = api.NoSpacePass
 
 // noSpaceRaisers are the member IDs with a NOSPACE alarm in a fresh report (nil: none).
@@ -82,7 +86,7 @@ func (p *plan) defragPass() (token string, forced bool) {
 
 // decideDefrag picks the member to defragment for the pass due: never during a membership step, a roll,
 // a pending spec or a restore, never with a member unhealthy; a member already defragmenting keeps the
-// turn; followers first by ordinal, the leader last.
+// turn; followers first by ordinal, the leader last (in the NOSPACE recovery, the raisers after the rest).
 func (p *plan) decideDefrag() defragState {
 	f := p.f
 	st := defragState{target: -1}
@@ -96,7 +100,10 @@ func (p *plan) decideDefrag() defragState {
 		minFree = int64(*d.MinFreePercent)
 	}
 	raisers := p.noSpaceRaisers()
-	var followers, leader []int
+	quota, _ := api.QuotaBackendBytes(p.spec.Options)
+	// turns[0] are followers, turns[1] the leader; in the NOSPACE recovery turns[2] and turns[3] are the
+	// raisers (followers, then the leader), after every member that did not raise the alarm.
+	var turns [4][]int
 	running, asked := -1, -1
 	for _, i := range sortedKeys(f.primary) {
 		m := f.primary[i]
@@ -105,7 +112,7 @@ func (p *plan) decideDefrag() defragState {
 			continue
 		}
 		r := lv.report
-		if token == NoSpacePass && !raisers[m.ID] || token != NoSpacePass && r.DefragDone == token {
+		if token == NoSpacePass && !raisers[m.ID] && !api.OverQuota(m.dbSize, quota) || token != NoSpacePass && r.DefragDone == token {
 			st.done++
 			continue
 		}
@@ -121,11 +128,14 @@ func (p *plan) decideDefrag() defragState {
 			continue // not fragmented enough for a scheduled pass
 		}
 		st.todo++
+		turn := 0
 		if m.ID == f.leaderID {
-			leader = append(leader, i)
-		} else {
-			followers = append(followers, i)
+			turn = 1
 		}
+		if token == NoSpacePass && raisers[m.ID] {
+			turn += 2
+		}
+		turns[turn] = append(turns[turn], i)
 	}
 	if running < 0 {
 		running = asked
@@ -163,7 +173,7 @@ func (p *plan) decideDefrag() defragState {
 	if st.held != "" {
 		return st
 	}
-	st.target = append(followers, leader...)[0]
+	st.target = slices.Concat(turns[:]...)[0]
 	return st
 }
 

@@ -1,11 +1,13 @@
 package sync
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/etcdhook/etcdhook/api"
 )
@@ -83,9 +85,10 @@ func TestDefragPassToken(t *testing.T) {
 	}
 }
 
-// NOSPACE raised by two members: each raiser in turn (the follower first, the leader last) is asked
-// with the recovery's token until its alarm is gone, the others not at all; the same token recovers a
-// second occurrence although every member reported it done.
+// NOSPACE raised by two members while every file is at the quota: the member that did not raise it is
+// defragmented first, then each raiser (the follower, then the leader), so that no member is left at
+// the quota to raise it again once writes are let in; the same token recovers a second occurrence
+// although every member reported it done. Data that fills the quota itself leaves the alarm raised.
 func TestNoSpaceRecoveryPass(t *testing.T) {
 	w := newWorld(t, 3)
 	w.converge(80)
@@ -95,14 +98,13 @@ func TestNoSpaceRecoveryPass(t *testing.T) {
 			leader = i
 		}
 	}
-	follower := (leader + 1) % 3
-	for occurrence := 1; occurrence <= 2; occurrence++ {
-		w.alarms = []string{api.AlarmNoSpace + "@" + w.data[leader], api.AlarmNoSpace + "@" + w.data[follower]}
+	follower, other := (leader+1)%3, (leader+2)%3
+	pass := func(what string) []int {
 		var order []int
 		for range 20 {
 			w.step(5 * time.Second)
 			asked := defragIntents(w)
-			require.LessOrEqual(t, len(asked), 1, "one member at a time: %v", asked)
+			require.LessOrEqual(t, len(asked), 1, "%s: one member at a time: %v", what, asked)
 			for i, tok := range asked {
 				require.Equal(t, api.NoSpacePass, tok)
 				if len(order) == 0 || order[len(order)-1] != i {
@@ -110,10 +112,34 @@ func TestNoSpaceRecoveryPass(t *testing.T) {
 				}
 			}
 		}
-		require.Equal(t, []int{follower, leader}, order, "occurrence %d: the raisers only, the leader last", occurrence)
+		return order
+	}
+	for occurrence := 1; occurrence <= 2; occurrence++ {
+		// The files grew to the quota again (etcd's default, 2 GiB); compacted, 100 MiB are in use.
+		w.dbSize, w.dbSizeInUse, w.defragAt = api.DefaultQuotaBackendBytes+1<<16, 100<<20, map[int]time.Time{}
+		w.alarms = []string{api.AlarmNoSpace + "@" + w.data[leader], api.AlarmNoSpace + "@" + w.data[follower]}
+		order := pass(fmt.Sprintf("occurrence %d", occurrence))
+		require.Equal(t, []int{other, follower, leader}, order, "occurrence %d: the member at the quota that did not raise it, then the raisers, the leader last", occurrence)
 		require.Empty(t, w.alarms)
 		require.Nil(t, meta.FindStatusCondition(w.status.Conditions, api.CondDatabaseFull))
+		require.Nil(t, meta.FindStatusCondition(w.status.Conditions, api.CondDefragmenting))
 	}
+
+	// A member whose file has room is not defragmented for another's alarm.
+	w.dbSize, w.dbSizeInUse, w.defragAt = 500<<20, 100<<20, map[int]time.Time{}
+	w.alarms = []string{api.AlarmNoSpace + "@" + w.data[follower]}
+	require.Equal(t, []int{follower}, pass("one raiser"))
+	require.Empty(t, w.alarms)
+
+	// The data itself fills the quota: defragmenting gives nothing back, the alarm stays (a member at a
+	// time is still asked: its agent retries, at most every few minutes) and DatabaseFull says so.
+	w.dbSize, w.dbSizeInUse, w.defragAt = api.DefaultQuotaBackendBytes+1<<16, api.DefaultQuotaBackendBytes, map[int]time.Time{}
+	w.alarms = []string{api.AlarmNoSpace + "@" + w.data[follower]}
+	require.NotEmpty(t, pass("data at the quota"))
+	require.Equal(t, []string{api.AlarmNoSpace + "@" + w.data[follower]}, w.alarms)
+	c := meta.FindStatusCondition(w.status.Conditions, api.CondDatabaseFull)
+	require.NotNil(t, c)
+	require.Equal(t, metav1.ConditionTrue, c.Status)
 }
 
 // The member the last answer asked keeps its turn before its agent says it started: a new leader that

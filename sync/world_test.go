@@ -748,21 +748,35 @@ func (w *world) agent(i int) {
 }
 
 // defragment is the agent's part of a defragmentation (membership.Agent.defragment): on a pass token
-// it has not completed, it defragments (its file shrinks to what is in use) and reports the token.
+// it has not completed, it defragments (its file shrinks to what is in use) and reports the token. The
+// NOSPACE recovery (membership.Agent.recoverNoSpace) instead runs whenever the member's own alarm is
+// raised or its file is at the quota: it defragments a file at the quota, then disarms its own alarm
+// if its file has room.
 func (w *world) defragment(i int, ann map[string]any, r *api.Report) {
 	if w.defragDone == nil {
 		w.defragDone, w.defragAt, w.defragRunning = map[int]string{}, map[int]time.Time{}, map[int]string{}
 	}
-	// As the agent: a pass once; the NOSPACE recovery whenever its own alarm is raised.
+	if _, ok := w.defragAt[i]; ok {
+		r.DBSize = r.DBSizeInUse
+	}
 	ownAlarm := slices.Contains(w.alarms, api.AlarmNoSpace+"@"+r.MemberID)
-	if tok, _ := ann[api.AnnDefrag].(string); tok != "" && (w.defragDone[i] != tok || tok == api.NoSpacePass && ownAlarm) && !w.down[i] && !w.noDefrag {
+	quota, _ := api.QuotaBackendBytes(api.Defaulted(w.spec).Options)
+	tok, _ := ann[api.AnnDefrag].(string)
+	due := tok != "" && w.defragDone[i] != tok
+	if tok == api.NoSpacePass {
+		due = ownAlarm || api.OverQuota(r.DBSize, quota)
+	}
+	if due && !w.down[i] && !w.noDefrag {
 		if w.slowDefrag && w.defragRunning[i] != tok {
 			w.defragRunning[i] = tok
 		} else {
-			w.defragDone[i], w.defragAt[i] = tok, w.now
 			delete(w.defragRunning, i)
-			if tok == api.NoSpacePass {
-				// The agent compacted, defragmented and disarmed its own alarm.
+			w.defragDone[i] = tok
+			if tok != api.NoSpacePass || api.OverQuota(r.DBSize, quota) {
+				w.defragAt[i] = w.now
+				r.DBSize = r.DBSizeInUse
+			}
+			if tok == api.NoSpacePass && !api.OverQuota(r.DBSize, quota) {
 				w.alarms = slices.DeleteFunc(slices.Clone(w.alarms), func(a string) bool { return a == api.AlarmNoSpace+"@"+r.MemberID })
 			}
 		}
@@ -770,7 +784,6 @@ func (w *world) defragment(i int, ann map[string]any, r *api.Report) {
 	r.Defragging, r.DefragDone = w.defragRunning[i], w.defragDone[i]
 	if at, ok := w.defragAt[i]; ok {
 		r.LastDefrag = at.UTC().Format(time.RFC3339)
-		r.DBSize = r.DBSizeInUse
 	}
 }
 
