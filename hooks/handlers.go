@@ -64,6 +64,14 @@ func (s *Server) handleSync(w http.ResponseWriter, r *http.Request) {
 		s.cfg.Logger.Info("child released for deletion", "parent", parent, "group", d.Key,
 			"name", strings.Clone(d.Name), "reason", strings.Clone(d.Reason))
 	}
+	if len(resp.Changes) > 0 {
+		ns, name, _ := strings.Cut(parent, "/")
+		for _, c := range resp.Changes {
+			// The audit trail: one line per step started or finished, per condition raised or cleared.
+			s.cfg.Logger.Info("audit", "cluster", name, "namespace", ns, "step", c.Condition, "change", c.What,
+				"reason", c.Reason, "message", c.Message)
+		}
+	}
 	s.cfg.Logger.Info("sync",
 		"parent", parent, "finalizing", resp.Finalizing, "phase", resp.Status.Phase,
 		"message", resp.Status.Message, "children", len(resp.Children),

@@ -62,6 +62,9 @@ func answer(o *Observed, now time.Time, opts Options) (*Response, error) {
 	resp, err := decideAnswer(o, now, opts)
 	if resp != nil {
 		resp.Parent, resp.Finalizing = o.Parent.Namespace+"/"+o.Parent.Name, o.Finalizing
+		if resp.Status != nil {
+			resp.Changes = Changes(o.Parent.Status.Conditions, resp.Status.Conditions)
+		}
 	}
 	return resp, err
 }

@@ -45,6 +45,8 @@ type Response struct {
 	// For the log, not sent: the parent (namespace/name) and whether the request was a finalize.
 	Parent     string `json:"-"`
 	Finalizing bool   `json:"-"`
+	// Changes: what this answer's conditions change against the parent's status (the audit trail).
+	Changes []Change `json:"-"`
 	// canon holds the buffer the children are written in (see Release).
 	canon *canonicalizer
 }
