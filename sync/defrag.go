@@ -19,6 +19,7 @@ type defragState struct {
 	token  string // the pass due ("" none)
 	target int    // the ordinal asked to defragment, -1 none
 	held   string // why no member is asked now
+	next   string // the pass due, when target finishes an earlier one (token) first
 	done   int    // members done for this pass
 	todo   int    // members that still need it
 }
@@ -95,6 +96,13 @@ func (p *plan) decideDefrag() defragState {
 		return st
 	}
 	st.token = token
+	if i, other := p.unfinishedPass(token); i >= 0 {
+		// A pass that is no longer the one due (the schedule fired again, defrag-now changed, NOSPACE
+		// came) is still executing, or asked for, on a member: that member finishes it first (its agent
+		// does not look at the Lease while it defragments), and no member is asked for the new pass beside it.
+		st.token, st.target, st.next = other, i, token
+		return st
+	}
 	minFree := int64(api.DefaultDefragMinFreePercent)
 	if d := p.spec.Maintenance.Defrag; d != nil && d.MinFreePercent != nil {
 		minFree = int64(*d.MinFreePercent)
@@ -177,6 +185,30 @@ func (p *plan) decideDefrag() defragState {
 	return st
 }
 
+// unfinishedPass finds a member executing, or asked for, a pass other than token: its ordinal and that
+// pass (-1 when none). Asked means the last answer wrote the pass on its Lease and its agent has not
+// reported it done; a NOSPACE recovery no longer due is not held to (its agent acts only while an alarm
+// or a full file calls for it), and the NOSPACE recovery waits only for a member executing a pass, not
+// for one merely asked (whose agent may keep failing it). Only fresh Leases count: no agent runs
+// behind a stale one.
+func (p *plan) unfinishedPass(token string) (int, string) {
+	f := p.f
+	for _, i := range sortedKeys(f.primary) {
+		lv := f.leases[i]
+		if lv == nil || !lv.fresh || lv.report.MemberID != f.primary[i].ID {
+			continue
+		}
+		r := lv.report
+		if r.Defragging != "" && r.Defragging != token {
+			return i, r.Defragging
+		}
+		if token != NoSpacePass && lv.defrag != "" && lv.defrag != token && lv.defrag != NoSpacePass && r.DefragDone != lv.defrag {
+			return i, lv.defrag
+		}
+	}
+	return -1, ""
+}
+
 // askDefrag decides and writes the intent on the chosen member's Lease (only a Lease the plan renders).
 func (p *plan) askDefrag() {
 	p.defrag = p.decideDefrag()
@@ -206,6 +238,10 @@ func validateDefrag(s api.ClusterSpec) []Problem {
 // defragCondition says what the pass due is doing.
 func (p *plan) defragCondition(st defragState, add func(typ string, ok bool, reason, msg string)) {
 	if st.token == "" || (st.target < 0 && st.held == "") {
+		return
+	}
+	if st.next != "" {
+		add(api.CondDefragmenting, true, "MemberDefragmenting", fmt.Sprintf("%s finishes pass %s first (one member at a time); pass %s follows", p.f.names.Pod(st.target), st.token, st.next))
 		return
 	}
 	progress := fmt.Sprintf("pass %s: %d done, %d to go", st.token, st.done, st.todo)

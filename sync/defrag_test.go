@@ -170,3 +170,47 @@ func TestDefragAskedMemberKeepsTurn(t *testing.T) {
 	}
 	require.Len(t, w.defragDone, 3)
 }
+
+// A pass replaced while a member executes it (defrag-now changed; the same holds for a schedule firing
+// again or NOSPACE): that member finishes the old pass with no other member asked beside it, then the
+// new pass goes over every member, one at a time.
+func TestDefragReplacedPassFinishesFirst(t *testing.T) {
+	w := newWorld(t, 3)
+	w.converge(80)
+	w.dbSize, w.dbSizeInUse = 1<<30, 300<<20
+	w.slowDefrag = true
+	w.parentAnn = map[string]string{api.AnnDefragNow: "1"}
+	first := -1
+	for range 4 {
+		w.step(5 * time.Second)
+		for i := range w.defragRunning {
+			first = i
+		}
+		if first >= 0 {
+			break
+		}
+	}
+	require.GreaterOrEqual(t, first, 0, "a member started pass now:1")
+	w.parentAnn = map[string]string{api.AnnDefragNow: "2"}
+	w.step(5 * time.Second)
+	require.Equal(t, map[int]string{first: "now:1"}, defragIntents(w), "the member executing now:1 keeps its turn, nobody else is asked")
+	c := meta.FindStatusCondition(w.status.Conditions, api.CondDefragmenting)
+	require.NotNil(t, c)
+	require.Contains(t, c.Message, "finishes pass now:1 first")
+	seen := map[int]bool{}
+	for range 40 {
+		w.step(5 * time.Second)
+		asked := defragIntents(w)
+		require.LessOrEqual(t, len(asked), 1, "one member at a time: %v", asked)
+		require.LessOrEqual(t, len(w.defragRunning), 1, "one member executing at a time: %v", w.defragRunning)
+		for i, tok := range asked {
+			if tok == "now:2" {
+				seen[i] = true
+			}
+		}
+	}
+	require.Len(t, seen, 3, "pass now:2 went over every member")
+	for i := range 3 {
+		require.Equal(t, "now:2", w.defragDone[i])
+	}
+}

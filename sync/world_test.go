@@ -766,6 +766,10 @@ func (w *world) defragment(i int, ann map[string]any, r *api.Report) {
 	if tok == api.NoSpacePass {
 		due = ownAlarm || api.OverQuota(r.DBSize, quota)
 	}
+	if running := w.defragRunning[i]; running != "" && !w.down[i] && !w.noDefrag {
+		// The agent executes a pass to its end without looking at the Lease again.
+		tok, due = running, true
+	}
 	if due && !w.down[i] && !w.noDefrag {
 		if w.slowDefrag && w.defragRunning[i] != tok {
 			w.defragRunning[i] = tok
