@@ -90,6 +90,10 @@ const (
 	// member is a healthy voter on it (empty otherwise): the last pod a roll restarts is on its way back,
 	// not degraded, although every pod already carries the new revision.
 	ConfigKeyRollingTo = "rolling-to"
+	// ConfigKeyDefragNowDone records the last etcd.io/defrag-now value whose pass went over every member:
+	// the annotation stays on the parent, and without this record its pass would be due forever and hide
+	// the schedule. Absent until a first on-demand pass completes.
+	ConfigKeyDefragNowDone = "defrag-now-done"
 )
 
 // Names derives every object name from the cluster's name and namespace.

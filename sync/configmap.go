@@ -105,7 +105,7 @@ func specJSON(s api.ClusterSpec) []byte {
 func (p *plan) configMap() *corev1.ConfigMap {
 	f := p.f
 	agent, _ := json.MarshalIndent(p.agentConfig(), "", "  ")
-	return &corev1.ConfigMap{
+	cm := &corev1.ConfigMap{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
 		ObjectMeta: p.meta(f.names.ConfigMap(), api.ComponentEtcd),
 		Data: map[string]string{
@@ -118,6 +118,10 @@ func (p *plan) configMap() *corev1.ConfigMap {
 			api.ConfigKeyRollingTo:    p.rollingTo,
 		},
 	}
+	if v := p.defragNowDone(); v != "" {
+		cm.Data[api.ConfigKeyDefragNowDone] = v
+	}
+	return cm
 }
 
 func runningRecord(vs []SemVer) string {

@@ -61,7 +61,7 @@ func (p *plan) defragPass() (token string, forced bool) {
 	if p.noSpaceRaisers() != nil {
 		return NoSpacePass, true
 	}
-	if v := strings.TrimSpace(p.f.parent.Annotations[api.AnnDefragNow]); v != "" {
+	if v := strings.TrimSpace(p.f.parent.Annotations[api.AnnDefragNow]); v != "" && v != p.f.defragNowDone {
 		return "now:" + v, true
 	}
 	d := p.spec.Maintenance.Defrag
@@ -207,6 +207,18 @@ func (p *plan) unfinishedPass(token string) (int, string) {
 		}
 	}
 	return -1, ""
+}
+
+// defragNowDone is the etcd.io/defrag-now value to record as done: this answer's, when its pass just
+// went over every member (each member of the cluster reports it done, none executes it), else the
+// recorded one.
+func (p *plan) defragNowDone() string {
+	st, recorded := p.defrag, p.f.defragNowDone
+	v, ok := strings.CutPrefix(st.token, "now:")
+	if !ok || st.next != "" || st.target >= 0 || st.todo > 0 || len(p.f.primary) == 0 || st.done < len(p.f.primary) {
+		return recorded
+	}
+	return v
 }
 
 // askDefrag decides and writes the intent on the chosen member's Lease (only a Lease the plan renders).

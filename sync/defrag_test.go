@@ -64,6 +64,24 @@ func TestDefragPassOneAtATimeLeaderLast(t *testing.T) {
 		}
 	}
 	require.Len(t, seen, 5)
+	// The pass over, its value is recorded: the annotation stays, yet the schedule is what is due again.
+	for range 3 {
+		w.step(5 * time.Second)
+	}
+	data := w.desired[KeyConfigMap][w.names().ConfigMap()]["data"].(map[string]any)
+	require.Equal(t, "1", data[api.ConfigKeyDefragNowDone])
+	require.Empty(t, defragIntents(w), "a completed on-demand pass is not repeated")
+	w.step(16 * time.Hour)           // past the next 03:00
+	w.defragAt = map[int]time.Time{} // the files fragmented again
+	seen = map[int]bool{}
+	for range 40 {
+		w.step(5 * time.Second)
+		for i, tok := range defragIntents(w) {
+			require.Equal(t, "schedule:2026-01-02T03:00:00Z", tok)
+			seen[i] = true
+		}
+	}
+	require.Len(t, seen, 5, "the schedule's pass, not the completed on-demand one")
 }
 
 // The schedule's latest time is found whatever its period: minutes, daily, monthly.

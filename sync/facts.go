@@ -111,6 +111,8 @@ type facts struct {
 
 	// formed: the cluster has had all its members healthy at least once (the ConfigMap's record).
 	formed bool
+	// defragNowDone: the last etcd.io/defrag-now value whose pass completed (the ConfigMap's record).
+	defragNowDone string
 
 	clusterID    string
 	splitBrain   bool
@@ -175,6 +177,7 @@ func newFacts(o *Observed, now time.Time) *facts {
 		// A ConfigMap written before the key existed belongs to a cluster that was running then.
 		v, ok := f.cm.Data[api.ConfigKeyFormed]
 		f.formed = v == "true" || !ok
+		f.defragNowDone = f.cm.Data[api.ConfigKeyDefragNowDone]
 	}
 	for _, pod := range o.Pods {
 		if i := f.names.PodOrdinal(pod.Name); i >= 0 && ownedByStatefulSet(pod, f.names.StatefulSet()) {
