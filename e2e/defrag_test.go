@@ -85,6 +85,9 @@ func TestDefragmentation(t *testing.T) {
 	asked = time.Now()
 	s.annotate(api.AnnDefragNow, "e2e-1")
 	s.defragPass("now:e2e-1", asked)
+
+	// The same settled cluster serves the network spec's check (no cluster of its own in CI).
+	s.checkMetricsNamespace(withDefrag)
 }
 
 // defragPass waits until a pass whose token starts with prefix has gone over every member (each

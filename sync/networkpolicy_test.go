@@ -223,3 +223,40 @@ func TestNetworkPolicyNotImposedOnRunningClusters(t *testing.T) {
 	require.Nil(t, policyOf(t, w), "switched off, it goes")
 	require.Contains(t, resp.Deleted, Deletion{Key: KeyNetworkPolicy, Name: w.names().NetworkPolicy(), Reason: "spec.network.policy is false"})
 }
+
+// A spec newly naming a metrics namespace that does not exist is refused; the default, an unchanged
+// name, a policy switched off and a request without the Namespace group are not.
+func TestMetricsNamespaceProblems(t *testing.T) {
+	exists := map[string]*corev1.Namespace{"observability": {}}
+	spec := func(ns string, policy bool) api.ClusterSpec {
+		s := api.ClusterSpec{Size: ptr(int32(3)), Version: "3.7.3"}
+		s.Network.MetricsNamespace, s.Network.Policy = ns, ptr(policy)
+		return s
+	}
+	applied := api.Defaulted(spec("gone", true))
+	for _, tc := range []struct {
+		name       string
+		raw        api.ClusterSpec
+		namespaces map[string]*corev1.Namespace
+		applied    *api.ClusterSpec
+		refused    bool
+	}{
+		{"named, missing", spec("prometheus", true), exists, nil, true},
+		{"named, exists", spec("observability", true), exists, nil, false},
+		{"the default, missing", spec("", true), exists, nil, false},
+		{"no Namespace group: unknown", spec("prometheus", true), nil, nil, false},
+		{"policy off", spec("prometheus", false), exists, nil, false},
+		{"unchanged since adopted, deleted since", spec("gone", true), exists, &applied, false},
+		{"changed on a running cluster, missing", spec("prometheus", true), exists, &applied, true},
+	} {
+		f := &facts{parent: &api.EtcdCluster{Spec: tc.raw}, obs: &Observed{Namespaces: tc.namespaces}, applied: tc.applied}
+		ps := metricsNamespaceProblems(f, api.Defaulted(tc.raw))
+		if !tc.refused {
+			require.Empty(t, ps, tc.name)
+			continue
+		}
+		require.Len(t, ps, 1, tc.name)
+		require.Equal(t, "InvalidNetwork", ps[0].Reason, tc.name)
+		require.Contains(t, ps[0].Message, `spec.network.metricsNamespace "prometheus": no such namespace`, tc.name)
+	}
+}
