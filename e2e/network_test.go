@@ -48,7 +48,9 @@ func (s *scenario) checkMetricsNamespace(spec map[string]any) {
 	_, err := s.e.kube.CoreV1().Namespaces().Create(s.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: metricsNS,
 		Labels: map[string]string{"etcdhook-e2e": "true"}}}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = s.e.kube.CoreV1().Namespaces().Delete(context.Background(), metricsNS, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = s.e.kube.CoreV1().Namespaces().Delete(context.Background(), metricsNS, metav1.DeleteOptions{})
+	})
 	s.waitFor("the spec adopted once the namespace exists", 2*time.Minute, func() bool {
 		return condition(s.cluster(), api.CondInvalidSpec) == nil && policy().MatchLabels[corev1.LabelMetadataName] == metricsNS
 	})

@@ -221,6 +221,26 @@ func (p *plan) defragNowDone() string {
 	return v
 }
 
+// defragmenting names the pod of a member that defragments now, or that the last answer asked to and
+// whose agent has not reported it done (it may be at it before its report says so); "" when none. A
+// defragmenting member serves no reads or writes for the duration: no planned step (a member leaving or
+// joining, a pod restarted by a roll) starts beside it, as no defragmentation starts beside a step. A
+// NOSPACE turn counts only while its agent reports it running (asked, it may have nothing to do).
+func (p *plan) defragmenting() string {
+	f := p.f
+	for _, i := range sortedKeys(f.primary) {
+		lv := f.leases[i]
+		if lv == nil || !lv.fresh || lv.report.MemberID != f.primary[i].ID {
+			continue
+		}
+		r := lv.report
+		if r.Defragging != "" || lv.defrag != "" && lv.defrag != NoSpacePass && r.DefragDone != lv.defrag {
+			return f.names.Pod(i)
+		}
+	}
+	return ""
+}
+
 // askDefrag decides and writes the intent on the chosen member's Lease (only a Lease the plan renders).
 func (p *plan) askDefrag() {
 	p.defrag = p.decideDefrag()

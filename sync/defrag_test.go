@@ -232,3 +232,56 @@ func TestDefragReplacedPassFinishesFirst(t *testing.T) {
 		require.Equal(t, "now:2", w.defragDone[i])
 	}
 }
+
+// A member defragmenting (asked, its agent not done) holds the planned steps that would take a second
+// member out of service beside it: a roll restarts no healthy pod, a grow permits no join; both go on
+// once it is done, and the rest of the pass waits for them in turn.
+func TestDefragHoldsRollAndGrow(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		change func(*api.ClusterSpec)
+		held   string
+		done   func(w *world) bool
+	}{
+		{"roll", func(s *api.ClusterSpec) { s.Version = "3.6.16" }, "to finish defragmenting before restarting",
+			func(w *world) bool { return w.status.CurrentVersion == "3.6.16" }},
+		{"grow", func(s *api.ClusterSpec) { s.Size = ptr(int32(4)) }, "to finish defragmenting before demo-3 joins",
+			func(w *world) bool { return len(w.etcd.members) == 4 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t, 3)
+			w.spec.Version = "3.6.15"
+			w.converge(80)
+			w.dbSize, w.dbSizeInUse = 1<<30, 300<<20
+			w.noDefrag = true
+			w.setSpec(withDefrag("0 3 * * *"))
+			w.step(5 * time.Second)
+			w.step(5 * time.Second)
+			require.Len(t, defragIntents(w), 1)
+			uids := map[int]string{}
+			for i, p := range w.pods {
+				uids[i] = p.uid
+			}
+			w.setSpec(tc.change)
+			for range 5 {
+				w.step(5 * time.Second)
+				for i, p := range w.pods {
+					if uids[i] != "" {
+						require.Equal(t, uids[i], p.uid, "no pod restarted while a member defragments")
+					}
+				}
+				require.Len(t, w.etcd.members, 3, "no member added while a member defragments")
+			}
+			c := meta.FindStatusCondition(w.status.Conditions, api.CondProgressing)
+			require.NotNil(t, c)
+			require.Contains(t, c.Message, tc.held)
+			w.noDefrag = false
+			for range 60 {
+				w.step(5 * time.Second)
+				require.LessOrEqual(t, len(defragIntents(w)), 1)
+			}
+			require.True(t, tc.done(w), "the step went on once the member was done")
+			require.GreaterOrEqual(t, len(w.defragDone), 3, "and the pass finished after it (a member that joined meanwhile takes part)")
+		})
+	}
+}

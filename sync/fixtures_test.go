@@ -715,7 +715,8 @@ func fixtures() []fixture {
 			w.step(5 * time.Second)
 			w.setSpec(withDefrag("0 3 * * *"))
 		}},
-		// A member defragmenting keeps its turn while a scale-up starts.
+		// A member defragmenting keeps its turn; the scale-up asked meanwhile waits for it (no member
+		// joins beside a defragmentation), and the cluster is not Degraded for it.
 		{name: "defrag-running-keeps-turn", build: func(w *world) {
 			settle(w)
 			w.dbSize, w.dbSizeInUse = 1<<30, 300<<20

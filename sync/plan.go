@@ -718,7 +718,8 @@ func (p *plan) lostData(m *memberView) bool {
 }
 
 // joinable says whether ordinal i may be given join-permitted now, and why not.
-// A replacement (the ordinal's old, unhealthy member goes first) needs every other voter healthy.
+// A replacement (the ordinal's old, unhealthy member goes first) needs every other voter healthy; no
+// member joins while another defragments.
 func (p *plan) joinable(i int) (bool, string) {
 	f := p.f
 	for _, m := range f.members {
@@ -728,6 +729,9 @@ func (p *plan) joinable(i int) (bool, string) {
 	}
 	if pvc := f.pvcs[i]; pvc != nil && pvc.DeletionTimestamp != nil {
 		return false, fmt.Sprintf("claim %s to finish deleting", pvc.Name)
+	}
+	if who := p.defragmenting(); who != "" {
+		return false, fmt.Sprintf("%s to finish defragmenting before %s joins", who, f.names.Pod(i))
 	}
 	return true, ""
 }
@@ -821,6 +825,10 @@ func (p *plan) scaleDown() bool {
 	m := f.primary[h]
 	if !p.quorumAllowsRemoving(m) {
 		p.wait("quorum does not allow %s to leave now", f.names.Pod(h))
+		return true
+	}
+	if who := p.defragmenting(); who != "" && m.healthy {
+		p.wait("%s to finish defragmenting before %s leaves", who, f.names.Pod(h))
 		return true
 	}
 	p.setIntent(h, api.IntentLeave)

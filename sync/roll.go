@@ -49,6 +49,13 @@ func (p *plan) roll(full bool) bool {
 			p.wait("usable TLS Secrets before restarting %s (%s)", f.names.Pod(next), p.certProblems[0])
 			return true
 		}
+		// A healthy pod is not restarted while another member defragments (its reads and writes wait
+		// for the defragmentation): two members would be unavailable at once.
+		if who := p.defragmenting(); who != "" && p.podHealthy(next) {
+			p.rollHeld = true
+			p.wait("%s to finish defragmenting before restarting %s", who, f.names.Pod(next))
+			return true
+		}
 		// Stepping over a pod that is not healthy costs nothing; a healthy one needs the quorum rule.
 		// A cluster meant to have one or two members cannot keep quorum through a restart: it rolls
 		// when every voter is healthy and is briefly unavailable (README: limits).

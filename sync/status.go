@@ -81,7 +81,8 @@ func (p *plan) status() *api.ClusterStatus {
 		add(api.CondDegraded, true, "MembersUnhealthy", "unhealthy: "+strings.Join(unhealthy, ", "))
 	case p.stalled != "":
 		add(api.CondDegraded, true, "StepStalled", p.stalled)
-	case f.bootstrapped && len(f.primary) < p.target() && p.hasSpec && !p.progressing():
+	case f.bootstrapped && len(f.primary) < p.target() && p.hasSpec && !p.progressing() && p.defragmenting() == "":
+		// (A grow waiting for a member to finish defragmenting is under way, not degraded.)
 		add(api.CondDegraded, true, "MembersMissing", fmt.Sprintf("%d of %d members", len(f.primary), p.target()))
 	default:
 		add(api.CondDegraded, false, "AllMembersHealthy", "")
