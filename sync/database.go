@@ -32,21 +32,13 @@ func (p *plan) databaseConditions(add func(typ string, ok bool, reason, msg stri
 		}
 	}
 	byType := map[string][]string{}
-	for _, lv := range f.sortedLeases() {
-		if !lv.fresh {
-			continue
-		}
-		for _, a := range lv.report.Alarms {
-			typ, id, _ := strings.Cut(a, "@")
+	for typ, ids := range f.alarms {
+		for _, id := range ids {
 			name := id
-			for _, m := range f.members {
-				if m.ID == id {
-					name = memberName(f, m)
-				}
+			if m := f.member(id); m != nil {
+				name = memberName(f, m)
 			}
-			if !slices.Contains(byType[typ], name) {
-				byType[typ] = append(byType[typ], name)
-			}
+			byType[typ] = append(byType[typ], name)
 		}
 	}
 	if on := byType[api.AlarmNoSpace]; len(on) > 0 {

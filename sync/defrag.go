@@ -40,18 +40,11 @@ const NoSpacePass = api.NoSpacePass
 // noSpaceRaisers are the member IDs with a NOSPACE alarm in a fresh report (nil: none).
 func (p *plan) noSpaceRaisers() map[string]bool {
 	var out map[string]bool
-	for _, lv := range p.f.sortedLeases() {
-		if !lv.fresh {
-			continue
+	for _, id := range p.f.alarms[api.AlarmNoSpace] {
+		if out == nil {
+			out = map[string]bool{}
 		}
-		for _, a := range lv.report.Alarms {
-			if typ, id, _ := strings.Cut(a, "@"); typ == api.AlarmNoSpace {
-				if out == nil {
-					out = map[string]bool{}
-				}
-				out[id] = true
-			}
-		}
+		out[id] = true
 	}
 	return out
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -113,6 +114,9 @@ type facts struct {
 	formed bool
 	// defragNowDone: the last etcd.io/defrag-now value whose pass completed (the ConfigMap's record).
 	defragNowDone string
+	// alarms: the cluster's alarms as the fresh reports read them, by type, each the member IDs that
+	// raised it (readAlarms); an alarm naming no member of the cluster is ignored (distrusted).
+	alarms map[string][]string
 
 	clusterID    string
 	splitBrain   bool
@@ -192,6 +196,7 @@ func newFacts(o *Observed, now time.Time) *facts {
 	f.readLeases()
 	f.readClusterID()
 	f.readTruth()
+	f.readAlarms()
 	f.readJobs()
 	return f
 }
@@ -612,4 +617,39 @@ func jobStatus(j *batchv1.Job) (jobState, time.Time) {
 		return jobSucceeded, t
 	}
 	return jobActive, time.Time{}
+}
+
+// readAlarms collects the alarms of the fresh reports. Every agent reports the cluster's alarm list as
+// it read it; one naming a member ID that is not in the member list did not come from etcd (a hand
+// edit, or a member removed since): it is ignored and said so, so that it neither starts a NOSPACE
+// recovery nor shows the cluster as full. Without a member list every alarm is taken as reported.
+func (f *facts) readAlarms() {
+	var unknown []string        // alarms naming no member, in the order first seen
+	by := map[string][]string{} // unknown alarm -> the Leases reporting it
+	for _, lv := range f.sortedLeases() {
+		if !lv.fresh {
+			continue
+		}
+		for _, a := range lv.report.Alarms {
+			typ, id, _ := strings.Cut(a, "@")
+			if len(f.members) > 0 && f.member(id) == nil {
+				if by[a] == nil {
+					unknown = append(unknown, a)
+				}
+				by[a] = append(by[a], lv.lease.Name)
+				continue
+			}
+			if f.alarms == nil {
+				f.alarms = map[string][]string{}
+			}
+			if !slices.Contains(f.alarms[typ], id) {
+				f.alarms[typ] = append(f.alarms[typ], id)
+			}
+		}
+	}
+	for _, a := range unknown {
+		typ, id, _ := strings.Cut(a, "@")
+		f.distrusted = append(f.distrusted, fmt.Sprintf("alarm %s of member %s (reported on Lease %s) names no member of the cluster: ignored",
+			typ, id, strings.Join(by[a], ", ")))
+	}
 }

@@ -648,6 +648,13 @@ func fixtures() []fixture {
 			w.alarms = []string{api.AlarmNoSpace + "@" + w.etcd.members[0].ID, api.AlarmNoSpace + "@" + w.etcd.members[2].ID}
 			w.step(5 * time.Second)
 		}},
+		// An alarm naming a member ID the cluster does not have (a hand-edited Lease): ignored and said
+		// so (InputIgnored); no DatabaseFull, no NOSPACE recovery.
+		{name: "alarm-unknown-member", build: func(w *world) {
+			settle(w)
+			w.alarms = []string{api.AlarmNoSpace + "@1234567890abcdef"}
+			w.step(5 * time.Second)
+		}},
 		{name: "invalid-quota-option", build: func(w *world) {
 			settle(w)
 			w.setSpec(func(s *api.ClusterSpec) { s.Options = map[string]string{"quota-backend-bytes": "8Gi"} })
