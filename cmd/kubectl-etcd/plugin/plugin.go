@@ -23,6 +23,8 @@ Usage:
   kubectl etcd etcdctl NAME [--member POD|ORDINAL] [-i] -- ETCDCTL ARGS...
   kubectl etcd backup NAME [--id TOKEN] [--wait=false] [--timeout 30m]
   kubectl etcd defrag NAME [--id TOKEN] [--wait=false] [--timeout 30m]
+  kubectl etcd restore NAME (--from URL | --like CLUSTER) [--size N] [--version V]
+                       [--credentials-secret S] [--claim PVC] [--wait=false] [--timeout 30m]
   kubectl etcd version
 
 status   phase, message, conditions, members (from the status and the agents' member Leases), the
@@ -35,8 +37,11 @@ backup   asks for one backup now (annotation etcd.io/backup-now=TOKEN, --id, def
          the cluster's spec.backup destination and waits for its outcome: the snapshot's URL (usable
          as spec.restore.from of a new cluster), or the failure.
 defrag   asks for one defragmentation pass of every member now (annotation etcd.io/defrag-now=TOKEN):
-         one member at a time, the leader last; under NOSPACE it also compacts and disarms. Waits
-         until the pass is over, printing its progress.
+         one member at a time, the leader last; under NOSPACE the hook's own recovery comes first.
+         Waits until the pass is over, printing its progress.
+restore  creates the new cluster NAME from a snapshot (spec.restore, read only at creation: NAME
+         must not exist). --like copies another cluster's spec and, without --from, restores its last
+         snapshot with its backup credentials. Waits until the cluster is Running, printing progress.
 
 Connection flags as kubectl's: --kubeconfig, --context, -n/--namespace, --cluster, --user, --server,
 --token, --as, ... (run 'kubectl etcd status --help' for all).
@@ -113,6 +118,8 @@ func Run(ctx context.Context, env Env, args []string) error {
 		return runBackup(ctx, env, args[1:])
 	case "defrag":
 		return runDefrag(ctx, env, args[1:])
+	case "restore":
+		return runRestore(ctx, env, args[1:])
 	case "version", "--version":
 		fmt.Fprintln(env.Out, Version)
 		return nil

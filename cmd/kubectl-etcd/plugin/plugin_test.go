@@ -303,7 +303,8 @@ func TestArguments(t *testing.T) {
 		err  string
 	}{
 		{nil, 2, "a command is required"},
-		{[]string{"restore", "demo"}, 2, `unknown command "restore"`},
+		{[]string{"resize", "demo"}, 2, `unknown command "resize"`},
+		{[]string{"restore"}, 2, "NAME is required"},
 		{[]string{"backup"}, 2, "NAME is required"},
 		{[]string{"status"}, 2, "NAME is required"},
 		{[]string{"status", "a", "b"}, 2, `one NAME expected, got "a b"`},
@@ -717,4 +718,79 @@ func TestDefragAnnotatesAndWaits(t *testing.T) {
 	require.Contains(t, out, "pass now:t-1: 0 done, 3 to go; demo-1 defragments")
 	require.Contains(t, out, "pass now:t-1: 1 done, 2 to go; demo-2 defragments")
 	require.Contains(t, out, "done: every member of prod/demo defragmented")
+}
+
+// restore creates a new cluster with spec.restore: from --from alone, or like another cluster (its spec
+// without restore and pause, its last snapshot and backup credentials), refusing a name that exists; the
+// wait ends when the hook (a reactor) reports it Running with the restored snapshot.
+func TestRestoreCreatesANewCluster(t *testing.T) {
+	source := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": api.APIVersion, "kind": api.Kind,
+		"metadata": map[string]any{"name": "demo", "namespace": "prod"},
+		"spec": map[string]any{"size": int64(5), "version": "3.6.16", "paused": true,
+			"restore": map[string]any{"from": "s3://b/old"},
+			"backup":  map[string]any{"destination": "s3://b", "credentialsSecret": "s3-creds"}},
+		"status": map[string]any{"backup": map[string]any{"lastSnapshot": "s3://b/prod/demo/x-r9.db"}},
+	}}
+	settle := func(dyn *dynamicfake.FakeDynamicClient) {
+		dyn.PrependReactor("get", "etcdclusters", func(a k8stesting.Action) (bool, runtime.Object, error) {
+			if a.(k8stesting.GetAction).GetName() != "copy" {
+				return false, nil, nil
+			}
+			obj, err := dyn.Tracker().Get(GVR, "prod", "copy")
+			if err != nil {
+				return false, nil, nil
+			}
+			cur := obj.(*unstructured.Unstructured).DeepCopy()
+			_ = unstructured.SetNestedField(cur.Object, "Running", "status", "phase")
+			_ = unstructured.SetNestedSlice(cur.Object, []any{map[string]any{"type": api.CondAvailable, "status": "True", "reason": "QuorumHealthy", "message": "", "lastTransitionTime": "2026-01-01T12:00:00Z"}}, "status", "conditions")
+			_ = unstructured.SetNestedMap(cur.Object, map[string]any{"source": "s3://b/prod/demo/x-r9.db", "snapshot": "s3://b/prod/demo/x-r9.db", "revision": int64(9), "phase": "Restored"}, "status", "restore")
+			return true, cur, nil
+		})
+	}
+	created := func(t *testing.T, dyn *dynamicfake.FakeDynamicClient) map[string]any {
+		obj, err := dyn.Tracker().Get(GVR, "prod", "copy")
+		require.NoError(t, err)
+		return obj.(*unstructured.Unstructured).Object["spec"].(map[string]any)
+	}
+
+	t.Run("like", func(t *testing.T) {
+		dyn := newDynamic(source.DeepCopy())
+		settle(dyn)
+		te := newTestEnv(dyn, fake.NewClientset())
+		require.Equal(t, 0, te.run("restore", "copy", "--like", "demo", "--size", "3"), te.err.String())
+		spec := created(t, dyn)
+		require.Equal(t, int64(3), spec["size"], "--size overrides the copied size")
+		require.Equal(t, "3.6.16", spec["version"], "the rest is copied")
+		require.NotContains(t, spec, "paused")
+		require.Equal(t, map[string]any{"from": "s3://b/prod/demo/x-r9.db", "credentialsSecret": "s3-creds"}, spec["restore"],
+			"the source's last snapshot and backup credentials, not its own restore")
+		require.Contains(t, te.out.String(), "restored: s3://b/prod/demo/x-r9.db (revision 9) on prod/copy")
+	})
+	t.Run("from", func(t *testing.T) {
+		dyn := newDynamic()
+		te := newTestEnv(dyn, fake.NewClientset())
+		require.Equal(t, 0, te.run("restore", "copy", "--from", "file:///backups/prod/demo/latest", "--claim", "backups", "--wait=false"), te.err.String())
+		require.Equal(t, map[string]any{"restore": map[string]any{"from": "file:///backups/prod/demo/latest", "volumeClaimName": "backups"}}, created(t, dyn),
+			"size and version are the hook's defaults")
+		require.Contains(t, te.out.String(), "restoring file:///backups/prod/demo/latest into the new cluster prod/copy")
+	})
+	t.Run("the name exists", func(t *testing.T) {
+		dyn := newDynamic(source.DeepCopy())
+		te := newTestEnv(dyn, fake.NewClientset())
+		require.Equal(t, 1, te.run("restore", "demo", "--from", "s3://b/x.db"))
+		require.Contains(t, te.err.String(), "prod/demo exists: a restore creates a new cluster")
+	})
+	t.Run("like without a backup", func(t *testing.T) {
+		u := source.DeepCopy()
+		unstructured.RemoveNestedField(u.Object, "status")
+		te := newTestEnv(newDynamic(u), fake.NewClientset())
+		require.Equal(t, 1, te.run("restore", "copy", "--like", "demo"))
+		require.Contains(t, te.err.String(), "has no successful backup")
+	})
+	t.Run("no snapshot named", func(t *testing.T) {
+		te := newTestEnv(newDynamic(), fake.NewClientset())
+		require.Equal(t, 2, te.run("restore", "copy"))
+		require.Contains(t, te.err.String(), "--from (a snapshot URL) or --like")
+	})
 }

@@ -1,0 +1,131 @@
+package plugin
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/etcdhook/etcdhook/api"
+)
+
+type restoreOpts struct {
+	name, from, like   string
+	credentials, claim string
+	version            string
+	size               int32
+	wait               bool
+	timeout            time.Duration
+	kube               KubeFlags
+}
+
+// runRestore creates a new EtcdCluster whose seed restores a snapshot: spec.restore, which the hook reads
+// only when it creates a cluster (docs/design.md §16.4), so a restore is a new cluster, never an edit of
+// a running one. --like copies another cluster's spec (and, without --from, restores that cluster's
+// last snapshot with its backup credentials); with --wait it follows the cluster until it is Running.
+func runRestore(ctx context.Context, env Env, args []string) error {
+	o := &restoreOpts{}
+	fs := newFlags("restore", env, &o.kube)
+	fs.StringVar(&o.from, "from", "", "the snapshot: a URL as status.backup.lastSnapshot shows it, or a destination followed by /latest")
+	fs.StringVar(&o.like, "like", "", "copy the spec of this EtcdCluster (same namespace); without --from, restore its last snapshot")
+	fs.StringVar(&o.credentials, "credentials-secret", "", "the Secret with the object store's credentials (default: --like's spec.backup.credentialsSecret)")
+	fs.StringVar(&o.claim, "claim", "", "for a file:// snapshot, the PersistentVolumeClaim holding it (default: --like's spec.backup.volumeClaimName)")
+	fs.Int32Var(&o.size, "size", 0, fmt.Sprintf("members (default: --like's, else %d)", api.DefaultSize))
+	fs.StringVar(&o.version, "version", "", fmt.Sprintf("etcd version (default: --like's, else %s); at least the snapshot's", api.DefaultVersion))
+	fs.BoolVarP(&o.wait, "wait", "w", true, "wait until the restored cluster is Running and Available")
+	fs.DurationVar(&o.timeout, "timeout", 30*time.Minute, "how long --wait waits")
+	if err := fs.Parse(args); err != nil {
+		return parseErr(err)
+	}
+	var err error
+	if o.name, err = oneName("restore", fs.Args()); err != nil {
+		return err
+	}
+	if o.from == "" && o.like == "" {
+		return &ExitError{Code: 2, Err: fmt.Errorf("restore: --from (a snapshot URL) or --like (a cluster whose last snapshot to restore) is required")}
+	}
+	c, err := env.Connect(&o.kube)
+	if err != nil {
+		return err
+	}
+	switch _, err := getCluster(ctx, c, o.name); {
+	case err == nil:
+		return fmt.Errorf("restore: %s/%s exists: a restore creates a new cluster (spec.restore is read only at creation). Restore under another name, or delete it first (its claims are kept: operations.md §7.3)", c.Namespace, o.name)
+	case !apierrors.IsNotFound(err):
+		return err
+	}
+	spec := map[string]any{}
+	if o.like != "" {
+		if spec, err = o.fromLike(ctx, c); err != nil {
+			return err
+		}
+	}
+	if o.size > 0 {
+		spec["size"] = int64(o.size)
+	}
+	if o.version != "" {
+		spec["version"] = o.version
+	}
+	restore := map[string]any{"from": o.from}
+	if o.credentials != "" {
+		restore["credentialsSecret"] = o.credentials
+	}
+	if o.claim != "" {
+		restore["volumeClaimName"] = o.claim
+	}
+	spec["restore"] = restore
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": api.APIVersion, "kind": api.Kind,
+		"metadata": map[string]any{"name": o.name, "namespace": c.Namespace},
+		"spec":     spec,
+	}}
+	if _, err := c.Dynamic.Resource(GVR).Namespace(c.Namespace).Create(ctx, u, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("restore: creating %s/%s: %w", c.Namespace, o.name, err)
+	}
+	fmt.Fprintf(env.Out, "restoring %s into the new cluster %s/%s\n", o.from, c.Namespace, o.name)
+	if !o.wait {
+		return nil
+	}
+	snap, err := waitSettled(ctx, c, o.name, env.Err, o.timeout, env.PollInterval, env.Now)
+	if err != nil {
+		return err
+	}
+	if r := snap.status.Restore; r != nil && r.Snapshot != "" {
+		fmt.Fprintf(env.Out, "restored: %s (revision %d) on %s/%s, %d members\n", r.Snapshot, r.Revision, c.Namespace, o.name, len(snap.status.Members))
+	} else {
+		fmt.Fprintf(env.Out, "%s/%s is Running\n", c.Namespace, o.name)
+	}
+	return nil
+}
+
+// fromLike fills what --like gives: the other cluster's spec without its restore and pause, and, where
+// the flags leave them empty, its last snapshot and its backup credentials and claim.
+func (o *restoreOpts) fromLike(ctx context.Context, c *Clients) (map[string]any, error) {
+	other, err := getCluster(ctx, c, o.like)
+	if err != nil {
+		return nil, fmt.Errorf("restore: --like %s: %w", o.like, err)
+	}
+	spec, _, _ := unstructured.NestedMap(other.Object, "spec")
+	if spec == nil {
+		spec = map[string]any{}
+	}
+	delete(spec, "restore")
+	delete(spec, "paused")
+	if o.from == "" {
+		last, _, _ := unstructured.NestedString(other.Object, "status", "backup", "lastSnapshot")
+		if last == "" {
+			return nil, fmt.Errorf("restore: %s/%s has no successful backup (status.backup.lastSnapshot is empty): name the snapshot with --from", c.Namespace, o.like)
+		}
+		o.from = last
+	}
+	if o.credentials == "" {
+		o.credentials, _, _ = unstructured.NestedString(spec, "backup", "credentialsSecret")
+	}
+	if o.claim == "" {
+		o.claim, _, _ = unstructured.NestedString(spec, "backup", "volumeClaimName")
+	}
+	return spec, nil
+}
