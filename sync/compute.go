@@ -248,8 +248,5 @@ func Customize(req *CustomizeRequest) (*CustomizeResponse, error) {
 	if names := tlsSecretNames(p); len(names) > 0 {
 		rules = append(rules, RelatedRule{APIVersion: "v1", Resource: "secrets", Names: names})
 	}
-	// The metrics namespace, by name (a cluster-scoped object: Metacontroller lists it cluster-wide and
-	// keeps the named one), so that /sync can refuse a spec naming one that does not exist.
-	rules = append(rules, RelatedRule{APIVersion: "v1", Resource: "namespaces", Names: []string{metricsNamespaceOf(p)}})
 	return &CustomizeResponse{RelatedResources: rules}, nil
 }

@@ -424,8 +424,6 @@ func readSecret(r *reader, s *corev1.Secret) {
 
 func readService(r *reader, s *corev1.Service) { r.readObject(&s.TypeMeta, &s.ObjectMeta, 0, nil) }
 
-func readNamespace(r *reader, n *corev1.Namespace) { r.readObject(&n.TypeMeta, &n.ObjectMeta, 0, nil) }
-
 func readPDB(r *reader, p *policyv1.PodDisruptionBudget) {
 	r.readObject(&p.TypeMeta, &p.ObjectMeta, 0, nil)
 }

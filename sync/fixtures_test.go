@@ -684,13 +684,6 @@ func fixtures() []fixture {
 				s.Network.MetricsNamespace = "Monitoring"
 			})
 		}},
-		// spec.network.metricsNamespace changed to a namespace that does not exist: refused, nothing
-		// changes (the customize hook relates the named namespace; the group holds none).
-		{name: "network-metrics-namespace-missing", build: func(w *world) {
-			w.namespaces = []string{"monitoring", "prod"}
-			settle(w)
-			w.setSpec(func(s *api.ClusterSpec) { s.Network.MetricsNamespace = "prometheus" })
-		}},
 		// A registration without networkpolicies: no policy, and a condition saying the ports are open.
 		{name: "network-policy-not-registered", build: func(w *world) {
 			w.noNetworkPolicies = true

@@ -108,27 +108,3 @@ func validateNetwork(s api.ClusterSpec) []Problem {
 	}
 	return ps
 }
-
-// metricsNamespaceOf is the namespace the parent's spec lets scrape the metrics port (defaulted).
-func metricsNamespaceOf(p *api.EtcdCluster) string {
-	return api.Defaulted(p.Spec).Network.MetricsNamespace
-}
-
-// metricsNamespaceProblems refuses a spec that newly names, in spec.network.metricsNamespace, a
-// namespace that does not exist: its NetworkPolicy would admit scrapers from nowhere, silently. Only a
-// name the user wrote (the default may be absent: nothing scrapes then, as the user chose nothing),
-// only when it changes (a namespace deleted later does not freeze every other spec change), and only
-// when the request lists the related group (a registration without it cannot tell).
-func metricsNamespaceProblems(f *facts, cand api.ClusterSpec) []Problem {
-	name := f.parent.Spec.Network.MetricsNamespace
-	if f.obs.Namespaces == nil || name == "" || cand.Network.Policy == nil || !*cand.Network.Policy {
-		return nil
-	}
-	if f.applied != nil && f.applied.Network.MetricsNamespace == cand.Network.MetricsNamespace {
-		return nil
-	}
-	if _, ok := f.obs.Namespaces[cand.Network.MetricsNamespace]; ok {
-		return nil
-	}
-	return []Problem{{"InvalidNetwork", fmt.Sprintf("spec.network.metricsNamespace %q: no such namespace (the NetworkPolicy would let no scraper reach the metrics port); create it first, or name the namespace Prometheus runs in", cand.Network.MetricsNamespace)}}
-}

@@ -207,9 +207,6 @@ func (p *plan) chooseSpec() error {
 	if len(p.problems) == 0 {
 		p.problems = ValidateChange(f.applied, cand, f.running)
 	}
-	if len(p.problems) == 0 {
-		p.problems = metricsNamespaceProblems(f, cand)
-	}
 	valid := len(p.problems) == 0
 	switch {
 	case valid:

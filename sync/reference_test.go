@@ -206,11 +206,6 @@ func referenceDecode(req *Request) (*Observed, error) {
 			return nil, err
 		}
 	}
-	if g, ok := r[KeyNamespace]; ok {
-		if o.Namespaces, err = refDecodeGroup[corev1.Namespace](g, KeyNamespace, "Namespace", ns, nil); err != nil {
-			return nil, err
-		}
-	}
 	if err := unexpectedCore(o); err != nil {
 		return nil, err
 	}

@@ -71,9 +71,6 @@ const (
 	KeyPVC           = "PersistentVolumeClaim.v1"
 	// KeySecret: the user's TLS Secrets, related by name when the spec names them (customize).
 	KeySecret = "Secret.v1"
-	// KeyNamespace: the namespace spec.network.metricsNamespace names, related by name (customize), so
-	// that a spec naming one that does not exist is refused.
-	KeyNamespace = "Namespace.v1"
 )
 
 // Observed is the decoded request: every object typed and indexed by name. Objects other than Jobs and
@@ -99,10 +96,7 @@ type Observed struct {
 	PVCs                    map[string]*corev1.PersistentVolumeClaim
 	// Secrets are the user's TLS Secrets the customize hook asked for (nil when none was: the group is
 	// absent until Metacontroller has the spec's names, and then a named Secret counts as not seen).
-	Secrets map[string]*corev1.Secret
-	// Namespaces: the metrics namespace when it exists; nil when the group is absent (a registration
-	// or Metacontroller that did not ask: existence unknown).
-	Namespaces map[string]*corev1.Namespace
+	Secrets    map[string]*corev1.Secret
 	Finalizing bool
 	// SpecError is why the parent's spec did not decode ("" when it did).
 	SpecError string
@@ -431,11 +425,6 @@ func decodeRequest(req *rawRequest) (*Observed, error) {
 	}
 	if g, ok := req.related.get(KeySecret); ok {
 		if o.Secrets, err = decodeGroup(rd, g, "Secret", ns, nil, readSecret); err != nil {
-			return nil, err
-		}
-	}
-	if g, ok := req.related.get(KeyNamespace); ok {
-		if o.Namespaces, err = decodeGroup(rd, g, "Namespace", ns, nil, readNamespace); err != nil {
 			return nil, err
 		}
 	}

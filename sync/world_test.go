@@ -70,10 +70,7 @@ type world struct {
 	noCronJobs bool
 	// noNetworkPolicies: a registration from before the NetworkPolicy child.
 	noNetworkPolicies bool
-	// namespaces: the namespaces that exist, related by name as the customize hook asks (the metrics
-	// namespace); nil: the request has no Namespace group (a registration without it).
-	namespaces  []string
-	failBackups bool
+	failBackups       bool
 	// restoreFail: the seed cannot restore (its RestoreFailed report); restored: the snapshot the seed
 	// restored from (reported with revision 4242).
 	restoreFail string
@@ -254,16 +251,6 @@ func (w *world) request() *Request {
 			}
 		}
 		req.Related[KeySecret] = secrets
-	}
-	if w.namespaces != nil {
-		group := map[string]json.RawMessage{}
-		want := metricsNamespaceOf(&api.EtcdCluster{Spec: w.spec})
-		for _, n := range w.namespaces {
-			if n == want {
-				group["/"+n] = mustJSON(map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": n}})
-			}
-		}
-		req.Related[KeyNamespace] = group
 	}
 	return req
 }
