@@ -68,8 +68,9 @@ func (s *Server) handleSync(w http.ResponseWriter, r *http.Request) {
 		ns, name, _ := strings.Cut(parent, "/")
 		for _, c := range resp.Changes {
 			// The audit trail: one line per step started or finished, per condition raised or cleared.
-			s.cfg.Logger.Info("audit", "cluster", name, "namespace", ns, "step", c.Condition, "change", c.What,
-				"reason", c.Reason, "message", c.Message)
+			// Copies: a finished step's reason and message point into the pooled request body.
+			s.cfg.Logger.Info("audit", "cluster", strings.Clone(name), "namespace", strings.Clone(ns), "step", c.Condition, "change", c.What,
+				"reason", strings.Clone(c.Reason), "message", strings.Clone(c.Message))
 		}
 	}
 	s.cfg.Logger.Info("sync",

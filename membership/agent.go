@@ -100,6 +100,7 @@ type Agent struct {
 	defragDone   string
 	defragLast   string
 	defragFailed time.Time
+	defragErr    string // the last failure, reported until the retry
 	// noSpaceAt: this member's last NOSPACE defragmentation; noSpaceStuck: it left the file at the quota.
 	noSpaceAt    time.Time
 	noSpaceStuck bool
@@ -758,7 +759,10 @@ func (a *Agent) report(ctx context.Context, r api.Report, force bool) {
 	r.Error = withProblems(r.Error, a.leaseProblems)
 	// Sizes are written when they move by a significant step (api.SizeMoved): until then the report
 	// keeps the values last written, so a member under load does not rewrite its Lease at every look.
-	if !api.SizeMoved(a.last.DBSize, r.DBSize) && !api.SizeMoved(a.last.DBSizeInUse, r.DBSizeInUse) {
+	// A file crossing the quota line (api.OverQuota) is written whatever the step: the NOSPACE recovery
+	// judges a member done by that line, on the hook's side from this report, on the agent's from etcd,
+	// and the two must agree or the hook keeps asking a member that has nothing left to do.
+	if keepSizes(a.last, r, quotaOf(a.Cfg.EtcdCommand)) {
 		r.DBSize, r.DBSizeInUse = a.last.DBSize, a.last.DBSizeInUse
 	}
 	renew := api.RenewInterval(r, a.Cfg.LeaseDuration)

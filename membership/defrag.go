@@ -37,7 +37,15 @@ func (a *Agent) maybeDefragment(ctx context.Context, in Intent, inErr error, st 
 		a.defragDone, a.defragLast = in.Report.DefragDone, in.Report.LastDefrag
 	}
 	defer func() { r.DefragDone, r.LastDefrag = a.defragDone, a.defragLast }()
-	if inErr != nil || in.Defrag == "" || time.Since(a.defragFailed) < defragRetry {
+	if inErr != nil || in.Defrag == "" {
+		return
+	}
+	if time.Since(a.defragFailed) < defragRetry {
+		// The failure stays in the report until the retry: the hook passes the turn on meanwhile and
+		// holds no step for a member that is not executing (sync.mayExecute).
+		if r.Error == "" {
+			r.Error = a.defragErr
+		}
 		return
 	}
 	var err error
@@ -47,9 +55,11 @@ func (a *Agent) maybeDefragment(ctx context.Context, in Intent, inErr error, st 
 	case in.Defrag != a.defragDone:
 		err = a.defragment(ctx, in.Defrag, st, members, r, "")
 	}
+	a.defragErr = ""
 	if err != nil {
 		a.defragFailed = time.Now()
-		r.Error = "Defragmenting: " + err.Error()
+		a.defragErr = "Defragmenting: " + err.Error()
+		r.Error = a.defragErr
 		a.event(EventDefragFailed, "Defragment", true, "defragmentation for pass %s failed (etcd keeps serving; retried in %s): %v", in.Defrag, defragRetry, err)
 	}
 }
@@ -69,12 +79,17 @@ func (a *Agent) recoverNoSpace(ctx context.Context, st *clientv3.StatusResponse,
 	self := st.Header.MemberId
 	quota := quotaOf(a.Cfg.EtcdCommand)
 	own, over := ownAlarm(r.Alarms, self), api.OverQuota(st.DbSize, quota)
-	if !own && !over {
+	orphans := orphanNoSpace(r.Alarms, members)
+	if !own && !over && len(orphans) == 0 {
 		return nil
 	}
 	if !over {
-		// Its file has room (defragmented in an earlier turn, or by another pass): only the alarm is left.
-		return a.disarm(ctx, self)
+		// Its file has room (defragmented in an earlier turn, or by another pass): only alarms are left,
+		// its own, or (the turn the hook asks for last) those of members removed since.
+		if own {
+			return a.disarm(ctx, self)
+		}
+		return a.disarmOrphans(ctx, orphans)
 	}
 	again := noSpaceAgain
 	if a.Cfg.NoSpaceAgain > 0 {
@@ -92,6 +107,39 @@ func (a *Agent) disarm(ctx context.Context, self uint64) error {
 		return err
 	}
 	a.Log.Info("disarmed this member's NOSPACE alarm: its file has room")
+	return nil
+}
+
+// orphanNoSpace are the members IDs of NOSPACE alarms that name no member of the list (nil without a
+// list: a learner's agent cannot tell).
+func orphanNoSpace(alarms []string, members []api.Member) []uint64 {
+	if members == nil {
+		return nil
+	}
+	var out []uint64
+	for _, a := range alarms {
+		typ, id, _ := strings.Cut(a, "@")
+		if typ != api.AlarmNoSpace || slices.ContainsFunc(members, func(m api.Member) bool { return m.ID == id }) {
+			continue
+		}
+		if n, err := api.ParseID(id); err == nil {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// disarmOrphans disarms NOSPACE alarms raised by members removed since: etcd keeps them and refuses
+// writes for them, and no agent of theirs is left to disarm them. The hook asks for this only once every
+// member's file has room (sync.decideDefrag).
+func (a *Agent) disarmOrphans(ctx context.Context, ids []uint64) error {
+	for _, id := range ids {
+		if err := a.Etcd.DisarmNoSpace(ctx, a.Cfg.ClientURL, id); err != nil {
+			return err
+		}
+		a.Log.Info("disarmed the NOSPACE alarm of a member no longer in the cluster", "member", api.FormatID(id))
+		a.event(EventAlarmDisarmed, "Disarm", false, "disarmed the NOSPACE alarm of member %s, which is no longer in the cluster (etcd keeps a removed member's alarm)", api.FormatID(id))
+	}
 	return nil
 }
 
@@ -172,8 +220,16 @@ func (a *Agent) defragment(ctx context.Context, token string, st *clientv3.Statu
 			}
 			outcome = "; NOSPACE disarmed"
 		}
+
 	}
 	a.Log.Info("defragmented", "pass", token, "before", before, "after", after, "took", took.String())
 	a.event(EventDefragmented, "Defragment", a.noSpaceStuck && noSpace != "", "defragmented for pass %s in %s: %d -> %d bytes%s", token, took.Round(time.Millisecond), before, after, outcome)
 	return nil
+}
+
+// keepSizes says whether a report keeps the sizes last written rather than now's: neither moved by a
+// significant step (api.SizeMoved) and the file is on the same side of the quota line (api.OverQuota).
+func keepSizes(last, now api.Report, quota int64) bool {
+	return !api.SizeMoved(last.DBSize, now.DBSize) && !api.SizeMoved(last.DBSizeInUse, now.DBSizeInUse) &&
+		api.OverQuota(last.DBSize, quota) == api.OverQuota(now.DBSize, quota)
 }

@@ -32,3 +32,33 @@ func TestOwnAlarm(t *testing.T) {
 	require.False(t, ownAlarm(alarms, 1), "another alarm type of this member")
 	require.False(t, ownAlarm(nil, 0xabc))
 }
+
+// Sizes are rewritten on a significant move, and whenever the file crosses the quota line, however
+// little: the hook's view of the line must be the agent's.
+func TestKeepSizes(t *testing.T) {
+	const quota = 2 << 30 // the line is at 1.875 GiB
+	rep := func(size, inUse int64) api.Report { return api.Report{DBSize: size, DBSizeInUse: inUse} }
+	for _, tc := range []struct {
+		name      string
+		last, now api.Report
+		keep      bool
+	}{
+		{"unchanged", rep(100<<20, 50<<20), rep(100<<20, 50<<20), true},
+		{"a small move", rep(100<<20, 50<<20), rep(101<<20, 50<<20), true},
+		{"a significant move", rep(100<<20, 50<<20), rep(120<<20, 50<<20), false},
+		{"below the line after a small defragmentation (40 MiB of 1.9 GiB)", rep(1946<<20, 1900<<20), rep(1906<<20, 1900<<20), false},
+		{"above the line by a few pages", rep(1919<<20, 1900<<20), rep(1921<<20, 1900<<20), false},
+		{"both above the line", rep(1930<<20, 1900<<20), rep(1931<<20, 1900<<20), true},
+	} {
+		require.Equal(t, tc.keep, keepSizes(tc.last, tc.now, quota), tc.name)
+	}
+}
+
+// The alarms of members not in the list, by ID; none without a list (a learner cannot tell).
+func TestOrphanNoSpace(t *testing.T) {
+	members := []api.Member{{ID: api.FormatID(1)}, {ID: api.FormatID(2)}}
+	alarms := []string{api.AlarmNoSpace + "@" + api.FormatID(2), api.AlarmNoSpace + "@" + api.FormatID(9), "CORRUPT@" + api.FormatID(8)}
+	require.Equal(t, []uint64{9}, orphanNoSpace(alarms, members))
+	require.Nil(t, orphanNoSpace(alarms, nil))
+	require.Nil(t, orphanNoSpace(nil, members))
+}

@@ -1,6 +1,7 @@
 package sync
 
 import (
+	"regexp"
 	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -12,12 +13,14 @@ import (
 // hook keeps no memory between requests; the parent's status in the request is what it said last, so
 // a change is the difference between those conditions and the ones it answers now.
 
-// Change is one audited change: a step that started or finished, or a condition raised, cleared or
-// changed.
+// Change is one audited change: a step that started or finished, or another condition that turned True
+// or False, changed its reason, or was dropped.
 type Change struct {
 	// Condition is the condition type (Progressing and Defragmenting carry the steps).
 	Condition string
-	// What: "started" or "finished" for a step, "raised", "cleared" or "changed" for another condition.
+	// What: "started" or "finished" for a step; for another condition its new status ("True",
+	// "False"; which one is good depends on the condition: Available True is, DatabaseFull True is
+	// not), "reason" when only the reason changed, "dropped" when the answer no longer sets it.
 	What string
 	// Reason and Message are the condition's: which step, which member, why.
 	Reason  string
@@ -44,7 +47,7 @@ func Changes(before, after []metav1.Condition) []Change {
 		now := &after[i]
 		was := find(before, now.Type)
 		if stepConditions[now.Type] {
-			same := was != nil && was.Status == now.Status && was.Reason == now.Reason && was.Message == now.Message
+			same := was != nil && was.Status == now.Status && was.Reason == now.Reason && stepKey(was.Message) == stepKey(now.Message)
 			if same {
 				continue
 			}
@@ -58,24 +61,30 @@ func Changes(before, after []metav1.Condition) []Change {
 		}
 		switch {
 		case was != nil && was.Status == now.Status && was.Reason == now.Reason:
-		case on(now) && !on(was):
-			out = append(out, Change{now.Type, "raised", now.Reason, now.Message})
-		case on(was) && !on(now):
-			out = append(out, Change{now.Type, "cleared", now.Reason, now.Message})
+		case was != nil && was.Status == now.Status:
+			out = append(out, Change{now.Type, "reason", now.Reason, now.Message})
 		default:
-			out = append(out, Change{now.Type, "changed", now.Reason, now.Message})
+			out = append(out, Change{now.Type, string(now.Status), now.Reason, now.Message})
 		}
 	}
 	for i := range before {
 		was := &before[i]
-		if find(after, was.Type) != nil || !on(was) {
+		if find(after, was.Type) != nil {
 			continue
 		}
-		what := "cleared"
-		if stepConditions[was.Type] {
-			what = "finished"
+		switch {
+		case stepConditions[was.Type] && on(was):
+			out = append(out, Change{was.Type, "finished", was.Reason, was.Message})
+		case !stepConditions[was.Type]:
+			out = append(out, Change{was.Type, "dropped", was.Reason, was.Message})
 		}
-		out = append(out, Change{was.Type, what, was.Reason, was.Message})
 	}
 	return out
 }
+
+// progressCount is the part of a Defragmenting message that counts members done ("pass T: 1 done, 2 to
+// go; ..."): it moves when sizes or alarms are reported anew without any step starting or finishing.
+var progressCount = regexp.MustCompile(`\d+ done, \d+ to go`)
+
+// stepKey is what identifies a step in a step condition's message.
+func stepKey(msg string) string { return progressCount.ReplaceAllString(msg, "") }

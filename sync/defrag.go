@@ -105,6 +105,7 @@ func (p *plan) decideDefrag() defragState {
 	// turns[0] are followers, turns[1] the leader; in the NOSPACE recovery turns[2] and turns[3] are the
 	// raisers (followers, then the leader), after every member that did not raise the alarm.
 	var turns [4][]int
+	var failed []int
 	running, asked := -1, -1
 	for _, i := range sortedKeys(f.primary) {
 		m := f.primary[i]
@@ -120,15 +121,20 @@ func (p *plan) decideDefrag() defragState {
 		if r.Defragging == token && lv.fresh {
 			running = i
 		}
-		if lv.defrag == token && lv.fresh {
+		if lv.defrag == token && lv.fresh && mayExecute(m, r) {
 			// The hook's last answer: its agent may be at it before its report says so. A stale
-			// Lease means no agent runs there, hence no defragmentation either: the turn passes on.
+			// Lease means no agent runs there, hence no defragmentation either: the turn passes on,
+			// as it does from a member that cannot execute it (mayExecute).
 			asked = i
 		}
 		if !forced && (m.dbSize <= 0 || (m.dbSize-m.dbSizeInUse)*100 < m.dbSize*minFree) {
 			continue // not fragmented enough for a scheduled pass
 		}
 		st.todo++
+		if strings.HasPrefix(r.Error, "Defragmenting: ") {
+			failed = append(failed, i) // its agent retries after a minute: the others go first
+			continue
+		}
 		turn := 0
 		if m.ID == f.leaderID {
 			turn = 1
@@ -137,6 +143,18 @@ func (p *plan) decideDefrag() defragState {
 			turn += 2
 		}
 		turns[turn] = append(turns[turn], i)
+	}
+	if token == NoSpacePass && st.todo == 0 && running < 0 && asked < 0 {
+		// Every member has room and its own alarm is gone, yet an alarm is left: one raised by a member
+		// removed since (etcd keeps it, and refuses writes for it). Only another member can disarm it:
+		// the first follower is asked, whose agent disarms the alarms of members not in the list.
+		for _, i := range sortedKeys(f.primary) {
+			m, lv := f.primary[i], f.leases[i]
+			if lv != nil && lv.fresh && lv.report.MemberID == m.ID && m.voter() && (m.ID != f.leaderID || len(f.primary) == 1) {
+				turns[0], st.todo = []int{i}, 1
+				break
+			}
+		}
 	}
 	if running < 0 {
 		running = asked
@@ -174,7 +192,7 @@ func (p *plan) decideDefrag() defragState {
 	if st.held != "" {
 		return st
 	}
-	st.target = slices.Concat(turns[:]...)[0]
+	st.target = slices.Concat(append(turns[:], failed)...)[0]
 	return st
 }
 
@@ -195,7 +213,7 @@ func (p *plan) unfinishedPass(token string) (int, string) {
 		if r.Defragging != "" && r.Defragging != token {
 			return i, r.Defragging
 		}
-		if token != NoSpacePass && lv.defrag != "" && lv.defrag != token && lv.defrag != NoSpacePass && r.DefragDone != lv.defrag {
+		if token != NoSpacePass && lv.defrag != "" && lv.defrag != token && lv.defrag != NoSpacePass && r.DefragDone != lv.defrag && mayExecute(f.primary[i], r) {
 			return i, lv.defrag
 		}
 	}
@@ -227,11 +245,21 @@ func (p *plan) defragmenting() string {
 			continue
 		}
 		r := lv.report
-		if r.Defragging != "" || lv.defrag != "" && lv.defrag != NoSpacePass && r.DefragDone != lv.defrag {
+		if r.Defragging != "" || lv.defrag != "" && lv.defrag != NoSpacePass && r.DefragDone != lv.defrag && mayExecute(f.primary[i], r) {
 			return f.names.Pod(i)
 		}
 	}
 	return ""
+}
+
+// mayExecute says whether a member asked for a pass (not yet reporting it running) may still be about to
+// execute it: it is healthy and its last attempt did not fail. A member whose etcd is down never looks
+// at the request, and one whose attempt failed retries only after a minute (errNoTransferee, a failing
+// MoveLeader may fail every time): neither keeps the turn, nor holds a step, on the strength of a
+// request alone. A member reporting the pass running keeps both whatever its health (a defragmenting
+// member may answer Status slowly).
+func mayExecute(m *memberView, r api.Report) bool {
+	return m.healthy && !strings.HasPrefix(r.Error, "Defragmenting: ")
 }
 
 // askDefrag decides and writes the intent on the chosen member's Lease (only a Lease the plan renders).

@@ -285,3 +285,68 @@ func TestDefragHoldsRollAndGrow(t *testing.T) {
 		})
 	}
 }
+
+// A NOSPACE alarm of a member removed since (etcd keeps it, and refuses writes for it): DatabaseFull
+// says so, the first follower is asked, its agent disarms it, and the condition goes.
+func TestNoSpaceAlarmOfARemovedMember(t *testing.T) {
+	w := newWorld(t, 3)
+	w.converge(80)
+	w.dbSize, w.dbSizeInUse = 100<<20, 50<<20
+	w.alarms = []string{api.AlarmNoSpace + "@1234567890abcdef"}
+	var asked map[int]string
+	for range 4 {
+		w.step(5 * time.Second)
+		if asked = defragIntents(w); len(asked) > 0 {
+			break
+		}
+	}
+	require.NotNil(t, meta.FindStatusCondition(w.status.Conditions, api.CondDatabaseFull))
+	require.Len(t, asked, 1)
+	for i, tok := range asked {
+		require.Equal(t, api.NoSpacePass, tok)
+		require.NotEqual(t, w.status.Leader, w.names().Pod(i), "a follower is asked")
+	}
+	for range 4 {
+		w.step(5 * time.Second)
+	}
+	require.Empty(t, w.alarms)
+	require.Nil(t, meta.FindStatusCondition(w.status.Conditions, api.CondDatabaseFull))
+	require.Empty(t, defragIntents(w))
+}
+
+// A member asked to defragment whose etcd is down never looks at the request: it keeps neither the
+// turn nor the roll waiting for it (the roll now waits for the quorum rule only, as it would without
+// any pass), and once the member is back the roll and then the pass go on.
+func TestDefragAskedMemberDownHoldsNothing(t *testing.T) {
+	w := newWorld(t, 3)
+	w.spec.Version = "3.6.15"
+	w.converge(80)
+	w.dbSize, w.dbSizeInUse = 1<<30, 300<<20
+	w.noDefrag = true
+	w.setSpec(withDefrag("0 3 * * *"))
+	w.step(5 * time.Second)
+	w.step(5 * time.Second)
+	asked := defragIntents(w)
+	require.Len(t, asked, 1)
+	var first int
+	for i := range asked {
+		first = i
+	}
+	w.down[first] = true
+	w.noDefrag = false
+	w.setSpec(func(s *api.ClusterSpec) { s.Version = "3.6.16" })
+	for range 3 {
+		w.step(5 * time.Second)
+	}
+	c := meta.FindStatusCondition(w.status.Conditions, api.CondProgressing)
+	require.NotNil(t, c)
+	require.NotContains(t, c.Message, "finish defragmenting", "no step waits for a member that cannot defragment")
+	require.Empty(t, defragIntents(w), "the turn is not kept by a member that is down")
+	w.down[first] = false
+	for range 60 {
+		w.step(5 * time.Second)
+		require.LessOrEqual(t, len(defragIntents(w)), 1)
+	}
+	require.Equal(t, "3.6.16", w.status.CurrentVersion)
+	require.Len(t, w.defragDone, 3, "and the pass finished afterwards")
+}

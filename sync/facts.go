@@ -619,26 +619,17 @@ func jobStatus(j *batchv1.Job) (jobState, time.Time) {
 	return jobActive, time.Time{}
 }
 
-// readAlarms collects the alarms of the fresh reports. Every agent reports the cluster's alarm list as
-// it read it; one naming a member ID that is not in the member list did not come from etcd (a hand
-// edit, or a member removed since): it is ignored and said so, so that it neither starts a NOSPACE
-// recovery nor shows the cluster as full. Without a member list every alarm is taken as reported.
+// readAlarms collects the alarms of the fresh reports. An alarm may name a member that is no longer in
+// the member list: etcd keeps an alarm after its member is removed, and it still refuses writes
+// cluster-wide, so it counts (the NOSPACE recovery disarms it, decideDefrag). A hand edit of the
+// agent-owned annotation is rewritten from etcd at the agent's next report.
 func (f *facts) readAlarms() {
-	var unknown []string        // alarms naming no member, in the order first seen
-	by := map[string][]string{} // unknown alarm -> the Leases reporting it
 	for _, lv := range f.sortedLeases() {
 		if !lv.fresh {
 			continue
 		}
 		for _, a := range lv.report.Alarms {
 			typ, id, _ := strings.Cut(a, "@")
-			if len(f.members) > 0 && f.member(id) == nil {
-				if by[a] == nil {
-					unknown = append(unknown, a)
-				}
-				by[a] = append(by[a], lv.lease.Name)
-				continue
-			}
 			if f.alarms == nil {
 				f.alarms = map[string][]string{}
 			}
@@ -646,10 +637,5 @@ func (f *facts) readAlarms() {
 				f.alarms[typ] = append(f.alarms[typ], id)
 			}
 		}
-	}
-	for _, a := range unknown {
-		typ, id, _ := strings.Cut(a, "@")
-		f.distrusted = append(f.distrusted, fmt.Sprintf("alarm %s of member %s (reported on Lease %s) names no member of the cluster: ignored",
-			typ, id, strings.Join(by[a], ", ")))
 	}
 }

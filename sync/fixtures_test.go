@@ -648,8 +648,8 @@ func fixtures() []fixture {
 			w.alarms = []string{api.AlarmNoSpace + "@" + w.etcd.members[0].ID, api.AlarmNoSpace + "@" + w.etcd.members[2].ID}
 			w.step(5 * time.Second)
 		}},
-		// An alarm naming a member ID the cluster does not have (a hand-edited Lease): ignored and said
-		// so (InputIgnored); no DatabaseFull, no NOSPACE recovery.
+		// A NOSPACE alarm of a member no longer in the list (etcd keeps a removed member's alarm, and
+		// refuses writes for it): DatabaseFull names its ID, and the first follower is asked to disarm it.
 		{name: "alarm-unknown-member", build: func(w *world) {
 			settle(w)
 			w.alarms = []string{api.AlarmNoSpace + "@1234567890abcdef"}

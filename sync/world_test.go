@@ -765,6 +765,13 @@ func (w *world) defragment(i int, ann map[string]any, r *api.Report) {
 	due := tok != "" && w.defragDone[i] != tok
 	if tok == api.NoSpacePass {
 		due = ownAlarm || api.OverQuota(r.DBSize, quota)
+		if !due && !w.down[i] && !w.noDefrag {
+			// The turn asked last: the alarms of members no longer in the list are disarmed.
+			w.alarms = slices.DeleteFunc(slices.Clone(w.alarms), func(a string) bool {
+				_, id, _ := strings.Cut(a, "@")
+				return w.etcd.byID(id) == nil
+			})
+		}
 	}
 	if running := w.defragRunning[i]; running != "" && !w.down[i] && !w.noDefrag {
 		// The agent executes a pass to its end without looking at the Lease again.
