@@ -203,7 +203,7 @@ func runStatus(ctx context.Context, env Env, args []string) error {
 		if o.output == "json" {
 			progress = env.Err
 		}
-		if _, err := waitSettled(ctx, c, o.name, progress, o.timeout, env.PollInterval, env.Now); err != nil {
+		if _, err := waitSettled(ctx, c, o.name, progress, o.timeout, env.PollInterval, env.Now, nil); err != nil {
 			if ctx.Err() != nil {
 				return &ExitError{Code: 130, Err: err}
 			}

@@ -794,3 +794,22 @@ func TestRestoreCreatesANewCluster(t *testing.T) {
 		require.Contains(t, te.err.String(), "--from (a snapshot URL) or --like")
 	})
 }
+
+// restore --wait ends at a RestoreFailed condition with its message, not at the timeout.
+func TestRestoreWaitStopsAtFailure(t *testing.T) {
+	dyn := newDynamic()
+	dyn.PrependReactor("get", "etcdclusters", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		obj, err := dyn.Tracker().Get(GVR, "prod", "copy")
+		if err != nil {
+			return false, nil, nil
+		}
+		cur := obj.(*unstructured.Unstructured).DeepCopy()
+		_ = unstructured.SetNestedField(cur.Object, "Restoring", "status", "phase")
+		_ = unstructured.SetNestedSlice(cur.Object, []any{map[string]any{"type": api.CondRestoreFailed, "status": "True", "reason": "SnapshotUnusable",
+			"message": "sha256 mismatch", "lastTransitionTime": "2026-01-01T12:00:00Z"}}, "status", "conditions")
+		return true, cur, nil
+	})
+	te := newTestEnv(dyn, fake.NewClientset())
+	require.Equal(t, 1, te.run("restore", "copy", "--from", "s3://b/x.db", "--timeout", "1h"))
+	require.Contains(t, te.err.String(), "restore of prod/copy failed: sha256 mismatch")
+}

@@ -89,7 +89,14 @@ func runRestore(ctx context.Context, env Env, args []string) error {
 	if !o.wait {
 		return nil
 	}
-	snap, err := waitSettled(ctx, c, o.name, env.Err, o.timeout, env.PollInterval, env.Now)
+	failed := func(s *Snapshot) error {
+		if cond := condition(&s.status, api.CondRestoreFailed); cond != nil && cond.Status == metav1.ConditionTrue {
+			return fmt.Errorf("restore of %s/%s failed: %s (the seed retries with backoff: follow it with kubectl etcd status %s --wait, or delete the cluster and restore again)",
+				c.Namespace, o.name, cond.Message, o.name)
+		}
+		return nil
+	}
+	snap, err := waitSettled(ctx, c, o.name, env.Err, o.timeout, env.PollInterval, env.Now, failed)
 	if err != nil {
 		return err
 	}

@@ -14,7 +14,8 @@ import (
 // spec seen), printing a line whenever what the hook reports changes. It ends at the first of: settled
 // (nil), ctx done (Ctrl-C: the context's error), timeout. A poll, not a watch: it works with get-only
 // RBAC and through proxies that cut long requests, and one GET a second costs the API server nothing.
-func waitSettled(ctx context.Context, c *Clients, name string, out io.Writer, timeout, interval time.Duration, now func() time.Time) (*Snapshot, error) {
+// stop, when not nil, ends the wait early with its error (a failure that waiting will not end).
+func waitSettled(ctx context.Context, c *Clients, name string, out io.Writer, timeout, interval time.Duration, now func() time.Time, stop func(*Snapshot) error) (*Snapshot, error) {
 	start := now()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -43,6 +44,11 @@ func waitSettled(ctx context.Context, c *Clients, name string, out io.Writer, ti
 		}
 		if snap != nil && err == nil && snap.settled() {
 			return snap, nil
+		}
+		if snap != nil && err == nil && stop != nil {
+			if err := stop(snap); err != nil {
+				return snap, err
+			}
 		}
 		select {
 		case <-ctx.Done():
