@@ -14,13 +14,19 @@ bin="$tools/promtool-$PROMETHEUS_VERSION"
 
 if [ ! -x "$bin" ]; then
 	mkdir -p "$tools"
-	echo "promtool.sh: building promtool $PROMETHEUS_VERSION into $tools (once)" >&2
-	# Built outside the project's module (go install pkg@version ignores go.mod), into a temporary GOBIN
-	# so that a half-written binary is never taken for a finished one.
-	tmp=$(mktemp -d "$tools/.build.XXXXXX")
-	trap 'rm -rf "$tmp"' EXIT
-	(cd "$tmp" && GOBIN="$tmp" GOFLAGS=-buildvcs=false CGO_ENABLED=0 \
-		go install "github.com/prometheus/prometheus/cmd/promtool@$PROMETHEUS_VERSION")
-	mv "$tmp/promtool" "$bin"
+	# A lock: .ci/run builds the tools in the background while make test may already ask for one.
+	exec 9>"$tools/.promtool.lock"
+	flock 9
+	if [ ! -x "$bin" ]; then
+		echo "promtool.sh: building promtool $PROMETHEUS_VERSION into $tools (once)" >&2
+		# Built outside the project's module (go install pkg@version ignores go.mod), into a temporary GOBIN
+		# so that a half-written binary is never taken for a finished one.
+		tmp=$(mktemp -d "$tools/.build.XXXXXX")
+		trap 'rm -rf "$tmp"' EXIT
+		(cd "$tmp" && GOBIN="$tmp" GOFLAGS=-buildvcs=false CGO_ENABLED=0 \
+			go install "github.com/prometheus/prometheus/cmd/promtool@$PROMETHEUS_VERSION")
+		mv "$tmp/promtool" "$bin"
+	fi
+	exec 9>&-
 fi
 exec "$bin" "$@"
