@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/etcdhook/etcdhook/api"
 	"github.com/etcdhook/etcdhook/membership"
@@ -225,10 +226,16 @@ func (s *scenario) tryMemberList() []api.Member {
 
 func (s *scenario) scaleHook(n int32) {
 	s.t.Helper()
-	d, err := s.e.kube.AppsV1().Deployments(hookNamespace).Get(s.ctx, "etcdhook", metav1.GetOptions{})
-	require.NoError(s.t, err)
-	d.Spec.Replicas = &n
-	_, err = s.e.kube.AppsV1().Deployments(hookNamespace).Update(s.ctx, d, metav1.UpdateOptions{})
+	// The Deployment controller writes the status meanwhile: read again and retry on a conflict.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		d, err := s.e.kube.AppsV1().Deployments(hookNamespace).Get(s.ctx, "etcdhook", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		d.Spec.Replicas = &n
+		_, err = s.e.kube.AppsV1().Deployments(hookNamespace).Update(s.ctx, d, metav1.UpdateOptions{})
+		return err
+	})
 	require.NoError(s.t, err)
 	s.waitFor(fmt.Sprintf("hook at %d ready replicas", n), 2*time.Minute, func() bool {
 		d, err := s.e.kube.AppsV1().Deployments(hookNamespace).Get(s.ctx, "etcdhook", metav1.GetOptions{})

@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/yaml"
 
 	"github.com/etcdhook/etcdhook/api"
@@ -129,7 +130,7 @@ func (s *scenario) tlsOn() bool {
 func (s *scenario) apply(spec map[string]any) {
 	s.t.Helper()
 	c := s.e.dyn.Resource(gvrCluster).Namespace(s.ns)
-	cur, err := c.Get(s.ctx, s.name, metav1.GetOptions{})
+	_, err := c.Get(s.ctx, s.name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		obj := &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": api.APIVersion, "kind": api.Kind,
@@ -141,10 +142,19 @@ func (s *scenario) apply(spec map[string]any) {
 		return
 	}
 	require.NoError(s.t, err)
-	for k, v := range spec {
-		cur.Object["spec"].(map[string]any)[k] = v
-	}
-	_, err = c.Update(s.ctx, cur, metav1.UpdateOptions{})
+	// Metacontroller writes the status meanwhile (a new resourceVersion): read again and retry, as
+	// kubectl edit would.
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := c.Get(s.ctx, s.name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		for k, v := range spec {
+			cur.Object["spec"].(map[string]any)[k] = v
+		}
+		_, err = c.Update(s.ctx, cur, metav1.UpdateOptions{})
+		return err
+	})
 	require.NoError(s.t, err)
 }
 
