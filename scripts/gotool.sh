@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# Prints the path of a test server built from source with `go install` into the project's bin/tools/
-# the first time (and again when the pinned version changes), so that `make test` needs nothing
-# installed by hand. The membership tests' object stores call it: real MinIO and a real GCS emulator.
-# Usage: scripts/gotool.sh minio | fake-gcs-server
+# Prints the path of a tool built from source with `go install` into the project's bin/tools/ the first
+# time (and again when the pinned version changes), so that `make test` needs nothing installed by hand:
+# only Go and the Go module proxy. The membership tests' object stores (real MinIO, a real GCS
+# emulator) and the chart and rule checks (helm, kustomize, promtool, through scripts/<tool>.sh) use it.
+# None of them is in the main go.mod (helm alone pulls in most of Kubernetes).
+# Usage: scripts/gotool.sh minio | fake-gcs-server | helm | kustomize | promtool
 set -euo pipefail
 
-case "${1:-}" in
+name=${1:-}
+case "$name" in
 minio)
 	# MinIO publishes no semver module versions: the newest commit `go install …@latest` resolved to
 	# when this was pinned (2026-02-12).
@@ -16,31 +19,48 @@ fake-gcs-server)
 	pkg=github.com/fsouza/fake-gcs-server
 	version=v1.56.1
 	;;
+helm)
+	pkg=helm.sh/helm/v3/cmd/helm
+	version=v3.22.0
+	;;
+kustomize)
+	# kubectl kustomize differs by kubectl version: this one is pinned.
+	pkg=sigs.k8s.io/kustomize/kustomize/v5
+	version=v5.8.2
+	;;
+promtool)
+	# github.com/prometheus/prometheus tags its Go module v0.<major><minor>.<patch>: v0.316.0 is
+	# Prometheus 3.16.0.
+	pkg=github.com/prometheus/prometheus/cmd/promtool
+	version=v0.316.0
+	;;
 *)
-	echo "usage: $0 minio|fake-gcs-server" >&2
+	echo "usage: $0 minio|fake-gcs-server|helm|kustomize|promtool" >&2
 	exit 2
 	;;
 esac
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 tools="$root/bin/tools"
-bin="$tools/$1-$version"
+bin="$tools/$name-$version"
 
 if [ ! -x "$bin" ]; then
 	mkdir -p "$tools"
-	echo "gotool.sh: building $1 $version into $tools (once)" >&2
+	echo "gotool.sh: building $name $version into $tools (once)" >&2
 	start=$(date +%s)
 	# Outside the project's module (go install pkg@version ignores go.mod), into a temporary GOBIN so
 	# that a half-written binary is never taken for a finished one; a lock, because test packages run
-	# in parallel and may both ask.
-	exec 9>"$tools/.$1.lock"
+	# in parallel and .ci/run builds tools in the background, and either may ask while a build runs.
+	exec 9>"$tools/.$name.lock"
 	flock 9
 	if [ ! -x "$bin" ]; then
 		tmp=$(mktemp -d "$tools/.build.XXXXXX")
 		trap 'rm -rf "$tmp"' EXIT
 		(cd "$tmp" && GOBIN="$tmp" GOFLAGS=-buildvcs=false CGO_ENABLED=0 go install "$pkg@$version") >&2
-		mv "$tmp/$(basename "$pkg")" "$bin"
-		echo "gotool.sh: built $1 in $(( $(date +%s) - start ))s" >&2
+		# The binary is named for the command's directory, the module's major version excepted
+		# (sigs.k8s.io/kustomize/kustomize/v5 installs kustomize).
+		mv "$tmp"/* "$bin"
+		echo "gotool.sh: built $name in $(( $(date +%s) - start ))s" >&2
 	fi
 fi
 echo "$bin"
