@@ -196,25 +196,32 @@ func (p *plan) decideDefrag() defragState {
 	return st
 }
 
-// unfinishedPass finds a member executing, or asked for, a pass other than token: its ordinal and that
-// pass (-1 when none). Asked means the last answer wrote the pass on its Lease and its agent has not
-// reported it done; a NOSPACE recovery no longer due is not held to (its agent acts only while an alarm
-// or a full file calls for it), and the NOSPACE recovery waits only for a member executing a pass, not
-// for one merely asked (whose agent may keep failing it). Only fresh Leases count: no agent runs
-// behind a stale one.
+// pendingPass is the pass member i is on: the one its agent reports executing (running), or the one the
+// last answer asked of it that it has not reported done and may still execute (mayExecute; a NOSPACE
+// turn asked is not counted: its agent acts only while an alarm or a full file calls for it). "" when
+// none, or when its Lease is stale or another member's: no agent runs behind a stale one.
+func (p *plan) pendingPass(i int) (token string, running bool) {
+	m, lv := p.f.primary[i], p.f.leases[i]
+	if m == nil || lv == nil || !lv.fresh || lv.report.MemberID != m.ID {
+		return "", false
+	}
+	r := lv.report
+	if r.Defragging != "" {
+		return r.Defragging, true
+	}
+	if lv.defrag != "" && lv.defrag != NoSpacePass && r.DefragDone != lv.defrag && mayExecute(m, r) {
+		return lv.defrag, false
+	}
+	return "", false
+}
+
+// unfinishedPass finds a member on a pass other than token (pendingPass): its ordinal and that pass
+// (-1 when none). The NOSPACE recovery waits only for a member executing a pass, not for one merely
+// asked (whose agent may keep failing it).
 func (p *plan) unfinishedPass(token string) (int, string) {
-	f := p.f
-	for _, i := range sortedKeys(f.primary) {
-		lv := f.leases[i]
-		if lv == nil || !lv.fresh || lv.report.MemberID != f.primary[i].ID {
-			continue
-		}
-		r := lv.report
-		if r.Defragging != "" && r.Defragging != token {
-			return i, r.Defragging
-		}
-		if token != NoSpacePass && lv.defrag != "" && lv.defrag != token && lv.defrag != NoSpacePass && r.DefragDone != lv.defrag && mayExecute(f.primary[i], r) {
-			return i, lv.defrag
+	for _, i := range sortedKeys(p.f.primary) {
+		if other, running := p.pendingPass(i); other != "" && other != token && (running || token != NoSpacePass) {
+			return i, other
 		}
 	}
 	return -1, ""
@@ -232,21 +239,14 @@ func (p *plan) defragNowDone() string {
 	return v
 }
 
-// defragmenting names the pod of a member that defragments now, or that the last answer asked to and
-// whose agent has not reported it done (it may be at it before its report says so); "" when none. A
+// defragmenting names the pod of a member on a pass (pendingPass: it defragments now, or the last answer
+// asked it to and it may be at it before its report says so); "" when none. A
 // defragmenting member serves no reads or writes for the duration: no planned step (a member leaving or
-// joining, a pod restarted by a roll) starts beside it, as no defragmentation starts beside a step. A
-// NOSPACE turn counts only while its agent reports it running (asked, it may have nothing to do).
+// joining, a pod restarted by a roll) starts beside it, as no defragmentation starts beside a step.
 func (p *plan) defragmenting() string {
-	f := p.f
-	for _, i := range sortedKeys(f.primary) {
-		lv := f.leases[i]
-		if lv == nil || !lv.fresh || lv.report.MemberID != f.primary[i].ID {
-			continue
-		}
-		r := lv.report
-		if r.Defragging != "" || lv.defrag != "" && lv.defrag != NoSpacePass && r.DefragDone != lv.defrag && mayExecute(f.primary[i], r) {
-			return f.names.Pod(i)
+	for _, i := range sortedKeys(p.f.primary) {
+		if tok, _ := p.pendingPass(i); tok != "" {
+			return p.f.names.Pod(i)
 		}
 	}
 	return ""
