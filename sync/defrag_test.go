@@ -160,10 +160,15 @@ func TestNoSpaceRecoveryPass(t *testing.T) {
 	require.Equal(t, metav1.ConditionTrue, c.Status)
 }
 
-// The member the last answer asked keeps its turn before its agent says it started: a new leader that
-// reorders the turns must not make the hook ask a second member beside it.
-func TestDefragAskedMemberKeepsTurn(t *testing.T) {
+// askOneHeld builds a settled 3-member world at version (empty: the default) whose files are mostly free,
+// asks for a scheduled pass whose agents never execute it (noDefrag), and returns the world and the one
+// member asked.
+func askOneHeld(t *testing.T, version string) (*world, int) {
+	t.Helper()
 	w := newWorld(t, 3)
+	if version != "" {
+		w.spec.Version = version
+	}
 	w.converge(80)
 	w.dbSize, w.dbSizeInUse = 1<<30, 300<<20
 	w.noDefrag = true
@@ -172,10 +177,16 @@ func TestDefragAskedMemberKeepsTurn(t *testing.T) {
 	w.step(5 * time.Second)
 	asked := defragIntents(w)
 	require.Len(t, asked, 1)
-	var first int
 	for i := range asked {
-		first = i
+		return w, i
 	}
+	return w, -1
+}
+
+// The member the last answer asked keeps its turn before its agent says it started: a new leader that
+// reorders the turns must not make the hook ask a second member beside it.
+func TestDefragAskedMemberKeepsTurn(t *testing.T) {
+	w, first := askOneHeld(t, "")
 	w.etcd.leader = w.data[first] // leadership moves to the asked member: it would now go last
 	for range 3 {
 		w.step(5 * time.Second)
@@ -249,15 +260,7 @@ func TestDefragHoldsRollAndGrow(t *testing.T) {
 			func(w *world) bool { return len(w.etcd.members) == 4 }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			w := newWorld(t, 3)
-			w.spec.Version = "3.6.15"
-			w.converge(80)
-			w.dbSize, w.dbSizeInUse = 1<<30, 300<<20
-			w.noDefrag = true
-			w.setSpec(withDefrag("0 3 * * *"))
-			w.step(5 * time.Second)
-			w.step(5 * time.Second)
-			require.Len(t, defragIntents(w), 1)
+			w, _ := askOneHeld(t, "3.6.15")
 			uids := map[int]string{}
 			for i, p := range w.pods {
 				uids[i] = p.uid
@@ -318,20 +321,7 @@ func TestNoSpaceAlarmOfARemovedMember(t *testing.T) {
 // turn nor the roll waiting for it (the roll now waits for the quorum rule only, as it would without
 // any pass), and once the member is back the roll and then the pass go on.
 func TestDefragAskedMemberDownHoldsNothing(t *testing.T) {
-	w := newWorld(t, 3)
-	w.spec.Version = "3.6.15"
-	w.converge(80)
-	w.dbSize, w.dbSizeInUse = 1<<30, 300<<20
-	w.noDefrag = true
-	w.setSpec(withDefrag("0 3 * * *"))
-	w.step(5 * time.Second)
-	w.step(5 * time.Second)
-	asked := defragIntents(w)
-	require.Len(t, asked, 1)
-	var first int
-	for i := range asked {
-		first = i
-	}
+	w, first := askOneHeld(t, "3.6.15")
 	w.down[first] = true
 	w.noDefrag = false
 	w.setSpec(func(s *api.ClusterSpec) { s.Version = "3.6.16" })
