@@ -45,6 +45,9 @@ type AgentConfig struct {
 	TLS *AgentTLS `json:"tls,omitempty"`
 	// Restore is set for a cluster created from a snapshot: the seed restores it before its first start.
 	Restore *AgentRestore `json:"restore,omitempty"`
+	// RetiredClusters are the cluster IDs an in-place restore replaced (docs/design.md §16.8): data of
+	// one of them is moved aside, and a report or member list naming one is not this cluster's.
+	RetiredClusters []string `json:"retiredClusters,omitempty"`
 }
 
 // AgentRestore is spec.restore as the agent needs it.

@@ -71,6 +71,9 @@ const (
 	// AnnDefragNow on the EtcdCluster asks for one defragmentation pass of every member per distinct
 	// value (any token), whatever the thresholds say.
 	AnnDefragNow = "etcd.io/defrag-now"
+	// AnnRestoreFrom on the EtcdCluster asks for the running cluster's data to be replaced by a snapshot
+	// (a URL as spec.restore.from takes it), once per distinct value (docs/design.md §16.8).
+	AnnRestoreFrom = "etcd.io/restore-from"
 )
 
 // ConfigMap keys.
@@ -94,6 +97,10 @@ const (
 	// the annotation stays on the parent, and without this record its pass would be due forever and hide
 	// the schedule. Absent until a first on-demand pass completes.
 	ConfigKeyDefragNowDone = "defrag-now-done"
+	// ConfigKeyRestoreInPlace records the in-place restore asked by etcd.io/restore-from (JSON): its
+	// request, the cluster IDs it replaces, whether the data was replaced (committed) and whether the
+	// restored member runs (done). Absent until a first in-place restore.
+	ConfigKeyRestoreInPlace = "restore-in-place"
 )
 
 // Names derives every object name from the cluster's name and namespace.
@@ -202,6 +209,21 @@ func (n Names) BackupName() string { return n.Cluster + "-backup" }
 func (n Names) BackupJob(token string) string {
 	h := sha256.Sum256([]byte(token))
 	return n.Cluster + "-backup-" + hex.EncodeToString(h[:5])
+}
+
+// RestoreJob names the Job that restores the etcd.io/restore-from request into ordinal 0's volume: one
+// Job per request.
+func (n Names) RestoreJob(request string) string {
+	h := sha256.Sum256([]byte(request))
+	return n.Cluster + "-restore-" + hex.EncodeToString(h[:5])
+}
+
+// RestoreToken is the cluster token of data restored in place for request: distinct per request, so
+// that the restored cluster's member and cluster IDs (etcd derives them from the token and peer URL)
+// never equal those of the cluster it replaces or of an earlier restore.
+func RestoreToken(namespace, name, uid, request string) string {
+	h := sha256.Sum256([]byte(request))
+	return Token(namespace, name, uid) + "-restore-" + hex.EncodeToString(h[:5])
 }
 
 // Token is the etcd cluster token: it includes the parent UID so a re-created cluster differs.

@@ -264,6 +264,10 @@ type RestoreStatus struct {
 	Phase string `json:"phase"`
 	// Message: why the seed could not restore yet (RestoreFailed), empty otherwise.
 	Message string `json:"message,omitempty"`
+	// InPlace: the etcd.io/restore-from annotation asked for this restore over a running cluster's
+	// data; ReplacedClusterIDs are the cluster IDs it replaced (docs/design.md §16.8).
+	InPlace            bool     `json:"inPlace,omitempty"`
+	ReplacedClusterIDs []string `json:"replacedClusterIDs,omitempty"`
 }
 
 // Target is the latched (size, version) the hook is working towards.

@@ -53,6 +53,9 @@ type AgentConfig struct {
 	// Restore, when set, is the snapshot the seed of a new cluster starts from (DataDir, Name, PeerURL
 	// and Token filled in); nil for a cluster bootstrapped empty.
 	Restore *RestoreRequest
+	// Retired are cluster IDs an in-place restore replaced: a Lease or member list naming one is not
+	// this cluster's, and data of one is moved aside (docs/design.md §16.8).
+	Retired map[uint64]bool
 }
 
 // Agent supervises etcd in a member pod (docs/design.md §1.3, §7.2-§7.3).
@@ -309,8 +312,9 @@ func (a *Agent) decide(ctx context.Context) (Decision, StartFacts, error) {
 	// Any cluster ID annotation, even one that does not parse, means bootstrapped: a seed never starts a
 	// second cluster because a report was damaged.
 	f.Bootstrapped = len(ids) > 0
+	f.Retired = a.Cfg.Retired
 	var idProblems []string
-	f.ClusterID, idProblems = LeaseClusterID(ids)
+	f.ClusterID, idProblems = LeaseClusterID(a.current(ids))
 	a.leaseProblems = append(problems, idProblems...)
 	f.JoinDeadline = a.localTime(in.Join.Until)
 	// The seed of a new cluster (seed mark, no data, no cluster ID on any Lease) asks the client Service,
@@ -323,6 +327,11 @@ func (a *Agent) decide(ctx context.Context) (Decision, StartFacts, error) {
 	lctx, cancel := context.WithTimeout(ctx, listTimeout)
 	l, err := a.Etcd.MemberList(lctx, a.Cfg.Endpoints)
 	cancel()
+	if err == nil && a.Cfg.Retired[l.ClusterID] {
+		// Members of a cluster an in-place restore replaced (one not stopped yet): never this cluster.
+		a.Log.Warn("member list of a replaced cluster ignored", "answered", api.FormatID(l.ClusterID))
+		err = errors.New("replaced cluster")
+	}
 	if err == nil && f.ClusterID != 0 && l.ClusterID != f.ClusterID {
 		// The voters that answered are not the cluster the Leases report: use nothing they say.
 		a.Log.Warn("member list from another cluster ignored", "answered", api.FormatID(l.ClusterID), "leases", api.FormatID(f.ClusterID))
@@ -336,6 +345,22 @@ func (a *Agent) decide(ctx context.Context) (Decision, StartFacts, error) {
 		}
 	}
 	return DecideStart(f), f, nil
+}
+
+// current drops the cluster IDs an in-place restore retired: those Leases report a member that has not
+// restarted since (an ID that does not parse is kept for LeaseClusterID to note).
+func (a *Agent) current(ids []string) []string {
+	if len(a.Cfg.Retired) == 0 {
+		return ids
+	}
+	out := ids[:0:0]
+	for _, s := range ids {
+		if id, err := api.ParseID(s); err == nil && a.Cfg.Retired[id] {
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
 }
 
 // localTime converts an instant on the API server's clock to this machine's.

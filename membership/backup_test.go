@@ -222,6 +222,81 @@ func TestMembershipBackupRestore(t *testing.T) {
 	})
 }
 
+// TestMembershipRestoreInPlace is the in-place restore of docs/design.md §16.8 on real etcd. While a
+// member runs on the volume the restore refuses to touch it (etcd's database lock). With every member
+// stopped it restores a snapshot over ordinal 0's data, keeping the old data aside. With the replaced
+// cluster retired, member 0 starts alone on the restored data, and the others, still on the replaced
+// cluster's data, move it aside and join one at a time: every key of the snapshot is back, the key
+// written after it is not, and every member holds the same store.
+func TestMembershipRestoreInPlace(t *testing.T) {
+	v := etcdVersions[len(etcdVersions)-1]
+	ctx := context.Background()
+	c := newCluster(t, v, 3)
+	c.bootstrap(nil, 3)
+	cl := c.client()
+	want := fill(t, cl, 200)
+	d := fileStore(t).destination(t)
+	res, err := c.backupOnce(d, backup.Retention{}, time.Now())
+	require.NoError(t, err)
+	url := d.ObjectURL(res.Manifest.SnapshotKey())
+	_, err = cl.Put(ctx, "/data/after-backup", "lost by the restore")
+	require.NoError(t, err)
+	cl.Close()
+	oldID := c.leases.Report(c.slots[0].lease).ClusterID
+	oldMember := c.memberID(0)
+	src, err := backup.ParseSource(url)
+	require.NoError(t, err)
+	s0 := c.slots[0]
+	req := RestoreRequest{Source: src, Namespace: "ns", Cluster: "src", DataDir: s0.dataDir(), Name: s0.name, PeerURL: s0.peerURL,
+		Token: "tok-" + c.parent + "-restore-1", Replace: true,
+		Bind: func(r RestoreResult) error {
+			return WriteBinding(s0.dataDir(), Binding{ParentUID: c.parent, PeerURL: s0.peerURL, Restored: &Restored{URL: r.URL, Revision: r.Revision}})
+		}}
+
+	_, err = Restore(ctx, c.log, req)
+	require.ErrorIs(t, err, ErrEtcdRunning, "never under a running member")
+	df, err := ReadData(s0.dataDir())
+	require.NoError(t, err)
+	require.Equal(t, oldMember, api.FormatID(df.MemberID), "the running member's data is untouched")
+
+	c.stopAll()
+	got, err := Restore(ctx, c.log, req)
+	require.NoError(t, err)
+	require.Equal(t, res.Manifest.Revision, got.Revision)
+	aside, err := ReadData(s0.dataDir() + ".removed-1")
+	require.NoError(t, err)
+	require.Equal(t, oldMember, api.FormatID(aside.MemberID), "the replaced data is kept aside")
+
+	id, err := api.ParseID(oldID)
+	require.NoError(t, err)
+	c.retired = map[uint64]bool{id: true}
+	c.intent(0, api.IntentMember, false, 0)
+	c.start(0, 0)
+	c.waitFor("member 0 on the restored data", stepMax, func() bool { return c.voters(0) })
+	c.grow(1)
+	c.grow(2)
+
+	dcl := c.client()
+	defer dcl.Close()
+	have, rev := content(t, dcl)
+	require.Equal(t, want, have, "the snapshot's keys, and not the one written after it")
+	require.Equal(t, res.Manifest.Revision+RevisionBump, rev)
+	h := c.hashKV(rev)
+	require.Len(t, h, 3)
+	for name, x := range h {
+		require.Equal(t, h["m0"], x, "member %s differs from member 0", name)
+	}
+	r0 := c.leases.Report(s0.lease)
+	require.Equal(t, url, r0.RestoredFrom)
+	require.NotEqual(t, oldID, r0.ClusterID, "a new cluster")
+	for _, s := range c.slots[1:] {
+		r := c.leases.Report(s.lease)
+		require.Equal(t, r0.ClusterID, r.ClusterID)
+		_, err := os.Stat(s.dataDir() + ".removed-1")
+		require.NoError(t, err, "%s moved the replaced cluster's data aside", s.name)
+	}
+}
+
 // TestMembershipRestoreRefusesDamage: a truncated snapshot, one whose SHA-256 does not match its
 // manifest, one with a byte flipped (manifest rewritten to match, so only etcd's own hash catches it),
 // one without a manifest and a missing one are refused: the seed reports RestoreFailed naming the

@@ -28,6 +28,9 @@ type StartFacts struct {
 	// Members is the linearizable member list read through a voter; nil when no voter answered.
 	Members []api.Member
 	PeerURL string
+	// Retired are cluster IDs an in-place restore replaced (docs/design.md §16.8): their data is moved
+	// aside, never started on or refused.
+	Retired map[uint64]bool
 }
 
 // Action is what the agent does next.
@@ -97,6 +100,9 @@ func DecideStart(f StartFacts) Decision {
 	if f.Intent != api.IntentMember {
 		return Decision{Action: Wait, Reason: "WaitingForLease", Detail: "no intent on the member Lease yet"}
 	}
+	if f.Data.Present && f.retiredData() {
+		return Decision{Action: MoveAside, Reason: "ReplacedData", Detail: "the data is of cluster " + api.FormatID(f.Data.ClusterID) + ", which an in-place restore replaced: moved aside"}
+	}
 	if f.Data.Present {
 		if reason, foreign := f.foreign(); foreign {
 			return Decision{Action: Refuse, Reason: api.ReasonForeignData, Detail: reason}
@@ -145,6 +151,19 @@ func (f StartFacts) self() *api.Member {
 		}
 	}
 	return nil
+}
+
+// retiredData: the data directory is of a cluster an in-place restore of this EtcdCluster replaced, and
+// was written for this member (or has no binding: this cluster's data that lost it). Data of another
+// EtcdCluster or ordinal stays foreign whatever its cluster ID.
+func (f StartFacts) retiredData() bool {
+	if f.Data.ClusterID == 0 || !f.Retired[f.Data.ClusterID] || f.Data.ClusterID == f.ClusterID {
+		return false
+	}
+	if b := f.Data.Binding; b != nil && (b.ParentUID != f.ParentUID || b.PeerURL != "" && f.PeerURL != "" && b.PeerURL != f.PeerURL) {
+		return false
+	}
+	return true
 }
 
 // foreign says whether the data directory was written for another EtcdCluster or cluster.

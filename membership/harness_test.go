@@ -181,6 +181,8 @@ type tcluster struct {
 	restore *backup.Source
 	// flags are added to every member's etcd command line (e.g. a tiny --quota-backend-bytes).
 	flags []string
+	// retired are the cluster IDs an in-place restore replaced (agent.json's retiredClusters).
+	retired map[uint64]bool
 }
 
 // newCluster is a cluster as the product makes it by default: TLS on both planes.
@@ -279,7 +281,7 @@ func (c *tcluster) start(i int, tick time.Duration) {
 			Name: s.name, PeerURL: s.peerURL, ClientURL: s.clientURL, Endpoints: c.endpoints(i),
 			DataDir: s.dataDir(), ParentUID: c.parent, LeaseDuration: 15 * time.Second,
 			EtcdCommand: cmd, Tick: tick, FastTick: fast, StopGrace: 10 * time.Second, JoinTimeout: 60 * time.Second, NoSpaceAgain: time.Second,
-			EtcdOutput: out,
+			EtcdOutput: out, Retired: c.retired,
 		},
 		Store: c.leases.Store(s.lease, s.name+"-pod"),
 		Etcd:  &Etcd{Log: log, CallTimeout: 2 * time.Second},

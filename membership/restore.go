@@ -2,10 +2,12 @@ package membership
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"go.etcd.io/etcd/etcdutl/v3/snapshot"
 	"go.uber.org/zap"
@@ -19,8 +21,11 @@ type RestoreRequest struct {
 	// Namespace and Cluster find "latest" (the folder of that name).
 	Namespace string
 	Cluster   string
-	// DataDir is where etcd will find the restored data; it must not exist yet.
+	// DataDir is where etcd will find the restored data; it must not exist yet, unless Replace.
 	DataDir string
+	// Replace: an existing DataDir (a stopped member's, docs/design.md §16.8) is moved aside once the
+	// snapshot is restored beside it, never before; etcd must not run on it.
+	Replace bool
 	Name    string
 	PeerURL string
 	Token   string
@@ -56,8 +61,13 @@ type RestoreResult struct {
 // cluster, and only then renames the result to DataDir: a restore cut short or refused never leaves
 // a data directory, so the seed never starts on half a snapshot (docs/design.md §16.4).
 func Restore(ctx context.Context, log *slog.Logger, req RestoreRequest) (RestoreResult, error) {
-	if _, err := os.Stat(req.DataDir); err == nil {
+	if _, err := os.Stat(req.DataDir); err == nil && !req.Replace {
 		return RestoreResult{}, fmt.Errorf("refusing to restore: %s already exists", req.DataDir)
+	}
+	if req.Replace {
+		if err := checkNotRunning(req.DataDir); err != nil {
+			return RestoreResult{}, err
+		}
 	}
 	if err := backup.LoadCredentials(req.CredentialsDir); err != nil {
 		return RestoreResult{}, err
@@ -108,6 +118,21 @@ func Restore(ctx context.Context, log *slog.Logger, req RestoreRequest) (Restore
 	if err != nil {
 		return res, fmt.Errorf("restoring %s: %w", res.URL, err)
 	}
+	if req.Replace {
+		// Checked again: the download took a while.
+		if err := checkNotRunning(req.DataDir); err != nil {
+			return res, err
+		}
+		aside, err := moveDataAside(osFS{}, req.DataDir, keepAside)
+		switch {
+		case errors.Is(err, errPruneAside):
+			log.Warn("data moved aside; an older copy could not be deleted", "to", aside, "error", err)
+		case err != nil:
+			return res, fmt.Errorf("moving the replaced data aside: %w", err)
+		case aside != "":
+			log.Info("replaced data moved aside", "to", aside)
+		}
+	}
 	if req.Bind != nil {
 		if err := req.Bind(res); err != nil {
 			return res, fmt.Errorf("writing the binding of the restored data: %w", err)
@@ -118,4 +143,28 @@ func Restore(ctx context.Context, log *slog.Logger, req RestoreRequest) (Restore
 	}
 	log.Info("snapshot restored", "snapshot", res.URL, "revision", res.Revision)
 	return res, nil
+}
+
+// ErrEtcdRunning: an etcd process holds the data directory's database (bbolt's flock): replacing it
+// under a running member would corrupt it.
+var ErrEtcdRunning = errors.New("etcd is running on the data directory")
+
+// checkNotRunning fails when a process holds the data directory's database lock: bbolt takes an
+// exclusive flock on member/snap/db for as long as etcd has it open. A missing database holds nothing.
+func checkNotRunning(dataDir string) error {
+	f, err := os.Open(filepath.Join(dataDir, "member", "snap", "db"))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return fmt.Errorf("%w: %s", ErrEtcdRunning, dataDir)
+		}
+		return fmt.Errorf("locking %s: %w", f.Name(), err)
+	}
+	return syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
 }

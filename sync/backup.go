@@ -43,11 +43,17 @@ func (p *plan) backupObjects() []any {
 	})
 	if b.Schedule != "" && p.f.obs.CronJobsDeclared {
 		job := p.backupJob(n.BackupName(), "")
+		var suspend *bool
+		if p.restoring {
+			// The members are down on purpose (inplace.go): a run would only fail.
+			suspend = ptr(true)
+		}
 		out = append(out, &batchv1.CronJob{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "batch/v1", Kind: "CronJob"},
 			ObjectMeta: job.ObjectMeta,
 			Spec: batchv1.CronJobSpec{
 				Schedule: b.Schedule,
+				Suspend:  suspend,
 				// The schedule is UTC whatever the controller manager's zone.
 				TimeZone: ptr("Etc/UTC"),
 				// One backup at a time; a missed run is started up to 5 minutes late, else skipped.

@@ -117,8 +117,19 @@ func (w *world) checkChildren(children map[string]map[string]any, req *Request) 
 	w.t.Helper()
 	sts := children[KeyStatefulSet+"/"+w.name]
 	replicas := int(sts["spec"].(map[string]any)["replicas"].(float64))
-	// 2. Replicas never below 1 + the highest ordinal that is a member (by etcd's own list).
+	// 2. Replicas never below 1 + the highest ordinal that is a member (by etcd's own list), except while
+	// an in-place restore stops every member on purpose (docs/design.md §16.8).
+	restoring := false
+	if cm := children[KeyConfigMap+"/"+w.names().ConfigMap()]; cm != nil {
+		if s, ok := cm["data"].(map[string]any)[api.ConfigKeyRestoreInPlace].(string); ok {
+			var rec inPlaceRecord
+			restoring = json.Unmarshal([]byte(s), &rec) == nil && !rec.Done
+		}
+	}
 	for _, m := range w.etcd.members {
+		if restoring {
+			break
+		}
 		if i := w.ordinalOf(m); i >= replicas {
 			w.t.Errorf("replicas %d below member %s at ordinal %d", replicas, m.ID, i)
 		}

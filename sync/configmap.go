@@ -23,7 +23,25 @@ func (p *plan) agentConfig() api.AgentConfig {
 		AdoptExistingData:    p.spec.AdoptExistingData,
 		TLS:                  p.agentTLS(),
 		Restore:              p.agentRestore(),
+		RetiredClusters:      p.retiredClusters(),
 	}
+}
+
+// retiredClusters are the cluster IDs in-place restores replaced, sorted (nil for none).
+func (p *plan) retiredClusters() []string {
+	ids := map[string]bool{}
+	for id := range p.f.retired {
+		ids[id] = true
+	}
+	if p.inPlace != nil {
+		for _, id := range p.inPlace.Retired {
+			ids[id] = true
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	return sortedKeys(ids)
 }
 
 // agentRestore is spec.restore for the agent, nil without one.
@@ -120,6 +138,9 @@ func (p *plan) configMap() *corev1.ConfigMap {
 	}
 	if v := p.defragNowDone(); v != "" {
 		cm.Data[api.ConfigKeyDefragNowDone] = v
+	}
+	if v := p.inPlaceRecordJSON(); v != "" {
+		cm.Data[api.ConfigKeyRestoreInPlace] = v
 	}
 	return cm
 }

@@ -117,6 +117,14 @@ type facts struct {
 	// alarms: the cluster's alarms as the fresh reports read them, by type, each the member IDs that
 	// raised it (readAlarms); an alarm naming no member of the cluster is ignored (distrusted).
 	alarms map[string][]string
+	// inPlace: the ConfigMap's record of the last in-place restore (nil: none); retired: the cluster IDs
+	// in-place restores replaced, whose reports count for nothing (inplace.go).
+	inPlace *inPlaceRecord
+	retired map[string]bool
+	// inPlaceWithdrawn: the request was withdrawn while its restore Job runs; inPlaceProblem: why the
+	// etcd.io/restore-from value cannot be carried out ("" when it can, or there is none).
+	inPlaceWithdrawn bool
+	inPlaceProblem   string
 
 	clusterID    string
 	splitBrain   bool
@@ -193,11 +201,18 @@ func newFacts(o *Observed, now time.Time) *facts {
 			f.pvcs[i] = pvc
 		}
 	}
+	f.readInPlace()
 	f.readLeases()
 	f.readClusterID()
+	if f.chooseInPlace() {
+		// A restore starts or is abandoned: what is retired changed, and with it every report's worth.
+		f.readLeases()
+		f.readClusterID()
+	}
 	f.readTruth()
 	f.readAlarms()
 	f.readJobs()
+	f.finishInPlace()
 	return f
 }
 
@@ -256,15 +271,20 @@ func (f *facts) readLeases() {
 		if lv.report.ParentUID != "" && lv.report.ParentUID != f.uid {
 			lv.report = api.Report{Error: lv.report.Error, Role: api.RoleNone}
 		}
+		// Nor does a report of a cluster an in-place restore replaced (its member has not restarted yet).
+		if f.retired[lv.report.ClusterID] {
+			lv.report = api.Report{Role: api.RoleNone}
+		}
 		f.leases[i] = lv
 	}
 }
 
 // readClusterID latches the cluster ID and the bootstrapped flag from every source (docs/design.md §5.4).
 func (f *facts) readClusterID() {
+	f.clusterID, f.clusterIDs = "", nil
 	ids := map[string]bool{}
 	add := func(id string) {
-		if id != "" {
+		if id != "" && !f.retired[id] {
 			ids[id] = true
 		}
 	}
@@ -282,9 +302,9 @@ func (f *facts) readClusterID() {
 	f.splitBrain = len(f.clusterIDs) > 1
 	// The first source in order of authority wins: status, then ConfigMap, then the reports.
 	switch {
-	case f.parent.Status.ClusterID != "":
+	case f.parent.Status.ClusterID != "" && !f.retired[f.parent.Status.ClusterID]:
 		f.clusterID = f.parent.Status.ClusterID
-	case f.cm != nil && f.cm.Data[api.ConfigKeyClusterID] != "":
+	case f.cm != nil && f.cm.Data[api.ConfigKeyClusterID] != "" && !f.retired[f.cm.Data[api.ConfigKeyClusterID]]:
 		f.clusterID = f.cm.Data[api.ConfigKeyClusterID]
 	case len(f.clusterIDs) > 0:
 		f.clusterID = f.clusterIDs[0]

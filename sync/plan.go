@@ -76,6 +76,11 @@ type plan struct {
 	released map[string]string
 	// defrag: the defragmentation pass due and the member asked (defrag.go).
 	defrag defragState
+
+	// In-place restore (inplace.go): the record to write; restoring while one runs; why it is stuck.
+	inPlace        *inPlaceRecord
+	restoring      bool
+	inPlaceFailure string
 }
 
 func (p *plan) wait(format string, args ...any) {
@@ -142,9 +147,13 @@ func decide(f *facts, opts Options) (*plan, error) {
 	f.names.TLS = p.spec.Security.TLS.TLSOn()
 	p.hash = templateHash(p.podTemplate())
 	p.keepJobs()
+	p.inPlace = f.inPlace
 	if p.paused {
 		p.pause()
 		p.askDefrag()
+		return p, nil
+	}
+	if p.decideInPlace() {
 		return p, nil
 	}
 	switch {
@@ -258,6 +267,9 @@ func (p *plan) inFlight() string {
 // (housekeeping: it holds the next step, but the cluster has its size).
 func (p *plan) stepInFlight() (what string, volume bool) {
 	f := p.f
+	if r := f.inPlace; r != nil && !r.Done {
+		return fmt.Sprintf("the in-place restore of %q", r.Request), false
+	}
 	for _, id := range sortedKeys(f.removeJobs) {
 		js := f.removeJobs[id]
 		last := js[len(js)-1]

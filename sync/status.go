@@ -52,6 +52,8 @@ func (p *plan) status() *api.ClusterStatus {
 	all, healthy := f.voters()
 	available := f.bootstrapped && f.truthKnown() && !f.splitBrain && healthy >= api.Quorum(all)
 	switch {
+	case p.restoring:
+		add(api.CondAvailable, false, "RestoringInPlace", fmt.Sprintf("the data is being replaced by %q (%s)", p.inPlace.Request, p.inPlacePhase()))
 	case available:
 		add(api.CondAvailable, true, "QuorumHealthy", fmt.Sprintf("%d of %d voters healthy", healthy, all))
 	case !f.bootstrapped:
@@ -73,6 +75,9 @@ func (p *plan) status() *api.ClusterStatus {
 	}
 	creating := p.creating()
 	switch {
+	case p.restoring:
+		// Asked for: the members are down on purpose.
+		add(api.CondDegraded, false, "RestoringInPlace", "")
 	case creating:
 		add(api.CondDegraded, false, "Creating", "")
 	case p.quorumLost:
@@ -90,6 +95,10 @@ func (p *plan) status() *api.ClusterStatus {
 	switch {
 	case p.stalled != "":
 		add(api.CondProgressing, false, "StepDeadlineExceeded", p.stalled)
+	case p.restoring && p.inPlaceFailure != "":
+		add(api.CondProgressing, false, "RestoreFailed", p.inPlaceFailure)
+	case p.restoring:
+		add(api.CondProgressing, true, "RestoringInPlace", p.message())
 	case !f.bootstrapped && p.hasSpec:
 		add(api.CondProgressing, true, "Bootstrapping", p.message())
 	case p.pendingSpec:
@@ -133,6 +142,12 @@ func (p *plan) status() *api.ClusterStatus {
 		add(api.CondNetworkPolicyMissing, true, "NotRegistered", "spec.network.policy is on but the CompositeController does not declare networking.k8s.io/v1 networkpolicies: the members' ports are open to every pod; apply the current metacontroller/ registration (operations.md §11)")
 	}
 	st.Restore = p.restoreStatus(add)
+	if rs := p.inPlaceStatus(add); rs != nil {
+		st.Restore = rs
+	}
+	if f.inPlaceProblem != "" {
+		add(api.CondRestoreFailed, true, "InvalidRestoreRequest", f.inPlaceProblem+": nothing was changed")
+	}
 	if p.paused {
 		msg := "spec.paused: no membership change, roll or spec change is started; steps already in flight finish"
 		if p.pendingSpec {
@@ -264,6 +279,8 @@ func (p *plan) phase(available, unhealthy bool) string {
 	switch {
 	case p.paused:
 		return api.PhasePaused
+	case p.restoring:
+		return api.PhaseRestoring
 	case !p.hasSpec, f.splitBrain, !f.bootstrapped && p.foreignData() != "":
 		return api.PhaseFailed
 	case !f.bootstrapped && p.spec.Restore != nil:

@@ -914,6 +914,18 @@ func (w *world) runJobs() {
 			}
 			w.backupAnn[api.AnnBackupSuccess] = api.BackupReport{Time: at, Revision: 4242, Size: 2 << 20, Token: flags["token"],
 				Snapshot: strings.TrimSuffix(flags["destination"], "/") + "/prod/demo/" + at.Format("20060102T150405Z") + "-r4242.db"}.String()
+		case flags["from"] != "" && flags["token"] != "":
+			// The in-place restore Job (etcdhook restore --replace): it refuses while a member pod runs
+			// on the volume; then ordinal 0's volume holds a new one-member cluster (etcd derives its IDs
+			// from the token, which differs per request).
+			if w.pods[0] != nil {
+				j.state, j.finished = jobFailed, w.now
+				continue
+			}
+			w.etcd.members, w.etcd.leader = nil, ""
+			w.etcd.clusterID = fmt.Sprintf("%016x", 0x5e1f000000000000+uint64(len(flags["token"])))
+			w.data[0], w.owner[0] = w.etcd.add(w.peerURL(0), false), w.uid
+			w.restored = flags["from"]
 		case flags["claim"] != "":
 			// pvc delete re-checks: no member at the ordinal's peer URL, no pod using the claim.
 			i := w.names().PVCOrdinal(flags["claim"])

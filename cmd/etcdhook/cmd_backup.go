@@ -149,7 +149,9 @@ func runRestore(args []string) error {
 	from := fs.String("from", "", "a snapshot URL, or a destination followed by /latest")
 	cluster := fs.String("cluster", "", "the EtcdCluster's name (for /latest)")
 	ns := fs.String("namespace", "", "its namespace (for /latest)")
-	dataDir := fs.String("data-dir", "", "the data directory to create (must not exist)")
+	dataDir := fs.String("data-dir", "", "the data directory to create (must not exist, unless --replace)")
+	replace := fs.Bool("replace", false, "move an existing data directory aside once the snapshot is restored beside it (etcd must not run on it)")
+	uid := fs.String("cluster-uid", "", "bind the restored data to this EtcdCluster UID (the agent's binding file, docs/design.md §8.9)")
 	name := fs.String("name", "", "the member name etcd will start with")
 	peerURL := fs.String("peer-url", "", "the member's peer URL")
 	token := fs.String("token", "", "the initial cluster token")
@@ -172,10 +174,18 @@ func runRestore(args []string) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	res, err := membership.Restore(ctx, jsonLogger(), membership.RestoreRequest{
+	req := membership.RestoreRequest{
 		Source: src, Namespace: *ns, Cluster: *cluster, DataDir: *dataDir, Name: *name, PeerURL: *peerURL, Token: *token,
-		CredentialsDir: *creds,
-	})
+		CredentialsDir: *creds, Replace: *replace,
+	}
+	if *uid != "" {
+		// Bound before the data is in place, as the agent binds its own restore (docs/design.md §16.4).
+		req.Bind = func(res membership.RestoreResult) error {
+			return membership.WriteBinding(*dataDir, membership.Binding{ParentUID: *uid, PeerURL: *peerURL,
+				Restored: &membership.Restored{URL: res.URL, Revision: res.Revision}})
+		}
+	}
+	res, err := membership.Restore(ctx, jsonLogger(), req)
 	if err != nil {
 		return err
 	}

@@ -99,6 +99,16 @@ func runAgent(args []string) error {
 		Log:    log,
 		Events: events,
 	}
+	for _, s := range cfg.RetiredClusters {
+		id, err := api.ParseID(s)
+		if err != nil {
+			return fmt.Errorf("retiredClusters: %q is not a cluster ID", s)
+		}
+		if agent.Cfg.Retired == nil {
+			agent.Cfg.Retired = map[uint64]bool{}
+		}
+		agent.Cfg.Retired[id] = true
+	}
 	if r := cfg.Restore; r != nil {
 		req, err := agentRestore(r, cfg, names, ordinal, pod, ns)
 		if err != nil {

@@ -1,0 +1,327 @@
+package sync
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/internal/backup"
+)
+
+// An in-place restore (docs/design.md §16.8): the etcd.io/restore-from annotation replaces the running
+// cluster's data with a snapshot. Every member stops; one Job restores the snapshot into ordinal 0's
+// volume (the old data moved aside there); pod 0 starts alone on it as a new one-member cluster, and the
+// other members, whose agents move the replaced cluster's data aside, join it one at a time as in every
+// scale-up. Nothing membership-related runs while the members are down, and the cluster IDs it replaces
+// are retired: no report, member list or data directory of theirs counts again.
+
+// restoreJobDeadlineSeconds bounds one restore Job: a multi-gigabyte snapshot downloads in minutes.
+const restoreJobDeadlineSeconds = 2 * 3600
+
+// inPlaceRecord is the ConfigMap's record of the last in-place restore (api.ConfigKeyRestoreInPlace).
+type inPlaceRecord struct {
+	// Request is the etcd.io/restore-from value it carries out.
+	Request string `json:"request"`
+	// Retired are the cluster IDs known when it started: the data it replaces.
+	Retired []string `json:"retired,omitempty"`
+	// Committed: the restore Job succeeded, ordinal 0's volume holds the snapshot. From here on the
+	// restore finishes whatever the annotation says.
+	Committed bool `json:"committed,omitempty"`
+	// Done: a healthy voter of the restored cluster reports; the cluster grows back as in any scale-up.
+	Done bool `json:"done,omitempty"`
+}
+
+// In-place restore phases, as status.restore.phase shows them.
+const (
+	inPlaceStopping  = "Stopping"
+	inPlaceRestoring = "Restoring"
+	inPlaceStarting  = "Starting"
+	inPlaceRestored  = "Restored"
+)
+
+// readInPlace parses the hook's record of the last in-place restore: the ConfigMap's, else the one
+// status.restore keeps (a deleted ConfigMap must not forget a restore in flight, nor the IDs it retired).
+// A record that does not parse is a hand edit and ignored. The IDs it retired count from here on.
+func (f *facts) readInPlace() {
+	if s := f.configValue(api.ConfigKeyRestoreInPlace); s != "" {
+		var rec inPlaceRecord
+		if err := json.Unmarshal([]byte(s), &rec); err != nil || rec.Request == "" {
+			f.distrusted = append(f.distrusted, fmt.Sprintf("ConfigMap %s key %s does not parse as the hook's record: ignored", f.names.ConfigMap(), api.ConfigKeyRestoreInPlace))
+		} else {
+			f.inPlace = &rec
+		}
+	}
+	if r := f.parent.Status.Restore; f.inPlace == nil && r != nil && r.InPlace && r.Source != "" {
+		f.inPlace = &inPlaceRecord{Request: r.Source, Retired: r.ReplacedClusterIDs,
+			Committed: r.Phase == inPlaceStarting || r.Phase == inPlaceRestored, Done: r.Phase == inPlaceRestored}
+	}
+	f.setRetired()
+}
+
+func (f *facts) setRetired() {
+	f.retired = map[string]bool{}
+	if f.inPlace != nil {
+		for _, id := range f.inPlace.Retired {
+			f.retired[id] = true
+		}
+	}
+}
+
+// chooseInPlace decides which in-place restore the record holds from this sync on, before anything is
+// judged by cluster ID (the IDs a restore retires change what every report says). It returns true
+// when the retired IDs changed: the caller reads the Leases and the cluster ID again.
+//   - A restore not committed whose request was withdrawn or replaced is abandoned (the old data is
+//     intact), unless its Job is still running: that one may be moving the old data aside right now.
+//   - A new request (an etcd.io/restore-from value that is not the record's) starts a restore that
+//     retires every cluster ID known now, if it can be carried out; otherwise it is refused and changes
+//     nothing (inPlaceProblem says why).
+func (f *facts) chooseInPlace() bool {
+	before := f.inPlace
+	rec := f.inPlace
+	req := strings.TrimSpace(f.parent.Annotations[api.AnnRestoreFrom])
+	if rec != nil && !rec.Done && !rec.Committed && req != rec.Request {
+		if j := f.obs.Jobs[f.names.RestoreJob(rec.Request)]; j != nil {
+			if state, _ := jobStatus(j); state == jobActive {
+				f.inPlaceWithdrawn = true
+				return false
+			}
+		}
+		rec = nil
+	}
+	if (rec == nil || rec.Done) && req != "" && (rec == nil || req != rec.Request) {
+		if f.inPlaceProblem = f.restoreRequestProblem(req); f.inPlaceProblem == "" {
+			rec = &inPlaceRecord{Request: req, Retired: slices.Clone(f.clusterIDs)}
+		}
+	}
+	if rec == before {
+		return false
+	}
+	f.inPlace = rec
+	f.setRetired()
+	return true
+}
+
+// finishInPlace marks a committed restore done once a healthy voter of the restored cluster reports
+// (its cluster ID is none of the retired ones): from here the cluster grows back as any cluster below
+// its size.
+func (f *facts) finishInPlace() {
+	if rec := f.inPlace; rec != nil && rec.Committed && !rec.Done && f.truthKnown() && f.clusterID != "" {
+		done := *rec
+		done.Done = true
+		f.inPlace = &done
+	}
+}
+
+// restoreRequestProblem says why an etcd.io/restore-from value cannot be carried out, "" when it can.
+// The snapshot is reached with spec.backup's credentials (and claim, for file://): a cluster restores
+// from the store it backs up to. The spec is the applied one (the children are rendered from it).
+func (f *facts) restoreRequestProblem(req string) string {
+	src, err := backup.ParseSource(req)
+	if err != nil {
+		return fmt.Sprintf("annotation %s %q %v", api.AnnRestoreFrom, req, err)
+	}
+	spec := api.Defaulted(f.parent.Spec)
+	if f.applied != nil {
+		spec = *f.applied
+	}
+	b := spec.Backup
+	switch {
+	case src.Destination.Scheme == "file" && (b == nil || b.VolumeClaimName == ""):
+		return fmt.Sprintf("annotation %s %q is a file:// source: spec.backup.volumeClaimName must name the claim it is on", api.AnnRestoreFrom, req)
+	case spec.Storage.EmptyDir != nil:
+		return fmt.Sprintf("annotation %s: the members' data is on emptyDir, which has no volume to restore into (create a new EtcdCluster with spec.restore)", api.AnnRestoreFrom)
+	case !f.bootstrapped:
+		return fmt.Sprintf("annotation %s: the cluster has no data yet (use spec.restore when creating a cluster)", api.AnnRestoreFrom)
+	}
+	return ""
+}
+
+// restoreRequest is the etcd.io/restore-from value, "" when none.
+func (p *plan) restoreRequest() string {
+	return strings.TrimSpace(p.f.parent.Annotations[api.AnnRestoreFrom])
+}
+
+// decideInPlace carries out the in-place restore the record holds (chooseInPlace). It returns true
+// while one runs (Stopping, Restoring, Starting): the plan is then the restore's alone. p.inPlace is
+// the record to write back.
+func (p *plan) decideInPlace() bool {
+	f := p.f
+	rec := f.inPlace
+	p.inPlace = rec
+	if rec == nil || rec.Done {
+		return false
+	}
+	p.inPlaceMode()
+	if f.inPlaceWithdrawn {
+		p.wait("restore Job %s to finish: the restore of %q cannot be withdrawn while it runs", f.names.RestoreJob(rec.Request), rec.Request)
+	}
+	switch {
+	case rec.Committed:
+		// The Job stays until the restored member runs: a cache that has not seen the record yet
+		// must find it finished, not render it again.
+		if j := f.obs.Jobs[f.names.RestoreJob(rec.Request)]; j != nil {
+			p.jobs = append(p.jobs, p.restoreJob(rec.Request))
+		}
+		p.replicas = 1
+		p.setIntent(0, api.IntentMember)
+		p.wait("%s to start on the restored data", f.names.Pod(0))
+	case len(f.pods) > 0 || !p.statefulSetStopped():
+		p.replicas = 0
+		var names []string
+		for _, i := range sortedKeys(f.pods) {
+			names = append(names, f.names.Pod(i))
+		}
+		if len(names) == 0 {
+			names = append(names, "StatefulSet "+f.names.StatefulSet()+" at 0 replicas")
+		}
+		p.wait("member pods to stop before the restore: %s", strings.Join(names, ", "))
+	default:
+		p.replicas = 0
+		j := f.obs.Jobs[f.names.RestoreJob(rec.Request)]
+		if j == nil {
+			if pvc := f.pvcs[0]; pvc == nil || pvc.DeletionTimestamp != nil {
+				p.inPlaceFailure = fmt.Sprintf("claim %s, which the restore writes into, does not exist", f.names.PVC(0))
+				return true
+			}
+			p.jobs = append(p.jobs, p.restoreJob(rec.Request))
+			p.wait("restore Job %s to restore %q", f.names.RestoreJob(rec.Request), rec.Request)
+			return true
+		}
+		p.inPlaceJob(rec, j)
+	}
+	return true
+}
+
+// statefulSetStopped: the observed StatefulSet asks for no pod and its controller counts none (a pod
+// list from a cache may miss a member still terminating; the controller's count is a second witness).
+func (p *plan) statefulSetStopped() bool {
+	sts := p.f.sts
+	if sts == nil {
+		return true
+	}
+	return sts.Spec.Replicas != nil && *sts.Spec.Replicas == 0 && sts.Status.Replicas == 0 &&
+		sts.Status.ObservedGeneration >= sts.Generation
+}
+
+// inPlaceJob judges the observed restore Job: it keeps it, and a success commits the restore.
+func (p *plan) inPlaceJob(rec *inPlaceRecord, j *batchv1.Job) {
+	p.jobs = append(p.jobs, p.restoreJob(rec.Request))
+	state, _ := jobStatus(j)
+	switch state {
+	case jobActive:
+		p.wait("restore Job %s to restore %q", j.Name, rec.Request)
+	case jobSucceeded:
+		c := *rec
+		c.Committed = true
+		p.inPlace = &c
+		p.replicas = 1
+		p.setIntent(0, api.IntentMember)
+		p.wait("%s to start on the restored data", p.f.names.Pod(0))
+	case jobFailed:
+		p.inPlaceFailure = fmt.Sprintf("restore Job %s failed (kubectl logs job/%s): the cluster's data is unchanged; remove or change the %s annotation to start it again on its data", j.Name, j.Name, api.AnnRestoreFrom)
+	}
+}
+
+// inPlaceMode renders what a restore in flight needs around it: the Leases as they are (no intent
+// changes: a leave would make a running member remove itself), every pod on the current template.
+func (p *plan) inPlaceMode() {
+	p.restoring = true
+	p.partition = 0
+	for _, lp := range p.leases {
+		lp.joinPermitted, lp.joinDeadline = "", ""
+	}
+}
+
+// inPlacePhase is the phase status.restore shows for the record to write.
+func (p *plan) inPlacePhase() string {
+	rec := p.inPlace
+	switch {
+	case rec == nil:
+		return ""
+	case rec.Done:
+		return inPlaceRestored
+	case rec.Committed:
+		return inPlaceStarting
+	case len(p.f.pods) > 0 || !p.statefulSetStopped():
+		return inPlaceStopping
+	}
+	return inPlaceRestoring
+}
+
+// inPlaceStatus is status.restore of a cluster restored in place; nil without a record.
+func (p *plan) inPlaceStatus(add func(string, bool, string, string)) *api.RestoreStatus {
+	rec := p.inPlace
+	if rec == nil {
+		return nil
+	}
+	rs := &api.RestoreStatus{Source: rec.Request, Phase: p.inPlacePhase(), InPlace: true, ReplacedClusterIDs: slices.Clone(rec.Retired)}
+	if lv := p.f.leases[0]; lv != nil && rec.Committed && lv.report.RestoredFrom != "" {
+		rs.Snapshot = lv.report.RestoredFrom
+		fmt.Sscan(lv.report.RestoredRevision, &rs.Revision)
+	}
+	if p.inPlaceFailure != "" && !rec.Done {
+		rs.Message = p.inPlaceFailure
+		add(api.CondRestoreFailed, true, "RestoreFailed", p.inPlaceFailure)
+	}
+	return rs
+}
+
+// restoreJob restores request into ordinal 0's volume while no member runs.
+func (p *plan) restoreJob(request string) *batchv1.Job {
+	n := p.f.names
+	args := []string{"restore", "--replace",
+		"--from=" + request,
+		"--cluster=" + n.Cluster,
+		"--namespace=" + n.Namespace,
+		"--cluster-uid=" + p.f.uid,
+		"--data-dir=" + api.DataDir,
+		"--name=" + n.Pod(0),
+		"--peer-url=" + n.PeerURL(0),
+		"--token=" + api.RestoreToken(n.Namespace, n.Cluster, p.f.uid, request),
+		fmt.Sprintf("--timeout=%ds", restoreJobDeadlineSeconds-60),
+	}
+	// No API access: the Job reads the store and writes the volume; its outcome is its status.
+	j := p.job(n.RestoreJob(request), "restore-from", n.OpsAccount(), false, nil)
+	// No client certificate: nothing runs to talk to.
+	j.Spec.Template.Spec.Volumes, j.Spec.Template.Spec.Containers[0].VolumeMounts = nil, nil
+	// A store's hiccup is retried by the Job controller; the old data is moved aside only once the
+	// snapshot is downloaded, checked and restored, so a failed attempt changes nothing.
+	j.Spec.BackoffLimit = ptr(int32(2))
+	j.Spec.ActiveDeadlineSeconds = ptr(int64(restoreJobDeadlineSeconds))
+	c := &j.Spec.Template.Spec.Containers[0]
+	c.Command = append(c.Command, args...)
+	var secret, claim string
+	if b := p.spec.Backup; b != nil {
+		secret, claim = b.CredentialsSecret, b.VolumeClaimName
+	}
+	if src, err := backup.ParseSource(request); err == nil && src.Destination.Scheme != "file" {
+		claim = ""
+	}
+	vols, mounts, more := backupStore(secret, claim)
+	c.Command = append(c.Command, more...)
+	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "data", MountPath: api.DataMount})
+	c.VolumeMounts = append(c.VolumeMounts, mounts...)
+	pod := &j.Spec.Template.Spec
+	pod.Volumes = append(pod.Volumes, corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{
+		PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: n.PVC(0)},
+	}})
+	pod.Volumes = append(pod.Volumes, vols...)
+	// The data volume's files belong to the members' group (the StatefulSet's fsGroup).
+	pod.SecurityContext.FSGroup = ptr(int64(65532))
+	pod.SecurityContext.FSGroupChangePolicy = ptr(corev1.FSGroupChangeOnRootMismatch)
+	return j
+}
+
+// inPlaceRecordJSON is the record as the ConfigMap holds it, "" without one.
+func (p *plan) inPlaceRecordJSON() string {
+	if p.inPlace == nil {
+		return ""
+	}
+	b, _ := json.Marshal(p.inPlace) // plain struct: cannot fail
+	return string(b)
+}

@@ -1,0 +1,158 @@
+package sync
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+
+	"github.com/etcdhook/etcdhook/api"
+)
+
+const inPlaceSnapshot = "s3://etcd-backups/prod/prod/demo/20260101T000000Z-r4242.db"
+
+// restoreJobOf is the in-place restore Job the hook rendered, nil when none.
+func restoreJobOf(w *world) map[string]any {
+	return w.desired[KeyJob][w.names().RestoreJob(w.parentAnn[api.AnnRestoreFrom])]
+}
+
+// agentRetired is agent.json's retiredClusters as rendered.
+func agentRetired(t *testing.T, w *world) []string {
+	cm := w.desired[KeyConfigMap][w.names().ConfigMap()]
+	var cfg api.AgentConfig
+	require.NoError(t, json.Unmarshal([]byte(cm["data"].(map[string]any)[api.ConfigKeyAgent].(string)), &cfg))
+	return cfg.RetiredClusters
+}
+
+// A restore in place stops every member before the Job touches a volume, restores into ordinal 0's,
+// starts pod 0 alone on it, and grows back to the spec's size under a new cluster ID; the replaced ID
+// is retired (its stale Lease reports count for nothing) and recorded.
+func TestRestoreInPlace(t *testing.T) {
+	w := newWorld(t, 3)
+	w.spec.Backup = &api.BackupSpec{Destination: "s3://etcd-backups/prod", CredentialsSecret: "backup-creds", Schedule: "0 * * * *"}
+	w.converge(60)
+	oldID := w.etcd.clusterID
+	w.parentAnn = map[string]string{api.AnnRestoreFrom: inPlaceSnapshot}
+
+	jobSeen, suspended := false, false
+	for n := 0; n < 80 && !(w.status.Restore != nil && w.status.Restore.Phase == "Restored" && w.status.Phase == api.PhaseRunning); n++ {
+		w.step(5 * time.Second)
+		if j := restoreJobOf(w); j != nil && !jobSeen {
+			// (The simulated Job fails if pod 0 exists when it runs.)
+			jobSeen = true
+			require.Equal(t, 0, w.replicas(), "rendered only with the StatefulSet at 0")
+		}
+		if cj := w.desired[KeyCronJob][w.names().BackupName()]; cj != nil && cj["spec"].(map[string]any)["suspend"] == true {
+			suspended = true
+		}
+		if w.status.Restore != nil && w.status.Restore.Phase != "Restored" {
+			require.Equal(t, api.PhaseRestoring, w.status.Phase)
+			c := meta.FindStatusCondition(w.status.Conditions, api.CondAvailable)
+			require.Equal(t, "RestoringInPlace", c.Reason)
+		}
+	}
+	require.True(t, jobSeen, "a restore Job ran")
+	require.True(t, suspended, "the backup schedule is suspended while the members are down")
+	w.converge(40)
+	require.NotEqual(t, oldID, w.etcd.clusterID, "a new cluster")
+	require.Equal(t, w.etcd.clusterID, w.status.ClusterID)
+	require.Len(t, w.voterOrdinals(), 3, "grown back to the spec's size")
+	rs := w.status.Restore
+	require.NotNil(t, rs)
+	require.True(t, rs.InPlace)
+	require.Equal(t, inPlaceSnapshot, rs.Source)
+	require.Equal(t, inPlaceSnapshot, rs.Snapshot)
+	require.Equal(t, int64(4242), rs.Revision)
+	require.Equal(t, []string{oldID}, rs.ReplacedClusterIDs)
+	require.Equal(t, []string{oldID}, agentRetired(t, w), "the agents move the replaced cluster's data aside")
+	require.Nil(t, restoreJobOf(w), "the Job goes once the restored member runs")
+	require.Nil(t, w.desired[KeyCronJob][w.names().BackupName()]["spec"].(map[string]any)["suspend"], "backups resume")
+	require.Nil(t, meta.FindStatusCondition(w.status.Conditions, api.CondSplitBrain))
+
+	// The annotation stays: nothing more happens.
+	clusterID := w.etcd.clusterID
+	for range 10 {
+		w.step(5 * time.Second)
+	}
+	require.Equal(t, clusterID, w.etcd.clusterID, "one restore per value")
+	require.Len(t, w.pods, 3)
+}
+
+// A restore whose Job fails leaves every volume as it was and the members stopped, and says so;
+// withdrawing the annotation starts the cluster again on its own data.
+func TestRestoreInPlaceFailedThenWithdrawn(t *testing.T) {
+	w := newWorld(t, 3)
+	w.converge(60)
+	oldID, members := w.etcd.clusterID, len(w.etcd.members)
+	w.parentAnn = map[string]string{api.AnnRestoreFrom: inPlaceSnapshot}
+	w.failJobs = true
+	for range 20 {
+		w.step(5 * time.Second)
+	}
+	require.Empty(t, w.pods)
+	c := meta.FindStatusCondition(w.status.Conditions, api.CondRestoreFailed)
+	require.NotNil(t, c)
+	require.Contains(t, c.Message, "the cluster's data is unchanged")
+	require.Equal(t, "Restoring", w.status.Restore.Phase)
+	require.Equal(t, oldID, w.etcd.clusterID)
+
+	w.failJobs = false
+	delete(w.parentAnn, api.AnnRestoreFrom)
+	w.converge(60)
+	require.Equal(t, oldID, w.etcd.clusterID, "the old cluster, on its own data")
+	require.Equal(t, oldID, w.status.ClusterID)
+	require.Len(t, w.etcd.members, members)
+	require.Nil(t, w.status.Restore)
+	require.Nil(t, agentRetired(t, w))
+}
+
+// A request withdrawn while the members stop changes nothing but a restart.
+func TestRestoreInPlaceWithdrawnWhileStopping(t *testing.T) {
+	w := newWorld(t, 3)
+	w.converge(60)
+	oldID := w.etcd.clusterID
+	w.parentAnn = map[string]string{api.AnnRestoreFrom: inPlaceSnapshot}
+	w.step(5 * time.Second)
+	require.Equal(t, 0, w.replicas())
+	w.parentAnn = nil
+	w.converge(60)
+	require.Equal(t, oldID, w.etcd.clusterID)
+	require.Nil(t, w.status.Restore)
+	require.Empty(t, w.jobs, "no restore Job was made")
+}
+
+// A value that cannot be carried out changes nothing and names the problem.
+func TestRestoreInPlaceRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name, value, want string
+		edit              func(*api.ClusterSpec)
+	}{
+		{"scheme", "ftp://host/x.db", "etcd.io/restore-from \"ftp://host/x.db\"", nil},
+		{"file without claim", "file:///backups/prod/demo/latest", "spec.backup.volumeClaimName", nil},
+		{"emptyDir", inPlaceSnapshot, "emptyDir", func(s *api.ClusterSpec) { s.Storage.EmptyDir = &corev1.EmptyDirVolumeSource{} }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t, 3)
+			if tc.edit != nil {
+				tc.edit(&w.spec)
+			}
+			w.converge(60)
+			oldID := w.etcd.clusterID
+			w.parentAnn = map[string]string{api.AnnRestoreFrom: tc.value}
+			for range 5 {
+				w.step(5 * time.Second)
+			}
+			require.Equal(t, 3, w.replicas())
+			require.Len(t, w.pods, 3)
+			require.Equal(t, oldID, w.etcd.clusterID)
+			c := meta.FindStatusCondition(w.status.Conditions, api.CondRestoreFailed)
+			require.NotNil(t, c)
+			require.Equal(t, "InvalidRestoreRequest", c.Reason)
+			require.Contains(t, c.Message, tc.want)
+			require.Equal(t, api.PhaseRunning, w.status.Phase)
+		})
+	}
+}
