@@ -627,6 +627,42 @@ func fixtures() []fixture {
 		{name: "restore-invalid-source", build: func(w *world) {
 			w.spec.Restore = &api.RestoreSpec{From: "s3://etcd-backups/prod"}
 		}},
+		// In-place restores (etcd.io/restore-from, docs/design.md §16.8): asked of a running cluster,
+		// the members stop; with none left the restore Job runs; once it succeeded pod 0 starts on the
+		// restored data while the replaced cluster's reports are ignored; a failed Job; a value refused.
+		{name: "restore-in-place-stopping", build: func(w *world) {
+			settle(w)
+			w.parentAnn = map[string]string{api.AnnRestoreFrom: "s3://etcd-backups/prod/prod/demo/20260101T000000Z-r4242.db"}
+		}},
+		{name: "restore-in-place-job", build: func(w *world) {
+			settle(w)
+			w.setSpec(withBackup("0 * * * *", "s3://etcd-backups/prod?endpoint=https://minio.storage:9000"))
+			w.step(5 * time.Second)
+			w.parentAnn = map[string]string{api.AnnRestoreFrom: "s3://etcd-backups/prod/latest?endpoint=https://minio.storage:9000"}
+			w.noJobs = true
+			for range 3 {
+				w.step(5 * time.Second)
+			}
+		}},
+		{name: "restore-in-place-starting", build: func(w *world) {
+			settle(w)
+			w.parentAnn = map[string]string{api.AnnRestoreFrom: "s3://etcd-backups/prod/prod/demo/20260101T000000Z-r4242.db"}
+			for range 4 {
+				w.step(5 * time.Second)
+			}
+		}},
+		{name: "restore-in-place-failed", build: func(w *world) {
+			settle(w)
+			w.parentAnn = map[string]string{api.AnnRestoreFrom: "s3://etcd-backups/prod/prod/demo/20260101T000000Z-r4242.db"}
+			w.failJobs = true
+			for range 4 {
+				w.step(5 * time.Second)
+			}
+		}},
+		{name: "restore-in-place-invalid", build: func(w *world) {
+			settle(w)
+			w.parentAnn = map[string]string{api.AnnRestoreFrom: "s3://etcd-backups/prod/prod/demo/snapshot.db#x"}
+		}},
 		// Sizes reach status.members; 1.7 GiB of the default 2 GiB quota raises DatabaseNearQuota.
 		{name: "database-near-quota", build: func(w *world) {
 			settle(w)

@@ -294,7 +294,7 @@ func (p *plan) restoreJob(request string) *batchv1.Job {
 	j.Spec.BackoffLimit = ptr(int32(2))
 	j.Spec.ActiveDeadlineSeconds = ptr(int64(restoreJobDeadlineSeconds))
 	c := &j.Spec.Template.Spec.Containers[0]
-	c.Command = append(c.Command, args...)
+	c.Command = append([]string{api.HookBinary}, args...)
 	var secret, claim string
 	if b := p.spec.Backup; b != nil {
 		secret, claim = b.CredentialsSecret, b.VolumeClaimName

@@ -71,6 +71,9 @@ func TestRestoreInPlace(t *testing.T) {
 	require.Nil(t, restoreJobOf(w), "the Job goes once the restored member runs")
 	require.Nil(t, w.desired[KeyCronJob][w.names().BackupName()]["spec"].(map[string]any)["suspend"], "backups resume")
 	require.Nil(t, meta.FindStatusCondition(w.status.Conditions, api.CondSplitBrain))
+	for name := range w.jobs {
+		require.NotContains(t, name, "-pvc-", "the old volumes below the size are grown back onto, never deleted")
+	}
 
 	// The annotation stays: nothing more happens.
 	clusterID := w.etcd.clusterID

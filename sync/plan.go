@@ -787,7 +787,10 @@ func (p *plan) deleteVolume() bool {
 	}
 	for _, i := range sortedKeys(f.pvcs) {
 		pvc := f.pvcs[i]
-		if i < int(p.replicas) || f.primary[i] != nil || f.pods[i] != nil || pvc.DeletionTimestamp != nil ||
+		// Below the target a volume is a member's to be, never a removed one's: after an in-place restore
+		// the cluster grows back from one member onto the old volumes (their agents move the replaced
+		// data aside), and a shrink reversed before its volumes went re-creates them.
+		if i < int(p.replicas) || i < p.target() || f.primary[i] != nil || f.pods[i] != nil || pvc.DeletionTimestamp != nil ||
 			pvc.Labels[api.LabelClusterUID] != f.uid {
 			continue
 		}
