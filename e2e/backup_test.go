@@ -101,14 +101,17 @@ func (s *scenario) credentialsSecret() string {
 	return "minio-credentials"
 }
 
-// putKeys writes n keys through the client Service and returns them.
-func (s *scenario) putKeys(n int) map[string]string {
+// putKeys writes n keys under /backup/ through the client Service and returns them.
+func (s *scenario) putKeys(n int) map[string]string { return s.putKeysAt("/backup/", n) }
+
+// putKeysAt writes n keys under prefix through the client Service and returns them.
+func (s *scenario) putKeysAt(prefix string, n int) map[string]string {
 	cl, err := s.newClient([]string{s.clientEndpoint()})
 	require.NoError(s.t, err)
 	defer cl.Close()
 	want := map[string]string{}
 	for i := range n {
-		k, v := fmt.Sprintf("/backup/%05d", i), fmt.Sprintf("value-%d-%s", i, strings.Repeat("x", i%500))
+		k, v := fmt.Sprintf("%s%05d", prefix, i), fmt.Sprintf("value-%d-%s", i, strings.Repeat("x", i%500))
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		_, err := cl.Put(ctx, k, v)
 		cancel()
@@ -217,12 +220,35 @@ func TestBackupRestore(t *testing.T) {
 	c := condition(src.cluster(), api.CondBackupFailing)
 	require.True(t, c == nil || c.Status != metav1.ConditionTrue, "BackupFailing: %v", c)
 
+	// In place (etcd.io/restore-from, docs/design.md §16.8): keys written after the on-demand snapshot
+	// go, the snapshot's come back, under a new cluster ID, on all three members.
+	lost := len(src.putKeysAt("/backup/after/", 50))
+	oldID := src.cluster().Status.ClusterID
+	src.annotate(api.AnnRestoreFrom, snapshot)
+	inPlaceTook := src.waitFor("the in-place restore", 2*stepTimeout, func() bool {
+		ec := src.cluster()
+		if c := condition(ec, api.CondRestoreFailed); c != nil && c.Status == metav1.ConditionTrue {
+			src.t.Fatalf("the in-place restore failed: %s", c.Message)
+		}
+		r := ec.Status.Restore
+		return r != nil && r.Phase == "Restored" && src.settled(3)()
+	})
+	back, backRev := src.readKeys()
+	require.Equal(t, want, back, "the snapshot's keys, and none written after it")
+	src.checkHashKV(backRev)
+	ec := src.cluster()
+	require.NotEqual(t, oldID, ec.Status.ClusterID, "a restore in place is a new etcd cluster")
+	require.Equal(t, []string{oldID}, ec.Status.Restore.ReplacedClusterIDs)
+	require.Equal(t, snapshot, ec.Status.Restore.Snapshot)
+
 	results.add(t.Name(), fmt.Sprintf("| figure | value |\n|---|---|\n"+
 		"| keys written, restored and verified | %d of %d (hashkv equal on 3 members) |\n"+
 		"| snapshot size | %d bytes (revision %d) |\n"+
 		"| on-demand backup, annotation to status Succeeded | %s |\n"+
 		"| restore, create to Available (3 members) | %s (phase Restoring seen, then learners joined; total %s) |\n"+
-		"| scheduled backups (*/1) after the on-demand one | %d, retention kept %d |\n",
+		"| scheduled backups (*/1) after the on-demand one | %d, retention kept %d |\n"+
+		"| restore in place (etcd.io/restore-from), annotation to Available with 3 members | %s (%d keys back, %d written after the snapshot gone, hashkv equal) |\n",
 		len(got), n, size, rev, backupTook.Round(100*time.Millisecond), restoreTook.Round(100*time.Millisecond),
-		restoreTotal.Round(100*time.Millisecond), len(successes), len(ms)))
+		restoreTotal.Round(100*time.Millisecond), len(successes), len(ms),
+		inPlaceTook.Round(100*time.Millisecond), len(back), lost))
 }
