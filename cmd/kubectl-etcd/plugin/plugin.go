@@ -25,6 +25,7 @@ Usage:
   kubectl etcd defrag NAME [--id TOKEN] [--wait=false] [--timeout 30m]
   kubectl etcd restore NAME (--from URL | --like CLUSTER) [--size N] [--version V]
                        [--credentials-secret S] [--claim PVC] [--wait=false] [--timeout 30m]
+  kubectl etcd restore NAME --in-place [--from URL] [--wait=false] [--timeout 30m]
   kubectl etcd version
 
 status   phase, message, conditions, members (from the status and the agents' member Leases), the
@@ -42,6 +43,9 @@ defrag   asks for one defragmentation pass of every member now (annotation etcd.
 restore  creates the new cluster NAME from a snapshot (spec.restore, read only at creation: NAME
          must not exist). --like copies another cluster's spec and, without --from, restores its last
          snapshot with its backup credentials. Waits until the cluster is Running, printing progress.
+         --in-place replaces the data of the existing cluster NAME instead (etcd.io/restore-from; its
+         last snapshot without --from): every member stops, writes after the snapshot are lost; waits
+         until the restored cluster has every member healthy, or the restore fails.
 
 Connection flags as kubectl's: --kubeconfig, --context, -n/--namespace, --cluster, --user, --server,
 --token, --as, ... (run 'kubectl etcd status --help' for all).
@@ -203,7 +207,7 @@ func runStatus(ctx context.Context, env Env, args []string) error {
 		if o.output == "json" {
 			progress = env.Err
 		}
-		if _, err := waitSettled(ctx, c, o.name, progress, o.timeout, env.PollInterval, env.Now, nil); err != nil {
+		if _, err := waitSettled(ctx, c, o.name, progress, o.timeout, env.PollInterval, env.Now, nil, nil); err != nil {
 			if ctx.Err() != nil {
 				return &ExitError{Code: 130, Err: err}
 			}

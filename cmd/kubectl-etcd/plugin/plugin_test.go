@@ -795,6 +795,86 @@ func TestRestoreCreatesANewCluster(t *testing.T) {
 	})
 }
 
+// restore --in-place sets etcd.io/restore-from (the cluster's last snapshot by default) and waits for
+// that restore to be Restored with every member healthy; a cluster already Running before the hook saw
+// the request is not mistaken for done, and a failure ends the wait with its message.
+func TestRestoreInPlace(t *testing.T) {
+	cluster := func() *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": api.APIVersion, "kind": api.Kind,
+			"metadata": map[string]any{"name": "demo", "namespace": "prod", "generation": int64(1)},
+			"spec":     map[string]any{"size": int64(3), "backup": map[string]any{"destination": "s3://b", "credentialsSecret": "s3-creds"}},
+			"status": map[string]any{"phase": "Running", "observedGeneration": int64(1), "target": map[string]any{"size": int64(3), "version": "3.7.3"},
+				"backup":     map[string]any{"lastSnapshot": "s3://b/prod/demo/x-r9.db"},
+				"conditions": []any{map[string]any{"type": api.CondAvailable, "status": "True", "reason": "QuorumHealthy", "message": "", "lastTransitionTime": "2026-01-01T12:00:00Z"}}},
+		}}
+	}
+	// The hook, as the client sees it: the first reads after the patch still show the old cluster
+	// Running; then the restore runs and ends (or fails).
+	hook := func(dyn *dynamicfake.FakeDynamicClient, fail bool) *int {
+		reads := 0
+		dyn.PrependReactor("get", "etcdclusters", func(a k8stesting.Action) (bool, runtime.Object, error) {
+			obj, err := dyn.Tracker().Get(GVR, "prod", "demo")
+			if err != nil {
+				return false, nil, nil
+			}
+			cur := obj.(*unstructured.Unstructured).DeepCopy()
+			from := cur.GetAnnotations()[api.AnnRestoreFrom]
+			if from == "" {
+				return true, cur, nil
+			}
+			reads++
+			switch {
+			case reads < 3:
+			case fail:
+				_ = unstructured.SetNestedField(cur.Object, "Restoring", "status", "phase")
+				_ = unstructured.SetNestedMap(cur.Object, map[string]any{"source": from, "phase": "Restoring", "inPlace": true}, "status", "restore")
+				_ = unstructured.SetNestedSlice(cur.Object, []any{map[string]any{"type": api.CondRestoreFailed, "status": "True", "reason": "RestoreFailed", "message": "restore Job demo-restore-1 failed", "lastTransitionTime": "2026-01-01T12:00:00Z"}}, "status", "conditions")
+			default:
+				_ = unstructured.SetNestedField(cur.Object, "new1", "status", "clusterID")
+				_ = unstructured.SetNestedMap(cur.Object, map[string]any{"source": from, "snapshot": from, "revision": int64(9), "phase": "Restored", "inPlace": true, "replacedClusterIDs": []any{"old1"}}, "status", "restore")
+				var members []any
+				for i := range 3 {
+					members = append(members, map[string]any{"name": fmt.Sprintf("demo-%d", i), "id": fmt.Sprint(i + 1), "role": "voter", "healthy": true})
+				}
+				_ = unstructured.SetNestedSlice(cur.Object, members, "status", "members")
+			}
+			return true, cur, nil
+		})
+		return &reads
+	}
+	t.Run("last snapshot, waits for it", func(t *testing.T) {
+		dyn := newDynamic(cluster())
+		reads := hook(dyn, false)
+		te := newTestEnv(dyn, fake.NewClientset())
+		require.Equal(t, 0, te.run("restore", "demo", "--in-place"), te.err.String())
+		obj, err := dyn.Tracker().Get(GVR, "prod", "demo")
+		require.NoError(t, err)
+		require.Equal(t, "s3://b/prod/demo/x-r9.db", obj.(*unstructured.Unstructured).GetAnnotations()[api.AnnRestoreFrom])
+		require.GreaterOrEqual(t, *reads, 3, "not done while the status still shows the old cluster")
+		require.Contains(t, te.out.String(), "restored in place: s3://b/prod/demo/x-r9.db (revision 9) on prod/demo, 3 members, cluster ID new1 (replaced [old1])")
+	})
+	t.Run("failure", func(t *testing.T) {
+		dyn := newDynamic(cluster())
+		hook(dyn, true)
+		te := newTestEnv(dyn, fake.NewClientset())
+		require.Equal(t, 1, te.run("restore", "demo", "--in-place", "--from", "s3://b/prod/demo/y-r7.db"))
+		require.Contains(t, te.err.String(), "restore of prod/demo failed: restore Job demo-restore-1 failed")
+	})
+	t.Run("flags of a new cluster", func(t *testing.T) {
+		te := newTestEnv(newDynamic(cluster()), fake.NewClientset())
+		require.Equal(t, 2, te.run("restore", "demo", "--in-place", "--size", "5"))
+		require.Contains(t, te.err.String(), "are for a new cluster")
+	})
+	t.Run("the same value again", func(t *testing.T) {
+		u := cluster()
+		u.SetAnnotations(map[string]string{api.AnnRestoreFrom: "s3://b/prod/demo/x-r9.db"})
+		te := newTestEnv(newDynamic(u), fake.NewClientset())
+		require.Equal(t, 1, te.run("restore", "demo", "--in-place"))
+		require.Contains(t, te.err.String(), "a value is restored once")
+	})
+}
+
 // restore --wait ends at a RestoreFailed condition with its message, not at the timeout.
 func TestRestoreWaitStopsAtFailure(t *testing.T) {
 	dyn := newDynamic()

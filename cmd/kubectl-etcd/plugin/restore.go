@@ -2,12 +2,14 @@ package plugin
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/etcdhook/etcdhook/api"
 )
@@ -17,14 +19,14 @@ type restoreOpts struct {
 	credentials, claim string
 	version            string
 	size               int32
-	wait               bool
+	wait, inPlace      bool
 	timeout            time.Duration
 	kube               KubeFlags
 }
 
 // runRestore creates a new EtcdCluster whose seed restores a snapshot: spec.restore, which the hook reads
-// only when it creates a cluster (docs/design.md §16.4), so a restore is a new cluster, never an edit of
-// a running one. --like copies another cluster's spec (and, without --from, restores that cluster's
+// only when it creates a cluster (docs/design.md §16.4); with --in-place it replaces the data of an
+// existing one instead (runInPlace). --like copies another cluster's spec (and, without --from, restores that cluster's
 // last snapshot with its backup credentials); with --wait it follows the cluster until it is Running.
 func runRestore(ctx context.Context, env Env, args []string) error {
 	o := &restoreOpts{}
@@ -35,6 +37,7 @@ func runRestore(ctx context.Context, env Env, args []string) error {
 	fs.StringVar(&o.claim, "claim", "", "for a file:// snapshot, the PersistentVolumeClaim holding it (default: --like's spec.backup.volumeClaimName)")
 	fs.Int32Var(&o.size, "size", 0, fmt.Sprintf("members (default: --like's, else %d)", api.DefaultSize))
 	fs.StringVar(&o.version, "version", "", fmt.Sprintf("etcd version (default: --like's, else %s); at least the snapshot's", api.DefaultVersion))
+	fs.BoolVar(&o.inPlace, "in-place", false, "replace the data of the existing cluster NAME with the snapshot (etcd.io/restore-from; without --from, its last snapshot): every member stops and writes after the snapshot are lost")
 	fs.BoolVarP(&o.wait, "wait", "w", true, "wait until the restored cluster is Running and Available")
 	fs.DurationVar(&o.timeout, "timeout", 30*time.Minute, "how long --wait waits")
 	if err := fs.Parse(args); err != nil {
@@ -43,6 +46,16 @@ func runRestore(ctx context.Context, env Env, args []string) error {
 	var err error
 	if o.name, err = oneName("restore", fs.Args()); err != nil {
 		return err
+	}
+	if o.inPlace {
+		if o.like != "" || o.credentials != "" || o.claim != "" || o.size != 0 || o.version != "" {
+			return &ExitError{Code: 2, Err: fmt.Errorf("restore --in-place: --like, --credentials-secret, --claim, --size and --version are for a new cluster (in place, the store is reached with the cluster's spec.backup)")}
+		}
+		c, err := env.Connect(&o.kube)
+		if err != nil {
+			return err
+		}
+		return o.runInPlace(ctx, env, c)
 	}
 	if o.from == "" && o.like == "" {
 		return &ExitError{Code: 2, Err: fmt.Errorf("restore: --from (a snapshot URL) or --like (a cluster whose last snapshot to restore) is required")}
@@ -53,7 +66,7 @@ func runRestore(ctx context.Context, env Env, args []string) error {
 	}
 	switch _, err := getCluster(ctx, c, o.name); {
 	case err == nil:
-		return fmt.Errorf("restore: %s/%s exists: a restore creates a new cluster (spec.restore is read only at creation). Restore under another name, or delete it first (its claims are kept: operations.md §7.3)", c.Namespace, o.name)
+		return fmt.Errorf("restore: %s/%s exists: a restore creates a new cluster (spec.restore is read only at creation). Restore under another name, replace its data with --in-place, or delete it first (its claims are kept: operations.md §7.3)", c.Namespace, o.name)
 	case !apierrors.IsNotFound(err):
 		return err
 	}
@@ -96,7 +109,7 @@ func runRestore(ctx context.Context, env Env, args []string) error {
 		}
 		return nil
 	}
-	snap, err := waitSettled(ctx, c, o.name, env.Err, o.timeout, env.PollInterval, env.Now, failed)
+	snap, err := waitSettled(ctx, c, o.name, env.Err, o.timeout, env.PollInterval, env.Now, failed, nil)
 	if err != nil {
 		return err
 	}
@@ -105,6 +118,56 @@ func runRestore(ctx context.Context, env Env, args []string) error {
 	} else {
 		fmt.Fprintf(env.Out, "%s/%s is Running\n", c.Namespace, o.name)
 	}
+	return nil
+}
+
+// runInPlace asks the hook to replace the cluster's data with the snapshot (the etcd.io/restore-from
+// annotation, docs/design.md §16.8) and, with --wait, follows it until the restored cluster is Running
+// and Available at its size, or the restore fails.
+func (o *restoreOpts) runInPlace(ctx context.Context, env Env, c *Clients) error {
+	u, err := getCluster(ctx, c, o.name)
+	if err != nil {
+		return err
+	}
+	if o.from == "" {
+		last, _, _ := unstructured.NestedString(u.Object, "status", "backup", "lastSnapshot")
+		if last == "" {
+			return fmt.Errorf("restore: %s/%s has no successful backup (status.backup.lastSnapshot is empty): name the snapshot with --from", c.Namespace, o.name)
+		}
+		o.from = last
+	}
+	if u.GetAnnotations()[api.AnnRestoreFrom] == o.from {
+		return fmt.Errorf("restore: %s/%s already carries %s=%s: a value is restored once (status.restore says how it went)", c.Namespace, o.name, api.AnnRestoreFrom, o.from)
+	}
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{api.AnnRestoreFrom: o.from}}})
+	if _, err := c.Dynamic.Resource(GVR).Namespace(c.Namespace).Patch(ctx, o.name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return err
+	}
+	fmt.Fprintf(env.Out, "restoring %s into %s/%s in place: every member stops, writes after the snapshot are lost\n", o.from, c.Namespace, o.name)
+	if !o.wait {
+		return nil
+	}
+	mine := func(s *Snapshot) bool {
+		r := s.status.Restore
+		return r != nil && r.InPlace && r.Source == o.from
+	}
+	failed := func(s *Snapshot) error {
+		if cond := condition(&s.status, api.CondRestoreFailed); cond != nil && cond.Status == metav1.ConditionTrue && (mine(s) || cond.Reason == "InvalidRestoreRequest") {
+			return fmt.Errorf("restore of %s/%s failed: %s", c.Namespace, o.name, cond.Message)
+		}
+		return nil
+	}
+	done := func(s *Snapshot) bool {
+		healthy, _ := s.voters()
+		return mine(s) && s.status.Restore.Phase == "Restored" && s.status.Target != nil && int32(healthy) == s.status.Target.Size
+	}
+	snap, err := waitSettled(ctx, c, o.name, env.Err, o.timeout, env.PollInterval, env.Now, failed, done)
+	if err != nil {
+		return err
+	}
+	r := snap.status.Restore
+	fmt.Fprintf(env.Out, "restored in place: %s (revision %d) on %s/%s, %d members, cluster ID %s (replaced %v)\n",
+		r.Snapshot, r.Revision, c.Namespace, o.name, len(snap.status.Members), snap.status.ClusterID, r.ReplacedClusterIDs)
 	return nil
 }
 

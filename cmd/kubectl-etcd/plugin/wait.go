@@ -14,8 +14,10 @@ import (
 // spec seen), printing a line whenever what the hook reports changes. It ends at the first of: settled
 // (nil), ctx done (Ctrl-C: the context's error), timeout. A poll, not a watch: it works with get-only
 // RBAC and through proxies that cut long requests, and one GET a second costs the API server nothing.
-// stop, when not nil, ends the wait early with its error (a failure that waiting will not end).
-func waitSettled(ctx context.Context, c *Clients, name string, out io.Writer, timeout, interval time.Duration, now func() time.Time, stop func(*Snapshot) error) (*Snapshot, error) {
+// stop, when not nil, ends the wait early with its error (a failure that waiting will not end); done,
+// when not nil, must also hold for the wait to end (a cluster that is settled before the hook has even
+// seen the request it waits for).
+func waitSettled(ctx context.Context, c *Clients, name string, out io.Writer, timeout, interval time.Duration, now func() time.Time, stop func(*Snapshot) error, done func(*Snapshot) bool) (*Snapshot, error) {
 	start := now()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -42,7 +44,7 @@ func waitSettled(ctx context.Context, c *Clients, name string, out io.Writer, ti
 			fmt.Fprintf(out, "%6s  %s\n", age(now().Sub(start).Round(time.Second)), line)
 			last = line
 		}
-		if snap != nil && err == nil && snap.settled() {
+		if snap != nil && err == nil && snap.settled() && (done == nil || done(snap)) {
 			return snap, nil
 		}
 		if snap != nil && err == nil && stop != nil {
