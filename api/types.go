@@ -83,7 +83,8 @@ type BackupSpec struct {
 	VolumeClaimName string `json:"volumeClaimName,omitempty"`
 	// Retention: how many snapshots, and how old, are kept.
 	Retention BackupRetention `json:"retention,omitempty"`
-	// RestoreOnQuorumLoss is reserved for disaster recovery (not built yet; must be false).
+	// RestoreOnQuorumLoss: when a quorum of the members runs without its data, restore the destination's
+	// newest snapshot in place (docs/design.md §16.9).
 	RestoreOnQuorumLoss bool `json:"restoreOnQuorumLoss,omitempty"`
 }
 
@@ -268,6 +269,9 @@ type RestoreStatus struct {
 	// data; ReplacedClusterIDs are the cluster IDs it replaced (docs/design.md §16.8).
 	InPlace            bool     `json:"inPlace,omitempty"`
 	ReplacedClusterIDs []string `json:"replacedClusterIDs,omitempty"`
+	// LostMembers: the members that ran without their data when spec.backup.restoreOnQuorumLoss started
+	// this restore (empty when the annotation asked for it).
+	LostMembers []string `json:"lostMembers,omitempty"`
 }
 
 // Target is the latched (size, version) the hook is working towards.

@@ -65,8 +65,8 @@ func validateBackup(s api.ClusterSpec) []Problem {
 		if a := b.Retention.MaxAge; a != nil && a.Duration < minMaxAge {
 			add("InvalidBackup", "spec.backup.retention.maxAge %s is below %s", a.Duration, minMaxAge)
 		}
-		if b.RestoreOnQuorumLoss {
-			add("InvalidBackup", "spec.backup.restoreOnQuorumLoss is not built in this release: leave it false and restore with spec.restore into a new cluster")
+		if b.RestoreOnQuorumLoss && s.Storage.EmptyDir != nil {
+			add("InvalidBackup", "spec.backup.restoreOnQuorumLoss needs volumes: storage.emptyDir has none to restore into")
 		}
 	}
 	if r := s.Restore; r != nil {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/etcdhook/etcdhook/api"
@@ -32,7 +33,11 @@ func TestValidateBackup(t *testing.T) {
 		{"bad secret name", func(s *api.ClusterSpec) { s.Backup.CredentialsSecret = "Not_A_Name" }, "InvalidBackup", "spec.backup.credentialsSecret"},
 		{"keepLast 0", func(s *api.ClusterSpec) { s.Backup.Retention.KeepLast = ptr(int32(0)) }, "InvalidBackup", "spec.backup.retention.keepLast"},
 		{"maxAge 10m", func(s *api.ClusterSpec) { s.Backup.Retention.MaxAge = &metav1.Duration{Duration: 10 * time.Minute} }, "InvalidBackup", "spec.backup.retention.maxAge"},
-		{"restoreOnQuorumLoss", func(s *api.ClusterSpec) { s.Backup.RestoreOnQuorumLoss = true }, "InvalidBackup", "spec.backup.restoreOnQuorumLoss"},
+		{"restoreOnQuorumLoss on emptyDir", func(s *api.ClusterSpec) {
+			s.Backup.RestoreOnQuorumLoss = true
+			s.Storage.EmptyDir = &corev1.EmptyDirVolumeSource{}
+		}, "InvalidBackup", "spec.backup.restoreOnQuorumLoss needs volumes"},
+		{"restoreOnQuorumLoss", func(s *api.ClusterSpec) { s.Backup.RestoreOnQuorumLoss = true }, "", ""},
 		{"restore latest", func(s *api.ClusterSpec) { s.Restore = &api.RestoreSpec{From: "gs://b/p/latest"} }, "", ""},
 		{"restore of a folder", func(s *api.ClusterSpec) { s.Restore = &api.RestoreSpec{From: "gs://b/p"} }, "InvalidRestore", "spec.restore.from"},
 		{"restore file without claim", func(s *api.ClusterSpec) { s.Restore = &api.RestoreSpec{From: "file:///b/latest"} }, "InvalidRestore", "spec.restore.volumeClaimName"},

@@ -659,6 +659,20 @@ func fixtures() []fixture {
 				w.step(5 * time.Second)
 			}
 		}},
+		// spec.backup.restoreOnQuorumLoss: two of three members ran without their data for
+		// deadMemberSeconds; the sync that starts the restore of the destination's newest snapshot.
+		{name: "restore-on-quorum-loss", build: func(w *world) {
+			w.spec.Backup = &api.BackupSpec{Destination: "s3://etcd-backups/prod?endpoint=https://minio.storage:9000", CredentialsSecret: "minio-credentials", RestoreOnQuorumLoss: true}
+			settle(w)
+			for _, i := range []int{1, 2} {
+				old := w.pods[i]
+				w.data[i] = ""
+				w.pods[i] = &simPod{uid: w.newUID("pod"), revision: old.revision, image: old.image}
+			}
+			for range 61 {
+				w.step(5 * time.Second)
+			}
+		}},
 		{name: "restore-in-place-invalid", build: func(w *world) {
 			settle(w)
 			w.parentAnn = map[string]string{api.AnnRestoreFrom: "s3://etcd-backups/prod/prod/demo/snapshot.db#x"}

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"sort"
 	"strings"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -34,6 +36,16 @@ type inPlaceRecord struct {
 	Committed bool `json:"committed,omitempty"`
 	// Done: a healthy voter of the restored cluster reports; the cluster grows back as in any scale-up.
 	Done bool `json:"done,omitempty"`
+	// Lost names the members that ran without their data when spec.backup.restoreOnQuorumLoss started
+	// this restore (empty for one the annotation asked for).
+	Lost []string `json:"lost,omitempty"`
+}
+
+// key identifies one restore: its request and the IDs it replaces. The Job's name and the restored
+// cluster's token derive from it, so a second restore of the same source (the automatic restore of a
+// second disaster, from the same /latest) gets another Job and other member and cluster IDs.
+func (r *inPlaceRecord) key() string {
+	return r.Request + " " + strings.Join(r.Retired, ",")
 }
 
 // In-place restore phases, as status.restore.phase shows them.
@@ -57,7 +69,7 @@ func (f *facts) readInPlace() {
 		}
 	}
 	if r := f.parent.Status.Restore; f.inPlace == nil && r != nil && r.InPlace && r.Source != "" {
-		f.inPlace = &inPlaceRecord{Request: r.Source, Retired: r.ReplacedClusterIDs,
+		f.inPlace = &inPlaceRecord{Request: r.Source, Retired: r.ReplacedClusterIDs, Lost: r.LostMembers,
 			Committed: r.Phase == inPlaceStarting || r.Phase == inPlaceRestored, Done: r.Phase == inPlaceRestored}
 	}
 	f.setRetired()
@@ -84,8 +96,8 @@ func (f *facts) chooseInPlace() bool {
 	before := f.inPlace
 	rec := f.inPlace
 	req := strings.TrimSpace(f.parent.Annotations[api.AnnRestoreFrom])
-	if rec != nil && !rec.Done && !rec.Committed && req != rec.Request {
-		if j := f.obs.Jobs[f.names.RestoreJob(rec.Request)]; j != nil {
+	if rec != nil && !rec.Done && !rec.Committed && f.withdrawn(rec, req) {
+		if j := f.obs.Jobs[f.names.RestoreJob(rec.key())]; j != nil {
 			if state, _ := jobStatus(j); state == jobActive {
 				f.inPlaceWithdrawn = true
 				return false
@@ -98,12 +110,75 @@ func (f *facts) chooseInPlace() bool {
 			rec = &inPlaceRecord{Request: req, Retired: slices.Clone(f.clusterIDs)}
 		}
 	}
+	if rec == nil || rec.Done {
+		if src, lost := f.quorumDataLost(); len(lost) > 0 {
+			rec = &inPlaceRecord{Request: src, Retired: slices.Clone(f.clusterIDs), Lost: lost}
+		}
+	}
 	if rec == before {
 		return false
 	}
 	f.inPlace = rec
 	f.setRetired()
 	return true
+}
+
+// withdrawn: the restore is no longer asked for. One the annotation asked for, when its value is gone
+// or another; an automatic one, when restoreOnQuorumLoss was switched off.
+func (f *facts) withdrawn(rec *inPlaceRecord, req string) bool {
+	if len(rec.Lost) > 0 {
+		return !f.restoreOnQuorumLoss()
+	}
+	return req != rec.Request
+}
+
+// restoreOnQuorumLoss: the applied spec asks for automatic restores.
+func (f *facts) restoreOnQuorumLoss() bool {
+	return f.applied != nil && f.applied.Backup != nil && f.applied.Backup.RestoreOnQuorumLoss
+}
+
+// quorumDataLost is spec.backup.restoreOnQuorumLoss's trigger: the source (the destination's newest
+// snapshot of this cluster) and the members that lost their data, when a quorum of the last known voters
+// did. A member lost its data when its agent, in the pod of its ordinal, reports that it waits to join
+// with no data (an unreadable directory is reported otherwise, never as no data) and its pod has not
+// been ready for deadMemberSeconds; no voter may report a healthy cluster. The last known voters are
+// status.members: the hook keeps them while no member list is known. Nothing is started for a cluster
+// that never formed, or without that record.
+func (f *facts) quorumDataLost() (string, []string) {
+	if !f.restoreOnQuorumLoss() || !f.bootstrapped || !f.formed {
+		return "", nil
+	}
+	for _, lv := range f.leases {
+		if lv.fresh && lv.report.IsVoter() && lv.report.Healthy {
+			return "", nil
+		}
+	}
+	deadAfter := time.Duration(*f.applied.Timeouts.DeadMemberSeconds) * time.Second
+	var voters int
+	var lost []string
+	for _, m := range f.parent.Status.Members {
+		if m.Role != api.RoleLeader && m.Role != api.RoleVoter {
+			continue
+		}
+		voters++
+		i := f.names.PodOrdinal(m.Name)
+		lv, pod := f.leases[i], f.pods[i]
+		if i < 0 || lv == nil || pod == nil || !lv.fresh || lv.holder != string(pod.UID) {
+			continue
+		}
+		if lv.report.MemberID == "" && lv.report.Reason() == api.ReasonWaitingForJoin && f.notReadyFor(i) >= deadAfter {
+			lost = append(lost, m.Name)
+		}
+	}
+	if voters == 0 || len(lost) < api.Quorum(voters) {
+		return "", nil
+	}
+	d, err := backup.ParseDestination(f.applied.Backup.Destination)
+	if err != nil {
+		return "", nil
+	}
+	sort.Strings(lost)
+	return d.ObjectURL(backup.Latest), lost
 }
 
 // finishInPlace marks a committed restore done once a healthy voter of the restored cluster reports
@@ -158,14 +233,14 @@ func (p *plan) decideInPlace() bool {
 	}
 	p.inPlaceMode()
 	if f.inPlaceWithdrawn {
-		p.wait("restore Job %s to finish: the restore of %q cannot be withdrawn while it runs", f.names.RestoreJob(rec.Request), rec.Request)
+		p.wait("restore Job %s to finish: the restore of %q cannot be withdrawn while it runs", f.names.RestoreJob(rec.key()), rec.Request)
 	}
 	switch {
 	case rec.Committed:
 		// The Job stays until the restored member runs: a cache that has not seen the record yet
 		// must find it finished, not render it again.
-		if j := f.obs.Jobs[f.names.RestoreJob(rec.Request)]; j != nil {
-			p.jobs = append(p.jobs, p.restoreJob(rec.Request))
+		if j := f.obs.Jobs[f.names.RestoreJob(rec.key())]; j != nil {
+			p.jobs = append(p.jobs, p.restoreJob(rec))
 		}
 		p.replicas = 1
 		p.setIntent(0, api.IntentMember)
@@ -182,14 +257,14 @@ func (p *plan) decideInPlace() bool {
 		p.wait("member pods to stop before the restore: %s", strings.Join(names, ", "))
 	default:
 		p.replicas = 0
-		j := f.obs.Jobs[f.names.RestoreJob(rec.Request)]
+		j := f.obs.Jobs[f.names.RestoreJob(rec.key())]
 		if j == nil {
 			if pvc := f.pvcs[0]; pvc == nil || pvc.DeletionTimestamp != nil {
 				p.inPlaceFailure = fmt.Sprintf("claim %s, which the restore writes into, does not exist", f.names.PVC(0))
 				return true
 			}
-			p.jobs = append(p.jobs, p.restoreJob(rec.Request))
-			p.wait("restore Job %s to restore %q", f.names.RestoreJob(rec.Request), rec.Request)
+			p.jobs = append(p.jobs, p.restoreJob(rec))
+			p.wait("restore Job %s to restore %q", f.names.RestoreJob(rec.key()), rec.Request)
 			return true
 		}
 		p.inPlaceJob(rec, j)
@@ -210,7 +285,7 @@ func (p *plan) statefulSetStopped() bool {
 
 // inPlaceJob judges the observed restore Job: it keeps it, and a success commits the restore.
 func (p *plan) inPlaceJob(rec *inPlaceRecord, j *batchv1.Job) {
-	p.jobs = append(p.jobs, p.restoreJob(rec.Request))
+	p.jobs = append(p.jobs, p.restoreJob(rec))
 	state, _ := jobStatus(j)
 	switch state {
 	case jobActive:
@@ -259,10 +334,13 @@ func (p *plan) inPlaceStatus(add func(string, bool, string, string)) *api.Restor
 	if rec == nil {
 		return nil
 	}
-	rs := &api.RestoreStatus{Source: rec.Request, Phase: p.inPlacePhase(), InPlace: true, ReplacedClusterIDs: slices.Clone(rec.Retired)}
+	rs := &api.RestoreStatus{Source: rec.Request, Phase: p.inPlacePhase(), InPlace: true, ReplacedClusterIDs: slices.Clone(rec.Retired), LostMembers: slices.Clone(rec.Lost)}
 	if lv := p.f.leases[0]; lv != nil && rec.Committed && lv.report.RestoredFrom != "" {
 		rs.Snapshot = lv.report.RestoredFrom
 		fmt.Sscan(lv.report.RestoredRevision, &rs.Revision)
+	}
+	if len(rec.Lost) > 0 {
+		rs.Message = fmt.Sprintf("restoreOnQuorumLoss: %s ran without their data, a quorum of the last members", strings.Join(rec.Lost, ", "))
 	}
 	if p.inPlaceFailure != "" && !rec.Done {
 		rs.Message = p.inPlaceFailure
@@ -272,8 +350,9 @@ func (p *plan) inPlaceStatus(add func(string, bool, string, string)) *api.Restor
 }
 
 // restoreJob restores request into ordinal 0's volume while no member runs.
-func (p *plan) restoreJob(request string) *batchv1.Job {
+func (p *plan) restoreJob(rec *inPlaceRecord) *batchv1.Job {
 	n := p.f.names
+	request := rec.Request
 	args := []string{"restore", "--replace",
 		"--from=" + request,
 		"--cluster=" + n.Cluster,
@@ -282,11 +361,15 @@ func (p *plan) restoreJob(request string) *batchv1.Job {
 		"--data-dir=" + api.DataDir,
 		"--name=" + n.Pod(0),
 		"--peer-url=" + n.PeerURL(0),
-		"--token=" + api.RestoreToken(n.Namespace, n.Cluster, p.f.uid, request),
+		"--token=" + api.RestoreToken(n.Namespace, n.Cluster, p.f.uid, rec.key()),
 		fmt.Sprintf("--timeout=%ds", restoreJobDeadlineSeconds-60),
 	}
 	// No API access: the Job reads the store and writes the volume; its outcome is its status.
-	j := p.job(n.RestoreJob(request), "restore-from", n.OpsAccount(), false, nil)
+	reason := "restore-from"
+	if len(rec.Lost) > 0 {
+		reason = "restore-on-quorum-loss"
+	}
+	j := p.job(n.RestoreJob(rec.key()), reason, n.OpsAccount(), false, nil)
 	// No client certificate: nothing runs to talk to.
 	j.Spec.Template.Spec.Volumes, j.Spec.Template.Spec.Containers[0].VolumeMounts = nil, nil
 	// A store's hiccup is retried by the Job controller; the old data is moved aside only once the

@@ -2,6 +2,7 @@ package sync
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,7 +17,12 @@ const inPlaceSnapshot = "s3://etcd-backups/prod/prod/demo/20260101T000000Z-r4242
 
 // restoreJobOf is the in-place restore Job the hook rendered, nil when none.
 func restoreJobOf(w *world) map[string]any {
-	return w.desired[KeyJob][w.names().RestoreJob(w.parentAnn[api.AnnRestoreFrom])]
+	for name, j := range w.desired[KeyJob] {
+		if strings.HasPrefix(name, w.name+"-restore-") {
+			return j
+		}
+	}
+	return nil
 }
 
 // agentRetired is agent.json's retiredClusters as rendered.
@@ -156,6 +162,70 @@ func TestRestoreInPlaceRefused(t *testing.T) {
 			require.Equal(t, "InvalidRestoreRequest", c.Reason)
 			require.Contains(t, c.Message, tc.want)
 			require.Equal(t, api.PhaseRunning, w.status.Phase)
+		})
+	}
+}
+
+// restoreOnQuorumLoss: two of three members run without their data (volumes lost). Nothing happens
+// before deadMemberSeconds; then the destination's newest snapshot is restored in place, as the
+// annotation would, and the cluster grows back to three under a new ID. With one member lost, or the
+// flag off, the hook never restores.
+func TestRestoreOnQuorumLoss(t *testing.T) {
+	const dest = "s3://etcd-backups/prod?endpoint=https://minio.storage:9000"
+	lose := func(w *world, ordinals ...int) {
+		for _, i := range ordinals {
+			old := w.pods[i]
+			w.data[i] = ""
+			w.pods[i] = &simPod{uid: w.newUID("pod"), revision: old.revision, image: old.image}
+		}
+	}
+	for _, tc := range []struct {
+		name     string
+		flag     bool
+		lost     []int
+		restores bool
+	}{
+		{"quorum lost", true, []int{1, 2}, true},
+		{"one member lost", true, []int{2}, false},
+		{"flag off", false, []int{1, 2}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t, 3)
+			w.spec.Backup = &api.BackupSpec{Destination: dest, RestoreOnQuorumLoss: tc.flag}
+			w.converge(60)
+			oldID := w.etcd.clusterID
+			lose(w, tc.lost...)
+			for range 50 { // 250 s: below deadMemberSeconds (300 s)
+				w.step(5 * time.Second)
+				require.Nil(t, restoreJobOf(w), "not before deadMemberSeconds")
+			}
+			for n := 0; n < 100 && !(w.status.Restore != nil && w.status.Restore.Phase == "Restored" && w.status.Phase == api.PhaseRunning); n++ {
+				w.step(5 * time.Second)
+			}
+			if !tc.restores {
+				require.Nil(t, w.status.Restore)
+				require.Equal(t, oldID, w.etcd.clusterID)
+				return
+			}
+			w.converge(40)
+			rs := w.status.Restore
+			require.NotNil(t, rs)
+			require.Equal(t, "s3://etcd-backups/prod/latest?endpoint=https://minio.storage:9000", rs.Source)
+			require.Equal(t, []string{"demo-1", "demo-2"}, rs.LostMembers)
+			require.Contains(t, rs.Message, "restoreOnQuorumLoss: demo-1, demo-2 ran without their data")
+			require.Equal(t, []string{oldID}, rs.ReplacedClusterIDs)
+			require.NotEqual(t, oldID, w.etcd.clusterID)
+			require.Len(t, w.voterOrdinals(), 3)
+
+			// A second disaster restores again, from the same /latest, under other IDs.
+			second := w.etcd.clusterID
+			lose(w, 0, 1)
+			for n := 0; n < 200 && !(w.status.Restore != nil && w.status.Restore.Phase == "Restored" && w.etcd.clusterID != second && w.status.Phase == api.PhaseRunning); n++ {
+				w.step(5 * time.Second)
+			}
+			require.NotEqual(t, second, w.etcd.clusterID, "restored again")
+			require.Equal(t, []string{second}, w.status.Restore.ReplacedClusterIDs)
+			require.Equal(t, []string{"demo-0", "demo-1"}, w.status.Restore.LostMembers)
 		})
 	}
 }

@@ -96,7 +96,8 @@ func (p *plan) status() *api.ClusterStatus {
 	case p.stalled != "":
 		add(api.CondProgressing, false, "StepDeadlineExceeded", p.stalled)
 	case p.restoring && p.inPlaceFailure != "":
-		add(api.CondProgressing, false, "RestoreFailed", p.inPlaceFailure)
+		// Stuck until a human acts (RestoreFailed says how): nothing is progressing.
+		add(api.CondProgressing, false, "Waiting", p.inPlaceFailure)
 	case p.restoring:
 		add(api.CondProgressing, true, "RestoringInPlace", p.message())
 	case !f.bootstrapped && p.hasSpec:

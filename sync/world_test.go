@@ -3,6 +3,7 @@ package sync
 import (
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"slices"
 	"sort"
 	"strings"
@@ -923,7 +924,9 @@ func (w *world) runJobs() {
 				continue
 			}
 			w.etcd.members, w.etcd.leader = nil, ""
-			w.etcd.clusterID = fmt.Sprintf("%016x", 0x5e1f000000000000+uint64(len(flags["token"])))
+			h := fnv.New64a()
+			h.Write([]byte(flags["token"]))
+			w.etcd.clusterID = fmt.Sprintf("%016x", h.Sum64()|1)
 			w.data[0], w.owner[0] = w.etcd.add(w.peerURL(0), false), w.uid
 			w.restored = flags["from"]
 		case flags["claim"] != "":
