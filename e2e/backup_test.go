@@ -246,14 +246,61 @@ func TestBackupRestore(t *testing.T) {
 	require.Equal(t, []string{oldID}, ec.Status.Restore.ReplacedClusterIDs)
 	require.Equal(t, snapshot, ec.Status.Restore.Snapshot)
 
+	// Disaster recovery (spec.backup.restoreOnQuorumLoss, docs/design.md §16.9): a fresh snapshot, then
+	// the volumes of two of the three members wiped and their pods restarted. After deadMemberSeconds
+	// (60 s here) the hook restores the newest snapshot by itself.
+	drTook, drLost := time.Duration(0), []string(nil)
+	if *hostPath {
+		src.apply(map[string]any{"backup": map[string]any{
+			"schedule": "*/1 * * * *", "destination": dest, "credentialsSecret": src.credentialsSecret(),
+			"retention": map[string]any{"keepLast": 2}, "restoreOnQuorumLoss": true,
+		}, "timeouts": map[string]any{"deadMemberSeconds": 60}})
+		src.waitFor("the flag applied", stepTimeout, src.settled(3))
+		src.annotate(api.AnnBackupNow, "e2e-2")
+		src.waitFor("a backup of the restored cluster", stepTimeout, func() bool {
+			b := src.cluster().Status.Backup
+			return b != nil && b.OnDemand != nil && b.OnDemand.Token == "e2e-2" && b.OnDemand.Phase == "Succeeded"
+		})
+		beforeDR := src.cluster().Status.ClusterID
+		for _, i := range []int{1, 2} {
+			dir := src.volumeDir(i)
+			require.NoError(t, os.RemoveAll(filepath.Join(dir, "data")))
+			require.NoError(t, os.RemoveAll(filepath.Join(dir, "etcdhook-binding.json")))
+		}
+		wiped := time.Now()
+		for _, i := range []int{1, 2} {
+			require.NoError(t, src.e.kube.CoreV1().Pods(src.ns).Delete(src.ctx, src.names().Pod(i), metav1.DeleteOptions{}))
+		}
+		src.waitFor("the automatic restore", 4*stepTimeout, func() bool {
+			ec := src.cluster()
+			if c := condition(ec, api.CondRestoreFailed); c != nil && c.Status == metav1.ConditionTrue {
+				src.t.Fatalf("the automatic restore failed: %s", c.Message)
+			}
+			r := ec.Status.Restore
+			return r != nil && len(r.LostMembers) > 0 && r.Phase == "Restored" && ec.Status.ClusterID != beforeDR && src.settled(3)()
+		})
+		drTook = time.Since(wiped)
+		ec := src.cluster()
+		drLost = ec.Status.Restore.LostMembers
+		require.Equal(t, []string{src.names().Pod(1), src.names().Pod(2)}, drLost)
+		require.Equal(t, []string{beforeDR}, ec.Status.Restore.ReplacedClusterIDs)
+		again, againRev := src.readKeys()
+		require.Equal(t, want, again, "every key back from the newest snapshot")
+		src.checkHashKV(againRev)
+	} else {
+		t.Log("restoreOnQuorumLoss not exercised: volumes are not reachable as host paths (-e2e.hostpath=false)")
+	}
+
 	results.add(t.Name(), fmt.Sprintf("| figure | value |\n|---|---|\n"+
 		"| keys written, restored and verified | %d of %d (hashkv equal on 3 members) |\n"+
 		"| snapshot size | %d bytes (revision %d) |\n"+
 		"| on-demand backup, annotation to status Succeeded | %s |\n"+
 		"| restore, create to Available (3 members) | %s (phase Restoring seen, then learners joined; total %s) |\n"+
 		"| scheduled backups (*/1) after the on-demand one | %d, retention kept %d |\n"+
-		"| restore in place (etcd.io/restore-from), annotation to Available with 3 members | %s (%d keys back, %d written after the snapshot gone, hashkv equal) |\n",
+		"| restore in place (etcd.io/restore-from), annotation to Available with 3 members | %s (%d keys back, %d written after the snapshot gone, hashkv equal) |\n"+
+		"| restoreOnQuorumLoss: 2 of 3 volumes wiped to Available again (deadMemberSeconds 60) | %s (lost %v; every key back, hashkv equal) |\n",
 		len(got), n, size, rev, backupTook.Round(100*time.Millisecond), restoreTook.Round(100*time.Millisecond),
 		restoreTotal.Round(100*time.Millisecond), len(successes), len(ms),
-		(pluginTook+inPlaceTook).Round(100*time.Millisecond), len(back), lost))
+		(pluginTook+inPlaceTook).Round(100*time.Millisecond), len(back), lost,
+		drTook.Round(100*time.Millisecond), drLost))
 }
