@@ -39,6 +39,9 @@ type inPlaceRecord struct {
 	// Lost names the members that ran without their data when spec.backup.restoreOnQuorumLoss started
 	// this restore (empty for one the annotation asked for).
 	Lost []string `json:"lost,omitempty"`
+	// Annotation is the etcd.io/restore-from value seen when it started (its Request, for one the
+	// annotation asked for): that value is never carried out again, whatever restore came after it.
+	Annotation string `json:"annotation,omitempty"`
 }
 
 // key identifies one restore: its request and the IDs it replaces. The Job's name and the restored
@@ -69,8 +72,11 @@ func (f *facts) readInPlace() {
 		}
 	}
 	if r := f.parent.Status.Restore; f.inPlace == nil && r != nil && r.InPlace && r.Source != "" {
+		// Rebuilt from status, the record does not know which annotation value it saw: the one on the
+		// parent now counts as seen (a restore is never started from a record half lost).
 		f.inPlace = &inPlaceRecord{Request: r.Source, Retired: r.ReplacedClusterIDs, Lost: r.LostMembers,
-			Committed: r.Phase == inPlaceStarting || r.Phase == inPlaceRestored, Done: r.Phase == inPlaceRestored}
+			Committed: r.Phase == inPlaceStarting || r.Phase == inPlaceRestored, Done: r.Phase == inPlaceRestored,
+			Annotation: strings.TrimSpace(f.parent.Annotations[api.AnnRestoreFrom])}
 	}
 	f.setRetired()
 }
@@ -105,14 +111,14 @@ func (f *facts) chooseInPlace() bool {
 		}
 		rec = nil
 	}
-	if (rec == nil || rec.Done) && req != "" && (rec == nil || req != rec.Request) {
+	if (rec == nil || rec.Done) && req != "" && (rec == nil || req != rec.Annotation) {
 		if f.inPlaceProblem = f.restoreRequestProblem(req); f.inPlaceProblem == "" {
-			rec = &inPlaceRecord{Request: req, Retired: slices.Clone(f.clusterIDs)}
+			rec = &inPlaceRecord{Request: req, Retired: slices.Clone(f.clusterIDs), Annotation: req}
 		}
 	}
 	if rec == nil || rec.Done {
 		if src, lost := f.quorumDataLost(); len(lost) > 0 {
-			rec = &inPlaceRecord{Request: src, Retired: slices.Clone(f.clusterIDs), Lost: lost}
+			rec = &inPlaceRecord{Request: src, Retired: slices.Clone(f.clusterIDs), Lost: lost, Annotation: req}
 		}
 	}
 	if rec == before {
@@ -129,7 +135,7 @@ func (f *facts) withdrawn(rec *inPlaceRecord, req string) bool {
 	if len(rec.Lost) > 0 {
 		return !f.restoreOnQuorumLoss()
 	}
-	return req != rec.Request
+	return req != rec.Annotation
 }
 
 // restoreOnQuorumLoss: the applied spec asks for automatic restores.
@@ -212,6 +218,10 @@ func (f *facts) restoreRequestProblem(req string) string {
 		return fmt.Sprintf("annotation %s: the members' data is on emptyDir, which has no volume to restore into (create a new EtcdCluster with spec.restore)", api.AnnRestoreFrom)
 	case !f.bootstrapped:
 		return fmt.Sprintf("annotation %s: the cluster has no data yet (use spec.restore when creating a cluster)", api.AnnRestoreFrom)
+	case len(f.clusterIDs) == 0:
+		// The restore retires the IDs known now; without one, the members' old data would later look
+		// foreign instead of replaced.
+		return fmt.Sprintf("annotation %s: the cluster's ID is not known (no status, ConfigMap record or member report names it); wait for a member to report", api.AnnRestoreFrom)
 	}
 	return ""
 }
@@ -244,7 +254,7 @@ func (p *plan) decideInPlace() bool {
 		}
 		p.replicas = 1
 		p.setIntent(0, api.IntentMember)
-		p.wait("%s to start on the restored data", f.names.Pod(0))
+		p.waitPod0()
 	case len(f.pods) > 0 || !p.statefulSetStopped():
 		p.replicas = 0
 		var names []string
@@ -296,10 +306,20 @@ func (p *plan) inPlaceJob(rec *inPlaceRecord, j *batchv1.Job) {
 		p.inPlace = &c
 		p.replicas = 1
 		p.setIntent(0, api.IntentMember)
-		p.wait("%s to start on the restored data", p.f.names.Pod(0))
+		p.waitPod0()
 	case jobFailed:
 		p.inPlaceFailure = fmt.Sprintf("restore Job %s failed (kubectl logs job/%s): the cluster's data is unchanged; remove or change the %s annotation to start it again on its data", j.Name, j.Name, api.AnnRestoreFrom)
 	}
+}
+
+// waitPod0 says that pod 0 is to start on the restored data, with what its agent reports if it cannot.
+func (p *plan) waitPod0() {
+	f := p.f
+	if lv := f.leases[0]; lv != nil && lv.fresh && lv.report.Error != "" && f.pods[0] != nil && lv.holder == string(f.pods[0].UID) {
+		p.wait("%s to start on the restored data (its agent reports %q)", f.names.Pod(0), lv.report.Error)
+		return
+	}
+	p.wait("%s to start on the restored data", f.names.Pod(0))
 }
 
 // inPlaceMode renders what a restore in flight needs around it: the Leases as they are (no intent

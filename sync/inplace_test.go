@@ -229,3 +229,33 @@ func TestRestoreOnQuorumLoss(t *testing.T) {
 		})
 	}
 }
+
+// An annotation value is carried out once, whatever restore came after it: after an automatic restore
+// (whose request is the destination's /latest), the value still on the parent is not restored again.
+func TestRestoreAnnotationNotRepeatedAfterAutomatic(t *testing.T) {
+	w := newWorld(t, 3)
+	w.spec.Backup = &api.BackupSpec{Destination: "s3://etcd-backups/prod", RestoreOnQuorumLoss: true}
+	w.converge(60)
+	w.parentAnn = map[string]string{api.AnnRestoreFrom: inPlaceSnapshot}
+	for n := 0; n < 80 && !(w.status.Restore != nil && w.status.Restore.Phase == "Restored" && w.status.Phase == api.PhaseRunning); n++ {
+		w.step(5 * time.Second)
+	}
+	w.converge(40)
+	manual := w.etcd.clusterID
+	for _, i := range []int{1, 2} {
+		old := w.pods[i]
+		w.data[i] = ""
+		w.pods[i] = &simPod{uid: w.newUID("pod"), revision: old.revision, image: old.image}
+	}
+	for n := 0; n < 200 && !(w.etcd.clusterID != manual && w.status.Restore.Phase == "Restored" && w.status.Phase == api.PhaseRunning); n++ {
+		w.step(5 * time.Second)
+	}
+	require.NotEmpty(t, w.status.Restore.LostMembers, "the automatic restore ran")
+	automatic := w.etcd.clusterID
+	require.NotEqual(t, manual, automatic)
+	for range 30 {
+		w.step(5 * time.Second)
+		require.Nil(t, restoreJobOf(w), "the annotation's value was carried out already")
+	}
+	require.Equal(t, automatic, w.etcd.clusterID)
+}

@@ -168,6 +168,12 @@ func (o *restoreOpts) runInPlace(ctx context.Context, env Env, c *Clients) error
 	r := snap.status.Restore
 	fmt.Fprintf(env.Out, "restored in place: %s (revision %d) on %s/%s, %d members, cluster ID %s (replaced %v)\n",
 		r.Snapshot, r.Revision, c.Namespace, o.name, len(snap.status.Members), snap.status.ClusterID, r.ReplacedClusterIDs)
+	// The hook's record keeps the value (carried out once); the annotation left behind would travel
+	// with a copy of this object's manifest and restore the snapshot over a re-created cluster's data.
+	rm := []byte(`{"metadata":{"annotations":{"` + api.AnnRestoreFrom + `":null}}}`)
+	if _, err := c.Dynamic.Resource(GVR).Namespace(c.Namespace).Patch(ctx, o.name, types.MergePatchType, rm, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("restored, but removing the %s annotation failed (remove it by hand): %w", api.AnnRestoreFrom, err)
+	}
 	return nil
 }
 
