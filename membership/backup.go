@@ -36,6 +36,9 @@ type BackupResult struct {
 	Pruned   []backup.Manifest
 	// Skipped names manifests that could not be read while pruning (left alone).
 	Skipped []string
+	// Orphans are the leftovers deleted: this cluster's snapshots without a manifest, older than
+	// backup.OrphanAge.
+	Orphans []string
 }
 
 // SnapshotMember picks the member to read a snapshot from: a healthy follower first (a snapshot
@@ -102,7 +105,7 @@ func Backup(ctx context.Context, e *Etcd, b *blob.Bucket, log *slog.Logger, req 
 	}
 	defer snap.Snapshot.Close()
 	key := backup.SnapshotKey(req.Namespace, req.Cluster, at, st.Header.Revision)
-	stored, err := backup.Upload(ctx, b, key, snap.Snapshot)
+	stored, err := backup.Upload(ctx, b, key, snap.Snapshot, req.ClusterUID)
 	if err != nil {
 		return BackupResult{}, err
 	}
@@ -134,6 +137,10 @@ func Backup(ctx context.Context, e *Etcd, b *blob.Bucket, log *slog.Logger, req 
 		}
 	}
 	res.Pruned, err = backup.Prune(ctx, b, order, req.ClusterUID, req.Retention, req.Now())
+	if err != nil {
+		return res, fmt.Errorf("pruning failed: %w", err)
+	}
+	res.Orphans, err = backup.DeleteOrphans(ctx, b, req.Namespace, req.Cluster, req.ClusterUID, req.Now().Add(-backup.OrphanAge))
 	if err != nil {
 		return res, fmt.Errorf("pruning failed: %w", err)
 	}

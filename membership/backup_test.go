@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"gocloud.dev/blob"
 
 	"github.com/etcdhook/etcdhook/api"
 	"github.com/etcdhook/etcdhook/internal/backup"
@@ -217,6 +218,31 @@ func TestMembershipBackupRestore(t *testing.T) {
 				left, _, err := backup.List(context.Background(), b, "ns", "src")
 				require.NoError(t, err)
 				require.Len(t, left, 2)
+
+				// Leftovers without a manifest (an upload cut short after the store kept it): this
+				// cluster's go once older than backup.OrphanAge; a younger one, and another
+				// EtcdCluster's, stay.
+				put := func(key, uid string) {
+					w, err := b.NewWriter(context.Background(), key, &blob.WriterOptions{Metadata: map[string]string{backup.MetaClusterUID: uid}})
+					require.NoError(t, err)
+					_, err = w.Write([]byte("half a snapshot"))
+					require.NoError(t, err)
+					require.NoError(t, w.Close())
+				}
+				mine, theirs := "ns/src/20200101T000000Z-r1.db", "ns/src/20200101T000001Z-r2.db"
+				put(mine, src.parent)
+				put(theirs, "another-etcdcluster")
+				young, err := src.backupOnce(d, backup.Retention{KeepLast: 2}, time.Now().Add(3*time.Second))
+				require.NoError(t, err)
+				require.Empty(t, young.Orphans, "a leftover younger than OrphanAge may be an upload in progress")
+				later, err := src.backupOnce(d, backup.Retention{KeepLast: 2}, time.Now().Add(backup.OrphanAge+time.Hour))
+				require.NoError(t, err)
+				require.Equal(t, []string{mine}, later.Orphans)
+				for key, want := range map[string]bool{mine: false, theirs: true} {
+					ok, err := b.Exists(context.Background(), key)
+					require.NoError(t, err)
+					require.Equal(t, want, ok, key)
+				}
 			})
 		}
 	})

@@ -84,6 +84,9 @@ func runBackup(args []string) error {
 	if len(res.Pruned) > 0 {
 		note += fmt.Sprintf("; %d older pruned", len(res.Pruned))
 	}
+	if len(res.Orphans) > 0 {
+		note += fmt.Sprintf("; %d leftovers without a manifest deleted", len(res.Orphans))
+	}
 	events.Event(membership.EventBackupSucceeded, "Backup", note, false)
 	out, _ := json.Marshal(r)
 	fmt.Println(string(out))

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"path"
+	"sort"
 	"time"
 
 	"gocloud.dev/blob"
@@ -62,5 +65,60 @@ func Prune(ctx context.Context, b *blob.Bucket, ms []Manifest, clusterUID string
 		}
 		done = append(done, m)
 	}
+	return done, errors.Join(errs...)
+}
+
+// MetaClusterUID is the metadata key of a snapshot object naming the EtcdCluster (UID) it belongs to.
+const MetaClusterUID = "etcdhook-cluster-uid"
+
+// OrphanAge is how old a snapshot without a manifest must be before a backup deletes it: well past the
+// longest a backup may run (its Job's two-hour deadline), so an upload still in progress is never taken
+// for a leftover.
+const OrphanAge = 6 * time.Hour
+
+// DeleteOrphans deletes the leftovers in one cluster's folder: snapshots without a manifest (an upload
+// cut short after the store kept it, a delete cut short between the manifest and the snapshot) that
+// carry this EtcdCluster's UID and were last modified before cutoff. Snapshots of another EtcdCluster,
+// or written before snapshots carried a UID, are the user's, as retention leaves them. It returns the
+// deleted keys.
+func DeleteOrphans(ctx context.Context, b *blob.Bucket, namespace, name, clusterUID string, cutoff time.Time) ([]string, error) {
+	dir := ClusterDir(namespace, name)
+	it := b.List(&blob.ListOptions{Prefix: dir, Delimiter: "/"})
+	objs := map[string]*blob.ListObject{}
+	for {
+		o, err := it.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("listing %s: %w", dir, err)
+		}
+		if !o.IsDir {
+			objs[o.Key] = o
+		}
+	}
+	var done []string
+	var errs []error
+	for key, o := range objs {
+		if path.Ext(key) != ".db" || objs[ManifestKey(key)] != nil || !o.ModTime.Before(cutoff) {
+			continue
+		}
+		attrs, err := b.Attributes(ctx, key)
+		if err != nil {
+			if gcerrors.Code(err) != gcerrors.NotFound {
+				errs = append(errs, fmt.Errorf("reading %s: %w", key, err))
+			}
+			continue
+		}
+		if attrs.Metadata[MetaClusterUID] != clusterUID || clusterUID == "" {
+			continue
+		}
+		if err := b.Delete(ctx, key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+			errs = append(errs, fmt.Errorf("deleting %s: %w", key, err))
+			continue
+		}
+		done = append(done, key)
+	}
+	sort.Strings(done)
 	return done, errors.Join(errs...)
 }

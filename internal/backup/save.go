@@ -63,12 +63,15 @@ type Stored struct {
 // writers buffer one part at a time), checks etcd's trailing hash on the way, and then checks that the
 // store holds as many bytes as were sent. A snapshot that fails either check is deleted: no manifest
 // is ever written for it.
-func Upload(ctx context.Context, b *blob.Bucket, key string, src io.Reader) (Stored, error) {
+// The object carries its EtcdCluster's UID (MetaClusterUID): if the upload is cut short after the store
+// kept it, or its manifest is later deleted without it, the next backups know whose leftover it is.
+func Upload(ctx context.Context, b *blob.Bucket, key string, src io.Reader, clusterUID string) (Stored, error) {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	// IfNotExist: two backups in the same second at the same revision (an on-demand and a scheduled one
 	// on an idle cluster) must not overwrite each other's snapshot; the second fails and says so.
-	w, err := b.NewWriter(wctx, key, &blob.WriterOptions{ContentType: "application/octet-stream", IfNotExist: true})
+	w, err := b.NewWriter(wctx, key, &blob.WriterOptions{ContentType: "application/octet-stream", IfNotExist: true,
+		Metadata: map[string]string{MetaClusterUID: clusterUID}})
 	if err != nil {
 		return Stored{}, fmt.Errorf("writing %s: %w", key, err)
 	}
