@@ -1,7 +1,12 @@
 package backup
 
 import (
+	"context"
 	"crypto/sha256"
+	"gocloud.dev/blob"
+	"gocloud.dev/blob/fileblob"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -149,4 +154,62 @@ func TestEtcdHash(t *testing.T) {
 	h = newEtcdHash()
 	_, _ = h.Write(sum[:16])
 	assert.False(t, h.Valid(), "shorter than a hash")
+}
+
+// DeleteOrphans deletes a leftover snapshot (no manifest) of this cluster once it is older than the
+// cutoff; a snapshot with its manifest, another cluster's leftover, an unlabeled one and a young one stay.
+func TestDeleteOrphans(t *testing.T) {
+	ctx := context.Background()
+	// A directory bucket that keeps metadata, as S3 and GCS do (Destination.Open's file buckets write
+	// none: their leftovers carry no UID and stay).
+	b, err := fileblob.OpenBucket(t.TempDir(), nil)
+	require.NoError(t, err)
+	defer b.Close()
+	put := func(key, uid string) {
+		opts := &blob.WriterOptions{}
+		if uid != "" {
+			opts.Metadata = map[string]string{MetaClusterUID: uid}
+		}
+		require.NoError(t, b.WriteAll(ctx, key, []byte("x"), opts))
+	}
+	put("ns/c/a-r1.db", "uid-1")
+	put("ns/c/a-r1.json", "")
+	put("ns/c/b-r2.db", "uid-1")
+	put("ns/c/c-r3.db", "uid-2")
+	put("ns/c/d-r4.db", "")
+	put("ns/other/e-r5.db", "uid-1")
+
+	young, err := DeleteOrphans(ctx, b, "ns", "c", "uid-1", time.Now().Add(-time.Hour))
+	require.NoError(t, err)
+	require.Empty(t, young, "written just now: may be an upload in progress")
+	old, err := DeleteOrphans(ctx, b, "ns", "c", "uid-1", time.Now().Add(time.Hour))
+	require.NoError(t, err)
+	require.Equal(t, []string{"ns/c/b-r2.db"}, old)
+	for key, want := range map[string]bool{"ns/c/a-r1.db": true, "ns/c/b-r2.db": false, "ns/c/c-r3.db": true, "ns/c/d-r4.db": true, "ns/other/e-r5.db": true} {
+		ok, err := b.Exists(ctx, key)
+		require.NoError(t, err)
+		require.Equal(t, want, ok, key)
+	}
+	none, err := DeleteOrphans(ctx, b, "ns", "c", "", time.Now().Add(time.Hour))
+	require.NoError(t, err)
+	require.Empty(t, none, "no UID, nothing is this cluster's")
+}
+
+// A directory destination writes each upload beside its final name: a Job's root filesystem (and so
+// os.TempDir) is read-only, and a temporary file on another filesystem could not be renamed into place.
+// Its leftovers (an upload killed mid-way) go with the others once old.
+func TestFileDestinationNeedsNoTempDir(t *testing.T) {
+	ctx := context.Background()
+	t.Setenv("TMPDIR", filepath.Join(t.TempDir(), "read-only-root"))
+	root := t.TempDir()
+	d, err := ParseDestination("file://" + root)
+	require.NoError(t, err)
+	b, err := d.Open(ctx)
+	require.NoError(t, err)
+	defer b.Close()
+	require.NoError(t, b.WriteAll(ctx, "ns/c/a-r1.db", []byte("snapshot"), nil))
+	require.NoError(t, os.WriteFile(filepath.Join(root, "ns/c/b-r2.db.18a2b3c4d5e6f708.tmp"), []byte("half"), 0o600))
+	done, err := DeleteOrphans(ctx, b, "ns", "c", "uid-1", time.Now().Add(time.Hour))
+	require.NoError(t, err)
+	require.Equal(t, []string{"ns/c/b-r2.db.18a2b3c4d5e6f708.tmp"}, done, "the unfinished upload goes; the complete snapshot carries no UID here and stays")
 }

@@ -130,8 +130,10 @@ func (d Destination) Open(ctx context.Context) (*blob.Bucket, error) {
 		if err := os.MkdirAll(d.Root, 0o750); err != nil {
 			return nil, fmt.Errorf("creating %s: %w", d.Root, err)
 		}
-		// No .attrs side files: the snapshot and its manifest are the only files a user sees.
-		return fileblob.OpenBucket(d.Root, &fileblob.Options{Metadata: fileblob.MetadataDontWrite})
+		// No .attrs side files: the snapshot and its manifest are the only files a user sees. Uploads are
+		// written beside their final name and renamed into place (NoTempDir): the Jobs' root filesystem,
+		// and so os.TempDir, is read-only, and a rename from another filesystem would fail anyway.
+		return fileblob.OpenBucket(d.Root, &fileblob.Options{Metadata: fileblob.MetadataDontWrite, NoTempDir: true})
 	}
 	q := url.Values{}
 	for k, v := range d.params {

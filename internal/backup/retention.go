@@ -7,6 +7,7 @@ import (
 	"io"
 	"path"
 	"sort"
+	"strings"
 	"time"
 
 	"gocloud.dev/blob"
@@ -100,7 +101,20 @@ func DeleteOrphans(ctx context.Context, b *blob.Bucket, namespace, name, cluster
 	var done []string
 	var errs []error
 	for key, o := range objs {
-		if path.Ext(key) != ".db" || objs[ManifestKey(key)] != nil || !o.ModTime.Before(cutoff) {
+		if !o.ModTime.Before(cutoff) {
+			continue
+		}
+		if strings.HasSuffix(key, ".tmp") && strings.Contains(path.Base(key), ".db.") {
+			// A directory store's upload that never completed (fileblob's <snapshot>.<n>.tmp): no
+			// one's snapshot, whoever started it.
+			if err := b.Delete(ctx, key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+				errs = append(errs, fmt.Errorf("deleting %s: %w", key, err))
+				continue
+			}
+			done = append(done, key)
+			continue
+		}
+		if path.Ext(key) != ".db" || objs[ManifestKey(key)] != nil {
 			continue
 		}
 		attrs, err := b.Attributes(ctx, key)
