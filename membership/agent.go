@@ -56,6 +56,9 @@ type AgentConfig struct {
 	// Retired are cluster IDs an in-place restore replaced: a Lease or member list naming one is not
 	// this cluster's, and data of one is moved aside (docs/design.md §16.8).
 	Retired map[uint64]bool
+	// LoadRetired, when set, reads Retired again before each start decision (agent.json as the kubelet
+	// refreshes it); a read that fails keeps the last list.
+	LoadRetired func() (map[uint64]bool, error)
 }
 
 // Agent supervises etcd in a member pod (docs/design.md §1.3, §7.2-§7.3).
@@ -312,6 +315,13 @@ func (a *Agent) decide(ctx context.Context) (Decision, StartFacts, error) {
 	// Any cluster ID annotation, even one that does not parse, means bootstrapped: a seed never starts a
 	// second cluster because a report was damaged.
 	f.Bootstrapped = len(ids) > 0
+	if a.Cfg.LoadRetired != nil {
+		if r, err := a.Cfg.LoadRetired(); err != nil {
+			a.Log.Warn("cannot read the retired cluster IDs again; keeping the last list", "error", err)
+		} else {
+			a.Cfg.Retired = r
+		}
+	}
 	f.Retired = a.Cfg.Retired
 	var idProblems []string
 	f.ClusterID, idProblems = LeaseClusterID(a.current(ids))

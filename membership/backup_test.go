@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -302,10 +303,19 @@ func TestMembershipRestoreInPlace(t *testing.T) {
 
 	id, err := api.ParseID(oldID)
 	require.NoError(t, err)
-	c.retired = map[uint64]bool{id: true}
+	// Member 0's agent starts on an agent.json the kubelet has not refreshed yet: no retired IDs. The
+	// old Leases then make the restored data look foreign, until a later read of the file retires them.
+	var reads atomic.Int32
+	c.loadRetired = func() (map[uint64]bool, error) {
+		if reads.Add(1) <= 2 {
+			return nil, nil
+		}
+		return map[uint64]bool{id: true}, nil
+	}
 	c.intent(0, api.IntentMember, false, 0)
 	c.start(0, 0)
 	c.waitFor("member 0 on the restored data", stepMax, func() bool { return c.voters(0) })
+	require.Greater(t, reads.Load(), int32(2), "started only once the retired IDs were read")
 	c.grow(1)
 	c.grow(2)
 

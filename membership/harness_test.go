@@ -181,8 +181,10 @@ type tcluster struct {
 	restore *backup.Source
 	// flags are added to every member's etcd command line (e.g. a tiny --quota-backend-bytes).
 	flags []string
-	// retired are the cluster IDs an in-place restore replaced (agent.json's retiredClusters).
-	retired map[uint64]bool
+	// retired are the cluster IDs an in-place restore replaced (agent.json's retiredClusters);
+	// loadRetired, when set, is how the agents read them again (the file as the kubelet refreshes it).
+	retired     map[uint64]bool
+	loadRetired func() (map[uint64]bool, error)
 }
 
 // newCluster is a cluster as the product makes it by default: TLS on both planes.
@@ -281,7 +283,7 @@ func (c *tcluster) start(i int, tick time.Duration) {
 			Name: s.name, PeerURL: s.peerURL, ClientURL: s.clientURL, Endpoints: c.endpoints(i),
 			DataDir: s.dataDir(), ParentUID: c.parent, LeaseDuration: 15 * time.Second,
 			EtcdCommand: cmd, Tick: tick, FastTick: fast, StopGrace: 10 * time.Second, JoinTimeout: 60 * time.Second, NoSpaceAgain: time.Second,
-			EtcdOutput: out, Retired: c.retired,
+			EtcdOutput: out, Retired: c.retired, LoadRetired: c.loadRetired,
 		},
 		Store: c.leases.Store(s.lease, s.name+"-pod"),
 		Etcd:  &Etcd{Log: log, CallTimeout: 2 * time.Second},

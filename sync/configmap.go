@@ -3,6 +3,7 @@ package sync
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -27,21 +28,20 @@ func (p *plan) agentConfig() api.AgentConfig {
 	}
 }
 
-// retiredClusters are the cluster IDs in-place restores replaced, sorted (nil for none).
+// retiredClusters are the cluster IDs in-place restores replaced, as the agents get them: those of a
+// restore not committed yet are still the live cluster's (a member restarting meanwhile must start on
+// its data, and the restore may yet be withdrawn), so only the IDs of the restore before it count.
 func (p *plan) retiredClusters() []string {
-	ids := map[string]bool{}
-	for id := range p.f.retired {
-		ids[id] = true
+	r := p.inPlace
+	if r.inFlight() && !r.Committed {
+		r = r.Prior
 	}
-	if p.inPlace != nil {
-		for _, id := range p.inPlace.Retired {
-			ids[id] = true
-		}
-	}
-	if len(ids) == 0 {
+	if r == nil || len(r.Retired) == 0 {
 		return nil
 	}
-	return sortedKeys(ids)
+	ids := slices.Clone(r.Retired)
+	slices.Sort(ids)
+	return ids
 }
 
 // agentRestore is spec.restore for the agent, nil without one.

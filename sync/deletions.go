@@ -106,8 +106,11 @@ func (p *plan) deletions(rendered map[childID]bool) ([]Deletion, error) {
 	return out, nil
 }
 
-// knownJob says whether name parses as a remove or pvc-delete Job of this cluster.
+// knownJob says whether name parses as a remove, pvc-delete or restore Job of this cluster.
 func (p *plan) knownJob(name string) bool {
+	if strings.HasPrefix(name, p.f.names.Cluster+"-restore-") {
+		return true
+	}
 	for _, js := range p.f.removeJobs {
 		for _, jv := range js {
 			if jv.job.Name == name {

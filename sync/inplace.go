@@ -25,11 +25,21 @@ import (
 // restoreJobDeadlineSeconds bounds one restore Job: a multi-gigabyte snapshot downloads in minutes.
 const restoreJobDeadlineSeconds = 2 * 3600
 
-// inPlaceRecord is the ConfigMap's record of the last in-place restore (api.ConfigKeyRestoreInPlace).
+// restoreJobMarginSeconds is how long before the Job's deadline the restore's own timeout ends it.
+const restoreJobMarginSeconds = 15 * 60
+
+// maxRemembered bounds the record's lists (values seen, cluster IDs retired): the oldest go first.
+const maxRemembered = 16
+
+// inPlaceRecord is the ConfigMap's record of in-place restores (api.ConfigKeyRestoreInPlace): the last
+// one (Request empty when there was none, or the last was withdrawn before any other ran) and the memory
+// every restore adds to (Seen, Retired).
 type inPlaceRecord struct {
-	// Request is the etcd.io/restore-from value it carries out.
-	Request string `json:"request"`
-	// Retired are the cluster IDs known when it started: the data it replaces.
+	// Request is the source of the last restore: the etcd.io/restore-from value, or <destination>/latest
+	// for an automatic one.
+	Request string `json:"request,omitempty"`
+	// Retired are the cluster IDs restores replaced, this one's included (the IDs known when it
+	// started), newest last: no report, member list or data directory of theirs counts again.
 	Retired []string `json:"retired,omitempty"`
 	// Committed: the restore Job succeeded, ordinal 0's volume holds the snapshot. From here on the
 	// restore finishes whatever the annotation says.
@@ -39,16 +49,59 @@ type inPlaceRecord struct {
 	// Lost names the members that ran without their data when spec.backup.restoreOnQuorumLoss started
 	// this restore (empty for one the annotation asked for).
 	Lost []string `json:"lost,omitempty"`
-	// Annotation is the etcd.io/restore-from value seen when it started (its Request, for one the
-	// annotation asked for): that value is never carried out again, whatever restore came after it.
-	Annotation string `json:"annotation,omitempty"`
+	// Seen are the etcd.io/restore-from values acted on (carried out, refused or withdrawn), newest
+	// last: a value is acted on once, whatever came after it.
+	Seen []string `json:"seen,omitempty"`
+	// Refused is the last value refused and why (shown while the annotation holds it).
+	Refused    string `json:"refused,omitempty"`
+	RefusedWhy string `json:"refusedWhy,omitempty"`
+	// Prior is the record this restore replaced, kept until it commits: a restore withdrawn before its
+	// data was replaced goes back to it (its retired IDs, its last restore).
+	Prior *inPlaceRecord `json:"prior,omitempty"`
 }
+
+// inFlight: a restore that has not finished.
+func (r *inPlaceRecord) inFlight() bool { return r != nil && r.Request != "" && !r.Done }
+
+func (r *inPlaceRecord) seen(v string) bool { return r != nil && slices.Contains(r.Seen, v) }
 
 // key identifies one restore: its request and the IDs it replaces. The Job's name and the restored
 // cluster's token derive from it, so a second restore of the same source (the automatic restore of a
 // second disaster, from the same /latest) gets another Job and other member and cluster IDs.
 func (r *inPlaceRecord) key() string {
 	return r.Request + " " + strings.Join(r.Retired, ",")
+}
+
+// memory is the record without its last restore: what a new one starts from.
+func (r *inPlaceRecord) memory() *inPlaceRecord {
+	if r == nil {
+		return &inPlaceRecord{}
+	}
+	return &inPlaceRecord{Retired: slices.Clone(r.Retired), Seen: slices.Clone(r.Seen)}
+}
+
+// withoutPrior is the record as a new restore keeps it to go back to.
+func (r *inPlaceRecord) withoutPrior() *inPlaceRecord {
+	if r == nil {
+		return nil
+	}
+	c := *r
+	c.Prior = nil
+	return &c
+}
+
+// remember appends values not already present, keeping the newest maxRemembered.
+func remember(list []string, values ...string) []string {
+	out := slices.Clone(list)
+	for _, v := range values {
+		if v != "" && !slices.Contains(out, v) {
+			out = append(out, v)
+		}
+	}
+	if len(out) > maxRemembered {
+		out = out[len(out)-maxRemembered:]
+	}
+	return out
 }
 
 // In-place restore phases, as status.restore.phase shows them.
@@ -59,24 +112,24 @@ const (
 	inPlaceRestored  = "Restored"
 )
 
-// readInPlace parses the hook's record of the last in-place restore: the ConfigMap's, else the one
-// status.restore keeps (a deleted ConfigMap must not forget a restore in flight, nor the IDs it retired).
-// A record that does not parse is a hand edit and ignored. The IDs it retired count from here on.
+// readInPlace parses the hook's record: the ConfigMap's, else the one status.restore keeps (a deleted
+// ConfigMap must not forget a restore in flight, nor the IDs it retired). A record that does not parse
+// is a hand edit and ignored. The IDs it retired count from here on.
 func (f *facts) readInPlace() {
 	if s := f.configValue(api.ConfigKeyRestoreInPlace); s != "" {
 		var rec inPlaceRecord
-		if err := json.Unmarshal([]byte(s), &rec); err != nil || rec.Request == "" {
+		if err := json.Unmarshal([]byte(s), &rec); err != nil {
 			f.distrusted = append(f.distrusted, fmt.Sprintf("ConfigMap %s key %s does not parse as the hook's record: ignored", f.names.ConfigMap(), api.ConfigKeyRestoreInPlace))
 		} else {
 			f.inPlace = &rec
 		}
 	}
 	if r := f.parent.Status.Restore; f.inPlace == nil && r != nil && r.InPlace && r.Source != "" {
-		// Rebuilt from status, the record does not know which annotation value it saw: the one on the
-		// parent now counts as seen (a restore is never started from a record half lost).
+		// Rebuilt from status, the record does not know which annotation values were acted on: the one
+		// on the parent now counts as seen (a restore is never started from a record half lost).
 		f.inPlace = &inPlaceRecord{Request: r.Source, Retired: r.ReplacedClusterIDs, Lost: r.LostMembers,
 			Committed: r.Phase == inPlaceStarting || r.Phase == inPlaceRestored, Done: r.Phase == inPlaceRestored,
-			Annotation: strings.TrimSpace(f.parent.Annotations[api.AnnRestoreFrom])}
+			Seen: remember(nil, strings.TrimSpace(f.parent.Annotations[api.AnnRestoreFrom]))}
 	}
 	f.setRetired()
 }
@@ -90,38 +143,71 @@ func (f *facts) setRetired() {
 	}
 }
 
-// chooseInPlace decides which in-place restore the record holds from this sync on, before anything is
-// judged by cluster ID (the IDs a restore retires change what every report says). It returns true
-// when the retired IDs changed: the caller reads the Leases and the cluster ID again.
-//   - A restore not committed whose request was withdrawn or replaced is abandoned (the old data is
-//     intact), unless its Job is still running: that one may be moving the old data aside right now.
-//   - A new request (an etcd.io/restore-from value that is not the record's) starts a restore that
-//     retires every cluster ID known now, if it can be carried out; otherwise it is refused and changes
-//     nothing (inPlaceProblem says why).
+// chooseInPlace decides which restore the record holds from this sync on, before anything is judged by
+// cluster ID (the IDs a restore retires change what every report says). It returns true when the record
+// changed: the caller reads the Leases and the cluster ID again.
+//   - A restore not committed whose request was withdrawn (the annotation's value gone or another; for an
+//     automatic one, restoreOnQuorumLoss off) is abandoned, unless its Job is still running (it may be
+//     moving the old data aside right now): the record goes back to the one before it, and the value
+//     stays seen. Its data was never replaced.
+//   - A value not seen before starts a restore that retires every cluster ID live now, if it can be
+//     carried out; otherwise it is refused (inPlaceProblem) and seen as well: a value is acted on once,
+//     so a manifest copied with the annotation never restores over a cluster later.
+//   - Nothing new starts while spec.paused (a restore in flight goes on: steps in flight finish).
+//   - Without a value to act on, restoreOnQuorumLoss may start one (quorumDataLost).
 func (f *facts) chooseInPlace() bool {
-	before := f.inPlace
 	rec := f.inPlace
+	changed := false
 	req := strings.TrimSpace(f.parent.Annotations[api.AnnRestoreFrom])
-	if rec != nil && !rec.Done && !rec.Committed && f.withdrawn(rec, req) {
+	live := slices.Clone(f.clusterIDs)
+	if rec.inFlight() && !rec.Committed && f.withdrawn(rec, req) {
 		if j := f.obs.Jobs[f.names.RestoreJob(rec.key())]; j != nil {
 			if state, _ := jobStatus(j); state == jobActive {
 				f.inPlaceWithdrawn = true
 				return false
 			}
 		}
-		rec = nil
-	}
-	if (rec == nil || rec.Done) && req != "" && (rec == nil || req != rec.Annotation) {
-		if f.inPlaceProblem = f.restoreRequestProblem(req); f.inPlaceProblem == "" {
-			rec = &inPlaceRecord{Request: req, Retired: slices.Clone(f.clusterIDs), Annotation: req}
+		back := rec.Prior
+		if back == nil {
+			back = rec.memory()
+			back.Retired = nil
 		}
+		back = back.withoutPrior()
+		back.Seen = remember(rec.Seen)
+		// The IDs the abandoned restore retired that were live then are live again.
+		for _, id := range rec.Retired {
+			if !slices.Contains(back.Retired, id) {
+				live = remember(live, id)
+			}
+		}
+		rec, changed = back, true
 	}
-	if rec == nil || rec.Done {
+	paused := f.parent.Spec.Paused
+	if !rec.inFlight() && req != "" && !rec.seen(req) && !paused {
+		next := rec.memory()
+		next.Seen = remember(next.Seen, req)
+		if f.inPlaceProblem = f.restoreRequestProblem(req, live); f.inPlaceProblem == "" {
+			next.Request, next.Retired, next.Prior = req, remember(next.Retired, live...), rec.withoutPrior()
+		} else {
+			// Refused: the last restore stays what status shows.
+			keep := rec.memory()
+			if rec != nil {
+				keep = rec.withoutPrior()
+				keep.Prior = rec.Prior
+			}
+			keep.Seen, keep.Refused, keep.RefusedWhy = next.Seen, req, f.inPlaceProblem
+			next = keep
+		}
+		rec, changed = next, true
+	}
+	if !rec.inFlight() && !paused {
 		if src, lost := f.quorumDataLost(); len(lost) > 0 {
-			rec = &inPlaceRecord{Request: src, Retired: slices.Clone(f.clusterIDs), Lost: lost, Annotation: req}
+			next := rec.memory()
+			next.Request, next.Retired, next.Lost, next.Prior = src, remember(next.Retired, live...), lost, rec.withoutPrior()
+			rec, changed = next, true
 		}
 	}
-	if rec == before {
+	if !changed {
 		return false
 	}
 	f.inPlace = rec
@@ -135,7 +221,7 @@ func (f *facts) withdrawn(rec *inPlaceRecord, req string) bool {
 	if len(rec.Lost) > 0 {
 		return !f.restoreOnQuorumLoss()
 	}
-	return req != rec.Annotation
+	return req != rec.Request
 }
 
 // restoreOnQuorumLoss: the applied spec asks for automatic restores.
@@ -191,9 +277,9 @@ func (f *facts) quorumDataLost() (string, []string) {
 // (its cluster ID is none of the retired ones): from here the cluster grows back as any cluster below
 // its size.
 func (f *facts) finishInPlace() {
-	if rec := f.inPlace; rec != nil && rec.Committed && !rec.Done && f.truthKnown() && f.clusterID != "" {
+	if rec := f.inPlace; rec.inFlight() && rec.Committed && f.truthKnown() && f.clusterID != "" {
 		done := *rec
-		done.Done = true
+		done.Done, done.Prior = true, nil
 		f.inPlace = &done
 	}
 }
@@ -201,7 +287,7 @@ func (f *facts) finishInPlace() {
 // restoreRequestProblem says why an etcd.io/restore-from value cannot be carried out, "" when it can.
 // The snapshot is reached with spec.backup's credentials (and claim, for file://): a cluster restores
 // from the store it backs up to. The spec is the applied one (the children are rendered from it).
-func (f *facts) restoreRequestProblem(req string) string {
+func (f *facts) restoreRequestProblem(req string, live []string) string {
 	src, err := backup.ParseSource(req)
 	if err != nil {
 		return fmt.Sprintf("annotation %s %q %v", api.AnnRestoreFrom, req, err)
@@ -218,10 +304,19 @@ func (f *facts) restoreRequestProblem(req string) string {
 		return fmt.Sprintf("annotation %s: the members' data is on emptyDir, which has no volume to restore into (create a new EtcdCluster with spec.restore)", api.AnnRestoreFrom)
 	case !f.bootstrapped:
 		return fmt.Sprintf("annotation %s: the cluster has no data yet (use spec.restore when creating a cluster)", api.AnnRestoreFrom)
-	case len(f.clusterIDs) == 0:
+	case len(live) == 0:
 		// The restore retires the IDs known now; without one, the members' old data would later look
 		// foreign instead of replaced.
 		return fmt.Sprintf("annotation %s: the cluster's ID is not known (no status, ConfigMap record or member report names it); wait for a member to report", api.AnnRestoreFrom)
+	}
+	return ""
+}
+
+// refusal is why the etcd.io/restore-from value on the parent was refused, "" when it was not.
+func (f *facts) refusal() string {
+	req := strings.TrimSpace(f.parent.Annotations[api.AnnRestoreFrom])
+	if r := f.inPlace; r != nil && req != "" && r.Refused == req {
+		return r.RefusedWhy
 	}
 	return ""
 }
@@ -238,7 +333,7 @@ func (p *plan) decideInPlace() bool {
 	f := p.f
 	rec := f.inPlace
 	p.inPlace = rec
-	if rec == nil || rec.Done {
+	if !rec.inFlight() {
 		return false
 	}
 	p.inPlaceMode()
@@ -252,9 +347,7 @@ func (p *plan) decideInPlace() bool {
 		if j := f.obs.Jobs[f.names.RestoreJob(rec.key())]; j != nil {
 			p.jobs = append(p.jobs, p.restoreJob(rec))
 		}
-		p.replicas = 1
-		p.setIntent(0, api.IntentMember)
-		p.waitPod0()
+		p.startPod0()
 	case len(f.pods) > 0 || !p.statefulSetStopped():
 		p.replicas = 0
 		var names []string
@@ -304,12 +397,23 @@ func (p *plan) inPlaceJob(rec *inPlaceRecord, j *batchv1.Job) {
 		c := *rec
 		c.Committed = true
 		p.inPlace = &c
-		p.replicas = 1
-		p.setIntent(0, api.IntentMember)
-		p.waitPod0()
+		p.startPod0()
 	case jobFailed:
-		p.inPlaceFailure = fmt.Sprintf("restore Job %s failed (kubectl logs job/%s): the cluster's data is unchanged; remove or change the %s annotation to start it again on its data", j.Name, j.Name, api.AnnRestoreFrom)
+		how := fmt.Sprintf("remove or change the %s annotation", api.AnnRestoreFrom)
+		if len(rec.Lost) > 0 {
+			how = "set spec.backup.restoreOnQuorumLoss to false"
+		}
+		p.inPlaceFailure = fmt.Sprintf("restore Job %s failed (kubectl logs job/%s): it replaces the data only as its last step, so the cluster's data is as it was unless its log says otherwise; %s to start the cluster again on its data", j.Name, j.Name, how)
 	}
+}
+
+// startPod0 runs pod 0 on the restored data. The same answer's ConfigMap retires the replaced cluster
+// IDs in agent.json; an agent that started on the file before the kubelet refreshed it sees the old
+// Leases' reports make the restored data look foreign, and reads the file again before each decision.
+func (p *plan) startPod0() {
+	p.setIntent(0, api.IntentMember)
+	p.replicas = 1
+	p.waitPod0()
 }
 
 // waitPod0 says that pod 0 is to start on the restored data, with what its agent reports if it cannot.
@@ -351,7 +455,7 @@ func (p *plan) inPlacePhase() string {
 // inPlaceStatus is status.restore of a cluster restored in place; nil without a record.
 func (p *plan) inPlaceStatus(add func(string, bool, string, string)) *api.RestoreStatus {
 	rec := p.inPlace
-	if rec == nil {
+	if rec == nil || rec.Request == "" {
 		return nil
 	}
 	rs := &api.RestoreStatus{Source: rec.Request, Phase: p.inPlacePhase(), InPlace: true, ReplacedClusterIDs: slices.Clone(rec.Retired), LostMembers: slices.Clone(rec.Lost)}
@@ -382,7 +486,9 @@ func (p *plan) restoreJob(rec *inPlaceRecord) *batchv1.Job {
 		"--name=" + n.Pod(0),
 		"--peer-url=" + n.PeerURL(0),
 		"--token=" + api.RestoreToken(n.Namespace, n.Cluster, p.f.uid, rec.key()),
-		fmt.Sprintf("--timeout=%ds", restoreJobDeadlineSeconds-60),
+		// Well before the Job's deadline: a download or restore cut short by the timeout stops before the
+		// old data is touched; the deadline's kill could land between the last steps.
+		fmt.Sprintf("--timeout=%ds", restoreJobDeadlineSeconds-restoreJobMarginSeconds),
 	}
 	// No API access: the Job reads the store and writes the volume; its outcome is its status.
 	reason := "restore-from"
@@ -417,6 +523,12 @@ func (p *plan) restoreJob(rec *inPlaceRecord) *batchv1.Job {
 	// The data volume's files belong to the members' group (the StatefulSet's fsGroup).
 	pod.SecurityContext.FSGroup = ptr(int64(65532))
 	pod.SecurityContext.FSGroupChangePolicy = ptr(corev1.FSGroupChangeOnRootMismatch)
+	// It runs where a member may (dedicated, tainted etcd nodes; a node-local volume binds it to one).
+	sc := p.spec.Scheduling
+	pod.NodeSelector, pod.Tolerations, pod.PriorityClassName = sc.NodeSelector, sc.Tolerations, sc.PriorityClassName
+	if sc.Affinity != nil && sc.Affinity.NodeAffinity != nil {
+		pod.Affinity = &corev1.Affinity{NodeAffinity: sc.Affinity.NodeAffinity.DeepCopy()}
+	}
 	return j
 }
 
@@ -427,4 +539,20 @@ func (p *plan) inPlaceRecordJSON() string {
 	}
 	b, _ := json.Marshal(p.inPlace) // plain struct: cannot fail
 	return string(b)
+}
+
+// releaseRestoreJobs lets Metacontroller delete the restore Jobs this answer does not render: the one of
+// a restore that is done or was withdrawn. A restore Job left out by mistake is refused instead
+// (deletions: knownJob), never deleted mid-run.
+func (p *plan) releaseRestoreJobs() {
+	prefix := p.f.names.Cluster + "-restore-"
+	rendered := map[string]bool{}
+	for _, j := range p.jobs {
+		rendered[j.Name] = true
+	}
+	for _, name := range sortedKeys(p.f.obs.Jobs) {
+		if strings.HasPrefix(name, prefix) && !rendered[name] {
+			p.release(KeyJob, name, "its in-place restore is done or was withdrawn")
+		}
+	}
 }

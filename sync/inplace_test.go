@@ -39,6 +39,8 @@ func agentRetired(t *testing.T, w *world) []string {
 func TestRestoreInPlace(t *testing.T) {
 	w := newWorld(t, 3)
 	w.spec.Backup = &api.BackupSpec{Destination: "s3://etcd-backups/prod", CredentialsSecret: "backup-creds", Schedule: "0 * * * *"}
+	w.spec.Scheduling.NodeSelector = map[string]string{"pool": "etcd"}
+	w.spec.Scheduling.Tolerations = []corev1.Toleration{{Key: "dedicated", Value: "etcd", Effect: corev1.TaintEffectNoSchedule}}
 	w.converge(60)
 	oldID := w.etcd.clusterID
 	w.parentAnn = map[string]string{api.AnnRestoreFrom: inPlaceSnapshot}
@@ -50,6 +52,12 @@ func TestRestoreInPlace(t *testing.T) {
 			// (The simulated Job fails if pod 0 exists when it runs.)
 			jobSeen = true
 			require.Equal(t, 0, w.replicas(), "rendered only with the StatefulSet at 0")
+			pod := j["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
+			require.Equal(t, map[string]any{"pool": "etcd"}, pod["nodeSelector"], "it runs where the members may")
+			require.Len(t, pod["tolerations"], 1)
+		}
+		if w.status.Restore != nil && (w.status.Restore.Phase == "Stopping" || w.status.Restore.Phase == "Restoring") {
+			require.Empty(t, agentRetired(t, w), "before the data is replaced, the live cluster's ID is nobody's to move aside")
 		}
 		if cj := w.desired[KeyCronJob][w.names().BackupName()]; cj != nil && cj["spec"].(map[string]any)["suspend"] == true {
 			suspended = true
@@ -104,7 +112,7 @@ func TestRestoreInPlaceFailedThenWithdrawn(t *testing.T) {
 	require.Empty(t, w.pods)
 	c := meta.FindStatusCondition(w.status.Conditions, api.CondRestoreFailed)
 	require.NotNil(t, c)
-	require.Contains(t, c.Message, "the cluster's data is unchanged")
+	require.Contains(t, c.Message, "the cluster's data is as it was")
 	require.Equal(t, "Restoring", w.status.Restore.Phase)
 	require.Equal(t, oldID, w.etcd.clusterID)
 
@@ -162,6 +170,16 @@ func TestRestoreInPlaceRefused(t *testing.T) {
 			require.Equal(t, "InvalidRestoreRequest", c.Reason)
 			require.Contains(t, c.Message, tc.want)
 			require.Equal(t, api.PhaseRunning, w.status.Phase)
+			// A refused value stays refused when what refused it changes: a value is acted on once.
+			w.setSpec(func(s *api.ClusterSpec) {
+				s.Storage.EmptyDir = nil
+				s.Backup = &api.BackupSpec{Destination: "file:///backups", VolumeClaimName: "backups"}
+			})
+			for range 10 {
+				w.step(5 * time.Second)
+				require.Nil(t, restoreJobOf(w))
+			}
+			require.Equal(t, oldID, w.etcd.clusterID)
 		})
 	}
 }
@@ -224,7 +242,7 @@ func TestRestoreOnQuorumLoss(t *testing.T) {
 				w.step(5 * time.Second)
 			}
 			require.NotEqual(t, second, w.etcd.clusterID, "restored again")
-			require.Equal(t, []string{second}, w.status.Restore.ReplacedClusterIDs)
+			require.Equal(t, []string{oldID, second}, w.status.Restore.ReplacedClusterIDs, "retired IDs add up: a member of the first cluster that never came back still counts for nothing")
 			require.Equal(t, []string{"demo-0", "demo-1"}, w.status.Restore.LostMembers)
 		})
 	}
@@ -258,4 +276,66 @@ func TestRestoreAnnotationNotRepeatedAfterAutomatic(t *testing.T) {
 		require.Nil(t, restoreJobOf(w), "the annotation's value was carried out already")
 	}
 	require.Equal(t, automatic, w.etcd.clusterID)
+}
+
+// While paused no restore starts; one in flight goes on, its Job kept.
+func TestRestoreInPlaceAndPause(t *testing.T) {
+	w := newWorld(t, 3)
+	w.converge(60)
+	oldID := w.etcd.clusterID
+	w.spec.Paused = true
+	w.generation++
+	w.parentAnn = map[string]string{api.AnnRestoreFrom: inPlaceSnapshot}
+	for range 5 {
+		w.step(5 * time.Second)
+	}
+	require.Equal(t, 3, w.replicas(), "nothing starts while paused")
+	require.Nil(t, w.status.Restore)
+	require.Empty(t, agentRetired(t, w))
+
+	w.spec.Paused = false
+	w.generation++
+	w.noJobs = true // the Job runs long
+	for n := 0; n < 10 && restoreJobOf(w) == nil; n++ {
+		w.step(5 * time.Second)
+	}
+	require.NotNil(t, restoreJobOf(w))
+	w.spec.Paused = true
+	w.generation++
+	for range 5 {
+		w.step(5 * time.Second)
+		require.NotNil(t, restoreJobOf(w), "a paused sync keeps the running Job")
+		require.Equal(t, 0, w.replicas())
+	}
+	w.noJobs = false
+	for n := 0; n < 60 && !(w.status.Restore != nil && w.status.Restore.Phase == "Restored"); n++ {
+		w.step(5 * time.Second)
+	}
+	require.NotEqual(t, oldID, w.etcd.clusterID, "the restore in flight finished while paused")
+}
+
+// A second request withdrawn by setting the first value back never runs the first again, and the
+// record goes back to the first restore (its retired IDs, its status).
+func TestRestoreInPlaceWithdrawnToAnOldValue(t *testing.T) {
+	w := newWorld(t, 3)
+	w.converge(60)
+	w.parentAnn = map[string]string{api.AnnRestoreFrom: inPlaceSnapshot}
+	for n := 0; n < 80 && !(w.status.Restore != nil && w.status.Restore.Phase == "Restored" && w.status.Phase == api.PhaseRunning); n++ {
+		w.step(5 * time.Second)
+	}
+	w.converge(40)
+	first := w.etcd.clusterID
+	retired := w.status.Restore.ReplacedClusterIDs
+	w.parentAnn = map[string]string{api.AnnRestoreFrom: "s3://etcd-backups/prod/prod/demo/20260102T000000Z-r5000.db"}
+	w.step(5 * time.Second)
+	require.Equal(t, 0, w.replicas(), "the second restore started")
+	w.parentAnn = map[string]string{api.AnnRestoreFrom: inPlaceSnapshot}
+	w.converge(60)
+	for range 20 {
+		w.step(5 * time.Second)
+		require.Nil(t, restoreJobOf(w), "the first value was carried out already")
+	}
+	require.Equal(t, first, w.etcd.clusterID)
+	require.Equal(t, inPlaceSnapshot, w.status.Restore.Source, "the record is the first restore's again")
+	require.Equal(t, retired, w.status.Restore.ReplacedClusterIDs)
 }

@@ -147,13 +147,15 @@ func decide(f *facts, opts Options) (*plan, error) {
 	f.names.TLS = p.spec.Security.TLS.TLSOn()
 	p.hash = templateHash(p.podTemplate())
 	p.keepJobs()
-	p.inPlace = f.inPlace
+	// A restore in flight goes on while paused (steps in flight finish); none starts (chooseInPlace).
+	if p.decideInPlace() {
+		p.releaseRestoreJobs()
+		return p, nil
+	}
+	p.releaseRestoreJobs()
 	if p.paused {
 		p.pause()
 		p.askDefrag()
-		return p, nil
-	}
-	if p.decideInPlace() {
 		return p, nil
 	}
 	switch {
@@ -267,7 +269,7 @@ func (p *plan) inFlight() string {
 // (housekeeping: it holds the next step, but the cluster has its size).
 func (p *plan) stepInFlight() (what string, volume bool) {
 	f := p.f
-	if r := f.inPlace; r != nil && !r.Done {
+	if r := f.inPlace; r.inFlight() {
 		return fmt.Sprintf("the in-place restore of %q", r.Request), false
 	}
 	for _, id := range sortedKeys(f.removeJobs) {

@@ -146,8 +146,8 @@ func (p *plan) status() *api.ClusterStatus {
 	if rs := p.inPlaceStatus(add); rs != nil {
 		st.Restore = rs
 	}
-	if f.inPlaceProblem != "" {
-		add(api.CondRestoreFailed, true, "InvalidRestoreRequest", f.inPlaceProblem+": nothing was changed")
+	if why := f.refusal(); why != "" {
+		add(api.CondRestoreFailed, true, "InvalidRestoreRequest", why+": nothing was changed (a value is acted on once: set another to try again)")
 	}
 	if p.paused {
 		msg := "spec.paused: no membership change, roll or spec change is started; steps already in flight finish"

@@ -99,15 +99,21 @@ func runAgent(args []string) error {
 		Log:    log,
 		Events: events,
 	}
-	for _, s := range cfg.RetiredClusters {
-		id, err := api.ParseID(s)
+	if agent.Cfg.Retired, err = retiredClusters(cfg.RetiredClusters); err != nil {
+		return err
+	}
+	// The list grows when an in-place restore commits, in the same answer that starts pod 0: a pod
+	// whose volume the kubelet filled just before sees it on a later read (docs/design.md §16.8).
+	agent.Cfg.LoadRetired = func() (map[uint64]bool, error) {
+		b, err := os.ReadFile(configPath)
 		if err != nil {
-			return fmt.Errorf("retiredClusters: %q is not a cluster ID", s)
+			return nil, err
 		}
-		if agent.Cfg.Retired == nil {
-			agent.Cfg.Retired = map[uint64]bool{}
+		var now api.AgentConfig
+		if err := json.Unmarshal(b, &now); err != nil {
+			return nil, fmt.Errorf("%s: %w", configPath, err)
 		}
-		agent.Cfg.Retired[id] = true
+		return retiredClusters(now.RetiredClusters)
 	}
 	if r := cfg.Restore; r != nil {
 		req, err := agentRestore(r, cfg, names, ordinal, pod, ns)
@@ -350,6 +356,22 @@ func refusal(err error) error {
 		return refusalError{err}
 	}
 	return err
+}
+
+// retiredClusters parses agent.json's retiredClusters.
+func retiredClusters(ids []string) (map[uint64]bool, error) {
+	var out map[uint64]bool
+	for _, s := range ids {
+		id, err := api.ParseID(s)
+		if err != nil {
+			return nil, fmt.Errorf("retiredClusters: %q is not a cluster ID", s)
+		}
+		if out == nil {
+			out = map[uint64]bool{}
+		}
+		out[id] = true
+	}
+	return out, nil
 }
 
 // agentRestore is the seed's restore of a cluster created from a snapshot (docs/design.md §16.4).
