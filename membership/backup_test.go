@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -294,6 +295,17 @@ func TestMembershipRestoreInPlace(t *testing.T) {
 	require.Equal(t, oldMember, api.FormatID(df.MemberID), "the running member's data is untouched")
 
 	c.stopAll()
+	// A failure after the old data was moved aside (here: the binding cannot be written) moves it back.
+	failing := req
+	failing.Bind = func(RestoreResult) error { return errors.New("disk full") }
+	_, err = Restore(ctx, c.log, failing)
+	require.ErrorContains(t, err, "the old data was moved back")
+	df, err = ReadData(s0.dataDir())
+	require.NoError(t, err)
+	require.Equal(t, oldMember, api.FormatID(df.MemberID))
+	require.NotNil(t, df.Binding, "with its binding")
+	require.Equal(t, c.parent, df.Binding.ParentUID)
+
 	got, err := Restore(ctx, c.log, req)
 	require.NoError(t, err)
 	require.Equal(t, res.Manifest.Revision, got.Revision)

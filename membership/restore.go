@@ -118,12 +118,40 @@ func Restore(ctx context.Context, log *slog.Logger, req RestoreRequest) (Restore
 	if err != nil {
 		return res, fmt.Errorf("restoring %s: %w", res.URL, err)
 	}
+	// From here on a failure must leave the data directory as it was: the old data, moved aside for the
+	// restored one, is moved back (with its binding) if the restored data cannot be put in its place.
+	var aside string
+	var oldBinding []byte
+	undo := func(cause error) error {
+		if aside == "" {
+			return cause
+		}
+		if err := os.Rename(aside, req.DataDir); err != nil {
+			return fmt.Errorf("%w; moving the old data back from %s also failed (move it back by hand): %v", cause, aside, err)
+		}
+		if oldBinding != nil {
+			if err := os.WriteFile(bindingPath(req.DataDir), oldBinding, 0o600); err != nil {
+				return fmt.Errorf("%w; the old data is back, but its binding could not be restored: %v", cause, err)
+			}
+		} else if err := os.Remove(bindingPath(req.DataDir)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("%w; the old data is back, but the new binding could not be removed: %v", cause, err)
+		}
+		return fmt.Errorf("%w (the old data was moved back)", cause)
+	}
 	if req.Replace {
-		// Checked again: the download took a while.
+		// Checked again: the download took a while. A timeout that ended it leaves the old data alone.
+		if err := ctx.Err(); err != nil {
+			return res, fmt.Errorf("restoring %s: %w", res.URL, err)
+		}
 		if err := checkNotRunning(req.DataDir); err != nil {
 			return res, err
 		}
-		aside, err := moveDataAside(osFS{}, req.DataDir, keepAside)
+		if b, err := os.ReadFile(bindingPath(req.DataDir)); err == nil {
+			oldBinding = b
+		} else if !errors.Is(err, os.ErrNotExist) {
+			return res, fmt.Errorf("reading the replaced data's binding: %w", err)
+		}
+		aside, err = moveDataAside(osFS{}, req.DataDir, keepAside)
 		switch {
 		case errors.Is(err, errPruneAside):
 			log.Warn("data moved aside; an older copy could not be deleted", "to", aside, "error", err)
@@ -135,11 +163,11 @@ func Restore(ctx context.Context, log *slog.Logger, req RestoreRequest) (Restore
 	}
 	if req.Bind != nil {
 		if err := req.Bind(res); err != nil {
-			return res, fmt.Errorf("writing the binding of the restored data: %w", err)
+			return res, undo(fmt.Errorf("writing the binding of the restored data: %w", err))
 		}
 	}
 	if err := os.Rename(out, req.DataDir); err != nil {
-		return res, fmt.Errorf("moving the restored data into place: %w", err)
+		return res, undo(fmt.Errorf("moving the restored data into place: %w", err))
 	}
 	log.Info("snapshot restored", "snapshot", res.URL, "revision", res.Revision)
 	return res, nil
