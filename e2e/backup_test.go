@@ -288,7 +288,7 @@ func TestBackupRestore(t *testing.T) {
 		ec := src.cluster()
 		drLost = ec.Status.Restore.LostMembers
 		require.Equal(t, []string{src.names().Pod(1), src.names().Pod(2)}, drLost)
-		require.Equal(t, []string{beforeDR}, ec.Status.Restore.ReplacedClusterIDs)
+		require.Equal(t, []string{oldID, beforeDR}, ec.Status.Restore.ReplacedClusterIDs, "retired IDs add up across restores")
 		again, againRev := src.readKeys()
 		require.Equal(t, want, again, "every key back from the newest snapshot")
 		src.checkHashKV(againRev)
