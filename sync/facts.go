@@ -121,10 +121,8 @@ type facts struct {
 	// in-place restores replaced, whose reports count for nothing (inplace.go).
 	inPlace *inPlaceRecord
 	retired map[string]bool
-	// inPlaceWithdrawn: the request was withdrawn while its restore Job runs; inPlaceProblem: why the
-	// etcd.io/restore-from value cannot be carried out ("" when it can, or there is none).
+	// inPlaceWithdrawn: the request was withdrawn while its restore Job runs.
 	inPlaceWithdrawn bool
-	inPlaceProblem   string
 
 	clusterID    string
 	splitBrain   bool

@@ -664,11 +664,7 @@ func fixtures() []fixture {
 		{name: "restore-on-quorum-loss", build: func(w *world) {
 			w.spec.Backup = &api.BackupSpec{Destination: "s3://etcd-backups/prod?endpoint=https://minio.storage:9000", CredentialsSecret: "minio-credentials", RestoreOnQuorumLoss: true}
 			settle(w)
-			for _, i := range []int{1, 2} {
-				old := w.pods[i]
-				w.data[i] = ""
-				w.pods[i] = &simPod{uid: w.newUID("pod"), revision: old.revision, image: old.image}
-			}
+			w.loseVolumes(1, 2)
 			for range 61 {
 				w.step(5 * time.Second)
 			}

@@ -129,7 +129,7 @@ func (f *facts) readInPlace() {
 		// on the parent now counts as seen (a restore is never started from a record half lost).
 		f.inPlace = &inPlaceRecord{Request: r.Source, Retired: r.ReplacedClusterIDs, Lost: r.LostMembers,
 			Committed: r.Phase == inPlaceStarting || r.Phase == inPlaceRestored, Done: r.Phase == inPlaceRestored,
-			Seen: remember(nil, strings.TrimSpace(f.parent.Annotations[api.AnnRestoreFrom]))}
+			Seen: remember(nil, f.restoreFrom())}
 	}
 	f.setRetired()
 }
@@ -151,14 +151,14 @@ func (f *facts) setRetired() {
 //     moving the old data aside right now): the record goes back to the one before it, and the value
 //     stays seen. Its data was never replaced.
 //   - A value not seen before starts a restore that retires every cluster ID live now, if it can be
-//     carried out; otherwise it is refused (inPlaceProblem) and seen as well: a value is acted on once,
+//     carried out; otherwise it is refused (the record's Refused) and seen as well: a value is acted on once,
 //     so a manifest copied with the annotation never restores over a cluster later.
 //   - Nothing new starts while spec.paused (a restore in flight goes on: steps in flight finish).
 //   - Without a value to act on, restoreOnQuorumLoss may start one (quorumDataLost).
 func (f *facts) chooseInPlace() bool {
 	rec := f.inPlace
 	changed := false
-	req := strings.TrimSpace(f.parent.Annotations[api.AnnRestoreFrom])
+	req := f.restoreFrom()
 	live := slices.Clone(f.clusterIDs)
 	if rec.inFlight() && !rec.Committed && f.withdrawn(rec, req) {
 		if j := f.obs.Jobs[f.names.RestoreJob(rec.key())]; j != nil {
@@ -186,7 +186,7 @@ func (f *facts) chooseInPlace() bool {
 	if !rec.inFlight() && req != "" && !rec.seen(req) && !paused {
 		next := rec.memory()
 		next.Seen = remember(next.Seen, req)
-		if f.inPlaceProblem = f.restoreRequestProblem(req, live); f.inPlaceProblem == "" {
+		if problem := f.restoreRequestProblem(req, live); problem == "" {
 			next.Request, next.Retired, next.Prior = req, remember(next.Retired, live...), rec.withoutPrior()
 		} else {
 			// Refused: the last restore stays what status shows.
@@ -195,7 +195,7 @@ func (f *facts) chooseInPlace() bool {
 				keep = rec.withoutPrior()
 				keep.Prior = rec.Prior
 			}
-			keep.Seen, keep.Refused, keep.RefusedWhy = next.Seen, req, f.inPlaceProblem
+			keep.Seen, keep.Refused, keep.RefusedWhy = next.Seen, req, problem
 			next = keep
 		}
 		rec, changed = next, true
@@ -314,16 +314,16 @@ func (f *facts) restoreRequestProblem(req string, live []string) string {
 
 // refusal is why the etcd.io/restore-from value on the parent was refused, "" when it was not.
 func (f *facts) refusal() string {
-	req := strings.TrimSpace(f.parent.Annotations[api.AnnRestoreFrom])
+	req := f.restoreFrom()
 	if r := f.inPlace; r != nil && req != "" && r.Refused == req {
 		return r.RefusedWhy
 	}
 	return ""
 }
 
-// restoreRequest is the etcd.io/restore-from value, "" when none.
-func (p *plan) restoreRequest() string {
-	return strings.TrimSpace(p.f.parent.Annotations[api.AnnRestoreFrom])
+// restoreFrom is the etcd.io/restore-from value on the parent, "" when none.
+func (f *facts) restoreFrom() string {
+	return strings.TrimSpace(f.parent.Annotations[api.AnnRestoreFrom])
 }
 
 // decideInPlace carries out the in-place restore the record holds (chooseInPlace). It returns true

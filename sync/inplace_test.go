@@ -190,13 +190,6 @@ func TestRestoreInPlaceRefused(t *testing.T) {
 // flag off, the hook never restores.
 func TestRestoreOnQuorumLoss(t *testing.T) {
 	const dest = "s3://etcd-backups/prod?endpoint=https://minio.storage:9000"
-	lose := func(w *world, ordinals ...int) {
-		for _, i := range ordinals {
-			old := w.pods[i]
-			w.data[i] = ""
-			w.pods[i] = &simPod{uid: w.newUID("pod"), revision: old.revision, image: old.image}
-		}
-	}
 	for _, tc := range []struct {
 		name     string
 		flag     bool
@@ -212,7 +205,7 @@ func TestRestoreOnQuorumLoss(t *testing.T) {
 			w.spec.Backup = &api.BackupSpec{Destination: dest, RestoreOnQuorumLoss: tc.flag}
 			w.converge(60)
 			oldID := w.etcd.clusterID
-			lose(w, tc.lost...)
+			w.loseVolumes(tc.lost...)
 			for range 50 { // 250 s: below deadMemberSeconds (300 s)
 				w.step(5 * time.Second)
 				require.Nil(t, restoreJobOf(w), "not before deadMemberSeconds")
@@ -237,7 +230,7 @@ func TestRestoreOnQuorumLoss(t *testing.T) {
 
 			// A second disaster restores again, from the same /latest, under other IDs.
 			second := w.etcd.clusterID
-			lose(w, 0, 1)
+			w.loseVolumes(0, 1)
 			for n := 0; n < 200 && !(w.status.Restore != nil && w.status.Restore.Phase == "Restored" && w.etcd.clusterID != second && w.status.Phase == api.PhaseRunning); n++ {
 				w.step(5 * time.Second)
 			}
@@ -260,11 +253,7 @@ func TestRestoreAnnotationNotRepeatedAfterAutomatic(t *testing.T) {
 	}
 	w.converge(40)
 	manual := w.etcd.clusterID
-	for _, i := range []int{1, 2} {
-		old := w.pods[i]
-		w.data[i] = ""
-		w.pods[i] = &simPod{uid: w.newUID("pod"), revision: old.revision, image: old.image}
-	}
+	w.loseVolumes(1, 2)
 	for n := 0; n < 200 && !(w.etcd.clusterID != manual && w.status.Restore.Phase == "Restored" && w.status.Phase == api.PhaseRunning); n++ {
 		w.step(5 * time.Second)
 	}

@@ -799,6 +799,16 @@ func (w *world) defragment(i int, ann map[string]any, r *api.Report) {
 	}
 }
 
+// loseVolumes wipes the volumes of the ordinals and restarts their pods on them (a lost disk, a claim
+// re-created): the agents then run without data.
+func (w *world) loseVolumes(ordinals ...int) {
+	for _, i := range ordinals {
+		old := w.pods[i]
+		w.data[i] = ""
+		w.pods[i] = &simPod{uid: w.newUID("pod"), revision: old.revision, image: old.image}
+	}
+}
+
 func (w *world) learnerCount() int {
 	n := 0
 	for _, m := range w.etcd.members {
