@@ -2,14 +2,11 @@ package plugin
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/etcdhook/etcdhook/api"
 )
@@ -52,8 +49,7 @@ func runBackup(ctx context.Context, env Env, args []string) error {
 	if _, found, _ := unstructured.NestedMap(u.Object, "spec", "backup"); !found {
 		return fmt.Errorf("backup: %s/%s has no spec.backup (where would the snapshot go?)", c.Namespace, o.name)
 	}
-	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{api.AnnBackupNow: o.token}}})
-	if _, err := c.Dynamic.Resource(GVR).Namespace(c.Namespace).Patch(ctx, o.name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+	if err := annotate(ctx, c, o.name, api.AnnBackupNow, &o.token); err != nil {
 		return err
 	}
 	fmt.Fprintf(env.Out, "backup %q of %s/%s requested\n", o.token, c.Namespace, o.name)

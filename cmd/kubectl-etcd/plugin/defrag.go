@@ -2,14 +2,10 @@ package plugin
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/etcdhook/etcdhook/api"
 )
@@ -50,8 +46,7 @@ func runDefrag(ctx context.Context, env Env, args []string) error {
 	if _, err := getCluster(ctx, c, o.name); err != nil {
 		return err
 	}
-	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{api.AnnDefragNow: o.token}}})
-	if _, err := c.Dynamic.Resource(GVR).Namespace(c.Namespace).Patch(ctx, o.name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+	if err := annotate(ctx, c, o.name, api.AnnDefragNow, &o.token); err != nil {
 		return err
 	}
 	fmt.Fprintf(env.Out, "defragmentation %q of %s/%s requested\n", o.token, c.Namespace, o.name)

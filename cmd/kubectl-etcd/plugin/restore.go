@@ -2,14 +2,12 @@ package plugin
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/etcdhook/etcdhook/api"
 )
@@ -139,8 +137,7 @@ func (o *restoreOpts) runInPlace(ctx context.Context, env Env, c *Clients) error
 	if u.GetAnnotations()[api.AnnRestoreFrom] == o.from {
 		return fmt.Errorf("restore: %s/%s already carries %s=%s: a value is restored once (status.restore says how it went)", c.Namespace, o.name, api.AnnRestoreFrom, o.from)
 	}
-	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{api.AnnRestoreFrom: o.from}}})
-	if _, err := c.Dynamic.Resource(GVR).Namespace(c.Namespace).Patch(ctx, o.name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+	if err := annotate(ctx, c, o.name, api.AnnRestoreFrom, &o.from); err != nil {
 		return err
 	}
 	fmt.Fprintf(env.Out, "restoring %s into %s/%s in place: every member stops, writes after the snapshot are lost\n", o.from, c.Namespace, o.name)
@@ -170,8 +167,7 @@ func (o *restoreOpts) runInPlace(ctx context.Context, env Env, c *Clients) error
 		r.Snapshot, r.Revision, c.Namespace, o.name, len(snap.status.Members), snap.status.ClusterID, r.ReplacedClusterIDs)
 	// The hook's record keeps the value (carried out once); the annotation left behind would travel
 	// with a copy of this object's manifest and restore the snapshot over a re-created cluster's data.
-	rm := []byte(`{"metadata":{"annotations":{"` + api.AnnRestoreFrom + `":null}}}`)
-	if _, err := c.Dynamic.Resource(GVR).Namespace(c.Namespace).Patch(ctx, o.name, types.MergePatchType, rm, metav1.PatchOptions{}); err != nil {
+	if err := annotate(ctx, c, o.name, api.AnnRestoreFrom, nil); err != nil {
 		return fmt.Errorf("restored, but removing the %s annotation failed (remove it by hand): %w", api.AnnRestoreFrom, err)
 	}
 	return nil

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/etcdhook/etcdhook/api"
 )
@@ -61,6 +62,14 @@ type LeaseReport struct {
 // getCluster reads the EtcdCluster.
 func getCluster(ctx context.Context, c *Clients, name string) (*unstructured.Unstructured, error) {
 	return c.Dynamic.Resource(GVR).Namespace(c.Namespace).Get(ctx, name, metav1.GetOptions{})
+}
+
+// annotate sets one annotation on the EtcdCluster with a merge patch (no read first, no conflict with
+// the status Metacontroller writes); a nil value removes it.
+func annotate(ctx context.Context, c *Clients, name, key string, value *string) error {
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]*string{key: value}}})
+	_, err := c.Dynamic.Resource(GVR).Namespace(c.Namespace).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+	return err
 }
 
 // snapshotOf decodes an EtcdCluster object (without the Leases).
