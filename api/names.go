@@ -93,6 +93,11 @@ const (
 	// member is a healthy voter on it (empty otherwise): the last pod a roll restarts is on its way back,
 	// not degraded, although every pod already carries the new revision.
 	ConfigKeyRollingTo = "rolling-to"
+	// ConfigKeyTemplateHash records the pod template (etcd.io/template-hash) the StatefulSet was last
+	// rendered with: a StatefulSet made afresh over running pods (re-created for its claim template, or
+	// deleted by hand with --cascade=orphan) starts its partition at 0 only when the pods run this very
+	// template, and above every pod otherwise (the roll then steps down health-gated).
+	ConfigKeyTemplateHash = "template-hash"
 	// ConfigKeyDefragNowDone records the last etcd.io/defrag-now value whose pass went over every member:
 	// the annotation stays on the parent, and without this record its pass would be due forever and hide
 	// the schedule. Absent until a first on-demand pass completes.
@@ -199,6 +204,17 @@ func (n Names) RemoveJob(memberID string, attempt int) string {
 // PVCJob names the attempt-th Job deleting the volume of ordinal i.
 func (n Names) PVCJob(i, attempt int) string {
 	return n.Cluster + "-pvc-" + strconv.Itoa(i) + "-" + strconv.Itoa(attempt)
+}
+
+// GrowJob names the attempt-th Job growing the claim of ordinal i to spec.storage.size (docs/design.md §17).
+func (n Names) GrowJob(i, attempt int) string {
+	return n.Cluster + "-grow-" + strconv.Itoa(i) + "-" + strconv.Itoa(attempt)
+}
+
+// TemplateJob names the attempt-th Job that deletes the StatefulSet, keeping its pods and claims, so that
+// the hook re-creates it with the grown claim template (docs/design.md §17.3).
+func (n Names) TemplateJob(attempt int) string {
+	return n.Cluster + "-vct-" + strconv.Itoa(attempt)
 }
 
 // BackupName names the backup CronJob, its Lease (where the backup Jobs report) and its account.

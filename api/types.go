@@ -230,6 +230,7 @@ type ClusterStatus struct {
 	TLS                *TLSStatus         `json:"tls,omitempty"`
 	Backup             *BackupStatus      `json:"backup,omitempty"`
 	Restore            *RestoreStatus     `json:"restore,omitempty"`
+	Storage            *StorageStatus     `json:"storage,omitempty"`
 	Conditions         []metav1.Condition `json:"conditions,omitempty"`
 }
 
@@ -272,6 +273,20 @@ type RestoreStatus struct {
 	// LostMembers: the members that ran without their data when spec.backup.restoreOnQuorumLoss started
 	// this restore (empty when the annotation asked for it).
 	LostMembers []string `json:"lostMembers,omitempty"`
+}
+
+// StorageStatus: the member claims against spec.storage.size (docs/design.md §17); absent with emptyDir.
+type StorageStatus struct {
+	// Size is spec.storage.size in force.
+	Size string `json:"size"`
+	// Claims counts the member claims; AtSize those that ask for and have at least Size.
+	Claims int32 `json:"claims"`
+	AtSize int32 `json:"atSize"`
+	// Growing names the claim being grown, empty when none.
+	Growing string `json:"growing,omitempty"`
+	// TemplateSize is the StatefulSet's claim template: the size a new member's claim starts with
+	// (it is grown after it joins until the template is re-created at Size).
+	TemplateSize string `json:"templateSize,omitempty"`
 }
 
 // Target is the latched (size, version) the hook is working towards.

@@ -26,6 +26,7 @@ const (
 	EventAlarmRaised         = "AlarmRaised"
 	EventAlarmDisarmed       = "AlarmDisarmed"
 	EventDefragFailed        = "DefragFailed"
+	EventVolumeGrown         = "VolumeGrown"
 )
 
 // Recorder posts an Event on the member's EtcdCluster. reason is one of the Event* constants, action

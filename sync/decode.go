@@ -298,7 +298,10 @@ func readStatefulSet(r *reader, s *appsv1.StatefulSet) {
 					r.stringInto((*string)(&s.Spec.PodManagementPolicy))
 				case k.is("updateStrategy"):
 					r.jsonInto(&s.Spec.UpdateStrategy)
-				default: // volumeClaimTemplates are answered from the raw bytes (claimTemplates)
+				case k.is("volumeClaimTemplates"):
+					// Read for their size (volume growth); they are answered from the raw bytes (claimTemplates).
+					r.jsonInto(&s.Spec.VolumeClaimTemplates)
+				default:
 					r.skip()
 				}
 			}
@@ -407,8 +410,19 @@ func readNetworkPolicy(r *reader, n *networkingv1.NetworkPolicy) {
 	r.readObject(&n.TypeMeta, &n.ObjectMeta, 0, nil)
 }
 
+// readPVC: identity and labels, and the size asked and had (volume growth, docs/design.md §17).
 func readPVC(r *reader, c *corev1.PersistentVolumeClaim) {
-	r.readObject(&c.TypeMeta, &c.ObjectMeta, metaLabels, nil)
+	r.readObject(&c.TypeMeta, &c.ObjectMeta, metaLabels, func(k key) bool {
+		switch {
+		case k.is("spec"):
+			r.jsonInto(&c.Spec)
+		case k.is("status"):
+			r.jsonInto(&c.Status)
+		default:
+			return false
+		}
+		return true
+	})
 }
 
 // readSecret reads a user's TLS Secret: its data (base64 in JSON, as encoding/json reads []byte).
@@ -517,6 +531,9 @@ func (r *reader) readClusterStatus(st *api.ClusterStatus) {
 		case k.is("restore"):
 			st.Restore = nil
 			r.jsonInto(&st.Restore)
+		case k.is("storage"):
+			st.Storage = nil
+			r.jsonInto(&st.Storage)
 		case k.is("conditions"):
 			readSlice(r, &st.Conditions, (*reader).readCondition)
 		default:

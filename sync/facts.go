@@ -140,6 +140,10 @@ type facts struct {
 
 	removeJobs map[string][]*jobView // by member ID, attempts ascending
 	pvcJobs    map[int][]*jobView    // by ordinal, attempts ascending
+	// Volume growth (volumes.go): claim-growing Jobs by ordinal, and the Jobs re-creating the StatefulSet
+	// for its claim template; attempts ascending.
+	growJobs     map[int][]*jobView
+	templateJobs []*jobView
 
 	// The safest view over every fresh healthy voter's report, for decisions that lower replicas or
 	// weaken the disruption budget: the highest member ordinal any of them lists, and the most voters.
@@ -163,6 +167,7 @@ func newFacts(o *Observed, now time.Time) *facts {
 		primary:    map[int]*memberView{},
 		removeJobs: map[string][]*jobView{},
 		pvcJobs:    map[int][]*jobView{},
+		growJobs:   map[int][]*jobView{},
 	}
 	f.sts = o.StatefulSets[f.names.StatefulSet()]
 	f.cm = o.ConfigMaps[f.names.ConfigMap()]
@@ -568,6 +573,8 @@ func (f *facts) highestMemberOrdinal() int {
 func (f *facts) readJobs() {
 	rmPrefix := f.names.Cluster + "-rm-"
 	pvcPrefix := f.names.Cluster + "-pvc-"
+	growPrefix := f.names.Cluster + "-grow-"
+	templatePrefix := f.names.Cluster + "-vct-"
 	for _, j := range f.obs.Jobs {
 		jv := &jobView{job: j, ordinal: -1}
 		jv.state, jv.finished = jobStatus(j)
@@ -593,8 +600,30 @@ func (f *facts) readJobs() {
 			}
 			jv.ordinal, jv.attempt = i, n
 			f.pvcJobs[i] = append(f.pvcJobs[i], jv)
+		case strings.HasPrefix(j.Name, growPrefix):
+			o, n, ok := splitAttempt(strings.TrimPrefix(j.Name, growPrefix))
+			if !ok {
+				continue
+			}
+			i, err := strconv.Atoi(o)
+			if err != nil || i < 0 || i >= api.MaxSize || strconv.Itoa(i) != o {
+				continue
+			}
+			jv.ordinal, jv.attempt = i, n
+			f.growJobs[i] = append(f.growJobs[i], jv)
+		case strings.HasPrefix(j.Name, templatePrefix):
+			n, err := strconv.Atoi(strings.TrimPrefix(j.Name, templatePrefix))
+			if err != nil || n < 1 || strconv.Itoa(n) != strings.TrimPrefix(j.Name, templatePrefix) {
+				continue
+			}
+			jv.attempt = n
+			f.templateJobs = append(f.templateJobs, jv)
 		}
 	}
+	for _, js := range f.growJobs {
+		sort.Slice(js, func(a, b int) bool { return js[a].attempt < js[b].attempt })
+	}
+	sort.Slice(f.templateJobs, func(a, b int) bool { return f.templateJobs[a].attempt < f.templateJobs[b].attempt })
 	for _, js := range f.removeJobs {
 		sort.Slice(js, func(a, b int) bool { return js[a].attempt < js[b].attempt })
 	}

@@ -396,6 +396,42 @@ func fixtures() []fixture {
 			md := w.desired[KeyStatefulSet][w.name]["metadata"].(map[string]any)
 			md["annotations"].(map[string]any)[api.AnnTemplateHash] = "0123456789abcdef"
 		}},
+		// Volume growth (docs/design.md §17).
+		{name: "volume-grow-first-claim", build: func(w *world) {
+			settle(w)
+			w.growTo("20Gi")
+		}},
+		{name: "volume-grow-held-member-down", build: func(w *world) {
+			settle(w)
+			w.down[1] = true
+			for n := 0; n < 3; n++ {
+				w.step(5 * time.Second)
+			}
+			w.growTo("20Gi")
+		}},
+		{name: "volume-grow-job-failed-backoff", build: func(w *world) {
+			settle(w)
+			w.noResizer = true
+			w.growTo("20Gi")
+			w.step(5 * time.Second)
+		}},
+		{name: "volume-grow-template-recreate", build: func(w *world) {
+			settle(w)
+			w.growTo("20Gi")
+			// Every claim grown (the world's volumes), the template not yet: this sync starts its Job.
+			for n := 0; n < 40 && w.pvcs[2].capacity != "20Gi"; n++ {
+				w.step(5 * time.Second)
+			}
+		}},
+		{name: "volume-shrink-refused", build: func(w *world) {
+			settle(w)
+			w.growTo("5Gi")
+		}},
+		{name: "statefulset-orphaned-by-hand", build: func(w *world) {
+			settle(w)
+			delete(w.desired[KeyStatefulSet], w.name)
+			w.stsSpec = ""
+		}},
 		// TLS (docs/design.md §14): the user's Secrets, each bad input, expiry, and TLS off.
 		{name: "tls-user-secrets-new-cluster", build: func(w *world) { useSecrets(w, "peer", "client") }},
 		{name: "tls-user-secrets-running", build: func(w *world) {

@@ -62,8 +62,13 @@ type plan struct {
 	rolling bool
 	// cleanup: pods or volumes of removed ordinals are still to go.
 	cleanup bool
-	// busyVolume: the step in flight (busy) only deletes a removed member's volume.
+	// busyVolume: the step in flight (busy) only touches volumes: deletes a removed member's, grows a
+	// member's claim or re-creates the StatefulSet for its claim template (the cluster has its size).
 	busyVolume bool
+	// growing: the claim whose growth Job this answer starts; growth: the step in flight (busy) grows
+	// volumes (volumes.go).
+	growing string
+	growth  bool
 	// rollingTo: the revision the roll in progress brings the members to (ConfigKeyRollingTo).
 	rollingTo string
 	// rollHeld: the next roll step waits for quorum.
@@ -147,6 +152,7 @@ func decide(f *facts, opts Options) (*plan, error) {
 	f.names.TLS = p.spec.Security.TLS.TLSOn()
 	p.hash = templateHash(p.podTemplate())
 	p.keepJobs()
+	p.keepVolumeJobs()
 	// A restore in flight goes on while paused (steps in flight finish); none starts (chooseInPlace).
 	if p.decideInPlace() {
 		p.releaseRestoreJobs()
@@ -288,6 +294,9 @@ func (p *plan) stepInFlight() (what string, volume bool) {
 			return fmt.Sprintf("Job %s deleting the volume of %s", js[len(js)-1].job.Name, f.names.Pod(i)), true
 		}
 	}
+	if what := p.volumeStepInFlight(); what != "" {
+		return what, true
+	}
 	if m := f.learner(); m != nil {
 		return fmt.Sprintf("learner %s (%s) to be promoted", m.ID, m.PeerURL), false
 	}
@@ -415,6 +424,7 @@ func (p *plan) bootstrap() {
 // reconcile is the normal path: cluster bootstrapped, one cluster ID, a healthy voter's member list known.
 func (p *plan) reconcile() {
 	p.busy, p.busyVolume = p.stepInFlight()
+	p.growth = p.busy != "" && p.busy == p.volumeStepInFlight()
 	p.advanceJoins()
 	p.advanceLeave()
 	p.advanceLearner()
@@ -447,7 +457,10 @@ func (p *plan) reconcile() {
 	if p.roll(true) && !(p.rollHeld && len(p.f.primary) < p.target()) {
 		return
 	}
-	p.scaleUp()
+	if p.scaleUp() {
+		return
+	}
+	p.growVolumes()
 }
 
 // member finds a truth member by ID.

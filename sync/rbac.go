@@ -39,7 +39,9 @@ func (p *plan) rbac() []any {
 		}
 	}
 	// The agent may read and patch only this cluster's member Leases (never create, never update: it merge-patches its report and renewTime; the hook owns the rest);
-	// the ops Jobs may delete only this cluster's member claims, and check that their pods are gone.
+	// the ops Jobs may delete only this cluster's member claims, and check that their pods are gone; to
+	// grow a claim they patch it and may restart its pod (a driver that grows file systems offline), and
+	// to bring the claim template in line they delete the StatefulSet with its pods orphaned (§17).
 	// Events on the EtcdCluster (`kubectl describe etcdcluster`): events.k8s.io/v1, and the core group
 	// for servers that map it there; namespace-scoped like the Role.
 	events := rbacv1.PolicyRule{
@@ -70,10 +72,13 @@ func (p *plan) rbac() []any {
 		role(n.MemberAccount(), memberRules...),
 		role(n.OpsAccount(), rbacv1.PolicyRule{
 			APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"},
-			ResourceNames: claims, Verbs: []string{"get", "delete"},
+			ResourceNames: claims, Verbs: []string{"get", "patch", "delete"},
 		}, rbacv1.PolicyRule{
 			APIGroups: []string{""}, Resources: []string{"pods"},
-			ResourceNames: pods, Verbs: []string{"get"},
+			ResourceNames: pods, Verbs: []string{"get", "delete"},
+		}, rbacv1.PolicyRule{
+			APIGroups: []string{"apps"}, Resources: []string{"statefulsets"},
+			ResourceNames: []string{n.StatefulSet()}, Verbs: []string{"get", "delete"},
 		}, events),
 		binding(n.MemberAccount()), binding(n.OpsAccount()),
 	}

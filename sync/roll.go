@@ -14,7 +14,21 @@ import (
 func (p *plan) roll(full bool) bool {
 	f := p.f
 	if f.sts == nil {
+		// A StatefulSet made over running pods (re-created for its claim template, docs/design.md §17.3, or
+		// deleted by hand with --cascade=orphan) adopts them. Pods on the template it was last rendered with
+		// already run its revision (partition 0 restarts none); otherwise the partition starts above every
+		// pod (floorReplicas lowers it to replicas) and the roll steps down from there, health-gated.
 		p.partition = 0
+		if len(f.pods) > 0 && f.configValue(api.ConfigKeyTemplateHash) != p.hash {
+			p.partition = api.MaxSize
+			p.rolling, p.rollingTo = true, p.hash
+			top := 0
+			for i := range f.pods {
+				top = max(top, i)
+			}
+			p.wait("%s to run the new revision and report a healthy voter", f.names.Pod(top))
+			return true
+		}
 		return false
 	}
 	st := f.sts.Status

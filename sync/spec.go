@@ -144,9 +144,7 @@ func Validate(name string, s api.ClusterSpec) []Problem {
 func ValidateChange(applied *api.ClusterSpec, next api.ClusterSpec, running []SemVer) []Problem {
 	var ps []Problem
 	if applied != nil {
-		if !equality.Semantic.DeepEqual(applied.Storage, next.Storage) {
-			ps = append(ps, Problem{"StorageImmutable", "spec.storage cannot change after creation (no volume migration exists yet)"})
-		}
+		ps = append(ps, validateStorageChange(applied.Storage, next.Storage)...)
 		if a, b := applied.Security.TLS, next.Security.TLS; a.TLSOn() && b.TLSOn() &&
 			(a.Peer.SecretName != b.Peer.SecretName || a.Client.SecretName != b.Client.SecretName) {
 			// Another source can mean another CA: members trusting different CAs cannot talk, so the switch
@@ -166,6 +164,21 @@ func ValidateChange(applied *api.ClusterSpec, next api.ClusterSpec, running []Se
 		ps = append(ps, Problem{"UpgradeRefused", msg})
 	}
 	return ps
+}
+
+// validateStorageChange: only spec.storage.size may change, and only upwards (docs/design.md §17):
+// Kubernetes grows volumes but never shrinks them, and another class or emptyDir would need the data
+// moved to new volumes.
+func validateStorageChange(applied, next api.StorageSpec) []Problem {
+	a, b := applied, next
+	a.Size, b.Size = nil, nil
+	if !equality.Semantic.DeepEqual(a, b) {
+		return []Problem{{"StorageImmutable", "spec.storage: only size may change after creation (storageClassName and emptyDir would need the data moved to new volumes)"}}
+	}
+	if applied.Size != nil && next.Size != nil && next.Size.Cmp(*applied.Size) < 0 {
+		return []Problem{{"StorageShrink", fmt.Sprintf("spec.storage.size cannot shrink from %s to %s: volumes only grow (to use smaller volumes, restore a backup into a new EtcdCluster)", applied.Size.String(), next.Size.String())}}
+	}
+	return nil
 }
 
 // upgradePath allows patch changes upwards, one minor up, 3.5 -> 3.6 only from 3.5.20 and 3.6 -> 3.7 only

@@ -26,6 +26,13 @@ func (p *plan) status() *api.ClusterStatus {
 	}
 	if f.sts != nil {
 		st.ReadyReplicas = f.sts.Status.ReadyReplicas
+	} else {
+		// A StatefulSet being made over running pods (volumes.go) will count them: count them already.
+		for i := range f.pods {
+			if f.podReady(i) {
+				st.ReadyReplicas++
+			}
+		}
 	}
 	if p.hasSpec {
 		st.Target = &api.Target{Size: *p.spec.Size, Version: p.spec.Version}
@@ -104,6 +111,8 @@ func (p *plan) status() *api.ClusterStatus {
 		add(api.CondProgressing, true, "Bootstrapping", p.message())
 	case p.pendingSpec:
 		add(api.CondProgressing, true, "SpecPending", "the new spec waits for: "+p.pendingFor())
+	case p.busy != "" && p.growth:
+		add(api.CondProgressing, true, "VolumeGrowth", p.busy)
 	case p.busy != "":
 		add(api.CondProgressing, true, "MembershipChange", p.busy)
 	case p.rolling:
@@ -135,6 +144,7 @@ func (p *plan) status() *api.ClusterStatus {
 		add(api.CondInvalidSpec, true, p.problems[0].Reason, strings.Join(msgs, "; ")+p.keptNote())
 	}
 	st.TLS = p.tlsStatus()
+	st.Storage = p.storageStatus()
 	p.tlsConditions(st.TLS, add)
 	p.backupConditions(st.Backup, add)
 	p.databaseConditions(add)

@@ -51,6 +51,10 @@ type world struct {
 	down      map[int]bool   // pod present but its agent and etcd are dead
 	noJobs    bool           // Jobs stay active (their pods cannot run)
 	failJobs  bool           // Jobs fail
+	// noResizer: a grown claim's capacity stays (no volume driver grows it); stsOrphaned counts the
+	// StatefulSets deleted with their pods orphaned.
+	noResizer   bool
+	stsOrphaned int
 	seq       int
 	lastResp  *Response
 	badImage  string // pods with this image never start
@@ -122,6 +126,8 @@ type simPVC struct {
 	uid        string
 	clusterUID string
 	deleting   bool
+	// size is spec.resources.requests.storage, capacity status.capacity.storage (the volume driver's).
+	size, capacity string
 }
 
 type simLease struct {
@@ -366,6 +372,15 @@ func (w *world) updateRevision() string {
 	return "demo-" + ann[api.AnnTemplateHash].(string)[:10]
 }
 
+// templateSize is the storage the StatefulSet's claim template asks for.
+func (w *world) templateSize() string {
+	if w.sts() == nil {
+		return ""
+	}
+	vct := w.sts()["spec"].(map[string]any)["volumeClaimTemplates"].([]any)[0].(map[string]any)
+	return vct["spec"].(map[string]any)["resources"].(map[string]any)["requests"].(map[string]any)["storage"].(string)
+}
+
 func (w *world) stsImage() string {
 	c := w.sts()["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0]
 	return c.(map[string]any)["image"].(string)
@@ -425,14 +440,18 @@ func (w *world) pvcJSON(i int, c *simPVC) map[string]any {
 	}
 	labels[api.LabelClusterUID] = c.clusterUID
 	md := map[string]any{"name": w.names().PVC(i), "namespace": w.ns, "uid": c.uid, "labels": labels}
+	size, capacity := c.size, c.capacity
+	if size == "" {
+		size, capacity = "10Gi", "10Gi"
+	}
 	if c.deleting {
 		md["deletionTimestamp"] = w.now.UTC().Format(time.RFC3339)
 		md["finalizers"] = []any{"kubernetes.io/pvc-protection"}
 	}
 	return map[string]any{
 		"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": md,
-		"spec":   map[string]any{"accessModes": []any{"ReadWriteOnce"}, "resources": map[string]any{"requests": map[string]any{"storage": "10Gi"}}},
-		"status": map[string]any{"phase": "Bound"},
+		"spec":   map[string]any{"accessModes": []any{"ReadWriteOnce"}, "resources": map[string]any{"requests": map[string]any{"storage": size}}},
+		"status": map[string]any{"phase": "Bound", "capacity": map[string]any{"storage": capacity}},
 	}
 }
 
@@ -482,6 +501,12 @@ func (w *world) apply(resp *Response) {
 			delete(w.leases, i)
 		}
 	}
+	if before, after := w.sts(), next[KeyStatefulSet][w.name]; before != nil && after != nil {
+		b, a := before["spec"].(map[string]any)["volumeClaimTemplates"], after["spec"].(map[string]any)["volumeClaimTemplates"]
+		if string(mustJSON(b)) != string(mustJSON(a)) {
+			w.t.Errorf("the answer changes the StatefulSet's volumeClaimTemplates, which the API server refuses:\n%s\n%s", mustJSON(b), mustJSON(a))
+		}
+	}
 	w.desired = next
 	if s := w.sts(); s != nil {
 		spec := string(mustJSON(s["spec"]))
@@ -526,7 +551,8 @@ func (w *world) controllers() {
 		if emptyDir {
 			w.data[i] = ""
 		} else if w.pvcs[i] == nil {
-			w.pvcs[i] = &simPVC{uid: w.newUID("pvc"), clusterUID: w.uid}
+			size := w.templateSize()
+			w.pvcs[i] = &simPVC{uid: w.newUID("pvc"), clusterUID: w.uid, size: size, capacity: size}
 			w.data[i] = ""
 		}
 	}
@@ -939,6 +965,25 @@ func (w *world) runJobs() {
 			w.etcd.clusterID = fmt.Sprintf("%016x", h.Sum64()|1)
 			w.data[0], w.owner[0] = w.etcd.add(w.peerURL(0), false), w.uid
 			w.restored = flags["from"]
+		case flags["claim"] != "" && flags["size"] != "":
+			// pvc grow: the claim asks for the size; a volume driver grows it (unless noResizer).
+			c := w.pvcs[w.names().PVCOrdinal(flags["claim"])]
+			if c == nil || c.clusterUID != flags["cluster-uid"] {
+				j.state, j.finished = jobFailed, w.now
+				continue
+			}
+			c.size = flags["size"]
+			if w.noResizer {
+				j.state, j.finished = jobFailed, w.now // its deadline passes
+				continue
+			}
+			c.capacity = flags["size"]
+		case flags["name"] != "" && flags["uid"] != "":
+			// statefulset orphan: the StatefulSet goes, its pods and claims stay.
+			if w.sts() != nil {
+				delete(w.desired[KeyStatefulSet], w.name)
+				w.stsSpec, w.stsOrphaned = "", w.stsOrphaned+1
+			}
 		case flags["claim"] != "":
 			// pvc delete re-checks: no member at the ordinal's peer URL, no pod using the claim.
 			i := w.names().PVCOrdinal(flags["claim"])

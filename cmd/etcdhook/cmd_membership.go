@@ -292,6 +292,9 @@ func jobRecorder(cluster, ns, uid, controller string, log *slog.Logger) (members
 
 // runPVC: etcdhook pvc delete --claim=… --namespace=… --cluster-uid=… --peer-url=… --endpoints=…
 func runPVC(args []string) error {
+	if len(args) > 0 && args[0] == "grow" {
+		return runPVCGrow(args[1:])
+	}
 	if len(args) == 0 || args[0] != "delete" {
 		return usageError{errors.New("usage: etcdhook pvc delete --claim=NAME --namespace=NS --cluster-uid=UID --peer-url=URL --pod=NAME --endpoints=URL,…")}
 	}

@@ -15,6 +15,9 @@ commands:
   agent -- etcd …  supervise etcd in a member pod (the etcd container's entrypoint)
   member remove    remove an etcd member (the Job the hook emits)
   pvc delete       delete the volume of a removed member (the Job the hook emits)
+  pvc grow         grow a member's claim to spec.storage.size (the Job the hook emits)
+  statefulset orphan
+                   delete the StatefulSet, keeping its pods and claims, for a new claim template
   backup           snapshot the cluster into its destination and apply retention (the backup Jobs)
   restore          restore a snapshot into a new data directory (what a restored cluster's seed does)
   install DEST     copy this binary to DEST (the member pod's init container)
@@ -40,6 +43,8 @@ func main() {
 		err = runMember(args)
 	case "pvc":
 		err = runPVC(args)
+	case "statefulset":
+		err = runStatefulSet(args)
 	case "backup":
 		err = runBackup(args)
 	case "restore":

@@ -254,6 +254,26 @@ func TestStatusSections(t *testing.T) {
 	require.NotContains(t, strings.ToLower(out), "backup", "the status has no backup field: nothing to show")
 }
 
+// The last backup (and failure) and the volume growth, as status.backup and status.storage say.
+func TestStatusBackupAndStorage(t *testing.T) {
+	f := loadFixture(t, "scaling.yaml")
+	c := f.cluster()
+	require.NoError(t, unstructured.SetNestedMap(c.Object, map[string]any{
+		"lastSuccessTime": "2026-01-01T11:00:00Z", "lastSnapshot": "s3://b/prod/demo/20260101T110000Z-r4242.db",
+		"revision": int64(4242), "size": int64(2097152),
+		"lastFailureTime": "2025-12-31T12:00:00Z", "lastFailure": "AccessDenied",
+	}, "status", "backup"))
+	require.NoError(t, unstructured.SetNestedMap(c.Object, map[string]any{
+		"size": "20Gi", "claims": int64(3), "atSize": int64(1), "growing": "data-demo-1", "templateSize": "10Gi",
+	}, "status", "storage"))
+	te := newTestEnv(newDynamic(c), fake.NewClientset())
+	require.Equal(t, 0, te.run("status", "demo"))
+	out := squeeze(te.out.String())
+	require.Contains(t, out, "Last backup: 2026-01-01T11:00:00Z (60m ago), revision 4242, 2097152 bytes: s3://b/prod/demo/20260101T110000Z-r4242.db\n")
+	require.Contains(t, out, "Last failure: 2025-12-31T12:00:00Z (24h ago): AccessDenied\n")
+	require.Contains(t, out, "Storage: 20Gi per member; 1 of 3 claims at size; growing data-demo-1; new claims start at 10Gi until the StatefulSet is re-created\n")
+}
+
 // squeeze collapses runs of spaces, so that assertions do not depend on column widths.
 func squeeze(s string) string { return regexp.MustCompile(` +`).ReplaceAllString(s, " ") }
 

@@ -287,6 +287,27 @@ func expiry(t *metav1.Time, now time.Time) string {
 	return fmt.Sprintf("%s (in %s)", t.UTC().Format(time.RFC3339), age(left))
 }
 
+// lastBackup: the newest snapshot, when and at which revision.
+func lastBackup(b *api.BackupStatus, now time.Time) string {
+	if b.LastSuccessTime == nil {
+		return "none yet"
+	}
+	return fmt.Sprintf("%s (%s ago), revision %d, %d bytes: %s", b.LastSuccessTime.UTC().Format(time.RFC3339),
+		age(now.Sub(b.LastSuccessTime.Time)), b.Revision, b.Size, dash(b.LastSnapshot))
+}
+
+// storageLine: the member claims against spec.storage.size, and a growth under way.
+func storageLine(v *api.StorageStatus) string {
+	out := fmt.Sprintf("%s per member; %d of %d claims at size", v.Size, v.AtSize, v.Claims)
+	if v.Growing != "" {
+		out += "; growing " + v.Growing
+	}
+	if v.TemplateSize != "" && v.TemplateSize != v.Size {
+		out += fmt.Sprintf("; new claims start at %s until the StatefulSet is re-created", v.TemplateSize)
+	}
+	return out
+}
+
 // memberRow is one line of the members table: a member of the status (the hook's membership truth),
 // or an ordinal whose Lease exists without a member (a pod waiting to join, a member that left).
 type memberRow struct {
@@ -393,6 +414,15 @@ func writeText(w io.Writer, s *Snapshot, now time.Time) error {
 		if len(t.CAFingerprints) > 0 {
 			fmt.Fprintf(tw, "  Trusted CAs (SHA-256):\t%s\n", strings.Join(t.CAFingerprints, ", "))
 		}
+	}
+	if b := st.Backup; b != nil {
+		fmt.Fprintf(tw, "Last backup:\t%s\n", lastBackup(b, now))
+		if b.LastFailureTime != nil {
+			fmt.Fprintf(tw, "  Last failure:\t%s (%s ago): %s\n", b.LastFailureTime.UTC().Format(time.RFC3339), age(now.Sub(b.LastFailureTime.Time)), dash(b.LastFailure))
+		}
+	}
+	if v := st.Storage; v != nil {
+		fmt.Fprintf(tw, "Storage:\t%s\n", storageLine(v))
 	}
 	if err := tw.Flush(); err != nil {
 		return err

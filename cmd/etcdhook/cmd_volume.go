@@ -1,0 +1,102 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"os"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/etcdhook/etcdhook/membership"
+)
+
+// inClusterKube is the API client of a Job pod.
+func inClusterKube() (kubernetes.Interface, error) {
+	kcfg, err := rest.InClusterConfig()
+	if err != nil {
+		return nil, err
+	}
+	return kubernetes.NewForConfig(kcfg)
+}
+
+// runPVCGrow: etcdhook pvc grow --claim=… --namespace=… --cluster-uid=… --size=… --pod=… --endpoints=…
+func runPVCGrow(args []string) error {
+	fs := flag.NewFlagSet("pvc grow", flag.ContinueOnError)
+	claim := fs.String("claim", "", "claim to grow")
+	ns := fs.String("namespace", os.Getenv("POD_NAMESPACE"), "namespace")
+	uid := fs.String("cluster-uid", "", "the EtcdCluster UID the claim must be labelled with")
+	size := fs.String("size", "", "the size to ask for (a Kubernetes quantity, e.g. 20Gi)")
+	pod := fs.String("pod", "", "the member pod mounting the claim (restarted only for a driver that grows file systems offline)")
+	endpoints := fs.String("endpoints", "", "comma-separated client URLs of voters (health check before a restart)")
+	restartAfter := fs.Duration("restart-after", 2*time.Minute, "restart the pod when the file system resize is pending this long")
+	timeout := fs.Duration("timeout", 4*time.Minute, "give up after this long")
+	tlsDir := fs.String("tls-dir", "", "client certificate directory (tls.crt, tls.key, ca.crt) when the cluster runs TLS")
+	cluster := fs.String("cluster", "", "the EtcdCluster to post the VolumeGrown event on (default: from --claim)")
+	addLogLevel(fs)
+	if err := fs.Parse(args); err != nil {
+		return usageError{err}
+	}
+	if *claim == "" || *ns == "" || *uid == "" || *size == "" || *endpoints == "" {
+		return usageError{errors.New("--claim, --namespace, --cluster-uid, --size and --endpoints are required")}
+	}
+	q, err := resource.ParseQuantity(*size)
+	if err != nil || q.Sign() <= 0 {
+		return usageError{errors.New("--size must be a positive quantity such as 20Gi")}
+	}
+	kube, err := inClusterKube()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	log := jsonLogger()
+	if *cluster == "" {
+		*cluster = clusterFromClaim(*claim)
+	}
+	events := membership.NewKubeRecorder(kube, *ns, *cluster, *uid, "etcdhook-pvc-grow", log)
+	defer func() {
+		events.Flush(5 * time.Second)
+		events.Close()
+	}()
+	return refusal(membership.GrowPVC(ctx, &membership.Etcd{Log: log, TLSDir: *tlsDir}, kube, log, membership.GrowRequest{
+		Namespace: *ns, Claim: *claim, ClusterUID: *uid, Size: q, Pod: *pod, Endpoints: strings.Split(*endpoints, ","),
+		RestartAfter: *restartAfter, Events: events,
+	}))
+}
+
+// runStatefulSet: etcdhook statefulset orphan --name=… --uid=… --size=…
+func runStatefulSet(args []string) error {
+	if len(args) == 0 || args[0] != "orphan" {
+		return usageError{errors.New("usage: etcdhook statefulset orphan --name=NAME --namespace=NS --uid=UID --size=QUANTITY")}
+	}
+	fs := flag.NewFlagSet("statefulset orphan", flag.ContinueOnError)
+	name := fs.String("name", "", "the StatefulSet")
+	ns := fs.String("namespace", os.Getenv("POD_NAMESPACE"), "namespace")
+	uid := fs.String("uid", "", "the StatefulSet's UID as the hook saw it")
+	size := fs.String("size", "", "the claim template size wanted")
+	timeout := fs.Duration("timeout", 4*time.Minute, "give up after this long")
+	fs.String("tls-dir", "", "unused (every ops Job accepts it)")
+	addLogLevel(fs)
+	if err := fs.Parse(args[1:]); err != nil {
+		return usageError{err}
+	}
+	if *name == "" || *ns == "" || *uid == "" || *size == "" {
+		return usageError{errors.New("--name, --namespace, --uid and --size are required")}
+	}
+	q, err := resource.ParseQuantity(*size)
+	if err != nil || q.Sign() <= 0 {
+		return usageError{errors.New("--size must be a positive quantity such as 20Gi")}
+	}
+	kube, err := inClusterKube()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	return membership.OrphanStatefulSet(ctx, kube, jsonLogger(), membership.OrphanRequest{Namespace: *ns, StatefulSet: *name, UID: *uid, Size: q})
+}

@@ -1,0 +1,247 @@
+package sync
+
+import (
+	"fmt"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/etcdhook/etcdhook/api"
+)
+
+// Volume growth (docs/design.md §17): spec.storage.size may grow. Each member's claim is grown by a Job,
+// one member at a time and only while every member is healthy (a driver that grows file systems only
+// offline needs the member restarted); then a Job deletes the StatefulSet with propagation Orphan,
+// since its claim template is immutable, and the hook renders it afresh with the new size over the
+// same pods, which it adopts without a restart (their template is unchanged).
+const (
+	// growJobDeadlineSeconds: a cloud volume can take minutes to grow, and the Job waits for it.
+	growJobDeadlineSeconds = 900
+	// growRestartAfter: how long a claim may report FileSystemResizePending before its Job restarts the
+	// pod (drivers that grow file systems online clear it within seconds).
+	growRestartAfter = 2 * time.Minute
+)
+
+// storageSize is the size in force for member claims; false with emptyDir.
+func (p *plan) storageSize() (resource.Quantity, bool) {
+	if p.spec.Storage.EmptyDir != nil || p.spec.Storage.Size == nil {
+		return resource.Quantity{}, false
+	}
+	return *p.spec.Storage.Size, true
+}
+
+// claimBelow: ordinal i has a claim of this cluster, not being deleted, that does not have the size.
+func (p *plan) claimBelow(i int, size resource.Quantity) bool {
+	pvc := p.f.pvcs[i]
+	return pvc != nil && pvc.DeletionTimestamp == nil && pvc.Labels[api.LabelClusterUID] == p.f.uid && !api.ClaimAtSize(pvc, size)
+}
+
+// templateBelow: the observed StatefulSet's claim template asks for less than size.
+func (p *plan) templateBelow(size resource.Quantity) bool {
+	if p.f.sts == nil {
+		return false
+	}
+	q, ok := api.TemplateSize(p.f.sts.Spec.VolumeClaimTemplates)
+	return ok && q.Cmp(size) < 0
+}
+
+// volumeStepInFlight names a growth step under way: a Job growing a claim or re-creating the
+// StatefulSet, or the StatefulSet being deleted (Metacontroller leaves an object being deleted alone;
+// once it is gone, the answer that renders it again is safe under any spec: see roll).
+func (p *plan) volumeStepInFlight() string {
+	f := p.f
+	for _, i := range sortedKeys(f.growJobs) {
+		if js := f.growJobs[i]; js[len(js)-1].state == jobActive {
+			return fmt.Sprintf("Job %s growing claim %s", js[len(js)-1].job.Name, f.names.PVC(i))
+		}
+	}
+	if js := f.templateJobs; len(js) > 0 && js[len(js)-1].state == jobActive {
+		return fmt.Sprintf("Job %s re-creating StatefulSet %s for its claim template", js[len(js)-1].job.Name, f.names.StatefulSet())
+	}
+	if f.sts != nil && f.sts.DeletionTimestamp != nil {
+		return fmt.Sprintf("StatefulSet %s to be deleted (its pods and claims stay) and re-created", f.names.StatefulSet())
+	}
+	return ""
+}
+
+// growVolumes is reconcile's last step: the lowest member claim below the size is grown, then the
+// claim template is brought to it. It reports whether it started or waits on something.
+func (p *plan) growVolumes() bool {
+	f := p.f
+	size, ok := p.storageSize()
+	if !ok {
+		return false
+	}
+	for i := 0; i < int(p.replicas); i++ {
+		if p.claimBelow(i, size) {
+			return p.growClaim(i, size)
+		}
+	}
+	if !p.templateBelow(size) {
+		return false
+	}
+	// The template only once no pod is mid-roll: the StatefulSet made afresh adopts pods that all run
+	// its one revision, so none restarts.
+	st := f.sts.Status
+	for _, i := range sortedKeys(f.pods) {
+		if f.pods[i].Labels["controller-revision-hash"] != st.UpdateRevision || st.CurrentRevision != st.UpdateRevision ||
+			f.sts.Annotations[api.AnnTemplateHash] != p.hash {
+			p.wait("every pod on one revision before StatefulSet %s is re-created for its claim template", f.names.StatefulSet())
+			return true
+		}
+	}
+	js := f.templateJobs
+	attempt, why := p.nextAttempt(js)
+	if why != "" {
+		p.wait("re-creating StatefulSet %s for its claim template: %s", f.names.StatefulSet(), why)
+		return true
+	}
+	job := p.templateJob(attempt, size)
+	p.jobs = append(p.jobs, job)
+	p.action = fmt.Sprintf("Job %s re-creating StatefulSet %s for its claim template", job.Name, f.names.StatefulSet())
+	p.busy, p.busyVolume, p.growth = p.action, true, true
+	p.wait("%s", p.action)
+	return true
+}
+
+// growClaim starts the next Job growing ordinal i's claim, when every member is healthy.
+func (p *plan) growClaim(i int, size resource.Quantity) bool {
+	f := p.f
+	all, healthy := f.voters()
+	switch {
+	case len(f.primary) != p.target() || all != healthy || f.learner() != nil:
+		p.wait("every member healthy before growing claim %s (%d of %d voters healthy)", f.names.PVC(i), healthy, all)
+		return true
+	case f.primary[i] == nil || !f.podReady(i):
+		p.wait("%s ready before growing its claim %s", f.names.Pod(i), f.names.PVC(i))
+		return true
+	}
+	if who := p.defragmenting(); who != "" {
+		p.wait("%s to finish defragmenting before growing claim %s", who, f.names.PVC(i))
+		return true
+	}
+	attempt, why := p.nextAttempt(f.growJobs[i])
+	if why != "" {
+		p.wait("growing claim %s to %s: %s", f.names.PVC(i), size.String(), why)
+		return true
+	}
+	job := p.growJob(i, attempt, size)
+	p.jobs = append(p.jobs, job)
+	p.growing = f.names.PVC(i)
+	p.action = fmt.Sprintf("Job %s growing claim %s to %s", job.Name, f.names.PVC(i), size.String())
+	p.busy, p.busyVolume, p.growth = p.action, true, true
+	p.wait("%s", p.action)
+	return true
+}
+
+// nextAttempt numbers the next Job of a series, or says why none starts now: one is running, the last
+// succeeded moments ago (the cache may not show its work yet), the last failed and its backoff has not
+// passed, or the attempts are used up.
+func (p *plan) nextAttempt(js []*jobView) (int, string) {
+	if len(js) == 0 {
+		return 1, ""
+	}
+	last := js[len(js)-1]
+	switch {
+	case last.state == jobActive:
+		return 0, fmt.Sprintf("Job %s running", last.job.Name)
+	case last.state == jobSucceeded && p.f.now.Sub(last.finished) < succeededJobGrace:
+		return 0, fmt.Sprintf("Job %s succeeded; waiting for its result to show", last.job.Name)
+	case last.state == jobFailed && p.f.now.Before(last.finished.Add(backoff(last.attempt))):
+		return 0, fmt.Sprintf("Job %s failed (see its log); retrying after %s", last.job.Name, last.finished.Add(backoff(last.attempt)).UTC().Format(time.RFC3339))
+	case last.attempt >= maxAttempts:
+		return 0, fmt.Sprintf("no success in %d attempts: see Job %s", maxAttempts, last.job.Name)
+	}
+	return last.attempt + 1, ""
+}
+
+func (p *plan) growJob(i, attempt int, size resource.Quantity) *batchv1.Job {
+	n := p.f.names
+	args := []string{"pvc", "grow",
+		"--claim=" + n.PVC(i),
+		"--namespace=" + n.Namespace,
+		"--cluster-uid=" + p.f.uid,
+		"--size=" + size.String(),
+		"--pod=" + n.Pod(i),
+		"--endpoints=" + p.voterEndpoints(""),
+		fmt.Sprintf("--restart-after=%s", growRestartAfter),
+		fmt.Sprintf("--timeout=%ds", growJobDeadlineSeconds-30),
+	}
+	j := p.job(n.GrowJob(i, attempt), "grow-volume", n.OpsAccount(), true, args)
+	j.Spec.ActiveDeadlineSeconds = ptr(int64(growJobDeadlineSeconds))
+	return j
+}
+
+func (p *plan) templateJob(attempt int, size resource.Quantity) *batchv1.Job {
+	n := p.f.names
+	args := []string{"statefulset", "orphan",
+		"--name=" + n.StatefulSet(),
+		"--namespace=" + n.Namespace,
+		"--uid=" + string(p.f.sts.UID),
+		"--size=" + size.String(),
+		fmt.Sprintf("--timeout=%ds", removeJobDeadlineSeconds-30),
+	}
+	return p.job(n.TemplateJob(attempt), "claim-template", n.OpsAccount(), true, args)
+}
+
+// keepVolumeJobs carries the growth Jobs still useful (running, or the last failure while its work is
+// not done: its time drives the backoff) and releases the others.
+func (p *plan) keepVolumeJobs() {
+	f := p.f
+	size, sized := p.storageSize()
+	keep := func(js []*jobView, pending bool, what string) {
+		last := js[len(js)-1]
+		for _, jv := range js {
+			retrying := last.state == jobActive && jv.attempt == last.attempt-1
+			if jv.state == jobActive || (pending && (jv == last || retrying)) || !p.judgeJobs() {
+				p.jobs = append(p.jobs, p.carryJob(jv.job))
+			} else {
+				p.release(KeyJob, jv.job.Name, what)
+			}
+		}
+	}
+	for _, i := range sortedKeys(f.growJobs) {
+		keep(f.growJobs[i], sized && p.claimBelow(i, size), "finished claim-growing Job whose claim has the size")
+	}
+	if len(f.templateJobs) > 0 {
+		keep(f.templateJobs, sized && p.templateBelow(size), "finished Job whose StatefulSet is gone or has the claim template")
+	}
+}
+
+// storageStatus is status.storage: the member claims against the size in force.
+func (p *plan) storageStatus() *api.StorageStatus {
+	size, ok := p.storageSize()
+	if !ok {
+		return nil
+	}
+	f := p.f
+	st := &api.StorageStatus{Size: size.String()}
+	for i := 0; i < int(p.replicas); i++ {
+		pvc := f.pvcs[i]
+		if pvc == nil || pvc.DeletionTimestamp != nil || pvc.Labels[api.LabelClusterUID] != f.uid {
+			continue
+		}
+		st.Claims++
+		if api.ClaimAtSize(pvc, size) {
+			st.AtSize++
+		}
+	}
+	for _, i := range sortedKeys(f.growJobs) {
+		js := f.growJobs[i]
+		if js[len(js)-1].state == jobActive {
+			st.Growing = f.names.PVC(i)
+		}
+	}
+	if p.growing != "" {
+		st.Growing = p.growing
+	}
+	if f.sts != nil {
+		if q, ok := api.TemplateSize(f.sts.Spec.VolumeClaimTemplates); ok {
+			st.TemplateSize = q.String()
+		}
+	} else {
+		st.TemplateSize = size.String() // rendered by this answer
+	}
+	return st
+}
