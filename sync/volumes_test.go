@@ -129,7 +129,11 @@ func TestVolumeShrinkRefused(t *testing.T) {
 	require.Equal(t, before, string(mustJSON(w.lastResp.Children)))
 	require.Equal(t, "10Gi", w.status.Storage.Size)
 
-	w.setSpec(func(s *api.ClusterSpec) { q := resource.MustParse("10Gi"); s.Storage.Size = &q; s.Storage.StorageClassName = ptr("fast") })
+	w.setSpec(func(s *api.ClusterSpec) {
+		q := resource.MustParse("10Gi")
+		s.Storage.Size = &q
+		s.Storage.StorageClassName = ptr("fast")
+	})
 	w.step(5e9)
 	require.Equal(t, "True/StorageImmutable", w.condition(api.CondInvalidSpec))
 }

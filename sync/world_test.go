@@ -55,9 +55,9 @@ type world struct {
 	// StatefulSets deleted with their pods orphaned.
 	noResizer   bool
 	stsOrphaned int
-	seq       int
-	lastResp  *Response
-	badImage  string // pods with this image never start
+	seq         int
+	lastResp    *Response
+	badImage    string // pods with this image never start
 	// secrets are the Secrets in the namespace (the user's TLS Secrets), related by name when named.
 	secrets map[string]map[string][]byte
 	// certNotAfter is what simulated agents report as their certificate's expiry (TLS on; zero: 60 days
