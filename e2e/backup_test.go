@@ -151,6 +151,7 @@ func (s *scenario) annotate(key, value string) {
 // others join as learners), all there with equal hashes on every member; meanwhile the schedule
 // (every minute) backs up at least twice and retention (keepLast 2) prunes.
 func TestBackupRestore(t *testing.T) {
+	beside(t)
 	endpoint := startMinIO(t)
 	dest := fmt.Sprintf("s3://%s/e2e?endpoint=%s&region=us-east-1&use_path_style=true", e2eBucket, endpoint)
 	src := newScenario(t, "backup")

@@ -24,6 +24,7 @@ import (
 // failures and p99 during the pass go to RESULTS.md. Then an on-demand pass (etcd.io/defrag-now)
 // goes over every member although the files are compact.
 func TestDefragmentation(t *testing.T) {
+	beside(t)
 	s := newScenario(t, "defrag")
 	s.apply(spec(3, *etcdVersion))
 	s.waitFor("settled", stepTimeout, s.settled(3))

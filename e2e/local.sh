@@ -4,7 +4,8 @@
 # real Metacontroller v4.17.2 installed from its release manifests (../shared/metacontroller). etcdhook
 # is installed exactly as the README tells users to: manifests/, then the CompositeController once the
 # CRD is Established.
-# Usage: e2e/local.sh [go test -run pattern]   (env: LOCALKUBE, METACONTROLLER, KEEP_CLUSTER=1 to leave it up)
+# Usage: e2e/local.sh [go test -run pattern]   (env: LOCALKUBE, METACONTROLLER, KEEP_CLUSTER=1 to leave it up,
+# E2E_SERIAL=1 to run every scenario alone: the ones marked beside() otherwise run two at a time)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 shared=$(cd .. && pwd)/shared
@@ -75,7 +76,7 @@ done
 
 step "e2e suite (real Metacontroller)"
 kubeconfig=$("$LK" env | sed -n 's/^export KUBECONFIG=//p' | tr -d '"')
-(cd e2e && "$LK" exec --cluster-dns -- ../bin/e2e.test -test.v -test.count=1 -test.timeout=80m -test.run "$RUN" \
+(cd e2e && "$LK" exec --cluster-dns -- ../bin/e2e.test -test.v -test.count=1 -test.parallel=2 -test.timeout=80m -test.run "$RUN" \
   -e2e.kubeconfig="$kubeconfig" -e2e.etcd-next=3.7.3 -e2e.minio="$minio" -e2e.results=RESULTS.md) 2>&1 | tee bin/e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|e2e_test|_test.go' || true
 grep -q '^PASS' bin/e2e.log || { tail -200 bin/e2e.log; exit 1; }
 step "e2e passed"

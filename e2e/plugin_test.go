@@ -32,6 +32,7 @@ func (s *scenario) kubectlEtcd(ctx context.Context, args ...string) (int, string
 // -o json show every member, etcdctl runs in a member pod with the cluster's certificates (TLS is on by
 // default) and passes etcdctl's exit status on.
 func TestKubectlEtcdPlugin(t *testing.T) {
+	beside(t)
 	s := newScenario(t, "plugin")
 	s.apply(spec(3, *etcdVersion))
 

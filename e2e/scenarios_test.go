@@ -308,6 +308,7 @@ func podReady(p corev1.Pod) bool {
 
 // 8. Deleting the EtcdCluster removes its children; the claims stay (Retain).
 func TestDeletion(t *testing.T) {
+	beside(t)
 	s := newScenario(t, "delete")
 	s.apply(spec(3, *etcdVersion))
 	s.waitFor("settled", stepTimeout, s.settled(3))
@@ -325,6 +326,7 @@ func TestDeletion(t *testing.T) {
 
 // Size 4 -> 3 with the removed member's pod restarting at once: it must park, not rejoin.
 func TestLeaveThenRestart(t *testing.T) {
+	beside(t)
 	s := newScenario(t, "leaverestart")
 	s.apply(spec(4, *etcdVersion))
 	s.waitFor("settled", stepTimeout, s.settled(4))
@@ -429,6 +431,7 @@ func TestBadImageReverted(t *testing.T) {
 
 // Deleted and re-created with the same name: the new cluster refuses the old volumes.
 func TestRecreateRefusesOldVolumes(t *testing.T) {
+	beside(t)
 	s := newScenario(t, "recreate")
 	s.apply(spec(1, *etcdVersion))
 	s.waitFor("settled", stepTimeout, s.settled(1))
@@ -450,6 +453,7 @@ func TestRecreateRefusesOldVolumes(t *testing.T) {
 
 // Status wiped: the cluster stays bootstrapped; nothing starts new, no pod restarts.
 func TestStatusWiped(t *testing.T) {
+	beside(t)
 	s := newScenario(t, "wiped")
 	s.apply(spec(3, *etcdVersion))
 	s.waitFor("settled", stepTimeout, s.settled(3))

@@ -273,15 +273,37 @@ func (s *scenario) dump() {
 	}
 }
 
+// beside lets a scenario run beside another one (t.Parallel; e2e/local.sh passes -test.parallel=2)
+// unless E2E_SERIAL is set. Only scenarios that keep to their own namespace and spend most of their time
+// waiting (deadlines, Jobs, restores) are marked: none restarts the hook or Metacontroller (those run
+// alone, before the parallel ones start). Their figures are then measured with another cluster on the
+// same two cores, and their RESULTS.md section says so; E2E_SERIAL=1 measures them alone.
+func beside(t *testing.T) {
+	if os.Getenv("E2E_SERIAL") != "" {
+		return
+	}
+	results.mu.Lock()
+	if results.beside == nil {
+		results.beside = map[string]bool{}
+	}
+	results.beside[t.Name()] = true
+	results.mu.Unlock()
+	t.Parallel()
+}
+
 // resultLog collects the figures for e2e/RESULTS.md.
 type resultLog struct {
 	mu       sync.Mutex
 	sections []string
+	beside   map[string]bool // top-level tests that ran beside another (beside)
 }
 
 func (r *resultLog) add(title, body string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if top, _, _ := strings.Cut(title, "/"); r.beside[top] {
+		title += " (ran beside another scenario)"
+	}
 	r.sections = append(r.sections, "## "+title+"\n\n"+body)
 }
 

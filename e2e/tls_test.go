@@ -78,6 +78,7 @@ func (s *scenario) podIdentities() map[string]podSeen {
 // without a restart; put an expired certificate in the Secret and see it refused (CertificatesInvalid)
 // while the cluster keeps serving, again without a restart.
 func TestTLSUserSecrets(t *testing.T) {
+	beside(t)
 	s := newScenario(t, "tlsuser")
 	now := time.Now()
 	ca, err := pki.NewCA("e2e-ca", now, 24*time.Hour)

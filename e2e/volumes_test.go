@@ -99,6 +99,7 @@ func (s *scenario) podRestarts() map[string]string {
 // over the same pods; no pod restarts; a shrink is refused by the CRD; a member added later gets a claim
 // of the new size.
 func TestVolumeGrowth(t *testing.T) {
+	beside(t)
 	s := newScenario(t, "grow")
 	s.allowExpansion()
 	grown := s.resizer()
