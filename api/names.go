@@ -93,11 +93,6 @@ const (
 	// member is a healthy voter on it (empty otherwise): the last pod a roll restarts is on its way back,
 	// not degraded, although every pod already carries the new revision.
 	ConfigKeyRollingTo = "rolling-to"
-	// ConfigKeyTemplateHash records the pod template (etcd.io/template-hash) the StatefulSet was last
-	// rendered with: a StatefulSet made afresh over running pods (re-created for its claim template, or
-	// deleted by hand with --cascade=orphan) starts its partition at 0 only when the pods run this very
-	// template, and above every pod otherwise (the roll then steps down health-gated).
-	ConfigKeyTemplateHash = "template-hash"
 	// ConfigKeyDefragNowDone records the last etcd.io/defrag-now value whose pass went over every member:
 	// the annotation stays on the parent, and without this record its pass would be due forever and hide
 	// the schedule. Absent until a first on-demand pass completes.

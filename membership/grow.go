@@ -24,8 +24,10 @@ type GrowRequest struct {
 	ClusterUID string
 	Size       resource.Quantity
 	// Pod is the member pod that mounts the claim: restarted only when the volume driver grows file
-	// systems offline (FileSystemResizePending for RestartAfter) and every member is healthy.
+	// systems offline (FileSystemResizePending for RestartAfter) and every other member is healthy;
+	// PeerURL is its member's (that member may be down: its disk full).
 	Pod       string
+	PeerURL   string
 	Endpoints []string
 	// RestartAfter is how long the claim may wait with FileSystemResizePending before the pod is
 	// restarted: drivers that grow file systems online clear it within seconds, and a restart that was
@@ -117,8 +119,8 @@ func GrowPVC(ctx context.Context, e *Etcd, kube kubernetes.Interface, log *slog.
 }
 
 // restartForFileSystem deletes the member's pod so that the kubelet grows the file system when it mounts
-// the volume again: only while every member is healthy (the same rule as a roll step; the hook started
-// this Job under it, but minutes may have passed).
+// the volume again: only while every other member is healthy (the same rule as a roll step; the hook
+// started this Job under it, but minutes may have passed).
 func restartForFileSystem(ctx context.Context, e *Etcd, kube kubernetes.Interface, log *slog.Logger, req GrowRequest) error {
 	if req.Pod == "" {
 		return fmt.Errorf("no pod named")
@@ -127,8 +129,11 @@ func restartForFileSystem(ctx context.Context, e *Etcd, kube kubernetes.Interfac
 	if err != nil {
 		return fmt.Errorf("reading the member list: %w", err)
 	}
-	if healthy := e.Health(ctx, l.Members); len(healthy) < len(l.Members) {
-		return fmt.Errorf("%d of %d members healthy", len(healthy), len(l.Members))
+	healthy := e.Health(ctx, l.Members)
+	for _, m := range l.Members {
+		if healthy[m.ID] == nil && !samePeer(m.PeerURL, req.PeerURL) {
+			return fmt.Errorf("member %s (%s) is not healthy", m.ID, m.PeerURL)
+		}
 	}
 	pods := kube.CoreV1().Pods(req.Namespace)
 	pod, err := pods.Get(ctx, req.Pod, metav1.GetOptions{})

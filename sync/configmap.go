@@ -134,7 +134,6 @@ func (p *plan) configMap() *corev1.ConfigMap {
 			api.ConfigKeyRunning:      runningRecord(f.running),
 			api.ConfigKeyFormed:       fmt.Sprint(f.formed || p.formedNow()),
 			api.ConfigKeyRollingTo:    p.rollingTo,
-			api.ConfigKeyTemplateHash: p.hash,
 		},
 	}
 	if v := p.defragNowDone(); v != "" {

@@ -401,7 +401,7 @@ func fixtures() []fixture {
 			settle(w)
 			w.growTo("20Gi")
 		}},
-		{name: "volume-grow-held-member-down", build: func(w *world) {
+		{name: "volume-grow-down-member-first", build: func(w *world) {
 			settle(w)
 			w.down[1] = true
 			for n := 0; n < 3; n++ {

@@ -222,7 +222,7 @@ func (p *plan) chooseSpec() error {
 		p.problems = append([]Problem{{"SpecDoesNotDecode", "spec: " + f.obs.SpecError}}, p.problems...)
 	}
 	if len(p.problems) == 0 {
-		p.problems = ValidateChange(f.applied, cand, f.running)
+		p.problems = ValidateChange(f.applied, cand, f.running, f.storageFloor())
 	}
 	valid := len(p.problems) == 0
 	switch {

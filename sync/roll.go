@@ -15,11 +15,12 @@ func (p *plan) roll(full bool) bool {
 	f := p.f
 	if f.sts == nil {
 		// A StatefulSet made over running pods (re-created for its claim template, docs/design.md §17.3, or
-		// deleted by hand with --cascade=orphan) adopts them. Pods on the template it was last rendered with
-		// already run its revision (partition 0 restarts none); otherwise the partition starts above every
-		// pod (floorReplicas lowers it to replicas) and the roll steps down from there, health-gated.
+		// deleted by hand with --cascade=orphan) adopts them, whatever template they run (a roll may have
+		// been half done, the hook upgraded meanwhile): its partition starts above every pod (floorReplicas
+		// lowers it to replicas) and the roll steps it down, over pods already on its revision at once and
+		// without a restart, over the others health-gated.
 		p.partition = 0
-		if len(f.pods) > 0 && f.configValue(api.ConfigKeyTemplateHash) != p.hash {
+		if len(f.pods) > 0 {
 			p.partition = api.MaxSize
 			p.rolling, p.rollingTo = true, p.hash
 			top := 0

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/etcdhook/etcdhook/api"
 )
@@ -139,12 +140,13 @@ func Validate(name string, s api.ClusterSpec) []Problem {
 	return append(ps, validateNetwork(s)...)
 }
 
-// ValidateChange checks a valid spec against the spec the cluster runs (applied) and the versions its
-// members report (running): immutable fields and the upgrade path.
-func ValidateChange(applied *api.ClusterSpec, next api.ClusterSpec, running []SemVer) []Problem {
+// ValidateChange checks a valid spec against the spec the cluster runs (applied), the versions its
+// members report (running) and the largest size its claims ask for (storageFloor, nil when none is
+// observed): immutable fields, the upgrade path, volumes that only grow.
+func ValidateChange(applied *api.ClusterSpec, next api.ClusterSpec, running []SemVer, storageFloor *resource.Quantity) []Problem {
 	var ps []Problem
 	if applied != nil {
-		ps = append(ps, validateStorageChange(applied.Storage, next.Storage)...)
+		ps = append(ps, validateStorageChange(applied.Storage, next.Storage, storageFloor)...)
 		if a, b := applied.Security.TLS, next.Security.TLS; a.TLSOn() && b.TLSOn() &&
 			(a.Peer.SecretName != b.Peer.SecretName || a.Client.SecretName != b.Client.SecretName) {
 			// Another source can mean another CA: members trusting different CAs cannot talk, so the switch
@@ -166,17 +168,21 @@ func ValidateChange(applied *api.ClusterSpec, next api.ClusterSpec, running []Se
 	return ps
 }
 
-// validateStorageChange: only spec.storage.size may change, and only upwards (docs/design.md §17):
-// Kubernetes grows volumes but never shrinks them, and another class or emptyDir would need the data
-// moved to new volumes.
-func validateStorageChange(applied, next api.StorageSpec) []Problem {
+// validateStorageChange: only spec.storage.size may change (docs/design.md §17), and it may go down only
+// as far as no claim has been asked to grow (floor): a growth the StorageClass refuses can be withdrawn,
+// but Kubernetes never shrinks a volume. Another class or emptyDir would need the data moved.
+func validateStorageChange(applied, next api.StorageSpec, floor *resource.Quantity) []Problem {
 	a, b := applied, next
 	a.Size, b.Size = nil, nil
 	if !equality.Semantic.DeepEqual(a, b) {
 		return []Problem{{"StorageImmutable", "spec.storage: only size may change after creation (storageClassName and emptyDir would need the data moved to new volumes)"}}
 	}
-	if applied.Size != nil && next.Size != nil && next.Size.Cmp(*applied.Size) < 0 {
-		return []Problem{{"StorageShrink", fmt.Sprintf("spec.storage.size cannot shrink from %s to %s: volumes only grow (to use smaller volumes, restore a backup into a new EtcdCluster)", applied.Size.String(), next.Size.String())}}
+	if applied.Size != nil && next.Size != nil && next.Size.Cmp(*applied.Size) < 0 && (floor == nil || next.Size.Cmp(*floor) < 0) {
+		have := "no claim observed"
+		if floor != nil {
+			have = "claims ask for up to " + floor.String()
+		}
+		return []Problem{{"StorageShrink", fmt.Sprintf("spec.storage.size cannot shrink from %s to %s (%s): volumes only grow (to use smaller volumes, restore a backup into a new EtcdCluster)", applied.Size.String(), next.Size.String(), have)}}
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/etcdhook/etcdhook/api"
@@ -31,10 +32,34 @@ func (p *plan) storageSize() (resource.Quantity, bool) {
 	return *p.spec.Storage.Size, true
 }
 
-// claimBelow: ordinal i has a claim of this cluster, not being deleted, that does not have the size.
+// claimBelow: ordinal i has a claim, not being deleted, that does not have the size (whatever cluster
+// UID it carries: a claim adopted from a deleted cluster is a member's volume too, see growVolumes).
 func (p *plan) claimBelow(i int, size resource.Quantity) bool {
 	pvc := p.f.pvcs[i]
-	return pvc != nil && pvc.DeletionTimestamp == nil && pvc.Labels[api.LabelClusterUID] == p.f.uid && !api.ClaimAtSize(pvc, size)
+	return pvc != nil && pvc.DeletionTimestamp == nil && !api.ClaimAtSize(pvc, size)
+}
+
+// storageFloor is the largest storage a claim of the cluster asks for, or its StatefulSet's claim
+// template: spec.storage.size may go back down to it (a growth that could not happen), never below.
+func (f *facts) storageFloor() *resource.Quantity {
+	var floor *resource.Quantity
+	take := func(q resource.Quantity) {
+		if floor == nil || q.Cmp(*floor) > 0 {
+			c := q.DeepCopy()
+			floor = &c
+		}
+	}
+	for _, pvc := range f.pvcs {
+		if q, ok := pvc.Spec.Resources.Requests[corev1.ResourceStorage]; ok {
+			take(q)
+		}
+	}
+	if f.sts != nil {
+		if q, ok := api.TemplateSize(f.sts.Spec.VolumeClaimTemplates); ok {
+			take(q)
+		}
+	}
+	return floor
 }
 
 // templateBelow: the observed StatefulSet's claim template asks for less than size.
@@ -59,7 +84,7 @@ func (p *plan) volumeStepInFlight() string {
 	if js := f.templateJobs; len(js) > 0 && js[len(js)-1].state == jobActive {
 		return fmt.Sprintf("Job %s re-creating StatefulSet %s for its claim template", js[len(js)-1].job.Name, f.names.StatefulSet())
 	}
-	if f.sts != nil && f.sts.DeletionTimestamp != nil {
+	if f.sts != nil && f.sts.DeletionTimestamp != nil && len(f.templateJobs) > 0 {
 		return fmt.Sprintf("StatefulSet %s to be deleted (its pods and claims stay) and re-created", f.names.StatefulSet())
 	}
 	return ""
@@ -73,10 +98,26 @@ func (p *plan) growVolumes() bool {
 	if !ok {
 		return false
 	}
+	// A member that is down first: a full disk is the likeliest reason to grow, and a member whose disk is
+	// full crash-loops; growing its claim costs no one's availability.
+	below := -1
 	for i := 0; i < int(p.replicas); i++ {
-		if p.claimBelow(i, size) {
-			return p.growClaim(i, size)
+		if !p.claimBelow(i, size) {
+			continue
 		}
+		if below < 0 || (p.podHealthy(below) && !p.podHealthy(i)) {
+			below = i
+		}
+	}
+	if below >= 0 {
+		if uid := f.pvcs[below].Labels[api.LabelClusterUID]; uid != f.uid {
+			// The Job acts only on this cluster's claims (§8.10): an adopted one (adoptExistingData) is
+			// grown by hand, and the template waits for it.
+			p.wait("claim %s carries EtcdCluster UID %q, not this cluster's (adopted data): grow it by hand to %s (kubectl patch pvc %s -p '{\"spec\":{\"resources\":{\"requests\":{\"storage\":\"%s\"}}}}')",
+				f.names.PVC(below), uid, size.String(), f.names.PVC(below), size.String())
+			return true
+		}
+		return p.growClaim(below, size)
 	}
 	if !p.templateBelow(size) {
 		return false
@@ -105,16 +146,20 @@ func (p *plan) growVolumes() bool {
 	return true
 }
 
-// growClaim starts the next Job growing ordinal i's claim, when every member is healthy.
+// growClaim starts the next Job growing ordinal i's claim, when every other member is healthy (the Job
+// may restart member i: for a driver that grows file systems only at mount time, or because it is down).
 func (p *plan) growClaim(i int, size resource.Quantity) bool {
 	f := p.f
 	all, healthy := f.voters()
-	switch {
-	case len(f.primary) != p.target() || all != healthy || f.learner() != nil:
-		p.wait("every member healthy before growing claim %s (%d of %d voters healthy)", f.names.PVC(i), healthy, all)
-		return true
-	case f.primary[i] == nil || !f.podReady(i):
-		p.wait("%s ready before growing its claim %s", f.names.Pod(i), f.names.PVC(i))
+	m := f.primary[i]
+	if m != nil && m.voter() && !m.healthy {
+		all-- // member i itself may be down (its disk full): the others must be healthy
+	}
+	if m != nil && m.voter() && m.healthy {
+		all, healthy = all-1, healthy-1
+	}
+	if len(f.primary) != p.target() || m == nil || healthy != all || f.learner() != nil {
+		p.wait("every member but %s healthy before growing its claim %s (%d of %d other voters healthy)", f.names.Pod(i), f.names.PVC(i), healthy, all)
 		return true
 	}
 	if who := p.defragmenting(); who != "" {
@@ -164,6 +209,7 @@ func (p *plan) growJob(i, attempt int, size resource.Quantity) *batchv1.Job {
 		"--cluster-uid=" + p.f.uid,
 		"--size=" + size.String(),
 		"--pod=" + n.Pod(i),
+		"--peer-url=" + n.PeerURL(i),
 		"--endpoints=" + p.voterEndpoints(""),
 		fmt.Sprintf("--restart-after=%s", growRestartAfter),
 		fmt.Sprintf("--timeout=%ds", growJobDeadlineSeconds-30),
@@ -219,7 +265,7 @@ func (p *plan) storageStatus() *api.StorageStatus {
 	st := &api.StorageStatus{Size: size.String()}
 	for i := 0; i < int(p.replicas); i++ {
 		pvc := f.pvcs[i]
-		if pvc == nil || pvc.DeletionTimestamp != nil || pvc.Labels[api.LabelClusterUID] != f.uid {
+		if pvc == nil || pvc.DeletionTimestamp != nil {
 			continue
 		}
 		st.Claims++

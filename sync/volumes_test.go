@@ -95,9 +95,10 @@ func TestVolumeGrowthScaleUpFirst(t *testing.T) {
 	require.Equal(t, "20Gi", w.templateSize())
 }
 
-// No claim is grown while a member is down (a driver that grows file systems offline restarts the
-// member; growing is never worth a second member down).
-func TestVolumeGrowthHeldWhileMemberDown(t *testing.T) {
+// A member that is down is grown first (its disk may be full: the likeliest reason to grow), while the
+// others are healthy; no other claim grows while it is down (its Job may restart the member, and growing
+// is never worth a second member down).
+func TestVolumeGrowthDownMemberFirst(t *testing.T) {
 	w := newWorld(t, 3)
 	w.converge(60)
 	w.down[2] = true
@@ -105,11 +106,17 @@ func TestVolumeGrowthHeldWhileMemberDown(t *testing.T) {
 		w.step(5e9)
 	}
 	w.growTo("20Gi")
+	seen := map[string]bool{}
 	for n := 0; n < 20; n++ {
 		w.step(5e9)
-		require.Empty(t, w.activeJobs(w.name+"-grow-"), "no growth with a member down")
+		for _, name := range sortedKeys(w.jobs) {
+			seen[name] = true
+			require.NotContains(t, []string{"demo-grow-0-1", "demo-grow-1-1"}, name, "no other claim grows while member 2 is down")
+		}
 	}
-	require.Contains(t, w.status.Message, "every member healthy before growing claim data-demo-0")
+	require.True(t, seen["demo-grow-2-1"], "the down member's claim first: %v", seen)
+	require.Equal(t, "20Gi", w.pvcs[2].capacity)
+	require.Contains(t, w.status.Message, "every member but demo-0 healthy before growing its claim data-demo-0")
 	w.down[2] = false
 	for n := 0; n < 80 && (w.status.Storage.AtSize < 3 || w.templateSize() != "20Gi"); n++ {
 		w.step(5e9)
@@ -136,6 +143,34 @@ func TestVolumeShrinkRefused(t *testing.T) {
 	})
 	w.step(5e9)
 	require.Equal(t, "True/StorageImmutable", w.condition(api.CondInvalidSpec))
+}
+
+// A growth the StorageClass refuses (no claim ever asked for more) can be withdrawn; once a claim asks
+// for the size, going below it is refused.
+func TestVolumeGrowthWithdrawn(t *testing.T) {
+	w := newWorld(t, 3)
+	w.converge(60)
+	w.refuseGrowth = true
+	w.growTo("20Gi")
+	for n := 0; n < 5; n++ {
+		w.step(5e9)
+	}
+	require.Regexp(t, `Job demo-grow-0-\d+ failed`, w.status.Message)
+	w.growTo("10Gi")
+	w.converge(20)
+	require.Equal(t, "", w.condition(api.CondInvalidSpec))
+	require.Equal(t, &api.StorageStatus{Size: "10Gi", Claims: 3, AtSize: 3, TemplateSize: "10Gi"}, w.status.Storage)
+
+	w.refuseGrowth, w.noResizer = false, true
+	w.growTo("20Gi")
+	for n := 0; n < 5; n++ {
+		w.step(5e9)
+	}
+	require.Equal(t, "20Gi", w.pvcs[0].size, "claim 0 asks for 20Gi; no driver grows it")
+	w.growTo("10Gi")
+	w.step(5e9)
+	require.Equal(t, "True/StorageShrink", w.condition(api.CondInvalidSpec))
+	require.Contains(t, conditionMessage(w.status, api.CondInvalidSpec), "cannot shrink from 20Gi to 10Gi (claims ask for up to 20Gi)")
 }
 
 // A StorageClass that does not allow expansion: the Job fails and is retried with backoff; the status
@@ -182,9 +217,10 @@ func TestStatefulSetOrphanedByHand(t *testing.T) {
 	w.stsSpec = ""
 	w.step(5e9)
 	require.Equal(t, 3, w.replicas(), "replicas from the members, not 1")
-	require.Equal(t, 0, w.partition(), "the pods run the template the StatefulSet was last rendered with")
+	require.Equal(t, 3, w.partition(), "the new StatefulSet replaces no pod until the hook steps")
 	w.converge(20)
-	require.Equal(t, pods, w.podUIDs())
+	require.Equal(t, pods, w.podUIDs(), "pods already on its revision: the partition steps down without a restart")
+	require.Equal(t, 0, w.partition())
 }
 
 // The same with a template change in between (a new version of the hook renders another template):

@@ -55,9 +55,11 @@ type world struct {
 	// StatefulSets deleted with their pods orphaned.
 	noResizer   bool
 	stsOrphaned int
-	seq         int
-	lastResp    *Response
-	badImage    string // pods with this image never start
+	// refuseGrowth: the API server refuses a larger claim (a StorageClass without allowVolumeExpansion).
+	refuseGrowth bool
+	seq          int
+	lastResp     *Response
+	badImage     string // pods with this image never start
 	// secrets are the Secrets in the namespace (the user's TLS Secrets), related by name when named.
 	secrets map[string]map[string][]byte
 	// certNotAfter is what simulated agents report as their certificate's expiry (TLS on; zero: 60 days
@@ -968,7 +970,7 @@ func (w *world) runJobs() {
 		case flags["claim"] != "" && flags["size"] != "":
 			// pvc grow: the claim asks for the size; a volume driver grows it (unless noResizer).
 			c := w.pvcs[w.names().PVCOrdinal(flags["claim"])]
-			if c == nil || c.clusterUID != flags["cluster-uid"] {
+			if c == nil || c.clusterUID != flags["cluster-uid"] || w.refuseGrowth {
 				j.state, j.finished = jobFailed, w.now
 				continue
 			}

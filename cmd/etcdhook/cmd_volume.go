@@ -32,6 +32,7 @@ func runPVCGrow(args []string) error {
 	uid := fs.String("cluster-uid", "", "the EtcdCluster UID the claim must be labelled with")
 	size := fs.String("size", "", "the size to ask for (a Kubernetes quantity, e.g. 20Gi)")
 	pod := fs.String("pod", "", "the member pod mounting the claim (restarted only for a driver that grows file systems offline)")
+	peerURL := fs.String("peer-url", "", "the peer URL of that pod's member (which may be down; every other must be healthy)")
 	endpoints := fs.String("endpoints", "", "comma-separated client URLs of voters (health check before a restart)")
 	restartAfter := fs.Duration("restart-after", 2*time.Minute, "restart the pod when the file system resize is pending this long")
 	timeout := fs.Duration("timeout", 4*time.Minute, "give up after this long")
@@ -64,7 +65,7 @@ func runPVCGrow(args []string) error {
 		events.Close()
 	}()
 	return refusal(membership.GrowPVC(ctx, &membership.Etcd{Log: log, TLSDir: *tlsDir}, kube, log, membership.GrowRequest{
-		Namespace: *ns, Claim: *claim, ClusterUID: *uid, Size: q, Pod: *pod, Endpoints: strings.Split(*endpoints, ","),
+		Namespace: *ns, Claim: *claim, ClusterUID: *uid, Size: q, Pod: *pod, PeerURL: *peerURL, Endpoints: strings.Split(*endpoints, ","),
 		RestartAfter: *restartAfter, Events: events,
 	}))
 }
