@@ -19,7 +19,10 @@ const (
 	AnnBootstrap    = "etcd.io/bootstrap"
 	// AnnDefrag asks the member to defragment once for the pass it names (a token); the hook writes it
 	// on one member at a time (docs/design.md §15.5).
-	AnnDefrag     = "etcd.io/defrag"
+	AnnDefrag = "etcd.io/defrag"
+	// AnnRenewal asks the member for built-in certificates that carry this renewal mark (RenewalMark of
+	// the etcd.io/renew-certificates value): one without it is renewed at once (docs/design.md §14.7).
+	AnnRenewal    = "etcd.io/renewal"
 	IntentMember  = "member"
 	IntentLeave   = "leave"
 	BootstrapSeed = "seed"
@@ -41,6 +44,8 @@ const (
 	AnnTLSCAs          = "etcd.io/tls-cas"
 	AnnTLSCANotAfter   = "etcd.io/tls-ca-not-after"
 	AnnTLSCertNotAfter = "etcd.io/tls-cert-not-after"
+	// AnnTLSRenewal: the renewal mark of the built-in member certificate in use (empty: none).
+	AnnTLSRenewal = "etcd.io/tls-renewal"
 	// AnnRestoredFrom and AnnRestoredRevision: the snapshot the member's data was restored from.
 	AnnRestoredFrom     = "etcd.io/restored-from"
 	AnnRestoredRevision = "etcd.io/restored-revision"
@@ -114,6 +119,7 @@ type Report struct {
 	TLSCAs          string
 	TLSCANotAfter   string
 	TLSCertNotAfter string
+	TLSRenewal      string
 	// RestoredFrom and RestoredRevision: the snapshot this member's data was restored from (the seed
 	// of a restored cluster), empty for every other member.
 	RestoredFrom     string
@@ -207,6 +213,7 @@ func (r Report) Annotations() map[string]string {
 		AnnTLSCAs:          r.TLSCAs,
 		AnnTLSCANotAfter:   r.TLSCANotAfter,
 		AnnTLSCertNotAfter: r.TLSCertNotAfter,
+		AnnTLSRenewal:      r.TLSRenewal,
 
 		AnnDBSize:      formatSize(r.DBSize),
 		AnnDBSizeInUse: formatSize(r.DBSizeInUse),
@@ -245,6 +252,7 @@ func ParseReportUsing(ann map[string]string, lists map[string][]Member) (Report,
 		TLSCAs:          ann[AnnTLSCAs],
 		TLSCANotAfter:   ann[AnnTLSCANotAfter],
 		TLSCertNotAfter: ann[AnnTLSCertNotAfter],
+		TLSRenewal:      ann[AnnTLSRenewal],
 
 		RestoredFrom:     ann[AnnRestoredFrom],
 		RestoredRevision: ann[AnnRestoredRevision],

@@ -74,7 +74,18 @@ const (
 	// AnnRestoreFrom on the EtcdCluster asks for the running cluster's data to be replaced by a snapshot
 	// (a URL as spec.restore.from takes it), once per distinct value (docs/design.md §16.8).
 	AnnRestoreFrom = "etcd.io/restore-from"
+	// AnnRenewCertificates on the EtcdCluster asks for every built-in certificate (members' and the
+	// client Secret's) to be renewed now, once per distinct value (any token): after a suspected key
+	// leak, or to check a rotation (docs/design.md §14.7).
+	AnnRenewCertificates = "etcd.io/renew-certificates"
 )
+
+// RenewalMark is what certificates renewed for an etcd.io/renew-certificates value carry (in their
+// subject's organizational unit) and the member Leases ask for: a hash, since the value is any string.
+func RenewalMark(value string) string {
+	h := sha256.Sum256([]byte(value))
+	return hex.EncodeToString(h[:5])
+}
 
 // ConfigMap keys.
 const (

@@ -321,6 +321,17 @@ type TLSStatus struct {
 	CANotAfter *metav1.Time `json:"caNotAfter,omitempty"`
 	// CertNotAfter: the earliest expiry of a member certificate in use.
 	CertNotAfter *metav1.Time `json:"certNotAfter,omitempty"`
+	// Renewal: the etcd.io/renew-certificates request and how many members serve a certificate renewed
+	// for it (docs/design.md §14.7).
+	Renewal *CertRenewal `json:"renewal,omitempty"`
+}
+
+// CertRenewal is one etcd.io/renew-certificates request: Renewed of Members serve a member certificate
+// issued for it.
+type CertRenewal struct {
+	Request string `json:"request"`
+	Members int32  `json:"members"`
+	Renewed int32  `json:"renewed"`
 }
 
 // Phases.

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/etcdhook/etcdhook/api"
 	"github.com/etcdhook/etcdhook/internal/pki"
@@ -148,4 +149,44 @@ func TestTLSUserSecrets(t *testing.T) {
 	})
 	w.Finish(fmt.Sprintf("create 3 on the user's Secrets: %s; renewed certificate served by every member %s after the Secret update (no restart); expired certificate refused in %s, members kept serving (%q)\n\n",
 		created.Round(100*time.Millisecond), rotated.Round(time.Second), refused.Round(time.Second), msg))
+}
+
+// etcd.io/renew-certificates on a cluster with the built-in CA (docs/design.md §14.7): every member
+// serves a renewed certificate (new serial) and the client Secret is renewed, without a restart and
+// without a failed write; status.tls.renewal counts the members.
+func TestCertificateRenewal(t *testing.T) {
+	beside(t)
+	s := newScenario(t, "renew")
+	s.apply(spec(3, *etcdVersion))
+	s.waitFor("settled", stepTimeout, s.settled(3))
+	w := s.startWriter("steady")
+	time.Sleep(3 * time.Second)
+	before, pods := s.servedSerials(), s.podIdentities()
+	require.Len(t, before, 3)
+	client, err := s.e.kube.CoreV1().Secrets(s.ns).Get(s.ctx, s.names().ClientSecret(), metav1.GetOptions{})
+	require.NoError(t, err)
+
+	w.Step("etcd.io/renew-certificates")
+	_, err = s.e.dyn.Resource(gvrCluster).Namespace(s.ns).Patch(s.ctx, s.name, types.MergePatchType,
+		[]byte(`{"metadata":{"annotations":{"`+api.AnnRenewCertificates+`":"e2e-renewal-1"}}}`), metav1.PatchOptions{})
+	require.NoError(t, err)
+	took := s.waitFor("every member to serve a renewed certificate, counted in status", 3*time.Minute, func() bool {
+		got := s.servedSerials()
+		if len(got) != 3 {
+			return false
+		}
+		for name, serial := range got {
+			if serial.Cmp(before[name]) == 0 {
+				return false
+			}
+		}
+		r := s.cluster().Status.TLS
+		return r != nil && r.Renewal != nil && r.Renewal.Renewed == 3 && r.Renewal.Members == 3
+	})
+	require.Equal(t, pods, s.podIdentities(), "no member pod was replaced or restarted")
+	after, err := s.e.kube.CoreV1().Secrets(s.ns).Get(s.ctx, s.names().ClientSecret(), metav1.GetOptions{})
+	require.NoError(t, err)
+	require.NotEqual(t, client.Data[pki.KeyCert], after.Data[pki.KeyCert], "the client Secret was renewed too")
+	w.Finish(fmt.Sprintf("etcd.io/renew-certificates on 3 members (built-in CA): every member served a renewed certificate and status counted 3 of 3 after %s; client Secret renewed; no restart\n\n",
+		took.Round(100*time.Millisecond)))
 }

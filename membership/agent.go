@@ -289,6 +289,7 @@ func (a *Agent) decide(ctx context.Context) (Decision, StartFacts, error) {
 	if err != nil {
 		return Decision{}, StartFacts{}, fmt.Errorf("reading the member Lease: %w", err)
 	}
+	a.askRenewal(in.Renewal)
 	df, err := ReadData(a.Cfg.DataDir)
 	if err != nil {
 		return Decision{}, StartFacts{}, err
@@ -602,6 +603,7 @@ func (a *Agent) observe(ctx context.Context, bound *bool) observation {
 	in, ierr := a.Store.Read(ctx)
 	if ierr == nil {
 		a.leaseProblems = in.Problems
+		a.askRenewal(in.Renewal)
 	}
 	listed := func(l List) bool {
 		for _, m := range l.Members {
@@ -818,6 +820,16 @@ func (a *Agent) report(ctx context.Context, r api.Report, force bool) {
 // certLook is how often a member's certificates are looked at: the files are renewed at 2/3 of a
 // lifetime of at least an hour, and each look reads the cluster's two Secrets.
 const certLook = time.Minute
+
+// askRenewal passes the renewal the hook asks for to Certs; a new one is looked at now, not at the next
+// certLook.
+func (a *Agent) askRenewal(mark string) {
+	if a.Certs == nil || a.Certs.Renewal == mark {
+		return
+	}
+	a.Certs.Renewal = mark
+	a.certChecked = time.Time{}
+}
 
 // refreshCerts runs Certs.Ensure at most once per certLook (at once while it has never succeeded) and
 // keeps the outcome for the reports.

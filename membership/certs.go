@@ -59,6 +59,9 @@ type Certs struct {
 	IPs        []net.IP
 	// PeerNames and ClientNames are what a user's certificate must cover for this member.
 	PeerNames, ClientNames []string
+	// Renewal: the renewal mark the built-in certificates must carry (the member Lease's etcd.io/renewal;
+	// "" asks for none). One without it is renewed at the next look (docs/design.md §14.7).
+	Renewal string
 	// PeerDNSChecked says whether a user's peer certificate passes etcd's own check of connecting peers
 	// (api.Names.PeerDNSChecked for this member); nil: not checked.
 	PeerDNSChecked func(dnsNames []string) bool
@@ -149,6 +152,9 @@ type CertFacts struct {
 	CAs          []string // fingerprints of the trusted CAs, sorted
 	CANotAfter   time.Time
 	CertNotAfter time.Time
+	// Renewal: the renewal mark of the member certificate in use (both built-in planes serve the same
+	// one; "" when none or from a user's Secret).
+	Renewal string
 }
 
 func (c *Certs) now() time.Time {
@@ -294,6 +300,9 @@ func (c *Certs) facts() CertFacts {
 		if all.CertNotAfter.IsZero() || f.CertNotAfter.Before(all.CertNotAfter) {
 			all.CertNotAfter = f.CertNotAfter
 		}
+		if all.Renewal == "" {
+			all.Renewal = f.Renewal
+		}
 	}
 	sort.Strings(all.CAs)
 	return all
@@ -351,7 +360,7 @@ func (c *Certs) ensureClient(ctx context.Context, ca pki.KeyPair) error {
 	if found && c.current(data, ca, pki.Usage{Client: true}, nil) {
 		return nil
 	}
-	kp, err := pki.Issue(ca, pki.LeafRequest{CommonName: pki.Organization, Client: true, Lifetime: c.CertDuration}, c.now())
+	kp, err := pki.Issue(ca, pki.LeafRequest{CommonName: pki.Organization, Client: true, Lifetime: c.CertDuration, Renewal: c.Renewal}, c.now())
 	if err != nil {
 		return err
 	}
@@ -387,6 +396,9 @@ func (c *Certs) current(data map[string][]byte, ca pki.KeyPair, usage pki.Usage,
 	if err := pki.Verify(leaf, []*x509.Certificate{ca.Cert}, usage, c.now()); err != nil {
 		return false
 	}
+	if c.Renewal != "" && pki.RenewalOf(leaf) != c.Renewal {
+		return false // issued before the renewal asked for (etcd.io/renew-certificates)
+	}
 	return c.now().Before(pki.RenewAt(leaf))
 }
 
@@ -403,6 +415,7 @@ func (c *Certs) ensureMember(dir string, ca pki.KeyPair) (map[string][]byte, err
 	if files == nil || !c.current(files, ca, usage, names) {
 		req := pki.LeafRequest{
 			CommonName: c.CommonName, DNSNames: c.DNSNames, IPs: c.IPs, Server: true, Client: true, Lifetime: c.CertDuration,
+			Renewal: c.Renewal,
 		}
 		// A renewal keeps the key this pod made (it lives only in the pod's memory): etcd opens the
 		// certificate and the key file separately for each handshake, and with the same key a handshake
@@ -445,7 +458,7 @@ func factsOf(files map[string][]byte) (CertFacts, error) {
 	if err != nil {
 		return CertFacts{}, fmt.Errorf("%s: %w", pki.KeyCert, err)
 	}
-	f := CertFacts{CertNotAfter: leafs[0].NotAfter}
+	f := CertFacts{CertNotAfter: leafs[0].NotAfter, Renewal: pki.RenewalOf(leafs[0])}
 	for _, ca := range cas {
 		f.CAs = append(f.CAs, pki.Fingerprint(ca))
 		if f.CANotAfter.IsZero() || ca.NotAfter.Before(f.CANotAfter) {
@@ -464,4 +477,5 @@ func (f CertFacts) fill(r *api.Report) {
 	r.TLSCAs = strings.Join(f.CAs, ",")
 	r.TLSCANotAfter = f.CANotAfter.UTC().Format(time.RFC3339)
 	r.TLSCertNotAfter = f.CertNotAfter.UTC().Format(time.RFC3339)
+	r.TLSRenewal = f.Renewal
 }

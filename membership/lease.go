@@ -25,6 +25,8 @@ type Intent struct {
 	Join api.JoinWindow
 	// Defrag: the defragmentation pass this member is asked to execute ("" none).
 	Defrag string
+	// Renewal: the renewal mark the member's built-in certificates must carry ("" none; §14.7).
+	Renewal string
 	// Report is the agent-owned half as last written (by this pod or its predecessor).
 	Report api.Report
 	// Problems: annotations that were present but unusable (reported in the Lease, never fatal).
@@ -67,6 +69,15 @@ func intentFromAnnotations(ann map[string]string) Intent {
 		IntentSince: ann[api.AnnIntentSince],
 		Seed:        ann[api.AnnBootstrap] == api.BootstrapSeed,
 		Defrag:      ann[api.AnnDefrag],
+	}
+	// A mark the hook could not have written (it writes api.RenewalMark: 10 hex digits) asks for nothing:
+	// a hand edit must not make every agent renew at every look.
+	if v := ann[api.AnnRenewal]; v != "" {
+		if len(v) == 10 && strings.Trim(v, "0123456789abcdef") == "" {
+			in.Renewal = v
+		} else {
+			in.Problems = append(in.Problems, fmt.Sprintf("%s %q is not a renewal mark: ignored", api.AnnRenewal, v))
+		}
 	}
 	if _, p := StartIntent(in.Intent); p != "" {
 		in.Problems = append(in.Problems, p)

@@ -155,3 +155,15 @@ func TestReportRenewalCadence(t *testing.T) {
 		})
 	}
 }
+
+// A renewal mark the hook could not have written asks for nothing, and says so.
+func TestIntentRenewalMark(t *testing.T) {
+	in := intentFromAnnotations(map[string]string{api.AnnIntent: api.IntentMember, api.AnnRenewal: api.RenewalMark("x")})
+	require.Equal(t, api.RenewalMark("x"), in.Renewal)
+	require.Empty(t, in.Problems)
+	for _, bad := range []string{"now", "ABCDEF0123", "0123456789a"} {
+		in := intentFromAnnotations(map[string]string{api.AnnIntent: api.IntentMember, api.AnnRenewal: bad})
+		require.Empty(t, in.Renewal, bad)
+		require.Len(t, in.Problems, 1, bad)
+	}
+}

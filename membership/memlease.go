@@ -61,6 +61,18 @@ func (m *MemLeases) SetDefrag(name, token string) {
 	}
 }
 
+// SetRenewal writes (or, with "", removes) the hook's renewal mark on a Lease (etcd.io/renewal).
+func (m *MemLeases) SetRenewal(name, mark string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if l := m.leases[name]; l != nil {
+		delete(l.ann, api.AnnRenewal)
+		if mark != "" {
+			l.ann[api.AnnRenewal] = mark
+		}
+	}
+}
+
 // Report returns the agent's last report on a Lease.
 func (m *MemLeases) Report(name string) api.Report {
 	m.mu.Lock()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/etcdhook/etcdhook/api"
 	"github.com/etcdhook/etcdhook/internal/pki"
 )
 
@@ -101,6 +102,36 @@ func TestMembershipTLSLeafRotation(t *testing.T) {
 			}
 			return true
 		})
+
+		// etcd.io/renew-certificates: the hook puts its mark on every member Lease; each agent renews at
+		// once (not at its next minute's look), again without restarting etcd.
+		w.Step("renewal asked")
+		for i, s := range c.slots {
+			cs, err := c.served(s.clientURL)
+			require.NoError(t, err)
+			before[i] = seen{pid: s.etcdPID(), client: cs}
+		}
+		mark := api.RenewalMark("e2e-renewal-1")
+		for _, s := range c.slots {
+			c.leases.SetRenewal(s.lease, mark)
+		}
+		took = c.waitFor("every member to serve and report a certificate renewed for the mark", stepMax, func() bool {
+			for i, s := range c.slots {
+				cs, err := c.served(s.clientURL)
+				if err != nil || cs.Cmp(before[i].client) == 0 || c.leases.Report(s.lease).TLSRenewal != mark {
+					return false
+				}
+			}
+			return true
+		})
+		t.Logf("renewal asked: served by every member after %s", took)
+		for i, s := range c.slots {
+			require.Equal(t, before[i].pid, s.etcdPID(), "etcd of %s was not restarted", s.name)
+		}
+		renewed, _, _, _ := c.secrets.Get(context.Background(), "m-client-tls")
+		leaf, err := pki.ParseCertificates(renewed[pki.KeyCert])
+		require.NoError(t, err)
+		require.Equal(t, mark, pki.RenewalOf(leaf[0]), "the client Secret was renewed for the mark too")
 		// A few more writes on the renewed certificates, then every acknowledged write must be there.
 		time.Sleep(2 * time.Second)
 		w.Verify(t)
@@ -216,6 +247,22 @@ func TestCertsRenewal(t *testing.T) {
 	require.NoError(t, err)
 	files4, _ := pki.ReadFiles(c.PeerDir, pki.KeyCert)
 	require.NotEqual(t, files3[pki.KeyCert], files4[pki.KeyCert], "a missing name is a new certificate")
+
+	// A renewal asked (etcd.io/renewal): renewed at once, member and client certificates, once.
+	client4, _, _, _ := store.Get(context.Background(), "z-client-tls")
+	c.Renewal = api.RenewalMark("leak-2026-11-24")
+	f5, err := c.Ensure(context.Background())
+	require.NoError(t, err)
+	files5, _ := pki.ReadFiles(c.PeerDir, pki.KeyCert, pki.KeyKey)
+	require.NotEqual(t, files4[pki.KeyCert], files5[pki.KeyCert], "renewed for the mark before it was due")
+	require.Equal(t, files1[pki.KeyKey], files5[pki.KeyKey], "the member keeps its key (etcd reads the two files separately)")
+	require.Equal(t, c.Renewal, f5.Renewal, "the report carries the mark")
+	client5, _, _, _ := store.Get(context.Background(), "z-client-tls")
+	require.NotEqual(t, client4[pki.KeyCert], client5[pki.KeyCert], "the client Secret is renewed too")
+	_, err = c.Ensure(context.Background())
+	require.NoError(t, err)
+	files6, _ := pki.ReadFiles(c.PeerDir, pki.KeyCert)
+	require.Equal(t, files5[pki.KeyCert], files6[pki.KeyCert], "once per mark")
 }
 
 // etcd reads its trusted CAs only at start: once a member runs, files trusting another CA are refused

@@ -396,6 +396,17 @@ func fixtures() []fixture {
 			md := w.desired[KeyStatefulSet][w.name]["metadata"].(map[string]any)
 			md["annotations"].(map[string]any)[api.AnnTemplateHash] = "0123456789abcdef"
 		}},
+		// etcd.io/renew-certificates (docs/design.md §14.7): asked, then served by every member.
+		{name: "tls-renew-certificates-asked", build: func(w *world) {
+			settle(w)
+			w.parentAnn = map[string]string{api.AnnRenewCertificates: "suspected-leak-2026-01-01"}
+		}},
+		{name: "tls-renew-certificates-served", build: func(w *world) {
+			settle(w)
+			w.parentAnn = map[string]string{api.AnnRenewCertificates: "suspected-leak-2026-01-01"}
+			w.step(5 * time.Second)
+			w.step(5 * time.Second)
+		}},
 		// Volume growth (docs/design.md §17).
 		{name: "volume-grow-first-claim", build: func(w *world) {
 			settle(w)

@@ -25,6 +25,9 @@ func (p *plan) leaseObjects() []*coordv1.Lease {
 		if lp.defrag != "" {
 			ann[api.AnnDefrag] = lp.defrag
 		}
+		if mark := p.renewalMark(); mark != "" {
+			ann[api.AnnRenewal] = mark
+		}
 		m := p.meta(n.Lease(i), api.ComponentEtcd)
 		m.Annotations = ann
 		out = append(out, &coordv1.Lease{TypeMeta: metav1.TypeMeta{APIVersion: "coordination.k8s.io/v1", Kind: "Lease"}, ObjectMeta: m})

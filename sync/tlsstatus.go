@@ -45,7 +45,34 @@ func (p *plan) tlsStatus() *api.TLSStatus {
 		st.CertNotAfter = earliest(st.CertNotAfter, r.TLSCertNotAfter)
 	}
 	sort.Strings(st.CAFingerprints)
+	if mark := p.renewalMark(); mark != "" {
+		rn := &api.CertRenewal{Request: p.renewRequest()}
+		for _, m := range p.f.members {
+			if m.ordinal < 0 {
+				continue
+			}
+			rn.Members++
+			if lv := p.f.leases[m.ordinal]; lv != nil && lv.fresh && lv.report.MemberID == m.ID && lv.report.TLSRenewal == mark {
+				rn.Renewed++
+			}
+		}
+		st.Renewal = rn
+	}
 	return st
+}
+
+// renewRequest is the etcd.io/renew-certificates value; renewalMark what the member Leases ask for
+// ("" without a request, or when no plane uses the built-in CA: a user's Secret is renewed by its
+// issuer, cert-manager).
+func (p *plan) renewRequest() string {
+	return strings.TrimSpace(p.f.parent.Annotations[api.AnnRenewCertificates])
+}
+
+func (p *plan) renewalMark() string {
+	if v := p.renewRequest(); v != "" && p.hasSpec && p.spec.Security.TLS.BuiltInNeeded() {
+		return api.RenewalMark(v)
+	}
+	return ""
 }
 
 // tlsConditions: CertificatesExpiring when a certificate in use expires within api.CertExpiringDays

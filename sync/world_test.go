@@ -899,6 +899,10 @@ func (w *world) report(i int, quorum bool) {
 		r.TLSCAs = "3f1a9c0e5b7d2468ace13579bdf02468ace13579bdf02468ace13579bdf02468"
 		r.TLSCANotAfter = fixtureNow.Add(5 * 365 * 24 * time.Hour).UTC().Format(time.RFC3339)
 		r.TLSCertNotAfter = notAfter.UTC().Format(time.RFC3339)
+		// A renewal asked on the Lease is served at the agent's next look (here: at once).
+		if mark, _ := ann[api.AnnRenewal].(string); mark != "" {
+			r.TLSRenewal = mark
+		}
 	}
 	healthy := r.IsVoter() && r.Healthy
 	p.ready = healthy && (!w.readyLag || p.healthy)

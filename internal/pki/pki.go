@@ -148,6 +148,33 @@ type LeafRequest struct {
 	Server, Client bool
 	// Lifetime is how long the certificate is valid after now; the CA's own expiry caps it.
 	Lifetime time.Duration
+	// Renewal, when set, is written into the subject's organizational unit as "renewal <mark>": the
+	// certificate was issued for that renewal request (RenewalOf reads it back).
+	Renewal string
+}
+
+// renewalPrefix marks the organizational unit that carries a renewal mark.
+const renewalPrefix = "renewal "
+
+// RenewalOf is the renewal mark a leaf was issued for ("" when none).
+func RenewalOf(cert *x509.Certificate) string {
+	if cert == nil {
+		return ""
+	}
+	for _, ou := range cert.Subject.OrganizationalUnit {
+		if strings.HasPrefix(ou, renewalPrefix) {
+			return strings.TrimPrefix(ou, renewalPrefix)
+		}
+	}
+	return ""
+}
+
+func subject(req LeafRequest) pkix.Name {
+	n := pkix.Name{CommonName: req.CommonName}
+	if req.Renewal != "" {
+		n.OrganizationalUnit = []string{renewalPrefix + req.Renewal}
+	}
+	return n
 }
 
 // Issue signs a new ECDSA P-256 leaf with ca: extended key usages serverAuth and/or clientAuth
@@ -205,7 +232,7 @@ func IssueWithKey(ca KeyPair, req LeafRequest, now time.Time, key *ecdsa.Private
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber:          serial,
-		Subject:               pkix.Name{CommonName: req.CommonName},
+		Subject:               subject(req),
 		DNSNames:              dedupeStrings(req.DNSNames),
 		IPAddresses:           dedupeIPs(req.IPs),
 		NotBefore:             now.Add(-ClockSkew),

@@ -271,6 +271,7 @@ func TestStatusBackupAndStorage(t *testing.T) {
 	out := squeeze(te.out.String())
 	require.Contains(t, out, "Last backup: 2026-01-01T11:00:00Z (60m ago), revision 4242, 2097152 bytes: s3://b/prod/demo/20260101T110000Z-r4242.db\n")
 	require.Contains(t, out, "Last failure: 2025-12-31T12:00:00Z (24h ago): AccessDenied\n")
+	require.NotContains(t, out, "Renewal")
 	require.Contains(t, out, "Storage: 20Gi per member; 1 of 3 claims at size; growing data-demo-1; new claims start at 10Gi until the StatefulSet is re-created\n")
 }
 
@@ -284,6 +285,11 @@ func TestStatusTLSOffAndExpired(t *testing.T) {
 	te := newTestEnv(newDynamic(c), fake.NewClientset())
 	require.Equal(t, 0, te.run("status", "demo"))
 	require.Contains(t, te.out.String(), "2025-12-31T00:00:00Z (EXPIRED 36h ago)")
+
+	require.NoError(t, unstructured.SetNestedMap(c.Object, map[string]any{"request": "leak-1", "members": int64(3), "renewed": int64(2)}, "status", "tls", "renewal"))
+	te = newTestEnv(newDynamic(c), fake.NewClientset())
+	require.Equal(t, 0, te.run("status", "demo"))
+	require.Contains(t, squeeze(te.out.String()), ` Renewal "leak-1": 2 of 3 members serve a renewed certificate`+"\n")
 
 	plain := f.cluster()
 	unstructured.RemoveNestedField(plain.Object, "status", "tls")
