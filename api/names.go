@@ -75,8 +75,9 @@ const (
 	// (a URL as spec.restore.from takes it), once per distinct value (docs/design.md §16.8).
 	AnnRestoreFrom = "etcd.io/restore-from"
 	// AnnRenewCertificates on the EtcdCluster asks for every built-in certificate (members' and the
-	// client Secret's) to be renewed now, once per distinct value (any token): after a suspected key
-	// leak, or to check a rotation (docs/design.md §14.7).
+	// client Secret's) to be renewed now, for a value never used before (any token): the renewed
+	// certificates carry its mark, so a value used again finds them renewed already. Member keys are
+	// kept (a restart rotates them); the client Secret gets a new key (docs/design.md §14.7).
 	AnnRenewCertificates = "etcd.io/renew-certificates"
 )
 

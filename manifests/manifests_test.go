@@ -215,7 +215,7 @@ func TestMemberLeasePolicy(t *testing.T) {
 	for _, m := range regexp.MustCompile(`'([^']+)'`).FindAllStringSubmatch(vars["hookOwned"], -1) {
 		inCEL = append(inCEL, m[1])
 	}
-	hookOwned := []string{api.AnnIntent, api.AnnIntentSince, api.AnnJoinPermitted, api.AnnJoinDeadline, api.AnnBootstrap, api.AnnDefrag}
+	hookOwned := []string{api.AnnIntent, api.AnnIntentSince, api.AnnJoinPermitted, api.AnnJoinDeadline, api.AnnBootstrap, api.AnnDefrag, api.AnnRenewal}
 	sort.Strings(inCEL)
 	sort.Strings(hookOwned)
 	require.Equal(t, hookOwned, inCEL, "the policy's hookOwned list is the hook-owned Lease annotations")

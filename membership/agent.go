@@ -179,6 +179,11 @@ func (a *Agent) nextLook(since time.Time) time.Duration {
 func (a *Agent) Run(ctx context.Context) error {
 	failures := 0
 	var waitingSince time.Time
+	// The renewal the hook asks for (etcd.io/renewal) before the first certificate: issued without the
+	// mark it would be renewed again a moment later, at every pod start while the annotation is set.
+	if in, err := a.Store.Read(ctx); err == nil {
+		a.askRenewal(in.Renewal)
+	}
 	for {
 		if ctx.Err() != nil || a.isKilled() {
 			return nil

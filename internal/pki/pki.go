@@ -195,7 +195,8 @@ func Issue(ca KeyPair, req LeafRequest, now time.Time) (KeyPair, error) {
 // file hand-over to etcd free of any window: etcd reads the certificate file and then the key file
 // on each handshake, and a read that straddles a rotation pairs the old certificate with the new
 // key; with the same key on both sides that pair still matches. The price is that the key is not
-// rotated with the certificate, so use it for scheduled renewals, never after a suspected leak.
+// rotated with the certificate: after a suspected leak of a member key the member must restart too
+// (a new pod makes a new key); etcd.io/renew-certificates renews certificates, not member keys.
 func IssueWithKey(ca KeyPair, req LeafRequest, now time.Time, key *ecdsa.PrivateKey) (KeyPair, error) {
 	if ca.Cert == nil || ca.signer() == nil {
 		return KeyPair{}, errors.New("pki: CA has no certificate or key")

@@ -289,7 +289,7 @@ func TestStatusTLSOffAndExpired(t *testing.T) {
 	require.NoError(t, unstructured.SetNestedMap(c.Object, map[string]any{"request": "leak-1", "members": int64(3), "renewed": int64(2)}, "status", "tls", "renewal"))
 	te = newTestEnv(newDynamic(c), fake.NewClientset())
 	require.Equal(t, 0, te.run("status", "demo"))
-	require.Contains(t, squeeze(te.out.String()), ` Renewal "leak-1": 2 of 3 members serve a renewed certificate`+"\n")
+	require.Contains(t, squeeze(te.out.String()), ` Renewal "leak-1": 2 of 3 members serve a renewed certificate (member keys kept)`+"\n")
 
 	plain := f.cluster()
 	unstructured.RemoveNestedField(plain.Object, "status", "tls")

@@ -415,7 +415,7 @@ func writeText(w io.Writer, s *Snapshot, now time.Time) error {
 			fmt.Fprintf(tw, "  Trusted CAs (SHA-256):\t%s\n", strings.Join(t.CAFingerprints, ", "))
 		}
 		if r := t.Renewal; r != nil {
-			fmt.Fprintf(tw, "  Renewal %q:\t%d of %d members serve a renewed certificate\n", r.Request, r.Renewed, r.Members)
+			fmt.Fprintf(tw, "  Renewal %q:\t%d of %d members serve a renewed certificate (member keys kept)\n", r.Request, r.Renewed, r.Members)
 		}
 	}
 	if b := st.Backup; b != nil {
