@@ -23,6 +23,7 @@ Usage:
   kubectl etcd etcdctl NAME [--member POD|ORDINAL] [-i] -- ETCDCTL ARGS...
   kubectl etcd backup NAME [--id TOKEN] [--wait=false] [--timeout 30m]
   kubectl etcd defrag NAME [--id TOKEN] [--wait=false] [--timeout 30m]
+  kubectl etcd renew NAME [--id VALUE] [--wait=false] [--timeout 10m]
   kubectl etcd restore NAME (--from URL | --like CLUSTER) [--size N] [--version V]
                        [--credentials-secret S] [--claim PVC] [--wait=false] [--timeout 30m]
   kubectl etcd restore NAME --in-place [--from URL] [--wait=false] [--timeout 30m]
@@ -40,6 +41,9 @@ backup   asks for one backup now (annotation etcd.io/backup-now=TOKEN, --id, def
 defrag   asks for one defragmentation pass of every member now (annotation etcd.io/defrag-now=TOKEN):
          one member at a time, the leader last; under NOSPACE the hook's own recovery comes first.
          Waits until the pass is over, printing its progress.
+renew    asks for every built-in certificate (members' and the client Secret's) to be renewed now
+         (annotation etcd.io/renew-certificates=VALUE, default the current time), without a restart;
+         member keys are kept. Waits until every member serves a renewed certificate.
 restore  creates the new cluster NAME from a snapshot (spec.restore, read only at creation: NAME
          must not exist). --like copies another cluster's spec and, without --from, restores its last
          snapshot with its backup credentials. Waits until the cluster is Running, printing progress.
@@ -124,6 +128,8 @@ func Run(ctx context.Context, env Env, args []string) error {
 		return runDefrag(ctx, env, args[1:])
 	case "restore":
 		return runRestore(ctx, env, args[1:])
+	case "renew":
+		return runRenew(ctx, env, args[1:])
 	case "version", "--version":
 		fmt.Fprintln(env.Out, Version)
 		return nil

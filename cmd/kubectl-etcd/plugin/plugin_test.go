@@ -746,6 +746,41 @@ func TestDefragAnnotatesAndWaits(t *testing.T) {
 	require.Contains(t, out, "done: every member of prod/demo defragmented")
 }
 
+// renew sets etcd.io/renew-certificates and follows status.tls.renewal (written here by a reactor, as
+// the hook would) until every member serves a renewed certificate; a value already set is refused.
+func TestRenewAnnotatesAndWaits(t *testing.T) {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": api.APIVersion, "kind": api.Kind,
+		"metadata": map[string]any{"name": "demo", "namespace": "prod"},
+		"spec":     map[string]any{},
+	}}
+	dyn := newDynamic(u)
+	reads := 0
+	dyn.PrependReactor("get", "etcdclusters", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		reads++
+		obj, err := dyn.Tracker().Get(GVR, "prod", "demo")
+		require.NoError(t, err)
+		cur := obj.(*unstructured.Unstructured).DeepCopy()
+		if reads >= 2 {
+			require.Equal(t, "r-1", cur.GetAnnotations()[api.AnnRenewCertificates], "the value is set before the wait")
+			renewed := min(int64(reads-2), 3)
+			_ = unstructured.SetNestedMap(cur.Object, map[string]any{"request": "r-1", "members": int64(3), "renewed": renewed}, "status", "tls", "renewal")
+		}
+		return true, cur, nil
+	})
+	te := newTestEnv(dyn, fake.NewClientset())
+	require.Equal(t, 0, te.run("renew", "demo", "--id", "r-1"), te.err.String())
+	out := te.out.String()
+	require.Contains(t, out, `renewal "r-1" of the certificates of prod/demo requested (member keys are kept)`)
+	require.Contains(t, out, "0 of 3 members serve a renewed certificate")
+	require.Contains(t, out, "2 of 3 members serve a renewed certificate")
+	require.Contains(t, out, "done: every member of prod/demo serves a renewed certificate")
+
+	te = newTestEnv(dyn, fake.NewClientset())
+	require.NotEqual(t, 0, te.run("renew", "demo", "--id", "r-1"))
+	require.Contains(t, te.err.String(), "use a value never used before")
+}
+
 // restore creates a new cluster with spec.restore: from --from alone, or like another cluster (its spec
 // without restore and pause, its last snapshot and backup credentials), refusing a name that exists; the
 // wait ends when the hook (a reactor) reports it Running with the restored snapshot.
