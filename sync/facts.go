@@ -121,6 +121,9 @@ type facts struct {
 	// in-place restores replaced, whose reports count for nothing (inplace.go).
 	inPlace *inPlaceRecord
 	retired map[string]bool
+	// liveRetired: retired IDs a ready member pod reports as a healthy voter after the restore was
+	// committed (unretireLive).
+	liveRetired []string
 	// inPlaceWithdrawn: the request was withdrawn while its restore Job runs.
 	inPlaceWithdrawn bool
 
@@ -212,6 +215,10 @@ func newFacts(o *Observed, now time.Time) *facts {
 		f.readLeases()
 		f.readClusterID()
 	}
+	if f.unretireLive() {
+		f.readLeases()
+		f.readClusterID()
+	}
 	f.readTruth()
 	f.readAlarms()
 	f.readJobs()
@@ -275,7 +282,15 @@ func (f *facts) readLeases() {
 			lv.report = api.Report{Error: lv.report.Error, Role: api.RoleNone}
 		}
 		// Nor does a report of a cluster an in-place restore replaced (its member has not restarted yet).
+		// Once a restore is committed no pod of a replaced cluster can run (every member stopped before
+		// the Job, and agents move replaced data aside before starting): a ready pod holding its Lease
+		// that reports such an ID as a healthy voter means the record lies (a hand edit), see
+		// unretireLive.
 		if f.retired[lv.report.ClusterID] {
+			if r := f.inPlace; r != nil && (r.Committed || r.Done) && lv.fresh && lv.report.IsVoter() && lv.report.Healthy &&
+				f.podReady(i) && lv.holder == string(f.pods[i].UID) && !slices.Contains(f.liveRetired, lv.report.ClusterID) {
+				f.liveRetired = append(f.liveRetired, lv.report.ClusterID)
+			}
 			lv.report = api.Report{Role: api.RoleNone}
 		}
 		f.leases[i] = lv

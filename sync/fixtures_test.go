@@ -407,6 +407,12 @@ func fixtures() []fixture {
 			w.step(5 * time.Second)
 			w.step(5 * time.Second)
 		}},
+		// A hand-edited in-place restore record that retires the live cluster (docs/design.md §16.8).
+		{name: "restore-in-place-record-retires-live-cluster", build: func(w *world) {
+			settle(w)
+			rec, _ := json.Marshal(inPlaceRecord{Request: "s3://b/x.db", Retired: []string{w.etcd.clusterID}, Committed: true, Done: true, Seen: []string{"s3://b/x.db"}})
+			w.desired[KeyConfigMap][w.names().ConfigMap()]["data"].(map[string]any)[api.ConfigKeyRestoreInPlace] = string(rec)
+		}},
 		// Volume growth (docs/design.md §17).
 		{name: "volume-grow-first-claim", build: func(w *world) {
 			settle(w)

@@ -134,6 +134,25 @@ func (f *facts) readInPlace() {
 	f.setRetired()
 }
 
+// unretireLive drops from the record the retired IDs that live members report (liveRetired): retired,
+// they would make every restarting agent move its cluster's data aside. The record is rewritten
+// without them and the hand edit is named in InputIgnored.
+func (f *facts) unretireLive() bool {
+	if len(f.liveRetired) == 0 || f.inPlace == nil {
+		return false
+	}
+	for _, id := range f.liveRetired {
+		f.inPlace.Retired = slices.DeleteFunc(slices.Clone(f.inPlace.Retired), func(r string) bool { return r == id })
+		if p := f.inPlace.Prior; p != nil {
+			p.Retired = slices.DeleteFunc(slices.Clone(p.Retired), func(r string) bool { return r == id })
+		}
+		f.distrusted = append(f.distrusted, fmt.Sprintf("the in-place restore record (ConfigMap %s key %s) lists cluster ID %s as replaced, but a ready member pod reports it as a healthy voter: not retired", f.names.ConfigMap(), api.ConfigKeyRestoreInPlace, id))
+	}
+	f.liveRetired = nil
+	f.setRetired()
+	return true
+}
+
 func (f *facts) setRetired() {
 	f.retired = map[string]bool{}
 	if f.inPlace != nil {

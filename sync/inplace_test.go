@@ -328,3 +328,26 @@ func TestRestoreInPlaceWithdrawnToAnOldValue(t *testing.T) {
 	require.Equal(t, inPlaceSnapshot, w.status.Restore.Source, "the record is the first restore's again")
 	require.Equal(t, retired, w.status.Restore.ReplacedClusterIDs)
 }
+
+// A hand-edited record that retires the live cluster ID (after a restore it claims was committed) is not
+// trusted for that ID: ready member pods report it as a healthy voter. Without this check the agents
+// would get it in agent.json and move their data aside at their next restart.
+func TestRestoreInPlaceRecordRetiringTheLiveCluster(t *testing.T) {
+	w := newWorld(t, 3)
+	w.converge(60)
+	live, members := w.etcd.clusterID, append([]api.Member(nil), w.etcd.members...)
+	rec, err := json.Marshal(inPlaceRecord{Request: "s3://b/x.db", Retired: []string{"1111111111111111", live}, Committed: true, Done: true, Seen: []string{"s3://b/x.db"}})
+	require.NoError(t, err)
+	w.desired[KeyConfigMap][w.names().ConfigMap()]["data"].(map[string]any)[api.ConfigKeyRestoreInPlace] = string(rec)
+	w.step(5e9)
+	require.Equal(t, []string{"1111111111111111"}, agentRetired(t, w), "the live ID is not handed to the agents")
+	require.Equal(t, "True/ImpossibleInput", w.condition(api.CondInputIgnored))
+	require.Contains(t, conditionMessage(w.status, api.CondInputIgnored), "lists cluster ID "+live+" as replaced, but a ready member pod reports it as a healthy voter")
+	require.Equal(t, api.PhaseRunning, w.status.Phase)
+	var kept inPlaceRecord
+	cm := w.desired[KeyConfigMap][w.names().ConfigMap()]["data"].(map[string]any)
+	require.NoError(t, json.Unmarshal([]byte(cm[api.ConfigKeyRestoreInPlace].(string)), &kept))
+	require.Equal(t, []string{"1111111111111111"}, kept.Retired, "the record is rewritten without it")
+	w.converge(20)
+	require.Equal(t, members, w.etcd.members)
+}
