@@ -120,6 +120,9 @@ type Report struct {
 	TLSCANotAfter   string
 	TLSCertNotAfter string
 	TLSRenewal      string
+	// TLSIssuer and TLSCASecret: see AnnTLSIssuer (CA rotation, docs/design.md §14.6).
+	TLSIssuer   string
+	TLSCASecret string
 	// RestoredFrom and RestoredRevision: the snapshot this member's data was restored from (the seed
 	// of a restored cluster), empty for every other member.
 	RestoredFrom     string
@@ -214,6 +217,8 @@ func (r Report) Annotations() map[string]string {
 		AnnTLSCANotAfter:   r.TLSCANotAfter,
 		AnnTLSCertNotAfter: r.TLSCertNotAfter,
 		AnnTLSRenewal:      r.TLSRenewal,
+		AnnTLSIssuer:       r.TLSIssuer,
+		AnnTLSCASecret:     r.TLSCASecret,
 
 		AnnDBSize:      formatSize(r.DBSize),
 		AnnDBSizeInUse: formatSize(r.DBSizeInUse),
@@ -253,6 +258,8 @@ func ParseReportUsing(ann map[string]string, lists map[string][]Member) (Report,
 		TLSCANotAfter:   ann[AnnTLSCANotAfter],
 		TLSCertNotAfter: ann[AnnTLSCertNotAfter],
 		TLSRenewal:      ann[AnnTLSRenewal],
+		TLSIssuer:       ann[AnnTLSIssuer],
+		TLSCASecret:     ann[AnnTLSCASecret],
 
 		RestoredFrom:     ann[AnnRestoredFrom],
 		RestoredRevision: ann[AnnRestoredRevision],

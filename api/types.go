@@ -324,6 +324,24 @@ type TLSStatus struct {
 	// Renewal: the etcd.io/renew-certificates request and how many members serve a certificate renewed
 	// for it (docs/design.md §14.7).
 	Renewal *CertRenewal `json:"renewal,omitempty"`
+	// CARotation: the CA rotation in progress, or the last one while its etcd.io/rotate-ca value stays
+	// (docs/design.md §14.6).
+	CARotation *CARotation `json:"caRotation,omitempty"`
+}
+
+// CARotation is one replacement of the built-in CA. Members counts the members; Trusting those whose
+// etcd trusts the new CA, Issued those serving a certificate it signed. Restarting names the member
+// whose etcd restarts now to trust the CAs of the Secret.
+type CARotation struct {
+	// Request: the etcd.io/rotate-ca value, or "auto" when the CA passed 2/3 of its lifetime.
+	Request    string `json:"request"`
+	Phase      string `json:"phase"`
+	Members    int32  `json:"members"`
+	Trusting   int32  `json:"trusting"`
+	Issued     int32  `json:"issued"`
+	Restarting string `json:"restarting,omitempty"`
+	// Waiting: why the next step waits, when it does.
+	Waiting string `json:"waiting,omitempty"`
 }
 
 // CertRenewal is one etcd.io/renew-certificates request: Renewed of Members serve a member certificate

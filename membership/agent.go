@@ -183,6 +183,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	// mark it would be renewed again a moment later, at every pod start while the annotation is set.
 	if in, err := a.Store.Read(ctx); err == nil {
 		a.askRenewal(in.Renewal)
+		a.askRotation(in)
 	}
 	for {
 		if ctx.Err() != nil || a.isKilled() {
@@ -249,6 +250,10 @@ func (a *Agent) Run(ctx context.Context) error {
 		if ctx.Err() != nil || a.isKilled() {
 			return nil
 		}
+		if errors.Is(err, errRestartForCA) {
+			failures = 0
+			continue
+		}
 		if a.left {
 			a.left = false
 			a.park(ctx, facts, Decision{Action: Park, Reason: api.ReasonParked, Detail: "left the cluster"})
@@ -295,6 +300,7 @@ func (a *Agent) decide(ctx context.Context) (Decision, StartFacts, error) {
 		return Decision{}, StartFacts{}, fmt.Errorf("reading the member Lease: %w", err)
 	}
 	a.askRenewal(in.Renewal)
+	a.askRotation(in)
 	df, err := ReadData(a.Cfg.DataDir)
 	if err != nil {
 		return Decision{}, StartFacts{}, err
@@ -531,6 +537,17 @@ func (a *Agent) runEtcd(ctx context.Context, state string, initial []api.Member)
 			return errors.New("killed")
 		}
 		_ = a.refreshCerts(ctx) // reported; etcd keeps the files it has
+		if a.Certs != nil && a.Certs.RestartDue() {
+			// The hook lets this member restart to trust the CAs of the Secret (a CA rotation's step,
+			// docs/design.md §14.6): a graceful stop (a leader hands over), new files, a start on the same
+			// data. Not a failure: no backoff.
+			a.Log.Info("restarting etcd to trust the CAs of the CA Secret", "cas", a.Certs.Restart)
+			a.event(EventCertificateRenewed, "RestartForCA", false, "restarting etcd to trust the CAs %s (CA rotation)", shortFPs(strings.Split(a.Certs.Restart, ",")))
+			a.stopEtcd(cmd, exited)
+			a.Certs.Unpin()
+			a.certChecked = time.Time{}
+			return errRestartForCA
+		}
 		switch a.observe(ctx, &bound) {
 		case selfRemoved:
 			// This member removed itself: etcd stops on its own; make sure of it.
@@ -546,6 +563,9 @@ func (a *Agent) runEtcd(ctx context.Context, state string, initial []api.Member)
 		}
 	}
 }
+
+// errRestartForCA: etcd was stopped to start again trusting the CAs of the CA Secret.
+var errRestartForCA = errors.New("restarting to trust the CAs of the CA Secret")
 
 // stopEtcd forwards SIGTERM (a leader hands over on graceful stop) and kills after the grace period.
 func (a *Agent) stopEtcd(cmd *exec.Cmd, exited chan error) {
@@ -609,6 +629,7 @@ func (a *Agent) observe(ctx context.Context, bound *bool) observation {
 	if ierr == nil {
 		a.leaseProblems = in.Problems
 		a.askRenewal(in.Renewal)
+		a.askRotation(in)
 	}
 	listed := func(l List) bool {
 		for _, m := range l.Members {
@@ -828,6 +849,16 @@ const certLook = time.Minute
 
 // askRenewal passes the renewal the hook asks for to Certs; a new one is looked at now, not at the next
 // certLook.
+// askRotation takes the CA rotation step and restart permission from the Lease; a change is looked at
+// at once.
+func (a *Agent) askRotation(in Intent) {
+	if a.Certs == nil || (a.Certs.Rotation == in.CARotation && a.Certs.Restart == in.CARestart) {
+		return
+	}
+	a.Certs.Rotation, a.Certs.Restart = in.CARotation, in.CARestart
+	a.certChecked = time.Time{}
+}
+
 func (a *Agent) askRenewal(mark string) {
 	if a.Certs == nil || a.Certs.Renewal == mark {
 		return
@@ -845,6 +876,9 @@ func (a *Agent) refreshCerts(ctx context.Context) error {
 	look := certLook
 	if a.Cfg.CertLook > 0 {
 		look = a.Cfg.CertLook
+	}
+	if a.Certs.Rotation.Mark != "" || a.Certs.Restart != "" {
+		look = min(look, rotationLook) // each step of a rotation waits for every member's look
 	}
 	if a.certErr == "" && a.certsReady && time.Since(a.certChecked) < look {
 		return nil

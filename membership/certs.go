@@ -62,6 +62,10 @@ type Certs struct {
 	// Renewal: the renewal mark the built-in certificates must carry (the member Lease's etcd.io/renewal;
 	// "" asks for none). One without it is renewed at the next look (docs/design.md §14.7).
 	Renewal string
+	// Rotation: the CA rotation step the hook asks for (etcd.io/ca-rotation; zero: none). Restart: the
+	// CAs this member may restart its etcd to trust (etcd.io/ca-restart; "" none). docs/design.md §14.6.
+	Rotation api.CARotationIntent
+	Restart  string
 	// PeerDNSChecked says whether a user's peer certificate passes etcd's own check of connecting peers
 	// (api.Names.PeerDNSChecked for this member); nil: not checked.
 	PeerDNSChecked func(dnsNames []string) bool
@@ -81,10 +85,31 @@ type Certs struct {
 	// trusting another CA would cut it off from every member, so they are refused (a CA change needs
 	// the rotation of §14.6).
 	pinned map[string][]string
+	// pinnedPEM: the ca.crt bytes of each built-in directory when pinned; a running member's files keep
+	// them (what etcd trusts) while the CA Secret changes under it in a rotation.
+	pinnedPEM map[string][]byte
+	// secret: the CA Secret as last read (reported, and compared with Restart).
+	secret api.CASecretState
 }
 
 // ErrCAChanged: the CA behind a plane is not the one etcd runs with.
 var ErrCAChanged = errors.New("the CA changed")
+
+// checkSigner refuses a built-in CA that etcd (started on dir's files) does not trust: a CA Secret
+// deleted and made again by hand, or a rotation's new CA before this member restarted to trust it.
+func (c *Certs) checkSigner(dir string, ca pki.KeyPair) error {
+	was, ok := c.pinned[dir]
+	if !ok {
+		return nil
+	}
+	fp := pki.Fingerprint(ca.Cert)
+	for _, p := range was {
+		if p == fp {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: etcd trusts %s, the CA Secret signs with %s; keeping the files in use (a CA change needs the rotation of docs/design.md §14.6)", ErrCAChanged, shortFPs(was), shortFPs([]string{fp}))
+}
 
 // checkPinned refuses files for dir whose trusted CAs are not the ones etcd started with.
 func (c *Certs) checkPinned(dir string, files map[string][]byte) error {
@@ -118,17 +143,36 @@ func (c *Certs) pin() {
 	if c.pinned != nil {
 		return
 	}
-	c.pinned = map[string][]string{}
+	c.pinned, c.pinnedPEM = map[string][]string{}, map[string][]byte{}
 	for _, dir := range []string{c.PeerDir, c.ClientDir} {
 		files, err := pki.ReadFiles(dir, pki.KeyCA)
 		if err != nil {
 			continue
 		}
 		if fps, err := fingerprintsOf(files[pki.KeyCA]); err == nil {
-			c.pinned[dir] = fps
+			c.pinned[dir], c.pinnedPEM[dir] = fps, files[pki.KeyCA]
 		}
 	}
 }
+
+// RestartDue says whether this member's etcd should restart now to trust the CAs the CA Secret lists:
+// the hook lets it (Restart names exactly those CAs, read from the same Secret) and etcd, started on the
+// files of a built-in plane, trusts others. The caller stops etcd, calls Unpin and starts it again.
+func (c *Certs) RestartDue() bool {
+	if c.Restart == "" || c.pinned == nil || c.secret.Trust() != c.Restart {
+		return false
+	}
+	for _, plane := range []struct{ dir, source string }{{c.PeerDir, c.PeerSource}, {c.ClientDir, c.ClientSource}} {
+		if was, ok := c.pinned[plane.dir]; ok && plane.source == "" && strings.Join(was, ",") != c.Restart {
+			return true
+		}
+	}
+	return false
+}
+
+// Unpin forgets what etcd was started with: etcd is stopped, and the next Ensure writes the CAs of the
+// Secret into the files the next start reads.
+func (c *Certs) Unpin() { c.pinned, c.pinnedPEM = nil, nil }
 
 func fingerprintsOf(pemBytes []byte) ([]string, error) {
 	cas, err := pki.ParseCertificates(pemBytes)
@@ -150,6 +194,10 @@ func (c *Certs) event(reason, action, format string, args ...any) {
 // CertFacts is what a member reports of its files.
 type CertFacts struct {
 	CAs          []string // fingerprints of the trusted CAs, sorted
+	// Issuer: the fingerprint of the CA in ca.crt that signed the member certificate ("" none of them).
+	Issuer string
+	// Secret: the CA Secret as last read (built-in planes only).
+	Secret       api.CASecretState
 	CANotAfter   time.Time
 	CertNotAfter time.Time
 	// Renewal: the renewal mark of the member certificate in use (both built-in planes serve the same
@@ -178,25 +226,31 @@ func (c *Certs) log() *slog.Logger {
 // for each new TLS handshake (docs/design.md §14.3), so replacing them never needs a restart. It returns
 // what the files in use hold, also when it returns an error (the files kept then).
 func (c *Certs) Ensure(ctx context.Context) (CertFacts, error) {
-	var ca pki.KeyPair
+	var signer pki.KeyPair
+	var sec caSecret
 	var builtIn map[string][]byte
 	if c.PeerSource == "" || c.ClientSource == "" {
 		var err error
-		if ca, err = c.ensureCA(ctx); err != nil {
+		if sec, err = c.ensureCA(ctx); err != nil {
 			return c.facts(), err
 		}
+		if sec, err = c.addNextCA(ctx, sec); err != nil {
+			return c.facts(), err
+		}
+		signer = c.signer(sec)
 		// A CA Secret replaced under running members (deleted and made again, by hand or by a re-created
-		// cluster): nothing is issued from it, not even the client Secret.
+		// cluster), or a new CA this member's etcd does not trust yet: nothing is issued from it, not even
+		// the client Secret.
 		for _, plane := range []struct{ dir, source string }{{c.PeerDir, c.PeerSource}, {c.ClientDir, c.ClientSource}} {
 			if plane.source != "" {
 				continue
 			}
-			if err := c.checkPinned(plane.dir, map[string][]byte{pki.KeyCA: ca.CertPEM}); err != nil {
+			if err := c.checkSigner(plane.dir, signer); err != nil {
 				return c.facts(), err
 			}
 		}
 		if c.ClientSecret != "" {
-			if err := c.ensureClient(ctx, ca); err != nil {
+			if err := c.ensureClient(ctx, signer, sec.trustPEM()); err != nil {
 				return c.facts(), err
 			}
 		}
@@ -213,8 +267,14 @@ func (c *Certs) Ensure(ctx context.Context) (CertFacts, error) {
 			}
 			continue
 		}
+		// The files of a running etcd keep trusting what it was started with (the rotation adds and drops
+		// CAs with restarts, docs/design.md §14.6); a start takes what the Secret lists.
+		trust := sec.trustPEM()
+		if pem, ok := c.pinnedPEM[plane.dir]; ok {
+			trust = pem
+		}
 		if builtIn == nil {
-			files, err := c.ensureMember(plane.dir, ca)
+			files, err := c.ensureMember(plane.dir, signer, trust)
 			if err != nil {
 				return c.facts(), err
 			}
@@ -228,6 +288,11 @@ func (c *Certs) Ensure(ctx context.Context) (CertFacts, error) {
 	}
 	if len(errs) == 0 {
 		c.pin()
+	}
+	if builtIn != nil {
+		if err := c.dropOldCA(ctx, sec, signer, builtIn); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	return c.facts(), errors.Join(errs...)
 }
@@ -303,35 +368,37 @@ func (c *Certs) facts() CertFacts {
 		if all.Renewal == "" {
 			all.Renewal = f.Renewal
 		}
+		if all.Issuer == "" {
+			all.Issuer = f.Issuer
+		}
 	}
 	sort.Strings(all.CAs)
+	all.Secret = c.secret
 	return all
 }
 
 // ensureCA reads the CA Secret, creating it when absent. A Secret that is there but unusable is an
 // error, never overwritten: the running members trust it.
-func (c *Certs) ensureCA(ctx context.Context) (pki.KeyPair, error) {
+func (c *Certs) ensureCA(ctx context.Context) (caSecret, error) {
 	for attempt := 0; attempt < 3; attempt++ {
-		data, _, found, err := c.Store.Get(ctx, c.CASecret)
+		data, version, found, err := c.Store.Get(ctx, c.CASecret)
 		if err != nil {
-			return pki.KeyPair{}, fmt.Errorf("reading Secret %s: %w", c.CASecret, err)
+			return caSecret{}, fmt.Errorf("reading Secret %s: %w", c.CASecret, err)
 		}
 		if found {
-			ca, err := pki.ParseKeyPair(data[pki.KeyCert], data[pki.KeyKey])
+			sec, err := parseCASecret(c.CASecret, data, version)
 			if err != nil {
-				return pki.KeyPair{}, fmt.Errorf("Secret %s: %w", c.CASecret, err)
+				return caSecret{}, err
 			}
-			if !ca.Cert.IsCA {
-				return pki.KeyPair{}, fmt.Errorf("Secret %s: %s is not a CA certificate", c.CASecret, pki.KeyCert)
-			}
-			return ca, nil
+			c.secret = sec.state()
+			return sec, nil
 		}
 		if c.pinned != nil || (c.MayCreateCA != nil && !c.MayCreateCA()) {
-			return pki.KeyPair{}, fmt.Errorf("Secret %s is missing: this member's cluster trusts the CA it was created with, so no new one is made (restore the Secret; a new CA needs the rotation of docs/design.md §14.6)", c.CASecret)
+			return caSecret{}, fmt.Errorf("Secret %s is missing: this member's cluster trusts the CA it was created with, so no new one is made (restore the Secret; a new CA needs the rotation of docs/design.md §14.6)", c.CASecret)
 		}
 		ca, err := pki.NewCA(c.CASecret, c.now(), c.CADuration)
 		if err != nil {
-			return pki.KeyPair{}, err
+			return caSecret{}, err
 		}
 		err = c.Store.Create(ctx, c.CASecret, map[string][]byte{
 			pki.KeyCert: ca.CertPEM, pki.KeyKey: ca.KeyPEM, pki.KeyCA: ca.CertPEM,
@@ -340,31 +407,31 @@ func (c *Certs) ensureCA(ctx context.Context) (pki.KeyPair, error) {
 		case err == nil:
 			c.log().Info("created the cluster CA", "secret", c.CASecret, "fingerprint", pki.Short(ca.Cert), "notAfter", ca.Cert.NotAfter)
 			c.event(EventCACreated, "CreateCA", "created the cluster CA in Secret %s (%s, expires %s)", c.CASecret, pki.Short(ca.Cert), ca.Cert.NotAfter.UTC().Format(time.RFC3339))
-			return ca, nil
+			continue // read it back, with its version
 		case errors.Is(err, ErrSecretExists):
 			continue // another agent won: use its CA
 		default:
-			return pki.KeyPair{}, fmt.Errorf("creating Secret %s: %w", c.CASecret, err)
+			return caSecret{}, fmt.Errorf("creating Secret %s: %w", c.CASecret, err)
 		}
 	}
-	return pki.KeyPair{}, fmt.Errorf("Secret %s: created and deleted again while being read", c.CASecret)
+	return caSecret{}, fmt.Errorf("Secret %s: created and deleted again while being read", c.CASecret)
 }
 
 // ensureClient keeps the client certificate Secret signed by ca and within its renewal time. Losing a
 // race to another agent is fine: its certificate is as good.
-func (c *Certs) ensureClient(ctx context.Context, ca pki.KeyPair) error {
+func (c *Certs) ensureClient(ctx context.Context, ca pki.KeyPair, trust []byte) error {
 	data, version, found, err := c.Store.Get(ctx, c.ClientSecret)
 	if err != nil {
 		return fmt.Errorf("reading Secret %s: %w", c.ClientSecret, err)
 	}
-	if found && c.current(data, ca, pki.Usage{Client: true}, nil) {
+	if found && c.current(data, ca, trust, pki.Usage{Client: true}, nil) {
 		return nil
 	}
 	kp, err := pki.Issue(ca, pki.LeafRequest{CommonName: pki.Organization, Client: true, Lifetime: c.CertDuration, Renewal: c.Renewal}, c.now())
 	if err != nil {
 		return err
 	}
-	next := map[string][]byte{pki.KeyCert: kp.CertPEM, pki.KeyKey: kp.KeyPEM, pki.KeyCA: ca.CertPEM}
+	next := map[string][]byte{pki.KeyCert: kp.CertPEM, pki.KeyKey: kp.KeyPEM, pki.KeyCA: trust}
 	if !found {
 		err = c.Store.Create(ctx, c.ClientSecret, next)
 	} else {
@@ -386,9 +453,12 @@ func (c *Certs) ensureClient(ctx context.Context, ca pki.KeyPair) error {
 	}
 }
 
-// current says whether a cert-manager-layout set of files is signed by ca, usable now for usage,
-// covers names, and is not yet due for renewal (2/3 of its lifetime).
-func (c *Certs) current(data map[string][]byte, ca pki.KeyPair, usage pki.Usage, names []string) bool {
+// current says whether a cert-manager-layout set of files is signed by ca, trusts exactly trust, is
+// usable now for usage, covers names, and is not yet due for renewal (2/3 of its lifetime).
+func (c *Certs) current(data map[string][]byte, ca pki.KeyPair, trust []byte, usage pki.Usage, names []string) bool {
+	if string(data[pki.KeyCA]) != string(trust) {
+		return false // a CA added or dropped by a rotation (or a start after one)
+	}
 	leaf, problems := pki.CheckSecret(data, names, usage, c.now())
 	if len(problems) > 0 || leaf == nil {
 		return false
@@ -404,7 +474,7 @@ func (c *Certs) current(data map[string][]byte, ca pki.KeyPair, usage pki.Usage,
 
 // ensureMember (re)issues the member certificate when the files are missing, signed by another CA,
 // missing a name (a new pod IP), or due for renewal.
-func (c *Certs) ensureMember(dir string, ca pki.KeyPair) (map[string][]byte, error) {
+func (c *Certs) ensureMember(dir string, ca pki.KeyPair, trust []byte) (map[string][]byte, error) {
 	names := append([]string(nil), c.DNSNames...)
 	for _, ip := range c.IPs {
 		names = append(names, ip.String())
@@ -412,7 +482,7 @@ func (c *Certs) ensureMember(dir string, ca pki.KeyPair) (map[string][]byte, err
 	files, _ := pki.ReadFiles(dir, pki.KeyCert, pki.KeyKey, pki.KeyCA)
 	files0 := files
 	usage := pki.Usage{Server: true, Client: true}
-	if files == nil || !c.current(files, ca, usage, names) {
+	if files == nil || !c.current(files, ca, trust, usage, names) {
 		req := pki.LeafRequest{
 			CommonName: c.CommonName, DNSNames: c.DNSNames, IPs: c.IPs, Server: true, Client: true, Lifetime: c.CertDuration,
 			Renewal: c.Renewal,
@@ -431,7 +501,7 @@ func (c *Certs) ensureMember(dir string, ca pki.KeyPair) (map[string][]byte, err
 		if err != nil {
 			return nil, err
 		}
-		files = map[string][]byte{pki.KeyCert: kp.CertPEM, pki.KeyKey: kp.KeyPEM, pki.KeyCA: ca.CertPEM}
+		files = map[string][]byte{pki.KeyCert: kp.CertPEM, pki.KeyKey: kp.KeyPEM, pki.KeyCA: trust}
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, err
 		}
@@ -461,6 +531,9 @@ func factsOf(files map[string][]byte) (CertFacts, error) {
 	f := CertFacts{CertNotAfter: leafs[0].NotAfter, Renewal: pki.RenewalOf(leafs[0])}
 	for _, ca := range cas {
 		f.CAs = append(f.CAs, pki.Fingerprint(ca))
+		if f.Issuer == "" && leafs[0].CheckSignatureFrom(ca) == nil {
+			f.Issuer = pki.Fingerprint(ca)
+		}
 		if f.CANotAfter.IsZero() || ca.NotAfter.Before(f.CANotAfter) {
 			f.CANotAfter = ca.NotAfter
 		}
@@ -478,4 +551,6 @@ func (f CertFacts) fill(r *api.Report) {
 	r.TLSCANotAfter = f.CANotAfter.UTC().Format(time.RFC3339)
 	r.TLSCertNotAfter = f.CertNotAfter.UTC().Format(time.RFC3339)
 	r.TLSRenewal = f.Renewal
+	r.TLSIssuer = f.Issuer
+	r.TLSCASecret = f.Secret.String()
 }

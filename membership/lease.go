@@ -27,6 +27,10 @@ type Intent struct {
 	Defrag string
 	// Renewal: the renewal mark the member's built-in certificates must carry ("" none; §14.7).
 	Renewal string
+	// CARotation and CARestart: the CA rotation step asked for, and the CAs this member may restart its
+	// etcd to trust (docs/design.md §14.6); zero when none or not as the hook writes them.
+	CARotation api.CARotationIntent
+	CARestart  string
 	// Report is the agent-owned half as last written (by this pod or its predecessor).
 	Report api.Report
 	// Problems: annotations that were present but unusable (reported in the Lease, never fatal).
@@ -79,6 +83,18 @@ func intentFromAnnotations(ann map[string]string) Intent {
 			in.Problems = append(in.Problems, fmt.Sprintf("%s %q is not a renewal mark: ignored", api.AnnRenewal, v))
 		}
 	}
+	if r, err := api.ParseCARotation(ann[api.AnnCARotation]); err != nil {
+		in.Problems = append(in.Problems, err.Error()+": ignored")
+	} else {
+		in.CARotation = r
+	}
+	if v := ann[api.AnnCARestart]; v != "" {
+		if fpsList(v) {
+			in.CARestart = v
+		} else {
+			in.Problems = append(in.Problems, fmt.Sprintf("%s %q is not a list of CA fingerprints: ignored", api.AnnCARestart, v))
+		}
+	}
 	if _, p := StartIntent(in.Intent); p != "" {
 		in.Problems = append(in.Problems, p)
 	}
@@ -90,6 +106,20 @@ func intentFromAnnotations(ann map[string]string) Intent {
 	}
 	in.Report, _ = api.ParseReport(ann)
 	return in
+}
+
+// fpsList: one or two SHA-256 fingerprints, sorted, comma-separated (what the hook writes).
+func fpsList(v string) bool {
+	parts := strings.Split(v, ",")
+	if len(parts) > 2 || !sort.StringsAreSorted(parts) {
+		return false
+	}
+	for _, p := range parts {
+		if _, ok := api.ParseCASecretState(p); !ok || strings.Contains(p, "/") {
+			return false
+		}
+	}
+	return true
 }
 
 // LeaseClusterID picks the cluster ID the Leases report: the lowest valid one, so that every agent picks

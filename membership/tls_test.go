@@ -4,9 +4,11 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"math/big"
 	"net"
 	"net/url"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -287,6 +289,8 @@ func TestCertsKeepTheCAEtcdRuns(t *testing.T) {
 	require.NoError(t, store.Create(context.Background(), "k-ca", map[string][]byte{pki.KeyCert: other.CertPEM, pki.KeyKey: other.KeyPEM, pki.KeyCA: other.CertPEM}))
 	after, err := c.Ensure(context.Background())
 	require.ErrorIs(t, err, ErrCAChanged)
+	require.Equal(t, pki.Fingerprint(other.Cert), after.Secret.Current, "the report says what the Secret holds now")
+	after.Secret = first.Secret
 	require.Equal(t, first, after, "the files in use are reported, unchanged")
 	now, _ := pki.ReadFiles(c.PeerDir, pki.KeyCert, pki.KeyCA)
 	require.Equal(t, files, now)
@@ -323,4 +327,130 @@ func TestCertsKeepTheCAEtcdRuns(t *testing.T) {
 	require.NoError(t, err)
 	renewed, _ := pki.ReadFiles(user.ClientDir, pki.KeyCert)
 	require.NotEqual(t, kept, renewed)
+}
+
+// The agents' half of a CA rotation (docs/design.md §14.6), three members on one CA Secret: the trust
+// step makes one new CA however many agents race, running members keep their files (etcd trusts what
+// it started with) until their restart, and a restart is due only when the hook's set matches the
+// Secret; the sign step reissues from the new CA only where etcd trusts it; the drop step makes it the
+// Secret's only CA; restarted members then trust it alone.
+func TestCertsCARotation(t *testing.T) {
+	store := NewMemSecrets()
+	ctx := context.Background()
+	agents := make([]*Certs, 3)
+	for i := range agents {
+		agents[i] = &Certs{Store: store, CASecret: "r-ca", ClientSecret: "r-client-tls", CADuration: 24 * time.Hour, CertDuration: 3 * time.Hour,
+			PeerDir: t.TempDir(), ClientDir: t.TempDir(), CommonName: fmt.Sprintf("m%d", i), DNSNames: []string{"localhost"}}
+	}
+	ensureAll := func() []CertFacts {
+		out := make([]CertFacts, len(agents))
+		for i, c := range agents {
+			f, err := c.Ensure(ctx)
+			require.NoError(t, err, "agent %d", i)
+			out[i] = f
+		}
+		return out
+	}
+	before := ensureAll()
+	old := before[0].Secret.Current
+	require.Equal(t, old, before[0].Issuer)
+	require.Equal(t, []string{old}, before[0].CAs)
+	memberBefore, _ := pki.ReadFiles(agents[1].PeerDir, pki.KeyCert, pki.KeyKey)
+
+	// trust: every agent is asked at once; one new CA.
+	mark := api.RenewalMark("ca-2027")
+	for _, c := range agents {
+		c.Rotation = api.CARotationIntent{Mark: mark, Phase: api.CAPhaseTrust}
+	}
+	facts := ensureAll()
+	next := facts[0].Secret.Next
+	require.NotEmpty(t, next)
+	require.Equal(t, mark, facts[0].Secret.NextMark)
+	for i, f := range facts {
+		require.Equal(t, facts[0].Secret, f.Secret, "agent %d sees the one new CA", i)
+		require.Equal(t, []string{old}, f.CAs, "agent %d keeps what its etcd trusts until its restart", i)
+		require.Equal(t, old, f.Issuer)
+		require.False(t, agents[i].RestartDue(), "no restart without the hook's word")
+	}
+	memberNow, _ := pki.ReadFiles(agents[1].PeerDir, pki.KeyCert, pki.KeyKey)
+	require.Equal(t, memberBefore, memberNow, "nothing reissued in the trust step")
+	bundle := facts[0].Secret.Trust()
+	secret, _, _, _ := store.Get(ctx, "r-ca")
+	cas, _ := fingerprintsOf(secret[pki.KeyCA])
+	require.Equal(t, bundle, strings.Join(cas, ","), "the Secret's ca.crt lists both")
+	client, _, _, _ := store.Get(ctx, "r-client-tls")
+	cas, _ = fingerprintsOf(client[pki.KeyCA])
+	require.Equal(t, bundle, strings.Join(cas, ","), "clients are handed both CAs")
+
+	// sign asked before a member trusts the new CA: refused, files kept.
+	agents[2].Rotation.Phase = api.CAPhaseSign
+	_, err := agents[2].Ensure(ctx)
+	require.ErrorIs(t, err, ErrCAChanged)
+	agents[2].Rotation.Phase = api.CAPhaseTrust
+
+	// A restart permission for another set than the Secret's is no permission.
+	agents[0].Restart = old
+	require.False(t, agents[0].RestartDue())
+	// Each member restarts (the agent stops etcd, Unpin, Ensure, start).
+	for i, c := range agents {
+		c.Restart = bundle
+		require.True(t, c.RestartDue(), "agent %d", i)
+		c.Unpin()
+		f, err := c.Ensure(ctx)
+		require.NoError(t, err)
+		require.Equal(t, bundle, strings.Join(f.CAs, ","), "agent %d trusts both after its restart", i)
+		require.False(t, c.RestartDue(), "once")
+		c.Restart = ""
+	}
+
+	// sign: reissued from the new CA without a restart, the member key kept.
+	for _, c := range agents {
+		c.Rotation.Phase = api.CAPhaseSign
+	}
+	facts = ensureAll()
+	for i, f := range facts {
+		require.Equal(t, next, f.Issuer, "agent %d serves a certificate of the new CA", i)
+	}
+	memberNow, _ = pki.ReadFiles(agents[1].PeerDir, pki.KeyCert, pki.KeyKey)
+	require.Equal(t, memberBefore[pki.KeyKey], memberNow[pki.KeyKey])
+	client, _, _, _ = store.Get(ctx, "r-client-tls")
+	leaf, err := pki.ParseCertificates(client[pki.KeyCert])
+	require.NoError(t, err)
+	nextCA, err := pki.ParseCertificates(secret[KeyNextCert])
+	require.NoError(t, err)
+	require.NoError(t, leaf[0].CheckSignatureFrom(nextCA[0]), "the client Secret is issued by the new CA")
+
+	// drop: the Secret keeps the new CA alone; running members keep trusting both until restarted.
+	for _, c := range agents {
+		c.Rotation.Phase = api.CAPhaseDrop
+	}
+	facts = ensureAll()
+	secret, _, _, _ = store.Get(ctx, "r-ca")
+	require.Empty(t, secret[KeyNextCert])
+	cas, _ = fingerprintsOf(secret[pki.KeyCA])
+	require.Equal(t, []string{next}, cas)
+	facts = ensureAll()
+	for i, f := range facts {
+		require.Equal(t, api.CASecretState{Current: next, CurrentMark: mark}, f.Secret, "agent %d", i)
+		require.Equal(t, bundle, strings.Join(f.CAs, ","), "agent %d: etcd still trusts both until its restart", i)
+		require.Equal(t, next, f.Issuer)
+	}
+	client, _, _, _ = store.Get(ctx, "r-client-tls")
+	cas, _ = fingerprintsOf(client[pki.KeyCA])
+	require.Equal(t, []string{next}, cas, "clients are handed the new CA alone")
+	for i, c := range agents {
+		c.Restart = next
+		require.True(t, c.RestartDue(), "agent %d", i)
+		c.Unpin()
+		f, err := c.Ensure(ctx)
+		require.NoError(t, err)
+		require.Equal(t, []string{next}, f.CAs, "agent %d trusts the new CA alone", i)
+		c.Restart, c.Rotation = "", api.CARotationIntent{}
+	}
+	// Finished: the same request asks nothing more.
+	for _, c := range agents {
+		c.Rotation = api.CARotationIntent{Mark: mark, Phase: api.CAPhaseTrust}
+	}
+	facts = ensureAll()
+	require.Empty(t, facts[0].Secret.Next, "a CA made for the mark signs already: no new one")
 }

@@ -180,6 +180,8 @@ func (p *plan) decideDefrag() defragState {
 		st.held = "the rolling update to finish"
 	case p.pendingSpec:
 		st.held = "the waiting spec change to be adopted"
+	case p.caRot.restart >= 0 || p.caRestarting() != "":
+		st.held = "the CA rotation's member restart"
 	}
 	if st.held == "" {
 		for _, m := range f.members {

@@ -47,6 +47,8 @@ type leaseView struct {
 	join          api.JoinWindow
 	// defrag: the defragmentation pass this Lease asks for, as the hook last answered (observed).
 	defrag string
+	// caRotation and caRestart: the CA rotation step and restart this Lease asks for (observed).
+	caRotation, caRestart string
 }
 
 // permitLive: the Lease carries a join permission whose deadline has not passed.
@@ -273,6 +275,7 @@ func (f *facts) readLeases() {
 		lv.joinPermitted = l.Annotations[api.AnnJoinPermitted]
 		lv.joinDeadline = l.Annotations[api.AnnJoinDeadline]
 		lv.defrag = l.Annotations[api.AnnDefrag]
+		lv.caRotation, lv.caRestart = l.Annotations[api.AnnCARotation], l.Annotations[api.AnnCARestart]
 		// Read as the agent reads it: a window the agent would not join under is no permission here.
 		if lv.join, _ = api.ParseJoinWindow(lv.joinPermitted, lv.joinDeadline); lv.join.IsZero() {
 			lv.joinPermitted, lv.joinDeadline = "", ""

@@ -407,6 +407,37 @@ func fixtures() []fixture {
 			w.step(5 * time.Second)
 			w.step(5 * time.Second)
 		}},
+		// CA rotation (docs/design.md §14.6): asked; the first restart once the new CA is in the Secret;
+		// reissued from it, the old CA dropped next; a restart held for a member that is down; done.
+		{name: "ca-rotation-asked", build: func(w *world) {
+			settle(w)
+			w.parentAnn = map[string]string{api.AnnRotateCA: "ca-2027"}
+		}},
+		{name: "ca-rotation-first-restart", build: func(w *world) {
+			settle(w)
+			w.parentAnn = map[string]string{api.AnnRotateCA: "ca-2027"}
+			w.step(5 * time.Second)
+		}},
+		{name: "ca-rotation-drop-asked", build: func(w *world) {
+			settle(w)
+			w.parentAnn = map[string]string{api.AnnRotateCA: "ca-2027"}
+			stepUntil(w, func() bool { return caPhase(w) == api.CARotationReissuing || caPhase(w) == api.CARotationDroppingCA })
+		}},
+		{name: "ca-rotation-restart-held-member-down", build: func(w *world) {
+			settle(w)
+			w.parentAnn = map[string]string{api.AnnRotateCA: "ca-2027"}
+			w.step(5 * time.Second)
+			w.step(5 * time.Second)
+			w.down[2] = true
+			for n := 0; n < 8; n++ {
+				w.step(5 * time.Second)
+			}
+		}},
+		{name: "ca-rotation-done", build: func(w *world) {
+			settle(w)
+			w.parentAnn = map[string]string{api.AnnRotateCA: "ca-2027"}
+			stepUntil(w, func() bool { return caPhase(w) == api.CARotationDone })
+		}},
 		// A hand-edited in-place restore record that retires the live cluster (docs/design.md §16.8).
 		{name: "restore-in-place-record-retires-live-cluster", build: func(w *world) {
 			settle(w)

@@ -28,6 +28,12 @@ func (p *plan) leaseObjects() []*coordv1.Lease {
 		if mark := p.renewalMark(); mark != "" {
 			ann[api.AnnRenewal] = mark
 		}
+		if lp.caRotation != "" {
+			ann[api.AnnCARotation] = lp.caRotation
+		}
+		if lp.caRestart != "" {
+			ann[api.AnnCARestart] = lp.caRestart
+		}
 		m := p.meta(n.Lease(i), api.ComponentEtcd)
 		m.Annotations = ann
 		out = append(out, &coordv1.Lease{TypeMeta: metav1.TypeMeta{APIVersion: "coordination.k8s.io/v1", Kind: "Lease"}, ObjectMeta: m})

@@ -30,6 +30,9 @@ type leasePlan struct {
 	seed          bool
 	// defrag: the pass token this member is asked to defragment for ("" none; defrag.go).
 	defrag string
+	// caRotation and caRestart: the CA rotation step asked, and the CAs this member may restart to
+	// trust (carotation.go).
+	caRotation, caRestart string
 }
 
 // plan is the outcome of one decision: what to render and what to say in status.
@@ -81,6 +84,8 @@ type plan struct {
 	released map[string]string
 	// defrag: the defragmentation pass due and the member asked (defrag.go).
 	defrag defragState
+	// caRot: the CA rotation's step and restart (carotation.go).
+	caRot caRotationState
 
 	// In-place restore (inplace.go): the record to write; restoring while one runs; why it is stuck.
 	inPlace        *inPlaceRecord
@@ -161,6 +166,7 @@ func decide(f *facts, opts Options) (*plan, error) {
 	p.releaseRestoreJobs()
 	if p.paused {
 		p.pause()
+		p.askCARotation()
 		p.askDefrag()
 		return p, nil
 	}
@@ -178,6 +184,7 @@ func decide(f *facts, opts Options) (*plan, error) {
 	}
 	p.floorReplicas()
 	p.trimLeases()
+	p.askCARotation()
 	p.askDefrag()
 	if f.bootstrapped && f.truthKnown() {
 		p.noteStalledJoins()
@@ -757,6 +764,9 @@ func (p *plan) joinable(i int) (bool, string) {
 	if who := p.defragmenting(); who != "" {
 		return false, fmt.Sprintf("%s to finish defragmenting before %s joins", who, f.names.Pod(i))
 	}
+	if who := p.caRestarting(); who != "" {
+		return false, fmt.Sprintf("%s to finish restarting for the CA rotation before %s joins", who, f.names.Pod(i))
+	}
 	return true, ""
 }
 
@@ -856,6 +866,10 @@ func (p *plan) scaleDown() bool {
 	}
 	if who := p.defragmenting(); who != "" && m.healthy {
 		p.wait("%s to finish defragmenting before %s leaves", who, f.names.Pod(h))
+		return true
+	}
+	if who := p.caRestarting(); who != "" && m.healthy {
+		p.wait("%s to finish restarting for the CA rotation before %s leaves", who, f.names.Pod(h))
 		return true
 	}
 	p.setIntent(h, api.IntentLeave)

@@ -71,6 +71,11 @@ func (p *plan) roll(full bool) bool {
 			p.wait("%s to finish defragmenting before restarting %s", who, f.names.Pod(next))
 			return true
 		}
+		if who := p.caRestarting(); who != "" && p.podHealthy(next) {
+			p.rollHeld = true
+			p.wait("%s to finish restarting for the CA rotation before restarting %s", who, f.names.Pod(next))
+			return true
+		}
 		// Stepping over a pod that is not healthy costs nothing; a healthy one needs the quorum rule.
 		// A cluster meant to have one or two members cannot keep quorum through a restart: it rolls
 		// when every voter is healthy and is briefly unavailable (README: limits).

@@ -76,7 +76,7 @@ func (p *plan) status() *api.ClusterStatus {
 	// should be healthy is not; an old voter being replaced after data loss still counts.
 	var unhealthy []string
 	for _, m := range f.members {
-		if !m.healthy && !p.joiningAs(m) && !p.restartedByRoll(m) {
+		if !m.healthy && !p.joiningAs(m) && !p.restartedByRoll(m) && !p.restartedForCA(m) {
 			unhealthy = append(unhealthy, memberName(f, m))
 		}
 	}
@@ -117,6 +117,8 @@ func (p *plan) status() *api.ClusterStatus {
 		add(api.CondProgressing, true, "MembershipChange", p.busy)
 	case p.rolling:
 		add(api.CondProgressing, true, "RollingUpdate", p.message())
+	case p.caRot.active:
+		add(api.CondProgressing, true, "CARotation", p.message())
 	case len(p.waiting) > 0:
 		add(api.CondProgressing, false, "Waiting", p.message())
 	default:

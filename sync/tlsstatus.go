@@ -58,6 +58,7 @@ func (p *plan) tlsStatus() *api.TLSStatus {
 		}
 		st.Renewal = rn
 	}
+	st.CARotation = p.caRot.status
 	return st
 }
 
@@ -117,7 +118,8 @@ func (p *plan) tlsConditions(st *api.TLSStatus, add func(typ string, ok bool, re
 			byCAs[lv.report.TLSCAs] = append(byCAs[lv.report.TLSCAs], p.f.names.Pod(lv.ordinal))
 		}
 	}
-	if len(byCAs) > 1 {
+	// A rotation in progress has members trusting different sets on purpose (docs/design.md §14.6).
+	if len(byCAs) > 1 && !p.caRot.active {
 		if reason == "MemberReports" && len(invalid) == 0 {
 			reason = "CAMismatch"
 		}

@@ -166,6 +166,10 @@ func (p *plan) growClaim(i int, size resource.Quantity) bool {
 		p.wait("%s to finish defragmenting before growing claim %s", who, f.names.PVC(i))
 		return true
 	}
+	if who := p.caRestarting(); who != "" {
+		p.wait("%s to finish restarting for the CA rotation before growing claim %s", who, f.names.PVC(i))
+		return true
+	}
 	attempt, why := p.nextAttempt(f.growJobs[i])
 	if why != "" {
 		p.wait("growing claim %s to %s: %s", f.names.PVC(i), size.String(), why)

@@ -41,6 +41,8 @@ type world struct {
 	stsSeen   int64 // the generation the StatefulSet controller has observed
 	stsLag    bool  // when set, the StatefulSet controller does not observe new generations
 	pods      map[int]*simPod
+	// ca: the CA Secret and what each pod's etcd trusts (carotation_test.go).
+	ca simCA
 	pvcs      map[int]*simPVC
 	leases    map[int]*simLease
 	jobs      map[string]*simJob
@@ -896,7 +898,7 @@ func (w *world) report(i int, quorum bool) {
 		if notAfter.IsZero() {
 			notAfter = fixtureNow.Add(60 * 24 * time.Hour)
 		}
-		r.TLSCAs = "3f1a9c0e5b7d2468ace13579bdf02468ace13579bdf02468ace13579bdf02468"
+		w.caAgent(i, ann, &r)
 		r.TLSCANotAfter = fixtureNow.Add(5 * 365 * 24 * time.Hour).UTC().Format(time.RFC3339)
 		r.TLSCertNotAfter = notAfter.UTC().Format(time.RFC3339)
 		// A renewal asked on the Lease is served at the agent's next look (here: at once).

@@ -92,10 +92,39 @@ func NewCA(commonName string, now time.Time, lifetime time.Duration) (KeyPair, e
 	return newCA(commonName, now, lifetime, nil, 0)
 }
 
+// NewRotatedCA is NewCA for a CA rotation: the subject's organizational unit says "rotation <mark>"
+// (RotationOf reads it back), so every agent can tell which request a CA was made for.
+func NewRotatedCA(commonName string, now time.Time, lifetime time.Duration, mark string) (KeyPair, error) {
+	if mark == "" {
+		return NewCA(commonName, now, lifetime)
+	}
+	return newCAWith(commonName, now, lifetime, nil, 0, []string{rotationPrefix + mark})
+}
+
+// rotationPrefix marks the organizational unit of a CA made for a rotation request.
+const rotationPrefix = "rotation "
+
+// RotationOf is the rotation mark a CA was made for ("" when none).
+func RotationOf(cert *x509.Certificate) string {
+	if cert == nil {
+		return ""
+	}
+	for _, ou := range cert.Subject.OrganizationalUnit {
+		if strings.HasPrefix(ou, rotationPrefix) {
+			return strings.TrimPrefix(ou, rotationPrefix)
+		}
+	}
+	return ""
+}
+
 // newCA makes a CA signed by parent (self-signed when parent is nil) that allows maxPathLen
 // intermediates below it. Only tests make intermediates (to check user-provided chains), so this
 // stays unexported.
 func newCA(commonName string, now time.Time, lifetime time.Duration, parent *KeyPair, maxPathLen int) (KeyPair, error) {
+	return newCAWith(commonName, now, lifetime, parent, maxPathLen, nil)
+}
+
+func newCAWith(commonName string, now time.Time, lifetime time.Duration, parent *KeyPair, maxPathLen int, units []string) (KeyPair, error) {
 	if lifetime <= 0 {
 		return KeyPair{}, fmt.Errorf("pki: CA lifetime %v is not positive", lifetime)
 	}
@@ -109,7 +138,7 @@ func newCA(commonName string, now time.Time, lifetime time.Duration, parent *Key
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber:          serial,
-		Subject:               pkix.Name{CommonName: commonName, Organization: []string{Organization}},
+		Subject:               pkix.Name{CommonName: commonName, Organization: []string{Organization}, OrganizationalUnit: units},
 		NotBefore:             now.Add(-ClockSkew),
 		NotAfter:              now.Add(lifetime),
 		IsCA:                  true,

@@ -1,0 +1,138 @@
+package membership
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/internal/pki"
+)
+
+// CA rotation, the agent's half (docs/design.md §14.6). The CA Secret holds the CA that signs
+// (tls.crt, tls.key) and, during a rotation, the CA replacing it (next.crt, next.key); its ca.crt lists
+// both. The hook asks for each step on the member Leases (etcd.io/ca-rotation) from what the agents
+// report; every step here is conditional on the Secret's resourceVersion, so agents racing (or a crash
+// in between) never leave two new CAs: the loser reads the winner's.
+
+// Keys of the CA replacing the current one during a rotation.
+const (
+	KeyNextCert = "next.crt"
+	KeyNextKey  = "next.key"
+)
+
+// caSecret is the CA Secret as read.
+type caSecret struct {
+	data    map[string][]byte
+	version string
+	cur     pki.KeyPair
+	next    *pki.KeyPair
+}
+
+func parseCASecret(name string, data map[string][]byte, version string) (caSecret, error) {
+	cur, err := pki.ParseKeyPair(data[pki.KeyCert], data[pki.KeyKey])
+	if err != nil {
+		return caSecret{}, fmt.Errorf("Secret %s: %w", name, err)
+	}
+	if !cur.Cert.IsCA {
+		return caSecret{}, fmt.Errorf("Secret %s: %s is not a CA certificate", name, pki.KeyCert)
+	}
+	sec := caSecret{data: data, version: version, cur: cur}
+	if len(data[KeyNextCert]) > 0 || len(data[KeyNextKey]) > 0 {
+		next, err := pki.ParseKeyPair(data[KeyNextCert], data[KeyNextKey])
+		if err != nil {
+			return caSecret{}, fmt.Errorf("Secret %s: the rotation's new CA: %w", name, err)
+		}
+		if !next.Cert.IsCA || pki.Fingerprint(next.Cert) == pki.Fingerprint(cur.Cert) {
+			return caSecret{}, fmt.Errorf("Secret %s: %s is not a second CA certificate", name, KeyNextCert)
+		}
+		sec.next = &next
+	}
+	return sec, nil
+}
+
+func (s caSecret) state() api.CASecretState {
+	st := api.CASecretState{Current: pki.Fingerprint(s.cur.Cert), CurrentMark: pki.RotationOf(s.cur.Cert)}
+	if s.next != nil {
+		st.Next, st.NextMark = pki.Fingerprint(s.next.Cert), pki.RotationOf(s.next.Cert)
+	}
+	return st
+}
+
+// trustPEM is the ca.crt members started now get: the CA that signs and, during a rotation, the new one.
+// Without a rotation it is the Secret's certificate as stored, so a cluster made before rotations
+// existed keeps byte-identical files.
+func (s caSecret) trustPEM() []byte {
+	if s.next == nil {
+		return s.cur.CertPEM
+	}
+	return append(append([]byte(nil), s.cur.CertPEM...), s.next.CertPEM...)
+}
+
+// addNextCA makes the rotation's new CA when the hook asks for the trust step of a rotation the Secret
+// has not started: the current CA was not made for the mark and there is no next one. A next CA of
+// another mark (an earlier request not finished) is left alone: the hook finishes that rotation first.
+func (c *Certs) addNextCA(ctx context.Context, sec caSecret) (caSecret, error) {
+	r := c.Rotation
+	if r.Phase != api.CAPhaseTrust || sec.next != nil || pki.RotationOf(sec.cur.Cert) == r.Mark {
+		return sec, nil
+	}
+	next, err := pki.NewRotatedCA(c.CASecret, c.now(), c.CADuration, r.Mark)
+	if err != nil {
+		return sec, err
+	}
+	data := copyData(sec.data)
+	data[KeyNextCert], data[KeyNextKey] = next.CertPEM, next.KeyPEM
+	data[pki.KeyCA] = append(append([]byte(nil), sec.cur.CertPEM...), next.CertPEM...)
+	if err := c.Store.Update(ctx, c.CASecret, sec.version, data); err != nil {
+		if errors.Is(err, ErrSecretConflict) {
+			return c.ensureCA(ctx) // another agent made it (or the Secret changed): use what is there
+		}
+		return sec, fmt.Errorf("adding the new CA to Secret %s: %w", c.CASecret, err)
+	}
+	c.log().Info("made the rotation's new CA", "secret", c.CASecret, "fingerprint", pki.Short(next.Cert), "mark", r.Mark)
+	c.event(EventCACreated, "RotateCA", "made the new CA %s in Secret %s for the CA rotation (trusted beside %s until every member trusts both)", pki.Short(next.Cert), c.CASecret, pki.Short(sec.cur.Cert))
+	return c.ensureCA(ctx)
+}
+
+// signer is the CA that issues now: the new one once the hook asks for the sign or drop step of its
+// rotation, the current one otherwise.
+func (c *Certs) signer(sec caSecret) pki.KeyPair {
+	r := c.Rotation
+	if sec.next != nil && pki.RotationOf(sec.next.Cert) == r.Mark && (r.Phase == api.CAPhaseSign || r.Phase == api.CAPhaseDrop) {
+		return *sec.next
+	}
+	return sec.cur
+}
+
+// dropOldCA makes the new CA the Secret's only one when the hook asks for the drop step and this
+// member has checked what it can: it issues from the new CA (member certificate and client Secret,
+// ensured just before) and its etcd trusts it.
+func (c *Certs) dropOldCA(ctx context.Context, sec caSecret, signer pki.KeyPair, member map[string][]byte) error {
+	r := c.Rotation
+	if r.Phase != api.CAPhaseDrop || sec.next == nil || pki.Fingerprint(signer.Cert) != pki.Fingerprint(sec.next.Cert) {
+		return nil
+	}
+	if f, err := factsOf(member); err != nil || f.Issuer != pki.Fingerprint(sec.next.Cert) {
+		return nil
+	}
+	data := copyData(sec.data)
+	delete(data, KeyNextCert)
+	delete(data, KeyNextKey)
+	data[pki.KeyCert], data[pki.KeyKey], data[pki.KeyCA] = sec.next.CertPEM, sec.next.KeyPEM, sec.next.CertPEM
+	switch err := c.Store.Update(ctx, c.CASecret, sec.version, data); {
+	case errors.Is(err, ErrSecretConflict):
+		return nil // another agent did it, or the Secret changed: the next look reads it
+	case err != nil:
+		return fmt.Errorf("dropping the old CA from Secret %s: %w", c.CASecret, err)
+	}
+	c.secret = api.CASecretState{Current: pki.Fingerprint(sec.next.Cert), CurrentMark: pki.RotationOf(sec.next.Cert)}
+	c.log().Info("dropped the old CA", "secret", c.CASecret, "old", pki.Short(sec.cur.Cert), "ca", pki.Short(sec.next.Cert))
+	c.event(EventCertificateRenewed, "RotateCA", "CA %s now signs alone in Secret %s; %s is dropped (members trust it until their restart)", pki.Short(sec.next.Cert), c.CASecret, pki.Short(sec.cur.Cert))
+	return nil
+}
+
+// rotationLook is how soon an agent looks at its certificates again while a rotation is asked for: each
+// step waits for every member, so a minute per look would make a rotation take minutes per step.
+const rotationLook = 5 * time.Second

@@ -1,0 +1,338 @@
+package sync
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/etcdhook/etcdhook/api"
+)
+
+// CA rotation (docs/design.md §14.6), the hook's half. The hook never sees the CA Secret: it decides
+// each step from what the agents report of it (etcd.io/tls-ca-secret: the CA that signs and the one
+// replacing it, with their rotation marks), of the CAs their etcd trusts (etcd.io/tls-cas, read at
+// etcd's start) and of the CA that signed the certificate they serve (etcd.io/tls-issuer). Every step
+// is therefore derived from observed facts, never recorded:
+//
+//   - trust: the Secret has no new CA yet: the agents make it (one wins, resourceVersion-checked). Then
+//     each member's etcd restarts in place, one at a time and only with every member healthy, to trust
+//     both CAs (etcd.io/ca-restart names the set on that member's Lease alone).
+//   - sign: every member trusts both: the agents reissue their certificates and the client Secret from
+//     the new CA, without a restart.
+//   - drop: every member serves a certificate of the new CA: an agent makes it the Secret's only CA, and
+//     each member restarts again, one at a time, to trust it alone.
+//
+// Whatever the hook answers, the CA that signs is one every running member trusts: an agent signs with
+// the new CA only when asked (sign, drop) and only when its own etcd trusts it, and members that never
+// restarted keep trusting the old one. A member that is down blocks the next step rather than being
+// skipped.
+
+// caRotationState is the decision of one sync.
+type caRotationState struct {
+	intent api.CARotationIntent // what every member Lease asks (zero: nothing)
+	// restart: the ordinal whose etcd may restart now (-1 none) into trust (etcd.io/ca-restart).
+	restart int
+	trust   string
+	status  *api.CARotation
+	active  bool // a rotation is in progress (not done)
+}
+
+// rotateRequest is the etcd.io/rotate-ca value and its mark ("" without one).
+func (p *plan) rotateRequest() (string, string) {
+	v := strings.TrimSpace(p.f.parent.Annotations[api.AnnRotateCA])
+	if v == "" {
+		return "", ""
+	}
+	return v, api.RenewalMark(v)
+}
+
+// caReport is one member's fresh report, for the rotation.
+type caReport struct {
+	i      int
+	id     string
+	trusts string // etcd.io/tls-cas
+	issuer string
+}
+
+func (c caReport) trustsCA(fp string) bool { return slices.Contains(strings.Split(c.trusts, ","), fp) }
+
+// decideCARotation finds the step the rotation is at and which member, if any, restarts now.
+func (p *plan) decideCARotation() caRotationState {
+	st := caRotationState{restart: -1}
+	f := p.f
+	if !p.hasSpec || !p.spec.Security.TLS.BuiltInNeeded() {
+		return st
+	}
+	request, mark := p.rotateRequest()
+	var reports []caReport
+	secrets := map[string]api.CASecretState{}
+	missing := 0
+	for _, i := range sortedKeys(f.primary) {
+		m, lv := f.primary[i], f.leases[i]
+		if lv == nil || !lv.fresh || lv.report.MemberID != m.ID {
+			missing++
+			continue
+		}
+		r := lv.report
+		reports = append(reports, caReport{i: i, id: m.ID, trusts: r.TLSCAs, issuer: r.TLSIssuer})
+		if s, ok := api.ParseCASecretState(r.TLSCASecret); ok && s.Current != "" {
+			secrets[s.String()] = s
+		}
+	}
+	if len(secrets) != 1 {
+		if mark != "" && f.bootstrapped {
+			st.status = &api.CARotation{Request: request, Phase: api.CARotationAddingCA, Members: int32(len(f.primary)),
+				Waiting: "every member to report the same CA Secret (etcd.io/tls-ca-secret)"}
+			p.wait("every member to report the same CA Secret before rotating the CA")
+		}
+		return st
+	}
+	var sec api.CASecretState
+	for _, s := range secrets {
+		sec = s
+	}
+	trust := sec.Trust()
+	rot := api.CARotationIntent{}
+	newCA := ""
+	switch {
+	case sec.Next != "":
+		rot.Mark, newCA = sec.NextMark, sec.Next
+		all, issued := true, true
+		for _, r := range reports {
+			all = all && r.trustsCA(sec.Next) && r.trustsCA(sec.Current)
+			issued = issued && r.issuer == sec.Next
+		}
+		switch {
+		case !all:
+			rot.Phase = api.CAPhaseTrust
+		case !issued:
+			rot.Phase = api.CAPhaseSign
+		default:
+			rot.Phase = api.CAPhaseDrop
+		}
+		// A member that does not report cannot confirm a step: the rotation goes no further than the
+		// step last asked (going back would have the others reissue from the old CA for nothing).
+		if was := p.observedCAPhase(rot.Mark); missing > 0 && caPhaseRank(was) < caPhaseRank(rot.Phase) {
+			rot.Phase = was
+		}
+	case mark != "" && sec.CurrentMark != mark:
+		rot = api.CARotationIntent{Mark: mark, Phase: api.CAPhaseTrust}
+	default:
+		// The last rotation's end: members still trusting the old CA beside the new one restart.
+		if sec.CurrentMark != "" {
+			for _, r := range reports {
+				if r.trusts != sec.Current && r.trustsCA(sec.Current) {
+					rot = api.CARotationIntent{Mark: sec.CurrentMark, Phase: api.CAPhaseDrop}
+					break
+				}
+			}
+		}
+		newCA = sec.Current
+		if rot.Mark == "" && mark == "" && missing == 0 && p.caDue(reports, sec) {
+			rot = api.CARotationIntent{Mark: api.RenewalMark("auto " + sec.Current), Phase: api.CAPhaseTrust}
+			request = "auto"
+		}
+	}
+	if rot.Mark == "" {
+		if mark != "" && mark == sec.CurrentMark {
+			st.status = &api.CARotation{Request: request, Phase: api.CARotationDone, Members: int32(len(f.primary))}
+			st.status.Trusting, st.status.Issued = countCA(reports, sec.Current)
+		}
+		return st
+	}
+	if mark != rot.Mark && request != "auto" {
+		request = "(an earlier request, finished first)"
+		if rot.Mark == api.RenewalMark("auto "+sec.Current) {
+			request = "auto"
+		}
+	}
+	st.intent, st.active = rot, true
+	phase := map[string]string{api.CAPhaseTrust: api.CARotationAddingCA, api.CAPhaseSign: api.CARotationReissuing, api.CAPhaseDrop: api.CARotationDroppingCA}[rot.Phase]
+	st.status = &api.CARotation{Request: request, Phase: phase, Members: int32(len(f.primary))}
+	if newCA != "" {
+		st.status.Trusting, st.status.Issued = countCA(reports, newCA)
+	}
+	// Who restarts: in the trust step (once the new CA is in the Secret) every member not trusting both;
+	// at the end, every member trusting more than the new CA.
+	var todo []caReport
+	if newCA != "" && (rot.Phase == api.CAPhaseTrust || (rot.Phase == api.CAPhaseDrop && sec.Next == "")) {
+		for _, r := range reports {
+			if r.trusts != trust && r.trustsCA(sec.Current) {
+				todo = append(todo, r)
+			}
+		}
+	}
+	waiting := ""
+	switch {
+	case missing > 0:
+		waiting = fmt.Sprintf("%d member(s) to report before the next step", missing)
+	case newCA == "":
+		waiting = "an agent to make the new CA in the CA Secret"
+	case rot.Phase == api.CAPhaseSign:
+		waiting = "every member to serve a certificate of the new CA"
+	case rot.Phase == api.CAPhaseDrop && sec.Next != "":
+		waiting = "an agent to make the new CA the Secret's only one"
+	}
+	if len(todo) > 0 {
+		st.trust = trust
+		st.restart, waiting = p.caRestartTurn(todo, trust)
+		if st.restart >= 0 {
+			st.status.Restarting = f.names.Pod(st.restart)
+			waiting = fmt.Sprintf("%s to restart trusting %s", f.names.Pod(st.restart), shortList(trust))
+		}
+	}
+	st.status.Waiting = waiting
+	if waiting != "" {
+		p.wait("CA rotation: %s", waiting)
+	}
+	return st
+}
+
+// caRestartTurn picks the member that restarts now: the one already asked, until it reports trusting
+// the set (whatever its health: it is restarting); otherwise, with every member healthy, no other step
+// in flight and quorum to spare, followers by ordinal, the leader last. It says why none, when none.
+func (p *plan) caRestartTurn(todo []caReport, trust string) (int, string) {
+	f := p.f
+	for _, r := range todo {
+		if lv := f.leases[r.i]; lv != nil && lv.caRestart == trust {
+			return r.i, ""
+		}
+	}
+	switch {
+	case p.paused:
+		return -1, "spec.paused to be cleared before restarting a member"
+	case !f.bootstrapped || p.quorumLost || f.splitBrain:
+		return -1, "a healthy quorum before restarting a member"
+	case p.busy != "":
+		return -1, "the membership change in flight (" + p.busy + ") before restarting a member"
+	case p.rolling:
+		return -1, "the rolling update to finish before restarting a member"
+	case p.pendingSpec:
+		return -1, "the waiting spec change to be adopted before restarting a member"
+	}
+	if who := p.defragmenting(); who != "" {
+		return -1, who + " to finish defragmenting before restarting a member"
+	}
+	for _, m := range f.members {
+		if !m.healthy {
+			return -1, "member " + memberName(f, m) + " to be healthy before restarting a member"
+		}
+	}
+	all, healthy := f.voters()
+	small := p.target() <= 2 && all == healthy
+	if healthy-1 < api.Quorum(all) && !small {
+		return -1, fmt.Sprintf("quorum to allow restarting a member (%d of %d voters healthy)", healthy, all)
+	}
+	var leader []caReport
+	for _, r := range todo {
+		if r.id == f.leaderID {
+			leader = append(leader, r)
+			continue
+		}
+		return r.i, ""
+	}
+	return leader[0].i, ""
+}
+
+// observedCAPhase is the step of rotation mark the member Leases asked last (trust when none did).
+func (p *plan) observedCAPhase(mark string) string {
+	best := api.CAPhaseTrust
+	for _, lv := range p.f.sortedLeases() {
+		if r, err := api.ParseCARotation(lv.caRotation); err == nil && r.Mark == mark && caPhaseRank(r.Phase) > caPhaseRank(best) {
+			best = r.Phase
+		}
+	}
+	return best
+}
+
+func caPhaseRank(phase string) int {
+	return map[string]int{api.CAPhaseTrust: 1, api.CAPhaseSign: 2, api.CAPhaseDrop: 3}[phase]
+}
+
+// caRestarting names the pod of a member asked to restart for the rotation that has not yet come back
+// trusting the set asked ("" none): no other disruptive step starts beside it.
+func (p *plan) caRestarting() string {
+	for _, i := range sortedKeys(p.f.primary) {
+		m, lv := p.f.primary[i], p.f.leases[i]
+		if lv != nil && lv.fresh && lv.report.MemberID == m.ID && lv.caRestart != "" && lv.report.TLSCAs != lv.caRestart {
+			return p.f.names.Pod(i)
+		}
+	}
+	return ""
+}
+
+// restartedForCA: m is the member the rotation lets restart now (this answer's or the last one's) and
+// its agent still holds a fresh Lease: its etcd being down is the step itself, not a degradation. A
+// member whose agent stops reporting is degraded as any other.
+func (p *plan) restartedForCA(m *memberView) bool {
+	if m.ordinal < 0 {
+		return false
+	}
+	lv := p.f.leases[m.ordinal]
+	if lv == nil || !lv.fresh || lv.report.MemberID != m.ID {
+		return false
+	}
+	return m.ordinal == p.caRot.restart || (lv.caRestart != "" && lv.report.TLSCAs != lv.caRestart)
+}
+
+// caDue: the CA that signs has passed 2/3 of its lifetime (by the spec's caDuration) and every member
+// trusts it alone; the rotation then starts by itself (Request "auto").
+func (p *plan) caDue(reports []caReport, sec api.CASecretState) bool {
+	if len(reports) == 0 || p.spec.Security.TLS.BuiltIn.CADuration == nil {
+		return false
+	}
+	var notAfter time.Time
+	for _, r := range reports {
+		if r.trusts != sec.Current {
+			return false
+		}
+		lv := p.f.leases[r.i]
+		t, err := time.Parse(time.RFC3339, lv.report.TLSCANotAfter)
+		if err != nil {
+			return false
+		}
+		if notAfter.IsZero() || t.Before(notAfter) {
+			notAfter = t
+		}
+	}
+	life := p.spec.Security.TLS.BuiltIn.CADuration.Duration
+	return !p.f.now.Before(notAfter.Add(-life / 3))
+}
+
+func countCA(reports []caReport, fp string) (trusting, issued int32) {
+	for _, r := range reports {
+		if r.trustsCA(fp) {
+			trusting++
+		}
+		if r.issuer == fp {
+			issued++
+		}
+	}
+	return trusting, issued
+}
+
+// shortList shortens a list of fingerprints for messages.
+func shortList(fps string) string {
+	parts := strings.Split(fps, ",")
+	for i, fp := range parts {
+		if len(fp) > 16 {
+			parts[i] = fp[:16]
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+// askCARotation decides and writes the step on every member Lease and the restart on one.
+func (p *plan) askCARotation() {
+	p.caRot = p.decideCARotation()
+	if !p.caRot.active {
+		return
+	}
+	for _, lp := range p.leases {
+		lp.caRotation = p.caRot.intent.String()
+	}
+	if lp, ok := p.leases[p.caRot.restart]; ok && p.caRot.restart >= 0 {
+		lp.caRestart = p.caRot.trust
+	}
+}
