@@ -193,7 +193,7 @@ func (c *Certs) event(reason, action, format string, args ...any) {
 
 // CertFacts is what a member reports of its files.
 type CertFacts struct {
-	CAs          []string // fingerprints of the trusted CAs, sorted
+	CAs []string // fingerprints of the trusted CAs, sorted
 	// Issuer: the fingerprint of the CA in ca.crt that signed the member certificate ("" none of them).
 	Issuer string
 	// Secret: the CA Secret as last read (built-in planes only).

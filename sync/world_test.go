@@ -34,15 +34,15 @@ type world struct {
 	v2          bool
 	lastApplied bool
 
-	desired   map[string]map[string]map[string]any // group key -> name -> last desired object
-	created   map[string]time.Time
-	stsGen    int64
-	stsSpec   string
-	stsSeen   int64 // the generation the StatefulSet controller has observed
-	stsLag    bool  // when set, the StatefulSet controller does not observe new generations
-	pods      map[int]*simPod
+	desired map[string]map[string]map[string]any // group key -> name -> last desired object
+	created map[string]time.Time
+	stsGen  int64
+	stsSpec string
+	stsSeen int64 // the generation the StatefulSet controller has observed
+	stsLag  bool  // when set, the StatefulSet controller does not observe new generations
+	pods    map[int]*simPod
 	// ca: the CA Secret and what each pod's etcd trusts (carotation_test.go).
-	ca simCA
+	ca        simCA
 	pvcs      map[int]*simPVC
 	leases    map[int]*simLease
 	jobs      map[string]*simJob
