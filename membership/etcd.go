@@ -3,6 +3,7 @@ package membership
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -54,6 +55,49 @@ func ClientTLSFromFiles(files map[string][]byte) (*tls.Config, error) {
 		return nil, fmt.Errorf("%s: %w", pki.KeyCA, err)
 	}
 	return &tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: pki.Pool(cas...), MinVersion: tls.VersionTLS12}, nil
+}
+
+// ReloadingClientTLS is a client tls.Config that takes its certificate and the CAs it trusts from load
+// at every handshake, not once: a long-lived client (a writer, a user's service) then follows a renewal
+// and a CA rotation (docs/design.md §14.6) the way etcd follows its own files, where a config read once
+// would, after the rotation, neither trust the members' new certificates nor be trusted by them. The
+// server's chain and name are verified against the CAs of that handshake (VerifyConnection; the
+// built-in verification is off only because its roots are fixed at creation).
+func ReloadingClientTLS(load func() (map[string][]byte, error)) *tls.Config {
+	return &tls.Config{
+		MinVersion:         tls.VersionTLS12,
+		InsecureSkipVerify: true, // verified in VerifyConnection against the CAs loaded for this handshake
+		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			files, err := load()
+			if err != nil {
+				return nil, err
+			}
+			pair, err := tls.X509KeyPair(files[pki.KeyCert], files[pki.KeyKey])
+			if err != nil {
+				return nil, err
+			}
+			return &pair, nil
+		},
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			files, err := load()
+			if err != nil {
+				return err
+			}
+			cas, err := pki.ParseCertificates(files[pki.KeyCA])
+			if err != nil {
+				return fmt.Errorf("%s: %w", pki.KeyCA, err)
+			}
+			if len(cs.PeerCertificates) == 0 {
+				return errors.New("the server sent no certificate")
+			}
+			opts := x509.VerifyOptions{DNSName: cs.ServerName, Roots: pki.Pool(cas...), Intermediates: x509.NewCertPool()}
+			for _, c := range cs.PeerCertificates[1:] {
+				opts.Intermediates.AddCert(c)
+			}
+			_, err = cs.PeerCertificates[0].Verify(opts)
+			return err
+		},
+	}
 }
 
 func (e *Etcd) log() *slog.Logger {

@@ -458,9 +458,13 @@ func (c *tcluster) client() *clientv3.Client {
 func (c *tcluster) clientOf(eps ...string) *clientv3.Client {
 	cfg := clientv3.Config{Endpoints: eps, DialTimeout: 2 * time.Second, Logger: zap.NewNop()}
 	if c.tls {
-		tc, err := ClientTLS(c.clientTLS())
-		require.NoError(c.t, err)
-		cfg.TLS = tc
+		// As a long-lived user client should: the client Secret is read at every handshake, so the
+		// client follows a renewal and a CA rotation.
+		require.True(c.t, c.clientReady(), "the agents create the client Secret before etcd starts")
+		cfg.TLS = ReloadingClientTLS(func() (map[string][]byte, error) {
+			data, _, _, err := c.secrets.Get(context.Background(), "m-client-tls")
+			return data, err
+		})
 	}
 	cl, err := clientv3.New(cfg)
 	require.NoError(c.t, err)

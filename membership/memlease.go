@@ -73,6 +73,23 @@ func (m *MemLeases) SetRenewal(name, mark string) {
 	}
 }
 
+// SetCA writes (or, with "", removes) the hook's CA rotation step and restart permission on a Lease
+// (etcd.io/ca-rotation, etcd.io/ca-restart).
+func (m *MemLeases) SetCA(name, rotation, restart string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if l := m.leases[name]; l != nil {
+		delete(l.ann, api.AnnCARotation)
+		delete(l.ann, api.AnnCARestart)
+		if rotation != "" {
+			l.ann[api.AnnCARotation] = rotation
+		}
+		if restart != "" {
+			l.ann[api.AnnCARestart] = restart
+		}
+	}
+}
+
 // Report returns the agent's last report on a Lease.
 func (m *MemLeases) Report(name string) api.Report {
 	m.mu.Lock()

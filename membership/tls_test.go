@@ -454,3 +454,117 @@ func TestCertsCARotation(t *testing.T) {
 	facts = ensureAll()
 	require.Empty(t, facts[0].Secret.Next, "a CA made for the mark signs already: no new one")
 }
+
+// A CA rotation (docs/design.md §14.6) on real etcd under a continuous writer, the test playing the
+// hook: the new CA is made, each member's etcd restarts in place (a new PID, the same data) to trust both
+// CAs, everything is reissued from the new CA without a restart, the old CA is dropped and each member
+// restarts again to trust the new one alone. Every member then serves a certificate of the new CA on
+// both planes, and no acknowledged write is lost; the writer's failed writes are recorded per step.
+func TestMembershipTLSCARotation(t *testing.T) {
+	forEachVersion(t, func(t *testing.T, v string) {
+		c := newCluster(t, v, 3)
+		var w *twriter
+		c.bootstrap(&w, 3)
+		mark := api.RenewalMark("ca-rotation-test")
+		report := func(s *slot) api.Report { return c.leases.Report(s.lease) }
+		healthy := func() bool { return c.voters(0, 1, 2) }
+		setAll := func(phase string) {
+			for _, s := range c.slots {
+				c.leases.SetCA(s.lease, mark+" "+phase, "")
+			}
+		}
+		// restartEach plays the hook's turns: one member at a time, the next only once every member is a
+		// healthy voter again.
+		restartEach := func(phase, trust string) {
+			for _, s := range c.slots {
+				pid := s.etcdPID()
+				c.leases.SetCA(s.lease, mark+" "+phase, trust)
+				c.waitFor(s.name+" to restart trusting "+shortList(trust), stepMax, func() bool {
+					return report(s).TLSCAs == trust && healthy()
+				})
+				require.NotEqual(t, pid, s.etcdPID(), "etcd of %s restarted", s.name)
+				c.leases.SetCA(s.lease, mark+" "+phase, "")
+			}
+		}
+
+		w.Step("CA rotation: new CA")
+		setAll(api.CAPhaseTrust)
+		var sec api.CASecretState
+		c.waitFor("every agent to report the new CA in the Secret", stepMax, func() bool {
+			for _, s := range c.slots {
+				st, ok := api.ParseCASecretState(report(s).TLSCASecret)
+				if !ok || st.Next == "" || st.NextMark != mark {
+					return false
+				}
+				sec = st
+			}
+			return true
+		})
+		w.Step("CA rotation: restarts to trust both")
+		took := time.Now()
+		restartEach(api.CAPhaseTrust, sec.Trust())
+		t.Logf("every member trusts both CAs after %s", time.Since(took).Round(time.Millisecond))
+
+		w.Step("CA rotation: reissue")
+		pids := map[string]int{}
+		for _, s := range c.slots {
+			pids[s.name] = s.etcdPID()
+		}
+		setAll(api.CAPhaseSign)
+		c.waitFor("every member to serve a certificate of the new CA", stepMax, func() bool {
+			for _, s := range c.slots {
+				if report(s).TLSIssuer != sec.Next {
+					return false
+				}
+			}
+			return true
+		})
+		for _, s := range c.slots {
+			require.Equal(t, pids[s.name], s.etcdPID(), "reissued without restarting %s", s.name)
+		}
+
+		w.Step("CA rotation: drop the old CA")
+		setAll(api.CAPhaseDrop)
+		c.waitFor("the Secret to hold the new CA alone", stepMax, func() bool {
+			for _, s := range c.slots {
+				if st, _ := api.ParseCASecretState(report(s).TLSCASecret); st.Current != sec.Next || st.Next != "" {
+					return false
+				}
+			}
+			return true
+		})
+		w.Step("CA rotation: restarts to trust the new CA alone")
+		restartEach(api.CAPhaseDrop, sec.Next)
+		for _, s := range c.slots {
+			c.leases.SetCA(s.lease, "", "")
+		}
+
+		// Every member serves a certificate of the new CA, checked by a handshake that trusts only it.
+		data, _, _, err := c.secrets.Get(context.Background(), "m-ca")
+		require.NoError(t, err)
+		cas, err := fingerprintsOf(data[pki.KeyCA])
+		require.NoError(t, err)
+		require.Equal(t, []string{sec.Next}, cas)
+		client, _, _, err := c.secrets.Get(context.Background(), "m-client-tls")
+		require.NoError(t, err)
+		tc, err := ClientTLSFromFiles(client)
+		require.NoError(t, err)
+		for _, s := range c.slots {
+			for _, raw := range []string{s.clientURL, s.peerURL} {
+				u, err := url.Parse(raw)
+				require.NoError(t, err)
+				conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 3 * time.Second}, "tcp", u.Host, tc)
+				require.NoError(t, err, "%s at %s with the new CA alone", s.name, raw)
+				_ = conn.Close()
+			}
+		}
+		w.Step("settled")
+		c.waitFor("writes after the rotation", stepMax, func() bool { return w.AckedInStep() >= 5 })
+		t.Logf("failed writes: new CA %d, restarts to trust both %d, reissue %d, drop %d, restarts to trust the new one %d",
+			w.Failed("CA rotation: new CA"), w.Failed("CA rotation: restarts to trust both"), w.Failed("CA rotation: reissue"),
+			w.Failed("CA rotation: drop the old CA"), w.Failed("CA rotation: restarts to trust the new CA alone"))
+		w.Verify(t)
+	})
+}
+
+func shortList(fps string) string { return shortFPs(strings.Split(fps, ",")) }

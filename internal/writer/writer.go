@@ -100,6 +100,19 @@ func (w *Writer) AckedInStep() int {
 	return w.stats[w.step].ok
 }
 
+// Failed is the number of writes that failed in the named steps.
+func (w *Writer) Failed(steps ...string) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0
+	for _, name := range steps {
+		if st := w.stats[name]; st != nil {
+			n += st.failed
+		}
+	}
+	return n
+}
+
 // Stop ends the writes (idempotent).
 func (w *Writer) Stop() {
 	select {
