@@ -51,13 +51,35 @@ func (s *scenario) podEndpoints() []string {
 func (s *scenario) newClient(eps []string) (*clientv3.Client, error) {
 	cfg := clientv3.Config{Endpoints: eps, DialTimeout: 3 * time.Second, Logger: zap.NewNop()}
 	if s.tlsOn() {
-		tc, err := s.clientTLS()
-		if err != nil {
+		name := s.clientSecretName()
+		if _, err := s.secretData(name); err != nil {
 			return nil, err
 		}
-		cfg.TLS = tc
+		// A long-lived client reads the Secret at every handshake (membership.ReloadingClientTLS), as a
+		// user's service reading its mounted Secret should: it then follows renewals and CA rotations.
+		cfg.TLS = membership.ReloadingClientTLS(func() (map[string][]byte, error) { return s.secretData(name) })
 	}
 	return clientv3.New(cfg)
+}
+
+// clientSecretName is the client identity's Secret: the client-plane Secret the spec names or the
+// built-in client Secret.
+func (s *scenario) clientSecretName() string {
+	if user := s.cluster().Spec.Security.TLS.Client.SecretName; user != "" {
+		return user
+	}
+	return s.names().ClientSecret()
+}
+
+// secretData reads a Secret's data; safe off the test goroutine (no assertion).
+func (s *scenario) secretData(name string) (map[string][]byte, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	sec, err := s.e.kube.CoreV1().Secrets(s.ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return sec.Data, nil
 }
 
 // clientTLS is the client identity: the client-plane Secret the spec names (the user's certificate,

@@ -190,3 +190,51 @@ func TestCertificateRenewal(t *testing.T) {
 	w.Finish(fmt.Sprintf("etcd.io/renew-certificates on 3 members (built-in CA): every member served a renewed certificate and status counted 3 of 3 after %s; client Secret renewed; no restart\n\n",
 		took.Round(100*time.Millisecond)))
 }
+
+// etcd.io/rotate-ca on a cluster with the built-in CA (docs/design.md §14.6): a new CA is trusted beside
+// the old one (each member's etcd restarted in place, one at a time), everything is reissued from it,
+// the old CA is dropped (restarted again), under a writer that reads the client Secret at each
+// handshake. No pod is replaced or restarted (the agents restart etcd inside the pod); afterwards every
+// member trusts and serves the new CA alone, and a client trusting only the new CA reaches every member.
+func TestCARotation(t *testing.T) {
+	beside(t)
+	s := newScenario(t, "carot")
+	s.apply(spec(3, *etcdVersion))
+	s.waitFor("settled", stepTimeout, s.settled(3))
+	w := s.startWriter("steady")
+	time.Sleep(3 * time.Second)
+	pods := s.podIdentities()
+	before := s.cluster().Status.TLS
+	require.NotNil(t, before)
+	require.Len(t, before.CAFingerprints, 1)
+	old := before.CAFingerprints[0]
+
+	w.Step("etcd.io/rotate-ca")
+	_, err := s.e.dyn.Resource(gvrCluster).Namespace(s.ns).Patch(s.ctx, s.name, types.MergePatchType,
+		[]byte(`{"metadata":{"annotations":{"`+api.AnnRotateCA+`":"e2e-ca-1"}}}`), metav1.PatchOptions{})
+	require.NoError(t, err)
+	phases := map[string]time.Duration{}
+	began := time.Now()
+	took := s.waitFor("the CA rotation to be done", 6*time.Minute, func() bool {
+		st := s.cluster().Status.TLS
+		if st == nil || st.CARotation == nil {
+			return false
+		}
+		if _, seen := phases[st.CARotation.Phase]; !seen {
+			phases[st.CARotation.Phase] = time.Since(began)
+		}
+		return st.CARotation.Phase == api.CARotationDone && st.CARotation.Trusting == 3 && st.CARotation.Issued == 3
+	})
+	after := s.cluster().Status.TLS
+	require.Len(t, after.CAFingerprints, 1, "every member trusts one CA")
+	require.NotEqual(t, old, after.CAFingerprints[0], "a new CA")
+	require.Equal(t, pods, s.podIdentities(), "no member pod was replaced or restarted: etcd restarted inside the pods")
+	// A client that trusts only the new CA (the client Secret holds it alone now) reaches every member.
+	require.Len(t, s.servedSerials(), 3)
+	data, err := s.secretData(s.names().CASecret())
+	require.NoError(t, err)
+	require.Empty(t, data["next.crt"], "the CA Secret holds the new CA alone")
+	w.Finish(fmt.Sprintf("etcd.io/rotate-ca on 3 members (built-in CA): done after %s (phases first seen: AddingCA %s, Reissuing %s, DroppingOldCA %s); each member's etcd restarted twice in place, no pod restarted; every member trusts and serves the new CA alone\n\n",
+		took.Round(100*time.Millisecond), phases[api.CARotationAddingCA].Round(100*time.Millisecond),
+		phases[api.CARotationReissuing].Round(100*time.Millisecond), phases[api.CARotationDroppingCA].Round(100*time.Millisecond)))
+}

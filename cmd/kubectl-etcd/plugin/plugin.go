@@ -24,6 +24,7 @@ Usage:
   kubectl etcd backup NAME [--id TOKEN] [--wait=false] [--timeout 30m]
   kubectl etcd defrag NAME [--id TOKEN] [--wait=false] [--timeout 30m]
   kubectl etcd renew NAME [--id VALUE] [--wait=false] [--timeout 10m]
+  kubectl etcd rotate-ca NAME [--id VALUE] [--wait=false] [--timeout 10m]
   kubectl etcd restore NAME (--from URL | --like CLUSTER) [--size N] [--version V]
                        [--credentials-secret S] [--claim PVC] [--wait=false] [--timeout 30m]
   kubectl etcd restore NAME --in-place [--from URL] [--wait=false] [--timeout 30m]
@@ -44,6 +45,10 @@ defrag   asks for one defragmentation pass of every member now (annotation etcd.
 renew    asks for every built-in certificate (members' and the client Secret's) to be renewed now
          (annotation etcd.io/renew-certificates=VALUE, default the current time), without a restart;
          member keys are kept. Waits until every member serves a renewed certificate.
+rotate-ca replaces the built-in CA (annotation etcd.io/rotate-ca=VALUE): the new CA is trusted beside
+         the old one, everything is reissued from it, the old one is dropped; each member's etcd
+         restarts twice in place, one at a time, only while every member is healthy. Clients must read
+         the client Secret again (it carries both CAs during the rotation, the new one alone after).
 restore  creates the new cluster NAME from a snapshot (spec.restore, read only at creation: NAME
          must not exist). --like copies another cluster's spec and, without --from, restores its last
          snapshot with its backup credentials. Waits until the cluster is Running, printing progress.
@@ -130,6 +135,8 @@ func Run(ctx context.Context, env Env, args []string) error {
 		return runRestore(ctx, env, args[1:])
 	case "renew":
 		return runRenew(ctx, env, args[1:])
+	case "rotate-ca":
+		return runRotateCA(ctx, env, args[1:])
 	case "version", "--version":
 		fmt.Fprintln(env.Out, Version)
 		return nil

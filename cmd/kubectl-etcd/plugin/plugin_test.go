@@ -781,6 +781,43 @@ func TestRenewAnnotatesAndWaits(t *testing.T) {
 	require.Contains(t, te.err.String(), "use a value never used before")
 }
 
+// rotate-ca sets etcd.io/rotate-ca and follows status.tls.caRotation until Done.
+func TestRotateCA(t *testing.T) {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": api.APIVersion, "kind": api.Kind,
+		"metadata":   map[string]any{"name": "demo", "namespace": "prod"},
+		"spec":       map[string]any{},
+	}}
+	dyn := newDynamic(u)
+	reads := 0
+	phases := []string{api.CARotationAddingCA, api.CARotationReissuing, api.CARotationDroppingCA, api.CARotationDone}
+	dyn.PrependReactor("get", "etcdclusters", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		reads++
+		obj, err := dyn.Tracker().Get(GVR, "prod", "demo")
+		require.NoError(t, err)
+		cur := obj.(*unstructured.Unstructured).DeepCopy()
+		if reads >= 2 {
+			require.Equal(t, "ca-1", cur.GetAnnotations()[api.AnnRotateCA], "the value is set before the wait")
+			phase := phases[min(reads-2, len(phases)-1)]
+			_ = unstructured.SetNestedMap(cur.Object, map[string]any{"request": "ca-1", "phase": phase, "members": int64(3), "trusting": int64(3), "issued": int64(1), "restarting": "demo-1"}, "status", "tls", "caRotation")
+		}
+		return true, cur, nil
+	})
+	te := newTestEnv(dyn, fake.NewClientset())
+	require.Equal(t, 0, te.run("rotate-ca", "demo", "--id", "ca-1"), te.err.String())
+	out := te.out.String()
+	require.Contains(t, out, `CA rotation "ca-1" of prod/demo requested`)
+	require.Contains(t, out, "Reissuing: 3 of 3 members trust the new CA, 1 serve its certificate; restarting demo-1")
+	require.Contains(t, out, "done: every member of prod/demo trusts and serves the new CA alone")
+
+	te = newTestEnv(dyn, fake.NewClientset())
+	require.Equal(t, 0, te.run("status", "demo"))
+	require.Contains(t, squeeze(te.out.String()), ` CA rotation "ca-1": Done: 3 of 3 members trust the new CA, 1 serve its certificate; restarting demo-1`)
+	te = newTestEnv(dyn, fake.NewClientset())
+	require.NotEqual(t, 0, te.run("rotate-ca", "demo", "--id", "ca-1"))
+	require.Contains(t, te.err.String(), "use a value never used before")
+}
+
 // restore creates a new cluster with spec.restore: from --from alone, or like another cluster (its spec
 // without restore and pause, its last snapshot and backup credentials), refusing a name that exists; the
 // wait ends when the hook (a reactor) reports it Running with the restored snapshot.

@@ -417,6 +417,16 @@ func writeText(w io.Writer, s *Snapshot, now time.Time) error {
 		if r := t.Renewal; r != nil {
 			fmt.Fprintf(tw, "  Renewal %q:\t%d of %d members serve a renewed certificate (member keys kept)\n", r.Request, r.Renewed, r.Members)
 		}
+		if r := t.CARotation; r != nil {
+			line := fmt.Sprintf("%s: %d of %d members trust the new CA, %d serve its certificate", r.Phase, r.Trusting, r.Members, r.Issued)
+			if r.Restarting != "" {
+				line += "; restarting " + r.Restarting
+			}
+			if r.Waiting != "" {
+				line += "; waiting for " + r.Waiting
+			}
+			fmt.Fprintf(tw, "  CA rotation %q:\t%s\n", r.Request, line)
+		}
 	}
 	if b := st.Backup; b != nil {
 		fmt.Fprintf(tw, "Last backup:\t%s\n", lastBackup(b, now))
