@@ -215,13 +215,14 @@ func TestMemberLeasePolicy(t *testing.T) {
 	for _, m := range regexp.MustCompile(`'([^']+)'`).FindAllStringSubmatch(vars["hookOwned"], -1) {
 		inCEL = append(inCEL, m[1])
 	}
-	hookOwned := []string{api.AnnIntent, api.AnnIntentSince, api.AnnJoinPermitted, api.AnnJoinDeadline, api.AnnBootstrap, api.AnnDefrag, api.AnnRenewal}
+	hookOwned := []string{api.AnnIntent, api.AnnIntentSince, api.AnnJoinPermitted, api.AnnJoinDeadline, api.AnnBootstrap, api.AnnDefrag, api.AnnRenewal,
+		api.AnnCARotation, api.AnnCARestart}
 	sort.Strings(inCEL)
 	sort.Strings(hookOwned)
 	require.Equal(t, hookOwned, inCEL, "the policy's hookOwned list is the hook-owned Lease annotations")
 	report := []string{api.AnnMemberID, api.AnnClusterID, api.AnnParentUID, api.AnnRole, api.AnnHealthy,
 		api.AnnVersion, api.AnnError, api.AnnLeaderID, api.AnnMembers}
-	for _, k := range report {
+	for _, k := range append(report, api.AnnTLSCAs, api.AnnTLSIssuer, api.AnnTLSCASecret) {
 		require.NotContains(t, string(b), "'"+k+"'", "the agent writes %s: the policy must leave it alone", k)
 	}
 	var validations []string
