@@ -785,8 +785,8 @@ func TestRenewAnnotatesAndWaits(t *testing.T) {
 func TestRotateCA(t *testing.T) {
 	u := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": api.APIVersion, "kind": api.Kind,
-		"metadata":   map[string]any{"name": "demo", "namespace": "prod"},
-		"spec":       map[string]any{},
+		"metadata": map[string]any{"name": "demo", "namespace": "prod"},
+		"spec":     map[string]any{},
 	}}
 	dyn := newDynamic(u)
 	reads := 0
