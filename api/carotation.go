@@ -39,15 +39,21 @@ const (
 	CAPhaseDrop = "drop"
 )
 
-// CARotationIntent is the hook's AnnCARotation.
+// CARotationIntent is the hook's AnnCARotation: "<mark> <phase>[ <carry>]". Carry is the mark of an
+// etcd.io/rotate-ca request the replaced CA had served, written into the new CA (an automatic rotation
+// under a request left in place), so the request still reads as served afterwards.
 type CARotationIntent struct {
 	Mark  string
 	Phase string
+	Carry string
 }
 
 func (r CARotationIntent) String() string {
 	if r.Mark == "" {
 		return ""
+	}
+	if r.Carry != "" {
+		return r.Mark + " " + r.Phase + " " + r.Carry
 	}
 	return r.Mark + " " + r.Phase
 }
@@ -57,37 +63,51 @@ func ParseCARotation(s string) (CARotationIntent, error) {
 	if s == "" {
 		return CARotationIntent{}, nil
 	}
-	mark, phase, _ := strings.Cut(s, " ")
-	if !IsMark(mark) || (phase != CAPhaseTrust && phase != CAPhaseSign && phase != CAPhaseDrop) {
-		return CARotationIntent{}, fmt.Errorf("%s %q is not \"<mark> trust|sign|drop\"", AnnCARotation, s)
+	parts := strings.Split(s, " ")
+	bad := len(parts) < 2 || len(parts) > 3 || !IsMark(parts[0]) || (len(parts) == 3 && !IsMark(parts[2]))
+	if bad || (parts[1] != CAPhaseTrust && parts[1] != CAPhaseSign && parts[1] != CAPhaseDrop) {
+		return CARotationIntent{}, fmt.Errorf("%s %q is not \"<mark> trust|sign|drop[ <mark>]\"", AnnCARotation, s)
 	}
-	return CARotationIntent{Mark: mark, Phase: phase}, nil
+	r := CARotationIntent{Mark: parts[0], Phase: parts[1]}
+	if len(parts) == 3 {
+		r.Carry = parts[2]
+	}
+	return r, nil
 }
 
 // IsMark says whether s is a mark the hook writes (RenewalMark: 10 hex digits).
 func IsMark(s string) bool { return len(s) == 10 && strings.Trim(s, "0123456789abcdef") == "" }
 
 // CASecretState is what the CA Secret holds: the CA that signs (Current) and, during a rotation, the one
-// replacing it (Next), each by fingerprint with its rotation mark ("" for a CA made without a request).
+// replacing it (Next), each by fingerprint with its rotation mark ("" for a CA made without a request)
+// and the request mark it carries (CARotationIntent.Carry).
 type CASecretState struct {
-	Current, CurrentMark string
-	Next, NextMark       string
+	Current, CurrentMark, CurrentCarry string
+	Next, NextMark, NextCarry          string
 }
 
-// String renders "<fp>[/<mark>][,<fp>[/<mark>]]" (current first).
+// Serves says whether the current CA answers the request of mark: made for it, or carrying it.
+func (s CASecretState) Serves(mark string) bool {
+	return mark != "" && (s.CurrentMark == mark || s.CurrentCarry == mark)
+}
+
+// String renders "<fp>[/<mark>[/<carry>]][,…]" (current first).
 func (s CASecretState) String() string {
 	if s.Current == "" {
 		return ""
 	}
-	one := func(fp, mark string) string {
-		if mark == "" {
-			return fp
+	one := func(fp, mark, carry string) string {
+		switch {
+		case carry != "":
+			return fp + "/" + mark + "/" + carry
+		case mark != "":
+			return fp + "/" + mark
 		}
-		return fp + "/" + mark
+		return fp
 	}
-	out := one(s.Current, s.CurrentMark)
+	out := one(s.Current, s.CurrentMark, s.CurrentCarry)
 	if s.Next != "" {
-		out += "," + one(s.Next, s.NextMark)
+		out += "," + one(s.Next, s.NextMark, s.NextCarry)
 	}
 	return out
 }
@@ -112,16 +132,26 @@ func ParseCASecretState(v string) (s CASecretState, ok bool) {
 	if len(parts) > 2 {
 		return CASecretState{}, false
 	}
-	one := func(p string) (fp, mark string, ok bool) {
-		fp, mark, _ = strings.Cut(p, "/")
-		return fp, mark, isFingerprint(fp) && (mark == "" || IsMark(mark))
+	one := func(p string) (fp, mark, carry string, ok bool) {
+		f := strings.Split(p, "/")
+		if len(f) > 3 || !isFingerprint(f[0]) {
+			return "", "", "", false
+		}
+		fp = f[0]
+		if len(f) > 1 {
+			mark = f[1]
+		}
+		if len(f) > 2 {
+			carry = f[2]
+		}
+		return fp, mark, carry, (mark == "" || IsMark(mark)) && (carry == "" || IsMark(carry) && mark != "")
 	}
 	var good bool
-	if s.Current, s.CurrentMark, good = one(parts[0]); !good {
+	if s.Current, s.CurrentMark, s.CurrentCarry, good = one(parts[0]); !good {
 		return CASecretState{}, false
 	}
 	if len(parts) == 2 {
-		if s.Next, s.NextMark, good = one(parts[1]); !good || s.Next == s.Current {
+		if s.Next, s.NextMark, s.NextCarry, good = one(parts[1]); !good || s.Next == s.Current {
 			return CASecretState{}, false
 		}
 	}

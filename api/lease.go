@@ -180,6 +180,9 @@ const (
 	// ReasonRestoreFailed: the seed of a restored cluster could not restore its snapshot (unreachable
 	// store, no snapshot, a damaged one); it retries with backoff and starts nothing meanwhile.
 	ReasonRestoreFailed = "RestoreFailed"
+	// ReasonRestartingForCA: the agent stops its etcd to start it again trusting the CAs of the CA
+	// Secret (a CA rotation's step the hook allowed, docs/design.md §14.6).
+	ReasonRestartingForCA = "RestartingForCA"
 )
 
 // FormatID renders an etcd member or cluster ID the way every etcdhook object spells it.

@@ -177,6 +177,9 @@ func (a *Agent) nextLook(since time.Time) time.Duration {
 // Run is the agent: decide, act, supervise, until ctx ends (SIGTERM). It returns an error only for
 // what it cannot safely handle; the container then restarts and the decision runs again.
 func (a *Agent) Run(ctx context.Context) error {
+	if a.Certs != nil && a.Certs.Confirm == nil {
+		a.Certs.Confirm = a.everyMember
+	}
 	failures := 0
 	var waitingSince time.Time
 	// The renewal the hook asks for (etcd.io/renewal) before the first certificate: issued without the
@@ -492,6 +495,15 @@ func (a *Agent) runEtcd(ctx context.Context, state string, initial []api.Member)
 	if len(initial) > 0 {
 		args = append(args, "--initial-cluster="+a.initialCluster(initial))
 	}
+	if a.Certs != nil {
+		// etcd trusts the CAs of the files it starts on until it stops: bring them up to date with the
+		// Secrets first (a start after a CA rotation's step), then pin what it is handed. A failure
+		// leaves the files as they are, and the pin says so truthfully (docs/design.md §14.6).
+		a.certChecked = time.Time{}
+		_ = a.refreshCerts(ctx)
+		a.Certs.Pin()
+		defer a.Certs.Unpin()
+	}
 	cmd := exec.Command(a.Cfg.EtcdCommand[0], args...)
 	cmd.Env = etcdEnv(os.Environ())
 	out := a.Cfg.EtcdOutput
@@ -543,8 +555,12 @@ func (a *Agent) runEtcd(ctx context.Context, state string, initial []api.Member)
 			// data. Not a failure: no backoff.
 			a.Log.Info("restarting etcd to trust the CAs of the CA Secret", "cas", a.Certs.Restart)
 			a.event(EventCertificateRenewed, "RestartForCA", false, "restarting etcd to trust the CAs %s (CA rotation)", shortFPs(strings.Split(a.Certs.Restart, ",")))
+			// Said before etcd stops: the hook holds every other restart while this report stands, even
+			// if its own answer (the permission) is lost to a stale cache.
+			r := a.keptReport()
+			r.Error = api.ReasonRestartingForCA + ": restarting etcd to trust the CAs of the CA Secret"
+			a.report(ctx, r, true)
 			a.stopEtcd(cmd, exited)
-			a.Certs.Unpin()
 			a.certChecked = time.Time{}
 			return errRestartForCA
 		}
@@ -562,6 +578,29 @@ func (a *Agent) runEtcd(ctx context.Context, state string, initial []api.Member)
 			return errors.New("this member is no longer in the member list: stopped etcd to decide again")
 		}
 	}
+}
+
+// everyMember says whether every member of the last member list this agent read has a fresh Lease whose
+// report satisfies ok (Certs.Confirm). Unknown (no list, a Lease unreadable): false.
+func (a *Agent) everyMember(ctx context.Context, ok func(api.Report) bool) bool {
+	members := a.last.Members
+	if len(members) == 0 {
+		return false
+	}
+	reports, err := a.Store.Peers(ctx)
+	if err != nil {
+		return false
+	}
+	byID := map[string]api.Report{}
+	for _, r := range reports {
+		byID[r.MemberID] = r
+	}
+	for _, m := range members {
+		if r, found := byID[m.ID]; !found || !ok(r) {
+			return false
+		}
+	}
+	return true
 }
 
 // errRestartForCA: etcd was stopped to start again trusting the CAs of the CA Secret.

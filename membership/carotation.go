@@ -2,8 +2,10 @@ package membership
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/etcdhook/etcdhook/api"
@@ -53,9 +55,9 @@ func parseCASecret(name string, data map[string][]byte, version string) (caSecre
 }
 
 func (s caSecret) state() api.CASecretState {
-	st := api.CASecretState{Current: pki.Fingerprint(s.cur.Cert), CurrentMark: pki.RotationOf(s.cur.Cert)}
+	st := api.CASecretState{Current: pki.Fingerprint(s.cur.Cert), CurrentMark: pki.RotationOf(s.cur.Cert), CurrentCarry: pki.CarriedOf(s.cur.Cert)}
 	if s.next != nil {
-		st.Next, st.NextMark = pki.Fingerprint(s.next.Cert), pki.RotationOf(s.next.Cert)
+		st.Next, st.NextMark, st.NextCarry = pki.Fingerprint(s.next.Cert), pki.RotationOf(s.next.Cert), pki.CarriedOf(s.next.Cert)
 	}
 	return st
 }
@@ -78,7 +80,7 @@ func (c *Certs) addNextCA(ctx context.Context, sec caSecret) (caSecret, error) {
 	if r.Phase != api.CAPhaseTrust || sec.next != nil || pki.RotationOf(sec.cur.Cert) == r.Mark {
 		return sec, nil
 	}
-	next, err := pki.NewRotatedCA(c.CASecret, c.now(), c.CADuration, r.Mark)
+	next, err := pki.NewRotatedCA(c.CASecret, c.now(), c.CADuration, r.Mark, r.Carry)
 	if err != nil {
 		return sec, err
 	}
@@ -97,13 +99,31 @@ func (c *Certs) addNextCA(ctx context.Context, sec caSecret) (caSecret, error) {
 }
 
 // signer is the CA that issues now: the new one once the hook asks for the sign or drop step of its
-// rotation, the current one otherwise.
-func (c *Certs) signer(sec caSecret) pki.KeyPair {
+// rotation and every member trusts it (checked by the agent itself, once per new CA), the current one
+// otherwise.
+func (c *Certs) signer(ctx context.Context, sec caSecret) pki.KeyPair {
 	r := c.Rotation
-	if sec.next != nil && pki.RotationOf(sec.next.Cert) == r.Mark && (r.Phase == api.CAPhaseSign || r.Phase == api.CAPhaseDrop) {
-		return *sec.next
+	if sec.next == nil || pki.RotationOf(sec.next.Cert) != r.Mark || (r.Phase != api.CAPhaseSign && r.Phase != api.CAPhaseDrop) {
+		return sec.cur
 	}
-	return sec.cur
+	next := pki.Fingerprint(sec.next.Cert)
+	if c.confirmedNext != next {
+		if !c.confirm(ctx, func(rep api.Report) bool { return containsFP(rep.TLSCAs, next) }) {
+			c.log().Warn("the hook asks to sign with the new CA, but not every member reports trusting it: signing with the current one", "ca", pki.Short(sec.next.Cert))
+			return sec.cur
+		}
+		c.confirmedNext = next
+	}
+	return *sec.next
+}
+
+func containsFP(list, fp string) bool {
+	for _, f := range strings.Split(list, ",") {
+		if f == fp {
+			return true
+		}
+	}
+	return false
 }
 
 // dropOldCA makes the new CA the Secret's only one when the hook asks for the drop step and this
@@ -114,8 +134,17 @@ func (c *Certs) dropOldCA(ctx context.Context, sec caSecret, signer pki.KeyPair,
 	if r.Phase != api.CAPhaseDrop || sec.next == nil || pki.Fingerprint(signer.Cert) != pki.Fingerprint(sec.next.Cert) {
 		return nil
 	}
-	if f, err := factsOf(member); err != nil || f.Issuer != pki.Fingerprint(sec.next.Cert) {
+	next := pki.Fingerprint(sec.next.Cert)
+	if f, err := factsOf(member); err != nil || f.Issuer != next {
 		return nil
+	}
+	// The client Secret: issued by the new CA long enough ago for mounted copies to have it.
+	client, _, found, err := c.Store.Get(ctx, c.ClientSecret)
+	if c.ClientSecret != "" && (err != nil || !found || !issuedBefore(client, sec.next.Cert, c.now().Add(-c.clientGrace()))) {
+		return nil
+	}
+	if !c.confirm(ctx, func(rep api.Report) bool { return rep.TLSIssuer == next }) {
+		return nil // a member still serves a certificate of the old CA
 	}
 	data := copyData(sec.data)
 	delete(data, KeyNextCert)
@@ -127,10 +156,27 @@ func (c *Certs) dropOldCA(ctx context.Context, sec caSecret, signer pki.KeyPair,
 	case err != nil:
 		return fmt.Errorf("dropping the old CA from Secret %s: %w", c.CASecret, err)
 	}
-	c.secret = api.CASecretState{Current: pki.Fingerprint(sec.next.Cert), CurrentMark: pki.RotationOf(sec.next.Cert)}
+	c.secret = api.CASecretState{Current: pki.Fingerprint(sec.next.Cert), CurrentMark: pki.RotationOf(sec.next.Cert), CurrentCarry: pki.CarriedOf(sec.next.Cert)}
 	c.log().Info("dropped the old CA", "secret", c.CASecret, "old", pki.Short(sec.cur.Cert), "ca", pki.Short(sec.next.Cert))
 	c.event(EventCertificateRenewed, "RotateCA", "CA %s now signs alone in Secret %s; %s is dropped (members trust it until their restart)", pki.Short(sec.next.Cert), c.CASecret, pki.Short(sec.cur.Cert))
 	return nil
+}
+
+func (c *Certs) clientGrace() time.Duration {
+	if c.ClientGrace > 0 {
+		return c.ClientGrace
+	}
+	return 2 * time.Minute
+}
+
+// issuedBefore says whether the Secret's certificate was signed by ca and issued before t (NotBefore is
+// set ClockSkew back at issue).
+func issuedBefore(data map[string][]byte, ca *x509.Certificate, t time.Time) bool {
+	leafs, err := pki.ParseCertificates(data[pki.KeyCert])
+	if err != nil || leafs[0].CheckSignatureFrom(ca) != nil {
+		return false
+	}
+	return leafs[0].NotBefore.Add(pki.ClockSkew).Before(t)
 }
 
 // rotationLook is how soon an agent looks at its certificates again while a rotation is asked for: each

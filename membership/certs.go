@@ -75,6 +75,15 @@ type Certs struct {
 	// Events receives an event for each CA, certificate or Secret this member makes (nil: none); notes
 	// name the member by CommonName (the pod).
 	Events Recorder
+	// Confirm says whether every member of the cluster (the last member list the agent read) has a fresh
+	// Lease whose report satisfies ok: an agent's own check, before it signs with a rotation's new CA or
+	// drops the old one, that the hook's step is right (a hand-edited step must not split the cluster).
+	// Nil: not checked (tests of one agent).
+	Confirm func(ctx context.Context, ok func(api.Report) bool) bool
+	// ClientGrace is how long the client Secret must have been issued by the new CA before the old CA is
+	// dropped (default 2 min): clients and Jobs reading it from a mounted volume see a change only after
+	// the kubelet's next sync, and would present the old certificate to members trusting the new CA alone.
+	ClientGrace time.Duration
 	// MayCreateCA says whether this member may create a missing CA Secret: only one without data (a
 	// member with data belongs to a cluster whose members trust the CA they started with; a new CA
 	// under them would refuse every connection). Nil: always.
@@ -90,6 +99,8 @@ type Certs struct {
 	pinnedPEM map[string][]byte
 	// secret: the CA Secret as last read (reported, and compared with Restart).
 	secret api.CASecretState
+	// confirmedNext: the new CA every member was seen trusting (Confirm), so the check runs once.
+	confirmedNext string
 }
 
 // ErrCAChanged: the CA behind a plane is not the one etcd runs with.
@@ -138,13 +149,17 @@ func shortFPs(fps []string) string {
 	return strings.Join(out, ",")
 }
 
-// pin records what each directory holds after the first complete success.
-func (c *Certs) pin() {
-	if c.pinned != nil {
-		return
+// Pin records what each directory holds, as etcd is started on it: the CAs etcd will trust until it
+// stops (docs/design.md §14.2). Called by the agent right before it starts etcd; Unpin when etcd stops.
+// A directory already pinned (a user's plane, below) keeps its pin.
+func (c *Certs) Pin() {
+	if c.pinned == nil {
+		c.pinned, c.pinnedPEM = map[string][]string{}, map[string][]byte{}
 	}
-	c.pinned, c.pinnedPEM = map[string][]string{}, map[string][]byte{}
 	for _, dir := range []string{c.PeerDir, c.ClientDir} {
+		if _, ok := c.pinned[dir]; ok {
+			continue
+		}
 		files, err := pki.ReadFiles(dir, pki.KeyCA)
 		if err != nil {
 			continue
@@ -172,7 +187,23 @@ func (c *Certs) RestartDue() bool {
 
 // Unpin forgets what etcd was started with: etcd is stopped, and the next Ensure writes the CAs of the
 // Secret into the files the next start reads.
-func (c *Certs) Unpin() { c.pinned, c.pinnedPEM = nil, nil }
+//
+// A user's plane stays pinned for the agent's life: its CA is the user's issuer's, rotated by the user
+// (docs/design.md §14.8), and a changed CA must not reach even a restarted etcd while the other members
+// trust the old one.
+func (c *Certs) Unpin() {
+	for _, plane := range []struct{ dir, source string }{{c.PeerDir, c.PeerSource}, {c.ClientDir, c.ClientSource}} {
+		if plane.source == "" {
+			delete(c.pinned, plane.dir)
+			delete(c.pinnedPEM, plane.dir)
+		}
+	}
+}
+
+// confirm runs Confirm (true when there is none).
+func (c *Certs) confirm(ctx context.Context, ok func(api.Report) bool) bool {
+	return c.Confirm == nil || c.Confirm(ctx, ok)
+}
 
 func fingerprintsOf(pemBytes []byte) ([]string, error) {
 	cas, err := pki.ParseCertificates(pemBytes)
@@ -237,7 +268,7 @@ func (c *Certs) Ensure(ctx context.Context) (CertFacts, error) {
 		if sec, err = c.addNextCA(ctx, sec); err != nil {
 			return c.facts(), err
 		}
-		signer = c.signer(sec)
+		signer = c.signer(ctx, sec)
 		// A CA Secret replaced under running members (deleted and made again, by hand or by a re-created
 		// cluster), or a new CA this member's etcd does not trust yet: nothing is issued from it, not even
 		// the client Secret.
@@ -285,9 +316,6 @@ func (c *Certs) Ensure(ctx context.Context) (CertFacts, error) {
 		if _, err := c.writeIfChanged(plane.dir, builtIn); err != nil {
 			return c.facts(), err
 		}
-	}
-	if len(errs) == 0 {
-		c.pin()
 	}
 	if builtIn != nil {
 		if err := c.dropOldCA(ctx, sec, signer, builtIn); err != nil {
@@ -393,7 +421,7 @@ func (c *Certs) ensureCA(ctx context.Context) (caSecret, error) {
 			c.secret = sec.state()
 			return sec, nil
 		}
-		if c.pinned != nil || (c.MayCreateCA != nil && !c.MayCreateCA()) {
+		if len(c.pinned) > 0 || (c.MayCreateCA != nil && !c.MayCreateCA()) {
 			return caSecret{}, fmt.Errorf("Secret %s is missing: this member's cluster trusts the CA it was created with, so no new one is made (restore the Secret; a new CA needs the rotation of docs/design.md §14.6)", c.CASecret)
 		}
 		ca, err := pki.NewCA(c.CASecret, c.now(), c.CADuration)

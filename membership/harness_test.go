@@ -292,7 +292,7 @@ func (c *tcluster) start(i int, tick time.Duration) {
 	if c.tls {
 		a.Etcd.TLSDir = s.tlsDir() + "/client"
 		a.Cfg.CertLook = time.Second
-		a.Certs = &Certs{
+		a.Certs = &Certs{ClientGrace: time.Second,
 			Store: c.secrets, CASecret: "m-ca", ClientSecret: "m-client-tls",
 			CADuration: 24 * time.Hour, CertDuration: 3 * time.Hour,
 			PeerDir: s.tlsDir() + "/peer", ClientDir: s.tlsDir() + "/client", CommonName: s.name, DNSNames: []string{"localhost"}, IPs: []net.IP{net.IPv4(127, 0, 0, 1)},

@@ -115,6 +115,35 @@ func (k *KubeLeases) Write(ctx context.Context, r api.Report) error {
 	return err
 }
 
+// Peers reads every member Lease of the cluster and returns the reports of this parent's fresh ones.
+func (k *KubeLeases) Peers(ctx context.Context) ([]api.Report, error) {
+	n := api.Names{Cluster: k.cluster, Namespace: k.namespace}
+	now := k.Now()
+	var out []api.Report
+	for i := 0; i < api.MaxSize; i++ {
+		l, err := k.client.CoordinationV1().Leases(k.namespace).Get(ctx, n.Lease(i), metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if l.Annotations[api.AnnParentUID] != k.parentUID || l.Spec.RenewTime == nil {
+			continue
+		}
+		d := 30 * time.Second
+		if l.Spec.LeaseDurationSeconds != nil {
+			d = time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second
+		}
+		if age := now.Sub(l.Spec.RenewTime.Time); age > d || age < -d {
+			continue
+		}
+		r, _ := api.ParseReport(l.Annotations)
+		out = append(out, r)
+	}
+	return out, nil
+}
+
 // ClusterIDs reads every member Lease of the cluster (the RBAC Role names exactly these).
 func (k *KubeLeases) ClusterIDs(ctx context.Context) ([]string, error) {
 	n := api.Names{Cluster: k.cluster, Namespace: k.namespace}

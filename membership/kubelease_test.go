@@ -99,6 +99,24 @@ func TestKubeLeasesVerbs(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"00000000000000c1"}, ids)
 
+	// Peers: fresh Leases of this parent only.
+	now := metav1.NewMicroTime(k.Now())
+	old := metav1.NewMicroTime(k.Now().Add(-time.Hour))
+	dur := int32(15)
+	server.mu.Lock()
+	server.leases[n.Lease(0)].Spec = coordv1.LeaseSpec{RenewTime: &now, LeaseDurationSeconds: &dur}
+	server.leases[n.Lease(0)].Annotations[api.AnnMemberID] = "00000000000000a0"
+	server.leases[n.Lease(2)].Spec = coordv1.LeaseSpec{RenewTime: &old, LeaseDurationSeconds: &dur}
+	other := lease(3, "00000000000000c2")
+	other.Annotations[api.AnnParentUID] = "another-uid"
+	other.Spec = coordv1.LeaseSpec{RenewTime: &now, LeaseDurationSeconds: &dur}
+	server.leases[n.Lease(3)] = other
+	server.mu.Unlock()
+	peers, err := k.Peers(ctx)
+	require.NoError(t, err)
+	require.Len(t, peers, 1, "the stale Lease and another parent's are not peers")
+	require.Equal(t, "00000000000000a0", peers[0].MemberID)
+
 	verbs, names := server.verbs()
 	require.Equal(t, []string{"get", "patch"}, verbs)
 	allowed := map[string]bool{}

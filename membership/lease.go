@@ -63,6 +63,9 @@ type LeaseStore interface {
 	Write(ctx context.Context, r api.Report) error
 	// ClusterIDs are the cluster IDs any member Lease of this EtcdCluster reports.
 	ClusterIDs(ctx context.Context) ([]string, error)
+	// Peers are the reports of this EtcdCluster's member Leases that are fresh (renewed within their
+	// duration by the API server's clock): what the other agents say now.
+	Peers(ctx context.Context) ([]api.Report, error)
 	// Now is the API server's clock.
 	Now() time.Time
 }

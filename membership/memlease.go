@@ -138,6 +138,33 @@ func (s *memStore) Write(_ context.Context, r api.Report) error {
 	return nil
 }
 
+func (s *memStore) Peers(context.Context) ([]api.Report, error) {
+	s.m.mu.Lock()
+	defer s.m.mu.Unlock()
+	var out []api.Report
+	for _, name := range sortedLeaseNames(s.m.leases) {
+		l := s.m.leases[name]
+		if l.holder == "" || s.m.Clock().Sub(l.renewed) > memLeaseFresh {
+			continue
+		}
+		r, _ := api.ParseReport(l.ann)
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// memLeaseFresh: how long a report in memory counts as fresh (the tests' agents renew every second or so).
+const memLeaseFresh = 15 * time.Second
+
+func sortedLeaseNames[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
 func (s *memStore) ClusterIDs(context.Context) ([]string, error) {
 	s.m.mu.Lock()
 	defer s.m.mu.Unlock()

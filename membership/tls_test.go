@@ -276,6 +276,7 @@ func TestCertsKeepTheCAEtcdRuns(t *testing.T) {
 		PeerDir: t.TempDir(), ClientDir: t.TempDir(), CommonName: "m", DNSNames: []string{"localhost"}}
 	first, err := c.Ensure(context.Background())
 	require.NoError(t, err)
+	c.Pin() // etcd started on these files
 	files, _ := pki.ReadFiles(c.PeerDir, pki.KeyCert, pki.KeyCA)
 
 	store.Delete("k-ca")
@@ -315,6 +316,7 @@ func TestCertsKeepTheCAEtcdRuns(t *testing.T) {
 		PeerNames: []string{"m0"}, ClientNames: []string{"m0"}}
 	_, err = user.Ensure(context.Background())
 	require.NoError(t, err)
+	user.Pin()
 	kept, _ := pki.ReadFiles(user.ClientDir, pki.KeyCert)
 	require.NoError(t, pki.WriteFiles(src, leaf(caB)))
 	_, err = user.Ensure(context.Background())
@@ -352,6 +354,10 @@ func TestCertsCARotation(t *testing.T) {
 		return out
 	}
 	before := ensureAll()
+	for _, c := range agents {
+		c.Pin() // etcd started
+		c.ClientGrace = time.Millisecond
+	}
 	old := before[0].Secret.Current
 	require.Equal(t, old, before[0].Issuer)
 	require.Equal(t, []string{old}, before[0].CAs)
@@ -398,10 +404,20 @@ func TestCertsCARotation(t *testing.T) {
 		c.Unpin()
 		f, err := c.Ensure(ctx)
 		require.NoError(t, err)
+		c.Pin()
 		require.Equal(t, bundle, strings.Join(f.CAs, ","), "agent %d trusts both after its restart", i)
 		require.False(t, c.RestartDue(), "once")
 		c.Restart = ""
 	}
+
+	// sign asked while an agent sees a member not trusting the new CA (its own check of the step, a
+	// hand-edited one): it keeps signing with the current CA.
+	agents[0].Rotation.Phase = api.CAPhaseSign
+	agents[0].Confirm = func(context.Context, func(api.Report) bool) bool { return false }
+	f0, err := agents[0].Ensure(ctx)
+	require.NoError(t, err)
+	require.Equal(t, old, f0.Issuer, "not confirmed: still the current CA")
+	agents[0].Confirm = nil
 
 	// sign: reissued from the new CA without a restart, the member key kept.
 	for _, c := range agents {
@@ -423,6 +439,13 @@ func TestCertsCARotation(t *testing.T) {
 	// drop: the Secret keeps the new CA alone; running members keep trusting both until restarted.
 	for _, c := range agents {
 		c.Rotation.Phase = api.CAPhaseDrop
+		c.ClientGrace = time.Hour
+	}
+	ensureAll()
+	secret, _, _, _ = store.Get(ctx, "r-ca")
+	require.NotEmpty(t, secret[KeyNextCert], "held: the client Secret was reissued less than the grace ago (mounted copies lag)")
+	for _, c := range agents {
+		c.ClientGrace = time.Millisecond
 	}
 	facts = ensureAll()
 	secret, _, _, _ = store.Get(ctx, "r-ca")
@@ -444,6 +467,7 @@ func TestCertsCARotation(t *testing.T) {
 		c.Unpin()
 		f, err := c.Ensure(ctx)
 		require.NoError(t, err)
+		c.Pin()
 		require.Equal(t, []string{next}, f.CAs, "agent %d trusts the new CA alone", i)
 		c.Restart, c.Rotation = "", api.CARotationIntent{}
 	}

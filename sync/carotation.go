@@ -65,6 +65,14 @@ func (p *plan) decideCARotation() caRotationState {
 		return st
 	}
 	request, mark := p.rotateRequest()
+	if tls := p.spec.Security.TLS; tls.Peer.SecretName != "" || tls.Client.SecretName != "" {
+		// One plane on the built-in CA, the other on the user's Secret: the members' reports mix the two
+		// planes' CAs, and the user's CA is its issuer's to rotate (docs/design.md §14.8).
+		if mark != "" {
+			f.distrusted = append(f.distrusted, fmt.Sprintf("annotation %s=%q: the built-in CA is rotated only when both planes use it (a plane here is on the user's Secret): ignored", api.AnnRotateCA, request))
+		}
+		return st
+	}
 	var reports []caReport
 	secrets := map[string]api.CASecretState{}
 	missing := 0
@@ -81,11 +89,16 @@ func (p *plan) decideCARotation() caRotationState {
 		}
 	}
 	if len(secrets) != 1 {
-		if mark != "" && f.bootstrapped {
-			st.status = &api.CARotation{Request: request, Phase: api.CARotationAddingCA, Members: int32(len(f.primary)),
+		// Reports that disagree on the Secret (an agent has not read it since its last change): the step
+		// and the restart last asked stay as they are for a look, rather than being withdrawn.
+		if held := p.observedCARotation(); held.intent.Mark != "" {
+			held.status = &api.CARotation{Request: request, Phase: caStatusPhase(held.intent.Phase), Members: int32(len(f.primary)),
 				Waiting: "every member to report the same CA Secret (etcd.io/tls-ca-secret)"}
-			p.wait("every member to report the same CA Secret before rotating the CA")
+			p.wait("CA rotation: every member to report the same CA Secret")
+			return held
 		}
+		// Nothing to go on (no fresh report, or agents that do not report the Secret yet): nothing asked,
+		// and no progress claimed.
 		return st
 	}
 	var sec api.CASecretState
@@ -97,7 +110,7 @@ func (p *plan) decideCARotation() caRotationState {
 	newCA := ""
 	switch {
 	case sec.Next != "":
-		rot.Mark, newCA = sec.NextMark, sec.Next
+		rot.Mark, rot.Carry, newCA = sec.NextMark, sec.NextCarry, sec.Next
 		all, issued := true, true
 		for _, r := range reports {
 			all = all && r.trustsCA(sec.Next) && r.trustsCA(sec.Current)
@@ -116,40 +129,41 @@ func (p *plan) decideCARotation() caRotationState {
 		if was := p.observedCAPhase(rot.Mark); missing > 0 && caPhaseRank(was) < caPhaseRank(rot.Phase) {
 			rot.Phase = was
 		}
-	case mark != "" && sec.CurrentMark != mark:
+	case mark != "" && !sec.Serves(mark):
 		rot = api.CARotationIntent{Mark: mark, Phase: api.CAPhaseTrust}
 	default:
 		// The last rotation's end: members still trusting the old CA beside the new one restart.
 		if sec.CurrentMark != "" {
 			for _, r := range reports {
 				if r.trusts != sec.Current && r.trustsCA(sec.Current) {
-					rot = api.CARotationIntent{Mark: sec.CurrentMark, Phase: api.CAPhaseDrop}
+					rot = api.CARotationIntent{Mark: sec.CurrentMark, Phase: api.CAPhaseDrop, Carry: sec.CurrentCarry}
 					break
 				}
 			}
 		}
 		newCA = sec.Current
-		if rot.Mark == "" && mark == "" && missing == 0 && p.caDue(reports, sec) {
-			rot = api.CARotationIntent{Mark: api.RenewalMark("auto " + sec.Current), Phase: api.CAPhaseTrust}
+		if rot.Mark == "" && (mark == "" || sec.Serves(mark)) && missing == 0 && p.caDue(reports, sec) {
+			// The new CA carries the request left in place, which then still reads as served.
+			rot = api.CARotationIntent{Mark: api.RenewalMark("auto " + sec.Current), Phase: api.CAPhaseTrust, Carry: mark}
 			request = "auto"
 		}
 	}
 	if rot.Mark == "" {
-		if mark != "" && mark == sec.CurrentMark {
+		if sec.Serves(mark) {
 			st.status = &api.CARotation{Request: request, Phase: api.CARotationDone, Members: int32(len(f.primary))}
 			st.status.Trusting, st.status.Issued = countCA(reports, sec.Current)
 		}
 		return st
 	}
-	if mark != rot.Mark && request != "auto" {
+	switch {
+	case request == "auto" || mark == rot.Mark:
+	case rot.Carry != "" && rot.Carry == mark, rot.Mark == api.RenewalMark("auto "+sec.Current):
+		request = "auto" // an automatic rotation under a request left in place
+	default:
 		request = "(an earlier request, finished first)"
-		if rot.Mark == api.RenewalMark("auto "+sec.Current) {
-			request = "auto"
-		}
 	}
 	st.intent, st.active = rot, true
-	phase := map[string]string{api.CAPhaseTrust: api.CARotationAddingCA, api.CAPhaseSign: api.CARotationReissuing, api.CAPhaseDrop: api.CARotationDroppingCA}[rot.Phase]
-	st.status = &api.CARotation{Request: request, Phase: phase, Members: int32(len(f.primary))}
+	st.status = &api.CARotation{Request: request, Phase: caStatusPhase(rot.Phase), Members: int32(len(f.primary))}
 	if newCA != "" {
 		st.status.Trusting, st.status.Issued = countCA(reports, newCA)
 	}
@@ -158,8 +172,8 @@ func (p *plan) decideCARotation() caRotationState {
 	var todo []caReport
 	if newCA != "" && (rot.Phase == api.CAPhaseTrust || (rot.Phase == api.CAPhaseDrop && sec.Next == "")) {
 		for _, r := range reports {
-			if r.trusts != trust && r.trustsCA(sec.Current) {
-				todo = append(todo, r)
+			if r.trusts != trust {
+				todo = append(todo, r) // also one that trusts neither (started before a step, then waited)
 			}
 		}
 	}
@@ -174,13 +188,23 @@ func (p *plan) decideCARotation() caRotationState {
 	case rot.Phase == api.CAPhaseDrop && sec.Next != "":
 		waiting = "an agent to make the new CA the Secret's only one"
 	}
-	if len(todo) > 0 {
+	// A member whose agent says it is stopping etcd for a restart holds the turn, whatever the Lease asks
+	// (the answer that allowed it may be lost to a stale cache).
+	for _, r := range reports {
+		if lv := f.leases[r.i]; lv.report.Reason() == api.ReasonRestartingForCA && len(todo) > 0 {
+			todo = append([]caReport{r}, todo...)
+			st.trust = trust
+			st.restart = r.i
+			break
+		}
+	}
+	if len(todo) > 0 && st.restart < 0 {
 		st.trust = trust
 		st.restart, waiting = p.caRestartTurn(todo, trust)
-		if st.restart >= 0 {
-			st.status.Restarting = f.names.Pod(st.restart)
-			waiting = fmt.Sprintf("%s to restart trusting %s", f.names.Pod(st.restart), shortList(trust))
-		}
+	}
+	if st.restart >= 0 {
+		st.status.Restarting = f.names.Pod(st.restart)
+		waiting = fmt.Sprintf("%s to restart trusting %s", f.names.Pod(st.restart), shortList(trust))
 	}
 	st.status.Waiting = waiting
 	if waiting != "" {
@@ -235,6 +259,30 @@ func (p *plan) caRestartTurn(todo []caReport, trust string) (int, string) {
 	return leader[0].i, ""
 }
 
+// observedCARotation is what the member Leases asked last: the step, and the restart on the one member
+// that has it (zero when none).
+func (p *plan) observedCARotation() caRotationState {
+	st := caRotationState{restart: -1}
+	for _, lv := range p.f.sortedLeases() {
+		r, err := api.ParseCARotation(lv.caRotation)
+		if err != nil || r.Mark == "" {
+			continue
+		}
+		if caPhaseRank(r.Phase) > caPhaseRank(st.intent.Phase) {
+			st.intent = r
+		}
+		if lv.caRestart != "" && st.restart < 0 {
+			st.restart, st.trust = lv.ordinal, lv.caRestart
+		}
+	}
+	st.active = st.intent.Mark != ""
+	return st
+}
+
+func caStatusPhase(phase string) string {
+	return map[string]string{api.CAPhaseTrust: api.CARotationAddingCA, api.CAPhaseSign: api.CARotationReissuing, api.CAPhaseDrop: api.CARotationDroppingCA}[phase]
+}
+
 // observedCAPhase is the step of rotation mark the member Leases asked last (trust when none did).
 func (p *plan) observedCAPhase(mark string) string {
 	best := api.CAPhaseTrust
@@ -255,7 +303,7 @@ func caPhaseRank(phase string) int {
 func (p *plan) caRestarting() string {
 	for _, i := range sortedKeys(p.f.primary) {
 		m, lv := p.f.primary[i], p.f.leases[i]
-		if lv != nil && lv.fresh && lv.report.MemberID == m.ID && lv.caRestart != "" && lv.report.TLSCAs != lv.caRestart {
+		if lv != nil && lv.fresh && lv.report.MemberID == m.ID && (lv.caRestart != "" && lv.report.TLSCAs != lv.caRestart || lv.report.Reason() == api.ReasonRestartingForCA) {
 			return p.f.names.Pod(i)
 		}
 	}
@@ -273,7 +321,7 @@ func (p *plan) restartedForCA(m *memberView) bool {
 	if lv == nil || !lv.fresh || lv.report.MemberID != m.ID {
 		return false
 	}
-	return m.ordinal == p.caRot.restart || (lv.caRestart != "" && lv.report.TLSCAs != lv.caRestart)
+	return m.ordinal == p.caRot.restart || (lv.caRestart != "" && lv.report.TLSCAs != lv.caRestart) || lv.report.Reason() == api.ReasonRestartingForCA
 }
 
 // caDue: the CA that signs has passed 2/3 of its lifetime (by the spec's caDuration) and every member

@@ -22,6 +22,7 @@ type simCA struct {
 	issuer    map[string]string
 	restarted map[string]bool // the pod's etcd is restarting at this step
 	restarts  int
+	notAfter  map[string]time.Time // each CA's expiry (5 years after it was made)
 }
 
 // caAgent is what an agent does with the rotation asked on its Lease, and what it reports.
@@ -30,6 +31,7 @@ func (w *world) caAgent(i int, ann map[string]any, r *api.Report) {
 	if c.secret.Current == "" {
 		c.secret.Current = worldCA
 		c.trust, c.issuer, c.restarted = map[string]string{}, map[string]string{}, map[string]bool{}
+		c.notAfter = map[string]time.Time{worldCA: fixtureNow.Add(5 * 365 * 24 * time.Hour)}
 	}
 	uid := w.pods[i].uid
 	if _, ok := c.trust[uid]; !ok {
@@ -38,8 +40,9 @@ func (w *world) caAgent(i int, ann map[string]any, r *api.Report) {
 	rot, _ := api.ParseCARotation(stringOf(ann[api.AnnCARotation]))
 	restart := stringOf(ann[api.AnnCARestart])
 	if rot.Phase == api.CAPhaseTrust && c.secret.Next == "" && c.secret.CurrentMark != rot.Mark {
-		h := sha256.Sum256([]byte("ca " + rot.Mark))
-		c.secret.Next, c.secret.NextMark = hex.EncodeToString(h[:]), rot.Mark
+		h := sha256.Sum256([]byte("ca " + rot.Mark + " " + c.secret.Current))
+		c.secret.Next, c.secret.NextMark, c.secret.NextCarry = hex.EncodeToString(h[:]), rot.Mark, rot.Carry
+		c.notAfter[c.secret.Next] = w.now.Add(5 * 365 * 24 * time.Hour)
 	}
 	switch {
 	case c.restarted[uid]:
@@ -65,12 +68,20 @@ func (w *world) caAgent(i int, ann map[string]any, r *api.Report) {
 		c.issuer[uid] = signer
 	}
 	if rot.Phase == api.CAPhaseDrop && c.secret.Next != "" && c.issuer[uid] == c.secret.Next {
-		c.secret = api.CASecretState{Current: c.secret.Next, CurrentMark: c.secret.NextMark}
+		c.secret = api.CASecretState{Current: c.secret.Next, CurrentMark: c.secret.NextMark, CurrentCarry: c.secret.NextCarry}
 	}
 	r.TLSCAs, r.TLSIssuer, r.TLSCASecret = c.trust[uid], c.issuer[uid], c.secret.String()
+	var earliest time.Time
+	for _, fp := range splitList(c.trust[uid]) {
+		if t := c.notAfter[fp]; earliest.IsZero() || t.Before(earliest) {
+			earliest = t
+		}
+	}
+	r.TLSCANotAfter = earliest.UTC().Format(time.RFC3339)
 	if c.restarted[uid] {
 		// etcd is down while it restarts: the agent reports what it keeps, unhealthy.
 		r.Healthy, r.Role, r.Members, r.LeaderID = false, api.RoleNone, nil, ""
+		r.Error = api.ReasonRestartingForCA + ": restarting etcd to trust the CAs of the CA Secret"
 	}
 }
 
@@ -214,4 +225,44 @@ func stepUntil(w *world, cond func() bool) {
 		w.step(5 * time.Second)
 	}
 	w.t.Fatalf("condition not reached in 100 steps")
+}
+
+// One plane on the user's Secret: the built-in CA is not rotated, and the request is named as ignored.
+func TestRotateCAMixedPlanes(t *testing.T) {
+	w := newWorld(t, 3)
+	useSecrets(w, "peer", "client")
+	w.spec.Security.TLS.Peer.SecretName = "" // the peer plane on the built-in CA
+	delete(w.secrets, "etcd-peer")
+	w.converge(60)
+	w.parentAnn = map[string]string{api.AnnRotateCA: "ca-2027"}
+	w.converge(10)
+	require.Equal(t, []string{"", "", ""}, w.caRestartsAsked())
+	require.Nil(t, w.status.TLS.CARotation)
+	msg := ""
+	for _, c := range w.status.Conditions {
+		if c.Type == api.CondInputIgnored {
+			msg = c.Message
+		}
+	}
+	require.Contains(t, msg, "etcd.io/rotate-ca")
+}
+
+// A request left in place after its rotation does not stop the rotation that comes with the CA's age.
+func TestRotateCAAutoAfterARequest(t *testing.T) {
+	w := newWorld(t, 3)
+	w.converge(60)
+	w.parentAnn = map[string]string{api.AnnRotateCA: "ca-2027"}
+	stepUntil(w, func() bool { return caPhase(w) == api.CARotationDone })
+	restarts := w.ca.restarts
+	rotated := w.ca.secret.Current
+	// The CA (5 years) is past 2/3 of its lifetime.
+	w.now = w.now.Add(4 * 365 * 24 * time.Hour)
+	stepUntil(w, func() bool { return w.ca.secret.Current != rotated && caPhase(w) == api.CARotationDone })
+	require.Equal(t, restarts+6, w.ca.restarts)
+	require.Equal(t, api.RenewalMark("auto "+rotated), w.ca.secret.CurrentMark)
+	require.Equal(t, api.RenewalMark("ca-2027"), w.ca.secret.CurrentCarry, "the request left in place is carried")
+	require.Equal(t, "ca-2027", w.status.TLS.CARotation.Request)
+	// Served still: nothing more.
+	w.converge(30)
+	require.Equal(t, restarts+6, w.ca.restarts)
 }

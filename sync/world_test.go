@@ -899,7 +899,6 @@ func (w *world) report(i int, quorum bool) {
 			notAfter = fixtureNow.Add(60 * 24 * time.Hour)
 		}
 		w.caAgent(i, ann, &r)
-		r.TLSCANotAfter = fixtureNow.Add(5 * 365 * 24 * time.Hour).UTC().Format(time.RFC3339)
 		r.TLSCertNotAfter = notAfter.UTC().Format(time.RFC3339)
 		// A renewal asked on the Lease is served at the agent's next look (here: at once).
 		if mark, _ := ann[api.AnnRenewal].(string); mark != "" {

@@ -94,15 +94,37 @@ func NewCA(commonName string, now time.Time, lifetime time.Duration) (KeyPair, e
 
 // NewRotatedCA is NewCA for a CA rotation: the subject's organizational unit says "rotation <mark>"
 // (RotationOf reads it back), so every agent can tell which request a CA was made for.
-func NewRotatedCA(commonName string, now time.Time, lifetime time.Duration, mark string) (KeyPair, error) {
+// carry, when set, is written as "carries <mark>" (CarriedOf).
+func NewRotatedCA(commonName string, now time.Time, lifetime time.Duration, mark, carry string) (KeyPair, error) {
 	if mark == "" {
 		return NewCA(commonName, now, lifetime)
 	}
-	return newCAWith(commonName, now, lifetime, nil, 0, []string{rotationPrefix + mark})
+	units := []string{rotationPrefix + mark}
+	if carry != "" {
+		units = append(units, carryPrefix+carry)
+	}
+	return newCAWith(commonName, now, lifetime, nil, 0, units)
 }
 
-// rotationPrefix marks the organizational unit of a CA made for a rotation request.
-const rotationPrefix = "rotation "
+// rotationPrefix marks the organizational unit of a CA made for a rotation request; carryPrefix one
+// that names a request the CA it replaced had served.
+const (
+	rotationPrefix = "rotation "
+	carryPrefix    = "carries "
+)
+
+// CarriedOf is the request mark a CA carries over from the CA it replaced ("" when none).
+func CarriedOf(cert *x509.Certificate) string {
+	if cert == nil {
+		return ""
+	}
+	for _, ou := range cert.Subject.OrganizationalUnit {
+		if strings.HasPrefix(ou, carryPrefix) {
+			return strings.TrimPrefix(ou, carryPrefix)
+		}
+	}
+	return ""
+}
 
 // RotationOf is the rotation mark a CA was made for ("" when none).
 func RotationOf(cert *x509.Certificate) string {

@@ -456,3 +456,17 @@ func TestEncodeBundle(t *testing.T) {
 	}
 	assert.Equal(t, a.CertPEM, EncodeBundle(a.Cert), "the same PEM as a KeyPair's")
 }
+
+// A CA made for a rotation says which request it was made for and which it carries over.
+func TestRotatedCA(t *testing.T) {
+	now := time.Now()
+	ca, err := NewRotatedCA("x-ca", now, time.Hour, "0123456789", "abcdef0123")
+	require.NoError(t, err)
+	require.True(t, ca.Cert.IsCA)
+	require.Equal(t, "0123456789", RotationOf(ca.Cert))
+	require.Equal(t, "abcdef0123", CarriedOf(ca.Cert))
+	plain, err := NewRotatedCA("x-ca", now, time.Hour, "", "")
+	require.NoError(t, err)
+	require.Empty(t, RotationOf(plain.Cert))
+	require.Empty(t, CarriedOf(plain.Cert))
+}
