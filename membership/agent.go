@@ -549,7 +549,7 @@ func (a *Agent) runEtcd(ctx context.Context, state string, initial []api.Member)
 			return errors.New("killed")
 		}
 		_ = a.refreshCerts(ctx) // reported; etcd keeps the files it has
-		if a.Certs != nil && a.Certs.RestartDue() {
+		if a.Certs != nil && a.Certs.RestartDue() && a.restartStillAsked(ctx) {
 			// The hook lets this member restart to trust the CAs of the Secret (a CA rotation's step,
 			// docs/design.md §14.6): a graceful stop (a leader hands over), new files, a start on the same
 			// data. Not a failure: no backoff.
@@ -578,6 +578,17 @@ func (a *Agent) runEtcd(ctx context.Context, state string, initial []api.Member)
 			return errors.New("this member is no longer in the member list: stopped etcd to decide again")
 		}
 	}
+}
+
+// restartStillAsked reads the Lease again right before a restart for the CA rotation: the permission was
+// read a look ago, and the hook may have moved it to another member since (only one restarts at a time).
+func (a *Agent) restartStillAsked(ctx context.Context) bool {
+	in, err := a.Store.Read(ctx)
+	if err != nil {
+		return false
+	}
+	a.askRotation(in)
+	return a.Certs.RestartDue()
 }
 
 // everyMember says whether every member of the last member list this agent read has a fresh Lease whose

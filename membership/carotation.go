@@ -107,6 +107,9 @@ func (c *Certs) signer(ctx context.Context, sec caSecret) pki.KeyPair {
 		return sec.cur
 	}
 	next := pki.Fingerprint(sec.next.Cert)
+	if c.confirmedNext != next && c.issuedByNext(ctx, sec) {
+		c.confirmedNext = next // another agent confirmed the step already: never go back to the old CA
+	}
 	if c.confirmedNext != next {
 		if !c.confirm(ctx, func(rep api.Report) bool { return containsFP(rep.TLSCAs, next) }) {
 			c.log().Warn("the hook asks to sign with the new CA, but not every member reports trusting it: signing with the current one", "ca", pki.Short(sec.next.Cert))
@@ -115,6 +118,22 @@ func (c *Certs) signer(ctx context.Context, sec caSecret) pki.KeyPair {
 		c.confirmedNext = next
 	}
 	return *sec.next
+}
+
+// issuedByNext says whether this member's certificate or the shared client Secret is already issued by
+// the rotation's new CA: an agent confirmed the sign step (a new or restarted agent, or a learner, has no
+// member list to confirm it with itself, and reissuing from the old CA would flip the shared Secret).
+func (c *Certs) issuedByNext(ctx context.Context, sec caSecret) bool {
+	for _, dir := range []string{c.PeerDir, c.ClientDir} {
+		if files, err := pki.ReadFiles(dir, pki.KeyCert); err == nil && issuedBefore(files, sec.next.Cert, c.now().Add(time.Hour)) {
+			return true
+		}
+	}
+	if c.ClientSecret == "" {
+		return false
+	}
+	data, _, found, err := c.Store.Get(ctx, c.ClientSecret)
+	return err == nil && found && issuedBefore(data, sec.next.Cert, c.now().Add(time.Hour))
 }
 
 func containsFP(list, fp string) bool {
@@ -139,9 +158,11 @@ func (c *Certs) dropOldCA(ctx context.Context, sec caSecret, signer pki.KeyPair,
 		return nil
 	}
 	// The client Secret: issued by the new CA long enough ago for mounted copies to have it.
-	client, _, found, err := c.Store.Get(ctx, c.ClientSecret)
-	if c.ClientSecret != "" && (err != nil || !found || !issuedBefore(client, sec.next.Cert, c.now().Add(-c.clientGrace()))) {
-		return nil
+	if c.ClientSecret != "" {
+		client, _, found, err := c.Store.Get(ctx, c.ClientSecret)
+		if err != nil || !found || !issuedBefore(client, sec.next.Cert, c.now().Add(-c.clientGrace())) {
+			return nil
+		}
 	}
 	if !c.confirm(ctx, func(rep api.Report) bool { return rep.TLSIssuer == next }) {
 		return nil // a member still serves a certificate of the old CA

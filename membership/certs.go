@@ -101,6 +101,10 @@ type Certs struct {
 	secret api.CASecretState
 	// confirmedNext: the new CA every member was seen trusting (Confirm), so the check runs once.
 	confirmedNext string
+	// ensured: an Ensure succeeded since the agent started (a missing CA Secret is then never made
+	// again); ensuredSincePin: one succeeded since etcd started (a restart is due only on files known
+	// to be the Secret's, not on a failed refresh's leftovers, which would restart it at every look).
+	ensured, ensuredSincePin bool
 }
 
 // ErrCAChanged: the CA behind a plane is not the one etcd runs with.
@@ -153,6 +157,7 @@ func shortFPs(fps []string) string {
 // stops (docs/design.md §14.2). Called by the agent right before it starts etcd; Unpin when etcd stops.
 // A directory already pinned (a user's plane, below) keeps its pin.
 func (c *Certs) Pin() {
+	c.ensuredSincePin = false
 	if c.pinned == nil {
 		c.pinned, c.pinnedPEM = map[string][]string{}, map[string][]byte{}
 	}
@@ -174,7 +179,7 @@ func (c *Certs) Pin() {
 // the hook lets it (Restart names exactly those CAs, read from the same Secret) and etcd, started on the
 // files of a built-in plane, trusts others. The caller stops etcd, calls Unpin and starts it again.
 func (c *Certs) RestartDue() bool {
-	if c.Restart == "" || c.pinned == nil || c.secret.Trust() != c.Restart {
+	if c.Restart == "" || !c.ensuredSincePin || c.secret.Trust() != c.Restart {
 		return false
 	}
 	for _, plane := range []struct{ dir, source string }{{c.PeerDir, c.PeerSource}, {c.ClientDir, c.ClientSource}} {
@@ -322,6 +327,9 @@ func (c *Certs) Ensure(ctx context.Context) (CertFacts, error) {
 			errs = append(errs, err)
 		}
 	}
+	if len(errs) == 0 {
+		c.ensured, c.ensuredSincePin = true, true
+	}
 	return c.facts(), errors.Join(errs...)
 }
 
@@ -421,7 +429,7 @@ func (c *Certs) ensureCA(ctx context.Context) (caSecret, error) {
 			c.secret = sec.state()
 			return sec, nil
 		}
-		if len(c.pinned) > 0 || (c.MayCreateCA != nil && !c.MayCreateCA()) {
+		if c.ensured || len(c.pinned) > 0 || (c.MayCreateCA != nil && !c.MayCreateCA()) {
 			return caSecret{}, fmt.Errorf("Secret %s is missing: this member's cluster trusts the CA it was created with, so no new one is made (restore the Secret; a new CA needs the rotation of docs/design.md §14.6)", c.CASecret)
 		}
 		ca, err := pki.NewCA(c.CASecret, c.now(), c.CADuration)

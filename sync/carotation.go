@@ -190,11 +190,9 @@ func (p *plan) decideCARotation() caRotationState {
 	}
 	// A member whose agent says it is stopping etcd for a restart holds the turn, whatever the Lease asks
 	// (the answer that allowed it may be lost to a stale cache).
-	for _, r := range reports {
-		if lv := f.leases[r.i]; lv.report.Reason() == api.ReasonRestartingForCA && len(todo) > 0 {
-			todo = append([]caReport{r}, todo...)
-			st.trust = trust
-			st.restart = r.i
+	for _, r := range todo {
+		if lv := f.leases[r.i]; lv.report.Reason() == api.ReasonRestartingForCA {
+			st.trust, st.restart = trust, r.i
 			break
 		}
 	}
@@ -238,6 +236,13 @@ func (p *plan) caRestartTurn(todo []caReport, trust string) (int, string) {
 	if who := p.defragmenting(); who != "" {
 		return -1, who + " to finish defragmenting before restarting a member"
 	}
+	// A member that is not healthy first (one trusting neither CA cannot talk to its peers): restarting
+	// it costs nothing, and waiting for it to be healthy would wait forever.
+	for _, r := range todo {
+		if m := f.primary[r.i]; m != nil && !m.healthy {
+			return r.i, ""
+		}
+	}
 	for _, m := range f.members {
 		if !m.healthy {
 			return -1, "member " + memberName(f, m) + " to be healthy before restarting a member"
@@ -263,9 +268,23 @@ func (p *plan) caRestartTurn(todo []caReport, trust string) (int, string) {
 // that has it (zero when none).
 func (p *plan) observedCARotation() caRotationState {
 	st := caRotationState{restart: -1}
+	// The mark most Leases ask for (a Lease left with a finished rotation's step must not win), then
+	// the furthest step asked for it.
+	count := map[string]int{}
+	for _, lv := range p.f.sortedLeases() {
+		if r, err := api.ParseCARotation(lv.caRotation); err == nil && r.Mark != "" {
+			count[r.Mark]++
+		}
+	}
+	mark := ""
+	for _, m := range sortedKeys(count) {
+		if mark == "" || count[m] > count[mark] {
+			mark = m
+		}
+	}
 	for _, lv := range p.f.sortedLeases() {
 		r, err := api.ParseCARotation(lv.caRotation)
-		if err != nil || r.Mark == "" {
+		if err != nil || r.Mark != mark || mark == "" {
 			continue
 		}
 		if caPhaseRank(r.Phase) > caPhaseRank(st.intent.Phase) {
