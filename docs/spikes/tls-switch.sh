@@ -4,7 +4,7 @@
 # Run: ETCD=<an etcd binary, e.g. the membership tests build> bash docs/spikes/tls-switch.sh
 set -u
 ETCD=${ETCD:-$HOME/.cache/etcdhook/etcd-v3.6.16-6a595304cc33}
-D=/tmp/spike/run; rm -rf $D; mkdir -p $D; cd $D
+D=${TMPDIR:-/tmp}/tls-switch-spike; rm -rf "$D"; mkdir -p "$D"; cd "$D" || exit 1
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout ca.key -out ca.crt -days 1 -subj /CN=ca 2>/dev/null
 openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout m.key -out m.csr -subj /CN=m 2>/dev/null
 printf "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth,clientAuth\n" > ext
