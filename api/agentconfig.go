@@ -70,4 +70,6 @@ type AgentTLS struct {
 	CADuration   string `json:"caDuration"`
 	CertDuration string `json:"certDuration"`
 	ClientAuth   bool   `json:"clientAuth"`
+	// RotationGrace: spec.security.tls.builtIn.rotationGrace (a Go duration), absent for the default.
+	RotationGrace string `json:"rotationGrace,omitempty"`
 }

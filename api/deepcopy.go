@@ -73,6 +73,9 @@ func (s *ClusterSpec) DeepCopy() *ClusterSpec {
 	if tls.BuiltIn.CertDuration != nil {
 		out.Security.TLS.BuiltIn.CertDuration = ptr.To(*tls.BuiltIn.CertDuration)
 	}
+	if tls.BuiltIn.RotationGrace != nil {
+		out.Security.TLS.BuiltIn.RotationGrace = ptr.To(*tls.BuiltIn.RotationGrace)
+	}
 	if s.Network.Policy != nil {
 		out.Network.Policy = ptr.To(*s.Network.Policy)
 	}

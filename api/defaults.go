@@ -22,7 +22,7 @@ const (
 	// MaxLearnerPromotionSeconds is the validation bound of learnerPromotionSeconds, and so the longest
 	// join permission the hook ever writes.
 	MaxLearnerPromotionSeconds = 86400
-	// DefaultCADuration and DefaultCertDuration: the built-in CA's lifetime (5 years; not replaced, see
+	// DefaultCADuration and DefaultCertDuration: the built-in CA's lifetime (5 years; rotated at 2/3,
 	// docs/design.md §14.6) and its member and client certificates' (90 days, replaced at 2/3).
 	DefaultCADuration   = 5 * 365 * 24 * time.Hour
 	DefaultCertDuration = 90 * 24 * time.Hour

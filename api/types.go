@@ -186,10 +186,14 @@ type ClientTLSSpec struct {
 }
 
 // BuiltInTLSSpec: lifetimes of the built-in CA and its certificates. Member and client certificates are
-// replaced at 2/3 of their lifetime; the CA is not replaced (its rotation is not built, §14.6).
+// replaced at 2/3 of their lifetime; the CA is rotated at 2/3 of its lifetime (docs/design.md §14.6).
 type BuiltInTLSSpec struct {
 	CADuration   *metav1.Duration `json:"caDuration,omitempty"`
 	CertDuration *metav1.Duration `json:"certDuration,omitempty"`
+	// RotationGrace: how long a CA rotation waits, once the client Secret is issued by the new CA,
+	// before it drops the old CA (default 2m; 0s..1h): clients reading the Secret from a mounted volume
+	// see the change only after the kubelet's next sync. Clients that read it through the API need none.
+	RotationGrace *metav1.Duration `json:"rotationGrace,omitempty"`
 }
 
 // BuiltInNeeded says whether a plane uses the built-in CA (so the agents keep its Secrets).

@@ -71,6 +71,9 @@ func (p *plan) agentTLS() *api.AgentTLS {
 		CADuration: t.BuiltIn.CADuration.Duration.String(), CertDuration: t.BuiltIn.CertDuration.Duration.String(),
 		ClientAuth: t.ClientAuth(),
 	}
+	if g := t.BuiltIn.RotationGrace; g != nil {
+		a.RotationGrace = g.Duration.String()
+	}
 	if t.BuiltInNeeded() {
 		a.CASecret = n.CASecret()
 	}

@@ -86,6 +86,9 @@ func Validate(name string, s api.ClusterSpec) []Problem {
 		if cert < minCertDuration || cert > ca {
 			add("InvalidTLS", "spec.security.tls.builtIn.certDuration %s is outside %s..caDuration (%s)", cert, minCertDuration, ca)
 		}
+		if g := t.BuiltIn.RotationGrace; g != nil && (g.Duration < 0 || g.Duration > time.Hour) {
+			add("InvalidTLS", "spec.security.tls.builtIn.rotationGrace %s is outside 0s..1h", g.Duration)
+		}
 	}
 	switch c := s.Maintenance.Compaction; c.Mode {
 	case "periodic":

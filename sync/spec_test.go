@@ -43,6 +43,12 @@ func TestValidateReasons(t *testing.T) {
 		{"tls cert too short", func(s *api.ClusterSpec) {
 			s.Security.TLS.BuiltIn.CertDuration = &metav1.Duration{Duration: time.Minute}
 		}, "demo", "InvalidTLS"},
+		{"tls rotation grace too long", func(s *api.ClusterSpec) {
+			s.Security.TLS.BuiltIn.RotationGrace = &metav1.Duration{Duration: 2 * time.Hour}
+		}, "demo", "InvalidTLS"},
+		{"tls rotation grace none", func(s *api.ClusterSpec) {
+			s.Security.TLS.BuiltIn.RotationGrace = &metav1.Duration{}
+		}, "demo", ""},
 		{"tls off", func(s *api.ClusterSpec) { s.Security.TLS.Enabled = ptr(false) }, "demo", ""},
 		{"compaction revision", func(s *api.ClusterSpec) {
 			s.Maintenance.Compaction = api.CompactionSpec{Mode: "revision", Retention: "1000"}

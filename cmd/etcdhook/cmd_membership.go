@@ -156,6 +156,15 @@ func agentCerts(kcfg *rest.Config, cfg api.AgentConfig, names api.Names, ordinal
 	if err != nil {
 		return nil, fmt.Errorf("tls.certDuration: %w", err)
 	}
+	var grace time.Duration // 0: Certs' default
+	if cfg.TLS.RotationGrace != "" {
+		if grace, err = time.ParseDuration(cfg.TLS.RotationGrace); err != nil {
+			return nil, fmt.Errorf("tls.rotationGrace: %w", err)
+		}
+		if grace == 0 {
+			grace = time.Nanosecond // none asked: Certs reads 0 as its default
+		}
+	}
 	kube, err := kubernetes.NewForConfig(kcfg)
 	if err != nil {
 		return nil, err
@@ -167,7 +176,7 @@ func agentCerts(kcfg *rest.Config, cfg api.AgentConfig, names api.Names, ordinal
 	return &membership.Certs{
 		Store:    &membership.KubeSecrets{Client: kube, Namespace: names.Namespace, Cluster: names.Cluster, ParentUID: cfg.ParentUID},
 		CASecret: cfg.TLS.CASecret, ClientSecret: cfg.TLS.ClientSecret,
-		CADuration: caDur, CertDuration: certDur,
+		CADuration: caDur, CertDuration: certDur, ClientGrace: grace,
 		PeerDir: api.TLSPeerDir, ClientDir: api.TLSClientDir,
 		PeerSource: cfg.TLS.PeerSource, ClientSource: cfg.TLS.ClientSource,
 		CommonName: pod, DNSNames: names.TLSNames(ordinal), IPs: ips,
