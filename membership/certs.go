@@ -90,7 +90,7 @@ type Certs struct {
 	MayCreateCA func() bool
 
 	// pinned: the CAs (fingerprints of ca.crt) each directory held when etcd was handed it the first
-	// time in this process. etcd reads its trusted CAs only at start (docs/design.md §14.3): files
+	// time in this process. etcd reads its trusted CAs only at start (docs/design.md §14.2): files
 	// trusting another CA would cut it off from every member, so they are refused (a CA change needs
 	// the rotation of §14.6).
 	pinned map[string][]string

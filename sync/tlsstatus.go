@@ -109,8 +109,8 @@ func (p *plan) tlsConditions(st *api.TLSStatus, add func(typ string, ok bool, re
 			invalid[len(invalid)-1] += " (the members keep using the certificates they have)"
 		}
 	}
-	// Members that trust different CAs cannot talk to each other (no CA rotation is built that would
-	// make it a passing state): say which trusts what.
+	// Members that trust different CAs cannot talk to each other, outside a CA rotation (where it is a
+	// passing state, below): say which trusts what.
 	leases := p.f.sortedLeases() // once: this runs on every sync
 	byCAs := map[string][]string{}
 	for _, lv := range leases {

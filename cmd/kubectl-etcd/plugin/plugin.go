@@ -47,7 +47,7 @@ renew    asks for every built-in certificate (members' and the client Secret's) 
          member keys are kept. Waits until every member serves a renewed certificate.
 rotate-ca replaces the built-in CA (annotation etcd.io/rotate-ca=VALUE): the new CA is trusted beside
          the old one, everything is reissued from it, the old one is dropped; each member's etcd
-         restarts twice in place, one at a time, only while every member is healthy. Clients must read
+         restarts twice in place, one at a time, with the others healthy. Clients must read
          the client Secret again (it carries both CAs during the rotation, the new one alone after).
 restore  creates the new cluster NAME from a snapshot (spec.restore, read only at creation: NAME
          must not exist). --like copies another cluster's spec and, without --from, restores its last

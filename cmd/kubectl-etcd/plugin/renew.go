@@ -148,6 +148,6 @@ func runRotateCA(ctx context.Context, env Env, args []string) error {
 		done: func(ns, name string) string {
 			return fmt.Sprintf("done: every member of %s/%s trusts and serves the new CA alone", ns, name)
 		},
-		timedOut: "without a plane on the built-in CA there is no CA to rotate",
+		timedOut: "the built-in CA is rotated only when both planes use it (see the InputIgnored condition)",
 	})
 }
