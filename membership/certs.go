@@ -89,10 +89,10 @@ type Certs struct {
 	// under them would refuse every connection). Nil: always.
 	MayCreateCA func() bool
 
-	// pinned: the CAs (fingerprints of ca.crt) each directory held when etcd was handed it the first
-	// time in this process. etcd reads its trusted CAs only at start (docs/design.md §14.2): files
-	// trusting another CA would cut it off from every member, so they are refused (a CA change needs
-	// the rotation of §14.6).
+	// pinned: the CAs (fingerprints of ca.crt) each directory held when etcd was started on it (Pin),
+	// until it stops (Unpin; a user's plane stays pinned for the agent's life). etcd reads its trusted CAs
+	// only at start (docs/design.md §14.2): files trusting another CA would cut it off from every member,
+	// so they are refused (a CA change is the rotation of §14.6).
 	pinned map[string][]string
 	// pinnedPEM: the ca.crt bytes of each built-in directory when pinned; a running member's files keep
 	// them (what etcd trusts) while the CA Secret changes under it in a rotation.
