@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	coordv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -115,50 +116,57 @@ func (k *KubeLeases) Write(ctx context.Context, r api.Report) error {
 	return err
 }
 
-// Peers reads every member Lease of the cluster and returns the reports of this parent's fresh ones.
-func (k *KubeLeases) Peers(ctx context.Context) ([]api.Report, error) {
+// eachLease calls fn with every member Lease of the cluster that exists, by name (the RBAC Role names
+// exactly these: no list).
+func (k *KubeLeases) eachLease(ctx context.Context, fn func(*coordv1.Lease)) error {
 	n := api.Names{Cluster: k.cluster, Namespace: k.namespace}
-	now := k.Now()
-	var out []api.Report
 	for i := 0; i < api.MaxSize; i++ {
 		l, err := k.client.CoordinationV1().Leases(k.namespace).Get(ctx, n.Lease(i), metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			continue
 		}
 		if err != nil {
-			return nil, err
+			return err
 		}
+		fn(l)
+	}
+	return nil
+}
+
+// Peers reads every member Lease of the cluster and returns the reports of this parent's fresh ones.
+func (k *KubeLeases) Peers(ctx context.Context) ([]api.Report, error) {
+	now := k.Now()
+	var out []api.Report
+	err := k.eachLease(ctx, func(l *coordv1.Lease) {
 		if l.Annotations[api.AnnParentUID] != k.parentUID || l.Spec.RenewTime == nil {
-			continue
+			return
 		}
 		d := 30 * time.Second
 		if l.Spec.LeaseDurationSeconds != nil {
 			d = time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second
 		}
 		if age := now.Sub(l.Spec.RenewTime.Time); age > d || age < -d {
-			continue
+			return
 		}
 		r, _ := api.ParseReport(l.Annotations)
 		out = append(out, r)
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }
 
 // ClusterIDs reads every member Lease of the cluster (the RBAC Role names exactly these).
 func (k *KubeLeases) ClusterIDs(ctx context.Context) ([]string, error) {
-	n := api.Names{Cluster: k.cluster, Namespace: k.namespace}
 	seen := map[string]bool{}
-	for i := 0; i < api.MaxSize; i++ {
-		l, err := k.client.CoordinationV1().Leases(k.namespace).Get(ctx, n.Lease(i), metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
+	err := k.eachLease(ctx, func(l *coordv1.Lease) {
 		if l.Annotations[api.AnnParentUID] == k.parentUID && l.Annotations[api.AnnClusterID] != "" {
 			seen[l.Annotations[api.AnnClusterID]] = true
 		}
+	})
+	if err != nil {
+		return nil, err
 	}
 	var out []string
 	for id := range seen {

@@ -114,26 +114,19 @@ const (
 )
 
 // CarriedOf is the request mark a CA carries over from the CA it replaced ("" when none).
-func CarriedOf(cert *x509.Certificate) string {
-	if cert == nil {
-		return ""
-	}
-	for _, ou := range cert.Subject.OrganizationalUnit {
-		if strings.HasPrefix(ou, carryPrefix) {
-			return strings.TrimPrefix(ou, carryPrefix)
-		}
-	}
-	return ""
-}
+func CarriedOf(cert *x509.Certificate) string { return unitMark(cert, carryPrefix) }
 
 // RotationOf is the rotation mark a CA was made for ("" when none).
-func RotationOf(cert *x509.Certificate) string {
+func RotationOf(cert *x509.Certificate) string { return unitMark(cert, rotationPrefix) }
+
+// unitMark is what follows prefix in the first organizational unit of cert's subject that has it.
+func unitMark(cert *x509.Certificate, prefix string) string {
 	if cert == nil {
 		return ""
 	}
 	for _, ou := range cert.Subject.OrganizationalUnit {
-		if strings.HasPrefix(ou, rotationPrefix) {
-			return strings.TrimPrefix(ou, rotationPrefix)
+		if mark, ok := strings.CutPrefix(ou, prefix); ok {
+			return mark
 		}
 	}
 	return ""
@@ -208,17 +201,7 @@ type LeafRequest struct {
 const renewalPrefix = "renewal "
 
 // RenewalOf is the renewal mark a leaf was issued for ("" when none).
-func RenewalOf(cert *x509.Certificate) string {
-	if cert == nil {
-		return ""
-	}
-	for _, ou := range cert.Subject.OrganizationalUnit {
-		if strings.HasPrefix(ou, renewalPrefix) {
-			return strings.TrimPrefix(ou, renewalPrefix)
-		}
-	}
-	return ""
-}
+func RenewalOf(cert *x509.Certificate) string { return unitMark(cert, renewalPrefix) }
 
 func subject(req LeafRequest) pkix.Name {
 	n := pkix.Name{CommonName: req.CommonName}
