@@ -183,6 +183,9 @@ const (
 	// ReasonRestartingForCA: the agent stops its etcd to start it again trusting the CAs of the CA
 	// Secret (a CA rotation's step the hook allowed, docs/design.md §14.6).
 	ReasonRestartingForCA = "RestartingForCA"
+	// ReasonSwitchingPeerScheme: the agent stops its etcd to move its peer URL to the other scheme and
+	// start it listening there (a TLS switch's step the hook allowed, docs/design.md §14.8).
+	ReasonSwitchingPeerScheme = "SwitchingPeerScheme"
 )
 
 // FormatID renders an etcd member or cluster ID the way every etcdhook object spells it.

@@ -331,6 +331,8 @@ type TLSStatus struct {
 	// CARotation: the CA rotation in progress, or the last one while its etcd.io/rotate-ca value stays
 	// (docs/design.md §14.6).
 	CARotation *CARotation `json:"caRotation,omitempty"`
+	// Switch: spec.security.tls.enabled changing on a running cluster, in progress (docs/design.md §14.8).
+	Switch *TLSSwitch `json:"switch,omitempty"`
 }
 
 // CARotation is one replacement of the built-in CA. Members counts the members; Trusting those whose

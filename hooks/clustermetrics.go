@@ -43,7 +43,7 @@ var phases = [...]string{api.PhaseCreating, api.PhaseRunning, api.PhaseScaling, 
 
 // steps are the reasons of a true Progressing condition (sync/status.go): the kind of change in
 // flight. A stalled step (Progressing false, StepDeadlineExceeded) is etcdhook_cluster_step_stalled.
-var steps = [...]string{"Bootstrapping", "MembershipChange", "RollingUpdate", "SpecPending", "RestoringInPlace", "VolumeGrowth", "CARotation"}
+var steps = [...]string{"Bootstrapping", "MembershipChange", "RollingUpdate", "SpecPending", "RestoringInPlace", "VolumeGrowth", "CARotation", "TLSSwitch"}
 
 const stepStalledReason = "StepDeadlineExceeded"
 

@@ -61,8 +61,8 @@ func (c caReport) trustsCA(fp string) bool { return slices.Contains(strings.Spli
 func (p *plan) decideCARotation() caRotationState {
 	st := caRotationState{restart: -1}
 	f := p.f
-	if !p.hasSpec || !p.spec.Security.TLS.BuiltInNeeded() {
-		return st
+	if !p.hasSpec || !p.spec.Security.TLS.BuiltInNeeded() || p.tlsSw.active() {
+		return st // (a TLS switch waits for a rotation to finish, chooseSpec, and no rotation starts in one)
 	}
 	request, mark := p.rotateRequest()
 	if tls := p.spec.Security.TLS; tls.Peer.SecretName != "" || tls.Client.SecretName != "" {
@@ -198,7 +198,7 @@ func (p *plan) decideCARotation() caRotationState {
 	}
 	if len(todo) > 0 && st.restart < 0 {
 		st.trust = trust
-		st.restart, waiting = p.caRestartTurn(todo, trust)
+		st.restart, waiting = p.restartTurn(todo, func(lv *leaseView) bool { return lv.caRestart == trust })
 	}
 	if st.restart >= 0 {
 		st.status.Restarting = f.names.Pod(st.restart)
@@ -211,13 +211,14 @@ func (p *plan) decideCARotation() caRotationState {
 	return st
 }
 
-// caRestartTurn picks the member that restarts now: the one already asked, until it reports trusting
-// the set (whatever its health: it is restarting); otherwise, with every member healthy, no other step
-// in flight and quorum to spare, followers by ordinal, the leader last. It says why none, when none.
-func (p *plan) caRestartTurn(todo []caReport, trust string) (int, string) {
+// restartTurn picks the member of todo whose etcd restarts in place now (a CA rotation's restart, a TLS
+// switch's peer URL move): the one already asked, until it is no longer in todo (whatever its health:
+// it is restarting); otherwise, with every member healthy, no other step in flight and quorum to spare,
+// followers by ordinal, the leader last. It says why none, when none.
+func (p *plan) restartTurn(todo []caReport, asked func(*leaseView) bool) (int, string) {
 	f := p.f
 	for _, r := range todo {
-		if lv := f.leases[r.i]; lv != nil && lv.caRestart == trust {
+		if lv := f.leases[r.i]; lv != nil && asked(lv) {
 			return r.i, ""
 		}
 	}

@@ -60,12 +60,13 @@ func (p *plan) agentRestore() *api.AgentRestore {
 	return a
 }
 
-// agentTLS is the agent's part of spec.security.tls, nil when TLS is off.
+// agentTLS is the agent's part of spec.security.tls, nil when TLS is off (and no pod may still run a
+// transition template: agentKeepsTLS).
 func (p *plan) agentTLS() *api.AgentTLS {
-	t := p.spec.Security.TLS
-	if !t.TLSOn() {
+	if !p.agentKeepsTLS() {
 		return nil
 	}
+	t := p.spec.Security.TLS.As(true)
 	n := p.f.names
 	a := &api.AgentTLS{
 		CADuration: t.BuiltIn.CADuration.Duration.String(), CertDuration: t.BuiltIn.CertDuration.Duration.String(),
@@ -80,7 +81,7 @@ func (p *plan) agentTLS() *api.AgentTLS {
 	if t.Client.SecretName == "" {
 		a.ClientSecret = n.ClientSecret()
 	}
-	for _, sec := range p.userSecrets() {
+	for _, sec := range userSecretsOf(t) {
 		if sec.plane == "peer" {
 			a.PeerSource = sec.dir
 		} else {
@@ -94,8 +95,9 @@ func (p *plan) agentTLS() *api.AgentTLS {
 type userSecret struct{ plane, name, volume, dir string }
 
 // userSecrets are the planes whose certificates come from the user's Secrets.
-func (p *plan) userSecrets() []userSecret {
-	t := p.spec.Security.TLS
+func (p *plan) userSecrets() []userSecret { return userSecretsOf(p.renderTLS()) }
+
+func userSecretsOf(t api.TLSSpec) []userSecret {
 	if !t.TLSOn() {
 		return nil
 	}

@@ -182,6 +182,8 @@ func (p *plan) decideDefrag() defragState {
 		st.held = "the waiting spec change to be adopted"
 	case p.caRot.restart >= 0 || p.caRestarting() != "":
 		st.held = "the CA rotation's member restart"
+	case p.tlsSw.turn >= 0 || p.switchingPeer() != "":
+		st.held = "the TLS switch's peer URL move"
 	}
 	if st.held == "" {
 		for _, m := range f.members {

@@ -49,6 +49,8 @@ type leaseView struct {
 	defrag string
 	// caRotation and caRestart: the CA rotation step and restart this Lease asks for (observed).
 	caRotation, caRestart string
+	// peerScheme: the scheme this Lease lets its member move its peer URL to (observed).
+	peerScheme string
 }
 
 // permitLive: the Lease carries a join permission whose deadline has not passed.
@@ -276,6 +278,7 @@ func (f *facts) readLeases() {
 		lv.joinDeadline = l.Annotations[api.AnnJoinDeadline]
 		lv.defrag = l.Annotations[api.AnnDefrag]
 		lv.caRotation, lv.caRestart = l.Annotations[api.AnnCARotation], l.Annotations[api.AnnCARestart]
+		lv.peerScheme = l.Annotations[api.AnnPeerScheme]
 		// Read as the agent reads it: a window the agent would not join under is no permission here.
 		if lv.join, _ = api.ParseJoinWindow(lv.joinPermitted, lv.joinDeadline); lv.join.IsZero() {
 			lv.joinPermitted, lv.joinDeadline = "", ""

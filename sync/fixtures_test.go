@@ -531,9 +531,12 @@ func fixtures() []fixture {
 			w.step(11 * time.Second) // every report renewed (a changed report is written at once)
 		}},
 		{name: "tls-disabled-new-cluster", build: func(w *world) { w.spec.Security.TLS.Enabled = ptr(false) }},
+		// Switching TLS off on a running cluster keeps the certificates the members use: another Secret
+		// with it is refused (docs/design.md §14.8).
 		{name: "invalid-tls-change", build: func(w *world) {
 			settle(w)
-			w.setSpec(func(s *api.ClusterSpec) { s.Security.TLS.Enabled = ptr(false) })
+			w.secrets = fixtureSecrets(w.t)
+			w.setSpec(func(s *api.ClusterSpec) { s.Security.TLS.Enabled, s.Security.TLS.Peer.SecretName = ptr(false), "peer" })
 		}},
 		{name: "invalid-storage-change", build: func(w *world) {
 			settle(w)

@@ -33,7 +33,7 @@ func (p *plan) voterEndpoints(skip string) string {
 func (p *plan) job(name, reason, account string, automount bool, args []string) *batchv1.Job {
 	var volumes []corev1.Volume
 	var mounts []corev1.VolumeMount
-	if p.spec.Security.TLS.TLSOn() {
+	if p.clientHTTPS() {
 		// The client certificate: the built-in client Secret the agents keep, or the user's client-plane
 		// Secret (which then has the client auth usage, docs/design.md §14.5).
 		args = append(args, "--tls-dir="+api.ClientTLSDir)

@@ -34,6 +34,9 @@ func (p *plan) leaseObjects() []*coordv1.Lease {
 		if lp.caRestart != "" {
 			ann[api.AnnCARestart] = lp.caRestart
 		}
+		if lp.peerScheme != "" {
+			ann[api.AnnPeerScheme] = lp.peerScheme
+		}
 		m := p.meta(n.Lease(i), api.ComponentEtcd)
 		m.Annotations = ann
 		out = append(out, &coordv1.Lease{TypeMeta: metav1.TypeMeta{APIVersion: "coordination.k8s.io/v1", Kind: "Lease"}, ObjectMeta: m})

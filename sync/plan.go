@@ -33,6 +33,8 @@ type leasePlan struct {
 	// caRotation and caRestart: the CA rotation step asked, and the CAs this member may restart to
 	// trust (carotation.go).
 	caRotation, caRestart string
+	// peerScheme: the scheme this member may move its peer URL to now (a TLS switch, tlsswitch.go).
+	peerScheme string
 }
 
 // plan is the outcome of one decision: what to render and what to say in status.
@@ -86,6 +88,8 @@ type plan struct {
 	defrag defragState
 	// caRot: the CA rotation's step and restart (carotation.go).
 	caRot caRotationState
+	// tlsSw: where a switch of spec.security.tls.enabled stands (tlsswitch.go).
+	tlsSw tlsSwitchState
 
 	// In-place restore (inplace.go): the record to write; restoring while one runs; why it is stuck.
 	inPlace        *inPlaceRecord
@@ -153,8 +157,9 @@ func decide(f *facts, opts Options) (*plan, error) {
 	if !p.hasSpec {
 		return p, nil
 	}
-	// Every URL the plan renders (Job endpoints, status) has the scheme of the spec in force.
-	f.names.TLS = p.spec.Security.TLS.TLSOn()
+	// Every URL the plan renders (Job endpoints, status) has the scheme every member serves now.
+	p.decideTLSMode()
+	f.names.TLS = p.clientHTTPS()
 	p.hash = templateHash(p.podTemplate())
 	p.keepJobs()
 	p.keepVolumeJobs()
@@ -166,6 +171,7 @@ func decide(f *facts, opts Options) (*plan, error) {
 	p.releaseRestoreJobs()
 	if p.paused {
 		p.pause()
+		p.askPeerSwitch()
 		p.askCARotation()
 		p.askDefrag()
 		return p, nil
@@ -184,6 +190,7 @@ func decide(f *facts, opts Options) (*plan, error) {
 	}
 	p.floorReplicas()
 	p.trimLeases()
+	p.askPeerSwitch()
 	p.askCARotation()
 	p.askDefrag()
 	if f.bootstrapped && f.truthKnown() {
@@ -264,6 +271,11 @@ func (p *plan) chooseSpec() error {
 		// status says why: a 4xx would freeze status and every repair along with it.
 	case valid && !specEqual(*f.applied, cand) && p.inFlight() != "":
 		p.spec, p.hasSpec, p.pendingSpec = *f.applied, true, true
+	case valid && f.applied.Security.TLS.TLSOn() != cand.Security.TLS.TLSOn() && p.observedCARotation().active:
+		// A CA rotation finishes first: its restarts and a switch's peer URL moves are one kind of step,
+		// and the switch renders the certificates the rotation is replacing.
+		p.spec, p.hasSpec, p.pendingSpec = *f.applied, true, true
+		p.wait("the CA rotation to finish before TLS is switched %s", map[bool]string{true: "on", false: "off"}[cand.Security.TLS.TLSOn()])
 	case valid:
 		p.spec, p.hasSpec = cand, true
 	default:
@@ -764,8 +776,8 @@ func (p *plan) joinable(i int) (bool, string) {
 	if who := p.defragmenting(); who != "" {
 		return false, fmt.Sprintf("%s to finish defragmenting before %s joins", who, f.names.Pod(i))
 	}
-	if who := p.caRestarting(); who != "" {
-		return false, fmt.Sprintf("%s to finish restarting for the CA rotation before %s joins", who, f.names.Pod(i))
+	if what := p.restartingInPlace(); what != "" {
+		return false, fmt.Sprintf("%s before %s joins", what, f.names.Pod(i))
 	}
 	return true, ""
 }
@@ -868,8 +880,8 @@ func (p *plan) scaleDown() bool {
 		p.wait("%s to finish defragmenting before %s leaves", who, f.names.Pod(h))
 		return true
 	}
-	if who := p.caRestarting(); who != "" && m.healthy {
-		p.wait("%s to finish restarting for the CA rotation before %s leaves", who, f.names.Pod(h))
+	if what := p.restartingInPlace(); what != "" && m.healthy {
+		p.wait("%s before %s leaves", what, f.names.Pod(h))
 		return true
 	}
 	p.setIntent(h, api.IntentLeave)

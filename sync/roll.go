@@ -71,9 +71,9 @@ func (p *plan) roll(full bool) bool {
 			p.wait("%s to finish defragmenting before restarting %s", who, f.names.Pod(next))
 			return true
 		}
-		if who := p.caRestarting(); who != "" && p.podHealthy(next) {
+		if what := p.restartingInPlace(); what != "" && p.podHealthy(next) {
 			p.rollHeld = true
-			p.wait("%s to finish restarting for the CA rotation before restarting %s", who, f.names.Pod(next))
+			p.wait("%s before restarting %s", what, f.names.Pod(next))
 			return true
 		}
 		// Stepping over a pod that is not healthy costs nothing; a healthy one needs the quorum rule.

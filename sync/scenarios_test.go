@@ -161,7 +161,9 @@ func TestInvalidSpecKeepsLastValid(t *testing.T) {
 		{func(s *api.ClusterSpec) { s.Version = "3.4.20" }, "UnsupportedVersion"},
 		{func(s *api.ClusterSpec) { s.Version = "3.6.10" }, "UpgradeRefused"},
 		{func(s *api.ClusterSpec) { s.Options = map[string]string{"initial-cluster-state": "new"} }, "ManagedOption"},
-		{func(s *api.ClusterSpec) { s.Security.TLS.Enabled = ptr(false) }, "TLSImmutable"},
+		{func(s *api.ClusterSpec) {
+			s.Security.TLS.Enabled, s.Security.TLS.Peer.SecretName = ptr(false), "peer"
+		}, "TLSSecretChange"},
 		{func(s *api.ClusterSpec) { s.Storage.StorageClassName = ptr("fast") }, "StorageImmutable"},
 	} {
 		saved := *w.spec.DeepCopy()

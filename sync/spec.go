@@ -156,8 +156,10 @@ func ValidateChange(applied *api.ClusterSpec, next api.ClusterSpec, running []Se
 			// needs the trust-bundle rotation of docs/design.md §14.6. A Secret's content may change.
 			ps = append(ps, Problem{"TLSSecretChange", fmt.Sprintf("spec.security.tls peer/client secretName cannot change on a running cluster in this release (from %q/%q to %q/%q); renew the certificates inside the Secrets instead", a.Peer.SecretName, a.Client.SecretName, b.Peer.SecretName, b.Client.SecretName)})
 		}
-		if applied.Security.TLS.TLSOn() != next.Security.TLS.TLSOn() {
-			ps = append(ps, Problem{"TLSImmutable", fmt.Sprintf("spec.security.tls.enabled cannot change from %t to %t on a running cluster in this release: switching schemes needs the rolling migration of docs/design.md §14.6", applied.Security.TLS.TLSOn(), next.Security.TLS.TLSOn())})
+		if a, b := applied.Security.TLS, next.Security.TLS; a.TLSOn() && !b.TLSOn() &&
+			(a.Peer.SecretName != b.Peer.SecretName || a.Client.SecretName != b.Client.SecretName) {
+			// Switching off runs a transition on the certificates the members use now (docs/design.md §14.8).
+			ps = append(ps, Problem{"TLSSecretChange", fmt.Sprintf("spec.security.tls peer/client secretName must stay %q/%q while TLS is switched off (the members move to plaintext on the certificates they use now); got %q/%q", a.Peer.SecretName, a.Client.SecretName, b.Peer.SecretName, b.Client.SecretName)})
 		}
 	}
 	ps = append(ps, validateRestoreChange(applied, next)...)

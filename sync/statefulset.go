@@ -21,17 +21,26 @@ const terminationGracePeriodSeconds = 60
 // EtcdArgs are the static etcd flags of a member; the agent appends --initial-cluster and
 // --initial-cluster-state, which only it can decide. With TLS both planes are https with the member's
 // certificate (written by its agent into api.TLSDir); the metrics listener stays plain HTTP on loopback,
-// where the probes read it (it exposes no keys).
-func EtcdArgs(n api.Names, uid string, s api.ClusterSpec) []string {
+// where the probes read it (it exposes no keys). transition ("" none) is the scheme a TLS switch leaves
+// (docs/design.md §14.8): the client port then serves both schemes (etcd tells them apart on one
+// listener), the URLs advertised keep that scheme, and the agent sets the peer listener's scheme from
+// the member's own peer URL in the member list. s carries the TLS to render (certificates in the
+// transition, whichever way it goes).
+func EtcdArgs(n api.Names, uid string, s api.ClusterSpec, transition string) []string {
 	tls, options := s.Security.TLS, s.Options
 	n.TLS = tls.TLSOn()
 	host := fmt.Sprintf("$(POD_NAME).%s.%s.svc", n.PeerService(), n.Namespace)
 	scheme := n.Scheme()
+	listenClient := fmt.Sprintf("%s0.0.0.0:%d", scheme, api.ClientPort)
+	if transition != "" {
+		scheme = transition + "://"
+		listenClient = fmt.Sprintf("http://0.0.0.0:%d,https://0.0.0.0:%d", api.ClientPort, api.ClientPort)
+	}
 	args := []string{
 		"--name=$(POD_NAME)",
 		"--data-dir=" + api.DataDir,
 		fmt.Sprintf("--listen-peer-urls=%s0.0.0.0:%d", scheme, api.PeerPort),
-		fmt.Sprintf("--listen-client-urls=%s0.0.0.0:%d", scheme, api.ClientPort),
+		"--listen-client-urls=" + listenClient,
 		fmt.Sprintf("--listen-metrics-urls=http://127.0.0.1:%d", api.EtcdMetricsPort),
 		fmt.Sprintf("--advertise-client-urls=%s%s:%d", scheme, host, api.ClientPort),
 		fmt.Sprintf("--initial-advertise-peer-urls=%s%s:%d", scheme, host, api.PeerPort),
@@ -63,6 +72,7 @@ func EtcdArgs(n api.Names, uid string, s api.ClusterSpec) []string {
 func (p *plan) podTemplate() corev1.PodTemplateSpec {
 	f, s, o := p.f, p.spec, p.opts
 	n := f.names
+	s.Security.TLS = p.renderTLS()
 	restricted := &corev1.SecurityContext{
 		AllowPrivilegeEscalation: ptr(false),
 		ReadOnlyRootFilesystem:   ptr(true),
@@ -77,7 +87,13 @@ func (p *plan) podTemplate() corev1.PodTemplateSpec {
 			PeriodSeconds: period, TimeoutSeconds: 5, SuccessThreshold: 1, FailureThreshold: failures,
 		}
 	}
-	command := append([]string{api.AgentBinary, "agent", "--config=" + api.AgentConfigPath, "--", api.EtcdBinary}, EtcdArgs(n, f.uid, s)...)
+	command := []string{api.AgentBinary, "agent", "--config=" + api.AgentConfigPath}
+	transition := ""
+	if p.tlsSw.mode == tlsTransition {
+		transition = p.tlsSw.from
+		command = append(command, api.AgentFlagTLSTransition+transition)
+	}
+	command = append(append(command, "--", api.EtcdBinary), EtcdArgs(n, f.uid, s, transition)...)
 	etcd := corev1.Container{
 		Name:            "etcd",
 		Image:           fmt.Sprintf("%s:v%s", s.Repository, s.Version),
@@ -246,6 +262,9 @@ func (p *plan) statefulSet() *appsv1.StatefulSet {
 			RevisionHistoryLimit: ptr(int32(10)),
 			Template:             p.podTemplate(),
 		},
+	}
+	if a := p.tlsSw.switchAnnotation(); a != "" {
+		sts.Annotations[api.AnnTLSSwitch] = a
 	}
 	if s.Storage.EmptyDir == nil {
 		claimLabels := n.Labels()

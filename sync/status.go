@@ -76,7 +76,7 @@ func (p *plan) status() *api.ClusterStatus {
 	// should be healthy is not; an old voter being replaced after data loss still counts.
 	var unhealthy []string
 	for _, m := range f.members {
-		if !m.healthy && !p.joiningAs(m) && !p.restartedByRoll(m) && !p.restartedForCA(m) {
+		if !m.healthy && !p.joiningAs(m) && !p.restartedByRoll(m) && !p.restartedForCA(m) && !p.switchedPeer(m) {
 			unhealthy = append(unhealthy, memberName(f, m))
 		}
 	}
@@ -115,6 +115,8 @@ func (p *plan) status() *api.ClusterStatus {
 		add(api.CondProgressing, true, "VolumeGrowth", p.busy)
 	case p.busy != "":
 		add(api.CondProgressing, true, "MembershipChange", p.busy)
+	case p.tlsSw.active():
+		add(api.CondProgressing, true, "TLSSwitch", p.message())
 	case p.rolling:
 		add(api.CondProgressing, true, "RollingUpdate", p.message())
 	case p.caRot.active:
@@ -209,7 +211,9 @@ func (p *plan) pendingFor() string {
 	return p.message()
 }
 
-func (p *plan) progressing() bool { return p.busy != "" || p.rolling || p.pendingSpec }
+func (p *plan) progressing() bool {
+	return p.busy != "" || p.rolling || p.pendingSpec || p.tlsSw.active()
+}
 
 func (p *plan) keptNote() string {
 	if p.hasSpec && p.f.applied != nil {

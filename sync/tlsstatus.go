@@ -15,10 +15,10 @@ import (
 // the CAs they trust, the earliest CA expiry and the earliest member certificate expiry. Only fresh
 // reports count: a dead member's last word says nothing about the files in use now. Nil without TLS.
 func (p *plan) tlsStatus() *api.TLSStatus {
-	if !p.hasSpec || !p.spec.Security.TLS.TLSOn() {
+	if !p.hasSpec || p.tlsSw.mode == tlsPlain && !p.tlsSw.final {
 		return nil
 	}
-	st := &api.TLSStatus{}
+	st := &api.TLSStatus{Switch: p.tlsSw.status}
 	seen := map[string]bool{}
 	earliest := func(cur *metav1.Time, s string) *metav1.Time {
 		t, err := time.Parse(time.RFC3339, s)

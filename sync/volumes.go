@@ -166,8 +166,8 @@ func (p *plan) growClaim(i int, size resource.Quantity) bool {
 		p.wait("%s to finish defragmenting before growing claim %s", who, f.names.PVC(i))
 		return true
 	}
-	if who := p.caRestarting(); who != "" {
-		p.wait("%s to finish restarting for the CA rotation before growing claim %s", who, f.names.PVC(i))
+	if what := p.restartingInPlace(); what != "" {
+		p.wait("%s before growing claim %s", what, f.names.PVC(i))
 		return true
 	}
 	attempt, why := p.nextAttempt(f.growJobs[i])

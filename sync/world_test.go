@@ -51,6 +51,8 @@ type world struct {
 	owner     map[int]string // the parent UID ordinal i's volume is bound to
 	noPromote map[int]bool   // the learner at ordinal i never catches up
 	down      map[int]bool   // pod present but its agent and etcd are dead
+	// peerSwitches: the ordinals whose peer URL moved to the other scheme, in order (a TLS switch).
+	peerSwitches []int
 	noJobs    bool           // Jobs stay active (their pods cannot run)
 	failJobs  bool           // Jobs fail
 	// noResizer: a grown claim's capacity stays (no volume driver grows it); stsOrphaned counts the
@@ -104,6 +106,9 @@ type simPod struct {
 	uid      string
 	revision string
 	image    string
+	// peerScheme: the scheme of the peer URL its template advertises (a joining member's); transition:
+	// the template's --tls-transition value ("" none), under which its agent moves its peer URL when asked.
+	peerScheme, transition string
 	ready    bool
 	// readyAt is when ready last changed as the API server shows it (the Ready condition's
 	// lastTransitionTime), for readyWas and readyUID (a new pod is a transition).
@@ -385,6 +390,21 @@ func (w *world) templateSize() string {
 	return vct["spec"].(map[string]any)["resources"].(map[string]any)["requests"].(map[string]any)["storage"].(string)
 }
 
+// stsSchemes reads the template's advertised peer scheme and its --tls-transition value.
+func (w *world) stsSchemes() (peer, transition string) {
+	c := w.sts()["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0]
+	for _, a := range c.(map[string]any)["command"].([]any) {
+		s := a.(string)
+		if v, ok := strings.CutPrefix(s, api.AgentFlagTLSTransition); ok {
+			transition = v
+		}
+		if v, ok := strings.CutPrefix(s, "--initial-advertise-peer-urls="); ok {
+			peer, _, _ = strings.Cut(v, "://")
+		}
+	}
+	return peer, transition
+}
+
 func (w *world) stsImage() string {
 	c := w.sts()["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0]
 	return c.(map[string]any)["image"].(string)
@@ -552,6 +572,7 @@ func (w *world) controllers() {
 			rev = w.currentRevisionFor(i)
 		}
 		w.pods[i] = &simPod{uid: w.newUID("pod"), revision: rev, image: w.stsImage()}
+		w.pods[i].peerScheme, w.pods[i].transition = w.stsSchemes()
 		if emptyDir {
 			w.data[i] = ""
 		} else if w.pvcs[i] == nil {
@@ -566,6 +587,7 @@ func (w *world) controllers() {
 		p := w.pods[i]
 		if p.revision != w.updateRevision() {
 			w.pods[i] = &simPod{uid: w.newUID("pod"), revision: w.updateRevision(), image: w.stsImage()}
+			w.pods[i].peerScheme, w.pods[i].transition = w.stsSchemes()
 			if emptyDir {
 				w.data[i] = ""
 			}
@@ -591,9 +613,11 @@ func (w *world) currentRevisionFor(i int) string {
 
 func (w *world) peerURL(i int) string { return w.names().PeerURL(i) }
 
+// byPeer finds the member at url, whichever its scheme (a TLS switch moves it).
 func (e *simEtcd) byPeer(url string) *api.Member {
+	_, host, _ := strings.Cut(url, "://")
 	for k := range e.members {
-		if e.members[k].PeerURL == url {
+		if _, h, _ := strings.Cut(e.members[k].PeerURL, "://"); h == host {
 			return &e.members[k]
 		}
 	}
@@ -719,6 +743,10 @@ func (w *world) agent(i int) {
 		return // waits for its Lease
 	}
 	url := w.peerURL(i)
+	if s := w.pods[i].peerScheme; s != "" {
+		_, host, _ := strings.Cut(url, "://")
+		url = s + "://" + host // a joining member advertises its template's scheme
+	}
 	m := w.etcd.byPeer(url)
 	if ann[api.AnnIntent] == api.IntentLeave {
 		if m != nil && m.ID == w.data[i] && w.canRemove(m.ID) {
@@ -746,6 +774,13 @@ func (w *world) agent(i int) {
 	}
 	if w.data[i] != "" && (m == nil || m.ID != w.data[i]) {
 		w.data[i] = "" // proven removed: moved aside
+	}
+	if to, _ := ann[api.AnnPeerScheme].(string); to != "" && w.data[i] != "" && w.pods[i].transition != "" && w.quorum() {
+		// membership.Agent.switchPeerScheme: etcd stopped, member update through the others, started.
+		if from, host, _ := strings.Cut(m.PeerURL, "://"); from != to {
+			m.PeerURL = to + "://" + host
+			w.peerSwitches = append(w.peerSwitches, i)
+		}
 	}
 	if w.data[i] != "" {
 		m.Started, m.Name = true, w.names().Pod(i)

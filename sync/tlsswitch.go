@@ -1,0 +1,240 @@
+package sync
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/etcdhook/etcdhook/api"
+)
+
+// Switching TLS on or off on a running cluster (docs/design.md §14.8), the hook's half. etcd can serve
+// both schemes on one client port, but a peer listener has one scheme, and each member dials a peer with
+// the scheme of that peer's URL in the member list. So the switch goes:
+//
+//  1. a roll to the transition template: certificates on both planes, the client port serving http and
+//     https, each member's peer listener on the scheme of its own peer URL in the member list;
+//  2. one member at a time (the turn of a CA rotation's restart, §14.6): its agent stops etcd, updates
+//     its own peer URL to the new scheme through the others (member update) and starts it again;
+//  3. once every peer URL has the new scheme, a roll to the final template (TLS or plaintext only).
+//
+// Where the switch stands is derived from the member list (the peer URLs' schemes), never recorded:
+// the spec says where it goes. Only when no member list is known does the StatefulSet's annotation
+// (etcd.io/tls-switch, the hook's own) say which template the pods were last given.
+
+// tlsMode is the TLS of the pod template.
+type tlsMode int
+
+const (
+	tlsPlain tlsMode = iota
+	tlsOn
+	tlsTransition
+)
+
+// tlsSwitchState is the decision of one sync.
+type tlsSwitchState struct {
+	mode tlsMode
+	// from is the scheme being left (transition, or the final roll after it): the agents' own clients
+	// and a joining member's peer URL keep it until every member serves the new one.
+	from string
+	// final: the pods roll from the transition template to the final one.
+	final bool
+	// turn: the ordinal whose peer URL moves now (-1 none).
+	turn   int
+	status *api.TLSSwitch
+}
+
+func (s tlsSwitchState) active() bool { return s.mode == tlsTransition || s.final }
+
+// switchAnnotation is the StatefulSet's etcd.io/tls-switch: "transition <from>" while the pods are
+// given the transition template, "final <from>" while they roll from it to the final one.
+func (s tlsSwitchState) switchAnnotation() string {
+	switch {
+	case s.mode == tlsTransition:
+		return "transition " + s.from
+	case s.final:
+		return "final " + s.from
+	}
+	return ""
+}
+
+func peerScheme(url string) string {
+	if strings.HasPrefix(url, "https://") {
+		return "https"
+	}
+	return "http"
+}
+
+// decideTLSMode picks the template's TLS from the spec and the members' peer URLs (before the template
+// is rendered).
+func (p *plan) decideTLSMode() {
+	f := p.f
+	target := p.spec.Security.TLS.TLSOn()
+	to := api.Scheme(target)
+	st := tlsSwitchState{mode: tlsPlain, turn: -1}
+	if target {
+		st.mode = tlsOn
+	}
+	observed := ""
+	if f.sts != nil {
+		observed = f.sts.Annotations[api.AnnTLSSwitch]
+	}
+	obsPhase, obsFrom, _ := strings.Cut(observed, " ")
+	if obsFrom != "http" && obsFrom != "https" {
+		obsPhase, obsFrom = "", "" // not as the hook writes it: read as absent
+	}
+	// Members of no ordinal (orphans, which the hook removes) are not counted: no agent moves them.
+	left, counted := 0, 0
+	for _, m := range f.members {
+		if m.ordinal < 0 {
+			continue
+		}
+		counted++
+		if peerScheme(m.PeerURL) != to {
+			left++
+		}
+	}
+	switch {
+	case counted == 0 && obsPhase == "transition":
+		// No member list (no quorum, or not reported yet): the pods keep the template they were given.
+		st.mode, st.from = tlsTransition, obsFrom
+	case left > 0:
+		st.mode, st.from = tlsTransition, api.Scheme(!target)
+	case obsPhase != "" && obsFrom != to:
+		st.final, st.from = true, obsFrom // the roll decides later whether it is over (finishTLSSwitch)
+	}
+	p.tlsSw = st
+}
+
+// renderTLS is the TLS the template and the agent configuration are rendered from: the spec's, or in
+// the transition the spec's settings with TLS on (either way the switch goes).
+func (p *plan) renderTLS() api.TLSSpec {
+	t := p.spec.Security.TLS
+	switch on := p.tlsSw.mode != tlsPlain; {
+	case on == t.TLSOn():
+		return t
+	default:
+		return t.As(on)
+	}
+}
+
+// clientHTTPS says whether every member serves https on its client port: the scheme of the Jobs' and
+// agents' endpoints. In the transition it is the scheme being left (the pods not yet rolled serve only
+// that one); in the final roll the new one (the pods not yet rolled serve both).
+func (p *plan) clientHTTPS() bool {
+	if p.tlsSw.mode == tlsTransition {
+		return p.tlsSw.from == "https"
+	}
+	return p.tlsSw.mode == tlsOn
+}
+
+// agentKeepsTLS: the agent configuration carries the TLS settings, so that a pod of the transition
+// template (started, or restarted in place, before it is rolled) can read them.
+func (p *plan) agentKeepsTLS() bool { return p.tlsSw.mode != tlsPlain || p.tlsSw.final }
+
+// askPeerSwitch decides the switch's step after the roll, and writes the peer scheme on the Lease of
+// the one member whose turn it is.
+func (p *plan) askPeerSwitch() {
+	st := &p.tlsSw
+	f := p.f
+	if st.final && !p.rolling {
+		st.final = false // every pod runs the final template: the switch is over
+	}
+	if !st.active() {
+		return
+	}
+	to := api.Scheme(p.spec.Security.TLS.TLSOn())
+	status := &api.TLSSwitch{To: to}
+	st.status = status
+	for _, m := range f.members {
+		if m.ordinal >= 0 {
+			status.Members++
+			if peerScheme(m.PeerURL) == to {
+				status.Switched++
+			}
+		}
+	}
+	switch {
+	case st.final:
+		status.Phase = api.TLSSwitchRollingOut
+		status.Waiting = "the rolling update to the final template"
+		return
+	case p.rolling:
+		status.Phase = api.TLSSwitchRollingIn
+		status.Waiting = "the rolling update to the transition template (both schemes served)"
+		return
+	}
+	status.Phase = api.TLSSwitchPeers
+	var todo []caReport
+	missing := 0
+	for _, m := range f.members {
+		if m.ordinal < 0 || peerScheme(m.PeerURL) == to {
+			continue
+		}
+		lv := f.leases[m.ordinal]
+		if f.primary[m.ordinal] != m || lv == nil || !lv.fresh || lv.report.MemberID != m.ID {
+			missing++
+			continue
+		}
+		todo = append(todo, caReport{i: m.ordinal, id: m.ID})
+	}
+	waiting := ""
+	for _, r := range todo {
+		if f.leases[r.i].report.Reason() == api.ReasonSwitchingPeerScheme {
+			st.turn = r.i // its agent is stopping etcd for the switch, whatever the Lease asks
+			break
+		}
+	}
+	if st.turn < 0 && len(todo) > 0 {
+		st.turn, waiting = p.restartTurn(todo, func(lv *leaseView) bool { return lv.peerScheme == to })
+	}
+	switch {
+	case st.turn >= 0:
+		status.Switching = f.names.Pod(st.turn)
+		waiting = fmt.Sprintf("%s to move its peer URL to %s", f.names.Pod(st.turn), to)
+		p.lease(st.turn).peerScheme = to
+	case missing > 0 && waiting == "":
+		waiting = fmt.Sprintf("%d member(s) whose peer URL is still %s to report", missing, st.from)
+	}
+	status.Waiting = waiting
+	if waiting != "" {
+		p.wait("TLS switch: %s", waiting)
+	}
+}
+
+// restartingInPlace says which member's etcd restarts in place now (a CA rotation's restart, a TLS
+// switch's peer URL move) as a wait ("" none): no other disruptive step starts beside it.
+func (p *plan) restartingInPlace() string {
+	if who := p.caRestarting(); who != "" {
+		return who + " to finish restarting for the CA rotation"
+	}
+	if who := p.switchingPeer(); who != "" {
+		return who + " to finish moving its peer URL (TLS switch)"
+	}
+	return ""
+}
+
+// switchingPeer names the pod of a member asked to move its peer URL that has not done so yet, or whose
+// agent says it is doing so ("" none).
+func (p *plan) switchingPeer() string {
+	for _, i := range sortedKeys(p.f.primary) {
+		m, lv := p.f.primary[i], p.f.leases[i]
+		if lv != nil && lv.fresh && lv.report.MemberID == m.ID &&
+			(lv.peerScheme != "" && peerScheme(m.PeerURL) != lv.peerScheme || lv.report.Reason() == api.ReasonSwitchingPeerScheme) {
+			return p.f.names.Pod(i)
+		}
+	}
+	return ""
+}
+
+// switchedPeer: m's etcd is down because it moves its peer URL now (asked, its agent reporting): the
+// step itself, not a degradation.
+func (p *plan) switchedPeer(m *memberView) bool {
+	if m.ordinal < 0 {
+		return false
+	}
+	lv := p.f.leases[m.ordinal]
+	if lv == nil || !lv.fresh || lv.report.MemberID != m.ID {
+		return false
+	}
+	return m.ordinal == p.tlsSw.turn || lv.peerScheme != "" && peerScheme(m.PeerURL) != lv.peerScheme || lv.report.Reason() == api.ReasonSwitchingPeerScheme
+}
