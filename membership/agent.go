@@ -59,6 +59,9 @@ type AgentConfig struct {
 	// LoadRetired, when set, reads Retired again before each start decision (agent.json as the kubelet
 	// refreshes it); a read that fails keeps the last list.
 	LoadRetired func() (map[uint64]bool, error)
+	// Transition is the scheme a TLS switch leaves ("" none; the pod runs the transition template,
+	// docs/design.md §14.8): the agent moves its peer URL to the other scheme when its Lease asks.
+	Transition string
 }
 
 // Agent supervises etcd in a member pod (docs/design.md §1.3, §7.2-§7.3).
@@ -112,6 +115,11 @@ type Agent struct {
 	noSpaceStuck bool
 	// ownAlarms: the alarms this member raised, as last seen (events on a change).
 	ownAlarms map[string]bool
+	// startMembers: the member list the last start decision read from the others (nil: none answered).
+	startMembers []api.Member
+	// peerURL: the peer URL etcd runs with now (its scheme from the member list, peerswitch.go);
+	// peerAsk: the scheme the Lease lets it move to (etcd.io/peer-scheme).
+	peerURL, peerAsk string
 }
 
 // event posts a Kubernetes Event on the EtcdCluster; notes start with the pod so that the cluster's
@@ -253,7 +261,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		if ctx.Err() != nil || a.isKilled() {
 			return nil
 		}
-		if errors.Is(err, errRestartForCA) {
+		if errors.Is(err, errRestartForCA) || errors.Is(err, errPeerMoved) {
 			failures = 0
 			continue
 		}
@@ -304,6 +312,7 @@ func (a *Agent) decide(ctx context.Context) (Decision, StartFacts, error) {
 	}
 	a.askRenewal(in.Renewal)
 	a.askRotation(in)
+	a.peerAsk = in.PeerScheme
 	df, err := ReadData(a.Cfg.DataDir)
 	if err != nil {
 		return Decision{}, StartFacts{}, err
@@ -411,9 +420,10 @@ func (a *Agent) idleReport(f StartFacts, errText string) api.Report {
 func (a *Agent) start(ctx context.Context, d Decision, f StartFacts) error {
 	state := "existing"
 	var initial []api.Member
+	a.peerURL = a.startPeerURL(f)
 	if d.Action != StartExisting {
 		// The binding is written before etcd writes anything, so that data without one is never ours.
-		if err := WriteBinding(a.Cfg.DataDir, Binding{ParentUID: a.Cfg.ParentUID, PeerURL: a.Cfg.PeerURL}); err != nil {
+		if err := WriteBinding(a.Cfg.DataDir, Binding{ParentUID: a.Cfg.ParentUID, PeerURL: a.peerURL}); err != nil {
 			return fmt.Errorf("writing the data binding: %w", err)
 		}
 	}
@@ -474,7 +484,7 @@ func (a *Agent) initialCluster(ms []api.Member) string {
 	hasSelf := false
 	for _, m := range ms {
 		name := m.Name
-		if m.PeerURL == a.Cfg.PeerURL {
+		if samePeer(m.PeerURL, a.Cfg.PeerURL) {
 			name, hasSelf = a.Cfg.Name, true
 		}
 		if name == "" {
@@ -483,7 +493,11 @@ func (a *Agent) initialCluster(ms []api.Member) string {
 		parts = append(parts, name+"="+m.PeerURL)
 	}
 	if !hasSelf {
-		parts = append(parts, a.Cfg.Name+"="+a.Cfg.PeerURL)
+		self := a.Cfg.PeerURL
+		if a.peerURL != "" {
+			self = a.peerURL
+		}
+		parts = append(parts, a.Cfg.Name+"="+self)
 	}
 	return strings.Join(parts, ",")
 }
@@ -491,6 +505,10 @@ func (a *Agent) initialCluster(ms []api.Member) string {
 // runEtcd starts etcd and supervises it: promote while a learner, leave on intent leave, report.
 func (a *Agent) runEtcd(ctx context.Context, state string, initial []api.Member) error {
 	args := append([]string{}, a.Cfg.EtcdCommand[1:]...)
+	if a.Certs != nil && a.peerURL != "" {
+		// The peer listener on the scheme of this member's own peer URL (a TLS switch moves it).
+		args = peerArgs(args, a.peerURL)
+	}
 	args = append(args, "--initial-cluster-state="+state)
 	if len(initial) > 0 {
 		args = append(args, "--initial-cluster="+a.initialCluster(initial))
@@ -563,6 +581,17 @@ func (a *Agent) runEtcd(ctx context.Context, state string, initial []api.Member)
 			a.stopEtcd(cmd, exited)
 			a.certChecked = time.Time{}
 			return errRestartForCA
+		}
+		if a.peerMoveDue() && a.peerMoveStillAsked(ctx) {
+			// The hook lets this member move its peer URL to the other scheme (a TLS switch's step,
+			// docs/design.md §14.8): said before etcd stops, as for a CA restart.
+			to := a.peerAsk
+			a.Log.Info("stopping etcd to move the peer URL", "to", to)
+			r := a.keptReport()
+			r.Error = api.ReasonSwitchingPeerScheme + ": moving the peer URL to " + to
+			a.report(ctx, r, true)
+			a.stopEtcd(cmd, exited)
+			return a.movePeerURL(ctx, to)
 		}
 		switch a.observe(ctx, &bound) {
 		case selfRemoved:
@@ -671,7 +700,7 @@ func (a *Agent) observe(ctx context.Context, bound *bool) observation {
 		a.alarmEvents(nil, st.Header.MemberId)
 	}
 	if !*bound {
-		if err := WriteBinding(a.Cfg.DataDir, Binding{ParentUID: a.Cfg.ParentUID, ClusterID: r.ClusterID, MemberID: r.MemberID, PeerURL: a.Cfg.PeerURL, Restored: a.restored}); err == nil {
+		if err := WriteBinding(a.Cfg.DataDir, Binding{ParentUID: a.Cfg.ParentUID, ClusterID: r.ClusterID, MemberID: r.MemberID, PeerURL: a.peerURL, Restored: a.restored}); err == nil {
 			*bound = true
 		}
 	}
@@ -680,6 +709,7 @@ func (a *Agent) observe(ctx context.Context, bound *bool) observation {
 		a.leaseProblems = in.Problems
 		a.askRenewal(in.Renewal)
 		a.askRotation(in)
+		a.peerAsk = in.PeerScheme
 	}
 	listed := func(l List) bool {
 		for _, m := range l.Members {

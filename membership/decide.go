@@ -146,7 +146,7 @@ func DecideStart(f StartFacts) Decision {
 
 func (f StartFacts) self() *api.Member {
 	for i := range f.Members {
-		if f.Members[i].PeerURL == f.PeerURL {
+		if samePeer(f.Members[i].PeerURL, f.PeerURL) { // either scheme: a TLS switch moves it
 			return &f.Members[i]
 		}
 	}
@@ -160,7 +160,7 @@ func (f StartFacts) retiredData() bool {
 	if f.Data.ClusterID == 0 || !f.Retired[f.Data.ClusterID] || f.Data.ClusterID == f.ClusterID {
 		return false
 	}
-	if b := f.Data.Binding; b != nil && (b.ParentUID != f.ParentUID || b.PeerURL != "" && f.PeerURL != "" && b.PeerURL != f.PeerURL) {
+	if b := f.Data.Binding; b != nil && (b.ParentUID != f.ParentUID || b.PeerURL != "" && f.PeerURL != "" && !samePeer(b.PeerURL, f.PeerURL)) {
 		return false
 	}
 	return true
@@ -175,7 +175,7 @@ func (f StartFacts) foreign() (string, bool) {
 		if b.ParentUID != f.ParentUID {
 			return fmt.Sprintf("the data directory belongs to EtcdCluster UID %s, not %s (set adoptExistingData to use it)", b.ParentUID, f.ParentUID), true
 		}
-		if b.PeerURL != "" && f.PeerURL != "" && b.PeerURL != f.PeerURL {
+		if b.PeerURL != "" && f.PeerURL != "" && !samePeer(b.PeerURL, f.PeerURL) {
 			return fmt.Sprintf("the data directory belongs to the member at %s, not %s (a volume bound to another ordinal)", b.PeerURL, f.PeerURL), true
 		}
 	} else if f.ClusterID == 0 || f.Data.ClusterID != f.ClusterID {

@@ -38,6 +38,7 @@ const (
 	OpAdd Op = iota
 	OpRemove
 	OpPromote
+	OpUpdate
 )
 
 // Classify maps an error of op to what the caller should do. ErrMemberNotFound means "retry after a

@@ -308,7 +308,7 @@ func (e *Etcd) AddLearner(ctx context.Context, eps []string, peerURL string) (ui
 			return false, err
 		}
 		for _, m := range l.Members {
-			if m.PeerURL == peerURL {
+			if samePeer(m.PeerURL, peerURL) {
 				// Only a learner that never started may be taken over: anything else at this peer URL
 				// has data somewhere, and its ID must not be reused on an empty directory.
 				if !m.Learner || m.Started {

@@ -27,6 +27,7 @@ const (
 	EventAlarmDisarmed       = "AlarmDisarmed"
 	EventDefragFailed        = "DefragFailed"
 	EventVolumeGrown         = "VolumeGrown"
+	EventPeerURLUpdated      = "PeerURLUpdated"
 )
 
 // Recorder posts an Event on the member's EtcdCluster. reason is one of the Event* constants, action

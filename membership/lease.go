@@ -31,6 +31,8 @@ type Intent struct {
 	// etcd to trust (docs/design.md §14.6); zero when none or not as the hook writes them.
 	CARotation api.CARotationIntent
 	CARestart  string
+	// PeerScheme: the scheme this member may move its peer URL to now ("http", "https"; "" none).
+	PeerScheme string
 	// Report is the agent-owned half as last written (by this pod or its predecessor).
 	Report api.Report
 	// Problems: annotations that were present but unusable (reported in the Lease, never fatal).
@@ -97,6 +99,12 @@ func intentFromAnnotations(ann map[string]string) Intent {
 		} else {
 			in.Problems = append(in.Problems, fmt.Sprintf("%s %q is not a list of CA fingerprints: ignored", api.AnnCARestart, v))
 		}
+	}
+	switch v := ann[api.AnnPeerScheme]; v {
+	case "", "http", "https":
+		in.PeerScheme = v
+	default:
+		in.Problems = append(in.Problems, fmt.Sprintf("%s %q is neither http nor https: ignored", api.AnnPeerScheme, v))
 	}
 	if _, p := StartIntent(in.Intent); p != "" {
 		in.Problems = append(in.Problems, p)

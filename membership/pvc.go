@@ -72,7 +72,7 @@ func DeletePVC(ctx context.Context, e *Etcd, kube kubernetes.Interface, log *slo
 }
 
 // samePeer compares peer URLs without their scheme: a member whose peer URL was changed from http to
-// https (or back) is still the member at that address, and its volume must not be deleted.
+// https (or back, a TLS switch) is still the member at that address, and its volume must not be deleted.
 func samePeer(a, b string) bool {
 	strip := func(u string) string {
 		for _, p := range []string{"https://", "http://"} {

@@ -44,7 +44,7 @@ func RemoveMember(ctx context.Context, e *Etcd, log *slog.Logger, req RemoveRequ
 		log.Info("member already removed", "member", req.ID)
 		return nil
 	}
-	if req.PeerURL != "" && target.PeerURL != req.PeerURL {
+	if req.PeerURL != "" && !samePeer(target.PeerURL, req.PeerURL) {
 		return fmt.Errorf("%w: member %s has peer URL %s, not %s", ErrRefused, req.ID, target.PeerURL, req.PeerURL)
 	}
 	healthy := e.Health(ctx, l.Members)

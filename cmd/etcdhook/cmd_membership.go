@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -38,23 +39,29 @@ func jsonLogger() *slog.Logger {
 
 // runAgent: etcdhook agent --config=/etc/etcdhook/agent.json -- /usr/local/bin/etcd <static flags>
 func runAgent(args []string) error {
-	configPath, etcdCmd, err := parseAgentArgs(args)
+	configPath, transition, etcdCmd, err := parseAgentArgs(args)
 	if err != nil {
 		return err
 	}
-	b, err := os.ReadFile(configPath)
+	// What the pod's template says is the truth for this pod: etcd's flags (its certificate files) and
+	// the transition flag. agent.json comes from a ConfigMap the kubelet refreshes on its own schedule, so
+	// a pod created right after a TLS switch began may read the previous one: it waits for the TLS
+	// settings its template needs, and ignores those a plaintext template does not use.
+	tlsOn := slices.ContainsFunc(etcdCmd[1:], func(a string) bool { return strings.HasPrefix(a, "--cert-file=") })
+	cfg, err := readAgentConfig(configPath, tlsOn)
 	if err != nil {
 		return err
-	}
-	var cfg api.AgentConfig
-	if err := json.Unmarshal(b, &cfg); err != nil {
-		return fmt.Errorf("%s: %w", configPath, err)
 	}
 	pod, ns, podUID := os.Getenv("POD_NAME"), os.Getenv("POD_NAMESPACE"), os.Getenv("POD_UID")
 	if pod == "" || ns == "" || podUID == "" {
 		return errors.New("POD_NAME, POD_NAMESPACE and POD_UID must be set (downward API)")
 	}
-	names := api.Names{Cluster: cfg.Cluster, Namespace: ns, TLS: cfg.TLS != nil}
+	// The scheme of this agent's own clients and of a joining member's peer URL: in the transition the
+	// scheme being left, which every member serves until the switch is over (docs/design.md §14.8).
+	names := api.Names{Cluster: cfg.Cluster, Namespace: ns, TLS: tlsOn}
+	if transition != "" {
+		names.TLS = transition == "https"
+	}
 	ordinal := names.PodOrdinal(pod)
 	if ordinal < 0 {
 		return fmt.Errorf("pod %s is not a member pod of %s", pod, cfg.Cluster)
@@ -93,6 +100,7 @@ func runAgent(args []string) error {
 			Adopt:         cfg.AdoptExistingData,
 			LeaseDuration: duration,
 			EtcdCommand:   etcdCmd,
+			Transition:    transition,
 		},
 		Store:  store,
 		Etcd:   &membership.Etcd{Log: log},
@@ -122,7 +130,7 @@ func runAgent(args []string) error {
 		}
 		agent.Cfg.Restore = req
 	}
-	if cfg.TLS != nil {
+	if tlsOn {
 		certs, err := agentCerts(kcfg, cfg, names, ordinal, pod, log)
 		if err != nil {
 			return err
@@ -194,23 +202,59 @@ func agentCerts(kcfg *rest.Config, cfg api.AgentConfig, names api.Names, ordinal
 }
 
 // parseAgentArgs reads `agent [--config FILE] -- etcd [flags]`, the command the StatefulSet renders.
-func parseAgentArgs(args []string) (string, []string, error) {
+func parseAgentArgs(args []string) (configPath, transition string, etcdCmd []string, err error) {
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
-	configPath := fs.String("config", api.AgentConfigPath, "agent configuration (the ConfigMap's agent.json)")
+	fs.StringVar(&configPath, "config", api.AgentConfigPath, "agent configuration (the ConfigMap's agent.json)")
+	fs.StringVar(&transition, strings.Trim(api.AgentFlagTLSTransition, "-="), "", "the transition template of a TLS switch: the scheme being left (http or https)")
 	addLogLevel(fs)
 	if err := fs.Parse(args); err != nil {
-		return "", nil, usageError{err}
+		return "", "", nil, usageError{err}
 	}
-	etcdCmd := fs.Args()
+	etcdCmd = fs.Args()
 	if len(etcdCmd) == 0 {
-		return "", nil, usageError{errors.New("usage: etcdhook agent [--config FILE] -- etcd [flags]")}
+		return "", "", nil, usageError{errors.New("usage: etcdhook agent [--config FILE] [--tls-transition=http|https] -- etcd [flags]")}
+	}
+	if transition != "" && transition != "http" && transition != "https" {
+		return "", "", nil, usageError{fmt.Errorf("--tls-transition=%s: http or https", transition)}
 	}
 	for _, a := range etcdCmd[1:] {
 		if strings.HasPrefix(a, "--initial-cluster=") || strings.HasPrefix(a, "--initial-cluster-state=") {
-			return "", nil, usageError{fmt.Errorf("%s is the agent's to decide", a)}
+			return "", "", nil, usageError{fmt.Errorf("%s is the agent's to decide", a)}
 		}
 	}
-	return *configPath, etcdCmd, nil
+	if transition != "" && !slices.ContainsFunc(etcdCmd[1:], func(a string) bool { return strings.HasPrefix(a, "--cert-file=") }) {
+		return "", "", nil, usageError{errors.New("--tls-transition needs etcd's certificate flags")}
+	}
+	return configPath, transition, etcdCmd, nil
+}
+
+// readAgentConfig reads agent.json; when the template runs TLS (tlsOn) and the file has no TLS settings
+// yet (the kubelet has not refreshed it since a TLS switch began), it reads again every 2 s for up to
+// 3 minutes: the kubelet refreshes ConfigMap volumes within about a minute.
+func readAgentConfig(path string, tlsOn bool) (api.AgentConfig, error) {
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		var cfg api.AgentConfig
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return cfg, err
+		}
+		if err := json.Unmarshal(b, &cfg); err != nil {
+			return cfg, fmt.Errorf("%s: %w", path, err)
+		}
+		if !tlsOn {
+			cfg.TLS = nil // a plaintext template: settings left for the pods of a switch are not this pod's
+			return cfg, nil
+		}
+		if cfg.TLS != nil {
+			return cfg, nil
+		}
+		if time.Now().After(deadline) {
+			return cfg, fmt.Errorf("%s has no TLS settings, which etcd's certificate flags need", path)
+		}
+		jsonLogger().Warn("agent.json has no TLS settings yet; reading it again", "path", path)
+		time.Sleep(2 * time.Second)
+	}
 }
 
 // runMember: etcdhook member remove --id=… --peer-url=… --reason=… --endpoints=…

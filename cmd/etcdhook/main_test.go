@@ -39,8 +39,9 @@ func TestTemplateRunsTheAgentAsItParses(t *testing.T) {
 	}
 	require.Equal(t, api.AgentBinary, command[0])
 	require.Equal(t, "agent", command[1])
-	configPath, etcdCmd, err := parseAgentArgs(command[2:])
+	configPath, transition, etcdCmd, err := parseAgentArgs(command[2:])
 	require.NoError(t, err)
+	require.Empty(t, transition, "no TLS switch")
 	require.Equal(t, api.AgentConfigPath, configPath)
 	require.Equal(t, api.EtcdBinary, etcdCmd[0])
 
@@ -65,19 +66,26 @@ func TestTemplateRunsTheAgentAsItParses(t *testing.T) {
 }
 
 func TestAgentRefusesFlagsItDecides(t *testing.T) {
-	_, _, err := parseAgentArgs([]string{"--", "/usr/local/bin/etcd", "--initial-cluster-state=new"})
+	_, _, _, err := parseAgentArgs([]string{"--", "/usr/local/bin/etcd", "--initial-cluster-state=new"})
 	require.Error(t, err)
-	_, _, err = parseAgentArgs([]string{"--config=x"})
+	_, _, _, err = parseAgentArgs([]string{"--config=x"})
 	require.Error(t, err)
+	_, _, _, err = parseAgentArgs([]string{"--tls-transition=ftp", "--", "/usr/local/bin/etcd", "--cert-file=x"})
+	require.Error(t, err, "the scheme left is http or https")
+	_, _, _, err = parseAgentArgs([]string{"--tls-transition=http", "--", "/usr/local/bin/etcd"})
+	require.Error(t, err, "a transition without certificates could not listen on https")
+	_, tr, _, err := parseAgentArgs([]string{"--tls-transition=http", "--", "/usr/local/bin/etcd", "--cert-file=x"})
+	require.NoError(t, err)
+	require.Equal(t, "http", tr)
 }
 
 // Every command takes --log-level; an unknown level is a usage error, not a silent default.
 func TestLogLevelFlag(t *testing.T) {
 	defer logLevel.Set(slog.LevelInfo)
-	_, _, err := parseAgentArgs([]string{"--log-level=debug", "--", "/usr/local/bin/etcd"})
+	_, _, _, err := parseAgentArgs([]string{"--log-level=debug", "--", "/usr/local/bin/etcd"})
 	require.NoError(t, err)
 	require.Equal(t, slog.LevelDebug, logLevel.Level())
-	_, _, err = parseAgentArgs([]string{"--log-level=loud", "--", "/usr/local/bin/etcd"})
+	_, _, _, err = parseAgentArgs([]string{"--log-level=loud", "--", "/usr/local/bin/etcd"})
 	require.Error(t, err)
 	for _, cmd := range [][]string{{"serve", "--log-level=loud"}, {"backup", "--log-level=loud"}, {"restore", "--log-level=loud"},
 		{"member", "remove", "--log-level=loud"}, {"pvc", "delete", "--log-level=loud"}} {
