@@ -585,13 +585,13 @@ func (a *Agent) runEtcd(ctx context.Context, state string, initial []api.Member)
 		if a.peerMoveDue() && a.peerMoveStillAsked(ctx) {
 			// The hook lets this member move its peer URL to the other scheme (a TLS switch's step,
 			// docs/design.md §14.8): said before etcd stops, as for a CA restart.
-			to := a.peerAsk
+			to, self, members := a.peerAsk, a.last.MemberID, a.last.Members // (the report below drops the list)
 			a.Log.Info("stopping etcd to move the peer URL", "to", to)
 			r := a.keptReport()
 			r.Error = api.ReasonSwitchingPeerScheme + ": moving the peer URL to " + to
 			a.report(ctx, r, true)
 			a.stopEtcd(cmd, exited)
-			return a.movePeerURL(ctx, to)
+			return a.movePeerURL(ctx, to, self, members)
 		}
 		switch a.observe(ctx, &bound) {
 		case selfRemoved:

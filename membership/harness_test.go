@@ -172,7 +172,9 @@ type tcluster struct {
 	// tls: both planes TLS with client certificates, certificates made by the agents from secrets (the
 	// product's default); clock shifts the agents' certificate clock (rotation tests).
 	tls       bool
-	secrets   *MemSecrets
+	// transition: the pods run a TLS switch's transition template, leaving this scheme (setTemplate).
+	transition string
+	secrets    *MemSecrets
 	clientDir string
 	certShift atomic.Int64
 	// events, when set, receives every agent's Kubernetes Events (tests that assert them).
@@ -244,15 +246,38 @@ func (c *tcluster) endpoints(skip int) []string {
 	return eps
 }
 
+// setTemplate is the template the next starts run (docs/design.md §14.8): TLS or plaintext, or the
+// transition leaving the scheme `transition` (certificates on both planes, both schemes on the client
+// port, the URLs advertised in the scheme left). The slots' URLs take the template's scheme, as
+// api.Names does for the agents.
+func (c *tcluster) setTemplate(tls bool, transition string) {
+	c.tls, c.transition = tls || transition != "", transition
+	scheme := "http"
+	if tls {
+		scheme = "https"
+	}
+	if transition != "" {
+		scheme = transition
+	}
+	for _, s := range c.slots {
+		s.clientURL, s.peerURL = withScheme(s.clientURL, scheme), withScheme(s.peerURL, scheme)
+	}
+}
+
 // start runs slot i's agent ("the pod starts"); tick 0 is the default.
 func (c *tcluster) start(i int, tick time.Duration) {
 	s := c.slots[i]
 	require.Nil(c.t, s.agent, "slot %d already runs", i)
+	listenClient := s.clientURL
+	if c.transition != "" {
+		_, host, _ := strings.Cut(s.clientURL, "://")
+		listenClient = "http://" + host + ",https://" + host
+	}
 	cmd := []string{c.binary,
 		"--name=" + s.name,
 		"--data-dir=" + s.dataDir(),
 		"--listen-peer-urls=" + s.peerURL,
-		"--listen-client-urls=" + s.clientURL,
+		"--listen-client-urls=" + listenClient,
 		"--advertise-client-urls=" + s.clientURL,
 		"--initial-advertise-peer-urls=" + s.peerURL,
 		"--initial-cluster-token=tok-" + c.parent,
@@ -283,7 +308,7 @@ func (c *tcluster) start(i int, tick time.Duration) {
 			Name: s.name, PeerURL: s.peerURL, ClientURL: s.clientURL, Endpoints: c.endpoints(i),
 			DataDir: s.dataDir(), ParentUID: c.parent, LeaseDuration: 15 * time.Second,
 			EtcdCommand: cmd, Tick: tick, FastTick: fast, StopGrace: 10 * time.Second, JoinTimeout: 60 * time.Second, NoSpaceAgain: time.Second,
-			EtcdOutput: out, Retired: c.retired, LoadRetired: c.loadRetired,
+			EtcdOutput: out, Retired: c.retired, LoadRetired: c.loadRetired, Transition: c.transition,
 		},
 		Store: c.leases.Store(s.lease, s.name+"-pod"),
 		Etcd:  &Etcd{Log: log, CallTimeout: 2 * time.Second},
@@ -417,10 +442,10 @@ func (c *tcluster) voters(want ...int) bool {
 		if m.Learner || !m.Started {
 			return false
 		}
-		got = append(got, m.PeerURL)
+		got = append(got, withScheme(m.PeerURL, "")) // either scheme: a TLS switch moves it
 	}
 	for _, i := range want {
-		wantURLs = append(wantURLs, c.slots[i].peerURL)
+		wantURLs = append(wantURLs, withScheme(c.slots[i].peerURL, ""))
 	}
 	sort.Strings(got)
 	sort.Strings(wantURLs)
@@ -438,7 +463,7 @@ func (c *tcluster) voters(want ...int) bool {
 
 func (c *tcluster) memberID(i int) string {
 	for _, m := range c.tryMembers() {
-		if m.PeerURL == c.slots[i].peerURL {
+		if samePeer(m.PeerURL, c.slots[i].peerURL) {
 			return m.ID
 		}
 	}

@@ -90,6 +90,18 @@ func (m *MemLeases) SetCA(name, rotation, restart string) {
 	}
 }
 
+// SetPeerScheme writes (or, with "", removes) the hook's etcd.io/peer-scheme on a Lease.
+func (m *MemLeases) SetPeerScheme(name, scheme string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if l := m.leases[name]; l != nil {
+		delete(l.ann, api.AnnPeerScheme)
+		if scheme != "" {
+			l.ann[api.AnnPeerScheme] = scheme
+		}
+	}
+}
+
 // Report returns the agent's last report on a Lease.
 func (m *MemLeases) Report(name string) api.Report {
 	m.mu.Lock()

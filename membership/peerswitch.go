@@ -91,21 +91,21 @@ func (a *Agent) peerMoveStillAsked(ctx context.Context) bool {
 	return a.peerMoveDue()
 }
 
-// movePeerURL runs with etcd stopped: it updates this member's peer URL to scheme `to` through the other
-// voters of the last member list, and records it in the binding. On failure the member list still has
-// the old URL, and etcd starts on it again (the start reads the list).
-func (a *Agent) movePeerURL(ctx context.Context, to string) error {
-	id, err := api.ParseID(a.last.MemberID)
+// movePeerURL runs with etcd stopped: it updates this member's (self's) peer URL to scheme `to` through
+// the other voters of members, the list it last read, and records it in the binding. On failure the
+// member list still has the old URL, and etcd starts on it again (the start reads the list).
+func (a *Agent) movePeerURL(ctx context.Context, to, self string, members []api.Member) error {
+	id, err := api.ParseID(self)
 	if err != nil {
 		return fmt.Errorf("moving the peer URL: %w", err)
 	}
 	url := withScheme(a.peerURL, to)
-	eps := voterEndpoints(a.last.Members, a.last.MemberID)
+	eps := voterEndpoints(members, self)
 	uctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	err = a.Etcd.UpdatePeerURL(uctx, eps, id, url)
 	cancel()
 	if err != nil {
-		a.event(EventPeerURLUpdated, "UpdatePeerURL", true, "could not move the peer URL of member %s to %s: %v", a.last.MemberID, url, err)
+		a.event(EventPeerURLUpdated, "UpdatePeerURL", true, "could not move the peer URL of member %s to %s: %v", self, url, err)
 		return fmt.Errorf("moving the peer URL to %s: %w", url, err)
 	}
 	if df, err := ReadData(a.Cfg.DataDir); err == nil && df.Binding != nil {
@@ -115,8 +115,8 @@ func (a *Agent) movePeerURL(ctx context.Context, to string) error {
 			a.Log.Warn("peer URL moved; the binding keeps the old one (the member list says the new one)", "error", err)
 		}
 	}
-	a.Log.Info("peer URL moved", "member", a.last.MemberID, "peerURL", url)
-	a.event(EventPeerURLUpdated, "UpdatePeerURL", false, "member %s moved its peer URL to %s (TLS switch)", a.last.MemberID, url)
+	a.Log.Info("peer URL moved", "member", self, "peerURL", url)
+	a.event(EventPeerURLUpdated, "UpdatePeerURL", false, "member %s moved its peer URL to %s (TLS switch)", self, url)
 	return errPeerMoved
 }
 

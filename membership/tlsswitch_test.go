@@ -1,0 +1,138 @@
+package membership
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/internal/writer"
+)
+
+// clientScheme talks to every member through scheme (https with the client Secret, read at every
+// handshake), whatever the template: a user's client before or after it moves.
+func (c *tcluster) clientScheme(scheme string) *clientv3.Client {
+	var eps []string
+	for _, s := range c.slots {
+		eps = append(eps, withScheme(s.clientURL, scheme))
+	}
+	cfg := clientv3.Config{Endpoints: eps, DialTimeout: 2 * time.Second, Logger: zap.NewNop()}
+	if scheme == "https" {
+		cfg.TLS = ReloadingClientTLS(func() (map[string][]byte, error) {
+			data, _, _, err := c.secrets.Get(context.Background(), "m-client-tls")
+			return data, err
+		})
+	}
+	cl, err := clientv3.New(cfg)
+	require.NoError(c.t, err)
+	return cl
+}
+
+// startWriterOn runs the continuous writer through cl (keys under prefix).
+func startWriterOn(c *tcluster, cl *clientv3.Client, prefix, first string) *twriter {
+	w := &twriter{c: c, Writer: writer.Start(cl, writer.Limits{
+		Prefix: prefix, Max: 20000, For: 10 * time.Minute, Every: 20 * time.Millisecond, Timeout: 2 * time.Second,
+	}, first)}
+	c.t.Cleanup(func() { w.Stop(); cl.Close() })
+	return w
+}
+
+// Switching TLS on a running cluster and back (docs/design.md §14.8), against real etcd processes and
+// agents, each step as the hook drives it: a roll to the transition template (both schemes on the
+// client port, certificates on both planes), each member asked in turn to move its peer URL
+// (etcd.io/peer-scheme: its agent stops etcd, member-updates its own URL through the others, starts it
+// listening on the new scheme), then a roll to the final template. A client of the old scheme writes
+// until the peer URLs are moved, one of the new scheme from the end of the transition roll: every
+// acknowledged write stays readable, and the failed ones are counted per step.
+func TestMembershipTLSSwitch(t *testing.T) {
+	forEachVersion(t, func(t *testing.T, v string) {
+		c := newPlainCluster(t, v, 3)
+		var first *twriter
+		c.bootstrap(&first, 3)
+		healthy := func() bool { return c.voters(0, 1, 2) }
+		roll := func(tls bool, transition string) time.Duration {
+			took := time.Now()
+			c.setTemplate(tls, transition)
+			for i := range c.slots {
+				require.NoError(t, c.stop(i))
+				c.start(i, 0)
+				c.waitFor(c.slots[i].name+" back as a healthy voter", stepMax, healthy)
+			}
+			return time.Since(took)
+		}
+		schemes := func() map[string]string {
+			out := map[string]string{}
+			for _, m := range c.tryMembers() {
+				out[m.Name] = schemeOf(m.PeerURL)
+			}
+			return out
+		}
+		move := func(to string) time.Duration {
+			took := time.Now()
+			for _, s := range c.slots {
+				pid := s.etcdPID()
+				c.leases.SetPeerScheme(s.lease, to)
+				c.waitFor(s.name+" to move its peer URL to "+to, stepMax, func() bool {
+					return schemes()[s.name] == to && healthy() && c.leases.Report(s.lease).Reason() != api.ReasonSwitchingPeerScheme
+				})
+				require.NotEqual(t, pid, s.etcdPID(), "%s restarted etcd to listen on %s", s.name, to)
+				c.leases.SetPeerScheme(s.lease, "")
+			}
+			for _, s := range c.slots {
+				b, err := ReadData(s.dataDir())
+				require.NoError(t, err)
+				require.Equal(t, to, schemeOf(b.Binding.PeerURL), "%s's binding records the peer URL it runs with", s.name)
+			}
+			return time.Since(took)
+		}
+		plaintextRefused := func() {
+			hc := &http.Client{Timeout: 2 * time.Second}
+			for _, s := range c.slots {
+				resp, err := hc.Get(withScheme(s.clientURL, "http") + "/health")
+				if err == nil {
+					resp.Body.Close()
+				}
+				require.Error(t, err, "%s refuses plaintext clients", s.name)
+			}
+		}
+
+		// Switching on.
+		first.Step("on: transition roll")
+		rollIn := roll(false, "http")
+		require.Equal(t, map[string]string{"m0": "http", "m1": "http", "m2": "http"}, schemes())
+		tlsW := startWriterOn(c, c.clientScheme("https"), "s", "on: peer URLs")
+		first.Step("on: peer URLs")
+		moves := move("https")
+		first.Stop() // the plaintext client moved to https
+		tlsW.Step("on: final roll")
+		rollOut := roll(true, "")
+		plaintextRefused()
+		require.Equal(t, map[string]string{"m0": "https", "m1": "https", "m2": "https"}, schemes())
+		t.Logf("TLS on: transition roll %s, peer URLs %s, final roll %s", rollIn.Round(time.Millisecond), moves.Round(time.Millisecond), rollOut.Round(time.Millisecond))
+
+		// And off again.
+		tlsW.Step("off: transition roll")
+		rollIn = roll(false, "https")
+		second := startWriterOn(c, c.clientScheme("http"), "p", "off: peer URLs")
+		tlsW.Step("off: peer URLs")
+		moves = move("http")
+		tlsW.Stop()
+		second.Step("off: final roll")
+		rollOut = roll(false, "")
+		require.Equal(t, map[string]string{"m0": "http", "m1": "http", "m2": "http"}, schemes())
+		t.Logf("TLS off: transition roll %s, peer URLs %s, final roll %s", rollIn.Round(time.Millisecond), moves.Round(time.Millisecond), rollOut.Round(time.Millisecond))
+		second.Step("settled")
+		c.waitFor("writes after the switch", stepMax, func() bool { return second.AckedInStep() >= 5 })
+		t.Logf("failed writes: plaintext client %d (transition roll %d, peer URLs %d); TLS client %d (peer URLs on %d, final roll on %d, transition roll off %d, peer URLs off %d); plaintext client again %d",
+			first.Failed(), first.Failed("on: transition roll"), first.Failed("on: peer URLs"), tlsW.Failed(),
+			tlsW.Failed("on: peer URLs"), tlsW.Failed("on: final roll"), tlsW.Failed("off: transition roll"), tlsW.Failed("off: peer URLs"), second.Failed())
+		first.Verify(t)
+		tlsW.Verify(t)
+		second.Verify(t)
+	})
+}
