@@ -84,7 +84,7 @@ func want(phase, step string, stalled, available bool, desired, replicas, ready,
 	for _, p := range []string{"Creating", "Running", "Scaling", "Upgrading", "Degraded", "Failed", "Paused", "Restoring"} {
 		out["etcdhook_cluster_phase{phase="+p+"}"] = b(p == phase)
 	}
-	for _, s := range []string{"Bootstrapping", "MembershipChange", "RollingUpdate", "SpecPending", "RestoringInPlace", "VolumeGrowth", "CARotation"} {
+	for _, s := range []string{"Bootstrapping", "MembershipChange", "RollingUpdate", "SpecPending", "RestoringInPlace", "VolumeGrowth", "CARotation", "TLSSwitch"} {
 		out["etcdhook_cluster_step_in_flight{step="+s+"}"] = b(s == step)
 	}
 	return out

@@ -531,6 +531,53 @@ func fixtures() []fixture {
 			w.step(11 * time.Second) // every report renewed (a changed report is written at once)
 		}},
 		{name: "tls-disabled-new-cluster", build: func(w *world) { w.spec.Security.TLS.Enabled = ptr(false) }},
+		// Switching TLS on and off on a running cluster (docs/design.md §14.8).
+		{name: "tls-switch-on-transition-roll", build: func(w *world) {
+			w.spec.Security.TLS.Enabled = ptr(false)
+			settle(w)
+			w.setSpec(func(s *api.ClusterSpec) { s.Security.TLS.Enabled = ptr(true) })
+		}},
+		{name: "tls-switch-on-peer-move", build: func(w *world) {
+			w.spec.Security.TLS.Enabled = ptr(false)
+			settle(w)
+			w.setSpec(func(s *api.ClusterSpec) { s.Security.TLS.Enabled = ptr(true) })
+			stepUntil(w, func() bool { return slices.Contains(w.peerSchemesAsked(), "https") })
+		}},
+		{name: "tls-switch-on-peer-move-member-down", build: func(w *world) {
+			w.spec.Security.TLS.Enabled = ptr(false)
+			settle(w)
+			w.setSpec(func(s *api.ClusterSpec) { s.Security.TLS.Enabled = ptr(true) })
+			// One member has moved and the second moved in the same step; the last one dies before its turn:
+			// it is asked (its report was still fresh) and keeps the turn, nothing else moves, and once its
+			// Lease is stale it is Degraded like any member that is down.
+			stepUntil(w, func() bool { s := w.statusTLSSwitch(); return s != nil && s.Phase == api.TLSSwitchPeers && s.Switched == 1 })
+			for _, m := range w.etcd.members {
+				if peerScheme(m.PeerURL) == "http" {
+					w.down[w.ordinalOf(m)] = true
+				}
+			}
+			for n := 0; n < 8; n++ {
+				w.step(5 * time.Second)
+			}
+		}},
+		{name: "tls-switch-on-final-roll", build: func(w *world) {
+			w.spec.Security.TLS.Enabled = ptr(false)
+			settle(w)
+			w.setSpec(func(s *api.ClusterSpec) { s.Security.TLS.Enabled = ptr(true) })
+			stepUntil(w, func() bool { s := w.statusTLSSwitch(); return s != nil && s.Phase == api.TLSSwitchRollingOut })
+		}},
+		{name: "tls-switch-off-transition-roll", build: func(w *world) {
+			settle(w)
+			w.setSpec(func(s *api.ClusterSpec) { s.Security.TLS.Enabled = ptr(false) })
+		}},
+		// A CA rotation in progress finishes before TLS is switched off.
+		{name: "tls-switch-waits-for-ca-rotation", build: func(w *world) {
+			settle(w)
+			w.parentAnn = map[string]string{api.AnnRotateCA: "ca-2027"}
+			w.step(5 * time.Second)
+			w.step(5 * time.Second)
+			w.setSpec(func(s *api.ClusterSpec) { s.Security.TLS.Enabled = ptr(false) })
+		}},
 		// Switching TLS off on a running cluster keeps the certificates the members use: another Secret
 		// with it is refused (docs/design.md §14.8).
 		{name: "invalid-tls-change", build: func(w *world) {
