@@ -1,0 +1,157 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/internal/writer"
+	"github.com/etcdhook/etcdhook/membership"
+)
+
+// schemeWriter writes through the client Service with one scheme whatever the spec says: a user's
+// client before or after it moves during a TLS switch.
+func (s *scenario) schemeWriter(https bool, prefix, first string) (*writer.Writer, *clientv3.Client) {
+	n := s.names()
+	n.TLS = https
+	cfg := clientv3.Config{Endpoints: []string{n.ClientEndpoint()}, DialTimeout: 3 * time.Second, Logger: zap.NewNop()}
+	if https {
+		name := n.ClientSecret()
+		cfg.TLS = membership.ReloadingClientTLS(func() (map[string][]byte, error) { return s.secretData(name) })
+	}
+	cl, err := clientv3.New(cfg)
+	require.NoError(s.t, err)
+	w := writer.Start(cl, writer.Limits{Prefix: prefix, Max: 60000, For: 30 * time.Minute, Every: 50 * time.Millisecond, Timeout: 2 * time.Second}, first)
+	s.t.Cleanup(func() { w.Stop(); cl.Close() })
+	s.waitFor("the "+first+" writer's first acknowledged writes", time.Minute, func() bool { return w.AckedInStep() >= minAcked })
+	return w, cl
+}
+
+// verifyWriter checks that every write w acknowledged is readable (through the client Service, with
+// the scheme the cluster serves now).
+func (s *scenario) verifyWriter(w *writer.Writer) {
+	s.t.Helper()
+	cl, err := s.newClient([]string{s.clientEndpoint()})
+	require.NoError(s.t, err)
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, acked, lost, err := w.Verify(ctx, cl)
+	require.NoError(s.t, err)
+	require.NotZero(s.t, acked)
+	require.Zero(s.t, lost, "%d of %d acknowledged writes are not readable", lost, acked)
+}
+
+func (s *scenario) setTLS(on bool) {
+	s.t.Helper()
+	_, err := s.e.dyn.Resource(gvrCluster).Namespace(s.ns).Patch(s.ctx, s.name, types.MergePatchType,
+		[]byte(fmt.Sprintf(`{"spec":{"security":{"tls":{"enabled":%t}}}}`, on)), metav1.PatchOptions{})
+	require.NoError(s.t, err)
+}
+
+// switchPhase is status.tls.switch.phase ("" none).
+func (s *scenario) switchPhase() string {
+	st := s.cluster().Status.TLS
+	if st == nil || st.Switch == nil {
+		return ""
+	}
+	return st.Switch.Phase
+}
+
+// peerSchemes: the scheme of every member's peer URL, from status.members.
+func (s *scenario) peerSchemes() []string {
+	var out []string
+	for _, m := range s.cluster().Status.Members {
+		scheme, _, _ := strings.Cut(m.PeerURL, "://")
+		out = append(out, scheme)
+	}
+	return out
+}
+
+// switchTLS switches spec.security.tls.enabled and follows it to its end. The client of the old scheme
+// writes until the transition roll is over (both schemes are served from then on), one of the new
+// scheme from then on, as users would move their clients. It returns the new client's writer and the
+// figures.
+func (s *scenario) switchTLS(on bool, old *writer.Writer, prefix string) (*writer.Writer, string) {
+	s.t.Helper()
+	to := api.Scheme(on)
+	old.Step("tls " + to + ": transition roll")
+	began := time.Now()
+	s.setTLS(on)
+	rollIn := s.waitFor("the transition roll", 8*time.Minute, func() bool {
+		p := s.switchPhase()
+		return p == api.TLSSwitchPeers || p == api.TLSSwitchRollingOut
+	})
+	w, _ := s.schemeWriter(on, prefix, "tls "+to+": peer URLs")
+	old.Stop()
+	moves := s.waitFor("every peer URL moved", 6*time.Minute, func() bool { return s.switchPhase() == api.TLSSwitchRollingOut || s.switchPhase() == "" })
+	w.Step("tls " + to + ": final roll")
+	rollOut := s.waitFor("the final roll", 8*time.Minute, func() bool { return s.switchPhase() == "" && s.settled(3)() })
+	require.Equal(s.t, []string{to, to, to}, s.peerSchemes())
+	return w, fmt.Sprintf("TLS switched %s on 3 members in %s: transition roll %s, peer URLs moved one at a time %s, final roll %s",
+		map[bool]string{true: "on", false: "off"}[on], time.Since(began).Round(100*time.Millisecond),
+		rollIn.Round(100*time.Millisecond), moves.Round(100*time.Millisecond), rollOut.Round(100*time.Millisecond))
+}
+
+// spec.security.tls.enabled switched on a running plaintext cluster, then off again (docs/design.md
+// §14.8): a roll to the transition template (both schemes on the client port), each member's peer URL
+// moved by its agent one at a time, a roll to the final template; under writers of both schemes.
+func TestTLSSwitch(t *testing.T) {
+	beside(t)
+	s := newScenario(t, "tlssw")
+	sp := spec(3, *etcdVersion)
+	sp["security"] = map[string]any{"tls": map[string]any{"enabled": false}}
+	s.apply(sp)
+	s.waitFor("settled", stepTimeout, s.settled(3))
+	require.Equal(t, []string{"http", "http", "http"}, s.peerSchemes())
+	plain, _ := s.schemeWriter(false, "p/", "plaintext")
+
+	secure, on := s.switchTLS(true, plain, "s/")
+	// Plaintext is refused on every member's client port; TLS with the client Secret answers.
+	hc := &http.Client{Timeout: 3 * time.Second}
+	for _, p := range s.pods() {
+		resp, err := hc.Get(fmt.Sprintf("http://%s:%d/health", p.Status.PodIP, api.ClientPort))
+		if err == nil {
+			resp.Body.Close()
+		}
+		require.Error(t, err, "%s refuses plaintext", p.Name)
+	}
+	require.Len(t, s.servedSerials(), 3, "every member serves TLS")
+
+	again, off := s.switchTLS(false, secure, "q/")
+	again.Step("settled")
+	s.waitFor("acknowledged writes after the switch", time.Minute, func() bool { return again.AckedInStep() >= minAcked })
+	again.Stop()
+	for _, w := range []*writer.Writer{plain, secure, again} {
+		s.verifyWriter(w)
+	}
+	s.checkHashKVAt()
+	results.add(t.Name(), on+"\n\n"+off+"\n\nplaintext client (until the transition roll was over):\n\n"+plain.Table()+
+		"\nTLS client (from then on, until the way back's transition roll was over):\n\n"+secure.Table()+
+		"\nplaintext client again:\n\n"+again.Table())
+}
+
+// checkHashKVAt compares every member's hashkv at the current revision.
+func (s *scenario) checkHashKVAt() {
+	s.t.Helper()
+	cl, err := s.newClient([]string{s.clientEndpoint()})
+	require.NoError(s.t, err)
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := cl.Get(ctx, "e2e-hashkv-probe")
+	require.NoError(s.t, err)
+	s.checkHashKV(resp.Header.Revision)
+}
