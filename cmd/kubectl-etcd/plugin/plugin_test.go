@@ -992,3 +992,18 @@ func TestRestoreWaitStopsAtFailure(t *testing.T) {
 	require.Equal(t, 1, te.run("restore", "copy", "--from", "s3://b/x.db", "--timeout", "1h"))
 	require.Contains(t, te.err.String(), "restore of prod/copy failed: sha256 mismatch")
 }
+
+// status shows a TLS switch in progress (status.tls.switch).
+func TestStatusTLSSwitch(t *testing.T) {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": api.APIVersion, "kind": api.Kind,
+		"metadata": map[string]any{"name": "demo", "namespace": "prod"},
+		"spec":     map[string]any{},
+		"status": map[string]any{"tls": map[string]any{"switch": map[string]any{
+			"to": "https", "phase": api.TLSSwitchPeers, "members": int64(3), "switched": int64(1), "switching": "demo-2", "waiting": "demo-2 to move its peer URL to https",
+		}}},
+	}}
+	te := newTestEnv(newDynamic(u), fake.NewClientset())
+	require.Equal(t, 0, te.run("status", "demo"), te.err.String())
+	require.Contains(t, squeeze(te.out.String()), ` Switching to https: UpdatingPeerURLs: 1 of 3 peer URLs on https; moving demo-2; waiting for demo-2 to move its peer URL to https`)
+}

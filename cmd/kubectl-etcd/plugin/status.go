@@ -427,6 +427,16 @@ func writeText(w io.Writer, s *Snapshot, now time.Time) error {
 			}
 			fmt.Fprintf(tw, "  CA rotation %q:\t%s\n", r.Request, line)
 		}
+		if sw := t.Switch; sw != nil {
+			line := fmt.Sprintf("%s: %d of %d peer URLs on %s", sw.Phase, sw.Switched, sw.Members, sw.To)
+			if sw.Switching != "" {
+				line += "; moving " + sw.Switching
+			}
+			if sw.Waiting != "" {
+				line += "; waiting for " + sw.Waiting
+			}
+			fmt.Fprintf(tw, "  Switching to %s:\t%s\n", sw.To, line)
+		}
 	}
 	if b := st.Backup; b != nil {
 		fmt.Fprintf(tw, "Last backup:\t%s\n", lastBackup(b, now))
