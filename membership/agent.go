@@ -115,8 +115,8 @@ type Agent struct {
 	noSpaceStuck bool
 	// ownAlarms: the alarms this member raised, as last seen (events on a change).
 	ownAlarms map[string]bool
-	// startMembers: the member list the last start decision read from the others (nil: none answered).
-	startMembers []api.Member
+	// known: the last member list this agent read (the start decision's, or its running etcd's).
+	known []api.Member
 	// peerURL: the peer URL etcd runs with now (its scheme from the member list, peerswitch.go);
 	// peerAsk: the scheme the Lease lets it move to (etcd.io/peer-scheme).
 	peerURL, peerAsk string
@@ -373,6 +373,7 @@ func (a *Agent) decide(ctx context.Context) (Decision, StartFacts, error) {
 	}
 	if err == nil {
 		f.Members = l.Members
+		a.known = l.Members
 		f.Bootstrapped = true
 		if f.ClusterID == 0 {
 			f.ClusterID = l.ClusterID
@@ -765,6 +766,7 @@ func (a *Agent) observe(ctx context.Context, bound *bool) observation {
 		}
 		r.Healthy = statusHealthy(len(st.Errors), r.Alarms, st.Leader)
 		r.Members = l.Members
+		a.known = l.Members
 	}
 	if ierr == nil && leaving(in) && err == nil {
 		if a.leave(ctx, l.Members, st.Leader, self, &r) {

@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -119,7 +121,9 @@ func (e *Etcd) client(eps []string) (*clientv3.Client, error) {
 		return nil, errors.New("no etcd endpoints")
 	}
 	var tc *tls.Config
-	if e.TLSDir != "" {
+	// Only for https endpoints: in a TLS switch's transition from plaintext the agent talks http before
+	// its certificate files exist.
+	if e.TLSDir != "" && slices.ContainsFunc(eps, func(ep string) bool { return strings.HasPrefix(ep, "https://") }) {
 		var err error
 		if tc, err = ClientTLS(e.TLSDir); err != nil {
 			return nil, err

@@ -171,12 +171,12 @@ type tcluster struct {
 	mu      sync.Mutex
 	// tls: both planes TLS with client certificates, certificates made by the agents from secrets (the
 	// product's default); clock shifts the agents' certificate clock (rotation tests).
-	tls       bool
+	tls bool
 	// transition: the pods run a TLS switch's transition template, leaving this scheme (setTemplate).
 	transition string
 	secrets    *MemSecrets
-	clientDir string
-	certShift atomic.Int64
+	clientDir  string
+	certShift  atomic.Int64
 	// events, when set, receives every agent's Kubernetes Events (tests that assert them).
 	events *MemRecorder
 	// restore, when set, is the snapshot the seed (slot 0) restores (spec.restore.from).
@@ -323,6 +323,14 @@ func (c *tcluster) start(i int, tick time.Duration) {
 			PeerDir: s.tlsDir() + "/peer", ClientDir: s.tlsDir() + "/client", CommonName: s.name, DNSNames: []string{"localhost"}, IPs: []net.IP{net.IPv4(127, 0, 0, 1)},
 			Now: func() time.Time { return time.Now().Add(time.Duration(c.certShift.Load())) },
 			Log: log,
+		}
+	}
+	if c.tls {
+		// As the agent's command wires it: a member with data of this cluster never makes a missing CA,
+		// except in a TLS switch on before any peer URL moved (no member trusts a CA yet).
+		a.Certs.MayCreateCA = func() bool {
+			d, err := ReadData(s.dataDir())
+			return err == nil && (!d.Present || d.Binding == nil || d.Binding.ParentUID != c.parent) || a.PeersPlaintext()
 		}
 	}
 	if c.restore != nil && i == 0 {

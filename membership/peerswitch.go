@@ -57,6 +57,32 @@ func (a *Agent) startPeerURL(f StartFacts) string {
 	return url
 }
 
+// PeersPlaintext says whether this member may make the built-in CA although it has data (Certs.
+// MayCreateCA): a TLS switch on from plaintext, before any peer URL moved (every member's peer URL in
+// the member list is http), so no member's etcd trusts a CA on its peer plane yet. Once one moved, a
+// missing CA Secret is not made again (its peers trust the one they started with).
+func (a *Agent) PeersPlaintext() bool {
+	if a.Cfg.Transition != "http" {
+		return false
+	}
+	ms := a.known
+	if len(ms) == 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		l, err := a.Etcd.MemberList(ctx, a.Cfg.Endpoints)
+		if err != nil {
+			return false
+		}
+		ms = l.Members
+	}
+	for _, m := range ms {
+		if schemeOf(m.PeerURL) != "http" {
+			return false
+		}
+	}
+	return len(ms) > 0
+}
+
 // peerArgs sets the scheme of etcd's peer listener and its advertised peer URL to url's.
 func peerArgs(args []string, url string) []string {
 	out := make([]string, len(args))

@@ -137,6 +137,10 @@ func runAgent(args []string) error {
 		}
 		certs.Events = events
 		agent.Certs = certs
+		// A TLS switch on from plaintext: the members have data but no CA yet (docs/design.md §14.8).
+		if dataCheck := certs.MayCreateCA; transition == "http" {
+			certs.MayCreateCA = func() bool { return dataCheck() || agent.PeersPlaintext() }
+		}
 		// The client plane's certificate is also the agent's client certificate.
 		agent.Etcd.TLSDir = api.TLSClientDir
 	}
