@@ -118,8 +118,10 @@ type Agent struct {
 	// known: the last member list this agent read (the start decision's, or its running etcd's).
 	known []api.Member
 	// peerURL: the peer URL etcd runs with now (its scheme from the member list, peerswitch.go);
-	// peerAsk: the scheme the Lease lets it move to (etcd.io/peer-scheme).
+	// peerAsk: the scheme the Lease lets it move to (etcd.io/peer-scheme); peerMoveFailed: the last
+	// move that did not commit (retried 10 s later).
 	peerURL, peerAsk string
+	peerMoveFailed   time.Time
 }
 
 // event posts a Kubernetes Event on the EtcdCluster; notes start with the pod so that the cluster's
@@ -422,6 +424,9 @@ func (a *Agent) start(ctx context.Context, d Decision, f StartFacts) error {
 	state := "existing"
 	var initial []api.Member
 	a.peerURL = a.startPeerURL(f)
+	if d.Action == StartNew || d.Action == Join || d.Action == Replace {
+		a.peerURL = a.Cfg.PeerURL // the URL it is about to be added (or bootstrapped) under
+	}
 	if d.Action != StartExisting {
 		// The binding is written before etcd writes anything, so that data without one is never ours.
 		if err := WriteBinding(a.Cfg.DataDir, Binding{ParentUID: a.Cfg.ParentUID, PeerURL: a.peerURL}); err != nil {
@@ -585,14 +590,21 @@ func (a *Agent) runEtcd(ctx context.Context, state string, initial []api.Member)
 		}
 		if a.peerMoveDue() && a.peerMoveStillAsked(ctx) {
 			// The hook lets this member move its peer URL to the other scheme (a TLS switch's step,
-			// docs/design.md §14.8): said before etcd stops, as for a CA restart.
-			to, self, members := a.peerAsk, a.last.MemberID, a.last.Members // (the report below drops the list)
-			a.Log.Info("stopping etcd to move the peer URL", "to", to)
+			// docs/design.md §14.8): said first, as for a CA restart; the member list changes while etcd
+			// runs (it needs a quorum with this member in it: nothing has stopped if it cannot), then etcd
+			// restarts listening on the new scheme, as etcd's runtime reconfiguration guide orders it.
+			to, self := a.peerAsk, a.last.MemberID
 			r := a.keptReport()
 			r.Error = api.ReasonSwitchingPeerScheme + ": moving the peer URL to " + to
 			a.report(ctx, r, true)
+			if err := a.movePeerURL(ctx, to, self); err != nil {
+				a.Log.Warn("peer URL not moved; etcd keeps running on the old one", "error", err)
+				a.peerMoveFailed = time.Now()
+				continue
+			}
+			a.Log.Info("restarting etcd to listen on the new peer URL", "peerURL", a.peerURL)
 			a.stopEtcd(cmd, exited)
-			return a.movePeerURL(ctx, to, self, members)
+			return errPeerMoved
 		}
 		switch a.observe(ctx, &bound) {
 		case selfRemoved:

@@ -13,10 +13,11 @@ import (
 // A TLS switch's member step (docs/design.md §14.8), the agent's half. In the transition template every
 // member has certificates on both planes and serves both schemes on its client port; its peer listener
 // has one scheme, the one of its own peer URL in the member list, which other members dial. Asked by
-// its Lease (etcd.io/peer-scheme, one member at a time), the agent stops etcd, updates its own peer URL
-// to the other scheme through the other members (member update: etcd itself is stopped) and starts it
-// listening on the new scheme. Whatever the hook or a hand edit asks, a member only moves while it runs
-// the transition template, as a voter that knows its member list.
+// its Lease (etcd.io/peer-scheme, one member at a time), the agent updates its own peer URL to the other
+// scheme through its running etcd (member update: committed by a quorum that includes it, so a cluster
+// without quorum to spare changes nothing and nothing stops), then restarts etcd listening on the new
+// scheme. Whatever the hook or a hand edit asks, a member only moves while it runs the transition
+// template, as a healthy voter.
 
 // errPeerMoved: etcd was stopped and its peer URL moved; it starts again on the new scheme.
 var errPeerMoved = errors.New("peer URL moved to the other scheme")
@@ -60,7 +61,8 @@ func (a *Agent) startPeerURL(f StartFacts) string {
 // PeersPlaintext says whether this member may make the built-in CA although it has data (Certs.
 // MayCreateCA): a TLS switch on from plaintext, before any peer URL moved (every member's peer URL in
 // the member list is http), so no member's etcd trusts a CA on its peer plane yet. Once one moved, a
-// missing CA Secret is not made again (its peers trust the one they started with).
+// missing CA Secret is not made again (its peers trust the one they started with). When no member
+// answers (a cluster of one, restarting into the transition), its own binding's URL stands for the list.
 func (a *Agent) PeersPlaintext() bool {
 	if a.Cfg.Transition != "http" {
 		return false
@@ -70,10 +72,16 @@ func (a *Agent) PeersPlaintext() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		defer cancel()
 		l, err := a.Etcd.MemberList(ctx, a.Cfg.Endpoints)
-		if err != nil {
-			return false
+		switch {
+		case err == nil:
+			ms = l.Members
+		default:
+			d, derr := ReadData(a.Cfg.DataDir)
+			if derr != nil || d.Binding == nil || d.Binding.PeerURL == "" {
+				return false
+			}
+			ms = []api.Member{{PeerURL: d.Binding.PeerURL}}
 		}
-		ms = l.Members
 	}
 	for _, m := range ms {
 		if schemeOf(m.PeerURL) != "http" {
@@ -103,7 +111,8 @@ func peerArgs(args []string, url string) []string {
 // may: the transition template (certificates on both planes), a voter with a member list.
 func (a *Agent) peerMoveDue() bool {
 	return a.Cfg.Transition != "" && a.Certs != nil && a.peerAsk != "" && a.peerURL != "" &&
-		a.peerAsk != schemeOf(a.peerURL) && a.last.IsVoter() && a.last.MemberID != "" && len(a.last.Members) > 1
+		a.peerAsk != schemeOf(a.peerURL) && a.last.IsVoter() && a.last.Healthy && a.last.MemberID != "" &&
+		time.Since(a.peerMoveFailed) > 10*time.Second
 }
 
 // peerMoveStillAsked reads the Lease again right before stopping etcd: the hook may have moved the turn
@@ -117,16 +126,16 @@ func (a *Agent) peerMoveStillAsked(ctx context.Context) bool {
 	return a.peerMoveDue()
 }
 
-// movePeerURL runs with etcd stopped: it updates this member's (self's) peer URL to scheme `to` through
-// the other voters of members, the list it last read, and records it in the binding. On failure the
-// member list still has the old URL, and etcd starts on it again (the start reads the list).
-func (a *Agent) movePeerURL(ctx context.Context, to, self string, members []api.Member) error {
+// movePeerURL updates this member's (self's) peer URL to scheme `to` through its own running etcd and
+// records it in the binding (a.peerURL is the new URL then). On failure the member list keeps the old
+// URL (the update is checked against it when its answer is lost).
+func (a *Agent) movePeerURL(ctx context.Context, to, self string) error {
 	id, err := api.ParseID(self)
 	if err != nil {
 		return fmt.Errorf("moving the peer URL: %w", err)
 	}
 	url := withScheme(a.peerURL, to)
-	eps := voterEndpoints(members, self)
+	eps := []string{a.Cfg.ClientURL}
 	uctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	err = a.Etcd.UpdatePeerURL(uctx, eps, id, url)
 	cancel()
@@ -141,9 +150,10 @@ func (a *Agent) movePeerURL(ctx context.Context, to, self string, members []api.
 			a.Log.Warn("peer URL moved; the binding keeps the old one (the member list says the new one)", "error", err)
 		}
 	}
+	a.peerURL = url
 	a.Log.Info("peer URL moved", "member", self, "peerURL", url)
 	a.event(EventPeerURLUpdated, "UpdatePeerURL", false, "member %s moved its peer URL to %s (TLS switch)", self, url)
-	return errPeerMoved
+	return nil
 }
 
 // UpdatePeerURL sets member id's peer URL to url through eps (the other voters).

@@ -136,3 +136,32 @@ func TestMembershipTLSSwitch(t *testing.T) {
 		second.Verify(t)
 	})
 }
+
+// One member moves its peer URL through itself (the update needs only its own vote): the switch works
+// for a cluster of one, which is briefly unavailable during its restarts as in any roll.
+func TestMembershipTLSSwitchOneMember(t *testing.T) {
+	v := etcdVersions[len(etcdVersions)-1]
+	c := newPlainCluster(t, v, 1)
+	c.bootstrap(nil, 1)
+	s := c.slots[0]
+	restart := func(tls bool, transition string) {
+		c.setTemplate(tls, transition)
+		require.NoError(t, c.stop(0))
+		c.start(0, 0)
+		c.waitFor("m0 back as a healthy voter", stepMax, func() bool { return c.voters(0) })
+	}
+	restart(false, "http")
+	c.leases.SetPeerScheme(s.lease, "https")
+	c.waitFor("m0 to move its peer URL to https", stepMax, func() bool {
+		ms := c.tryMembers()
+		return len(ms) == 1 && schemeOf(ms[0].PeerURL) == "https" && c.voters(0) && c.leases.Report(s.lease).Reason() != api.ReasonSwitchingPeerScheme
+	})
+	c.leases.SetPeerScheme(s.lease, "")
+	restart(true, "")
+	cl := c.client()
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := cl.Put(ctx, "after", "switch")
+	require.NoError(t, err, "the one member serves TLS")
+}

@@ -198,7 +198,7 @@ func (p *plan) decideCARotation() caRotationState {
 	}
 	if len(todo) > 0 && st.restart < 0 {
 		st.trust = trust
-		st.restart, waiting = p.restartTurn(todo, func(lv *leaseView) bool { return lv.caRestart == trust })
+		st.restart, waiting = p.restartTurn(todo, func(lv *leaseView) bool { return lv.caRestart == trust }, true)
 	}
 	if st.restart >= 0 {
 		st.status.Restarting = f.names.Pod(st.restart)
@@ -215,7 +215,9 @@ func (p *plan) decideCARotation() caRotationState {
 // switch's peer URL move): the one already asked, until it is no longer in todo (whatever its health:
 // it is restarting); otherwise, with every member healthy, no other step in flight and quorum to spare,
 // followers by ordinal, the leader last. It says why none, when none.
-func (p *plan) restartTurn(todo []caReport, asked func(*leaseView) bool) (int, string) {
+// unhealthyFirst: a member that is not healthy goes first, without the checks (a CA restart: one trusting
+// neither CA cannot talk to its peers until it restarts). A peer URL move needs its member healthy.
+func (p *plan) restartTurn(todo []caReport, asked func(*leaseView) bool, unhealthyFirst bool) (int, string) {
 	f := p.f
 	for _, r := range todo {
 		if lv := f.leases[r.i]; lv != nil && asked(lv) {
@@ -231,7 +233,8 @@ func (p *plan) restartTurn(todo []caReport, asked func(*leaseView) bool) (int, s
 		return -1, "the membership change in flight (" + p.busy + ") before restarting a member"
 	case p.rolling:
 		return -1, "the rolling update to finish before restarting a member"
-	case p.pendingSpec:
+	case p.pendingSpec && !p.tlsWaitsForCA:
+		// (A TLS switch waiting for the CA rotation to finish must not hold the rotation.)
 		return -1, "the waiting spec change to be adopted before restarting a member"
 	}
 	if who := p.defragmenting(); who != "" {
@@ -240,7 +243,7 @@ func (p *plan) restartTurn(todo []caReport, asked func(*leaseView) bool) (int, s
 	// A member that is not healthy first (one trusting neither CA cannot talk to its peers): restarting
 	// it costs nothing, and waiting for it to be healthy would wait forever.
 	for _, r := range todo {
-		if m := f.primary[r.i]; m != nil && !m.healthy {
+		if m := f.primary[r.i]; m != nil && !m.healthy && unhealthyFirst {
 			return r.i, ""
 		}
 	}

@@ -570,6 +570,24 @@ func fixtures() []fixture {
 			settle(w)
 			w.setSpec(func(s *api.ClusterSpec) { s.Security.TLS.Enabled = ptr(false) })
 		}},
+		// No member list (quorum lost): the switch waits, the template stays as it is.
+		{name: "tls-switch-held-without-quorum", build: func(w *world) {
+			w.spec.Security.TLS.Enabled = ptr(false)
+			settle(w)
+			w.down[1], w.down[2] = true, true
+			for n := 0; n < 10; n++ {
+				w.step(5 * time.Second)
+			}
+			w.setSpec(func(s *api.ClusterSpec) { s.Security.TLS.Enabled = ptr(true) })
+		}},
+		// The Secrets' names stay while a switch runs (the members serve the certificates they started on).
+		{name: "tls-switch-secret-change-refused", build: func(w *world) {
+			settle(w)
+			w.setSpec(func(s *api.ClusterSpec) { s.Security.TLS.Enabled = ptr(false) })
+			stepUntil(w, func() bool { s := w.statusTLSSwitch(); return s != nil && s.Phase == api.TLSSwitchPeers })
+			w.secrets = fixtureSecrets(w.t)
+			w.setSpec(func(s *api.ClusterSpec) { s.Security.TLS.Enabled, s.Security.TLS.Peer.SecretName = ptr(true), "peer" })
+		}},
 		// A CA rotation in progress finishes before TLS is switched off.
 		{name: "tls-switch-waits-for-ca-rotation", build: func(w *world) {
 			settle(w)

@@ -88,8 +88,10 @@ type plan struct {
 	defrag defragState
 	// caRot: the CA rotation's step and restart (carotation.go).
 	caRot caRotationState
-	// tlsSw: where a switch of spec.security.tls.enabled stands (tlsswitch.go).
-	tlsSw tlsSwitchState
+	// tlsSw: where a switch of spec.security.tls.enabled stands (tlsswitch.go); tlsWaitsForCA: a new
+	// spec switching TLS waits for a CA rotation in progress (whose restarts go on meanwhile).
+	tlsSw         tlsSwitchState
+	tlsWaitsForCA bool
 
 	// In-place restore (inplace.go): the record to write; restoring while one runs; why it is stuck.
 	inPlace        *inPlaceRecord
@@ -171,7 +173,7 @@ func decide(f *facts, opts Options) (*plan, error) {
 	p.releaseRestoreJobs()
 	if p.paused {
 		p.pause()
-		p.askPeerSwitch()
+		p.askPeerSwitch(false)
 		p.askCARotation()
 		p.askDefrag()
 		return p, nil
@@ -190,7 +192,7 @@ func decide(f *facts, opts Options) (*plan, error) {
 	}
 	p.floorReplicas()
 	p.trimLeases()
-	p.askPeerSwitch()
+	p.askPeerSwitch(f.bootstrapped && !f.splitBrain)
 	p.askCARotation()
 	p.askDefrag()
 	if f.bootstrapped && f.truthKnown() {
@@ -238,6 +240,11 @@ func (p *plan) chooseSpec() error {
 	if len(p.problems) == 0 {
 		p.problems = ValidateChange(f.applied, cand, f.running, f.storageFloor())
 	}
+	if len(p.problems) == 0 && f.applied != nil && !sameTLSSecretNames(f.applied.Security.TLS, cand.Security.TLS) && f.tlsSwitchSeen() {
+		// Members still serve the certificates of the Secrets they started on: another Secret can mean
+		// another CA, which peers on TLS would refuse (docs/design.md §14.8).
+		p.problems = append(p.problems, Problem{"TLSSecretChange", "spec.security.tls peer/client secretName cannot change while TLS is being switched (status.tls.switch): set them back, and change them once the switch is over"})
+	}
 	valid := len(p.problems) == 0
 	switch {
 	case valid:
@@ -271,11 +278,16 @@ func (p *plan) chooseSpec() error {
 		// status says why: a 4xx would freeze status and every repair along with it.
 	case valid && !specEqual(*f.applied, cand) && p.inFlight() != "":
 		p.spec, p.hasSpec, p.pendingSpec = *f.applied, true, true
-	case valid && f.applied.Security.TLS.TLSOn() != cand.Security.TLS.TLSOn() && p.observedCARotation().active:
+	case valid && f.applied.Security.TLS.TLSOn() != cand.Security.TLS.TLSOn() && f.caRotationUnderway():
 		// A CA rotation finishes first: its restarts and a switch's peer URL moves are one kind of step,
 		// and the switch renders the certificates the rotation is replacing.
+		p.spec, p.hasSpec, p.pendingSpec, p.tlsWaitsForCA = *f.applied, true, true, true
+		p.wait("the CA rotation to finish before TLS is switched %s", onOff(cand.Security.TLS.TLSOn()))
+	case valid && f.applied.Security.TLS.TLSOn() != cand.Security.TLS.TLSOn() && !f.truthKnown():
+		// Without a member list the template's TLS cannot be derived (tlsswitch.go): a switch adopted now
+		// would render the final template over members whose peer URLs are on the other scheme.
 		p.spec, p.hasSpec, p.pendingSpec = *f.applied, true, true
-		p.wait("the CA rotation to finish before TLS is switched %s", map[bool]string{true: "on", false: "off"}[cand.Security.TLS.TLSOn()])
+		p.wait("a healthy quorum before TLS is switched %s", onOff(cand.Security.TLS.TLSOn()))
 	case valid:
 		p.spec, p.hasSpec = cand, true
 	default:

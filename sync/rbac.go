@@ -51,7 +51,9 @@ func (p *plan) rbac() []any {
 		APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"},
 		ResourceNames: leases, Verbs: []string{"get", "patch"},
 	}, events}
-	if t := p.spec.Security.TLS; t.BuiltInNeeded() {
+	// The agents keep the built-in Secrets while any pod may run with certificates: also through a TLS
+	// switch off, until every pod runs the plaintext template (agentKeepsTLS).
+	if t := p.spec.Security.TLS.As(p.agentKeepsTLS()); t.BuiltInNeeded() {
 		names := []string{n.CASecret()}
 		if t.Client.SecretName == "" {
 			names = append(names, n.ClientSecret())

@@ -57,6 +57,17 @@ func (s tlsSwitchState) switchAnnotation() string {
 	return ""
 }
 
+func sameTLSSecretNames(a, b api.TLSSpec) bool {
+	return a.Peer.SecretName == b.Peer.SecretName && a.Client.SecretName == b.Client.SecretName
+}
+
+func onOff(on bool) string {
+	if on {
+		return "on"
+	}
+	return "off"
+}
+
 func peerScheme(url string) string {
 	if strings.HasPrefix(url, "https://") {
 		return "https"
@@ -131,12 +142,13 @@ func (p *plan) clientHTTPS() bool {
 // template (started, or restarted in place, before it is rolled) can read them.
 func (p *plan) agentKeepsTLS() bool { return p.tlsSw.mode != tlsPlain || p.tlsSw.final }
 
-// askPeerSwitch decides the switch's step after the roll, and writes the peer scheme on the Lease of
-// the one member whose turn it is.
-func (p *plan) askPeerSwitch() {
+// askPeerSwitch decides the switch's step after the roll (rolled: the roll was evaluated in this sync;
+// paused or split, it was not, and the final roll is not over for it), and writes the peer scheme on
+// the Lease of the one member whose turn it is.
+func (p *plan) askPeerSwitch(rolled bool) {
 	st := &p.tlsSw
 	f := p.f
-	if st.final && !p.rolling {
+	if st.final && rolled && !p.rolling {
 		st.final = false // every pod runs the final template: the switch is over
 	}
 	if !st.active() {
@@ -185,7 +197,7 @@ func (p *plan) askPeerSwitch() {
 		}
 	}
 	if st.turn < 0 && len(todo) > 0 {
-		st.turn, waiting = p.restartTurn(todo, func(lv *leaseView) bool { return lv.peerScheme == to })
+		st.turn, waiting = p.restartTurn(todo, func(lv *leaseView) bool { return lv.peerScheme == to }, false)
 	}
 	switch {
 	case st.turn >= 0:
@@ -226,15 +238,47 @@ func (p *plan) switchingPeer() string {
 	return ""
 }
 
-// switchedPeer: m's etcd is down because it moves its peer URL now (asked, its agent reporting): the
+// switchedPeer: m's etcd is down because its agent moves its peer URL now (it says so: etcd runs until
+// the member list has changed, so a member merely asked that is down is down for another reason): the
 // step itself, not a degradation.
 func (p *plan) switchedPeer(m *memberView) bool {
 	if m.ordinal < 0 {
 		return false
 	}
 	lv := p.f.leases[m.ordinal]
-	if lv == nil || !lv.fresh || lv.report.MemberID != m.ID {
+	return lv != nil && lv.fresh && lv.report.MemberID == m.ID && lv.report.Reason() == api.ReasonSwitchingPeerScheme
+}
+
+// caRotationUnderway: by the agents' reports (never by the step this hook wrote, which the same answer
+// may clear), a CA rotation is not over: the CA Secret holds a next CA, or a member's etcd trusts other
+// CAs than the Secret's one.
+func (f *facts) caRotationUnderway() bool {
+	for _, lv := range f.sortedLeases() {
+		if !lv.fresh {
+			continue
+		}
+		s, ok := api.ParseCASecretState(lv.report.TLSCASecret)
+		if ok && (s.Next != "" || s.Current != "" && lv.report.TLSCAs != "" && lv.report.TLSCAs != s.Current) {
+			return true
+		}
+	}
+	return false
+}
+
+// tlsSwitchSeen: a switch is under way by the observed objects: the StatefulSet's annotation, or
+// members whose peer URLs are not all on the applied spec's scheme.
+func (f *facts) tlsSwitchSeen() bool {
+	if f.sts != nil && f.sts.Annotations[api.AnnTLSSwitch] != "" {
+		return true
+	}
+	if f.applied == nil {
 		return false
 	}
-	return m.ordinal == p.tlsSw.turn || lv.peerScheme != "" && peerScheme(m.PeerURL) != lv.peerScheme || lv.report.Reason() == api.ReasonSwitchingPeerScheme
+	want := api.Scheme(f.applied.Security.TLS.TLSOn())
+	for _, m := range f.members {
+		if m.ordinal >= 0 && peerScheme(m.PeerURL) != want {
+			return true
+		}
+	}
+	return false
 }

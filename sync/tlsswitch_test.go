@@ -136,3 +136,46 @@ func TestTLSSwitchWaitsForHealthyMembers(t *testing.T) {
 	stepUntil(w, func() bool { return w.statusTLSSwitch() == nil && w.stable() })
 	require.Equal(t, []string{"https", "https", "https"}, w.peerSchemes())
 }
+
+// One member: its peer URL moves through itself (the update needs only its own vote), and the switch
+// ends like any other.
+func TestTLSSwitchOneMember(t *testing.T) {
+	w := newWorld(t, 1)
+	w.spec.Security.TLS.Enabled = ptr(false)
+	w.converge(60)
+	w.setSpec(func(s *api.ClusterSpec) { s.Security.TLS.Enabled = ptr(true) })
+	stepUntil(w, func() bool { return w.statusTLSSwitch() == nil && w.stable() && w.status.Phase == api.PhaseRunning })
+	require.Equal(t, []string{"https"}, w.peerSchemes())
+	require.Equal(t, []int{0}, w.peerSwitches)
+}
+
+// A switch asked while a CA rotation runs waits for it, and the rotation is not held by the waiting
+// spec: it finishes, then the switch runs.
+func TestTLSSwitchAfterCARotation(t *testing.T) {
+	w := newWorld(t, 3)
+	w.converge(60)
+	w.parentAnn = map[string]string{api.AnnRotateCA: "ca-2027"}
+	w.step(5 * time.Second)
+	w.step(5 * time.Second)
+	w.setSpec(func(s *api.ClusterSpec) { s.Security.TLS.Enabled = ptr(false) })
+	underway := func() bool {
+		if w.ca.secret.Next != "" {
+			return true
+		}
+		for _, p := range w.pods {
+			if w.ca.trust[p.uid] != w.ca.secret.Current {
+				return true
+			}
+		}
+		return false
+	}
+	for step := 0; step < 100 && underway(); step++ {
+		require.Equal(t, []string{"", "", ""}, w.peerSchemesAsked(), "no peer URL moves during the rotation (step %d)", step)
+		require.Nil(t, w.statusTLSSwitch(), "step %d", step)
+		w.step(5 * time.Second)
+	}
+	require.False(t, underway(), "the rotation finished although a spec change waits")
+	require.Equal(t, api.RenewalMark("ca-2027"), w.ca.secret.CurrentMark)
+	stepUntil(w, func() bool { return w.statusTLSSwitch() == nil && w.stable() && w.status.Phase == api.PhaseRunning })
+	require.Equal(t, []string{"http", "http", "http"}, w.peerSchemes())
+}

@@ -109,6 +109,8 @@ type simPod struct {
 	// peerScheme: the scheme of the peer URL its template advertises (a joining member's); transition:
 	// the template's --tls-transition value ("" none), under which its agent moves its peer URL when asked.
 	peerScheme, transition string
+	// tls: its template hands etcd certificates (the agent issues them and reports its files).
+	tls bool
 	ready    bool
 	// readyAt is when ready last changed as the API server shows it (the Ready condition's
 	// lastTransitionTime), for readyWas and readyUID (a new pod is a transition).
@@ -390,8 +392,9 @@ func (w *world) templateSize() string {
 	return vct["spec"].(map[string]any)["resources"].(map[string]any)["requests"].(map[string]any)["storage"].(string)
 }
 
-// stsSchemes reads the template's advertised peer scheme and its --tls-transition value.
-func (w *world) stsSchemes() (peer, transition string) {
+// stsSchemes reads the template's advertised peer scheme, its --tls-transition value and whether it
+// has certificates.
+func (w *world) stsSchemes() (peer, transition string, tls bool) {
 	c := w.sts()["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0]
 	for _, a := range c.(map[string]any)["command"].([]any) {
 		s := a.(string)
@@ -401,8 +404,9 @@ func (w *world) stsSchemes() (peer, transition string) {
 		if v, ok := strings.CutPrefix(s, "--initial-advertise-peer-urls="); ok {
 			peer, _, _ = strings.Cut(v, "://")
 		}
+		tls = tls || strings.HasPrefix(s, "--cert-file=")
 	}
-	return peer, transition
+	return peer, transition, tls
 }
 
 func (w *world) stsImage() string {
@@ -572,7 +576,7 @@ func (w *world) controllers() {
 			rev = w.currentRevisionFor(i)
 		}
 		w.pods[i] = &simPod{uid: w.newUID("pod"), revision: rev, image: w.stsImage()}
-		w.pods[i].peerScheme, w.pods[i].transition = w.stsSchemes()
+		w.pods[i].peerScheme, w.pods[i].transition, w.pods[i].tls = w.stsSchemes()
 		if emptyDir {
 			w.data[i] = ""
 		} else if w.pvcs[i] == nil {
@@ -587,7 +591,7 @@ func (w *world) controllers() {
 		p := w.pods[i]
 		if p.revision != w.updateRevision() {
 			w.pods[i] = &simPod{uid: w.newUID("pod"), revision: w.updateRevision(), image: w.stsImage()}
-			w.pods[i].peerScheme, w.pods[i].transition = w.stsSchemes()
+			w.pods[i].peerScheme, w.pods[i].transition, w.pods[i].tls = w.stsSchemes()
 			if emptyDir {
 				w.data[i] = ""
 			}
@@ -870,7 +874,8 @@ func (w *world) loseVolumes(ordinals ...int) {
 	for _, i := range ordinals {
 		old := w.pods[i]
 		w.data[i] = ""
-		w.pods[i] = &simPod{uid: w.newUID("pod"), revision: old.revision, image: old.image}
+		w.pods[i] = &simPod{uid: w.newUID("pod"), revision: old.revision, image: old.image,
+			peerScheme: old.peerScheme, transition: old.transition, tls: old.tls} // the same template
 	}
 }
 
@@ -927,7 +932,7 @@ func (w *world) report(i int, quorum bool) {
 		r.DBSize, r.DBSizeInUse, r.Alarms = w.dbSize, w.dbSizeInUse, w.alarms
 		w.defragment(i, ann, &r)
 	}
-	if api.Defaulted(w.spec).Security.TLS.TLSOn() {
+	if p.tls {
 		// What an agent reports of its files (fixed values: the fixtures compare exactly).
 		notAfter := w.certNotAfter
 		if notAfter.IsZero() {
