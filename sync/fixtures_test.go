@@ -550,7 +550,10 @@ func fixtures() []fixture {
 			// One member has moved and the second moved in the same step; the last one dies before its turn:
 			// it is asked (its report was still fresh) and keeps the turn, nothing else moves, and once its
 			// Lease is stale it is Degraded like any member that is down.
-			stepUntil(w, func() bool { s := w.statusTLSSwitch(); return s != nil && s.Phase == api.TLSSwitchPeers && s.Switched == 1 })
+			stepUntil(w, func() bool {
+				s := w.statusTLSSwitch()
+				return s != nil && s.Phase == api.TLSSwitchPeers && s.Switched == 1
+			})
 			for _, m := range w.etcd.members {
 				if peerScheme(m.PeerURL) == "http" {
 					w.down[w.ordinalOf(m)] = true

@@ -53,8 +53,8 @@ type world struct {
 	down      map[int]bool   // pod present but its agent and etcd are dead
 	// peerSwitches: the ordinals whose peer URL moved to the other scheme, in order (a TLS switch).
 	peerSwitches []int
-	noJobs    bool           // Jobs stay active (their pods cannot run)
-	failJobs  bool           // Jobs fail
+	noJobs       bool // Jobs stay active (their pods cannot run)
+	failJobs     bool // Jobs fail
 	// noResizer: a grown claim's capacity stays (no volume driver grows it); stsOrphaned counts the
 	// StatefulSets deleted with their pods orphaned.
 	noResizer   bool
@@ -110,8 +110,8 @@ type simPod struct {
 	// the template's --tls-transition value ("" none), under which its agent moves its peer URL when asked.
 	peerScheme, transition string
 	// tls: its template hands etcd certificates (the agent issues them and reports its files).
-	tls bool
-	ready    bool
+	tls   bool
+	ready bool
 	// readyAt is when ready last changed as the API server shows it (the Ready condition's
 	// lastTransitionTime), for readyWas and readyUID (a new pod is a transition).
 	readyAt  time.Time
