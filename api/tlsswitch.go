@@ -9,6 +9,10 @@ const (
 	// may move its peer URL to now. Its agent stops etcd, updates its own peer URL through the other
 	// members (member update) and starts etcd listening on that scheme.
 	AnnPeerScheme = "etcd.io/peer-scheme"
+	// AnnHoldTLSSwitch on the EtcdCluster (any value): a TLS switch stops before its final roll, with
+	// every peer URL moved and both schemes still served, until the annotation is removed; clients move
+	// at their own pace meanwhile.
+	AnnHoldTLSSwitch = "etcd.io/hold-tls-switch"
 	// AnnTLSSwitch (hook-owned, on the StatefulSet): "transition <scheme left>" while the pods are given
 	// the transition template, "final <scheme left>" while they roll from it to the final one. Read only
 	// when no member list is known (the peer URLs' schemes say where a switch stands).

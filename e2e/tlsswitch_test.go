@@ -82,27 +82,46 @@ func (s *scenario) peerSchemes() []string {
 
 // switchTLS switches spec.security.tls.enabled and follows it to its end. The client of the old scheme
 // writes until the transition roll is over (both schemes are served from then on), one of the new
-// scheme from then on, as users would move their clients. It returns the new client's writer and the
-// figures.
-func (s *scenario) switchTLS(on bool, old *writer.Writer, prefix string) (*writer.Writer, string) {
+// scheme from then on, as users would move their clients. With hold, etcd.io/hold-tls-switch keeps the
+// switch before its final roll until both clients wrote with every peer URL moved. It returns the new
+// client's writer and the figures.
+func (s *scenario) switchTLS(on bool, old *writer.Writer, prefix string, hold bool) (*writer.Writer, string) {
 	s.t.Helper()
 	to := api.Scheme(on)
 	old.Step("tls " + to + ": transition roll")
 	began := time.Now()
+	if hold {
+		s.annotate(api.AnnHoldTLSSwitch, "e2e")
+	}
 	s.setTLS(on)
 	rollIn := s.waitFor("the transition roll", 8*time.Minute, func() bool {
 		p := s.switchPhase()
 		return p == api.TLSSwitchPeers || p == api.TLSSwitchRollingOut
 	})
 	w, _ := s.schemeWriter(on, prefix, "tls "+to+": peer URLs")
-	old.Stop()
+	held := ""
+	if hold {
+		moves := s.waitFor("every peer URL moved, the final roll held", 6*time.Minute, func() bool {
+			st := s.cluster().Status.TLS
+			return st != nil && st.Switch != nil && st.Switch.Switched == 3 && strings.Contains(st.Switch.Waiting, api.AnnHoldTLSSwitch)
+		})
+		old.Step("tls " + to + ": held")
+		w.Step("tls " + to + ": held")
+		time.Sleep(5 * time.Second)
+		require.Equal(s.t, api.TLSSwitchPeers, s.switchPhase(), "still held")
+		old.Stop()
+		s.annotate(api.AnnHoldTLSSwitch, "") // an empty value holds nothing
+		held = fmt.Sprintf(" (held before the final roll once the peer URLs moved in %s: both clients wrote meanwhile)", moves.Round(100*time.Millisecond))
+	} else {
+		old.Stop()
+	}
 	moves := s.waitFor("every peer URL moved", 6*time.Minute, func() bool { return s.switchPhase() == api.TLSSwitchRollingOut || s.switchPhase() == "" })
 	w.Step("tls " + to + ": final roll")
 	rollOut := s.waitFor("the final roll", 8*time.Minute, func() bool { return s.switchPhase() == "" && s.settled(3)() })
 	require.Equal(s.t, []string{to, to, to}, s.peerSchemes())
-	return w, fmt.Sprintf("TLS switched %s on 3 members in %s: transition roll %s, peer URLs moved one at a time %s, final roll %s",
+	return w, fmt.Sprintf("TLS switched %s on 3 members in %s: transition roll %s, peer URLs moved one at a time %s, final roll %s%s",
 		map[bool]string{true: "on", false: "off"}[on], time.Since(began).Round(100*time.Millisecond),
-		rollIn.Round(100*time.Millisecond), moves.Round(100*time.Millisecond), rollOut.Round(100*time.Millisecond))
+		rollIn.Round(100*time.Millisecond), moves.Round(100*time.Millisecond), rollOut.Round(100*time.Millisecond), held)
 }
 
 // spec.security.tls.enabled switched on a running plaintext cluster, then off again (docs/design.md
@@ -118,7 +137,7 @@ func TestTLSSwitch(t *testing.T) {
 	require.Equal(t, []string{"http", "http", "http"}, s.peerSchemes())
 	plain, _ := s.schemeWriter(false, "p/", "plaintext")
 
-	secure, on := s.switchTLS(true, plain, "s/")
+	secure, on := s.switchTLS(true, plain, "s/", true)
 	// Plaintext is refused on every member's client port; TLS with the client Secret answers.
 	hc := &http.Client{Timeout: 3 * time.Second}
 	for _, p := range s.pods() {
@@ -130,7 +149,7 @@ func TestTLSSwitch(t *testing.T) {
 	}
 	require.Len(t, s.servedSerials(), 3, "every member serves TLS")
 
-	again, off := s.switchTLS(false, secure, "q/")
+	again, off := s.switchTLS(false, secure, "q/", false)
 	again.Step("settled")
 	s.waitFor("acknowledged writes after the switch", time.Minute, func() bool { return again.AckedInStep() >= minAcked })
 	again.Stop()

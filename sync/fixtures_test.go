@@ -573,6 +573,15 @@ func fixtures() []fixture {
 			settle(w)
 			w.setSpec(func(s *api.ClusterSpec) { s.Security.TLS.Enabled = ptr(false) })
 		}},
+		// etcd.io/hold-tls-switch: every peer URL moved, both schemes stay served until it goes.
+		{name: "tls-switch-held-before-final-roll", build: func(w *world) {
+			w.spec.Security.TLS.Enabled = ptr(false)
+			settle(w)
+			w.parentAnn = map[string]string{api.AnnHoldTLSSwitch: "clients-moving"}
+			w.setSpec(func(s *api.ClusterSpec) { s.Security.TLS.Enabled = ptr(true) })
+			stepUntil(w, func() bool { s := w.statusTLSSwitch(); return s != nil && s.Switched == 3 })
+			w.step(5 * time.Second)
+		}},
 		// No member list (quorum lost): the switch waits, the template stays as it is.
 		{name: "tls-switch-held-without-quorum", build: func(w *world) {
 			w.spec.Security.TLS.Enabled = ptr(false)

@@ -57,6 +57,11 @@ func (s tlsSwitchState) switchAnnotation() string {
 	return ""
 }
 
+// holdTLSSwitch is the etcd.io/hold-tls-switch value ("" none).
+func (p *plan) holdTLSSwitch() string {
+	return strings.TrimSpace(p.f.parent.Annotations[api.AnnHoldTLSSwitch])
+}
+
 func sameTLSSecretNames(a, b api.TLSSpec) bool {
 	return a.Peer.SecretName == b.Peer.SecretName && a.Client.SecretName == b.Client.SecretName
 }
@@ -110,6 +115,9 @@ func (p *plan) decideTLSMode() {
 		st.mode, st.from = tlsTransition, obsFrom
 	case left > 0:
 		st.mode, st.from = tlsTransition, api.Scheme(!target)
+	case obsPhase == "transition" && obsFrom != to && p.holdTLSSwitch() != "":
+		// Every peer URL moved, and the user holds the final roll: both schemes stay served.
+		st.mode, st.from = tlsTransition, obsFrom
 	case obsPhase != "" && obsFrom != to:
 		st.final, st.from = true, obsFrom // the roll decides later whether it is over (finishTLSSwitch)
 	}
@@ -206,6 +214,8 @@ func (p *plan) askPeerSwitch(rolled bool) {
 		p.lease(st.turn).peerScheme = to
 	case missing > 0 && waiting == "":
 		waiting = fmt.Sprintf("%d member(s) whose peer URL is still %s to report", missing, st.from)
+	case len(todo) == 0 && p.holdTLSSwitch() != "":
+		waiting = fmt.Sprintf("annotation %s to be removed before the final roll (both schemes are served until then)", api.AnnHoldTLSSwitch)
 	}
 	status.Waiting = waiting
 	if waiting != "" {

@@ -179,3 +179,30 @@ func TestTLSSwitchAfterCARotation(t *testing.T) {
 	stepUntil(w, func() bool { return w.statusTLSSwitch() == nil && w.stable() && w.status.Phase == api.PhaseRunning })
 	require.Equal(t, []string{"http", "http", "http"}, w.peerSchemes())
 }
+
+// etcd.io/hold-tls-switch keeps a switch before its final roll: every peer URL moved, both schemes
+// served, until the annotation goes; then the final roll runs.
+func TestTLSSwitchHeldBeforeFinalRoll(t *testing.T) {
+	w := newWorld(t, 3)
+	w.spec.Security.TLS.Enabled = ptr(false)
+	w.converge(60)
+	w.parentAnn = map[string]string{api.AnnHoldTLSSwitch: "clients-moving"}
+	w.setSpec(func(s *api.ClusterSpec) { s.Security.TLS.Enabled = ptr(true) })
+	stepUntil(w, func() bool { s := w.statusTLSSwitch(); return s != nil && s.Switched == 3 })
+	for step := 0; step < 20; step++ {
+		w.step(5 * time.Second)
+		s := w.statusTLSSwitch()
+		require.NotNil(t, s, "step %d", step)
+		require.Equal(t, api.TLSSwitchPeers, s.Phase, "step %d: held before the final roll", step)
+		require.Contains(t, s.Waiting, api.AnnHoldTLSSwitch)
+		for i, p := range w.pods {
+			require.Equal(t, "http", p.transition, "pod %d keeps serving both schemes", i)
+		}
+	}
+	require.Equal(t, []string{"https", "https", "https"}, w.peerSchemes())
+	w.parentAnn = nil
+	stepUntil(w, func() bool { return w.statusTLSSwitch() == nil && w.stable() && w.status.Phase == api.PhaseRunning })
+	for i, p := range w.pods {
+		require.Empty(t, p.transition, "pod %d runs the final template", i)
+	}
+}
