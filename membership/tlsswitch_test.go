@@ -45,7 +45,7 @@ func startWriterOn(c *tcluster, cl *clientv3.Client, prefix, first string) *twri
 // Switching TLS on a running cluster and back (docs/design.md §14.8), against real etcd processes and
 // agents, each step as the hook drives it: a roll to the transition template (both schemes on the
 // client port, certificates on both planes), each member asked in turn to move its peer URL
-// (etcd.io/peer-scheme: its agent stops etcd, member-updates its own URL through the others, starts it
+// (etcd.io/peer-scheme: its agent member-updates its own URL through its running etcd, restarts it
 // listening on the new scheme), then a roll to the final template. A client of the old scheme writes
 // until the peer URLs are moved, one of the new scheme from the end of the transition roll: every
 // acknowledged write stays readable, and the failed ones are counted per step.

@@ -13,9 +13,10 @@ import (
 //
 //  1. a roll to the transition template: certificates on both planes, the client port serving http and
 //     https, each member's peer listener on the scheme of its own peer URL in the member list;
-//  2. one member at a time (the turn of a CA rotation's restart, §14.6): its agent stops etcd, updates
-//     its own peer URL to the new scheme through the others (member update) and starts it again;
-//  3. once every peer URL has the new scheme, a roll to the final template (TLS or plaintext only).
+//  2. one member at a time (the turn of a CA rotation's restart, §14.6): its agent updates its own peer
+//     URL to the new scheme through its running etcd (member update), then restarts etcd in place;
+//  3. once every peer URL has the new scheme (and no etcd.io/hold-tls-switch holds it), a roll to the
+//     final template (TLS or plaintext only).
 //
 // Where the switch stands is derived from the member list (the peer URLs' schemes), never recorded:
 // the spec says where it goes. Only when no member list is known does the StatefulSet's annotation

@@ -780,7 +780,7 @@ func (w *world) agent(i int) {
 		w.data[i] = "" // proven removed: moved aside
 	}
 	if to, _ := ann[api.AnnPeerScheme].(string); to != "" && w.data[i] != "" && w.pods[i].transition != "" && w.quorum() {
-		// membership.Agent.switchPeerScheme: etcd stopped, member update through the others, started.
+		// membership.Agent.movePeerURL: member update through its own etcd, then etcd restarted.
 		if from, host, _ := strings.Cut(m.PeerURL, "://"); from != to {
 			m.PeerURL = to + "://" + host
 			w.peerSwitches = append(w.peerSwitches, i)
