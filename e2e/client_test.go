@@ -32,9 +32,15 @@ func (s *scenario) clientEndpoint() string { return s.names().ClientEndpoint() }
 func (s *scenario) podEndpoints() []string {
 	var eps []string
 	n := s.names()
+	ec := s.cluster()
 	// A user's certificate names the members' hosts, not their pod IPs (the built-in one has both).
-	byName := s.cluster().Spec.Security.TLS.Client.SecretName != ""
+	byName := ec.Spec.Security.TLS.Client.SecretName != ""
 	for _, p := range s.pods() {
+		// A pod above the size is no member (a leaver's pod the StatefulSet re-created for a moment before
+		// its scale-down deleted it again: TestLeaveThenRestart's hashkv once asked one that was going).
+		if ec.Spec.Size != nil && n.PodOrdinal(p.Name) >= int(*ec.Spec.Size) {
+			continue
+		}
 		if p.Status.PodIP != "" && p.DeletionTimestamp == nil {
 			if byName {
 				eps = append(eps, n.ClientURL(n.PodOrdinal(p.Name)))
