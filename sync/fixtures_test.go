@@ -573,6 +573,23 @@ func fixtures() []fixture {
 			settle(w)
 			w.setSpec(func(s *api.ClusterSpec) { s.Security.TLS.Enabled = ptr(false) })
 		}},
+		// The user's Secrets are checked while a switch off's transition template mounts them: one gone
+		// holds the switch before anything restarts.
+		{name: "tls-switch-off-secret-missing", build: func(w *world) {
+			useSecrets(w, "peer", "client")
+			settle(w)
+			delete(w.secrets, "etcd-client")
+			w.setSpec(func(s *api.ClusterSpec) { s.Security.TLS.Enabled = ptr(false) })
+		}},
+		// One that expires during the transition roll holds the roll's next restart.
+		{name: "tls-switch-off-secret-expired-roll-held", build: func(w *world) {
+			useSecrets(w, "peer", "client")
+			settle(w)
+			w.setSpec(func(s *api.ClusterSpec) { s.Security.TLS.Enabled = ptr(false) })
+			w.step(5 * time.Second)
+			w.secrets["etcd-client"] = fixtureSecrets(w.t)["client-expired"]
+			w.step(5 * time.Second)
+		}},
 		// etcd.io/hold-tls-switch: every peer URL moved, both schemes stay served until it goes.
 		{name: "tls-switch-held-before-final-roll", build: func(w *world) {
 			w.spec.Security.TLS.Enabled = ptr(false)
@@ -652,6 +669,11 @@ func fixtures() []fixture {
 		}},
 		{name: "customize", hook: "customize", build: func(w *world) {}},
 		{name: "customize-tls-secrets", hook: "customize", build: func(w *world) { useSecrets(w, "peer", "client") }},
+		// Named Secrets stay related with TLS off: a switch off's transition template mounts them.
+		{name: "customize-tls-secrets-tls-off", hook: "customize", build: func(w *world) {
+			useSecrets(w, "peer", "client")
+			w.spec.Security.TLS.Enabled = ptr(false)
+		}},
 		// A settled 9-member cluster: what an idle cluster's periodic resync sends (cmd/loadtest -simulate).
 		{name: "nine-members-idle", hook: "bench", build: func(w *world) {
 			w.spec.Size = ptr(int32(9))

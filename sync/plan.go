@@ -252,14 +252,14 @@ func (p *plan) chooseSpec() error {
 		// (a new or restarted pod could not start: the new spec may add members or roll them), and the
 		// roll holds (roll.go); a Secret that goes bad under an unchanged spec changes nothing rendered
 		// (the running members keep their files).
-		p.certProblems = checkTLSSecrets(f, cand)
+		p.certProblems = checkTLSSecrets(f, f.secretsToCheck(cand))
 		if len(p.certProblems) > 0 && (f.applied == nil || !specEqual(*f.applied, cand)) {
 			valid, p.certBlocked = false, true
 		}
 	case f.applied != nil && sameTLSSecrets(*f.applied, cand):
 		// Only Secrets the request's spec names are related: the applied spec's are known only when
 		// they are the same.
-		p.certProblems = checkTLSSecrets(f, *f.applied)
+		p.certProblems = checkTLSSecrets(f, f.secretsToCheck(*f.applied))
 	}
 	if p.paused {
 		// Nothing new is adopted while paused: the recorded spec stays in force (a new cluster gets

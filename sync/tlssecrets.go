@@ -9,12 +9,11 @@ import (
 )
 
 // tlsSecretNames are the user's TLS Secrets a parent names (sorted, distinct): related objects, read by
-// name so that the hook sees no other Secret. Read from the spec as sent, defaults applied.
+// name so that the hook sees no other Secret. Read from the spec as sent, defaults applied. Named ones
+// are related with TLS off too: a switch off keeps them (TLSSecretChange) and its transition template
+// still mounts them, so /sync checks them until the switch is over (secretsToCheck).
 func tlsSecretNames(p *api.EtcdCluster) []string {
 	t := api.Defaulted(p.Spec).Security.TLS
-	if !t.TLSOn() {
-		return nil
-	}
 	seen := map[string]bool{}
 	var out []string
 	for _, n := range []string{t.Peer.SecretName, t.Client.SecretName} {
@@ -38,6 +37,21 @@ func (c certProblem) String() string {
 		return fmt.Sprintf("Secret %s: %s", c.secret, c.Message)
 	}
 	return fmt.Sprintf("Secret %s: %s: %s", c.secret, c.Key, c.Message)
+}
+
+// secretsToCheck is the spec whose TLS Secrets the pods may mount: the spec as it is, or, with TLS off
+// while a switch off may be under way (the applied spec had TLS on, or a peer URL or the StatefulSet says
+// so), the same settings with TLS on: the transition template mounts the user's Secrets, and a member it
+// restarts could not start on an unusable one (docs/design.md §14.8). The final roll is checked too,
+// though its pods no longer mount them: a check one roll too long holds nothing that was safe.
+func (f *facts) secretsToCheck(s api.ClusterSpec) api.ClusterSpec {
+	if s.Security.TLS.TLSOn() {
+		return s
+	}
+	if (f.applied != nil && f.applied.Security.TLS.TLSOn()) || f.tlsSwitchSeen() {
+		s.Security.TLS = s.Security.TLS.As(true)
+	}
+	return s
 }
 
 // checkTLSSecrets checks the user's Secrets a spec names against what every member of its size needs
