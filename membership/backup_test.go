@@ -116,9 +116,18 @@ func (c *tcluster) hashKV(rev int64) map[string]uint32 {
 		if s.agent == nil {
 			continue
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		resp, err := cl.HashKV(ctx, s.clientURL, rev)
-		cancel()
+		// A member that has not applied rev yet (a learner just promoted, a follower behind under load)
+		// answers ErrFutureRev: asked again until it has, bounded (a cold CI run hit this at 072633d).
+		var resp *clientv3.HashKVResponse
+		var err error
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			resp, err = cl.HashKV(ctx, s.clientURL, rev)
+			cancel()
+			if !errors.Is(err, rpctypes.ErrFutureRev) || time.Now().After(deadline) {
+				break
+			}
+		}
 		require.NoError(c.t, err)
 		out[s.name] = resp.Hash
 	}
