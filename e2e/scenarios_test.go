@@ -389,8 +389,12 @@ func TestManualStatefulSetScale(t *testing.T) {
 	sc.Spec.Replicas = 1
 	_, err = s.e.kube.AppsV1().StatefulSets(s.ns).UpdateScale(s.ctx, s.name, sc, metav1.UpdateOptions{})
 	require.NoError(t, err)
-	time.Sleep(3 * time.Second)
-	took := s.waitFor("restored", stepTimeout, s.settled(3))
+	// The hook puts replicas back (a status from before the scale would read settled at once).
+	took := s.waitFor("the hook restores replicas", stepTimeout, func() bool {
+		sts, err := s.e.kube.AppsV1().StatefulSets(s.ns).Get(s.ctx, s.name, metav1.GetOptions{})
+		return err == nil && sts.Spec.Replicas != nil && *sts.Spec.Replicas == 3
+	})
+	took += s.waitFor("restored", stepTimeout, s.settled(3))
 	require.Equal(t, before, s.memberIDs())
 	require.Len(t, s.pvcs(), 3)
 	w.Finish(fmt.Sprintf("manual scale to 1 restored to 3 in %s\n\n", took.Round(100*time.Millisecond)))
