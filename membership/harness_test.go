@@ -469,6 +469,17 @@ func (c *tcluster) voters(want ...int) bool {
 	return true
 }
 
+// running says whether each slot's agent has had its own etcd answer: a stopped or killed member's last
+// report still says healthy, and the member list still says started, until the new agent's first look.
+func (c *tcluster) running(slots ...int) bool {
+	for _, i := range slots {
+		if _, ok := c.slots[i].agent.State(); !ok {
+			return false
+		}
+	}
+	return true
+}
+
 func (c *tcluster) memberID(i int) string {
 	for _, m := range c.tryMembers() {
 		if samePeer(m.PeerURL, c.slots[i].peerURL) {

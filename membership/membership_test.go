@@ -284,14 +284,7 @@ func TestMembershipLeaveParkRestartForeign(t *testing.T) {
 			c.start(i, 0)
 		}
 		// Each new agent's etcd answering: the killed members' last reports still say healthy.
-		c.waitFor("all back", stepMax, func() bool {
-			for i := 0; i < 3; i++ {
-				if _, running := c.slots[i].agent.State(); !running {
-					return false
-				}
-			}
-			return c.voters(0, 1, 2)
-		})
+		c.waitFor("all back", stepMax, func() bool { return c.running(0, 1, 2) && c.voters(0, 1, 2) })
 		w.Step("foreign data refused")
 		s := c.slots[4]
 		require.NoError(t, os.MkdirAll(filepath.Join(s.dataDir(), "member", "wal"), 0o755))

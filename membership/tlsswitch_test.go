@@ -64,10 +64,7 @@ func TestMembershipTLSSwitch(t *testing.T) {
 				// The new agent's own etcd answering, not only the others: a stopped member keeps its last
 				// report (healthy) and the member list still says started, so healthy alone can hold before
 				// this etcd is back, and the next stop would leave two members down.
-				c.waitFor(c.slots[i].name+" back as a healthy voter", stepMax, func() bool {
-					_, running := c.slots[i].agent.State()
-					return running && healthy()
-				})
+				c.waitFor(c.slots[i].name+" back as a healthy voter", stepMax, func() bool { return c.running(i) && healthy() })
 			}
 			return time.Since(took)
 		}
