@@ -153,8 +153,10 @@ func TestMembershipBackupRestore(t *testing.T) {
 		for i, st := range stores {
 			t.Run(st.name, func(t *testing.T) {
 				d := st.destination(t)
+				leader := src.leader()
 				res, err := src.backupOnce(d, backup.Retention{KeepLast: 2}, time.Now())
 				require.NoError(t, err)
+				stable := leader == src.leader()
 				m := res.Manifest
 				require.Equal(t, rev, m.Revision, "nothing was written after the content was read")
 				require.Equal(t, src.leases.Report(src.slots[0].lease).ClusterID, m.EtcdClusterID)
@@ -162,12 +164,15 @@ func TestMembershipBackupRestore(t *testing.T) {
 				require.NotEmpty(t, m.Member)
 				require.Greater(t, m.Size, int64(32*1024))
 				require.Len(t, m.SHA256, 64)
-				// A healthy follower is preferred to the leader.
-				leader := src.leases.Report(src.slots[0].lease).LeaderID
+				// A healthy follower is preferred to the leader: judged when one leader led throughout (an
+				// election meanwhile may rightly have left only the leader answering).
 				for _, s := range src.slots {
-					if s.name == m.Member {
+					if s.name == m.Member && stable {
 						require.NotEqual(t, leader, src.memberID(s.i), "the snapshot came from the leader while followers were healthy")
 					}
+				}
+				if !stable {
+					t.Logf("leadership moved during the backup: the follower preference is not judged this time")
 				}
 				url := d.ObjectURL(m.SnapshotKey())
 

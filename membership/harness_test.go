@@ -480,13 +480,68 @@ func (c *tcluster) running(slots ...int) bool {
 	return true
 }
 
-func (c *tcluster) memberID(i int) string {
+// tryMemberID is slot i's member ID in one read of the member list: "" when the list could not be read
+// within its second (a loaded machine) or the slot is not a member. Only for conditions polled by waitFor.
+func (c *tcluster) tryMemberID(i int) string {
 	for _, m := range c.tryMembers() {
 		if samePeer(m.PeerURL, c.slots[i].peerURL) {
 			return m.ID
 		}
 	}
 	return ""
+}
+
+// memberID waits, bounded by stepMax, for slot i's member ID. A one-shot read that timed out would
+// return "", and an assertion on it would fail on a parse, or pass without saying anything (cold CI at
+// ee9395e: the quorum rule test found no leader among three "" IDs).
+func (c *tcluster) memberID(i int) string {
+	c.t.Helper()
+	var id string
+	c.waitFor(c.slots[i].name+"'s member ID", stepMax, func() bool { id = c.tryMemberID(i); return id != "" })
+	return id
+}
+
+// tryLeader is the leader slot i follows, in one Status call: "" when it does not answer within the
+// call's bound or knows no leader (an election). Only for conditions polled by waitFor.
+func (c *tcluster) tryLeader(i int) string {
+	st, err := c.etcd(0).Status(context.Background(), c.slots[i].clientURL)
+	if err != nil || st.Leader == 0 {
+		return ""
+	}
+	return api.FormatID(st.Leader)
+}
+
+// leader waits, bounded by stepMax, for the leader slot 0 follows (or, slot 0 down, the first slot that
+// knows one).
+func (c *tcluster) leader() string {
+	c.t.Helper()
+	var l string
+	c.waitFor("a leader", stepMax, func() bool {
+		for i, s := range c.slots {
+			if s.agent != nil {
+				if l = c.tryLeader(i); l != "" {
+					return true
+				}
+			}
+		}
+		return false
+	})
+	return l
+}
+
+// removeUntilDone is a remove Job the hook runs, run again until it succeeds as the hook runs it again at
+// a later sync. Beside a leave intent the leaving member's agent moves leadership and removes itself at
+// the same moment, and a Job that reads a voter's health during that election is refused (safely); a
+// Job whose one member-list read timed out on a loaded machine fails: neither is the test's answer.
+func (c *tcluster) removeUntilDone(id, peerURL, reason string) {
+	c.t.Helper()
+	c.waitFor("the "+reason+" Job for "+id, stepMax, func() bool {
+		err := c.removeJob(id, peerURL, reason)
+		if err != nil {
+			c.t.Logf("%s Job for %s: %v (run again)", reason, id, err)
+		}
+		return err == nil
+	})
 }
 
 // client talks to the running members.

@@ -38,6 +38,25 @@ func (c *tcluster) served(rawURL string) (*big.Int, error) {
 	return conn.ConnectionState().PeerCertificates[0].SerialNumber, nil
 }
 
+// mustServed is served, dialled again while the dial times out (a loaded machine: no answer, not a
+// wrong one); any other error, a certificate refused among them, fails at once.
+func (c *tcluster) mustServed(rawURL string) *big.Int {
+	c.t.Helper()
+	var sn *big.Int
+	var err error
+	c.waitFor("a TLS answer at "+rawURL, stepMax, func() bool {
+		sn, err = c.served(rawURL)
+		return !timedOut(err)
+	})
+	require.NoError(c.t, err, "dialling %s", rawURL)
+	return sn
+}
+
+func timedOut(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
 func (s *slot) etcdPID() int {
 	s.agent.mu.Lock()
 	defer s.agent.mu.Unlock()
@@ -63,10 +82,7 @@ func TestMembershipTLSLeafRotation(t *testing.T) {
 		}
 		before := map[int]seen{}
 		for i, s := range c.slots {
-			cs, err := c.served(s.clientURL)
-			require.NoError(t, err)
-			ps, err := c.served(s.peerURL)
-			require.NoError(t, err)
+			cs, ps := c.mustServed(s.clientURL), c.mustServed(s.peerURL)
 			require.Equal(t, cs, ps, "one member certificate serves both planes")
 			before[i] = seen{pid: s.etcdPID(), client: cs, peer: ps}
 		}
@@ -109,9 +125,7 @@ func TestMembershipTLSLeafRotation(t *testing.T) {
 		// once (not at its next minute's look), again without restarting etcd.
 		w.Step("renewal asked")
 		for i, s := range c.slots {
-			cs, err := c.served(s.clientURL)
-			require.NoError(t, err)
-			before[i] = seen{pid: s.etcdPID(), client: cs}
+			before[i] = seen{pid: s.etcdPID(), client: c.mustServed(s.clientURL)}
 		}
 		mark := api.RenewalMark("e2e-renewal-1")
 		for _, s := range c.slots {
@@ -135,7 +149,8 @@ func TestMembershipTLSLeafRotation(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, mark, pki.RenewalOf(leaf[0]), "the client Secret was renewed for the mark too")
 		// A few more writes on the renewed certificates, then every acknowledged write must be there.
-		time.Sleep(2 * time.Second)
+		w.Step("after the renewal")
+		c.waitFor("writes on the renewed certificates", stepMax, func() bool { return w.AckedInStep() >= 5 })
 		w.Verify(t)
 	})
 }
@@ -577,9 +592,14 @@ func TestMembershipTLSCARotation(t *testing.T) {
 			for _, raw := range []string{s.clientURL, s.peerURL} {
 				u, err := url.Parse(raw)
 				require.NoError(t, err)
-				conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 3 * time.Second}, "tcp", u.Host, tc)
+				c.waitFor(s.name+"'s TLS answer at "+raw, stepMax, func() bool {
+					var conn *tls.Conn
+					if conn, err = tls.DialWithDialer(&net.Dialer{Timeout: 3 * time.Second}, "tcp", u.Host, tc); err == nil {
+						_ = conn.Close()
+					}
+					return !timedOut(err)
+				})
 				require.NoError(t, err, "%s at %s with the new CA alone", s.name, raw)
-				_ = conn.Close()
 			}
 		}
 		w.Step("settled")
