@@ -181,15 +181,21 @@ func (s *scenario) checkHashKV(rev int64) {
 	}
 }
 
-// memberList reads etcd's own member list through the client Service.
+// memberList reads etcd's own member list through the client Service, asking again for half a minute:
+// right after a status says settled, the Service may still send the call to a pod that is not serving
+// yet, and one timed-out call is no answer.
 func (s *scenario) memberList() []api.Member {
-	cl, err := s.newClient([]string{s.clientEndpoint()})
-	require.NoError(s.t, err)
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	resp, err := cl.MemberList(ctx)
-	require.NoError(s.t, err)
+	s.t.Helper()
+	resp := read(s, "etcd's member list", func() (*clientv3.MemberListResponse, error) {
+		cl, err := s.newClient([]string{s.clientEndpoint()})
+		if err != nil {
+			return nil, err
+		}
+		defer cl.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		return cl.MemberList(ctx)
+	})
 	var out []api.Member
 	for _, m := range resp.Members {
 		em := api.Member{ID: api.FormatID(m.ID), Name: m.Name, Learner: m.IsLearner}

@@ -104,7 +104,7 @@ func TestDeleteMemberPod(t *testing.T) {
 	settled := s.settled(3)
 	s.waitFor("back", stepTimeout, func() bool {
 		p, err := s.e.kube.CoreV1().Pods(s.ns).Get(s.ctx, s.names().Pod(1), metav1.GetOptions{})
-		return err == nil && p.UID != old.UID && settled()
+		return err == nil && p.UID != old.UID && podReady(*p) && settled()
 	})
 	took := time.Since(deleted)
 	require.Equal(t, before, s.memberIDs(), "the same members come back with their data")
@@ -334,7 +334,11 @@ func TestLeaveThenRestart(t *testing.T) {
 	w := s.startWriter("4->3, pod 3 restarted once it left")
 	s.apply(map[string]any{"size": int64(3)})
 	s.waitFor("member 3 gone", stepTimeout, func() bool {
-		for _, m := range s.tryMemberList() {
+		l := s.tryMemberList() // nil: the list was not read, which says nothing of member 3
+		if l == nil {
+			return false
+		}
+		for _, m := range l {
 			if m.ID == leaverID {
 				return false
 			}
@@ -343,8 +347,17 @@ func TestLeaveThenRestart(t *testing.T) {
 	})
 	_ = s.e.kube.CoreV1().Pods(s.ns).Delete(s.ctx, s.names().Pod(3), metav1.DeleteOptions{GracePeriodSeconds: ptr(int64(0))})
 	took := s.waitFor("size 3", stepTimeout, s.settled(3))
-	for _, m := range s.memberList() {
-		require.NotEqual(t, s.names().PeerURL(3), m.PeerURL, "the restarted leaver must not rejoin")
+	// The restarted pod 3 lives until the StatefulSet drops it; the member list is read over a few
+	// seconds from then, not once at the first settled status (which can precede the restart).
+	s.waitFor("pod 3 gone", stepTimeout, func() bool {
+		_, err := s.e.kube.CoreV1().Pods(s.ns).Get(s.ctx, s.names().Pod(3), metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	})
+	for range 3 {
+		for _, m := range s.memberList() {
+			require.NotEqual(t, s.names().PeerURL(3), m.PeerURL, "the restarted leaver must not rejoin")
+		}
+		time.Sleep(2 * time.Second)
 	}
 	w.Finish(fmt.Sprintf("4->3 with the leaver restarted: %s\n\n", took.Round(100*time.Millisecond)))
 }
@@ -363,10 +376,10 @@ func TestAllPodsRestart(t *testing.T) {
 	require.NoError(t, s.e.kube.CoreV1().Pods(s.ns).DeleteCollection(s.ctx, metav1.DeleteOptions{},
 		metav1.ListOptions{LabelSelector: api.LabelInstance + "=" + s.name + "," + api.LabelComponent + "=etcd"}))
 	// A status written before the deletion still reads settled: first see three new pods.
-	took := s.waitFor("three new pods", stepTimeout, func() bool {
+	took := s.waitFor("three new pods ready", stepTimeout, func() bool {
 		n := 0
 		for _, p := range s.pods() {
-			if !old[p.UID] && p.DeletionTimestamp == nil {
+			if !old[p.UID] && p.DeletionTimestamp == nil && podReady(p) {
 				n++
 			}
 		}
@@ -384,15 +397,36 @@ func TestManualStatefulSetScale(t *testing.T) {
 	s.waitFor("settled", stepTimeout, s.settled(3))
 	before := s.memberIDs()
 	w := s.startWriter("kubectl scale --replicas=1")
-	sc, err := s.e.kube.AppsV1().StatefulSets(s.ns).GetScale(s.ctx, s.name, metav1.GetOptions{})
-	require.NoError(t, err)
-	sc.Spec.Replicas = 1
-	_, err = s.e.kube.AppsV1().StatefulSets(s.ns).UpdateScale(s.ctx, s.name, sc, metav1.UpdateOptions{})
-	require.NoError(t, err)
+	// The StatefulSet controller writes meanwhile: read again and retry on a conflict.
+	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		sc, err := s.e.kube.AppsV1().StatefulSets(s.ns).GetScale(s.ctx, s.name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		sc.Spec.Replicas = 1
+		_, err = s.e.kube.AppsV1().StatefulSets(s.ns).UpdateScale(s.ctx, s.name, sc, metav1.UpdateOptions{})
+		return err
+	}))
 	// The hook puts replicas back (a status from before the scale would read settled at once).
 	took := s.waitFor("the hook restores replicas", stepTimeout, func() bool {
 		sts, err := s.e.kube.AppsV1().StatefulSets(s.ns).Get(s.ctx, s.name, metav1.GetOptions{})
 		return err == nil && sts.Spec.Replicas != nil && *sts.Spec.Replicas == 3
+	})
+	// Pods are managed in parallel: the scale to 1 may have deleted two pods at once (quorum lost for a
+	// moment), and a status from before reads settled. The StatefulSet having seen the restore and three
+	// ready pods that are not terminating come first.
+	took += s.waitFor("three ready pods", stepTimeout, func() bool {
+		sts, err := s.e.kube.AppsV1().StatefulSets(s.ns).Get(s.ctx, s.name, metav1.GetOptions{})
+		if err != nil || sts.Status.ObservedGeneration != sts.Generation || sts.Status.ReadyReplicas != 3 {
+			return false
+		}
+		n := 0
+		for _, p := range s.pods() {
+			if p.DeletionTimestamp == nil && podReady(p) {
+				n++
+			}
+		}
+		return n == 3
 	})
 	took += s.waitFor("restored", stepTimeout, s.settled(3))
 	require.Equal(t, before, s.memberIDs())
@@ -467,11 +501,16 @@ func TestStatusWiped(t *testing.T) {
 	for _, p := range s.pods() {
 		uids[p.Name] = p.UID
 	}
-	u, err := s.e.dyn.Resource(gvrCluster).Namespace(s.ns).Get(s.ctx, s.name, metav1.GetOptions{})
-	require.NoError(t, err)
-	u.Object["status"] = map[string]any{}
-	_, err = s.e.dyn.Resource(gvrCluster).Namespace(s.ns).UpdateStatus(s.ctx, u, metav1.UpdateOptions{})
-	require.NoError(t, err)
+	// Metacontroller writes the status too: read again and retry on a conflict.
+	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		u, err := s.e.dyn.Resource(gvrCluster).Namespace(s.ns).Get(s.ctx, s.name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		u.Object["status"] = map[string]any{}
+		_, err = s.e.dyn.Resource(gvrCluster).Namespace(s.ns).UpdateStatus(s.ctx, u, metav1.UpdateOptions{})
+		return err
+	}))
 	s.waitFor("status restored", time.Minute, func() bool { return s.cluster().Status.ClusterID == cid && s.settled(3)() })
 	require.Equal(t, before, s.memberIDs())
 	for _, p := range s.pods() {

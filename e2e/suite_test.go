@@ -158,10 +158,27 @@ func (s *scenario) apply(spec map[string]any) {
 	require.NoError(s.t, err)
 }
 
+// read retries an API read for up to 30 s: the tests poll at 2 Hz for minutes on a loaded machine, and
+// one apiserver timeout or reset is no answer (a failed read after 30 s still fails the test).
+func read[T any](s *scenario, what string, get func() (T, error)) T {
+	s.t.Helper()
+	var v T
+	var err error
+	for start := time.Now(); ; time.Sleep(time.Second) {
+		if v, err = get(); err == nil || time.Since(start) > 30*time.Second {
+			break
+		}
+		s.t.Logf("reading %s: %v (again)", what, err)
+	}
+	require.NoError(s.t, err, "reading %s", what)
+	return v
+}
+
 func (s *scenario) cluster() *api.EtcdCluster {
 	s.t.Helper()
-	u, err := s.e.dyn.Resource(gvrCluster).Namespace(s.ns).Get(s.ctx, s.name, metav1.GetOptions{})
-	require.NoError(s.t, err)
+	u := read(s, "the EtcdCluster", func() (*unstructured.Unstructured, error) {
+		return s.e.dyn.Resource(gvrCluster).Namespace(s.ns).Get(s.ctx, s.name, metav1.GetOptions{})
+	})
 	var ec api.EtcdCluster
 	require.NoError(s.t, runtimeFromUnstructured(u, &ec))
 	return &ec
@@ -209,15 +226,19 @@ func (s *scenario) waitFor(what string, timeout time.Duration, cond func() bool)
 }
 
 func (s *scenario) pods() []corev1.Pod {
-	l, err := s.e.kube.CoreV1().Pods(s.ns).List(s.ctx, metav1.ListOptions{LabelSelector: api.LabelInstance + "=" + s.name + "," + api.LabelComponent + "=etcd"})
-	require.NoError(s.t, err)
+	s.t.Helper()
+	l := read(s, "the pods", func() (*corev1.PodList, error) {
+		return s.e.kube.CoreV1().Pods(s.ns).List(s.ctx, metav1.ListOptions{LabelSelector: api.LabelInstance + "=" + s.name + "," + api.LabelComponent + "=etcd"})
+	})
 	sort.Slice(l.Items, func(i, j int) bool { return l.Items[i].Name < l.Items[j].Name })
 	return l.Items
 }
 
 func (s *scenario) pvcs() []string {
-	l, err := s.e.kube.CoreV1().PersistentVolumeClaims(s.ns).List(s.ctx, metav1.ListOptions{})
-	require.NoError(s.t, err)
+	s.t.Helper()
+	l := read(s, "the claims", func() (*corev1.PersistentVolumeClaimList, error) {
+		return s.e.kube.CoreV1().PersistentVolumeClaims(s.ns).List(s.ctx, metav1.ListOptions{})
+	})
 	var out []string
 	for _, p := range l.Items {
 		if p.DeletionTimestamp == nil {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/etcdhook/etcdhook/api"
 	"github.com/etcdhook/etcdhook/internal/pki"
+	"github.com/etcdhook/etcdhook/membership"
 )
 
 // userSecret writes a cert-manager-layout Secret (as a cert-manager Certificate would).
@@ -38,10 +39,27 @@ func (s *scenario) userSecret(name string, kp pki.KeyPair, ca pki.KeyPair) {
 	require.NoError(s.t, err)
 }
 
-// servedSerials: the serial each member presents to a new connection on its client port.
+// servedSerials: the serial each member presents to a new connection on its client port, dialled with
+// the client Secret; a member that does not answer (a pod just replaced, a loaded machine) is missing.
 func (s *scenario) servedSerials() map[string]*big.Int {
 	tc, err := s.clientTLS()
 	require.NoError(s.t, err)
+	return s.servedSerialsWith(tc)
+}
+
+// allServed waits, up to a minute, for every one of n members to answer servedSerials: one dial that
+// missed a member would make a comparison over the map check less than it says (or compare with nil).
+func (s *scenario) allServed(n int) map[string]*big.Int {
+	s.t.Helper()
+	var got map[string]*big.Int
+	s.waitFor(fmt.Sprintf("%d members to answer a TLS dial", n), time.Minute, func() bool {
+		got = s.servedSerials()
+		return len(got) == n
+	})
+	return got
+}
+
+func (s *scenario) servedSerialsWith(tc *tls.Config) map[string]*big.Int {
 	out := map[string]*big.Int{}
 	n := s.names()
 	for _, p := range s.pods() {
@@ -109,11 +127,12 @@ func TestTLSUserSecrets(t *testing.T) {
 	time.Sleep(5 * time.Second)
 
 	w.Step("client certificate renewed in the Secret")
-	before, pods := s.servedSerials(), s.podIdentities()
-	require.Len(t, before, 3)
+	s.allServed(3) // every member answers the first certificate before it is replaced
+	pods := s.podIdentities()
 	renewed := issue(time.Now(), 12*time.Hour, true)
 	s.userSecret("etcd-client-tls-user", renewed, ca)
-	rotated := s.waitFor("every member to serve the renewed certificate", 5*time.Minute, func() bool {
+	// The kubelet refreshes a Secret volume at its own pace (1m54s for the last member in CI5).
+	rotated := s.waitFor("every member to serve the renewed certificate", 8*time.Minute, func() bool {
 		got := s.servedSerials()
 		if len(got) != 3 {
 			return false
@@ -133,9 +152,19 @@ func TestTLSUserSecrets(t *testing.T) {
 		c := condition(s.cluster(), api.CondCertificatesInvalid)
 		return c != nil && c.Status == metav1.ConditionTrue && strings.Contains(c.Message, "expired")
 	})
-	// Long enough for the kubelet to hand every pod the bad files and every agent to look at them.
-	time.Sleep(90 * time.Second)
-	for name, serial := range s.servedSerials() {
+	// Long enough for the kubelet to hand every pod the bad files and every agent to look at them: the
+	// renewal above took up to 1m54s from the Secret update to the last member serving it (CI5).
+	time.Sleep(150 * time.Second)
+	// Dialled with the last good key pair: the Secret's expired one may be refused, and an empty map
+	// would check nothing.
+	good, err := membership.ClientTLSFromFiles(map[string][]byte{pki.KeyCert: renewed.CertPEM, pki.KeyKey: renewed.KeyPEM, pki.KeyCA: ca.CertPEM})
+	require.NoError(t, err)
+	var still map[string]*big.Int
+	s.waitFor("every member to answer with the last good key pair", time.Minute, func() bool {
+		still = s.servedSerialsWith(good)
+		return len(still) == 3
+	})
+	for name, serial := range still {
 		require.Zero(t, serial.Cmp(renewed.Cert.SerialNumber), "%s still serves the last good certificate", name)
 	}
 	require.Equal(t, pods, s.podIdentities(), "no member pod was replaced or restarted")
@@ -161,8 +190,7 @@ func TestCertificateRenewal(t *testing.T) {
 	s.waitFor("settled", stepTimeout, s.settled(3))
 	w := s.startWriter("steady")
 	time.Sleep(3 * time.Second)
-	before, pods := s.servedSerials(), s.podIdentities()
-	require.Len(t, before, 3)
+	before, pods := s.allServed(3), s.podIdentities()
 	client, err := s.e.kube.CoreV1().Secrets(s.ns).Get(s.ctx, s.names().ClientSecret(), metav1.GetOptions{})
 	require.NoError(t, err)
 
@@ -234,8 +262,9 @@ func TestCARotation(t *testing.T) {
 	require.Len(t, after.CAFingerprints, 1, "every member trusts one CA")
 	require.NotEqual(t, old, after.CAFingerprints[0], "a new CA")
 	require.Equal(t, pods, s.podIdentities(), "no member pod was replaced or restarted: etcd restarted inside the pods")
-	// A client that trusts only the new CA (the client Secret holds it alone now) reaches every member.
-	require.Len(t, s.servedSerials(), 3)
+	// A client that trusts only the new CA (the client Secret holds it alone now) reaches every member
+	// (waited for: the last member's etcd restarted in its pod moments ago).
+	s.allServed(3)
 	data, err := s.secretData(s.names().CASecret())
 	require.NoError(t, err)
 	require.Empty(t, data["next.crt"], "the CA Secret holds the new CA alone")

@@ -4,7 +4,9 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -139,12 +141,20 @@ func TestTLSSwitch(t *testing.T) {
 
 	secure, on := s.switchTLS(true, plain, "s/", true)
 	// Plaintext is refused on every member's client port; TLS with the client Secret answers.
+	// A timeout is no answer (it would pass for a refusal), so it is asked again; an empty pod IP would
+	// dial this machine's own port.
 	hc := &http.Client{Timeout: 3 * time.Second}
 	for _, p := range s.pods() {
-		resp, err := hc.Get(fmt.Sprintf("http://%s:%d/health", p.Status.PodIP, api.ClientPort))
-		if err == nil {
-			resp.Body.Close()
-		}
+		require.NotEmpty(t, p.Status.PodIP, "%s has an address", p.Name)
+		var err error
+		s.waitFor(p.Name+" to answer a plaintext client", time.Minute, func() bool {
+			var resp *http.Response
+			if resp, err = hc.Get(fmt.Sprintf("http://%s:%d/health", p.Status.PodIP, api.ClientPort)); err == nil {
+				resp.Body.Close()
+			}
+			var ne net.Error
+			return !errors.As(err, &ne) || !ne.Timeout()
+		})
 		require.Error(t, err, "%s refuses plaintext", p.Name)
 	}
 	// Dialled by the peer DNS name: the final roll replaced the pods, and a name may still answer with
