@@ -101,9 +101,11 @@ func (s *scenario) switchTLS(on bool, old *writer.Writer, prefix string, hold bo
 		return p == api.TLSSwitchPeers || p == api.TLSSwitchRollingOut
 	})
 	w, _ := s.schemeWriter(on, prefix, "tls "+to+": peer URLs")
+	finalRoll := func() bool { return s.switchPhase() == api.TLSSwitchRollingOut || s.switchPhase() == "" }
 	held := ""
+	var moves time.Duration
 	if hold {
-		moves := s.waitFor("every peer URL moved, the final roll held", 6*time.Minute, func() bool {
+		moves = s.waitFor("every peer URL moved, the final roll held", 6*time.Minute, func() bool {
 			st := s.cluster().Status.TLS
 			return st != nil && st.Switch != nil && st.Switch.Switched == 3 && strings.Contains(st.Switch.Waiting, api.AnnHoldTLSSwitch)
 		})
@@ -113,11 +115,12 @@ func (s *scenario) switchTLS(on bool, old *writer.Writer, prefix string, hold bo
 		require.Equal(s.t, api.TLSSwitchPeers, s.switchPhase(), "still held")
 		old.Stop()
 		s.annotate(api.AnnHoldTLSSwitch, "") // an empty value holds nothing
-		held = fmt.Sprintf(" (held before the final roll once the peer URLs moved in %s: both clients wrote meanwhile)", moves.Round(100*time.Millisecond))
+		released := s.waitFor("the final roll once the hold is removed", 6*time.Minute, finalRoll)
+		held = fmt.Sprintf(" (then held 5 s before the final roll, both clients writing; the final roll began %s after the hold was removed)", released.Round(100*time.Millisecond))
 	} else {
 		old.Stop()
+		moves = s.waitFor("every peer URL moved", 6*time.Minute, finalRoll)
 	}
-	moves := s.waitFor("every peer URL moved", 6*time.Minute, func() bool { return s.switchPhase() == api.TLSSwitchRollingOut || s.switchPhase() == "" })
 	w.Step("tls " + to + ": final roll")
 	rollOut := s.waitFor("the final roll", 8*time.Minute, func() bool { return s.switchPhase() == "" && s.settled(3)() })
 	require.Equal(s.t, []string{to, to, to}, s.peerSchemes())
