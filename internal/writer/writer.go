@@ -42,6 +42,10 @@ type stats struct {
 	lat        []time.Duration
 	began      time.Time
 	took       time.Duration
+	// firstErr and firstAt: the first failed write of the step and when, into the step: a count alone
+	// does not say whether a write timed out on a replaced pod, was refused, or found no leader.
+	firstErr string
+	firstAt  time.Duration
 }
 
 // Start begins writing through cl in the step named first.
@@ -71,6 +75,9 @@ func (w *Writer) loop() {
 		w.mu.Lock()
 		st := w.stats[w.step]
 		if err != nil {
+			if st.failed == 0 {
+				st.firstErr, st.firstAt = err.Error(), t0.Sub(st.began)
+			}
 			st.failed++
 		} else {
 			st.ok++
@@ -160,6 +167,15 @@ func (w *Writer) Table() string {
 		st := w.stats[name]
 		fmt.Fprintf(&b, "| %s | %s | %d | %d | %s | %s |\n", name, st.took.Round(10*time.Millisecond), st.ok, st.failed,
 			percentile(st.lat, 0.5).Round(100*time.Microsecond), percentile(st.lat, 0.99).Round(100*time.Microsecond))
+	}
+	for _, name := range w.order {
+		if st := w.stats[name]; st.failed > 0 {
+			msg := st.firstErr
+			if len(msg) > 200 {
+				msg = msg[:200] + "…"
+			}
+			fmt.Fprintf(&b, "\nfirst failed write in %s, %s into the step: `%s`\n", name, st.firstAt.Round(10*time.Millisecond), strings.ReplaceAll(msg, "`", "'"))
+		}
 	}
 	return b.String()
 }

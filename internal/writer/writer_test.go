@@ -17,3 +17,18 @@ func TestPercentile(t *testing.T) {
 	require.Equal(t, time.Duration(0), percentile(nil, 0.5))
 	require.Equal(t, 100*time.Millisecond, lat[0], "the input is not reordered")
 }
+
+// The table names each step's first failed write, so that a count of failures says what they were.
+func TestTableNamesFirstFailure(t *testing.T) {
+	w := &Writer{stats: map[string]*stats{}}
+	w.Step("steady")
+	w.stats["steady"].ok, w.stats["steady"].lat = 2, []time.Duration{time.Millisecond, 2 * time.Millisecond}
+	w.Step("roll")
+	w.stats["roll"].ok, w.stats["roll"].lat = 1, []time.Duration{time.Millisecond}
+	w.stats["roll"].failed, w.stats["roll"].firstErr, w.stats["roll"].firstAt = 2, "context deadline exceeded", 1500*time.Millisecond
+	w.stats["roll"].took, w.stats["steady"].took = time.Second, time.Second
+	got := w.Table()
+	require.Contains(t, got, "| roll | 1s | 1 | 2 | 1ms | 1ms |")
+	require.Contains(t, got, "first failed write in roll, 1.5s into the step: `context deadline exceeded`")
+	require.NotContains(t, got, "first failed write in steady", "a step without failures names none")
+}
