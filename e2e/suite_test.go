@@ -220,8 +220,13 @@ func (s *scenario) waitFor(what string, timeout time.Duration, cond func() bool)
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-	ec := s.cluster()
-	s.t.Fatalf("timed out after %s waiting for %s: phase %s, message %q", timeout, what, ec.Status.Phase, ec.Status.Message)
+	// One direct read: the cluster may be gone (a deletion test), and the timeout is the message.
+	u, err := s.e.dyn.Resource(gvrCluster).Namespace(s.ns).Get(s.ctx, s.name, metav1.GetOptions{})
+	var ec api.EtcdCluster
+	if err == nil {
+		err = runtimeFromUnstructured(u, &ec)
+	}
+	s.t.Fatalf("timed out after %s waiting for %s: phase %s, message %q (read: %v)", timeout, what, ec.Status.Phase, ec.Status.Message, err)
 	return 0
 }
 
