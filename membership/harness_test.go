@@ -492,8 +492,8 @@ func (c *tcluster) tryMemberID(i int) string {
 }
 
 // memberID waits, bounded by stepMax, for slot i's member ID. A one-shot read that timed out would
-// return "", and an assertion on it would fail on a parse, or pass without saying anything (cold CI at
-// ee9395e: the quorum rule test found no leader among three "" IDs).
+// return "", and an assertion on it would fail on a parse, or pass without saying anything (the quorum
+// rule test, which failed in CI at ee9395e under load, found its leader among such reads).
 func (c *tcluster) memberID(i int) string {
 	c.t.Helper()
 	var id string
