@@ -67,13 +67,17 @@ func (w *Writer) loop() {
 		case <-time.After(w.lim.Every):
 		}
 		key, val := fmt.Sprintf("%s%06d", w.lim.Prefix, n), fmt.Sprintf("v%d", n)
+		// A write counts in the step it started in: one that began before a Step and ended after belongs
+		// to what was going on when it was sent.
+		w.mu.Lock()
+		st := w.stats[w.step]
+		w.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), w.lim.Timeout)
 		t0 := time.Now()
 		_, err := w.cl.Put(ctx, key, val)
 		lat := time.Since(t0)
 		cancel()
 		w.mu.Lock()
-		st := w.stats[w.step]
 		if err != nil {
 			if st.failed == 0 {
 				st.firstErr, st.firstAt = err.Error(), t0.Sub(st.began)
