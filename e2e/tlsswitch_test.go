@@ -163,7 +163,7 @@ func TestTLSSwitch(t *testing.T) {
 	// Dialled by the peer DNS name: the final roll replaced the pods, and a name may still answer with
 	// the replaced pod's address for a moment (a CI run at 0213fa4 missed etcd-0, restarted 2 s before,
 	// whose etcd was already refusing plaintext).
-	s.waitFor("every member serves TLS on its DNS name", time.Minute, func() bool { return len(s.servedSerials()) == 3 })
+	s.allServed(3)
 
 	again, off := s.switchTLS(false, secure, "q/", false)
 	again.Step("settled")

@@ -73,13 +73,7 @@ func TestEventsMembership(t *testing.T) {
 	// Run again until it succeeds, as the hook runs a failed Job again: a health read that timed out on
 	// a loaded machine refuses (safely). Only a success records an event, so the count below holds.
 	removeByJob := func(req RemoveRequest) {
-		c.waitFor("the remove Job for "+req.ID, stepMax, func() bool {
-			err := RemoveMember(ctx, c.etcd(2*time.Second), c.log, req)
-			if err != nil {
-				t.Logf("remove Job: %v (run again)", err)
-			}
-			return err == nil
-		})
+		c.untilDone("the remove Job for "+req.ID, func() error { return RemoveMember(ctx, c.etcd(2*time.Second), c.log, req) })
 	}
 	removeByJob(RemoveRequest{ID: second, PeerURL: c.slots[1].peerURL, Reason: "leave", Endpoints: c.endpoints(-1), Events: job})
 	require.Len(t, job.Events(), 1)

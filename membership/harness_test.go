@@ -535,10 +535,16 @@ func (c *tcluster) leader() string {
 // Job whose one member-list read timed out on a loaded machine fails: neither is the test's answer.
 func (c *tcluster) removeUntilDone(id, peerURL, reason string) {
 	c.t.Helper()
-	c.waitFor("the "+reason+" Job for "+id, stepMax, func() bool {
-		err := c.removeJob(id, peerURL, reason)
+	c.untilDone("the "+reason+" Job for "+id, func() error { return c.removeJob(id, peerURL, reason) })
+}
+
+// untilDone runs job again, bounded by stepMax, until it returns nil (see removeUntilDone).
+func (c *tcluster) untilDone(what string, job func() error) {
+	c.t.Helper()
+	c.waitFor(what, stepMax, func() bool {
+		err := job()
 		if err != nil {
-			c.t.Logf("%s Job for %s: %v (run again)", reason, id, err)
+			c.t.Logf("%s: %v (run again)", what, err)
 		}
 		return err == nil
 	})

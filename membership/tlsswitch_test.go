@@ -2,9 +2,7 @@ package membership
 
 import (
 	"context"
-	"errors"
 	"maps"
-	"net"
 	"net/http"
 	"testing"
 	"time"
@@ -118,8 +116,7 @@ func TestMembershipTLSSwitch(t *testing.T) {
 						resp.Body.Close()
 						return true
 					}
-					var ne net.Error
-					return !errors.As(err, &ne) || !ne.Timeout()
+					return !timedOut(err)
 				})
 				require.Error(t, err, "%s refuses plaintext clients", s.name)
 			}
