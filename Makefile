@@ -60,6 +60,8 @@ chart:
 # hooks/testdata/fuzz) instead of running out the fuzz time as "context deadline exceeded".
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzSync -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./hooks/
+	$(GO) test -run '^$$' -fuzz FuzzBoundCheck -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./api/
+	$(GO) test -run '^$$' -fuzz FuzzParseReport -fuzztime $(FUZZTIME) -fuzzminimizetime 5s ./api/
 
 # Every fixture through a real `etcdhook serve`, with curl.
 fixtures: build

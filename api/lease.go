@@ -280,6 +280,7 @@ func ParseReportUsing(ann map[string]string, lists map[string][]Member) (Report,
 		LastDefrag: ann[AnnLastDefrag],
 	}
 	if a := ann[AnnAlarms]; a != "" {
+		// The annotation's bound (AnnotationBound) bounds the entries: each is at least 3 bytes.
 		r.Alarms = strings.Split(a, ",")
 	}
 	if s := ann[AnnMembers]; s != "" {
@@ -287,12 +288,9 @@ func ParseReportUsing(ann map[string]string, lists map[string][]Member) (Report,
 			r.Members = ms
 			return r, nil
 		}
-		var ms []Member
-		if err := json.Unmarshal([]byte(s), &ms); err != nil {
+		ms, err := parseMembers(s)
+		if err != nil {
 			return r, fmt.Errorf("annotation %s: %w", AnnMembers, err)
-		}
-		if ms == nil {
-			ms = []Member{}
 		}
 		r.Members = ms[:len(ms):len(ms)]
 		if lists != nil {
@@ -300,6 +298,40 @@ func ParseReportUsing(ann map[string]string, lists map[string][]Member) (Report,
 		}
 	}
 	return r, nil
+}
+
+// parseMembers reads a member list within its bound (BoundMembers), and only one an agent could have
+// written: at most MaxReportedMembers members, each with a member ID, a peer URL within MaxURLBytes and
+// no ID twice. Anything else is a hand edit and the whole list is distrusted: a list is read whole or
+// not at all, since a member left out of it could be taken as removed.
+func parseMembers(s string) ([]Member, error) {
+	if err := BoundMembers.Check(s); err != nil {
+		return nil, err
+	}
+	var ms []Member
+	if err := json.Unmarshal([]byte(s), &ms); err != nil {
+		return nil, err
+	}
+	if len(ms) > MaxReportedMembers {
+		return nil, fmt.Errorf("%d members, over the bound of %d", len(ms), MaxReportedMembers)
+	}
+	seen := make(map[string]bool, len(ms))
+	for i, m := range ms {
+		if _, err := ParseID(m.ID); err != nil {
+			return nil, fmt.Errorf("member %d: %w", i, err)
+		}
+		if m.PeerURL == "" || len(m.PeerURL) > MaxURLBytes || len(m.ClientURL) > MaxURLBytes || len(m.Name) > MaxURLBytes {
+			return nil, fmt.Errorf("member %s: a peer URL of 1..%d bytes is needed, and no longer client URL or name", m.ID, MaxURLBytes)
+		}
+		if seen[m.ID] {
+			return nil, fmt.Errorf("member %s listed twice", m.ID)
+		}
+		seen[m.ID] = true
+	}
+	if ms == nil {
+		ms = []Member{}
+	}
+	return ms, nil
 }
 
 func formatSize(n int64) string {

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/etcdhook/etcdhook/api"
 )
 
 // Deletion is an observed child the answer leaves out on purpose: Metacontroller deletes it. Every
@@ -140,6 +142,9 @@ func echoLastApplied(o *Observed) ([]any, error) {
 		last := lastApplied(o.raw[childID{c.key, c.name}])
 		if last == "" {
 			return nil, inputErrorf("the spec cannot be rendered and child %s %q carries no %s to answer it with unchanged: refusing to answer, which would delete it", c.key, c.name, lastAppliedAnnotation)
+		}
+		if err := api.BoundLastApplied.Check(last); err != nil {
+			return nil, inputErrorf("child %s %q: %s is beyond its bound (%v): refusing to answer, which would delete it", c.key, c.name, lastAppliedAnnotation, err)
 		}
 		var shape, observed map[string]any
 		if err := json.Unmarshal([]byte(last), &shape); err != nil {

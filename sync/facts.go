@@ -158,6 +158,11 @@ type facts struct {
 	unionVoters  int
 	// distrusted: inputs that were ignored as impossible (hand edits, skewed clocks), for status.
 	distrusted []string
+	// reportErrs: the Leases whose report did not parse, each named once in distrusted.
+	reportErrs []string
+	// allVoters and healthyVoters count the truth's voters, and its healthy ones (readTruth): the
+	// quorum rule asks them for every candidate removal, so they are counted once.
+	allVoters, healthyVoters int
 }
 
 func newFacts(o *Observed, now time.Time) *facts {
@@ -176,6 +181,8 @@ func newFacts(o *Observed, now time.Time) *facts {
 		pvcJobs:    map[int][]*jobView{},
 		growJobs:   map[int][]*jobView{},
 	}
+	// Before anything reads a value carried inside a string or a status list (bounds.go).
+	f.distrusted = boundObserved(o, f.names.ConfigMap())
 	f.sts = o.StatefulSets[f.names.StatefulSet()]
 	f.cm = o.ConfigMaps[f.names.ConfigMap()]
 	if f.cm != nil {
@@ -248,6 +255,11 @@ func (f *facts) readLeases() {
 		}
 		lv := &leaseView{ordinal: i, lease: l}
 		lv.report, lv.reportErr = api.ParseReportUsing(l.Annotations, lists)
+		if lv.reportErr != nil && !slices.Contains(f.reportErrs, l.Name) {
+			// readLeases runs again after a restore's choice: each Lease is named once.
+			f.reportErrs = append(f.reportErrs, l.Name)
+			f.distrusted = append(f.distrusted, fmt.Sprintf("Lease %s: %v: its member list is ignored", l.Name, lv.reportErr))
+		}
 		if l.Spec.HolderIdentity != nil {
 			lv.holder = *l.Spec.HolderIdentity
 		}
@@ -533,6 +545,7 @@ func (f *facts) readTruth() {
 		}
 	}
 	sort.Slice(f.orphans, func(a, b int) bool { return f.orphans[a].ID < f.orphans[b].ID })
+	f.countVoters()
 	sort.Slice(f.members, func(a, b int) bool {
 		if f.members[a].ordinal != f.members[b].ordinal {
 			return f.members[a].ordinal < f.members[b].ordinal
@@ -559,16 +572,19 @@ func (f *facts) preferMember(i int, a, b *memberView) bool {
 func (f *facts) truthKnown() bool { return f.truth != nil }
 
 // voters counts voting members of the truth and those that are healthy.
-func (f *facts) voters() (all, healthy int) {
+func (f *facts) voters() (all, healthy int) { return f.allVoters, f.healthyVoters }
+
+// countVoters counts the truth's voters once its members are known (readTruth).
+func (f *facts) countVoters() {
+	f.allVoters, f.healthyVoters = 0, 0
 	for _, m := range f.members {
 		if m.voter() {
-			all++
+			f.allVoters++
 			if m.healthy {
-				healthy++
+				f.healthyVoters++
 			}
 		}
 	}
-	return
 }
 
 func (f *facts) learner() *memberView {

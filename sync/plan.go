@@ -722,13 +722,22 @@ func backoff(attempt int) time.Duration {
 }
 
 // removeOrphan removes a member that maps to no ordinal, or a second ID at one ordinal.
+// Orphans are few (the member list is bounded, api.MaxReportedMembers) but each costs one quorum
+// check, counted once (facts.voters), and the wait names the first only.
 func (p *plan) removeOrphan() bool {
+	var refused []*memberView
 	for _, m := range p.f.orphans {
 		if p.quorumAllowsRemoving(m) {
 			p.removeMember(m, "orphan")
 			return true
 		}
-		p.wait("quorum does not allow removing orphan member %s (%s)", m.ID, m.PeerURL)
+		refused = append(refused, m)
+	}
+	switch n := len(refused); {
+	case n == 1:
+		p.wait("quorum does not allow removing orphan member %s (%s)", refused[0].ID, refused[0].PeerURL)
+	case n > 1:
+		p.wait("quorum does not allow removing orphan member %s (%s) nor %d more", refused[0].ID, refused[0].PeerURL, n-1)
 	}
 	return false
 }

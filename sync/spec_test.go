@@ -131,6 +131,7 @@ func TestQuorumRule(t *testing.T) {
 		if learner {
 			target = &memberView{Member: api.Member{ID: "l", Learner: true}}
 		}
+		f.countVoters()
 		return (&plan{f: f}).quorumAllowsRemoving(target)
 	}
 	for _, tc := range []struct {

@@ -1,0 +1,88 @@
+package sync
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/etcdhook/etcdhook/api"
+)
+
+// Bounds on the lists of the parent's status the hook reads back: each is the hook's own output, at
+// most one entry per member (or per condition type the hook sets), but anyone who may write status can
+// put anything there.
+const (
+	maxStatusMembers    = api.MaxReportedMembers
+	maxStatusConditions = 64
+	maxStatusIDs        = api.MaxReportedMembers
+)
+
+// boundObserved applies every value bound (api/bounds.go) to what the request carries inside strings
+// and lists, before anything reads it: the etcd.io/ annotations of the parent and of every child, the
+// keys of the hook's ConfigMap, and the lists in the parent's status. A value beyond its bound is
+// removed, as if absent, and named in the returned notes (InputIgnored). It runs once per sync and is
+// linear in the size of what it looks at.
+func boundObserved(o *Observed, configMap string) []string {
+	var notes []string
+	note := func(what string, err error) {
+		notes = append(notes, fmt.Sprintf("%s is ignored: %v", what, err))
+	}
+	annotations := func(kind, name string, ann map[string]string) {
+		for _, k := range sortedStringKeys(ann) {
+			if !strings.HasPrefix(k, "etcd.io/") {
+				continue
+			}
+			if err := api.AnnotationBound(k).Check(ann[k]); err != nil {
+				note(fmt.Sprintf("%s %s annotation %s", kind, name, k), err)
+				delete(ann, k)
+			}
+		}
+	}
+	annotations("EtcdCluster", o.Parent.Name, o.Parent.Annotations)
+	for name, l := range o.Leases {
+		annotations("Lease", name, l.Annotations)
+	}
+	for name, s := range o.StatefulSets {
+		annotations("StatefulSet", name, s.Annotations)
+	}
+	for name, j := range o.Jobs {
+		annotations("Job", name, j.Annotations)
+	}
+	if cm := o.ConfigMaps[configMap]; cm != nil {
+		for _, k := range sortedStringKeys(cm.Data) {
+			if err := api.ConfigBound(k).Check(cm.Data[k]); err != nil {
+				note(fmt.Sprintf("ConfigMap %s key %s", configMap, k), err)
+				delete(cm.Data, k)
+			}
+		}
+	}
+	st := &o.Parent.Status
+	if n := len(st.Members); n > maxStatusMembers {
+		note("status.members", fmt.Errorf("%d entries, over the bound of %d", n, maxStatusMembers))
+		st.Members = nil
+	}
+	if n := len(st.Conditions); n > maxStatusConditions {
+		note("status.conditions", fmt.Errorf("%d entries, over the bound of %d", n, maxStatusConditions))
+		st.Conditions = nil
+	}
+	if r := st.Restore; r != nil {
+		if n := len(r.ReplacedClusterIDs); n > maxStatusIDs {
+			note("status.restore.replacedClusterIDs", fmt.Errorf("%d entries, over the bound of %d", n, maxStatusIDs))
+			r.ReplacedClusterIDs = nil
+		}
+		if n := len(r.LostMembers); n > maxStatusIDs {
+			note("status.restore.lostMembers", fmt.Errorf("%d entries, over the bound of %d", n, maxStatusIDs))
+			r.LostMembers = nil
+		}
+	}
+	return notes
+}
+
+func sortedStringKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

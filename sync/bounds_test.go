@@ -1,0 +1,157 @@
+package sync
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/etcdhook/etcdhook/api"
+)
+
+// Values inside strings and status lists are bounded before use (bounds.go, api/bounds.go). Each test
+// here failed on main before the bounds: the answer grew with the hand-edited value.
+
+// editChild rewrites one observed child of the request through f (the request is what the hook gets).
+func editChild(t testing.TB, req *Request, key, name string, f func(obj map[string]any)) {
+	t.Helper()
+	group := req.Children[key]
+	for k, raw := range group {
+		if k != name && !strings.HasSuffix(k, "/"+name) {
+			continue
+		}
+		var obj map[string]any
+		require.NoError(t, json.Unmarshal(raw, &obj))
+		f(obj)
+		group[k] = mustJSON(obj)
+		return
+	}
+	t.Fatalf("no child %s %s in the request", key, name)
+}
+
+func setAnnotation(obj map[string]any, key, value string) {
+	md := obj["metadata"].(map[string]any)
+	ann, _ := md["annotations"].(map[string]any)
+	if ann == nil {
+		ann = map[string]any{}
+		md["annotations"] = ann
+	}
+	ann[key] = value
+}
+
+func answerBytes(t testing.TB, req *Request, w *world) (*Response, int) {
+	t.Helper()
+	resp, err := Compute(req, w.now, w.opts)
+	require.NoError(t, err)
+	b, err := json.Marshal(resp)
+	require.NoError(t, err)
+	return resp, len(b)
+}
+
+// hugeMembers is a member list of n entries, each valid on its own (an ID and a peer URL of no
+// ordinal): orphans, as many as fit in an annotation the API server accepts.
+func hugeMembers(n int) string {
+	var b strings.Builder
+	b.WriteByte('[')
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"id":"%x","peerURL":"http://x%d:2380","started":true}`, i+1, i)
+	}
+	b.WriteByte(']')
+	return b.String()
+}
+
+// A member's own token can patch its Lease: a member list of ~87k empty entries (under the API
+// server's 256 KiB) made the removal rule run once per orphan over every voter, a 7 MB answer in 14 s.
+// Now the list is distrusted whole, named in InputIgnored, and the answer is the answer without it.
+func TestDistrustHugeMemberList(t *testing.T) {
+	for name, list := range map[string]string{
+		"87k empty entries":    "[" + strings.TrimSuffix(strings.Repeat("{},", 87000), ",") + "]",
+		"3000 valid orphans":   hugeMembers(3000),
+		"37 members, one over": hugeMembers(api.MaxReportedMembers + 1),
+		"nested past depth":    strings.Repeat("[", 100) + strings.Repeat("]", 100),
+	} {
+		t.Run(name, func(t *testing.T) {
+			w := newWorld(t, 3)
+			w.converge(60)
+			_, normal := answerBytes(t, w.request(), w)
+			req := w.request()
+			for i := range 3 {
+				editChild(t, req, KeyLease, w.names().Lease(i), func(o map[string]any) { setAnnotation(o, api.AnnMembers, list) })
+			}
+			resp, size := answerBytes(t, req, w)
+			require.Less(t, size, normal+normal/2, "the answer grew with the hand-edited list")
+			w.status = *resp.Status
+			require.Equal(t, "True/ImpossibleInput", w.condition(api.CondInputIgnored))
+			require.Contains(t, resp.Status.Message+conditionMessage(*resp.Status, api.CondInputIgnored), api.AnnMembers)
+			require.Equal(t, 3, renderedReplicas(t, resp), "no member list: nothing is removed or added")
+		})
+	}
+}
+
+// A list at the bound is read: the bound is not below what a real cluster reports.
+func TestMemberListAtTheBoundIsRead(t *testing.T) {
+	ms, err := api.ParseReport(map[string]string{api.AnnMembers: hugeMembers(api.MaxReportedMembers)})
+	require.NoError(t, err)
+	require.Len(t, ms.Members, api.MaxReportedMembers)
+}
+
+// Values beyond their bound in every place the hook reads strings from: a parent token annotation, a
+// Lease's error, a ConfigMap record, a StatefulSet annotation, status lists. Each is ignored and named.
+func TestDistrustValuesBeyondTheirBound(t *testing.T) {
+	big := strings.Repeat("x", 300<<10)
+	for name, tc := range map[string]struct {
+		edit  func(t *testing.T, w *world, req *Request)
+		named string
+	}{
+		"defrag-now token": {func(t *testing.T, w *world, req *Request) {
+			var p map[string]any
+			require.NoError(t, json.Unmarshal(req.Parent, &p))
+			setAnnotation(p, api.AnnDefragNow, big)
+			req.Parent = mustJSON(p)
+		}, "EtcdCluster demo annotation " + api.AnnDefragNow},
+		"agent error": {func(t *testing.T, w *world, req *Request) {
+			editChild(t, req, KeyLease, w.names().Lease(1), func(o map[string]any) { setAnnotation(o, api.AnnError, big) })
+		}, "Lease demo-1-member annotation " + api.AnnError},
+		"spec record": {func(t *testing.T, w *world, req *Request) {
+			editChild(t, req, KeyConfigMap, w.names().ConfigMap(), func(o map[string]any) {
+				o["data"].(map[string]any)[api.ConfigKeySpec] = `{"size":3,"options":{"a":"` + big + `"}}`
+			})
+		}, "ConfigMap demo-config key " + api.ConfigKeySpec},
+		"running versions": {func(t *testing.T, w *world, req *Request) {
+			editChild(t, req, KeyConfigMap, w.names().ConfigMap(), func(o map[string]any) {
+				o["data"].(map[string]any)[api.ConfigKeyRunning] = strings.Repeat("3.5.0 ", 50000)
+			})
+		}, "ConfigMap demo-config key " + api.ConfigKeyRunning},
+		"StatefulSet TLS switch": {func(t *testing.T, w *world, req *Request) {
+			editChild(t, req, KeyStatefulSet, w.name, func(o map[string]any) { setAnnotation(o, api.AnnTLSSwitch, big) })
+		}, "StatefulSet demo annotation " + api.AnnTLSSwitch},
+		"status members": {func(t *testing.T, w *world, req *Request) {
+			var p map[string]any
+			require.NoError(t, json.Unmarshal(req.Parent, &p))
+			st := p["status"].(map[string]any)
+			var ms []any
+			for i := range 1000 {
+				ms = append(ms, map[string]any{"name": fmt.Sprintf("demo-%d", i), "id": fmt.Sprintf("%x", i+1)})
+			}
+			st["members"] = ms
+			req.Parent = mustJSON(p)
+		}, "status.members"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			w := newWorld(t, 3)
+			w.converge(60)
+			_, normal := answerBytes(t, w.request(), w)
+			req := w.request()
+			tc.edit(t, w, req)
+			resp, size := answerBytes(t, req, w)
+			require.Less(t, size, normal+normal/2, "the answer grew with the value")
+			require.Contains(t, conditionMessage(*resp.Status, api.CondInputIgnored), tc.named)
+			require.Equal(t, 3, renderedReplicas(t, resp))
+		})
+	}
+}
