@@ -9,15 +9,21 @@ import (
 )
 
 // BenchmarkSync measures one /sync through the HTTP handler (decode, decide, render, encode) for a
-// steady 3-member cluster and a 9-member one scaling and settled. Results are in the README (make bench).
+// steady 3-member cluster, a 9-member one scaling and settled, and the worst request the input bounds
+// allow. Results are in docs/performance.md (make bench).
 func BenchmarkSync(b *testing.B) {
 	for _, bc := range []struct{ name, file string }{
 		{"members=3", "testdata/sync/metacontroller-last-applied.request.json"},
 		{"members=9", "testdata/bench/nine-members-scaling.request.json"},
 		{"members=9,idle", "testdata/bench/nine-members-idle.request.json"},
+		// The costliest request the input bounds allow (fairness_test.go): the worst sync.
+		{"members=9,worst-bounded", ""},
 	} {
-		body, err := os.ReadFile(bc.file)
-		if err != nil {
+		var err error
+		var body []byte
+		if bc.file == "" {
+			body = worstBoundedBody(b)
+		} else if body, err = os.ReadFile(bc.file); err != nil {
 			b.Fatal(err)
 		}
 		srv := fixtureServer()

@@ -227,7 +227,9 @@ func TestObserveAllocatesNothing(t *testing.T) {
 
 // Syncs record and scrapes read the samples at the same time (run with -race): the map is guarded.
 func TestClusterGaugesUnderConcurrentSyncsAndScrapes(t *testing.T) {
-	srv := fixtureServer()
+	// The fixtures are one parent's: computed at once on purpose.
+	srv := New(Config{Options: etcdsync.Options{Image: fixtureImage}, Now: func() time.Time { return fixtureNow },
+		Logger: discardLogger(), MaxInFlightPerParent: 8})
 	bodies := [][]byte{readFixture(t, "sync/learner-pending"), readFixture(t, "finalize/finalizing"), readFixture(t, "sync/new-cluster")}
 	done := make(chan struct{})
 	go func() {

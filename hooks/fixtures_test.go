@@ -90,6 +90,8 @@ func TestConcurrentSyncsKeepTheirAnswers(t *testing.T) {
 		Now:         func() time.Time { return fixtureNow },
 		Logger:      discardLogger(),
 		MaxInFlight: 8,
+		// The same parents, computed at once on purpose: what is tested is that answers share no buffer.
+		MaxInFlightPerParent: 8,
 	})
 	var bodies, wants [][]byte
 	for _, name := range []string{"bench/nine-members-idle", "bench/nine-members-scaling", "sync/metacontroller-last-applied"} {

@@ -2,12 +2,14 @@ package hooks
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -41,11 +43,37 @@ func (s *Server) handleSync(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	start := time.Now()
-	resp, err := etcdsync.ComputeChecked(checked, s.cfg.Now(), s.cfg.Options)
+	obs, err := etcdsync.DecodeChecked(checked)
 	if err != nil {
 		var bad *etcdsync.MalformedError
 		if errors.As(err, &bad) {
 			writeError(w, http.StatusBadRequest, "malformed JSON: "+bad.Msg)
+			return
+		}
+		s.fail(w, r, err)
+		return
+	}
+	// One computation per parent at a time (fairness.go): Metacontroller never sends two for one
+	// parent at once, so a second one is a retry of a request it gave up on, or not Metacontroller.
+	parent := obs.ParentKey()
+	if !s.parents.acquire(parent) {
+		s.limitMetrics.parentBusy.WithLabelValues(hookName(r)).Inc()
+		w.Header().Set("Retry-After", strconv.Itoa(RetryAfterSeconds))
+		writeError(w, http.StatusTooManyRequests, "a sync of "+parent+" is being computed: retry later")
+		return
+	}
+	defer s.parents.release(parent)
+	// The work stops when the client goes away or the deadline passes: Metacontroller has given up by
+	// then, and the slot is someone else's (sync.Answer).
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.ComputeTimeout)
+	defer cancel()
+	resp, err := etcdsync.Answer(ctx, obs, s.cfg.Now(), s.cfg.Options)
+	if err != nil {
+		if ctx.Err() != nil {
+			s.limitMetrics.abandoned.WithLabelValues(hookName(r)).Inc()
+			s.cfg.Logger.Warn("sync abandoned", "parent", parent, "after", time.Since(start).String(), "why", ctx.Err().Error())
+			w.Header().Set("Retry-After", strconv.Itoa(RetryAfterSeconds))
+			writeError(w, http.StatusServiceUnavailable, "the computation was abandoned: "+ctx.Err().Error())
 			return
 		}
 		s.fail(w, r, err)
@@ -59,7 +87,6 @@ func (s *Server) handleSync(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.clusters.observe(resp)
-	parent := resp.Parent
 	for _, d := range resp.Deleted {
 		s.cfg.Logger.Info("child released for deletion", "parent", parent, "group", d.Key,
 			"name", strings.Clone(d.Name), "reason", strings.Clone(d.Reason))

@@ -109,6 +109,10 @@ func (s *Server) limit(hook string) func(http.Handler) http.Handler {
 type limitMetrics struct {
 	shed     *prometheus.CounterVec
 	inFlight prometheus.Gauge
+	// parentBusy: answered 429 because a computation of the same parent ran (fairness.go); abandoned:
+	// computations stopped because the client went away or the deadline passed.
+	parentBusy *prometheus.CounterVec
+	abandoned  *prometheus.CounterVec
 }
 
 func newLimitMetrics(reg *prometheus.Registry, l *limiter) limitMetrics {
@@ -121,8 +125,16 @@ func newLimitMetrics(reg *prometheus.Registry, l *limiter) limitMetrics {
 			Name: "etcdhook_hook_in_flight",
 			Help: "Hook requests being computed.",
 		}),
+		parentBusy: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "etcdhook_hook_parent_busy_total",
+			Help: "Hook requests answered 429 because a computation of the same parent was running.",
+		}, []string{"hook"}),
+		abandoned: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "etcdhook_hook_abandoned_total",
+			Help: "Hook computations stopped because the client went away or the compute deadline passed.",
+		}, []string{"hook"}),
 	}
-	reg.MustRegister(m.shed, m.inFlight,
+	reg.MustRegister(m.shed, m.inFlight, m.parentBusy, m.abandoned,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "etcdhook_hook_max_in_flight", Help: "The bound on hook requests computed at once.",
 		}, func() float64 { return float64(cap(l.slots)) }),

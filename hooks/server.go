@@ -42,6 +42,12 @@ type Config struct {
 	// MaxElements bounds the array elements of one request (413 beyond), checked before decoding; 0
 	// means MaxElements.
 	MaxElements int
+	// MaxInFlightPerParent bounds the computations of one parent at once (429 beyond, fairness.go); 0
+	// means 1, what one Metacontroller sends (its work queue never hands one parent to two workers).
+	MaxInFlightPerParent int
+	// ComputeTimeout bounds one sync's computation (503 with Retry-After beyond, no answer); 0 means
+	// DefaultComputeTimeout.
+	ComputeTimeout time.Duration
 	// ClusterMetricsTTL is how long a cluster's gauges outlive this replica's last sync of it; 0 means
 	// ClusterMetricsTTL (hooks/clustermetrics.go).
 	ClusterMetricsTTL time.Duration
@@ -55,6 +61,7 @@ type Server struct {
 	clusters     *clusterMetrics
 	limiter      *limiter
 	limitMetrics limitMetrics
+	parents      *parentGate
 	router       chi.Router
 	draining     atomic.Bool
 }
@@ -88,10 +95,16 @@ func New(cfg Config) *Server {
 	if cfg.MaxElements <= 0 {
 		cfg.MaxElements = MaxElements
 	}
+	if cfg.MaxInFlightPerParent <= 0 {
+		cfg.MaxInFlightPerParent = 1
+	}
+	if cfg.ComputeTimeout <= 0 {
+		cfg.ComputeTimeout = DefaultComputeTimeout
+	}
 	if cfg.ClusterMetricsTTL <= 0 {
 		cfg.ClusterMetricsTTL = ClusterMetricsTTL
 	}
-	s := &Server{cfg: cfg, metrics: newMetrics(cfg.Registry), limiter: newLimiter(cfg.MaxInFlight, cfg.MaxQueue, cfg.QueueWait)}
+	s := &Server{cfg: cfg, metrics: newMetrics(cfg.Registry), limiter: newLimiter(cfg.MaxInFlight, cfg.MaxQueue, cfg.QueueWait), parents: newParentGate(cfg.MaxInFlightPerParent)}
 	s.limitMetrics = newLimitMetrics(cfg.Registry, s.limiter)
 	s.clusters = newClusterMetrics(cfg.Registry, cfg.Now, cfg.ClusterMetricsTTL)
 	r := chi.NewRouter()

@@ -1,6 +1,7 @@
 package sync
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -21,7 +22,7 @@ func Compute(req *Request, now time.Time, opts Options) (*Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	resp, err := answer(o, now, opts)
+	resp, err := answer(context.Background(), o, now, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -44,22 +45,30 @@ func ComputeBody(body []byte, now time.Time, opts Options) (*Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	return answer(o, now, opts)
+	return answer(context.Background(), o, now, opts)
 }
 
-// ComputeChecked is ComputeBody on a body CheckBody has checked (the server checks it while counting
-// its shape, and does not pass over it twice).
-func ComputeChecked(body CheckedBody, now time.Time, opts Options) (*Response, error) {
-	o, err := decodeChecked(body.b)
-	if err != nil {
-		return nil, err
-	}
-	return answer(o, now, opts)
+// DecodeChecked decodes a body CheckBody has checked (the server checks it while counting its shape,
+// and does not pass over it twice). The server learns the parent from it (ParentKey) before Answer.
+func DecodeChecked(body CheckedBody) (*Observed, error) { return decodeChecked(body.b) }
+
+// ParentKey names the request's parent, namespace/name.
+func (o *Observed) ParentKey() string { return o.Parent.Namespace + "/" + o.Parent.Name }
+
+// Answer decides and renders the answer to a decoded request. It gives up with ctx's error, and no
+// answer, once ctx is done (the client went away or its deadline passed): between its phases and
+// between children, each phase bounded by the input bounds (docs/operations.md), so a request
+// nobody waits for stops holding its slot.
+func Answer(ctx context.Context, o *Observed, now time.Time, opts Options) (*Response, error) {
+	return answer(ctx, o, now, opts)
 }
 
 // answer decides and renders; the response names the parent for the log.
-func answer(o *Observed, now time.Time, opts Options) (*Response, error) {
-	resp, err := decideAnswer(o, now, opts)
+func answer(ctx context.Context, o *Observed, now time.Time, opts Options) (*Response, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	resp, err := decideAnswer(ctx, o, now, opts)
 	if resp != nil {
 		resp.Parent, resp.Finalizing = o.Parent.Namespace+"/"+o.Parent.Name, o.Finalizing
 		if resp.Status != nil {
@@ -69,13 +78,19 @@ func answer(o *Observed, now time.Time, opts Options) (*Response, error) {
 	return resp, err
 }
 
-func decideAnswer(o *Observed, now time.Time, opts Options) (*Response, error) {
+func decideAnswer(ctx context.Context, o *Observed, now time.Time, opts Options) (*Response, error) {
 	if o.Finalizing {
 		return finalize(o), nil
 	}
 	f := newFacts(o, now)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	p, err := decide(f, opts)
 	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	if !p.hasSpec && len(o.childRefs()) > 0 {
@@ -86,7 +101,7 @@ func decideAnswer(o *Observed, now time.Time, opts Options) (*Response, error) {
 		}
 		return &Response{Status: p.status(), Children: children, ResyncAfterSeconds: resyncBusySeconds}, nil
 	}
-	children, rendered, canon, err := p.children()
+	children, rendered, canon, err := p.children(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -104,7 +119,7 @@ func decideAnswer(o *Observed, now time.Time, opts Options) (*Response, error) {
 // children renders every child in a fixed order, each as its JSON (render.go), and says which it
 // rendered. Without a spec to render from it renders nothing: answer calls it so only when no child
 // exists (otherwise it answers with echoLastApplied).
-func (p *plan) children() ([]any, map[childID]bool, *canonicalizer, error) {
+func (p *plan) children(ctx context.Context) ([]any, map[childID]bool, *canonicalizer, error) {
 	out := []any{}
 	rendered := map[childID]bool{}
 	if !p.hasSpec {
@@ -141,6 +156,9 @@ func (p *plan) children() ([]any, map[childID]bool, *canonicalizer, error) {
 	// Each child is a *json.RawMessage into raws: a pointer goes into an interface without an allocation.
 	raws := make([]json.RawMessage, len(objs))
 	for i, obj := range objs {
+		if err := ctx.Err(); err != nil {
+			return nil, nil, nil, err
+		}
 		k, ok := obj.(kubeChild)
 		if !ok {
 			return nil, nil, nil, fmt.Errorf("rendering %T: not a Kubernetes object", obj)

@@ -30,6 +30,8 @@ func runServe(args []string) error {
 	maxBody := fs.Int64("max-body-bytes", hooks.MaxBodyBytes, "largest request body (413 beyond)")
 	maxObjects := fs.Int("max-objects", hooks.MaxObjects, "most child and related objects in one request (413 beyond)")
 	maxElements := fs.Int("max-elements", hooks.MaxElements, "most array elements in one request (413 beyond)")
+	perParent := fs.Int("max-in-flight-per-parent", 1, "hook computations of one EtcdCluster at once (429 beyond); one Metacontroller sends one at a time")
+	computeTimeout := fs.Duration("compute-timeout", hooks.DefaultComputeTimeout, "longest one sync is computed before it is abandoned (503, no answer); keep it below Metacontroller's hook timeout")
 	addLogLevel(fs)
 	// The chart passes the level in the environment; a flag wins.
 	if v := os.Getenv("ETCDHOOK_LOG_LEVEL"); v != "" {
@@ -40,8 +42,8 @@ func runServe(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return usageError{err}
 	}
-	if *inFlight < 1 || *queueWait <= 0 || *maxBody < 1 || *maxObjects < 1 || *maxElements < 1 {
-		return usageError{errors.New("--max-in-flight, --queue-wait, --max-body-bytes, --max-objects and --max-elements must be positive")}
+	if *inFlight < 1 || *queueWait <= 0 || *maxBody < 1 || *maxObjects < 1 || *maxElements < 1 || *perParent < 1 || *computeTimeout <= 0 {
+		return usageError{errors.New("--max-in-flight, --queue-wait, --max-body-bytes, --max-objects, --max-elements, --max-in-flight-per-parent and --compute-timeout must be positive")}
 	}
 	switch {
 	case *queue == 0:
@@ -65,12 +67,14 @@ func runServe(args []string) error {
 		Logger:   log,
 		LogLevel: &logLevel,
 
-		MaxInFlight:  *inFlight,
-		MaxQueue:     *queue,
-		QueueWait:    *queueWait,
-		MaxBodyBytes: *maxBody,
-		MaxObjects:   *maxObjects,
-		MaxElements:  *maxElements,
+		MaxInFlight:          *inFlight,
+		MaxQueue:             *queue,
+		QueueWait:            *queueWait,
+		MaxBodyBytes:         *maxBody,
+		MaxObjects:           *maxObjects,
+		MaxElements:          *maxElements,
+		MaxInFlightPerParent: *perParent,
+		ComputeTimeout:       *computeTimeout,
 	})
 	hs := srv.HTTPServer(*addr)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)

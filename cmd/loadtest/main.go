@@ -162,6 +162,9 @@ func serveChild(kind string, wait time.Duration) {
 			Now:     func() time.Time { return fixtureNow },
 			// The production JSON logger, formatting every line, without the write to a terminal.
 			Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
+			// Every load request replays one recorded parent, standing in for many clusters: the
+			// one-per-parent gate (hooks/fairness.go) would measure the gate, not the computation.
+			MaxInFlightPerParent: 1 << 20,
 		}
 		if wait == 0 {
 			cfg.MaxQueue = -1
