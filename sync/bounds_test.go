@@ -155,3 +155,76 @@ func TestDistrustValuesBeyondTheirBound(t *testing.T) {
 		})
 	}
 }
+
+// renderedCommand is the etcd container's command of the rendered StatefulSet.
+func renderedCommand(t *testing.T, resp *Response) string {
+	t.Helper()
+	for _, c := range resp.Children {
+		m := c.(map[string]any)
+		if m["kind"] == "StatefulSet" {
+			b, err := json.Marshal(m["spec"].(map[string]any)["template"])
+			require.NoError(t, err)
+			return string(b)
+		}
+	}
+	t.Fatal("no StatefulSet rendered")
+	return ""
+}
+
+// The spec the hook recorded in its ConfigMap is an input too (issue 24 §2): it was used without
+// validation whenever the parent's spec was paused, invalid or waiting for a step. A record carrying
+// --force-new-cluster was rendered and rolled; a recorded size of 100 rendered 100 replicas. Now a
+// record that fails validation is ignored and named, and nothing it says is rendered.
+func TestDistrustInvalidSpecRecord(t *testing.T) {
+	for name, tc := range map[string]struct {
+		record func(s *api.ClusterSpec)
+		parent func(s *api.ClusterSpec)
+	}{
+		"force-new-cluster while paused": {
+			record: func(s *api.ClusterSpec) { s.Options = map[string]string{"force-new-cluster": "true"} },
+			parent: func(s *api.ClusterSpec) { s.Paused = true },
+		},
+		"size 100 under an invalid spec": {
+			record: func(s *api.ClusterSpec) { s.Size = ptr(int32(100)) },
+			parent: func(s *api.ClusterSpec) { s.Version = "not-a-version" },
+		},
+		"size 100000 while paused": {
+			record: func(s *api.ClusterSpec) { s.Size = ptr(int32(100000)) },
+			parent: func(s *api.ClusterSpec) { s.Paused = true },
+		},
+		"unsafe option without the opt-in under an invalid spec": {
+			record: func(s *api.ClusterSpec) { s.Options = map[string]string{"unsafe-no-fsync": "true"} },
+			parent: func(s *api.ClusterSpec) { s.Size = ptr(int32(0)) },
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			w := newWorld(t, 3)
+			w.lastApplied = true // as Metacontroller annotates children: what an unchanged answer echoes
+			w.converge(60)
+			_, normal := answerBytes(t, w.request(), w)
+			w.setSpec(tc.parent)
+			req := w.request()
+			editChild(t, req, KeyConfigMap, w.names().ConfigMap(), func(o map[string]any) {
+				data := o["data"].(map[string]any)
+				var rec api.ClusterSpec
+				require.NoError(t, json.Unmarshal([]byte(data[api.ConfigKeySpec].(string)), &rec))
+				tc.record(&rec)
+				data[api.ConfigKeySpec] = string(mustJSON(rec))
+			})
+			resp, size := answerBytes(t, req, w)
+			require.Less(t, size, normal+normal/2)
+			require.Contains(t, conditionMessage(*resp.Status, api.CondInputIgnored), "key spec.json is ignored: the recorded spec fails validation")
+			require.Equal(t, 3, renderedReplicas(t, resp))
+			cmd := renderedCommand(t, resp)
+			require.NotContains(t, cmd, "force-new-cluster")
+			require.NotContains(t, cmd, "unsafe-no-fsync")
+			leases := 0
+			for _, c := range resp.Children {
+				if c.(map[string]any)["kind"] == "Lease" {
+					leases++
+				}
+			}
+			require.LessOrEqual(t, leases, api.MaxSize+1)
+		})
+	}
+}

@@ -187,19 +187,7 @@ func newFacts(o *Observed, now time.Time) *facts {
 	f.cm = o.ConfigMaps[f.names.ConfigMap()]
 	if f.cm != nil {
 		if s, ok := f.cm.Data[api.ConfigKeySpec]; ok {
-			var spec api.ClusterSpec
-			if err := json.Unmarshal([]byte(s), &spec); err == nil {
-				if spec.Security.TLS.Enabled == nil {
-					// Recorded before TLS existed: that cluster runs without it.
-					spec.Security.TLS.Enabled = ptr(false)
-				}
-				if spec.Network.Policy == nil {
-					// Recorded before the NetworkPolicy existed: its clients may come from anywhere.
-					spec.Network.Policy = ptr(false)
-				}
-				spec = api.Defaulted(spec)
-				f.applied = &spec
-			}
+			f.applied = f.readSpecRecord(s)
 		}
 	}
 	if f.cm != nil {
@@ -235,6 +223,40 @@ func newFacts(o *Observed, now time.Time) *facts {
 	f.readJobs()
 	f.finishInPlace()
 	return f
+}
+
+// readSpecRecord reads the spec the hook recorded (ConfigMap spec.json). The record is an input like
+// any other: the namespace's editors can write the ConfigMap. It must pass the validation the parent's
+// spec passes (Validate); one that does not is ignored and named, and the hook decides as if nothing
+// were recorded: from the parent's spec if that is valid (judged against the members' reports and the
+// claims: ValidateChange's upgrade path and storage floor), else by answering the children unchanged.
+// The next answer records the spec in force again. Before, a record with --force-new-cluster in its
+// options, or a size of 100000, was rendered whenever the parent's spec was invalid or paused.
+func (f *facts) readSpecRecord(s string) *api.ClusterSpec {
+	var spec api.ClusterSpec
+	if err := json.Unmarshal([]byte(s), &spec); err != nil {
+		f.distrusted = append(f.distrusted, fmt.Sprintf("ConfigMap %s key %s is ignored: %v", f.names.ConfigMap(), api.ConfigKeySpec, err))
+		return nil
+	}
+	if spec.Security.TLS.Enabled == nil {
+		// Recorded before TLS existed: that cluster runs without it.
+		spec.Security.TLS.Enabled = ptr(false)
+	}
+	if spec.Network.Policy == nil {
+		// Recorded before the NetworkPolicy existed: its clients may come from anywhere.
+		spec.Network.Policy = ptr(false)
+	}
+	spec = api.Defaulted(spec)
+	if ps := Validate(f.parent.Name, spec); len(ps) > 0 {
+		msgs := make([]string, 0, len(ps))
+		for _, p := range ps {
+			msgs = append(msgs, p.Message)
+		}
+		f.distrusted = append(f.distrusted, fmt.Sprintf("ConfigMap %s key %s is ignored: the recorded spec fails validation (%s)",
+			f.names.ConfigMap(), api.ConfigKeySpec, strings.Join(msgs, "; ")))
+		return nil
+	}
+	return &spec
 }
 
 func ownedByStatefulSet(pod *corev1.Pod, name string) bool {
