@@ -16,6 +16,10 @@ import (
 // and the @hourly-style descriptors), so a schedule the hook accepts is one Kubernetes runs.
 var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
 
+// namedSchedules are the descriptors a schedule may be (robfig/cron's and the CronJob's, without @every).
+// With five fields, they make every accepted schedule fire at most once a minute.
+var namedSchedules = map[string]bool{"@yearly": true, "@annually": true, "@monthly": true, "@weekly": true, "@daily": true, "@midnight": true, "@hourly": true}
+
 // Bounds of spec.backup.retention.
 const (
 	maxKeepLast = 1000
@@ -28,6 +32,11 @@ func scheduleProblem(schedule string) string {
 	if up := strings.ToUpper(schedule); strings.HasPrefix(up, "TZ=") || strings.HasPrefix(up, "CRON_TZ=") {
 		// The CronJob sets timeZone: Etc/UTC, and Kubernetes refuses a zone in both places.
 		return "a time zone prefix is not allowed (the schedule runs in UTC)"
+	}
+	if d, _, _ := strings.Cut(strings.TrimSpace(schedule), " "); strings.HasPrefix(d, "@") && !namedSchedules[d] {
+		// robfig/cron also reads "@every <duration>", which is no cron schedule: "@every 1s" rendered a
+		// backup CronJob firing every second, and a defragmentation pass token that moved at every sync.
+		return "only five fields or one of @yearly, @annually, @monthly, @weekly, @daily, @midnight, @hourly (at most once a minute)"
 	}
 	sched, err := cronParser.Parse(schedule)
 	if err != nil {

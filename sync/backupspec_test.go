@@ -27,6 +27,14 @@ func TestValidateBackup(t *testing.T) {
 		{"tz prefix", func(s *api.ClusterSpec) { s.Backup.Schedule = "TZ=UTC 0 3 * * *" }, "InvalidBackup", "spec.backup.schedule"},
 		{"six fields", func(s *api.ClusterSpec) { s.Backup.Schedule = "0 0 3 * * *" }, "InvalidBackup", "spec.backup.schedule"},
 		{"never fires", func(s *api.ClusterSpec) { s.Backup.Schedule = "0 0 30 2 *" }, "InvalidBackup", "never fires"},
+		// robfig/cron reads @every too: a CronJob firing every second, a defrag pass moving at every sync.
+		{"@every", func(s *api.ClusterSpec) { s.Backup.Schedule = "@every 1s" }, "InvalidBackup", "spec.backup.schedule"},
+		{"@every a year", func(s *api.ClusterSpec) { s.Backup.Schedule = "@every 8760h" }, "InvalidBackup", "at most once a minute"},
+		{"unknown descriptor", func(s *api.ClusterSpec) { s.Backup.Schedule = "@reboot" }, "InvalidBackup", "spec.backup.schedule"},
+		{"every descriptor named", func(s *api.ClusterSpec) { s.Backup.Schedule = "@midnight" }, "", ""},
+		{"defrag @every", func(s *api.ClusterSpec) {
+			s.Maintenance.Defrag = &api.DefragSpec{Schedule: "@every 1h"}
+		}, "InvalidDefrag", "spec.maintenance.defrag.schedule"},
 		{"unknown scheme", func(s *api.ClusterSpec) { s.Backup.Destination = "azblob://c/p" }, "InvalidBackup", "spec.backup.destination"},
 		{"file without claim", func(s *api.ClusterSpec) { s.Backup.Destination = "file:///etcd" }, "InvalidBackup", "spec.backup.volumeClaimName"},
 		{"claim with s3", func(s *api.ClusterSpec) { s.Backup.VolumeClaimName = "x" }, "InvalidBackup", "spec.backup.volumeClaimName"},

@@ -33,6 +33,27 @@ const (
 	maxCADuration   = 20 * 365 * 24 * time.Hour
 )
 
+// Bounds of a periodic compaction retention. etcd reads a retention of 0 as no compactor at all (the
+// history then grows until NOSPACE), and multiplies a whole number by an hour in a time.Duration, which
+// overflows into a negative period past 2.5 million hours: compaction always stays on, within a year.
+const (
+	minPeriodicRetention = time.Minute
+	maxPeriodicRetention = 365 * 24 * time.Hour
+	maxRevisionRetention = 1e12
+)
+
+// periodicRetention reads a periodic retention as etcd does: a duration, or a whole number of hours.
+func periodicRetention(s string) (time.Duration, bool) {
+	if d, err := time.ParseDuration(s); err == nil {
+		return d, true
+	}
+	h, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || h < 0 || h > int64(maxPeriodicRetention/time.Hour) {
+		return 0, false
+	}
+	return time.Duration(h) * time.Hour, true
+}
+
 // UnsafeOption: etcd's unsafe-* flags trade durability for speed (unsafe-no-fsync), and experimental-*
 // flags are unstable by definition and renamed or removed between minor releases (an upgrade could
 // then not start). Both need spec.allowUnsafeOptions.
@@ -92,14 +113,12 @@ func Validate(name string, s api.ClusterSpec) []Problem {
 	}
 	switch c := s.Maintenance.Compaction; c.Mode {
 	case "periodic":
-		if d, err := time.ParseDuration(c.Retention); err != nil || d <= 0 {
-			if h, herr := strconv.Atoi(c.Retention); herr != nil || h < 0 {
-				add("InvalidCompaction", "spec.maintenance.compaction.retention %q: periodic retention is a duration such as 1h or 30m", c.Retention)
-			}
+		if d, ok := periodicRetention(c.Retention); !ok || d < minPeriodicRetention || d > maxPeriodicRetention {
+			add("InvalidCompaction", "spec.maintenance.compaction.retention %q: periodic retention is a duration from %s to %s such as 1h or 30m (a whole number is hours)", c.Retention, minPeriodicRetention, maxPeriodicRetention)
 		}
 	case "revision":
-		if r, err := strconv.ParseInt(c.Retention, 10, 64); err != nil || r < 1 {
-			add("InvalidCompaction", "spec.maintenance.compaction.retention %q: revision retention is a positive number of revisions", c.Retention)
+		if r, err := strconv.ParseInt(c.Retention, 10, 64); err != nil || r < 1 || r > maxRevisionRetention {
+			add("InvalidCompaction", "spec.maintenance.compaction.retention %q: revision retention is a number of revisions from 1 to %d", c.Retention, int64(maxRevisionRetention))
 		}
 	default:
 		add("InvalidCompaction", "spec.maintenance.compaction.mode %q must be periodic or revision", c.Mode)

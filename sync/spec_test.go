@@ -57,6 +57,20 @@ func TestValidateReasons(t *testing.T) {
 		{"compaction bad duration", func(s *api.ClusterSpec) { s.Maintenance.Compaction.Retention = "soon" }, "demo", "InvalidCompaction"},
 		{"compaction zero", func(s *api.ClusterSpec) { s.Maintenance.Compaction.Retention = "0s" }, "demo", "InvalidCompaction"},
 		{"compaction hours as number", func(s *api.ClusterSpec) { s.Maintenance.Compaction.Retention = "5" }, "demo", ""},
+		// etcd reads 0 as no compactor at all, and overflows hours past 2.5 million into a negative period.
+		{"compaction zero hours", func(s *api.ClusterSpec) { s.Maintenance.Compaction.Retention = "0" }, "demo", "InvalidCompaction"},
+		{"compaction overflowing hours", func(s *api.ClusterSpec) { s.Maintenance.Compaction.Retention = "3000000" }, "demo", "InvalidCompaction"},
+		{"compaction over a year", func(s *api.ClusterSpec) { s.Maintenance.Compaction.Retention = "8761h" }, "demo", "InvalidCompaction"},
+		{"compaction a year", func(s *api.ClusterSpec) { s.Maintenance.Compaction.Retention = "8760" }, "demo", ""},
+		{"compaction under a minute", func(s *api.ClusterSpec) { s.Maintenance.Compaction.Retention = "30s" }, "demo", "InvalidCompaction"},
+		{"compaction zero from options", func(s *api.ClusterSpec) {
+			s.Maintenance.Compaction = api.CompactionSpec{}
+			s.Options = map[string]string{"auto-compaction-retention": "0"}
+			*s = api.Defaulted(*s)
+		}, "demo", "InvalidCompaction"},
+		{"compaction revisions past the bound", func(s *api.ClusterSpec) {
+			s.Maintenance.Compaction = api.CompactionSpec{Mode: "revision", Retention: "10000000000000"}
+		}, "demo", "InvalidCompaction"},
 		{"compaction revision not a number", func(s *api.ClusterSpec) {
 			s.Maintenance.Compaction = api.CompactionSpec{Mode: "revision", Retention: "1h"}
 		}, "demo", "InvalidCompaction"},

@@ -1,0 +1,67 @@
+package manifests
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
+	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	celconfig "k8s.io/apiserver/pkg/apis/cel"
+)
+
+// celValidator compiles every x-kubernetes-validations rule of the CRD with the API server's own
+// library, as the API server does when the CRD is applied: a rule that does not compile fails here,
+// not at install.
+func celValidator(t *testing.T) *cel.Validator {
+	t.Helper()
+	v1 := loadCRD(t)
+	var internal apiextensions.JSONSchemaProps
+	require.NoError(t, apiextv1.Convert_v1_JSONSchemaProps_To_apiextensions_JSONSchemaProps(&v1, &internal, nil))
+	s, err := schema.NewStructural(&internal)
+	require.NoError(t, err)
+	v := cel.NewValidator(s, true, celconfig.PerCallLimit)
+	require.NotNil(t, v, "the CRD declares CEL rules")
+	return v
+}
+
+// admit runs the CRD's CEL rules on an EtcdCluster spec (a create: no old object).
+func admit(t *testing.T, v *cel.Validator, spec map[string]any) field.ErrorList {
+	t.Helper()
+	obj := map[string]any{
+		"apiVersion": "etcd.io/v1alpha1", "kind": "EtcdCluster",
+		"metadata": map[string]any{"name": "demo", "namespace": "prod"},
+		"spec":     spec,
+	}
+	errs, _ := v.Validate(context.Background(), field.NewPath(""), nil, obj, nil, celconfig.RuntimeCELCostBudget)
+	return errs
+}
+
+// Rules issue 24 §4 and §8 moved into the CRD, so kubectl refuses them at once (the hook keeps its own
+// check: the CRD may be older than the hook). The real API server runs the same library.
+func TestCRDRefusesAtAdmission(t *testing.T) {
+	v := celValidator(t)
+	for name, tc := range map[string]struct {
+		spec map[string]any
+		want string // "" = admitted
+	}{
+		"a plain spec": {map[string]any{"size": int64(3)}, ""},
+		"backup @every": {map[string]any{"backup": map[string]any{"destination": "s3://b/p", "schedule": "@every 1s"}},
+			"@every is not accepted"},
+		"backup @daily": {map[string]any{"backup": map[string]any{"destination": "s3://b/p", "schedule": "@daily"}}, ""},
+		"backup five fields": {map[string]any{"backup": map[string]any{"destination": "s3://b/p", "schedule": "*/5 * * * *"}}, ""},
+		"defrag @every": {map[string]any{"maintenance": map[string]any{"defrag": map[string]any{"schedule": "@every 8760h"}}},
+			"@every is not accepted"},
+	} {
+		errs := admit(t, v, tc.spec)
+		if tc.want == "" {
+			require.Empty(t, errs, name)
+			continue
+		}
+		require.NotEmpty(t, errs, name)
+		require.Contains(t, errs.ToAggregate().Error(), tc.want, name)
+	}
+}
