@@ -51,7 +51,7 @@ func TestCRDRefusesAtAdmission(t *testing.T) {
 		"a plain spec": {map[string]any{"size": int64(3)}, ""},
 		"backup @every": {map[string]any{"backup": map[string]any{"destination": "s3://b/p", "schedule": "@every 1s"}},
 			"@every is not accepted"},
-		"backup @daily": {map[string]any{"backup": map[string]any{"destination": "s3://b/p", "schedule": "@daily"}}, ""},
+		"backup @daily":      {map[string]any{"backup": map[string]any{"destination": "s3://b/p", "schedule": "@daily"}}, ""},
 		"backup five fields": {map[string]any{"backup": map[string]any{"destination": "s3://b/p", "schedule": "*/5 * * * *"}}, ""},
 		"defrag @every": {map[string]any{"maintenance": map[string]any{"defrag": map[string]any{"schedule": "@every 8760h"}}},
 			"@every is not accepted"},
