@@ -2,15 +2,18 @@ package manifests
 
 import (
 	"context"
+	"os"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/validation"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
+	"sigs.k8s.io/yaml"
 )
 
 // celValidator compiles every x-kubernetes-validations rule of the CRD with the API server's own
@@ -53,6 +56,18 @@ func TestCRDRefusesAtAdmission(t *testing.T) {
 			"@every is not accepted"},
 		"backup @daily":      {map[string]any{"backup": map[string]any{"destination": "s3://b/p", "schedule": "@daily"}}, ""},
 		"backup five fields": {map[string]any{"backup": map[string]any{"destination": "s3://b/p", "schedule": "*/5 * * * *"}}, ""},
+		"backup claim of member 0": {map[string]any{"backup": map[string]any{"destination": "file:///b", "volumeClaimName": "data-demo-0"}},
+			"an object etcdhook owns"},
+		"backup credentials the CA": {map[string]any{"backup": map[string]any{"destination": "s3://b/p", "credentialsSecret": "demo-ca"}},
+			"an object etcdhook owns"},
+		"restore claim of member 1": {map[string]any{"restore": map[string]any{"from": "file:///b/latest", "volumeClaimName": "data-demo-1"}},
+			"an object etcdhook owns"},
+		"TLS client Secret the built-in one": {map[string]any{"security": map[string]any{"tls": map[string]any{"client": map[string]any{"secretName": "demo-client-tls"}}}},
+			"an object etcdhook owns"},
+		"a Lease name as credentials": {map[string]any{"backup": map[string]any{"destination": "s3://b/p", "credentialsSecret": "demo-2-member"}},
+			"an object etcdhook owns"},
+		"a claim of its own":                {map[string]any{"backup": map[string]any{"destination": "file:///b", "volumeClaimName": "data-demo-backups"}}, ""},
+		"a claim of ordinal 12 (no member)": {map[string]any{"backup": map[string]any{"destination": "file:///b", "volumeClaimName": "data-demo-12"}}, ""},
 		"defrag @every": {map[string]any{"maintenance": map[string]any{"defrag": map[string]any{"schedule": "@every 8760h"}}},
 			"@every is not accepted"},
 	} {
@@ -64,4 +79,18 @@ func TestCRDRefusesAtAdmission(t *testing.T) {
 		require.NotEmpty(t, errs, name)
 		require.Contains(t, errs.ToAggregate().Error(), tc.want, name)
 	}
+}
+
+// The API server's own validation of the CRD object, cost estimates of every CEL rule included: a rule
+// too costly (an unbounded string matched against a pattern) is refused when the CRD is applied.
+func TestCRDPassesTheAPIServersValidation(t *testing.T) {
+	b, err := os.ReadFile("crd.yaml")
+	require.NoError(t, err)
+	var v1 apiextv1.CustomResourceDefinition
+	require.NoError(t, yaml.UnmarshalStrict(b, &v1))
+	var crd apiextensions.CustomResourceDefinition
+	require.NoError(t, apiextv1.Convert_v1_CustomResourceDefinition_To_apiextensions_CustomResourceDefinition(&v1, &crd, nil))
+	crd.Status.StoredVersions = []string{v1.Spec.Versions[0].Name} // as the API server keeps it
+	errs := validation.ValidateCustomResourceDefinition(context.Background(), &crd)
+	require.Empty(t, errs, "%v", errs.ToAggregate())
 }

@@ -58,7 +58,7 @@ func validateBackup(s api.ClusterSpec) []Problem {
 	if b := s.Backup; b != nil {
 		d, err := backup.ParseDestination(b.Destination)
 		if err != nil {
-			add("InvalidBackup", "spec.backup.destination %q %v", b.Destination, err)
+			add("InvalidBackup", "spec.backup.destination %q %v", backup.Redact(b.Destination), err)
 		} else {
 			checkClaim(add, "InvalidBackup", "spec.backup", d, b.VolumeClaimName)
 		}
@@ -81,7 +81,7 @@ func validateBackup(s api.ClusterSpec) []Problem {
 	if r := s.Restore; r != nil {
 		src, err := backup.ParseSource(r.From)
 		if err != nil {
-			add("InvalidRestore", "spec.restore.from %q %v", r.From, err)
+			add("InvalidRestore", "spec.restore.from %q %v", backup.Redact(r.From), err)
 		} else {
 			checkClaim(add, "InvalidRestore", "spec.restore", src.Destination, r.VolumeClaimName)
 		}

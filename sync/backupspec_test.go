@@ -48,6 +48,22 @@ func TestValidateBackup(t *testing.T) {
 		{"restoreOnQuorumLoss", func(s *api.ClusterSpec) { s.Backup.RestoreOnQuorumLoss = true }, "", ""},
 		{"restore latest", func(s *api.ClusterSpec) { s.Restore = &api.RestoreSpec{From: "gs://b/p/latest"} }, "", ""},
 		{"restore of a folder", func(s *api.ClusterSpec) { s.Restore = &api.RestoreSpec{From: "gs://b/p"} }, "InvalidRestore", "spec.restore.from"},
+		// Objects the hook owns are never the user's to name (issue 24 §5): member 0's data claim was
+		// mounted read-write into the backup Job, the CA key Secret used as store credentials.
+		{"credentials are the CA Secret", func(s *api.ClusterSpec) { s.Backup.CredentialsSecret = "demo-ca" }, "InvalidBackup", "spec.backup.credentialsSecret \"demo-ca\" is an object etcdhook owns"},
+		{"backup claim is member 0's", func(s *api.ClusterSpec) {
+			s.Backup.Destination, s.Backup.VolumeClaimName = "file:///etcd", "data-demo-0"
+		}, "InvalidBackup", "spec.backup.volumeClaimName"},
+		{"restore claim is member 1's", func(s *api.ClusterSpec) {
+			s.Restore = &api.RestoreSpec{From: "file:///b/latest", VolumeClaimName: "data-demo-1"}
+		}, "InvalidRestore", "spec.restore.volumeClaimName"},
+		{"restore credentials are the client Secret", func(s *api.ClusterSpec) {
+			s.Restore = &api.RestoreSpec{From: "gs://b/p/latest", CredentialsSecret: "demo-client-tls"}
+		}, "InvalidRestore", "spec.restore.credentialsSecret"},
+		{"TLS Secret is the built-in CA", func(s *api.ClusterSpec) { s.Security.TLS.Peer.SecretName = "demo-ca" }, "InvalidTLS", "spec.security.tls.peer.secretName"},
+		{"a claim of another name", func(s *api.ClusterSpec) {
+			s.Backup.Destination, s.Backup.VolumeClaimName = "file:///etcd", "data-demo-backups"
+		}, "", ""},
 		{"restore file without claim", func(s *api.ClusterSpec) { s.Restore = &api.RestoreSpec{From: "file:///b/latest"} }, "InvalidRestore", "spec.restore.volumeClaimName"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

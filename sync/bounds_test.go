@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 
@@ -227,4 +229,82 @@ func TestDistrustInvalidSpecRecord(t *testing.T) {
 			require.LessOrEqual(t, leases, api.MaxSize+1)
 		})
 	}
+}
+
+// A location's secrets reach no answer (issue 24 §5): the refusal of a destination, a restore source
+// and the etcd.io/restore-from annotation quoted the URL whole, into conditions, status.message, the
+// audit log and (for the annotation) the ConfigMap record, where it stayed after the annotation went.
+func TestNoSecretInAnyAnswer(t *testing.T) {
+	const secret = "s3cr3tKEY"
+	for name, edit := range map[string]func(w *world){
+		"destination with user info": func(w *world) {
+			w.setSpec(func(s *api.ClusterSpec) {
+				s.Backup = &api.BackupSpec{Destination: "s3://AKIA:" + secret + "@b/p", CredentialsSecret: "creds"}
+			})
+		},
+		"destination with a signature": func(w *world) {
+			w.setSpec(func(s *api.ClusterSpec) {
+				s.Backup = &api.BackupSpec{Destination: "s3://b/p?X-Amz-Signature=" + secret, CredentialsSecret: "creds"}
+			})
+		},
+		"restore-from with user info": func(w *world) {
+			w.setSpec(func(s *api.ClusterSpec) {
+				s.Backup = &api.BackupSpec{Destination: "s3://b/p", CredentialsSecret: "creds"}
+			})
+			w.parentAnn = map[string]string{api.AnnRestoreFrom: "s3://k:" + secret + "@b/p/latest"}
+		},
+		"restore-from with a fragment": func(w *world) {
+			w.setSpec(func(s *api.ClusterSpec) {
+				s.Backup = &api.BackupSpec{Destination: "s3://b/p", CredentialsSecret: "creds"}
+			})
+			w.parentAnn = map[string]string{api.AnnRestoreFrom: "s3://b/p/latest#" + secret}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			w := newWorld(t, 3)
+			w.lastApplied = true
+			w.converge(60)
+			edit(w)
+			for n := range 4 { // the refusal, the record carried over syncs, then the annotation gone
+				resp := w.step(5 * time.Second)
+				b, err := json.Marshal(resp)
+				require.NoError(t, err)
+				require.NotContains(t, string(b), secret, "sync %d", n)
+				if n == 1 {
+					w.parentAnn = nil
+				}
+			}
+		})
+	}
+}
+
+// Every message written into status is bounded: a condition over the CRD's 32768 made the API server
+// refuse the whole status write, and status froze.
+func TestStatusMessagesAreBounded(t *testing.T) {
+	long := strings.Repeat("é", 3000) // 6000 bytes: cut inside a two-byte character
+	msg := boundMessage(long)
+	require.LessOrEqual(t, len(msg), maxMessageBytes)
+	require.True(t, utf8.ValidString(msg), "cut on a character boundary")
+	require.Contains(t, msg, "more bytes")
+	require.Equal(t, "short", boundMessage("short"))
+
+	w := newWorld(t, 3)
+	w.converge(60)
+	req := w.request()
+	for i := range 3 {
+		// Within the error's bound each, and many ignored inputs besides.
+		editChild(t, req, KeyLease, w.names().Lease(i), func(o map[string]any) {
+			setAnnotation(o, api.AnnError, "WaitingForJoin: "+strings.Repeat("x", api.BoundText.Bytes-20))
+			for k := range 40 {
+				setAnnotation(o, fmt.Sprintf("etcd.io/x-%d", k), strings.Repeat("y", 2000))
+			}
+		})
+	}
+	resp, err := Compute(req, w.now, w.opts)
+	require.NoError(t, err)
+	require.LessOrEqual(t, len(resp.Status.Message), maxMessageBytes)
+	for _, c := range resp.Status.Conditions {
+		require.LessOrEqual(t, len(c.Message), maxMessageBytes, c.Type)
+	}
+	require.Contains(t, conditionMessage(*resp.Status, api.CondInputIgnored), "more bytes")
 }

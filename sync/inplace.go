@@ -63,7 +63,11 @@ type inPlaceRecord struct {
 // inFlight: a restore that has not finished.
 func (r *inPlaceRecord) inFlight() bool { return r != nil && r.Request != "" && !r.Done }
 
-func (r *inPlaceRecord) seen(v string) bool { return r != nil && slices.Contains(r.Seen, v) }
+// seen: v was acted on. Values are remembered by backup.Fingerprint: one that carries secrets (user
+// info, a signature) is remembered by its hash, never written into the record or status.
+func (r *inPlaceRecord) seen(v string) bool {
+	return r != nil && slices.Contains(r.Seen, backup.Fingerprint(v))
+}
 
 // key identifies one restore: its request and the IDs it replaces. The Job's name and the restored
 // cluster's token derive from it, so a second restore of the same source (the automatic restore of a
@@ -121,6 +125,12 @@ func (f *facts) readInPlace() {
 		if err := json.Unmarshal([]byte(s), &rec); err != nil {
 			f.distrusted = append(f.distrusted, fmt.Sprintf("ConfigMap %s key %s does not parse as the hook's record: ignored", f.names.ConfigMap(), api.ConfigKeyRestoreInPlace))
 		} else {
+			// A value written by an older hook may carry a secret (a refused URL with credentials): from
+			// here on only its fingerprint is kept.
+			for i, v := range rec.Seen {
+				rec.Seen[i] = backup.Fingerprint(v)
+			}
+			rec.Refused = backup.Fingerprint(rec.Refused)
 			f.inPlace = &rec
 		}
 	}
@@ -129,7 +139,7 @@ func (f *facts) readInPlace() {
 		// on the parent now counts as seen (a restore is never started from a record half lost).
 		f.inPlace = &inPlaceRecord{Request: r.Source, Retired: r.ReplacedClusterIDs, Lost: r.LostMembers,
 			Committed: r.Phase == inPlaceStarting || r.Phase == inPlaceRestored, Done: r.Phase == inPlaceRestored,
-			Seen: remember(nil, f.restoreFrom())}
+			Seen: remember(nil, backup.Fingerprint(f.restoreFrom()))}
 	}
 	f.setRetired()
 }
@@ -204,7 +214,7 @@ func (f *facts) chooseInPlace() bool {
 	paused := f.parent.Spec.Paused
 	if !rec.inFlight() && req != "" && !rec.seen(req) && !paused {
 		next := rec.memory()
-		next.Seen = remember(next.Seen, req)
+		next.Seen = remember(next.Seen, backup.Fingerprint(req))
 		if problem := f.restoreRequestProblem(req, live); problem == "" {
 			next.Request, next.Retired, next.Prior = req, remember(next.Retired, live...), rec.withoutPrior()
 		} else {
@@ -214,7 +224,7 @@ func (f *facts) chooseInPlace() bool {
 				keep = rec.withoutPrior()
 				keep.Prior = rec.Prior
 			}
-			keep.Seen, keep.Refused, keep.RefusedWhy = next.Seen, req, problem
+			keep.Seen, keep.Refused, keep.RefusedWhy = next.Seen, backup.Fingerprint(req), problem
 			next = keep
 		}
 		rec, changed = next, true
@@ -309,7 +319,7 @@ func (f *facts) finishInPlace() {
 func (f *facts) restoreRequestProblem(req string, live []string) string {
 	src, err := backup.ParseSource(req)
 	if err != nil {
-		return fmt.Sprintf("annotation %s %q %v", api.AnnRestoreFrom, req, err)
+		return fmt.Sprintf("annotation %s %q %v", api.AnnRestoreFrom, backup.Redact(req), err)
 	}
 	spec := api.Defaulted(f.parent.Spec)
 	if f.applied != nil {
@@ -318,7 +328,7 @@ func (f *facts) restoreRequestProblem(req string, live []string) string {
 	b := spec.Backup
 	switch {
 	case src.Destination.Scheme == "file" && (b == nil || b.VolumeClaimName == ""):
-		return fmt.Sprintf("annotation %s %q is a file:// source: spec.backup.volumeClaimName must name the claim it is on", api.AnnRestoreFrom, req)
+		return fmt.Sprintf("annotation %s %q is a file:// source: spec.backup.volumeClaimName must name the claim it is on", api.AnnRestoreFrom, backup.Redact(req))
 	case spec.Storage.EmptyDir != nil:
 		return fmt.Sprintf("annotation %s: the members' data is on emptyDir, which has no volume to restore into (create a new EtcdCluster with spec.restore)", api.AnnRestoreFrom)
 	case !f.bootstrapped:
@@ -334,7 +344,7 @@ func (f *facts) restoreRequestProblem(req string, live []string) string {
 // refusal is why the etcd.io/restore-from value on the parent was refused, "" when it was not.
 func (f *facts) refusal() string {
 	req := f.restoreFrom()
-	if r := f.inPlace; r != nil && req != "" && r.Refused == req {
+	if r := f.inPlace; r != nil && req != "" && r.Refused == backup.Fingerprint(req) {
 		return r.RefusedWhy
 	}
 	return ""

@@ -157,9 +157,33 @@ func Validate(name string, s api.ClusterSpec) []Problem {
 			add("InvalidTimeout", "spec.timeouts.%s %d is outside %d..86400", t.name, t.v, t.min)
 		}
 	}
+	ps = append(ps, validateUserNames(name, s)...)
 	ps = append(ps, validateBackup(s)...)
 	ps = append(ps, validateDefrag(s)...)
 	return append(ps, validateNetwork(s)...)
+}
+
+// validateUserNames refuses every object the spec names that the hook owns (api.Names.HookOwned).
+// The CRD says the same (CEL) where it can name the cluster; this check holds when the CRD is older.
+func validateUserNames(name string, s api.ClusterSpec) []Problem {
+	n := api.Names{Cluster: name}
+	var ps []Problem
+	check := func(reason, field, v string) {
+		if v != "" && n.HookOwned(v) {
+			ps = append(ps, Problem{reason, fmt.Sprintf("%s %q is an object etcdhook owns for this cluster: name your own", field, v)})
+		}
+	}
+	if b := s.Backup; b != nil {
+		check("InvalidBackup", "spec.backup.credentialsSecret", b.CredentialsSecret)
+		check("InvalidBackup", "spec.backup.volumeClaimName", b.VolumeClaimName)
+	}
+	if r := s.Restore; r != nil {
+		check("InvalidRestore", "spec.restore.credentialsSecret", r.CredentialsSecret)
+		check("InvalidRestore", "spec.restore.volumeClaimName", r.VolumeClaimName)
+	}
+	check("InvalidTLS", "spec.security.tls.peer.secretName", s.Security.TLS.Peer.SecretName)
+	check("InvalidTLS", "spec.security.tls.client.secretName", s.Security.TLS.Client.SecretName)
+	return ps
 }
 
 // ValidateChange checks a valid spec against the spec the cluster runs (applied), the versions its

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -54,7 +55,7 @@ func (p *plan) status() *api.ClusterStatus {
 		if ok {
 			s = metav1.ConditionTrue
 		}
-		conds = append(conds, metav1.Condition{Type: typ, Status: s, Reason: reason, Message: msg, ObservedGeneration: f.parent.Generation})
+		conds = append(conds, metav1.Condition{Type: typ, Status: s, Reason: reason, Message: boundMessage(msg), ObservedGeneration: f.parent.Generation})
 	}
 	all, healthy := f.voters()
 	available := f.bootstrapped && f.truthKnown() && !f.splitBrain && healthy >= api.Quorum(all)
@@ -201,7 +202,26 @@ func (p *plan) status() *api.ClusterStatus {
 			st.Message = fmt.Sprintf("children are left exactly as they are until the spec is valid (the last valid spec is not recorded: ConfigMap %s is missing): %s", f.names.ConfigMap(), p.problems[0].Message)
 		}
 	}
+	st.Message = boundMessage(st.Message)
 	return st
+}
+
+// maxMessageBytes bounds every message the hook writes into status (each condition's and
+// status.message). The CRD allows 32768 for a condition's message; a longer one made the API server
+// refuse the whole status write, so status froze (a 40 KB agent error, a long URL). Messages quote
+// inputs, which are bounded (api/bounds.go) but add up: several members' errors, several ignored inputs.
+const maxMessageBytes = 4096
+
+// boundMessage cuts msg to maxMessageBytes on a character boundary and says how much was left out.
+func boundMessage(msg string) string {
+	if len(msg) <= maxMessageBytes {
+		return msg
+	}
+	cut := maxMessageBytes - 64
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… (%d more bytes)", msg[:cut], len(msg)-cut)
 }
 
 func (p *plan) pendingFor() string {
