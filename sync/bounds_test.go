@@ -308,3 +308,73 @@ func TestStatusMessagesAreBounded(t *testing.T) {
 	}
 	require.Contains(t, conditionMessage(*resp.Status, api.CondInputIgnored), "more bytes")
 }
+
+// What the pods run is evidence (issue 24 §3): with every member restarting (no version reported),
+// status wiped and the running-versions record gone, a spec asking 3.5 for data 3.6.16 wrote was
+// accepted and rendered into the template. The images of the template and of the pods whose etcd ran
+// refuse it; a patch below them (reverting a bad image) stays possible.
+func TestImagesAreVersionEvidence(t *testing.T) {
+	for name, tc := range map[string]struct {
+		version string
+		refused bool
+	}{
+		"a minor down":    {"3.5.21", true},
+		"a patch down":    {"3.6.15", false},
+		"the same":        {"3.6.16", false},
+		"a minor up":      {"3.7.3", false},
+		"two minors down": {"3.5.11", true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			w := newWorld(t, 3)
+			w.spec.Version = "3.6.16"
+			w.lastApplied = true
+			w.converge(60)
+			w.status = api.ClusterStatus{}
+			w.setSpec(func(s *api.ClusterSpec) { s.Version = tc.version })
+			req := w.request()
+			editChild(t, req, KeyConfigMap, w.names().ConfigMap(), func(o map[string]any) {
+				delete(o["data"].(map[string]any), api.ConfigKeyRunning)
+			})
+			for i := range 3 {
+				editChild(t, req, KeyLease, w.names().Lease(i), func(o map[string]any) { setAnnotation(o, api.AnnVersion, "") })
+			}
+			for k, raw := range req.Related[KeyPod] {
+				var pod map[string]any
+				require.NoError(t, json.Unmarshal(raw, &pod))
+				pod["status"].(map[string]any)["containerStatuses"] = []any{map[string]any{
+					"name": "etcd", "image": "quay.io/coreos/etcd:v3.6.16", "imageID": "", "ready": false, "restartCount": 1,
+					"state": map[string]any{"waiting": map[string]any{"reason": "CrashLoopBackOff"}},
+				}}
+				req.Related[KeyPod][k] = mustJSON(pod)
+			}
+			resp, err := Compute(req, w.now, w.opts)
+			require.NoError(t, err)
+			cmd := renderedCommand(t, resp)
+			if tc.refused {
+				require.Contains(t, conditionMessage(*resp.Status, api.CondInvalidSpec), "downgrades across a minor version")
+				require.Contains(t, cmd, "etcd:v3.6.16", "the template keeps what the data was written by")
+				return
+			}
+			require.NotContains(t, conditionMessage(*resp.Status, api.CondInvalidSpec), "downgrades across a minor version")
+		})
+	}
+}
+
+func TestImageVersion(t *testing.T) {
+	for image, want := range map[string]string{
+		"quay.io/coreos/etcd:v3.6.16":                   "3.6.16",
+		"registry:5000/etcd:3.5.21":                     "3.5.21",
+		"quay.io/coreos/etcd:v3.6.16@sha256:0123456789": "3.6.16",
+		"registry:5000/etcd":                            "",
+		"quay.io/coreos/etcd:latest":                    "",
+		"quay.io/coreos/etcd@sha256:0123":               "",
+	} {
+		v, ok := imageVersion(image)
+		if want == "" {
+			require.False(t, ok, image)
+			continue
+		}
+		require.True(t, ok, image)
+		require.Equal(t, want, v.String(), image)
+	}
+}

@@ -298,6 +298,9 @@ func readStatefulSet(r *reader, s *appsv1.StatefulSet) {
 					r.stringInto((*string)(&s.Spec.PodManagementPolicy))
 				case k.is("updateStrategy"):
 					r.jsonInto(&s.Spec.UpdateStrategy)
+				case k.is("template"):
+					// Read for the etcd image (imageVersions: the version evidence of the template).
+					r.jsonInto(&s.Spec.Template)
 				case k.is("volumeClaimTemplates"):
 					// Read for their size (volume growth); they are answered from the raw bytes (claimTemplates).
 					r.jsonInto(&s.Spec.VolumeClaimTemplates)
@@ -363,9 +366,13 @@ func readPod(r *reader, p *corev1.Pod) {
 				continue
 			}
 			for k, ok := r.nextKey(); ok; k, ok = r.nextKey() {
-				if k.is("conditions") {
+				switch {
+				case k.is("conditions"):
 					readSlice(r, &p.Status.Conditions, (*reader).readPodCondition)
-				} else {
+				case k.is("containerStatuses"):
+					// Read for the image each container ran (imageVersions).
+					r.jsonInto(&p.Status.ContainerStatuses)
+				default:
 					r.skip()
 				}
 			}

@@ -144,6 +144,10 @@ type facts struct {
 	orphans   []*memberView
 	leaderID  string
 	running   []SemVer
+	// imageVersions: the etcd versions the StatefulSet's template and the member pods whose etcd ran
+	// carry in their image tags (readImageVersions): evidence of what wrote the data that outlives
+	// every report and record (all members restarting, status wiped, the ConfigMap edited).
+	imageVersions []SemVer
 
 	removeJobs map[string][]*jobView // by member ID, attempts ascending
 	pvcJobs    map[int][]*jobView    // by ordinal, attempts ascending
@@ -514,6 +518,7 @@ func (f *facts) readTruth() {
 	for v := range versions {
 		f.running = append(f.running, v)
 	}
+	f.readImageVersions()
 	sort.Slice(f.running, func(i, j int) bool { return f.running[i].Less(f.running[j]) })
 	if best == nil {
 		return
@@ -574,6 +579,47 @@ func (f *facts) readTruth() {
 		}
 		return f.members[a].ID < f.members[b].ID
 	})
+}
+
+// readImageVersions reads the versions in the etcd images of the template and of the pods whose etcd
+// container ran (started, running, or restarted: a pod that never pulled its image wrote nothing).
+func (f *facts) readImageVersions() {
+	seen := map[SemVer]bool{}
+	add := func(image string) {
+		if v, ok := imageVersion(image); ok && !seen[v] {
+			seen[v] = true
+			f.imageVersions = append(f.imageVersions, v)
+		}
+	}
+	if f.sts != nil {
+		for _, c := range f.sts.Spec.Template.Spec.Containers {
+			if c.Name == "etcd" {
+				add(c.Image)
+			}
+		}
+	}
+	for _, i := range sortedKeys(f.pods) {
+		for _, cs := range f.pods[i].Status.ContainerStatuses {
+			ran := cs.State.Running != nil || cs.State.Terminated != nil || cs.LastTerminationState.Terminated != nil ||
+				cs.RestartCount > 0 || (cs.Started != nil && *cs.Started)
+			if cs.Name == "etcd" && ran {
+				add(cs.Image)
+			}
+		}
+	}
+	sort.Slice(f.imageVersions, func(i, j int) bool { return f.imageVersions[i].Less(f.imageVersions[j]) })
+}
+
+// imageVersion reads the version of an etcd image reference: its tag, v3.6.16 (as rendered) or
+// 3.6.16, before any digest. Another tag is no evidence.
+func imageVersion(image string) (SemVer, bool) {
+	ref, _, _ := strings.Cut(image, "@")
+	i := strings.LastIndexByte(ref, ':')
+	if i < 0 || strings.Contains(ref[i:], "/") {
+		return SemVer{}, false
+	}
+	v, err := ParseVersion(strings.TrimPrefix(ref[i+1:], "v"))
+	return v, err == nil
 }
 
 func (f *facts) preferMember(i int, a, b *memberView) bool {

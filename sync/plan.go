@@ -238,7 +238,7 @@ func (p *plan) chooseSpec() error {
 		p.problems = append([]Problem{{"SpecDoesNotDecode", "spec: " + f.obs.SpecError}}, p.problems...)
 	}
 	if len(p.problems) == 0 {
-		p.problems = ValidateChange(f.applied, cand, f.running, f.storageFloor())
+		p.problems = ValidateChange(f.applied, cand, f.running, f.imageVersions, f.storageFloor())
 	}
 	if len(p.problems) == 0 && f.applied != nil && !sameTLSSecretNames(f.applied.Security.TLS, cand.Security.TLS) && f.tlsSwitchSeen() {
 		// Members still serve the certificates of the Secrets they started on: another Secret can mean

@@ -187,9 +187,10 @@ func validateUserNames(name string, s api.ClusterSpec) []Problem {
 }
 
 // ValidateChange checks a valid spec against the spec the cluster runs (applied), the versions its
-// members report (running) and the largest size its claims ask for (storageFloor, nil when none is
-// observed): immutable fields, the upgrade path, volumes that only grow.
-func ValidateChange(applied *api.ClusterSpec, next api.ClusterSpec, running []SemVer, storageFloor *resource.Quantity) []Problem {
+// members report (running), the versions its template's and pods' images carry (images) and the
+// largest size its claims ask for (storageFloor, nil when none is observed): immutable fields, the
+// upgrade path, volumes that only grow.
+func ValidateChange(applied *api.ClusterSpec, next api.ClusterSpec, running, images []SemVer, storageFloor *resource.Quantity) []Problem {
 	var ps []Problem
 	if applied != nil {
 		ps = append(ps, validateStorageChange(applied.Storage, next.Storage, storageFloor)...)
@@ -207,11 +208,27 @@ func ValidateChange(applied *api.ClusterSpec, next api.ClusterSpec, running []Se
 	}
 	ps = append(ps, validateRestoreChange(applied, next)...)
 	to, err := ParseVersion(next.Version)
-	if err != nil || len(running) == 0 {
+	if err != nil {
 		return ps
 	}
-	if msg := upgradePath(running, to); msg != "" {
-		ps = append(ps, Problem{"UpgradeRefused", msg})
+	if len(running) > 0 {
+		if msg := upgradePath(running, to); msg != "" {
+			return append(ps, Problem{"UpgradeRefused", msg})
+		}
+	}
+	// The images are evidence even when no member reports and every record is gone (all members
+	// restarting, status wiped): data written by a minor release is never handed to an older minor.
+	// A patch below an image stays possible: reverting a bad image (a tag that never started) is one.
+	if len(images) > 0 {
+		hi := images[0]
+		for _, v := range images[1:] {
+			if hi.Less(v) {
+				hi = v
+			}
+		}
+		if to.Major < hi.Major || to.Major == hi.Major && to.Minor < hi.Minor {
+			ps = append(ps, Problem{"UpgradeRefused", fmt.Sprintf("version %s is below %d.%d, which the StatefulSet's or a member pod's image (%s) carries: downgrades across a minor version are not supported", to, hi.Major, hi.Minor, hi)})
+		}
 	}
 	return ps
 }
