@@ -86,6 +86,21 @@ type BackupSpec struct {
 	// RestoreOnQuorumLoss: when a quorum of the members runs without its data, restore the destination's
 	// newest snapshot in place (docs/design.md §16.9).
 	RestoreOnQuorumLoss bool `json:"restoreOnQuorumLoss,omitempty"`
+	// StoreAccess: opt-ins to reach the store in ways an editor of the namespace should not get by
+	// default (the node's rights, the node's own addresses).
+	StoreAccess `json:",inline"`
+}
+
+// StoreAccess holds the explicit opt-ins of a backup destination or a restore source (issue 24 §5).
+type StoreAccess struct {
+	// AmbientCredentials: without credentialsSecret, the Jobs and the restoring seed use the
+	// credentials their environment gives (the node's instance role, a workload identity). Off, an
+	// s3:// or gs:// store needs credentialsSecret: ambient credentials are the node's rights, which an
+	// editor of one namespace could otherwise turn on other namespaces' buckets.
+	AmbientCredentials bool `json:"ambientCredentials,omitempty"`
+	// AllowLocalEndpoint: accept an endpoint on a loopback or link-local address (169.254.0.0/16 holds
+	// the clouds' metadata services), a host name "localhost", or an unspecified address.
+	AllowLocalEndpoint bool `json:"allowLocalEndpoint,omitempty"`
 }
 
 // BackupRetention: the newest KeepLast snapshots are kept, none older than MaxAge, and never fewer
@@ -102,6 +117,7 @@ type RestoreSpec struct {
 	From              string `json:"from"`
 	CredentialsSecret string `json:"credentialsSecret,omitempty"`
 	VolumeClaimName   string `json:"volumeClaimName,omitempty"`
+	StoreAccess       `json:",inline"`
 }
 
 // MaintenanceSpec holds what keeps a long-running etcd healthy.

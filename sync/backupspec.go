@@ -61,6 +61,7 @@ func validateBackup(s api.ClusterSpec) []Problem {
 			add("InvalidBackup", "spec.backup.destination %q %v", backup.Redact(b.Destination), err)
 		} else {
 			checkClaim(add, "InvalidBackup", "spec.backup", d, b.VolumeClaimName)
+			checkStoreAccess(add, "InvalidBackup", "spec.backup", d, b.CredentialsSecret, b.StoreAccess)
 		}
 		if b.Schedule != "" {
 			if msg := scheduleProblem(b.Schedule); msg != "" {
@@ -84,10 +85,24 @@ func validateBackup(s api.ClusterSpec) []Problem {
 			add("InvalidRestore", "spec.restore.from %q %v", backup.Redact(r.From), err)
 		} else {
 			checkClaim(add, "InvalidRestore", "spec.restore", src.Destination, r.VolumeClaimName)
+			checkStoreAccess(add, "InvalidRestore", "spec.restore", src.Destination, r.CredentialsSecret, r.StoreAccess)
 		}
 		checkSecretName(add, "InvalidRestore", "spec.restore.credentialsSecret", r.CredentialsSecret)
 	}
 	return ps
+}
+
+// checkStoreAccess: an object store is reached with the credentials the spec names, at an address
+// that is not the node's own, unless the spec opts in (api.StoreAccess). Without these an editor of
+// one namespace could act with the node's rights (the SDKs' default chain reads the instance's
+// metadata service) or point a Job at that service.
+func checkStoreAccess(add func(string, string, ...any), reason, field string, d backup.Destination, secret string, a api.StoreAccess) {
+	if d.Scheme != "file" && secret == "" && !a.AmbientCredentials {
+		add(reason, "%s.credentialsSecret is required for %s:// (or set %s.ambientCredentials: true to use the credentials of the pods' environment: the node's role or a workload identity)", field, d.Scheme, field)
+	}
+	if why := d.LocalEndpoint(); why != "" && !a.AllowLocalEndpoint {
+		add(reason, "%s: %s (set %s.allowLocalEndpoint: true if the store really is there)", field, why, field)
+	}
 }
 
 // checkClaim: a file destination lives on a claim, and only a file destination names one.

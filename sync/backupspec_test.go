@@ -46,7 +46,32 @@ func TestValidateBackup(t *testing.T) {
 			s.Storage.EmptyDir = &corev1.EmptyDirVolumeSource{}
 		}, "InvalidBackup", "spec.backup.restoreOnQuorumLoss needs volumes"},
 		{"restoreOnQuorumLoss", func(s *api.ClusterSpec) { s.Backup.RestoreOnQuorumLoss = true }, "", ""},
-		{"restore latest", func(s *api.ClusterSpec) { s.Restore = &api.RestoreSpec{From: "gs://b/p/latest"} }, "", ""},
+		{"restore latest", func(s *api.ClusterSpec) {
+			s.Restore = &api.RestoreSpec{From: "gs://b/p/latest", CredentialsSecret: "creds"}
+		}, "", ""},
+		// Ambient credentials are the node's rights: an explicit opt-in (issue 24 §5).
+		{"restore without credentials", func(s *api.ClusterSpec) { s.Restore = &api.RestoreSpec{From: "gs://b/p/latest"} }, "InvalidRestore", "spec.restore.ambientCredentials"},
+		{"restore with ambient credentials", func(s *api.ClusterSpec) {
+			s.Restore = &api.RestoreSpec{From: "gs://b/p/latest", StoreAccess: api.StoreAccess{AmbientCredentials: true}}
+		}, "", ""},
+		{"backup without credentials", func(s *api.ClusterSpec) { s.Backup.CredentialsSecret = "" }, "InvalidBackup", "spec.backup.credentialsSecret is required"},
+		{"backup with ambient credentials", func(s *api.ClusterSpec) {
+			s.Backup.CredentialsSecret, s.Backup.AmbientCredentials = "", true
+		}, "", ""},
+		{"file backup needs no credentials", func(s *api.ClusterSpec) {
+			s.Backup.Destination, s.Backup.VolumeClaimName, s.Backup.CredentialsSecret = "file:///etcd", "backups", ""
+		}, "", ""},
+		{"metadata service endpoint", func(s *api.ClusterSpec) { s.Backup.Destination = "s3://b/p?endpoint=http://169.254.169.254" }, "InvalidBackup", "link-local"},
+		{"loopback endpoint", func(s *api.ClusterSpec) { s.Backup.Destination = "s3://b/p?endpoint=http://127.0.0.1:9000" }, "InvalidBackup", "loopback"},
+		{"IPv6 loopback endpoint", func(s *api.ClusterSpec) { s.Backup.Destination = "s3://b/p?endpoint=http://[::1]:9000" }, "InvalidBackup", "loopback"},
+		{"localhost endpoint", func(s *api.ClusterSpec) { s.Backup.Destination = "s3://b/p?endpoint=http://localhost:9000" }, "InvalidBackup", "localhost"},
+		{"restore from the metadata service", func(s *api.ClusterSpec) {
+			s.Restore = &api.RestoreSpec{From: "gs://b/p/latest?endpoint=http://169.254.169.254", CredentialsSecret: "creds"}
+		}, "InvalidRestore", "link-local"},
+		{"local endpoint opted in", func(s *api.ClusterSpec) {
+			s.Backup.Destination, s.Backup.AllowLocalEndpoint = "s3://b/p?endpoint=http://127.0.0.1:9000", true
+		}, "", ""},
+		{"a store in the cluster", func(s *api.ClusterSpec) { s.Backup.Destination = "s3://b/p?endpoint=http://10.244.0.1:9000" }, "", ""},
 		{"restore of a folder", func(s *api.ClusterSpec) { s.Restore = &api.RestoreSpec{From: "gs://b/p"} }, "InvalidRestore", "spec.restore.from"},
 		// Objects the hook owns are never the user's to name (issue 24 §5): member 0's data claim was
 		// mounted read-write into the backup Job, the CA key Secret used as store credentials.

@@ -326,7 +326,9 @@ func (f *facts) restoreRequestProblem(req string, live []string) string {
 		spec = *f.applied
 	}
 	b := spec.Backup
-	switch {
+	switch why := src.Destination.LocalEndpoint(); {
+	case why != "" && (b == nil || !b.AllowLocalEndpoint):
+		return fmt.Sprintf("annotation %s %q: %s (spec.backup.allowLocalEndpoint is not set)", api.AnnRestoreFrom, backup.Redact(req), why)
 	case src.Destination.Scheme == "file" && (b == nil || b.VolumeClaimName == ""):
 		return fmt.Sprintf("annotation %s %q is a file:// source: spec.backup.volumeClaimName must name the claim it is on", api.AnnRestoreFrom, backup.Redact(req))
 	case spec.Storage.EmptyDir != nil:

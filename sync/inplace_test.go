@@ -202,7 +202,7 @@ func TestRestoreOnQuorumLoss(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := newWorld(t, 3)
-			w.spec.Backup = &api.BackupSpec{Destination: dest, RestoreOnQuorumLoss: tc.flag}
+			w.spec.Backup = &api.BackupSpec{Destination: dest, CredentialsSecret: "creds", RestoreOnQuorumLoss: tc.flag}
 			w.converge(60)
 			oldID := w.etcd.clusterID
 			w.loseVolumes(tc.lost...)
@@ -245,7 +245,7 @@ func TestRestoreOnQuorumLoss(t *testing.T) {
 // (whose request is the destination's /latest), the value still on the parent is not restored again.
 func TestRestoreAnnotationNotRepeatedAfterAutomatic(t *testing.T) {
 	w := newWorld(t, 3)
-	w.spec.Backup = &api.BackupSpec{Destination: "s3://etcd-backups/prod", RestoreOnQuorumLoss: true}
+	w.spec.Backup = &api.BackupSpec{Destination: "s3://etcd-backups/prod", CredentialsSecret: "creds", RestoreOnQuorumLoss: true}
 	w.converge(60)
 	w.parentAnn = map[string]string{api.AnnRestoreFrom: inPlaceSnapshot}
 	for n := 0; n < 80 && !(w.status.Restore != nil && w.status.Restore.Phase == "Restored" && w.status.Phase == api.PhaseRunning); n++ {

@@ -213,3 +213,21 @@ func TestFileDestinationNeedsNoTempDir(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"ns/c/b-r2.db.18a2b3c4d5e6f708.tmp"}, done, "the unfinished upload goes; the complete snapshot carries no UID here and stays")
 }
+
+// A snapshot object larger than its manifest says is read only one byte past that size (issue 24 §5):
+// the whole object was downloaded before its size was checked, so a store could fill the seed's disk.
+func TestFetchReadsAtMostTheManifestsSize(t *testing.T) {
+	ctx := context.Background()
+	d, err := ParseDestination("file://" + t.TempDir())
+	require.NoError(t, err)
+	b, err := d.Open(ctx)
+	require.NoError(t, err)
+	defer b.Close()
+	m := Manifest{Namespace: "ns", Cluster: "c", Snapshot: "a-r1.db", Size: 100, Key: "ns/c/a-r1.db.json"}
+	require.NoError(t, b.WriteAll(ctx, m.SnapshotKey(), make([]byte, 8<<20), nil))
+	dst := filepath.Join(t.TempDir(), "snapshot.db")
+	err = Fetch(ctx, b, m, dst)
+	require.ErrorIs(t, err, ErrSnapshotDamaged)
+	require.ErrorContains(t, err, "has 101 bytes, its manifest says 100")
+	require.NoFileExists(t, dst)
+}

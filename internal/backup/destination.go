@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"net/url"
 	"os"
 	"path"
@@ -102,6 +103,38 @@ func ParseDestination(raw string) (Destination, error) {
 		}
 	}
 	return d, nil
+}
+
+// LocalEndpoint says why the destination's endpoint is on this node or its cloud's metadata service
+// (a loopback, link-local or unspecified address, or localhost), "" when it is not or there is none.
+// Such an endpoint needs an explicit opt-in (api.StoreAccess): from a Job's pod it reaches the node's
+// own services, not a store.
+func (d Destination) LocalEndpoint() string {
+	e := d.params.Get("endpoint")
+	if e == "" {
+		return ""
+	}
+	u, err := url.Parse(e)
+	if err != nil {
+		return ""
+	}
+	host := u.Hostname()
+	if strings.EqualFold(host, "localhost") || strings.HasSuffix(strings.ToLower(host), ".localhost") {
+		return "its endpoint is localhost"
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
+		return ""
+	}
+	switch ip = ip.Unmap(); {
+	case ip.IsLoopback():
+		return "its endpoint is a loopback address"
+	case ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast():
+		return "its endpoint is a link-local address (where cloud metadata services answer)"
+	case ip.IsUnspecified():
+		return "its endpoint is an unspecified address"
+	}
+	return ""
 }
 
 // String is the destination as a URL (the canonical form, stable for comparisons and status).

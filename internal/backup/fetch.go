@@ -33,7 +33,9 @@ func Fetch(ctx context.Context, b *blob.Bucket, m Manifest, dst string) (err err
 		}
 	}()
 	sum, check := sha256.New(), newEtcdHash()
-	n, err := io.Copy(io.MultiWriter(f, sum, check), r)
+	// At most one byte more than the manifest says: an object larger than its manifest is damaged
+	// whatever follows, and a store (or whoever wrote to it) must not make the seed fill its disk.
+	n, err := io.Copy(io.MultiWriter(f, sum, check), io.LimitReader(r, max(m.Size, 0)+1))
 	if err != nil {
 		return fmt.Errorf("downloading %s: %w", m.Snapshot, err)
 	}

@@ -15,6 +15,8 @@ import (
 type restoreOpts struct {
 	name, from, like   string
 	credentials, claim string
+	// ambient and localEndpoint: spec.restore's opt-ins (api.StoreAccess), from flags or --like.
+	ambient, localEndpoint bool
 	version            string
 	size               int32
 	wait, inPlace      bool
@@ -32,6 +34,8 @@ func runRestore(ctx context.Context, env Env, args []string) error {
 	fs.StringVar(&o.from, "from", "", "the snapshot: a URL as status.backup.lastSnapshot shows it, or a destination followed by /latest")
 	fs.StringVar(&o.like, "like", "", "copy the spec of this EtcdCluster (same namespace); without --from, restore its last snapshot")
 	fs.StringVar(&o.credentials, "credentials-secret", "", "the Secret with the object store's credentials (default: --like's spec.backup.credentialsSecret)")
+	fs.BoolVar(&o.ambient, "ambient-credentials", false, "without --credentials-secret, use the pods' environment's credentials (spec.restore.ambientCredentials; default: --like's spec.backup)")
+	fs.BoolVar(&o.localEndpoint, "allow-local-endpoint", false, "accept a store endpoint on a loopback or link-local address (spec.restore.allowLocalEndpoint; default: --like's spec.backup)")
 	fs.StringVar(&o.claim, "claim", "", "for a file:// snapshot, the PersistentVolumeClaim holding it (default: --like's spec.backup.volumeClaimName)")
 	fs.Int32Var(&o.size, "size", 0, fmt.Sprintf("members (default: --like's, else %d)", api.DefaultSize))
 	fs.StringVar(&o.version, "version", "", fmt.Sprintf("etcd version (default: --like's, else %s); at least the snapshot's", api.DefaultVersion))
@@ -86,6 +90,12 @@ func runRestore(ctx context.Context, env Env, args []string) error {
 	}
 	if o.claim != "" {
 		restore["volumeClaimName"] = o.claim
+	}
+	if o.ambient {
+		restore["ambientCredentials"] = true
+	}
+	if o.localEndpoint {
+		restore["allowLocalEndpoint"] = true
 	}
 	spec["restore"] = restore
 	u := &unstructured.Unstructured{Object: map[string]any{
@@ -195,6 +205,12 @@ func (o *restoreOpts) fromLike(ctx context.Context, c *Clients) (map[string]any,
 	}
 	if o.credentials == "" {
 		o.credentials, _, _ = unstructured.NestedString(spec, "backup", "credentialsSecret")
+	}
+	if o.credentials == "" && !o.ambient {
+		o.ambient, _, _ = unstructured.NestedBool(spec, "backup", "ambientCredentials")
+	}
+	if !o.localEndpoint {
+		o.localEndpoint, _, _ = unstructured.NestedBool(spec, "backup", "allowLocalEndpoint")
 	}
 	if o.claim == "" {
 		o.claim, _, _ = unstructured.NestedString(spec, "backup", "volumeClaimName")
