@@ -808,7 +808,9 @@ func fixtures() []fixture {
 		}},
 		{name: "restore-added-running", build: func(w *world) {
 			settle(w)
-			w.setSpec(func(s *api.ClusterSpec) { s.Restore = &api.RestoreSpec{From: "s3://etcd-backups/prod/latest", CredentialsSecret: "backup-credentials"} })
+			w.setSpec(func(s *api.ClusterSpec) {
+				s.Restore = &api.RestoreSpec{From: "s3://etcd-backups/prod/latest", CredentialsSecret: "backup-credentials"}
+			})
 		}},
 		{name: "restore-invalid-source", build: func(w *world) {
 			w.spec.Restore = &api.RestoreSpec{From: "s3://etcd-backups/prod"}

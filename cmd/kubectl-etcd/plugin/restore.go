@@ -17,11 +17,11 @@ type restoreOpts struct {
 	credentials, claim string
 	// ambient and localEndpoint: spec.restore's opt-ins (api.StoreAccess), from flags or --like.
 	ambient, localEndpoint bool
-	version            string
-	size               int32
-	wait, inPlace      bool
-	timeout            time.Duration
-	kube               KubeFlags
+	version                string
+	size                   int32
+	wait, inPlace          bool
+	timeout                time.Duration
+	kube                   KubeFlags
 }
 
 // runRestore creates a new EtcdCluster whose seed restores a snapshot: spec.restore, which the hook reads
