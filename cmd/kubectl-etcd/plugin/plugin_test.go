@@ -1007,3 +1007,22 @@ func TestStatusTLSSwitch(t *testing.T) {
 	require.Equal(t, 0, te.run("status", "demo"), te.err.String())
 	require.Contains(t, squeeze(te.out.String()), ` Switching to https: UpdatingPeerURLs: 1 of 3 peer URLs on https; moving demo-2; waiting for demo-2 to move its peer URL to https`)
 }
+
+// Text the status quotes from inputs is escaped (issue 24 §6): an agent error with a terminal escape
+// sequence, a carriage return that would overwrite the line, a newline that would forge a row, a
+// bidirectional override. Before, they were printed raw.
+func TestStatusEscapesControlCharacters(t *testing.T) {
+	f := loadFixture(t, "scaling.yaml")
+	evil := "WaitingForJoin: \x1b[2J\x1b[31mok\rPhase: Running\nforged row\u202egnp.exe"
+	f.Leases[0].Ann[api.AnnError] = evil
+	c := f.cluster()
+	require.NoError(t, unstructured.SetNestedField(c.Object, "waiting\x1b]0;title\x07 for "+evil, "status", "message"))
+	te := newTestEnv(newDynamic(c), fake.NewClientset(f.leases(t)...))
+	require.Equal(t, 0, te.run("status", "demo"))
+	out := te.out.String()
+	for _, bad := range []string{"\x1b", "\r", "\x07", "\u202e", "\nforged row"} {
+		require.NotContains(t, out, bad)
+	}
+	require.Contains(t, out, `\x1b[2J`)
+	require.Contains(t, out, `\u202egnp.exe`)
+}

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode"
 	"text/tabwriter"
 	"time"
 
@@ -183,9 +184,9 @@ func (s *Snapshot) inFlight() string {
 
 func join(a, b string) string {
 	if b == "" {
-		return a
+		return clean(a)
 	}
-	return a + ": " + b
+	return clean(a) + ": " + clean(b)
 }
 
 // voters counts healthy voters and voters in the status.
@@ -350,10 +351,10 @@ func leaseSummary(l *LeaseReport, now time.Time) string {
 	}
 	what := "ok"
 	if l.Error != "" {
-		what = l.Error
+		what = clean(l.Error)
 	}
 	if l.ReportError != "" {
-		what += " (" + l.ReportError + ")"
+		what += " (" + clean(l.ReportError) + ")"
 	}
 	if l.RenewTime != nil {
 		what = fmt.Sprintf("%s ago: %s", age(now.Sub(*l.RenewTime)), what)
@@ -365,7 +366,19 @@ func dash(s string) string {
 	if s == "" {
 		return "-"
 	}
-	return s
+	return clean(s)
+}
+
+// clean escapes what a terminal would act on in text the status quotes from inputs (agent errors,
+// condition messages, Lease annotations anyone with the member's token can write): control characters
+// (escape sequences, carriage returns, newlines and tabs that would forge lines or columns) and Unicode
+// format characters (bidirectional overrides), as Go escapes them (\x1b, \n, \u202e).
+func clean(s string) string {
+	if strings.IndexFunc(s, func(r rune) bool { return !unicode.IsGraphic(r) && r != ' ' }) < 0 {
+		return s
+	}
+	q := strconv.QuoteToGraphic(s)
+	return q[1 : len(q)-1]
 }
 
 // tlsState says whether the cluster runs TLS, from what is reported first (the members' URLs, their
@@ -484,7 +497,7 @@ func writeText(w io.Writer, s *Snapshot, now time.Time) error {
 		fmt.Fprintln(w, "  (none reported yet)")
 	}
 	if s.LeaseError != "" {
-		fmt.Fprintf(w, "  (member Leases not read: %s)\n", s.LeaseError)
+		fmt.Fprintf(w, "  (member Leases not read: %s)\n", clean(s.LeaseError))
 	}
 	return nil
 }
