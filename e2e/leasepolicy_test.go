@@ -51,6 +51,15 @@ func (s *scenario) checkMemberLeasePolicy() {
 	// Its own hook-owned half: refused.
 	err = patch(n.Lease(0), api.AnnIntent, api.IntentLeave)
 	require.True(s.t, apierrors.IsForbidden(err) || apierrors.IsInvalid(err), "patching its own intent: %v", err)
+	// The two-step escape (issue 24 §6): drop the labels that bind the policy, then write the intent of
+	// a Lease no policy matches. The first step is refused, so the second never escapes.
+	for _, label := range []string{api.LabelManagedBy, api.LabelComponent} {
+		body := fmt.Sprintf(`{"metadata":{"labels":{%q:null}}}`, label)
+		_, err = member.CoordinationV1().Leases(s.ns).Patch(s.ctx, n.Lease(0), types.MergePatchType, []byte(body), metav1.PatchOptions{})
+		require.True(s.t, apierrors.IsForbidden(err) || apierrors.IsInvalid(err), "dropping label %s of its own Lease: %v", label, err)
+	}
+	err = patch(n.Lease(0), api.AnnIntent, api.IntentLeave)
+	require.True(s.t, apierrors.IsForbidden(err) || apierrors.IsInvalid(err), "patching its own intent after trying to drop the labels: %v", err)
 	// Built-in TLS: the member account reads its cluster's CA Secret, creates no other Secret
 	// (manifests/member-secret-policy.yaml) and reads no other Secret (RBAC resourceNames).
 	if n.TLS {
