@@ -57,25 +57,21 @@ func boundObserved(o *Observed, configMap string) []string {
 		}
 	}
 	st := &o.Parent.Status
-	if n := len(st.Members); n > maxStatusMembers {
-		note("status.members", fmt.Errorf("%d entries, over the bound of %d", n, maxStatusMembers))
-		st.Members = nil
-	}
-	if n := len(st.Conditions); n > maxStatusConditions {
-		note("status.conditions", fmt.Errorf("%d entries, over the bound of %d", n, maxStatusConditions))
-		st.Conditions = nil
-	}
+	boundList(note, "status.members", &st.Members, maxStatusMembers)
+	boundList(note, "status.conditions", &st.Conditions, maxStatusConditions)
 	if r := st.Restore; r != nil {
-		if n := len(r.ReplacedClusterIDs); n > maxStatusIDs {
-			note("status.restore.replacedClusterIDs", fmt.Errorf("%d entries, over the bound of %d", n, maxStatusIDs))
-			r.ReplacedClusterIDs = nil
-		}
-		if n := len(r.LostMembers); n > maxStatusIDs {
-			note("status.restore.lostMembers", fmt.Errorf("%d entries, over the bound of %d", n, maxStatusIDs))
-			r.LostMembers = nil
-		}
+		boundList(note, "status.restore.replacedClusterIDs", &r.ReplacedClusterIDs, maxStatusIDs)
+		boundList(note, "status.restore.lostMembers", &r.LostMembers, maxStatusIDs)
 	}
 	return notes
+}
+
+// boundList drops a status list longer than max, and notes it.
+func boundList[T any](note func(string, error), field string, list *[]T, max int) {
+	if n := len(*list); n > max {
+		note(field, fmt.Errorf("%d entries, over the bound of %d", n, max))
+		*list = nil
+	}
 }
 
 func sortedStringKeys(m map[string]string) []string {
