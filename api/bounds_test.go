@@ -127,3 +127,24 @@ func FuzzParseReport(f *testing.F) {
 		}
 	})
 }
+
+// Every bound lets a value of its size through and refuses one byte more, whatever the key.
+func TestEveryBoundIsExact(t *testing.T) {
+	keys := []string{AnnMembers, AnnError, AnnRestoreFrom, AnnRestoredFrom, AnnBackupSuccess, AnnBackupFailure, AnnAlarms, AnnIntent, AnnDefragNow, "etcd.io/any-other"}
+	for _, k := range keys {
+		b := AnnotationBound(k)
+		if b.Depth > 0 {
+			// A JSON string of exactly the bound's bytes.
+			at := `"` + strings.Repeat("a", b.Bytes-2) + `"`
+			require.NoError(t, b.Check(at), k)
+			require.Error(t, b.Check(at+" "), k)
+			continue
+		}
+		require.NoError(t, b.Check(strings.Repeat("a", b.Bytes)), k)
+		require.Error(t, b.Check(strings.Repeat("a", b.Bytes+1)), k)
+	}
+	for _, k := range []string{ConfigKeySpec, ConfigKeyRestoreInPlace, ConfigKeyAgent, ConfigKeyRunning, ConfigKeyClusterID} {
+		b := ConfigBound(k)
+		require.Error(t, b.Check(strings.Repeat(" ", b.Bytes+1)), k)
+	}
+}

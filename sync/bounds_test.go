@@ -378,3 +378,38 @@ func TestImageVersion(t *testing.T) {
 		require.Equal(t, want, v.String(), image)
 	}
 }
+
+// The property over every key the hook reads from a member Lease (the agent's report and the hook's
+// intent) and from its ConfigMap: a value one byte past its bound is ignored and named, and nothing of
+// it reaches the answer.
+func TestEveryReadKeyIsBounded(t *testing.T) {
+	w := newWorld(t, 3)
+	w.converge(60)
+	leaseKeys := []string{api.AnnIntent, api.AnnIntentSince, api.AnnJoinPermitted, api.AnnJoinDeadline, api.AnnBootstrap,
+		api.AnnDefrag, api.AnnRenewal, api.AnnCARotation, api.AnnCARestart, api.AnnPeerScheme}
+	for k := range (api.Report{}).Annotations() {
+		leaseKeys = append(leaseKeys, k)
+	}
+	marker := func(n int) string { return "Q" + strings.Repeat("z", n) }
+	for _, k := range leaseKeys {
+		req := w.request()
+		v := marker(api.AnnotationBound(k).Bytes)
+		editChild(t, req, KeyLease, w.names().Lease(1), func(o map[string]any) { setAnnotation(o, k, v) })
+		resp, err := Compute(req, w.now, w.opts)
+		require.NoError(t, err, k)
+		b, _ := json.Marshal(resp)
+		require.NotContains(t, string(b), v[:200], k)
+		require.Contains(t, conditionMessage(*resp.Status, api.CondInputIgnored), "annotation "+k+" is ignored", k)
+	}
+	for _, k := range []string{api.ConfigKeySpec, api.ConfigKeyRestoreInPlace, api.ConfigKeyRunning, api.ConfigKeyClusterID,
+		api.ConfigKeyRollingTo, api.ConfigKeyDefragNowDone, api.ConfigKeyBootstrapped, api.ConfigKeyFormed} {
+		req := w.request()
+		v := marker(api.ConfigBound(k).Bytes)
+		editChild(t, req, KeyConfigMap, w.names().ConfigMap(), func(o map[string]any) { o["data"].(map[string]any)[k] = v })
+		resp, err := Compute(req, w.now, w.opts)
+		require.NoError(t, err, k)
+		b, _ := json.Marshal(resp)
+		require.NotContains(t, string(b), v[:200], k)
+		require.Contains(t, conditionMessage(*resp.Status, api.CondInputIgnored), "key "+k+" is ignored", k)
+	}
+}
