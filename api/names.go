@@ -227,19 +227,16 @@ func (n Names) TemplateJob(attempt int) string {
 // BackupName names the backup CronJob, its Lease (where the backup Jobs report) and its account.
 func (n Names) BackupName() string { return n.Cluster + "-backup" }
 
-// HookOwned says whether name is an object the hook renders, relies on or creates for this cluster
-// (its StatefulSet, Services, PDB, NetworkPolicy, ConfigMap, accounts, built-in Secrets, backup objects,
-// a member's pod, Lease or claim). A user-named object (a credentials Secret, a TLS Secret, a backup
-// claim) must not be one: naming data-<cluster>-0 as the backup claim mounted member 0's data into
-// the backup Job, <cluster>-ca as credentials mounted the CA key there.
-func (n Names) HookOwned(name string) bool {
-	switch name {
-	case n.StatefulSet(), n.PeerService(), n.ConfigMap(), n.MemberAccount(), n.OpsAccount(),
-		n.CASecret(), n.ClientSecret(), n.BackupName():
-		return true
-	}
-	return n.LeaseOrdinal(name) >= 0 || n.PodOrdinal(name) >= 0 || n.PVCOrdinal(name) >= 0
-}
+// HookOwnedSecret says whether name is a Secret the hook creates for this cluster (the built-in CA,
+// with its key, and the client Secret); HookOwnedClaim whether it is a member's data claim. A
+// user-named Secret (credentials, TLS) or claim (a backup's) must not be one: naming data-<cluster>-0
+// as the backup claim mounted member 0's data into the backup Job, <cluster>-ca as credentials
+// mounted the CA key there. Names of other kinds (the Services, the Leases) do not collide: a Secret
+// named <cluster>-peer is the user's own.
+func (n Names) HookOwnedSecret(name string) bool { return name == n.CASecret() || name == n.ClientSecret() }
+
+// HookOwnedClaim: see HookOwnedSecret.
+func (n Names) HookOwnedClaim(name string) bool { return n.PVCOrdinal(name) >= 0 }
 
 // BackupJob names the on-demand backup Job of an etcd.io/backup-now token: a hash, since a token is
 // any string, and one name per token so that a token is backed up once however often the hook syncs.

@@ -413,3 +413,40 @@ func TestEveryReadKeyIsBounded(t *testing.T) {
 		require.Contains(t, conditionMessage(*resp.Status, api.CondInputIgnored), "key "+k+" is ignored", k)
 	}
 }
+
+// A record an older hook wrote under looser rules (here an @every schedule, refused since) is not
+// rendered from, but a fixed spec is still judged against it: its defaults (a cluster recorded
+// without a NetworkPolicy keeps none) and its immutable fields (storage) hold.
+func TestRecordFailingNewerRulesStillBindsChanges(t *testing.T) {
+	w := newWorld(t, 3)
+	w.lastApplied = true
+	w.converge(60)
+	req := w.request()
+	editChild(t, req, KeyConfigMap, w.names().ConfigMap(), func(o map[string]any) {
+		data := o["data"].(map[string]any)
+		var rec map[string]any
+		require.NoError(t, json.Unmarshal([]byte(data[api.ConfigKeySpec].(string)), &rec))
+		rec["maintenance"].(map[string]any)["defrag"] = map[string]any{"schedule": "@every 1h"}
+		rec["network"] = map[string]any{"policy": false}
+		data[api.ConfigKeySpec] = string(mustJSON(rec))
+	})
+	var parent map[string]any
+	require.NoError(t, json.Unmarshal(req.Parent, &parent))
+	spec := parent["spec"].(map[string]any)
+	delete(spec, "network") // unset: the record's off stays off
+	spec["storage"] = map[string]any{"size": "10Gi", "storageClassName": "another"}
+	req.Parent = mustJSON(parent)
+	resp, err := Compute(req, w.now, w.opts)
+	require.NoError(t, err)
+	require.Contains(t, conditionMessage(*resp.Status, api.CondInputIgnored), "the recorded spec fails validation")
+	require.Contains(t, conditionMessage(*resp.Status, api.CondInvalidSpec), "spec.storage: only size may change")
+
+	spec["storage"] = map[string]any{"size": "10Gi"}
+	req.Parent = mustJSON(parent)
+	resp, err = Compute(req, w.now, w.opts)
+	require.NoError(t, err)
+	require.Empty(t, conditionMessage(*resp.Status, api.CondInvalidSpec))
+	for _, c := range resp.Children {
+		require.NotEqual(t, "NetworkPolicy", c.(map[string]any)["kind"], "the record said no policy: an unset field keeps it off")
+	}
+}

@@ -111,8 +111,12 @@ type facts struct {
 	pods   map[int]*corev1.Pod
 	pvcs   map[int]*corev1.PersistentVolumeClaim
 
-	// applied is the spec the children were last rendered from (ConfigMap), nil before the first render.
-	applied *api.ClusterSpec
+	// applied is the spec the children were last rendered from (ConfigMap), nil before the first render
+	// and when the record fails validation. recorded is the record as read, valid or not (nil when it
+	// does not parse): a record an older hook wrote under looser rules is still what the cluster runs,
+	// so a new spec is judged against it (immutable fields, defaults), but nothing is rendered from it.
+	applied  *api.ClusterSpec
+	recorded *api.ClusterSpec
 
 	// formed: the cluster has had all its members healthy at least once (the ConfigMap's record).
 	formed bool
@@ -191,7 +195,7 @@ func newFacts(o *Observed, now time.Time) *facts {
 	f.cm = o.ConfigMaps[f.names.ConfigMap()]
 	if f.cm != nil {
 		if s, ok := f.cm.Data[api.ConfigKeySpec]; ok {
-			f.applied = f.readSpecRecord(s)
+			f.applied, f.recorded = f.readSpecRecord(s)
 		}
 	}
 	if f.cm != nil {
@@ -230,17 +234,17 @@ func newFacts(o *Observed, now time.Time) *facts {
 }
 
 // readSpecRecord reads the spec the hook recorded (ConfigMap spec.json). The record is an input like
-// any other: the namespace's editors can write the ConfigMap. It must pass the validation the parent's
-// spec passes (Validate); one that does not is ignored and named, and the hook decides as if nothing
-// were recorded: from the parent's spec if that is valid (judged against the members' reports and the
-// claims: ValidateChange's upgrade path and storage floor), else by answering the children unchanged.
-// The next answer records the spec in force again. Before, a record with --force-new-cluster in its
-// options, or a size of 100000, was rendered whenever the parent's spec was invalid or paused.
-func (f *facts) readSpecRecord(s string) *api.ClusterSpec {
+// any other: the namespace's editors can write the ConfigMap. It is rendered from only if it passes the
+// validation the parent's spec passes (Validate: applied); one that does not is named, and nothing it
+// says is rendered: the hook adopts the parent's spec if that is valid against the record (recorded:
+// ValidateChange, defaults) and no step is in flight, else it answers the children unchanged. The next
+// answer records the spec in force again. Before, a record with --force-new-cluster in its options, or
+// a size of 100000, was rendered whenever the parent's spec was invalid or paused.
+func (f *facts) readSpecRecord(s string) (applied, recorded *api.ClusterSpec) {
 	var spec api.ClusterSpec
 	if err := json.Unmarshal([]byte(s), &spec); err != nil {
 		f.distrusted = append(f.distrusted, fmt.Sprintf("ConfigMap %s key %s is ignored: %v", f.names.ConfigMap(), api.ConfigKeySpec, err))
-		return nil
+		return nil, nil
 	}
 	if spec.Security.TLS.Enabled == nil {
 		// Recorded before TLS existed: that cluster runs without it.
@@ -258,9 +262,9 @@ func (f *facts) readSpecRecord(s string) *api.ClusterSpec {
 		}
 		f.distrusted = append(f.distrusted, fmt.Sprintf("ConfigMap %s key %s is ignored: the recorded spec fails validation (%s)",
 			f.names.ConfigMap(), api.ConfigKeySpec, strings.Join(msgs, "; ")))
-		return nil
+		return nil, &spec
 	}
-	return &spec
+	return &spec, &spec
 }
 
 func ownedByStatefulSet(pod *corev1.Pod, name string) bool {

@@ -230,7 +230,9 @@ func (p *plan) carry() {
 // one leaves the last applied spec (read from the ConfigMap, not from the request) in force.
 func (p *plan) chooseSpec() error {
 	f := p.f
-	cand := api.Defaulted(api.WithAppliedDefaults(f.parent.Spec, f.applied))
+	// Defaults and the change rules come from the record even when it is not rendered from (recorded):
+	// a cluster an older hook recorded under looser rules still runs what it says.
+	cand := api.Defaulted(api.WithAppliedDefaults(f.parent.Spec, f.recorded))
 	cand.Paused = false // a switch, not part of the spec the children are rendered from
 	p.paused = f.parent.Spec.Paused
 	p.problems = Validate(f.names.Cluster, cand)
@@ -238,9 +240,9 @@ func (p *plan) chooseSpec() error {
 		p.problems = append([]Problem{{"SpecDoesNotDecode", "spec: " + f.obs.SpecError}}, p.problems...)
 	}
 	if len(p.problems) == 0 {
-		p.problems = ValidateChange(f.applied, cand, f.running, f.imageVersions, f.storageFloor())
+		p.problems = ValidateChange(f.recorded, cand, f.running, f.imageVersions, f.storageFloor())
 	}
-	if len(p.problems) == 0 && f.applied != nil && !sameTLSSecretNames(f.applied.Security.TLS, cand.Security.TLS) && f.tlsSwitchSeen() {
+	if len(p.problems) == 0 && f.recorded != nil && !sameTLSSecretNames(f.recorded.Security.TLS, cand.Security.TLS) && f.tlsSwitchSeen() {
 		// Members still serve the certificates of the Secrets they started on: another Secret can mean
 		// another CA, which peers on TLS would refuse (docs/design.md §14.8).
 		p.problems = append(p.problems, Problem{"TLSSecretChange", "spec.security.tls peer/client secretName cannot change while TLS is being switched (status.tls.switch): set them back, and change them once the switch is over"})
@@ -271,6 +273,11 @@ func (p *plan) chooseSpec() error {
 		return nil
 	}
 	switch {
+	case f.applied == nil && valid && f.recorded != nil && p.inFlight() != "":
+		// A record that is not rendered from, and a step in flight: the new spec waits as it would
+		// behind a valid record, and the children stay as they are meanwhile.
+		p.pendingSpec = true
+		p.wait("%s to finish before the spec is adopted (the recorded spec fails validation: nothing is rendered from it)", p.inFlight())
 	case f.applied == nil && valid:
 		p.spec, p.hasSpec = cand, true
 	case f.applied == nil:

@@ -163,26 +163,27 @@ func Validate(name string, s api.ClusterSpec) []Problem {
 	return append(ps, validateNetwork(s)...)
 }
 
-// validateUserNames refuses every object the spec names that the hook owns (api.Names.HookOwned).
-// The CRD says the same (CEL) where it can name the cluster; this check holds when the CRD is older.
+// validateUserNames refuses every Secret and claim the spec names that the hook owns
+// (api.Names.HookOwnedSecret, HookOwnedClaim). The CRD says the same (CEL); this check holds when the
+// CRD is older.
 func validateUserNames(name string, s api.ClusterSpec) []Problem {
 	n := api.Names{Cluster: name}
 	var ps []Problem
-	check := func(reason, field, v string) {
-		if v != "" && n.HookOwned(v) {
+	check := func(reason, field, v string, owned func(string) bool) {
+		if v != "" && owned(v) {
 			ps = append(ps, Problem{reason, fmt.Sprintf("%s %q is an object etcdhook owns for this cluster: name your own", field, v)})
 		}
 	}
 	if b := s.Backup; b != nil {
-		check("InvalidBackup", "spec.backup.credentialsSecret", b.CredentialsSecret)
-		check("InvalidBackup", "spec.backup.volumeClaimName", b.VolumeClaimName)
+		check("InvalidBackup", "spec.backup.credentialsSecret", b.CredentialsSecret, n.HookOwnedSecret)
+		check("InvalidBackup", "spec.backup.volumeClaimName", b.VolumeClaimName, n.HookOwnedClaim)
 	}
 	if r := s.Restore; r != nil {
-		check("InvalidRestore", "spec.restore.credentialsSecret", r.CredentialsSecret)
-		check("InvalidRestore", "spec.restore.volumeClaimName", r.VolumeClaimName)
+		check("InvalidRestore", "spec.restore.credentialsSecret", r.CredentialsSecret, n.HookOwnedSecret)
+		check("InvalidRestore", "spec.restore.volumeClaimName", r.VolumeClaimName, n.HookOwnedClaim)
 	}
-	check("InvalidTLS", "spec.security.tls.peer.secretName", s.Security.TLS.Peer.SecretName)
-	check("InvalidTLS", "spec.security.tls.client.secretName", s.Security.TLS.Client.SecretName)
+	check("InvalidTLS", "spec.security.tls.peer.secretName", s.Security.TLS.Peer.SecretName, n.HookOwnedSecret)
+	check("InvalidTLS", "spec.security.tls.client.secretName", s.Security.TLS.Client.SecretName, n.HookOwnedSecret)
 	return ps
 }
 
