@@ -37,6 +37,8 @@ func ParseBackupReport(s string) (*BackupReport, error) {
 
 // String renders the report for its annotation.
 func (r BackupReport) String() string {
-	b, _ := json.Marshal(r) // plain fields: cannot fail
+	// Within the annotation's bound (BoundReportJSON) with room for the other fields and escaping.
+	r.Message = Truncate(r.Message, BoundReportJSON.Bytes/8) // JSON escapes a byte into at most 6
+	b, _ := json.Marshal(r)                                  // plain fields: cannot fail
 	return string(b)
 }

@@ -43,6 +43,8 @@ var (
 	// hold-tls-switch), a hook-owned mark, a time, an ID. The largest written is a CA restart's three
 	// SHA-256 fingerprints (200 bytes).
 	BoundToken = Bound{Bytes: 1024}
+	// BoundUserToken: a token a user sets on the EtcdCluster (etcd.io/defrag-now and the like).
+	BoundUserToken = Bound{Bytes: 512}
 	// BoundText: an agent's error and other free text, quoted into status (which bounds it again).
 	BoundText = Bound{Bytes: 4096}
 	// BoundURL: a snapshot location (etcd.io/restore-from).
@@ -111,8 +113,18 @@ var annotationBounds = map[string]Bound{
 	AnnRestoredFrom:  BoundURL,
 	AnnBackupSuccess: BoundReportJSON,
 	AnnBackupFailure: BoundReportJSON,
-	// A CA restart names up to three fingerprints, alarms up to two types on every member.
-	AnnAlarms: {Bytes: 2 * MaxReportedMembers * 64},
+	// Alarms: up to two types on every member. CAs: the fingerprints (65 bytes each) a member trusts,
+	// a user's bundle included.
+	AnnAlarms:    {Bytes: 2 * MaxReportedMembers * 64},
+	AnnTLSCAs:    BoundText,
+	AnnCARestart: BoundText,
+	// A user's token on the EtcdCluster is carried into Lease annotations with a prefix ("now:" for
+	// defrag-now): half of BoundToken leaves room for it.
+	AnnDefragNow:         BoundUserToken,
+	AnnBackupNow:         BoundUserToken,
+	AnnRenewCertificates: BoundUserToken,
+	AnnRotateCA:          BoundUserToken,
+	AnnHoldTLSSwitch:     BoundUserToken,
 }
 
 // AnnotationBound is the bound of annotation key's value.

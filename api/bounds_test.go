@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 )
@@ -147,4 +148,28 @@ func TestEveryBoundIsExact(t *testing.T) {
 		b := ConfigBound(k)
 		require.Error(t, b.Check(strings.Repeat(" ", b.Bytes+1)), k)
 	}
+}
+
+// Review fixes: the same member spelt twice (hex without leading zeros) and null are not lists an
+// agent writes; an agent's long error is cut by the writer, not dropped by the reader with its reason.
+func TestReportWritersStayWithinTheReadersBounds(t *testing.T) {
+	_, err := ParseReport(map[string]string{AnnMembers: `[{"id":"a","peerURL":"http://x:2380"},{"id":"000000000000000a","peerURL":"http://y:2380"}]`})
+	require.ErrorContains(t, err, "listed twice")
+	_, err = ParseReport(map[string]string{AnnMembers: `null`})
+	require.Error(t, err)
+
+	long := ReasonWaitingForJoin + ": " + strings.Repeat("é", 5000)
+	ann := Report{Error: long}.Annotations()
+	require.NoError(t, AnnotationBound(AnnError).Check(ann[AnnError]))
+	r, err := ParseReport(ann)
+	require.NoError(t, err)
+	require.Equal(t, ReasonWaitingForJoin, r.Reason(), "the reason survives the cut")
+	require.True(t, utf8.ValidString(ann[AnnError]))
+
+	b := BackupReport{Message: strings.Repeat("\x01", 10000)}.String()
+	require.NoError(t, AnnotationBound(AnnBackupFailure).Check(b), "escaped control characters included")
+
+	// A user's token, prefixed as the hook carries it into a Lease, stays within the Lease's bound.
+	tok := strings.Repeat("t", AnnotationBound(AnnDefragNow).Bytes)
+	require.NoError(t, AnnotationBound(AnnDefrag).Check("now:"+tok))
 }

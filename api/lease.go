@@ -2,10 +2,12 @@ package api
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Hook-owned Lease annotations: the intent half of a member Lease (docs/design.md §3.2).
@@ -216,7 +218,7 @@ func (r Report) Annotations() map[string]string {
 		AnnHealthy:   strconv.FormatBool(r.Healthy),
 		AnnVersion:   r.Version,
 		AnnLeaderID:  r.LeaderID,
-		AnnError:     r.Error,
+		AnnError:     Truncate(r.Error, BoundText.Bytes),
 		AnnMembers:   members,
 
 		AnnTLSCAs:          r.TLSCAs,
@@ -315,23 +317,40 @@ func parseMembers(s string) ([]Member, error) {
 	if len(ms) > MaxReportedMembers {
 		return nil, fmt.Errorf("%d members, over the bound of %d", len(ms), MaxReportedMembers)
 	}
-	seen := make(map[string]bool, len(ms))
+	seen := make(map[uint64]bool, len(ms))
 	for i, m := range ms {
-		if _, err := ParseID(m.ID); err != nil {
+		id, err := ParseID(m.ID)
+		if err != nil {
 			return nil, fmt.Errorf("member %d: %w", i, err)
 		}
 		if m.PeerURL == "" || len(m.PeerURL) > MaxURLBytes || len(m.ClientURL) > MaxURLBytes || len(m.Name) > MaxURLBytes {
 			return nil, fmt.Errorf("member %s: a peer URL of 1..%d bytes is needed, and no longer client URL or name", m.ID, MaxURLBytes)
 		}
-		if seen[m.ID] {
+		if seen[id] {
 			return nil, fmt.Errorf("member %s listed twice", m.ID)
 		}
-		seen[m.ID] = true
+		seen[id] = true
 	}
 	if ms == nil {
-		ms = []Member{}
+		// "null": an agent writes "" for no list, never null.
+		return nil, errors.New("null is not a member list")
 	}
 	return ms, nil
+}
+
+// Truncate cuts s to at most n bytes on a character boundary, marking the cut: a writer keeps its
+// value within the bound its reader applies (AnnotationBound), so a long message is shortened rather
+// than distrusted whole (an agent's error carries its reason first).
+func Truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	const mark = " …(cut)"
+	cut := n - len(mark)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + mark
 }
 
 func formatSize(n int64) string {

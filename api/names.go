@@ -233,7 +233,9 @@ func (n Names) BackupName() string { return n.Cluster + "-backup" }
 // as the backup claim mounted member 0's data into the backup Job, <cluster>-ca as credentials
 // mounted the CA key there. Names of other kinds (the Services, the Leases) do not collide: a Secret
 // named <cluster>-peer is the user's own.
-func (n Names) HookOwnedSecret(name string) bool { return name == n.CASecret() || name == n.ClientSecret() }
+func (n Names) HookOwnedSecret(name string) bool {
+	return name == n.CASecret() || name == n.ClientSecret()
+}
 
 // HookOwnedClaim: see HookOwnedSecret.
 func (n Names) HookOwnedClaim(name string) bool { return n.PVCOrdinal(name) >= 0 }

@@ -65,6 +65,8 @@ func TestValidateBackup(t *testing.T) {
 		{"loopback endpoint", func(s *api.ClusterSpec) { s.Backup.Destination = "s3://b/p?endpoint=http://127.0.0.1:9000" }, "InvalidBackup", "loopback"},
 		{"IPv6 loopback endpoint", func(s *api.ClusterSpec) { s.Backup.Destination = "s3://b/p?endpoint=http://[::1]:9000" }, "InvalidBackup", "loopback"},
 		{"localhost endpoint", func(s *api.ClusterSpec) { s.Backup.Destination = "s3://b/p?endpoint=http://localhost:9000" }, "InvalidBackup", "localhost"},
+		{"metadata service by name", func(s *api.ClusterSpec) { s.Backup.Destination = "s3://b/p?endpoint=http://metadata.google.internal" }, "InvalidBackup", "metadata"},
+		{"AWS IMDS over IPv6", func(s *api.ClusterSpec) { s.Backup.Destination = "s3://b/p?endpoint=http://[fd00:ec2::254]" }, "InvalidBackup", "metadata"},
 		{"restore from the metadata service", func(s *api.ClusterSpec) {
 			s.Restore = &api.RestoreSpec{From: "gs://b/p/latest?endpoint=http://169.254.169.254", CredentialsSecret: "creds"}
 		}, "InvalidRestore", "link-local"},

@@ -450,3 +450,59 @@ func TestRecordFailingNewerRulesStillBindsChanges(t *testing.T) {
 		require.NotEqual(t, "NetworkPolicy", c.(map[string]any)["kind"], "the record said no policy: an unset field keeps it off")
 	}
 }
+
+// An upgrade whose image never started (pull refused) can be set back: only images a pod's etcd ran
+// are evidence, not the template the hook asked for.
+func TestImageThatNeverRanIsNoEvidence(t *testing.T) {
+	w := newWorld(t, 3)
+	w.spec.Version = "3.6.16"
+	w.lastApplied = true
+	w.converge(60)
+	w.setSpec(func(s *api.ClusterSpec) { s.Version = "3.6.16" })
+	req := w.request()
+	editChild(t, req, KeyStatefulSet, w.name, func(o map[string]any) {
+		c := o["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)
+		c["image"] = "quay.io/coreos/etcd:v3.7.0"
+	})
+	for k, raw := range req.Related[KeyPod] {
+		var pod map[string]any
+		require.NoError(t, json.Unmarshal(raw, &pod))
+		if pod["metadata"].(map[string]any)["name"] == w.names().Pod(2) {
+			pod["status"].(map[string]any)["containerStatuses"] = []any{map[string]any{
+				"name": "etcd", "image": "quay.io/coreos/etcd:v3.7.0", "imageID": "", "ready": false, "restartCount": 0,
+				"state": map[string]any{"waiting": map[string]any{"reason": "ImagePullBackOff"}},
+			}}
+			req.Related[KeyPod][k] = mustJSON(pod)
+		}
+	}
+	resp, err := Compute(req, w.now, w.opts)
+	require.NoError(t, err)
+	require.NotContains(t, conditionMessage(*resp.Status, api.CondInvalidSpec), "downgrades across a minor version")
+}
+
+// The etcd.io/restore-from annotation is read with spec.backup's credentials: without a Secret there,
+// an s3:// or gs:// source would be read with the node's, which needs the explicit opt-in.
+func TestRestoreFromNeedsCredentialsOrTheOptIn(t *testing.T) {
+	w := newWorld(t, 3)
+	w.setSpec(func(s *api.ClusterSpec) {
+		s.Backup = &api.BackupSpec{Destination: "file:///backups", VolumeClaimName: "backups"}
+	})
+	w.converge(60)
+	w.parentAnn = map[string]string{api.AnnRestoreFrom: "s3://other-bucket/prod/demo/latest"}
+	resp := w.step(5 * time.Second)
+	require.Contains(t, conditionMessage(*resp.Status, api.CondRestoreFailed), "spec.backup.credentialsSecret, which is not set")
+	require.Nil(t, resp.Status.Restore, "nothing started")
+}
+
+// A record an older hook wrote quoted a refused value with its secret in RefusedWhy: read, it keeps a
+// fingerprint and no reason text.
+func TestOldRecordIsScrubbed(t *testing.T) {
+	rec := &inPlaceRecord{Seen: []string{"s3://k:s3cr3t@b/p/latest"}, Refused: "s3://k:s3cr3t@b/p/latest",
+		RefusedWhy: `annotation etcd.io/restore-from "s3://k:s3cr3t@b/p/latest" must not carry user info`,
+		Prior:      &inPlaceRecord{Seen: []string{"s3://b/p/latest#s3cr3t"}}}
+	rec.scrub()
+	b, err := json.Marshal(rec)
+	require.NoError(t, err)
+	require.NotContains(t, string(b), "s3cr3t")
+	require.True(t, rec.seen("s3://k:s3cr3t@b/p/latest"), "still acted on once")
+}

@@ -298,9 +298,6 @@ func readStatefulSet(r *reader, s *appsv1.StatefulSet) {
 					r.stringInto((*string)(&s.Spec.PodManagementPolicy))
 				case k.is("updateStrategy"):
 					r.jsonInto(&s.Spec.UpdateStrategy)
-				case k.is("template"):
-					// Read for the etcd image (imageVersions: the version evidence of the template).
-					r.jsonInto(&s.Spec.Template)
 				case k.is("volumeClaimTemplates"):
 					// Read for their size (volume growth); they are answered from the raw bytes (claimTemplates).
 					r.jsonInto(&s.Spec.VolumeClaimTemplates)

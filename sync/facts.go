@@ -148,8 +148,7 @@ type facts struct {
 	orphans   []*memberView
 	leaderID  string
 	running   []SemVer
-	// imageVersions: the etcd versions the StatefulSet's template and the member pods whose etcd ran
-	// carry in their image tags (readImageVersions): evidence of what wrote the data that outlives
+	// imageVersions: the etcd versions the member pods whose etcd ran carry in their image tags (readImageVersions): evidence of what wrote the data that outlives
 	// every report and record (all members restarting, status wiped, the ConfigMap edited).
 	imageVersions []SemVer
 
@@ -585,8 +584,8 @@ func (f *facts) readTruth() {
 	})
 }
 
-// readImageVersions reads the versions in the etcd images of the template and of the pods whose etcd
-// container ran (started, running, or restarted: a pod that never pulled its image wrote nothing).
+// readImageVersions reads the versions in the etcd images of the pods whose etcd container ran
+// (started, running, or restarted: a pod that never pulled its image wrote nothing).
 func (f *facts) readImageVersions() {
 	seen := map[SemVer]bool{}
 	add := func(image string) {
@@ -595,13 +594,8 @@ func (f *facts) readImageVersions() {
 			f.imageVersions = append(f.imageVersions, v)
 		}
 	}
-	if f.sts != nil {
-		for _, c := range f.sts.Spec.Template.Spec.Containers {
-			if c.Name == "etcd" {
-				add(c.Image)
-			}
-		}
-	}
+	// Not the template's image: it is what the hook asked for, and a tag that never started (an
+	// upgrade whose image cannot be pulled) must not forbid going back.
 	for _, i := range sortedKeys(f.pods) {
 		for _, cs := range f.pods[i].Status.ContainerStatuses {
 			ran := cs.State.Running != nil || cs.State.Terminated != nil || cs.LastTerminationState.Terminated != nil ||

@@ -820,6 +820,8 @@ func fixtures() []fixture {
 		// restored data while the replaced cluster's reports are ignored; a failed Job; a value refused.
 		{name: "restore-in-place-stopping", build: func(w *world) {
 			settle(w)
+			w.setSpec(func(s *api.ClusterSpec) { s.Backup = inPlaceBackup() })
+			w.step(5 * time.Second)
 			w.parentAnn = map[string]string{api.AnnRestoreFrom: "s3://etcd-backups/prod/prod/demo/20260101T000000Z-r4242.db"}
 		}},
 		{name: "restore-in-place-job", build: func(w *world) {
@@ -834,6 +836,8 @@ func fixtures() []fixture {
 		}},
 		{name: "restore-in-place-starting", build: func(w *world) {
 			settle(w)
+			w.setSpec(func(s *api.ClusterSpec) { s.Backup = inPlaceBackup() })
+			w.step(5 * time.Second)
 			w.parentAnn = map[string]string{api.AnnRestoreFrom: "s3://etcd-backups/prod/prod/demo/20260101T000000Z-r4242.db"}
 			for range 4 {
 				w.step(5 * time.Second)
@@ -841,6 +845,8 @@ func fixtures() []fixture {
 		}},
 		{name: "restore-in-place-failed", build: func(w *world) {
 			settle(w)
+			w.setSpec(func(s *api.ClusterSpec) { s.Backup = inPlaceBackup() })
+			w.step(5 * time.Second)
 			w.parentAnn = map[string]string{api.AnnRestoreFrom: "s3://etcd-backups/prod/prod/demo/20260101T000000Z-r4242.db"}
 			w.failJobs = true
 			for range 4 {

@@ -63,6 +63,24 @@ type inPlaceRecord struct {
 // inFlight: a restore that has not finished.
 func (r *inPlaceRecord) inFlight() bool { return r != nil && r.Request != "" && !r.Done }
 
+// scrub keeps only fingerprints of values that carry secrets, in the record and the one it may go back
+// to: an older hook wrote them whole, and quoted a refused one whole in RefusedWhy.
+func (r *inPlaceRecord) scrub() {
+	for ; r != nil; r = r.Prior {
+		for i, v := range r.Seen {
+			r.Seen[i] = backup.Fingerprint(v)
+		}
+		if r.Refused != "" && backup.Fingerprint(r.Refused) != r.Refused {
+			r.Refused = backup.Fingerprint(r.Refused)
+			r.RefusedWhy = "refused (its reason quoted the value, which carries secrets, and is not kept)"
+		}
+		if r.Request != "" && !backup.Secretless(r.Request) {
+			// Never started (a value with secrets is refused): not a request to carry on with.
+			r.Request = ""
+		}
+	}
+}
+
 // seen: v was acted on. Values are remembered by backup.Fingerprint: one that carries secrets (user
 // info, a signature) is remembered by its hash, never written into the record or status.
 func (r *inPlaceRecord) seen(v string) bool {
@@ -127,10 +145,7 @@ func (f *facts) readInPlace() {
 		} else {
 			// A value written by an older hook may carry a secret (a refused URL with credentials): from
 			// here on only its fingerprint is kept.
-			for i, v := range rec.Seen {
-				rec.Seen[i] = backup.Fingerprint(v)
-			}
-			rec.Refused = backup.Fingerprint(rec.Refused)
+			rec.scrub()
 			f.inPlace = &rec
 		}
 	}
@@ -327,6 +342,10 @@ func (f *facts) restoreRequestProblem(req string, live []string) string {
 	}
 	b := spec.Backup
 	switch why := src.Destination.LocalEndpoint(); {
+	case src.Destination.Scheme != "file" && (b == nil || b.CredentialsSecret == "" && !b.AmbientCredentials):
+		// The restore Job reaches the store with spec.backup's credentials: without a Secret there it
+		// would use the environment's (the node's rights), which needs the explicit opt-in.
+		return fmt.Sprintf("annotation %s %q: an %s:// source is read with spec.backup.credentialsSecret, which is not set (or set spec.backup.ambientCredentials: true)", api.AnnRestoreFrom, backup.Redact(req), src.Destination.Scheme)
 	case why != "" && (b == nil || !b.AllowLocalEndpoint):
 		return fmt.Sprintf("annotation %s %q: %s (spec.backup.allowLocalEndpoint is not set)", api.AnnRestoreFrom, backup.Redact(req), why)
 	case src.Destination.Scheme == "file" && (b == nil || b.VolumeClaimName == ""):

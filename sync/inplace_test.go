@@ -15,6 +15,11 @@ import (
 
 const inPlaceSnapshot = "s3://etcd-backups/prod/prod/demo/20260101T000000Z-r4242.db"
 
+// inPlaceBackup is the spec.backup an in-place restore of inPlaceSnapshot reads the store with.
+func inPlaceBackup() *api.BackupSpec {
+	return &api.BackupSpec{Destination: "s3://etcd-backups/prod", CredentialsSecret: "backup-creds"}
+}
+
 // restoreJobOf is the in-place restore Job the hook rendered, nil when none.
 func restoreJobOf(w *world) map[string]any {
 	for name, j := range w.desired[KeyJob] {
@@ -102,6 +107,7 @@ func TestRestoreInPlace(t *testing.T) {
 // withdrawing the annotation starts the cluster again on its own data.
 func TestRestoreInPlaceFailedThenWithdrawn(t *testing.T) {
 	w := newWorld(t, 3)
+	w.spec.Backup = inPlaceBackup() // the store the snapshot is read from, with its credentials
 	w.converge(60)
 	oldID, members := w.etcd.clusterID, len(w.etcd.members)
 	w.parentAnn = map[string]string{api.AnnRestoreFrom: inPlaceSnapshot}
@@ -129,6 +135,7 @@ func TestRestoreInPlaceFailedThenWithdrawn(t *testing.T) {
 // A request withdrawn while the members stop changes nothing but a restart.
 func TestRestoreInPlaceWithdrawnWhileStopping(t *testing.T) {
 	w := newWorld(t, 3)
+	w.spec.Backup = inPlaceBackup() // the store the snapshot is read from, with its credentials
 	w.converge(60)
 	oldID := w.etcd.clusterID
 	w.parentAnn = map[string]string{api.AnnRestoreFrom: inPlaceSnapshot}
@@ -149,7 +156,9 @@ func TestRestoreInPlaceRefused(t *testing.T) {
 	}{
 		{"scheme", "ftp://host/x.db", "etcd.io/restore-from \"ftp://host/x.db\"", nil},
 		{"file without claim", "file:///backups/prod/demo/latest", "spec.backup.volumeClaimName", nil},
-		{"emptyDir", inPlaceSnapshot, "emptyDir", func(s *api.ClusterSpec) { s.Storage.EmptyDir = &corev1.EmptyDirVolumeSource{} }},
+		{"emptyDir", inPlaceSnapshot, "emptyDir", func(s *api.ClusterSpec) {
+			s.Storage.EmptyDir, s.Backup = &corev1.EmptyDirVolumeSource{}, inPlaceBackup()
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := newWorld(t, 3)
@@ -270,6 +279,7 @@ func TestRestoreAnnotationNotRepeatedAfterAutomatic(t *testing.T) {
 // While paused no restore starts; one in flight goes on, its Job kept.
 func TestRestoreInPlaceAndPause(t *testing.T) {
 	w := newWorld(t, 3)
+	w.spec.Backup = inPlaceBackup() // the store the snapshot is read from, with its credentials
 	w.converge(60)
 	oldID := w.etcd.clusterID
 	w.spec.Paused = true
@@ -307,6 +317,7 @@ func TestRestoreInPlaceAndPause(t *testing.T) {
 // record goes back to the first restore (its retired IDs, its status).
 func TestRestoreInPlaceWithdrawnToAnOldValue(t *testing.T) {
 	w := newWorld(t, 3)
+	w.spec.Backup = inPlaceBackup() // the store the snapshot is read from, with its credentials
 	w.converge(60)
 	w.parentAnn = map[string]string{api.AnnRestoreFrom: inPlaceSnapshot}
 	for n := 0; n < 80 && !(w.status.Restore != nil && w.status.Restore.Phase == "Restored" && w.status.Phase == api.PhaseRunning); n++ {

@@ -188,7 +188,7 @@ func validateUserNames(name string, s api.ClusterSpec) []Problem {
 }
 
 // ValidateChange checks a valid spec against the spec the cluster runs (applied), the versions its
-// members report (running), the versions its template's and pods' images carry (images) and the
+// members report (running), the versions in the images its pods' etcd ran (images) and the
 // largest size its claims ask for (storageFloor, nil when none is observed): immutable fields, the
 // upgrade path, volumes that only grow.
 func ValidateChange(applied *api.ClusterSpec, next api.ClusterSpec, running, images []SemVer, storageFloor *resource.Quantity) []Problem {
@@ -228,7 +228,7 @@ func ValidateChange(applied *api.ClusterSpec, next api.ClusterSpec, running, ima
 			}
 		}
 		if to.Major < hi.Major || to.Major == hi.Major && to.Minor < hi.Minor {
-			ps = append(ps, Problem{"UpgradeRefused", fmt.Sprintf("version %s is below %d.%d, which the StatefulSet's or a member pod's image (%s) carries: downgrades across a minor version are not supported", to, hi.Major, hi.Minor, hi)})
+			ps = append(ps, Problem{"UpgradeRefused", fmt.Sprintf("version %s is below %d.%d, which a member pod's etcd ran (image %s): downgrades across a minor version are not supported", to, hi.Major, hi.Minor, hi)})
 		}
 	}
 	return ps

@@ -51,6 +51,11 @@ func ParseDestination(raw string) (Destination, error) {
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
+		// url.Error quotes the whole value, secrets included: say only what is wrong.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
 		return Destination{}, fmt.Errorf("is not a URL: %v", err)
 	}
 	allowed, ok := schemeParams[u.Scheme]
@@ -60,7 +65,11 @@ func ParseDestination(raw string) (Destination, error) {
 	if u.User != nil || u.Fragment != "" || u.Opaque != "" {
 		return Destination{}, errors.New("must not carry user info, an opaque part or a fragment (credentials go in credentialsSecret)")
 	}
-	q := u.Query()
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		// u.Query() would drop the parameter that does not parse, silently: a typo must not either.
+		return Destination{}, errors.New("has parameters that do not parse (an escape that is not %XX?)")
+	}
 	for k := range q {
 		if !slices.Contains(allowed, k) {
 			return Destination{}, fmt.Errorf("has parameter %q, which %s:// does not take (allowed: %s)", k, u.Scheme, strings.Join(allowed, ", "))
@@ -89,20 +98,28 @@ func ParseDestination(raw string) (Destination, error) {
 			eu, err := url.Parse(e)
 			switch {
 			case err != nil || (eu.Scheme != "http" && eu.Scheme != "https") || eu.Host == "":
-				return Destination{}, fmt.Errorf("has endpoint %q: want http(s)://host[:port]", e)
+				return Destination{}, fmt.Errorf("has endpoint %q: want http(s)://host[:port]", Redact(e))
 			case eu.User != nil:
 				// It would show in status, Events and logs: credentials go in credentialsSecret.
 				return Destination{}, errors.New("has credentials in its endpoint: put them in credentialsSecret")
 			case strings.Trim(eu.Path, "/") != "" || eu.RawQuery != "" || eu.Fragment != "":
-				return Destination{}, fmt.Errorf("has endpoint %q with a path, query or fragment: want http(s)://host[:port]", e)
+				return Destination{}, fmt.Errorf("has endpoint %q with a path, query or fragment: want http(s)://host[:port]", Redact(e))
 			case u.Scheme == "gs" && eu.Scheme != "http":
 				// The GCS client takes a custom endpoint only as an emulator host, over plain HTTP and
 				// without credentials: an https endpoint would silently lose both.
-				return Destination{}, fmt.Errorf("has endpoint %q: a gs:// endpoint is for a GCS emulator and must be http://", e)
+				return Destination{}, fmt.Errorf("has endpoint %q: a gs:// endpoint is for a GCS emulator and must be http://", Redact(e))
 			}
 		}
 	}
 	return d, nil
+}
+
+// metadataHosts are the clouds' instance metadata services by name and by address outside the
+// link-local ranges (a name that resolves elsewhere is not caught: DNS is not read here).
+var metadataHosts = map[string]bool{
+	"metadata.google.internal": true, "metadata": true, "metadata.goog": true,
+	"fd00:ec2::254":   true, // AWS IMDS over IPv6
+	"100.100.100.200": true, // Alibaba Cloud
 }
 
 // LocalEndpoint says why the destination's endpoint is on this node or its cloud's metadata service
@@ -118,9 +135,12 @@ func (d Destination) LocalEndpoint() string {
 	if err != nil {
 		return ""
 	}
-	host := u.Hostname()
-	if strings.EqualFold(host, "localhost") || strings.HasSuffix(strings.ToLower(host), ".localhost") {
+	host := strings.TrimSuffix(strings.ToLower(u.Hostname()), ".")
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
 		return "its endpoint is localhost"
+	}
+	if metadataHosts[host] {
+		return "its endpoint is a cloud metadata service"
 	}
 	ip, err := netip.ParseAddr(host)
 	if err != nil {

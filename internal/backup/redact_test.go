@@ -37,3 +37,19 @@ func TestFingerprint(t *testing.T) {
 	require.NotEqual(t, f, Fingerprint("s3://k:other@b/p"))
 	require.Equal(t, f, Fingerprint(f), "a fingerprint read back from a record stays what it is")
 }
+
+// A refused location's error says what is wrong without quoting its secrets: url.Parse's error quotes
+// the whole value, and an endpoint was quoted whole.
+func TestParseErrorsQuoteNoSecret(t *testing.T) {
+	for _, raw := range []string{
+		"s3://AKIA:s3cr3t@b/p%zz",
+		"s3://b/p?endpoint=ftp://u:s3cr3t@h",
+		"s3://b/p?endpoint=http://u:s3cr3t@h/path",
+		"gs://b/p?endpoint=https://u:s3cr3t@h",
+		"s3://b/p?endpoint=%zzs3cr3t",
+	} {
+		_, err := ParseDestination(raw)
+		require.Error(t, err, raw)
+		require.NotContains(t, err.Error(), "s3cr3t", raw)
+	}
+}
