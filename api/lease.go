@@ -346,11 +346,18 @@ func Truncate(s string, n int) string {
 		return s
 	}
 	const mark = " …(cut)"
-	cut := n - len(mark)
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
+	return CutAt(s, n-len(mark)) + mark
+}
+
+// CutAt is the longest prefix of s of at most n bytes that ends on a character boundary.
+func CutAt(s string, n int) string {
+	if len(s) <= n {
+		return s
 	}
-	return s[:cut] + mark
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 func formatSize(n int64) string {

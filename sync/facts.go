@@ -605,7 +605,6 @@ func (f *facts) readImageVersions() {
 			}
 		}
 	}
-	sort.Slice(f.imageVersions, func(i, j int) bool { return f.imageVersions[i].Less(f.imageVersions[j]) })
 }
 
 // imageVersion reads the version of an etcd image reference: its tag, v3.6.16 (as rendered) or

@@ -6,7 +6,6 @@ import (
 	"sort"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -217,11 +216,8 @@ func boundMessage(msg string) string {
 	if len(msg) <= maxMessageBytes {
 		return msg
 	}
-	cut := maxMessageBytes - 64
-	for cut > 0 && !utf8.RuneStart(msg[cut]) {
-		cut--
-	}
-	return fmt.Sprintf("%s… (%d more bytes)", msg[:cut], len(msg)-cut)
+	kept := api.CutAt(msg, maxMessageBytes-64)
+	return fmt.Sprintf("%s… (%d more bytes)", kept, len(msg)-len(kept))
 }
 
 func (p *plan) pendingFor() string {
