@@ -113,6 +113,7 @@ var annotationBounds = map[string]Bound{
 	AnnRestoredFrom:  BoundURL,
 	AnnBackupSuccess: BoundReportJSON,
 	AnnBackupFailure: BoundReportJSON,
+	AnnRestoreReport: BoundReportJSON,
 	// Alarms: up to two types on every member. CAs: the fingerprints (65 bytes each) a member trusts,
 	// a user's bundle included.
 	AnnAlarms:    {Bytes: 2 * MaxReportedMembers * 64},

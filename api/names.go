@@ -254,6 +254,13 @@ func (n Names) RestoreJob(request string) string {
 	return n.Cluster + "-restore-" + hex.EncodeToString(h[:5])
 }
 
+// RestoreVerifyJob names the Job that verifies the snapshot of request while the cluster still serves
+// ("-restore-v": a hex hash never starts with v, so it differs from every RestoreJob name).
+func (n Names) RestoreVerifyJob(request string) string {
+	h := sha256.Sum256([]byte(request))
+	return n.Cluster + "-restore-v" + hex.EncodeToString(h[:5])
+}
+
 // RestoreToken is the cluster token of data restored in place for request: distinct per request, so
 // that the restored cluster's member and cluster IDs (etcd derives them from the token and peer URL)
 // never equal those of the cluster it replaces or of an earlier restore.

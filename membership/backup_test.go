@@ -464,3 +464,89 @@ func TestMembershipRestoreRefusesDamage(t *testing.T) {
 		require.Equal(t, want, got)
 	})
 }
+
+// TestMembershipRestoreVerifyTouchesNothing: the in-place restore's verification (VerifyOnly) runs
+// every check of a restore against real snapshots of a running member, leaves nothing behind and
+// touches nothing: a damaged snapshot, one of another cluster (unless accepted) and one that is not
+// the one verified are refused as such (Refused: no retry), and "latest" with the verified hash finds
+// the verified snapshot after a newer one was stored.
+func TestMembershipRestoreVerifyTouchesNothing(t *testing.T) {
+	v := etcdVersions[len(etcdVersions)-1]
+	ctx := context.Background()
+	c := newCluster(t, v, 1)
+	c.bootstrap(nil, 1)
+	cl := c.client()
+	defer cl.Close()
+	fill(t, cl, 50)
+	d := fileStore(t).destination(t)
+	first, err := c.backupOnce(d, backup.Retention{}, time.Now().Add(-time.Hour))
+	require.NoError(t, err)
+	m := first.Manifest
+	good, err := os.ReadFile(filepath.Join(d.Root, m.SnapshotKey()))
+	require.NoError(t, err)
+	member := c.memberID(0)
+
+	scratch := t.TempDir()
+	verify := func(url, uid, accept, expect string) (RestoreResult, error) {
+		src, err := backup.ParseSource(url)
+		require.NoError(t, err)
+		return Restore(ctx, c.log, RestoreRequest{Source: src, Namespace: "ns", Cluster: "src", DataDir: filepath.Join(scratch, "data"),
+			Name: "m0", PeerURL: "http://127.0.0.1:1", Token: "verify", VerifyOnly: true, ClusterUID: uid, AcceptCluster: accept, ExpectSHA256: expect})
+	}
+	copyAs := func(dir string, mm backup.Manifest, data []byte) string {
+		mm.Key = filepath.Join(dir, backup.ManifestKey(m.Snapshot))
+		write(t, filepath.Join(d.Root, dir, m.Snapshot), data)
+		writeManifest(t, d.Root, mm)
+		return d.ObjectURL(filepath.Join(dir, m.Snapshot))
+	}
+	truncated := m
+	flipped := append([]byte(nil), good...)
+	flipped[len(flipped)/3] ^= 0xff
+	flippedM := m
+	flippedM.SHA256 = sha256hex(flipped)
+	foreign := m
+	foreign.ClusterUID = "0d5c3f1e-other"
+	for _, tc := range []struct {
+		name, url, accept, expect string
+		want                      error
+	}{
+		{"truncated", copyAs("t", truncated, good[:len(good)/2]), "", "", backup.ErrSnapshotDamaged},
+		{"flipped byte", copyAs("f", flippedM, flipped), "", "", backup.ErrSnapshotDamaged},
+		{"missing", d.ObjectURL("ns/src/20200101T000000Z-r1.db"), "", "", backup.ErrNoSnapshot},
+		{"another cluster's", copyAs("o", foreign, good), "", "", ErrForeignSnapshot},
+		{"another cluster's, accepted", copyAs("a", foreign, good), "0d5c3f1e-other", "", nil},
+		{"not the one verified", d.ObjectURL(m.SnapshotKey()), "", fmt.Sprintf("%064x", 7), ErrSnapshotChanged},
+		{"good", d.ObjectURL(m.SnapshotKey()), "", m.SHA256, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := verify(tc.url, c.parent, tc.accept, tc.expect)
+			if tc.want == nil {
+				require.NoError(t, err)
+				require.Equal(t, m.Revision, res.Revision, "restorable by etcd's library at the snapshot's revision")
+			} else {
+				require.ErrorIs(t, err, tc.want)
+				require.True(t, Refused(err), "not worth another attempt")
+			}
+			left, err := os.ReadDir(scratch)
+			require.NoError(t, err)
+			require.Empty(t, left, "nothing left in the scratch space")
+		})
+	}
+
+	// "latest" with the verified hash: the verified snapshot, although a newer one is the latest now.
+	_, err = cl.Put(ctx, "/data/after-first", "x")
+	require.NoError(t, err)
+	second, err := c.backupOnce(d, backup.Retention{}, time.Now())
+	require.NoError(t, err)
+	require.NotEqual(t, m.SHA256, second.Manifest.SHA256)
+	res, err := verify(d.ObjectURL(backup.Latest), c.parent, "", m.SHA256)
+	require.NoError(t, err)
+	require.Equal(t, m.Revision, res.Revision)
+	_, err = verify(d.ObjectURL(backup.Latest), "", "", "")
+	require.NoError(t, err, "a clone (no cluster to match) restores any cluster's snapshot")
+
+	// The running member was never touched, and serves.
+	require.Equal(t, member, c.memberID(0))
+	_, err = cl.Put(ctx, "/data/still-serving", "x")
+	require.NoError(t, err)
+}

@@ -20,6 +20,7 @@ const (
 	EventCrashLoop           = "CrashLoop"
 	EventSnapshotRestored    = "SnapshotRestored"
 	EventRestoreFailed       = "RestoreFailed"
+	EventSnapshotVerified    = "SnapshotVerified"
 	EventBackupSucceeded     = "BackupSucceeded"
 	EventBackupFailed        = "BackupFailed"
 	EventDefragmented        = "Defragmented"

@@ -11,6 +11,7 @@ import (
 
 	"go.etcd.io/etcd/etcdutl/v3/snapshot"
 	"go.uber.org/zap"
+	"gocloud.dev/blob"
 
 	"github.com/etcdhook/etcdhook/internal/backup"
 )
@@ -35,6 +36,72 @@ type RestoreRequest struct {
 	// CredentialsDir is the mounted credentials Secret, read again at every attempt (a fixed key
 	// works without a pod restart); "" for none.
 	CredentialsDir string
+	// ClusterUID, when set, is the EtcdCluster the data is restored for: a snapshot whose manifest names
+	// another cluster (another namespace, name or UID) is refused (ErrForeignSnapshot) unless
+	// AcceptCluster names it. A new cluster restored from another's snapshot (a clone) leaves it empty.
+	ClusterUID    string
+	AcceptCluster string
+	// ExpectSHA256, when set, is the snapshot a verification passed: a source that now resolves to
+	// another (a newer "latest") is refused rather than restored unverified.
+	ExpectSHA256 string
+	// VerifyOnly does everything but the last step: the snapshot is downloaded, checked and restored
+	// into a scratch directory beside DataDir, which is then removed. Nothing else is touched.
+	VerifyOnly bool
+}
+
+// ErrForeignSnapshot: the snapshot's manifest names another EtcdCluster than the one restored in place.
+var ErrForeignSnapshot = errors.New("snapshot of another cluster")
+
+// ErrSnapshotChanged: the source resolves to another snapshot than the one verified.
+var ErrSnapshotChanged = errors.New("snapshot changed since it was verified")
+
+// ManifestCluster is how a manifest's cluster is named in an opt-in: its UID, or <namespace>/<name>
+// for a manifest written before manifests carried the UID.
+func ManifestCluster(m backup.Manifest) string {
+	if m.ClusterUID != "" {
+		return m.ClusterUID
+	}
+	return m.Namespace + "/" + m.Cluster
+}
+
+// findVerified is the manifest of the snapshot req's source names. With ExpectSHA256 and a "latest"
+// source it is the snapshot verified, newest first, whether or not a newer one was stored since: the
+// restore replaces the data with what passed, not with whatever came after.
+func findVerified(ctx context.Context, b *blob.Bucket, req RestoreRequest) (backup.Manifest, error) {
+	if req.ExpectSHA256 == "" || req.Source.Snapshot != "" {
+		return backup.Find(ctx, b, req.Source, req.Namespace, req.Cluster)
+	}
+	ms, _, err := backup.List(ctx, b, req.Namespace, req.Cluster)
+	if err != nil {
+		return backup.Manifest{}, err
+	}
+	for _, m := range ms {
+		if m.SHA256 == req.ExpectSHA256 {
+			return m, nil
+		}
+	}
+	return backup.Manifest{}, fmt.Errorf("%w: no snapshot with SHA-256 %s is left under %s (retention pruned it?)", ErrSnapshotChanged, req.ExpectSHA256,
+		req.Source.Destination.ObjectURL(backup.ClusterDir(req.Namespace, req.Cluster)))
+}
+
+// checkIdentity refuses a snapshot of another cluster than req's, unless req accepts that one.
+func checkIdentity(m backup.Manifest, req RestoreRequest) error {
+	if req.ClusterUID == "" {
+		return nil
+	}
+	own := m.Namespace == req.Namespace && m.Cluster == req.Cluster && (m.ClusterUID == "" || m.ClusterUID == req.ClusterUID)
+	if own || (req.AcceptCluster != "" && req.AcceptCluster == ManifestCluster(m)) {
+		return nil
+	}
+	return fmt.Errorf("%w: %s is a snapshot of %s/%s (UID %s), not of this cluster %s/%s (UID %s); to restore it in place, accept it by naming %q",
+		ErrForeignSnapshot, m.Snapshot, m.Namespace, m.Cluster, m.ClusterUID, req.Namespace, req.Cluster, req.ClusterUID, ManifestCluster(m))
+}
+
+// Refused says whether a restore failed in a way another attempt would not change (a damaged, missing,
+// changed or foreign snapshot), as opposed to a store's or the volume's hiccup.
+func Refused(err error) bool {
+	return errors.Is(err, backup.ErrSnapshotDamaged) || errors.Is(err, backup.ErrNoSnapshot) ||
+		errors.Is(err, ErrForeignSnapshot) || errors.Is(err, ErrSnapshotChanged)
 }
 
 // RevisionBump is added to the restored store's revision, and the store is marked compacted up to the
@@ -64,7 +131,7 @@ func Restore(ctx context.Context, log *slog.Logger, req RestoreRequest) (Restore
 	if _, err := os.Stat(req.DataDir); err == nil && !req.Replace {
 		return RestoreResult{}, fmt.Errorf("refusing to restore: %s already exists", req.DataDir)
 	}
-	if req.Replace {
+	if req.Replace && !req.VerifyOnly {
 		if err := checkNotRunning(req.DataDir); err != nil {
 			return RestoreResult{}, err
 		}
@@ -80,11 +147,17 @@ func Restore(ctx context.Context, log *slog.Logger, req RestoreRequest) (Restore
 	if err := backup.Check(ctx, req.Source.Destination, b); err != nil {
 		return RestoreResult{}, err
 	}
-	m, err := backup.Find(ctx, b, req.Source, req.Namespace, req.Cluster)
+	m, err := findVerified(ctx, b, req)
 	if err != nil {
 		return RestoreResult{}, err
 	}
 	res := RestoreResult{Manifest: m, URL: req.Source.Destination.ObjectURL(m.SnapshotKey())}
+	if err := checkIdentity(m, req); err != nil {
+		return res, err
+	}
+	if req.ExpectSHA256 != "" && m.SHA256 != req.ExpectSHA256 {
+		return res, fmt.Errorf("%w: %s has SHA-256 %s, the verified one %s", ErrSnapshotChanged, res.URL, m.SHA256, req.ExpectSHA256)
+	}
 	work := filepath.Join(filepath.Dir(filepath.Clean(req.DataDir)), "restore")
 	if err := os.RemoveAll(work); err != nil { // an earlier attempt's leftovers
 		return res, err
@@ -116,7 +189,16 @@ func Restore(ctx context.Context, log *slog.Logger, req RestoreRequest) (Restore
 		MarkCompacted:       true,
 	})
 	if err != nil {
+		var pathErr *os.PathError
+		if !errors.As(err, &pathErr) && !errors.Is(err, syscall.ENOSPC) && ctx.Err() == nil {
+			// Not the volume's failure: etcd's library refused the file's content.
+			err = fmt.Errorf("%w: %v", backup.ErrSnapshotDamaged, err)
+		}
 		return res, fmt.Errorf("restoring %s: %w", res.URL, err)
+	}
+	if req.VerifyOnly {
+		log.Info("snapshot verified: downloaded, checked and restorable", "snapshot", res.URL, "revision", res.Revision)
+		return res, nil
 	}
 	// From here on a failure must leave the data directory as it was: the old data, moved aside for the
 	// restored one, is moved back (with its binding) if the restored data cannot be put in its place.

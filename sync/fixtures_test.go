@@ -816,19 +816,37 @@ func fixtures() []fixture {
 			w.spec.Restore = &api.RestoreSpec{From: "s3://etcd-backups/prod"}
 		}},
 		// In-place restores (etcd.io/restore-from, docs/design.md §16.8): asked of a running cluster,
-		// the members stop; with none left the restore Job runs; once it succeeded pod 0 starts on the
-		// restored data while the replaced cluster's reports are ignored; a failed Job; a value refused.
+		// the verify Job checks the snapshot while it serves; once it passed the members stop; with none
+		// left the restore Job runs; once it succeeded pod 0 starts on the restored data while the
+		// replaced cluster's reports are ignored. A snapshot refused by the verification (nothing
+		// stopped), a restore Job that failed after the stop, a value refused.
+		{name: "restore-in-place-verifying", build: func(w *world) {
+			settle(w)
+			w.setSpec(func(s *api.ClusterSpec) { s.Backup = inPlaceBackup() })
+			w.step(5 * time.Second)
+			w.parentAnn = map[string]string{api.AnnRestoreFrom: "s3://etcd-backups/prod/prod/demo/20260101T000000Z-r4242.db"}
+		}},
 		{name: "restore-in-place-stopping", build: func(w *world) {
 			settle(w)
 			w.setSpec(func(s *api.ClusterSpec) { s.Backup = inPlaceBackup() })
 			w.step(5 * time.Second)
 			w.parentAnn = map[string]string{api.AnnRestoreFrom: "s3://etcd-backups/prod/prod/demo/20260101T000000Z-r4242.db"}
+			w.step(5 * time.Second) // the verify Job passes
+		}},
+		{name: "restore-in-place-refused-by-verification", build: func(w *world) {
+			settle(w)
+			w.setSpec(func(s *api.ClusterSpec) { s.Backup = inPlaceBackup() })
+			w.step(5 * time.Second)
+			w.parentAnn = map[string]string{api.AnnRestoreFrom: "s3://etcd-backups/prod/prod/demo/20260101T000000Z-r4242.db"}
+			w.snapshotDamaged = true
+			w.step(5 * time.Second) // the verify Job refuses the snapshot
 		}},
 		{name: "restore-in-place-job", build: func(w *world) {
 			settle(w)
 			w.setSpec(withBackup("0 * * * *", "s3://etcd-backups/prod?endpoint=https://minio.storage:9000"))
 			w.step(5 * time.Second)
 			w.parentAnn = map[string]string{api.AnnRestoreFrom: "s3://etcd-backups/prod/latest?endpoint=https://minio.storage:9000"}
+			w.step(5 * time.Second) // the verify Job passes
 			w.noJobs = true
 			for range 3 {
 				w.step(5 * time.Second)
@@ -848,18 +866,20 @@ func fixtures() []fixture {
 			w.setSpec(func(s *api.ClusterSpec) { s.Backup = inPlaceBackup() })
 			w.step(5 * time.Second)
 			w.parentAnn = map[string]string{api.AnnRestoreFrom: "s3://etcd-backups/prod/prod/demo/20260101T000000Z-r4242.db"}
+			w.step(5 * time.Second) // the verify Job passes; then the restore Job fails (the store, not the snapshot)
 			w.failJobs = true
 			for range 4 {
 				w.step(5 * time.Second)
 			}
 		}},
 		// spec.backup.restoreOnQuorumLoss: two of three members ran without their data for
-		// deadMemberSeconds; the sync that starts the restore of the destination's newest snapshot.
+		// deadMemberSeconds; the sync that starts the restore of the destination's newest snapshot
+		// (its verification: the members still running are not stopped before it passed).
 		{name: "restore-on-quorum-loss", build: func(w *world) {
 			w.spec.Backup = &api.BackupSpec{Destination: "s3://etcd-backups/prod?endpoint=https://minio.storage:9000", CredentialsSecret: "minio-credentials", RestoreOnQuorumLoss: true}
 			settle(w)
 			w.loseVolumes(1, 2)
-			for range 61 {
+			for range 60 {
 				w.step(5 * time.Second)
 			}
 		}},

@@ -3,6 +3,7 @@ package sync
 import (
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -16,7 +17,10 @@ import (
 )
 
 // An in-place restore (docs/design.md §16.8): the etcd.io/restore-from annotation replaces the running
-// cluster's data with a snapshot. Every member stops; one Job restores the snapshot into ordinal 0's
+// cluster's data with a snapshot. First a Job verifies the snapshot while the cluster serves (it is
+// downloaded, checked against its manifest and etcd's hash, restored into scratch space by etcd's
+// library, and refused if it is another cluster's): a request that cannot be carried out costs nothing.
+// Then every member stops; one Job restores the snapshot into ordinal 0's
 // volume (the old data moved aside there); pod 0 starts alone on it as a new one-member cluster, and the
 // other members, whose agents move the replaced cluster's data aside, join it one at a time as in every
 // scale-up. Nothing membership-related runs while the members are down, and the cluster IDs it replaces
@@ -55,6 +59,20 @@ type inPlaceRecord struct {
 	// Refused is the last value refused and why (shown while the annotation holds it).
 	Refused    string `json:"refused,omitempty"`
 	RefusedWhy string `json:"refusedWhy,omitempty"`
+	// RefusedLost: the refused value was restoreOnQuorumLoss's (not the annotation's): no automatic
+	// restore starts from it again until restoreOnQuorumLoss is switched off and on.
+	RefusedLost bool `json:"refusedLost,omitempty"`
+	// Verifying: the verify Job checks the snapshot while the cluster serves. Replacing are the cluster
+	// IDs live when the restore started: retired (moved to Retired) only once the snapshot passed, so
+	// that nothing is judged differently, and nothing stops, before.
+	Verifying bool     `json:"verifying,omitempty"`
+	Replacing []string `json:"replacing,omitempty"`
+	// Snapshot and SHA256 are the snapshot the verification passed: the restore Job restores exactly
+	// that one (a "latest" that moved on meanwhile still finds it by its hash).
+	Snapshot string `json:"snapshot,omitempty"`
+	SHA256   string `json:"sha256,omitempty"`
+	// AcceptCluster is the etcd.io/restore-foreign-cluster value when the restore started.
+	AcceptCluster string `json:"acceptCluster,omitempty"`
 	// Prior is the record this restore replaced, kept until it commits: a restore withdrawn before its
 	// data was replaced goes back to it (its retired IDs, its last restore).
 	Prior *inPlaceRecord `json:"prior,omitempty"`
@@ -91,7 +109,8 @@ func (r *inPlaceRecord) seen(v string) bool {
 // cluster's token derive from it, so a second restore of the same source (the automatic restore of a
 // second disaster, from the same /latest) gets another Job and other member and cluster IDs.
 func (r *inPlaceRecord) key() string {
-	return r.Request + " " + strings.Join(r.Retired, ",")
+	// The IDs it replaces, retired or not yet (while Verifying): one key from its start to its end.
+	return r.Request + " " + strings.Join(remember(r.Retired, r.Replacing...), ",")
 }
 
 // memory is the record without its last restore: what a new one starts from.
@@ -128,6 +147,7 @@ func remember(list []string, values ...string) []string {
 
 // In-place restore phases, as status.restore.phase shows them.
 const (
+	inPlaceVerifying = "Verifying"
 	inPlaceStopping  = "Stopping"
 	inPlaceRestoring = "Restoring"
 	inPlaceStarting  = "Starting"
@@ -149,7 +169,9 @@ func (f *facts) readInPlace() {
 			f.inPlace = &rec
 		}
 	}
-	if r := f.parent.Status.Restore; f.inPlace == nil && r != nil && r.InPlace && r.Source != "" {
+	// A restore status shows Verifying has neither stopped nor retired anything: it is not rebuilt, and
+	// starts again from the annotation.
+	if r := f.parent.Status.Restore; f.inPlace == nil && r != nil && r.InPlace && r.Source != "" && r.Phase != inPlaceVerifying {
 		// Rebuilt from status, the record does not know which annotation values were acted on: the one
 		// on the parent now counts as seen (a restore is never started from a record half lost).
 		f.inPlace = &inPlaceRecord{Request: r.Source, Retired: r.ReplacedClusterIDs, Lost: r.LostMembers,
@@ -211,27 +233,29 @@ func (f *facts) chooseInPlace() bool {
 				return false
 			}
 		}
-		back := rec.Prior
-		if back == nil {
-			back = rec.memory()
-			back.Retired = nil
-		}
-		back = back.withoutPrior()
-		back.Seen = remember(rec.Seen)
-		// The IDs the abandoned restore retired that were live then are live again.
-		for _, id := range rec.Retired {
-			if !slices.Contains(back.Retired, id) {
-				live = remember(live, id)
-			}
-		}
+		var back *inPlaceRecord
+		back, live = rec.back(live)
 		rec, changed = back, true
+	}
+	if rec.inFlight() && !rec.Committed {
+		if next, ok := f.judgeRestoreJobs(rec); ok {
+			rec, changed = next, true
+		}
+	}
+	if b := f.parent.Spec.Backup; rec != nil && rec.RefusedLost && (b == nil || !b.RestoreOnQuorumLoss) {
+		// Switched off (the parent's word: forgetting a refusal changes nothing else): the next
+		// automatic restore may try the destination again.
+		c := *rec
+		c.Refused, c.RefusedWhy, c.RefusedLost = "", "", false
+		rec, changed = &c, true
 	}
 	paused := f.parent.Spec.Paused
 	if !rec.inFlight() && req != "" && !rec.seen(req) && !paused {
 		next := rec.memory()
 		next.Seen = remember(next.Seen, backup.Fingerprint(req))
 		if problem := f.restoreRequestProblem(req, live); problem == "" {
-			next.Request, next.Retired, next.Prior = req, remember(next.Retired, live...), rec.withoutPrior()
+			next.Request, next.Replacing, next.Verifying, next.Prior = req, live, true, rec.withoutPrior()
+			next.AcceptCluster = f.acceptCluster()
 		} else {
 			// Refused: the last restore stays what status shows.
 			keep := rec.memory()
@@ -244,10 +268,11 @@ func (f *facts) chooseInPlace() bool {
 		}
 		rec, changed = next, true
 	}
-	if !rec.inFlight() && !paused {
-		if src, lost := f.quorumDataLost(); len(lost) > 0 {
+	// (The parent's word too: a restoreOnQuorumLoss switched off, not yet applied, starts nothing.)
+	if b := f.parent.Spec.Backup; !rec.inFlight() && !paused && b != nil && b.RestoreOnQuorumLoss {
+		if src, lost := f.quorumDataLost(); len(lost) > 0 && !(rec != nil && rec.RefusedLost && rec.Refused == backup.Fingerprint(src)) {
 			next := rec.memory()
-			next.Request, next.Retired, next.Lost, next.Prior = src, remember(next.Retired, live...), lost, rec.withoutPrior()
+			next.Request, next.Replacing, next.Verifying, next.Lost, next.Prior = src, live, true, lost, rec.withoutPrior()
 			rec, changed = next, true
 		}
 	}
@@ -259,13 +284,112 @@ func (f *facts) chooseInPlace() bool {
 	return true
 }
 
+// back is the record a restore not committed goes back to when it is withdrawn or refused (its data was
+// never replaced): the one before it, with every value seen kept. live gains the IDs the abandoned
+// restore retired that were live then: they are live again.
+func (r *inPlaceRecord) back(live []string) (*inPlaceRecord, []string) {
+	back := r.Prior
+	if back == nil {
+		back = r.memory()
+		back.Retired = nil
+	}
+	back = back.withoutPrior()
+	back.Seen = remember(r.Seen)
+	for _, id := range r.Retired {
+		if !slices.Contains(back.Retired, id) {
+			live = remember(live, id)
+		}
+	}
+	return back, live
+}
+
 // withdrawn: the restore is no longer asked for. One the annotation asked for, when its value is gone
-// or another; an automatic one, when restoreOnQuorumLoss was switched off.
+// or another; an automatic one, when restoreOnQuorumLoss was switched off, or (while its snapshot is
+// being verified, nothing stopped yet) when the quorum it would replace is no longer lost.
 func (f *facts) withdrawn(rec *inPlaceRecord, req string) bool {
 	if len(rec.Lost) > 0 {
+		if rec.Verifying {
+			if _, lost := f.quorumDataLost(); len(lost) == 0 {
+				return true
+			}
+		}
 		return !f.restoreOnQuorumLoss()
 	}
 	return req != rec.Request
+}
+
+// acceptCluster is the etcd.io/restore-foreign-cluster value on the parent, "" when none.
+func (f *facts) acceptCluster() string {
+	return strings.TrimSpace(f.parent.Annotations[api.AnnRestoreForeignCluster])
+}
+
+// judgeRestoreJobs moves a restore not committed on from what its Jobs did. The verify Job: passed (it
+// succeeded and reported the snapshot by its hash), the restore retires the IDs it replaces and the
+// members stop; failed, the restore is refused and the record goes back to the one before it, so the
+// cluster, which never stopped, goes on. The restore Job: refused (a snapshot that changed since its
+// verification, nothing touched), the same; the members start again on their own data. Any other
+// failure of the restore Job is left to decideInPlace (inPlaceFailure: its data may need a look).
+func (f *facts) judgeRestoreJobs(rec *inPlaceRecord) (*inPlaceRecord, bool) {
+	name := f.names.RestoreJob(rec.key())
+	if rec.Verifying {
+		name = f.names.RestoreVerifyJob(rec.key())
+	}
+	j := f.obs.Jobs[name]
+	if j == nil || j.DeletionTimestamp != nil {
+		// (One being deleted is an earlier restore's of the same source and IDs, not this one's.)
+		return rec, false
+	}
+	state, _ := jobStatus(j)
+	report := f.restoreReport(name)
+	refuse := func(why string) (*inPlaceRecord, bool) {
+		back, _ := rec.back(nil)
+		back.Refused, back.RefusedWhy = backup.Fingerprint(rec.Request), why
+		back.RefusedLost = len(rec.Lost) > 0
+		return back, true
+	}
+	switch {
+	case rec.Verifying && state == jobSucceeded:
+		if report == nil || report.Outcome != api.RestoreVerified || !sha256Re.MatchString(report.SHA256) {
+			return refuse(fmt.Sprintf("verify Job %s succeeded, but its report on Lease %s (annotation %s) is missing or says otherwise: the snapshot is not trusted", name, f.names.BackupName(), api.AnnRestoreReport))
+		}
+		next := *rec
+		next.Verifying, next.Retired, next.Replacing = false, remember(rec.Retired, rec.Replacing...), nil
+		next.Snapshot, next.SHA256 = backup.Redact(report.Snapshot), report.SHA256
+		return &next, true
+	case rec.Verifying && state == jobFailed:
+		why := fmt.Sprintf("verify Job %s failed (kubectl logs job/%s)", name, name)
+		if report != nil && report.Message != "" {
+			why = fmt.Sprintf("the snapshot failed verification (Job %s): %s", name, report.Message)
+		}
+		return refuse(why)
+	case !rec.Verifying && state == jobFailed && report != nil && report.Outcome == api.RestoreRefused:
+		return refuse(fmt.Sprintf("restore Job %s refused the snapshot before touching any data: %s; the members start again on their own data", name, report.Message))
+	}
+	return rec, false
+}
+
+// sha256Re is a SHA-256 as manifests and reports write it.
+var sha256Re = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+// restoreReport is the restore report on the backup Lease when it is job's, nil otherwise. One that
+// does not parse or is dated ahead of the hook's clock is named (InputIgnored) and ignored.
+func (f *facts) restoreReport(job string) *api.RestoreReport {
+	l := f.obs.Leases[f.names.BackupName()]
+	if l == nil {
+		return nil
+	}
+	r, err := api.ParseRestoreReport(l.Annotations[api.AnnRestoreReport])
+	switch {
+	case err != nil:
+		f.distrusted = append(f.distrusted, fmt.Sprintf("Lease %s annotation %s does not parse (%v): ignored", l.Name, api.AnnRestoreReport, err))
+		return nil
+	case r == nil || r.Job != job:
+		return nil
+	case r.Time.After(f.now.Add(maxClockSkew)):
+		f.distrusted = append(f.distrusted, fmt.Sprintf("Lease %s annotation %s is dated %s, ahead of the hook's clock: ignored", l.Name, api.AnnRestoreReport, r.Time.UTC().Format(time.RFC3339)))
+		return nil
+	}
+	return r
 }
 
 // restoreOnQuorumLoss: the applied spec asks for automatic restores.
@@ -362,10 +486,17 @@ func (f *facts) restoreRequestProblem(req string, live []string) string {
 	return ""
 }
 
-// refusal is why the etcd.io/restore-from value on the parent was refused, "" when it was not.
+// refusal is why the etcd.io/restore-from value on the parent (or restoreOnQuorumLoss's restore) was
+// refused, "" when it was not.
 func (f *facts) refusal() string {
 	req := f.restoreFrom()
-	if r := f.inPlace; r != nil && req != "" && r.Refused == backup.Fingerprint(req) {
+	r := f.inPlace
+	switch {
+	case r == nil || r.Refused == "":
+		return ""
+	case r.RefusedLost && f.restoreOnQuorumLoss():
+		return "spec.backup.restoreOnQuorumLoss: " + r.RefusedWhy + " (restore by hand with " + api.AnnRestoreFrom + ", or switch restoreOnQuorumLoss off and on to try again)"
+	case !r.RefusedLost && req != "" && r.Refused == backup.Fingerprint(req):
 		return r.RefusedWhy
 	}
 	return ""
@@ -384,6 +515,15 @@ func (p *plan) decideInPlace() bool {
 	rec := f.inPlace
 	p.inPlace = rec
 	if !rec.inFlight() {
+		return false
+	}
+	// The verify Job stays until the restore is done: a cache that has not seen the record past its
+	// verification must find it finished, not start it again.
+	if verify := f.names.RestoreVerifyJob(rec.key()); rec.Verifying || f.obs.Jobs[verify] != nil {
+		p.jobs = append(p.jobs, p.verifyJob(rec))
+	}
+	if rec.Verifying {
+		// The cluster serves on while the snapshot is checked: nothing else about it changes.
 		return false
 	}
 	p.inPlaceMode()
@@ -453,7 +593,11 @@ func (p *plan) inPlaceJob(rec *inPlaceRecord, j *batchv1.Job) {
 		if len(rec.Lost) > 0 {
 			how = "set spec.backup.restoreOnQuorumLoss to false"
 		}
-		p.inPlaceFailure = fmt.Sprintf("restore Job %s failed (kubectl logs job/%s): it replaces the data only as its last step, so the cluster's data is as it was unless its log says otherwise; %s to start the cluster again on its data", j.Name, j.Name, how)
+		why := fmt.Sprintf("(kubectl logs job/%s)", j.Name)
+		if r := p.f.restoreReport(j.Name); r != nil && r.Message != "" {
+			why = fmt.Sprintf("(%s)", r.Message)
+		}
+		p.inPlaceFailure = fmt.Sprintf("restore Job %s failed %s: it replaces the data only as its last step, so the cluster's data is as it was unless its log says otherwise; %s to start the cluster again on its data", j.Name, why, how)
 	}
 }
 
@@ -492,6 +636,8 @@ func (p *plan) inPlacePhase() string {
 	switch {
 	case rec == nil:
 		return ""
+	case rec.Verifying:
+		return inPlaceVerifying
 	case rec.Done:
 		return inPlaceRestored
 	case rec.Committed:
@@ -516,6 +662,12 @@ func (p *plan) inPlaceStatus(add func(string, bool, string, string)) *api.Restor
 	if len(rec.Lost) > 0 {
 		rs.Message = fmt.Sprintf("restoreOnQuorumLoss: %s ran without their data, a quorum of the last members", strings.Join(rec.Lost, ", "))
 	}
+	switch {
+	case rec.Verifying:
+		rs.Message = strings.TrimPrefix(rs.Message+"; ", "; ") + fmt.Sprintf("Job %s verifies the snapshot before any member is stopped; they stop only once it passed", p.f.names.RestoreVerifyJob(rec.key()))
+	case rec.Snapshot != "" && !rec.Committed:
+		rs.Snapshot = rec.Snapshot
+	}
 	if p.inPlaceFailure != "" && !rec.Done {
 		rs.Message = p.inPlaceFailure
 		add(api.CondRestoreFailed, true, "RestoreFailed", p.inPlaceFailure)
@@ -523,53 +675,21 @@ func (p *plan) inPlaceStatus(add func(string, bool, string, string)) *api.Restor
 	return rs
 }
 
-// restoreJob restores request into ordinal 0's volume while no member runs.
+// restoreJob restores the verified snapshot into ordinal 0's volume while no member runs.
 func (p *plan) restoreJob(rec *inPlaceRecord) *batchv1.Job {
 	n := p.f.names
-	request := rec.Request
-	args := []string{"restore", "--replace",
-		"--from=" + request,
-		"--cluster=" + n.Cluster,
-		"--namespace=" + n.Namespace,
-		"--cluster-uid=" + p.f.uid,
-		"--data-dir=" + api.DataDir,
-		"--name=" + n.Pod(0),
-		"--peer-url=" + n.PeerURL(0),
-		"--token=" + api.RestoreToken(n.Namespace, n.Cluster, p.f.uid, rec.key()),
-		// Well before the Job's deadline: a download or restore cut short by the timeout stops before the
-		// old data is touched; the deadline's kill could land between the last steps.
-		fmt.Sprintf("--timeout=%ds", restoreJobDeadlineSeconds-restoreJobMarginSeconds),
+	args := []string{"--replace", "--data-dir=" + api.DataDir}
+	if rec.SHA256 != "" {
+		// Exactly the snapshot verified: a "latest" that moved on still finds it by its hash.
+		args = append(args, "--expect-sha256="+rec.SHA256)
 	}
-	// No API access: the Job reads the store and writes the volume; its outcome is its status.
-	reason := "restore-from"
-	if len(rec.Lost) > 0 {
-		reason = "restore-on-quorum-loss"
-	}
-	j := p.job(n.RestoreJob(rec.key()), reason, n.OpsAccount(), false, nil)
-	// No client certificate: nothing runs to talk to.
-	j.Spec.Template.Spec.Volumes, j.Spec.Template.Spec.Containers[0].VolumeMounts = nil, nil
-	// A store's hiccup is retried by the Job controller; the old data is moved aside only once the
-	// snapshot is downloaded, checked and restored, so a failed attempt changes nothing.
-	j.Spec.BackoffLimit = ptr(int32(2))
-	j.Spec.ActiveDeadlineSeconds = ptr(int64(restoreJobDeadlineSeconds))
+	j := p.restoreJobOf(n.RestoreJob(rec.key()), rec, args)
 	c := &j.Spec.Template.Spec.Containers[0]
-	c.Command = append([]string{api.HookBinary}, args...)
-	var secret, claim string
-	if b := p.spec.Backup; b != nil {
-		secret, claim = b.CredentialsSecret, b.VolumeClaimName
-	}
-	if src, err := backup.ParseSource(request); err == nil && src.Destination.Scheme != "file" {
-		claim = ""
-	}
-	vols, mounts, more := backupStore(secret, claim)
-	c.Command = append(c.Command, more...)
 	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "data", MountPath: api.DataMount})
-	c.VolumeMounts = append(c.VolumeMounts, mounts...)
 	pod := &j.Spec.Template.Spec
 	pod.Volumes = append(pod.Volumes, corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{
 		PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: n.PVC(0)},
 	}})
-	pod.Volumes = append(pod.Volumes, vols...)
 	// The data volume's files belong to the members' group (the StatefulSet's fsGroup).
 	pod.SecurityContext.FSGroup = ptr(int64(65532))
 	pod.SecurityContext.FSGroupChangePolicy = ptr(corev1.FSGroupChangeOnRootMismatch)
@@ -578,6 +698,81 @@ func (p *plan) restoreJob(rec *inPlaceRecord) *batchv1.Job {
 	pod.NodeSelector, pod.Tolerations, pod.PriorityClassName = sc.NodeSelector, sc.Tolerations, sc.PriorityClassName
 	if sc.Affinity != nil && sc.Affinity.NodeAffinity != nil {
 		pod.Affinity = &corev1.Affinity{NodeAffinity: sc.Affinity.NodeAffinity.DeepCopy()}
+	}
+	return j
+}
+
+// verifyJob checks the snapshot while the cluster serves: the restore Job's every step but the last,
+// into scratch space that goes with its pod.
+func (p *plan) verifyJob(rec *inPlaceRecord) *batchv1.Job {
+	j := p.restoreJobOf(p.f.names.RestoreVerifyJob(rec.key()), rec, []string{"--verify-only", "--data-dir=" + restoreScratch + "/data"})
+	c := &j.Spec.Template.Spec.Containers[0]
+	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "scratch", MountPath: restoreScratch})
+	pod := &j.Spec.Template.Spec
+	// The snapshot and its restored copy: about twice the database's size on the node's disk.
+	pod.Volumes = append(pod.Volumes, corev1.Volume{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+	return j
+}
+
+// restoreScratch is where the verify Job downloads and restores the snapshot.
+const restoreScratch = "/scratch"
+
+// restoreJobOf is what the verify and the restore Job share: the source and its store, the cluster the
+// snapshot must belong to, the report on the backup Lease (and the Event) under the backup account, and
+// a pod failure policy that ends the Job at once when the snapshot is refused (damaged, missing,
+// changed, another cluster's): only a store's or the volume's hiccup is worth another attempt.
+func (p *plan) restoreJobOf(name string, rec *inPlaceRecord, more []string) *batchv1.Job {
+	n := p.f.names
+	args := append([]string{"restore",
+		"--from=" + rec.Request,
+		"--cluster=" + n.Cluster,
+		"--namespace=" + n.Namespace,
+		"--cluster-uid=" + p.f.uid,
+		"--name=" + n.Pod(0),
+		"--peer-url=" + n.PeerURL(0),
+		"--token=" + api.RestoreToken(n.Namespace, n.Cluster, p.f.uid, rec.key()),
+		"--lease=" + n.BackupName(),
+		"--job=" + name,
+		// Well before the Job's deadline: a download or restore cut short by the timeout stops before the
+		// old data is touched; the deadline's kill could land between the last steps.
+		fmt.Sprintf("--timeout=%ds", restoreJobDeadlineSeconds-restoreJobMarginSeconds),
+	}, more...)
+	if rec.AcceptCluster != "" {
+		args = append(args, "--accept-cluster="+rec.AcceptCluster)
+	}
+	reason := "restore-from"
+	if len(rec.Lost) > 0 {
+		reason = "restore-on-quorum-loss"
+	}
+	// The backup account: it may patch only the backup Lease (the report) and post Events.
+	j := p.job(name, reason, n.BackupName(), true, nil)
+	// No client certificate: the Jobs talk to no member.
+	j.Spec.Template.Spec.Volumes, j.Spec.Template.Spec.Containers[0].VolumeMounts = nil, nil
+	j.Spec.BackoffLimit = ptr(int32(2))
+	j.Spec.ActiveDeadlineSeconds = ptr(int64(restoreJobDeadlineSeconds))
+	j.Spec.PodFailurePolicy = &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{{
+		Action: batchv1.PodFailurePolicyActionFailJob,
+		OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{
+			ContainerName: ptr("etcdhook"), Operator: batchv1.PodFailurePolicyOnExitCodesOpIn, Values: []int32{api.RestoreExitRefused},
+		},
+	}}}
+	c := &j.Spec.Template.Spec.Containers[0]
+	c.Command = append([]string{api.HookBinary}, args...)
+	var secret, claim string
+	if b := p.spec.Backup; b != nil {
+		secret, claim = b.CredentialsSecret, b.VolumeClaimName
+	}
+	if src, err := backup.ParseSource(rec.Request); err == nil && src.Destination.Scheme != "file" {
+		claim = ""
+	}
+	vols, mounts, storeArgs := backupStore(secret, claim)
+	c.Command = append(c.Command, storeArgs...)
+	c.VolumeMounts = append(c.VolumeMounts, mounts...)
+	pod := &j.Spec.Template.Spec
+	pod.Volumes = append(pod.Volumes, vols...)
+	if claim != "" {
+		// The backup claim's files belong to the backup user's group.
+		pod.SecurityContext.FSGroup = ptr(int64(65532))
 	}
 	return j
 }

@@ -23,11 +23,41 @@ func inPlaceBackup() *api.BackupSpec {
 // restoreJobOf is the in-place restore Job the hook rendered, nil when none.
 func restoreJobOf(w *world) map[string]any {
 	for name, j := range w.desired[KeyJob] {
-		if strings.HasPrefix(name, w.name+"-restore-") {
+		if strings.HasPrefix(name, w.name+"-restore-") && !strings.HasPrefix(name, w.name+"-restore-v") {
 			return j
 		}
 	}
 	return nil
+}
+
+// verifyJobOf is the in-place restore's verify Job the hook rendered, nil when none.
+func verifyJobOf(w *world) map[string]any {
+	for name, j := range w.desired[KeyJob] {
+		if strings.HasPrefix(name, w.name+"-restore-v") {
+			return j
+		}
+	}
+	return nil
+}
+
+// jobCmd is a rendered Job's command line.
+func jobCmd(j map[string]any) string {
+	var out []string
+	for _, a := range j["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)["command"].([]any) {
+		out = append(out, a.(string))
+	}
+	return strings.Join(out, " ")
+}
+
+// stepUntilStopping steps until the members are asked to stop (the snapshot passed its
+// verification), at most max steps; every step before, the cluster serves at its size.
+func stepUntilStopping(t *testing.T, w *world, max int) {
+	t.Helper()
+	for n := 0; w.replicas() != 0; n++ {
+		require.Less(t, n, max, "the restore never stopped the members")
+		require.Len(t, w.pods, 3, "the cluster serves while the snapshot is verified")
+		w.step(5 * time.Second)
+	}
 }
 
 // agentRetired is agent.json's retiredClusters as rendered.
@@ -50,12 +80,14 @@ func TestRestoreInPlace(t *testing.T) {
 	oldID := w.etcd.clusterID
 	w.parentAnn = map[string]string{api.AnnRestoreFrom: inPlaceSnapshot}
 
-	jobSeen, suspended := false, false
+	jobSeen, suspended, verifying := false, false, false
+	var restoreCmd string
 	for n := 0; n < 80 && !(w.status.Restore != nil && w.status.Restore.Phase == "Restored" && w.status.Phase == api.PhaseRunning); n++ {
 		w.step(5 * time.Second)
 		if j := restoreJobOf(w); j != nil && !jobSeen {
 			// (The simulated Job fails if pod 0 exists when it runs.)
 			jobSeen = true
+			restoreCmd = jobCmd(j)
 			require.Equal(t, 0, w.replicas(), "rendered only with the StatefulSet at 0")
 			pod := j["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
 			require.Equal(t, map[string]any{"pool": "etcd"}, pod["nodeSelector"], "it runs where the members may")
@@ -67,13 +99,21 @@ func TestRestoreInPlace(t *testing.T) {
 		if cj := w.desired[KeyCronJob][w.names().BackupName()]; cj != nil && cj["spec"].(map[string]any)["suspend"] == true {
 			suspended = true
 		}
-		if w.status.Restore != nil && w.status.Restore.Phase != "Restored" {
+		if w.status.Restore != nil && w.status.Restore.Phase == "Verifying" {
+			verifying = true
+			require.Equal(t, api.PhaseRunning, w.status.Phase, "the cluster serves while the snapshot is verified")
+			require.Empty(t, w.status.Restore.ReplacedClusterIDs, "nothing is replaced yet")
+			require.Len(t, w.pods, 3)
+		} else if w.status.Restore != nil && w.status.Restore.Phase != "Restored" {
 			require.Equal(t, api.PhaseRestoring, w.status.Phase)
 			c := meta.FindStatusCondition(w.status.Conditions, api.CondAvailable)
 			require.Equal(t, "RestoringInPlace", c.Reason)
 		}
 	}
 	require.True(t, jobSeen, "a restore Job ran")
+	require.True(t, verifying, "the snapshot was verified first")
+	require.Equal(t, 1, w.verified)
+	require.Contains(t, restoreCmd, "--expect-sha256="+strings.Repeat("ab", 32), "the restore Job restores the snapshot verified")
 	require.True(t, suspended, "the backup schedule is suspended while the members are down")
 	w.converge(40)
 	require.NotEqual(t, oldID, w.etcd.clusterID, "a new cluster")
@@ -103,7 +143,8 @@ func TestRestoreInPlace(t *testing.T) {
 	require.Len(t, w.pods, 3)
 }
 
-// A restore whose Job fails leaves every volume as it was and the members stopped, and says so;
+// A restore whose Job fails (after the snapshot passed its verification: a store's or the volume's
+// failure, not the snapshot's) leaves every volume as it was and the members stopped, and says so;
 // withdrawing the annotation starts the cluster again on its own data.
 func TestRestoreInPlaceFailedThenWithdrawn(t *testing.T) {
 	w := newWorld(t, 3)
@@ -111,6 +152,7 @@ func TestRestoreInPlaceFailedThenWithdrawn(t *testing.T) {
 	w.converge(60)
 	oldID, members := w.etcd.clusterID, len(w.etcd.members)
 	w.parentAnn = map[string]string{api.AnnRestoreFrom: inPlaceSnapshot}
+	stepUntilStopping(t, w, 10)
 	w.failJobs = true
 	for range 20 {
 		w.step(5 * time.Second)
@@ -139,13 +181,14 @@ func TestRestoreInPlaceWithdrawnWhileStopping(t *testing.T) {
 	w.converge(60)
 	oldID := w.etcd.clusterID
 	w.parentAnn = map[string]string{api.AnnRestoreFrom: inPlaceSnapshot}
-	w.step(5 * time.Second)
-	require.Equal(t, 0, w.replicas())
+	stepUntilStopping(t, w, 10)
 	w.parentAnn = nil
 	w.converge(60)
 	require.Equal(t, oldID, w.etcd.clusterID)
 	require.Nil(t, w.status.Restore)
-	require.Empty(t, w.jobs, "no restore Job was made")
+	for name := range w.jobs {
+		require.Contains(t, name, "-restore-v", "no restore Job was made, only the verification")
+	}
 }
 
 // A value that cannot be carried out changes nothing and names the problem.
@@ -294,6 +337,7 @@ func TestRestoreInPlaceAndPause(t *testing.T) {
 
 	w.spec.Paused = false
 	w.generation++
+	stepUntilStopping(t, w, 10)
 	w.noJobs = true // the Job runs long
 	for n := 0; n < 10 && restoreJobOf(w) == nil; n++ {
 		w.step(5 * time.Second)
@@ -327,8 +371,7 @@ func TestRestoreInPlaceWithdrawnToAnOldValue(t *testing.T) {
 	first := w.etcd.clusterID
 	retired := w.status.Restore.ReplacedClusterIDs
 	w.parentAnn = map[string]string{api.AnnRestoreFrom: "s3://etcd-backups/prod/prod/demo/20260102T000000Z-r5000.db"}
-	w.step(5 * time.Second)
-	require.Equal(t, 0, w.replicas(), "the second restore started")
+	stepUntilStopping(t, w, 10) // the second restore started
 	w.parentAnn = map[string]string{api.AnnRestoreFrom: inPlaceSnapshot}
 	w.converge(60)
 	for range 20 {

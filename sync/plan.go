@@ -313,7 +313,8 @@ func (p *plan) inFlight() string {
 // (housekeeping: it holds the next step, but the cluster has its size).
 func (p *plan) stepInFlight() (what string, volume bool) {
 	f := p.f
-	if r := f.inPlace; r.inFlight() {
+	// (While its snapshot is verified the cluster serves as before: nothing of it is held.)
+	if r := f.inPlace; r.inFlight() && !r.Verifying {
 		return fmt.Sprintf("the in-place restore of %q", r.Request), false
 	}
 	for _, id := range sortedKeys(f.removeJobs) {

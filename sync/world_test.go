@@ -55,6 +55,11 @@ type world struct {
 	peerSwitches []int
 	noJobs       bool // Jobs stay active (their pods cannot run)
 	failJobs     bool // Jobs fail
+	// The in-place restore's snapshot: damaged, another cluster's (its UID), or changed between its
+	// verification and the restore; verified counts the verify Job runs.
+	snapshotDamaged, snapshotChanged bool
+	snapshotOwner                    string
+	verified                         int
 	// noResizer: a grown claim's capacity stays (no volume driver grows it); stsOrphaned counts the
 	// StatefulSets deleted with their pods orphaned.
 	noResizer   bool
@@ -998,6 +1003,28 @@ func (w *world) runJobs() {
 			}
 			w.backupAnn[api.AnnBackupSuccess] = api.BackupReport{Time: at, Revision: 4242, Size: 2 << 20, Token: flags["token"],
 				Snapshot: strings.TrimSuffix(flags["destination"], "/") + "/prod/demo/" + at.Format("20060102T150405Z") + "-r4242.db"}.String()
+		case flags["from"] != "" && slices.Contains(args, any("--verify-only")):
+			// The verify Job (etcdhook restore --verify-only): it touches nothing and reports on the
+			// backup Lease; a damaged snapshot, or another cluster's not accepted, is refused.
+			// (A "latest" resolves to the destination's newest snapshot of the cluster.)
+			snapshot := strings.Replace(flags["from"], "/latest", "/prod/demo/20260101T000000Z-r4242.db", 1)
+			r := api.RestoreReport{Time: w.now.UTC(), Job: name, Outcome: api.RestoreVerified, Snapshot: snapshot, SHA256: strings.Repeat("ab", 32), Revision: 4242, Size: 2 << 20}
+			owner := w.snapshotOwner
+			switch {
+			case w.snapshotDamaged:
+				r.Outcome, r.Message = api.RestoreRefused, "snapshot damaged: 20260101T000000Z-r4242.db has 1048576 bytes, its manifest says 2097152 (truncated?)"
+			case owner != "" && owner != flags["cluster-uid"] && owner != flags["accept-cluster"]:
+				r.Outcome, r.Message = api.RestoreRefused, "snapshot of another cluster: accept it by naming "+owner
+			}
+			if w.backupAnn == nil {
+				w.backupAnn = map[string]string{}
+			}
+			w.backupAnn[api.AnnRestoreReport] = r.String()
+			w.verified++
+			if r.Outcome != api.RestoreVerified {
+				j.state, j.finished = jobFailed, w.now
+				continue
+			}
 		case flags["from"] != "" && flags["token"] != "":
 			// The in-place restore Job (etcdhook restore --replace): it refuses while a member pod runs
 			// on the volume; then ordinal 0's volume holds a new one-member cluster (etcd derives its IDs
@@ -1006,6 +1033,17 @@ func (w *world) runJobs() {
 				j.state, j.finished = jobFailed, w.now
 				continue
 			}
+			if w.backupAnn == nil {
+				w.backupAnn = map[string]string{}
+			}
+			if w.snapshotChanged || flags["expect-sha256"] == "" {
+				// Only a verified snapshot is restored: it is refused before any data is touched.
+				w.backupAnn[api.AnnRestoreReport] = api.RestoreReport{Time: w.now.UTC(), Job: name, Outcome: api.RestoreRefused,
+					Message: "snapshot changed since it was verified"}.String()
+				j.state, j.finished = jobFailed, w.now
+				continue
+			}
+			w.backupAnn[api.AnnRestoreReport] = api.RestoreReport{Time: w.now.UTC(), Job: name, Outcome: api.RestoreRestored, SHA256: flags["expect-sha256"]}.String()
 			w.etcd.members, w.etcd.leader = nil, ""
 			h := fnv.New64a()
 			h.Write([]byte(flags["token"]))

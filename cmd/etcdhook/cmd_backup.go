@@ -146,7 +146,9 @@ func leaseReporter(ns, lease string, log *slog.Logger) func(key string, r api.Ba
 }
 
 // runRestore restores a snapshot into a new data directory by hand (what a restored cluster's seed
-// does on its own): for a disaster recovery outside the operator, and for measuring restores.
+// does on its own): for a disaster recovery outside the operator, and for measuring restores. The
+// in-place restore's Jobs run it too: --verify-only while the cluster serves, then --replace once its
+// members stopped; with --lease each reports its outcome there and posts an Event on the EtcdCluster.
 func runRestore(args []string) error {
 	fs := flag.NewFlagSet("restore", flag.ContinueOnError)
 	from := fs.String("from", "", "a snapshot URL, or a destination followed by /latest")
@@ -154,12 +156,17 @@ func runRestore(args []string) error {
 	ns := fs.String("namespace", "", "its namespace (for /latest)")
 	dataDir := fs.String("data-dir", "", "the data directory to create (must not exist, unless --replace)")
 	replace := fs.Bool("replace", false, "move an existing data directory aside once the snapshot is restored beside it (etcd must not run on it)")
-	uid := fs.String("cluster-uid", "", "bind the restored data to this EtcdCluster UID (the agent's binding file, docs/design.md §8.9)")
+	verifyOnly := fs.Bool("verify-only", false, "download, check and restore into a scratch directory beside --data-dir, then remove it: touch nothing")
+	uid := fs.String("cluster-uid", "", "bind the restored data to this EtcdCluster UID (the agent's binding file, docs/design.md §8.9) and refuse a snapshot of another cluster")
+	accept := fs.String("accept-cluster", "", "with --cluster-uid: accept a snapshot of this other cluster (its manifest's UID, or <namespace>/<name>)")
+	expect := fs.String("expect-sha256", "", "refuse a snapshot whose SHA-256 is not this one (the one a verification passed)")
 	name := fs.String("name", "", "the member name etcd will start with")
 	peerURL := fs.String("peer-url", "", "the member's peer URL")
 	token := fs.String("token", "", "the initial cluster token")
 	fileRoot := fs.String("file-root", "", "where a file source's claim is mounted")
 	creds := fs.String("credentials-dir", "", "the credentials directory (a mounted Secret)")
+	lease := fs.String("lease", "", "the backup Lease to report the outcome on (none: report to stdout only)")
+	job := fs.String("job", "", "the Job this runs in, named in the report")
 	timeout := fs.Duration("timeout", time.Hour, "give up after this long")
 	addLogLevel(fs)
 	if err := fs.Parse(args); err != nil {
@@ -170,29 +177,80 @@ func runRestore(args []string) error {
 	}
 	src, err := backup.ParseSource(*from)
 	if err != nil {
-		return usageError{fmt.Errorf("--from %q %v", *from, err)}
+		return usageError{fmt.Errorf("--from %q %v", backup.Redact(*from), err)}
 	}
 	if *fileRoot != "" {
 		src.Destination = src.Destination.Under(*fileRoot)
 	}
+	log := jsonLogger().With("cluster", *cluster)
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
 	req := membership.RestoreRequest{
 		Source: src, Namespace: *ns, Cluster: *cluster, DataDir: *dataDir, Name: *name, PeerURL: *peerURL, Token: *token,
-		CredentialsDir: *creds, Replace: *replace,
+		CredentialsDir: *creds, Replace: *replace, VerifyOnly: *verifyOnly,
+		ClusterUID: *uid, AcceptCluster: *accept, ExpectSHA256: *expect,
 	}
-	if *uid != "" {
+	if *uid != "" && !*verifyOnly {
 		// Bound before the data is in place, as the agent binds its own restore (docs/design.md §16.4).
 		req.Bind = func(res membership.RestoreResult) error {
 			return membership.WriteBinding(*dataDir, membership.Binding{ParentUID: *uid, PeerURL: *peerURL,
 				Restored: &membership.Restored{URL: res.URL, Revision: res.Revision}})
 		}
 	}
-	res, err := membership.Restore(ctx, jsonLogger(), req)
+	res, err := membership.Restore(ctx, log, req)
+	r := api.RestoreReport{Time: time.Now().UTC(), Job: *job, Outcome: api.RestoreRestored}
+	if res.Manifest.Key != "" || res.URL != "" {
+		r.Snapshot, r.SHA256, r.Revision, r.Size = res.URL, res.Manifest.SHA256, res.Manifest.Revision, res.Manifest.Size
+	}
+	if *verifyOnly {
+		r.Outcome = api.RestoreVerified
+	}
+	if err != nil {
+		r.Outcome, r.Message = api.RestoreFailed, err.Error()
+		if membership.Refused(err) {
+			r.Outcome = api.RestoreRefused
+			err = refusalError{err}
+		}
+	}
+	if *lease != "" {
+		reportRestore(*cluster, *ns, *uid, *lease, r, log)
+	}
 	if err != nil {
 		return err
 	}
-	out, _ := json.Marshal(map[string]any{"snapshot": res.URL, "revision": res.Revision, "size": res.Manifest.Size})
+	out, _ := json.Marshal(map[string]any{"snapshot": res.URL, "revision": res.Revision, "size": res.Manifest.Size, "sha256": res.Manifest.SHA256})
 	fmt.Println(string(out))
 	return nil
+}
+
+// reportRestore writes an in-place restore Job's outcome on the backup Lease, where the hook reads it,
+// and posts it as an Event on the EtcdCluster, where kubectl describe shows it.
+func reportRestore(cluster, ns, uid, lease string, r api.RestoreReport, log *slog.Logger) {
+	events, flush := jobRecorder(cluster, ns, uid, "etcdhook-restore", log)
+	defer flush()
+	kcfg, err := rest.InClusterConfig()
+	if err == nil {
+		var kube *kubernetes.Clientset
+		if kube, err = kubernetes.NewForConfig(kcfg); err == nil {
+			patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{api.AnnRestoreReport: r.String()}}})
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			_, err = kube.CoordinationV1().Leases(ns).Patch(ctx, lease, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "etcdhook-restore"})
+			cancel()
+		}
+	}
+	if err != nil {
+		log.Warn("writing the restore report", "lease", lease, "error", err)
+	}
+	what := "the in-place restore"
+	if r.Outcome == api.RestoreVerified {
+		what = "the in-place restore's verification"
+	}
+	switch r.Outcome {
+	case api.RestoreVerified:
+		events.Event(membership.EventSnapshotVerified, "Verify", fmt.Sprintf("snapshot %s verified (revision %d, %d bytes): the members stop for the restore", r.Snapshot, r.Revision, r.Size), false)
+	case api.RestoreRefused:
+		events.Event(membership.EventRestoreFailed, "Refuse", what+" refused the snapshot, nothing was changed: "+r.Message, true)
+	case api.RestoreFailed:
+		events.Event(membership.EventRestoreFailed, "Restore", what+" failed (the Job retries): "+r.Message, true)
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"gocloud.dev/blob"
+	"gocloud.dev/gcerrors"
 )
 
 // Latest is the word that, after a destination, names its newest complete snapshot of the cluster.
@@ -60,6 +61,12 @@ func Find(ctx context.Context, b *blob.Bucket, s Source, namespace, name string)
 	if s.Snapshot != "" {
 		m, err := ReadManifest(ctx, b, ManifestKey(s.Snapshot))
 		if err != nil {
+			if gcerrors.Code(err) == gcerrors.NotFound {
+				err = fmt.Errorf("%w: %v", ErrNoSnapshot, err)
+			} else if !isStoreError(err) {
+				// It was read but is not a manifest: as damaged as a snapshot that fails its hash.
+				err = fmt.Errorf("%w: %v", ErrSnapshotDamaged, err)
+			}
 			return Manifest{}, fmt.Errorf("snapshot %s has no readable manifest (an unfinished or foreign snapshot is never restored): %w", s.Destination.ObjectURL(s.Snapshot), err)
 		}
 		return m, nil
@@ -73,7 +80,17 @@ func Find(ctx context.Context, b *blob.Bucket, s Source, namespace, name string)
 		if len(skipped) > 0 {
 			msg += " (unreadable manifests: " + strings.Join(skipped, "; ") + ")"
 		}
-		return Manifest{}, errors.New(msg)
+		return Manifest{}, fmt.Errorf("%w: %s", ErrNoSnapshot, msg)
 	}
 	return ms[0], nil
+}
+
+// ErrNoSnapshot: the source names no snapshot that exists (a mistyped path, a folder without a
+// complete snapshot). Like a damaged one, asking again does not help.
+var ErrNoSnapshot = errors.New("no such snapshot")
+
+// isStoreError: err came from the store (a network or permission failure, worth another attempt),
+// not from a manifest's content.
+func isStoreError(err error) bool {
+	return gcerrors.Code(err) != gcerrors.Unknown
 }

@@ -20,8 +20,10 @@ type restoreOpts struct {
 	version                string
 	size                   int32
 	wait, inPlace          bool
-	timeout                time.Duration
-	kube                   KubeFlags
+	// acceptCluster: --in-place's opt-in to another cluster's snapshot (api.AnnRestoreForeignCluster).
+	acceptCluster string
+	timeout       time.Duration
+	kube          KubeFlags
 }
 
 // runRestore creates a new EtcdCluster whose seed restores a snapshot: spec.restore, which the hook reads
@@ -40,6 +42,7 @@ func runRestore(ctx context.Context, env Env, args []string) error {
 	fs.Int32Var(&o.size, "size", 0, fmt.Sprintf("members (default: --like's, else %d)", api.DefaultSize))
 	fs.StringVar(&o.version, "version", "", fmt.Sprintf("etcd version (default: --like's, else %s); at least the snapshot's", api.DefaultVersion))
 	fs.BoolVar(&o.inPlace, "in-place", false, "replace the data of the existing cluster NAME with the snapshot (etcd.io/restore-from; without --from, its last snapshot): every member stops and writes after the snapshot are lost")
+	fs.StringVar(&o.acceptCluster, "accept-cluster", "", "with --in-place: accept a snapshot of this other cluster (the UID its refusal names; etcd.io/restore-foreign-cluster)")
 	fs.BoolVarP(&o.wait, "wait", "w", true, "wait until the restored cluster is Running and Available")
 	fs.DurationVar(&o.timeout, "timeout", 30*time.Minute, "how long --wait waits")
 	if err := fs.Parse(args); err != nil {
@@ -58,6 +61,9 @@ func runRestore(ctx context.Context, env Env, args []string) error {
 			return err
 		}
 		return o.runInPlace(ctx, env, c)
+	}
+	if o.acceptCluster != "" {
+		return &ExitError{Code: 2, Err: fmt.Errorf("restore: --accept-cluster is for --in-place (a new cluster restores any cluster's snapshot)")}
 	}
 	if o.from == "" && o.like == "" {
 		return &ExitError{Code: 2, Err: fmt.Errorf("restore: --from (a snapshot URL) or --like (a cluster whose last snapshot to restore) is required")}
@@ -147,6 +153,12 @@ func (o *restoreOpts) runInPlace(ctx context.Context, env Env, c *Clients) error
 	if u.GetAnnotations()[api.AnnRestoreFrom] == o.from {
 		return fmt.Errorf("restore: %s/%s already carries %s=%s: a value is restored once (status.restore says how it went)", c.Namespace, o.name, api.AnnRestoreFrom, o.from)
 	}
+	if o.acceptCluster != "" {
+		// Before the request: the hook reads the opt-in when the restore starts.
+		if err := annotate(ctx, c, o.name, api.AnnRestoreForeignCluster, &o.acceptCluster); err != nil {
+			return err
+		}
+	}
 	if err := annotate(ctx, c, o.name, api.AnnRestoreFrom, &o.from); err != nil {
 		return err
 	}
@@ -179,6 +191,11 @@ func (o *restoreOpts) runInPlace(ctx context.Context, env Env, c *Clients) error
 	// with a copy of this object's manifest and restore the snapshot over a re-created cluster's data.
 	if err := annotate(ctx, c, o.name, api.AnnRestoreFrom, nil); err != nil {
 		return fmt.Errorf("restored, but removing the %s annotation failed (remove it by hand): %w", api.AnnRestoreFrom, err)
+	}
+	if o.acceptCluster != "" {
+		if err := annotate(ctx, c, o.name, api.AnnRestoreForeignCluster, nil); err != nil {
+			return fmt.Errorf("restored, but removing the %s annotation failed (remove it by hand): %w", api.AnnRestoreForeignCluster, err)
+		}
 	}
 	return nil
 }
