@@ -3,9 +3,11 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -27,6 +29,7 @@ import (
 
 	"github.com/etcdhook/etcdhook/api"
 	"github.com/etcdhook/etcdhook/internal/backup"
+	"github.com/etcdhook/etcdhook/membership"
 )
 
 var (
@@ -90,6 +93,33 @@ func manifests(t *testing.T, endpoint, ns, name string) []string {
 		}
 	}
 	return out
+}
+
+// truncatedCopy stores the first half of the snapshot at url under e2e/damaged/, beside a copy of its
+// manifest (which describes the whole one), and returns the copy's URL.
+func truncatedCopy(t *testing.T, endpoint, url string) string {
+	const dir = "/e2e/"
+	i := strings.Index(url, dir)
+	require.Positive(t, i, "snapshot URL %s", url)
+	key, _, _ := strings.Cut(url[i+1:], "?")
+	mc := minioClient(endpoint)
+	get := func(k string) []byte {
+		o, err := mc.GetObject(context.Background(), &s3.GetObjectInput{Bucket: aws.String(e2eBucket), Key: aws.String(k)})
+		require.NoError(t, err)
+		defer o.Body.Close()
+		b, err := io.ReadAll(o.Body)
+		require.NoError(t, err)
+		return b
+	}
+	put := func(k string, b []byte) {
+		_, err := mc.PutObject(context.Background(), &s3.PutObjectInput{Bucket: aws.String(e2eBucket), Key: aws.String(k), Body: bytes.NewReader(b)})
+		require.NoError(t, err)
+	}
+	snap, manifest := get(key), get(backup.ManifestKey(key))
+	damaged := "e2e/damaged/" + strings.TrimPrefix(key, "e2e/")
+	put(damaged, snap[:len(snap)/2])
+	put(backup.ManifestKey(damaged), manifest)
+	return strings.Replace(url, dir, "/e2e/damaged/", 1)
 }
 
 // credentialsSecret puts MinIO's credentials into the scenario's namespace.
@@ -233,12 +263,38 @@ func TestBackupRestore(t *testing.T) {
 	// the snapshot's come back, under a new cluster ID, on all three members. (The newest: retention has
 	// pruned the on-demand one by now, and a named snapshot that is gone fails the restore Job.)
 	newest := src.cluster().Status.Backup.LastSnapshot
+
+	// A refused restore costs nothing (issue 24, class 7): a truncated copy of the newest snapshot, beside
+	// a manifest that describes the whole one, is refused by the verify Job while the cluster serves. No
+	// member stops or restarts, RestoreFailed and an Event say why, and the Job is not retried.
+	bad := truncatedCopy(t, endpoint, newest)
+	podsBefore := src.podRestarts()
+	refuseStart := time.Now()
+	code, _, stderr := src.kubectlEtcd(src.ctx, "restore", src.name, "--in-place", "--from", bad, "--timeout", stepTimeout.String())
+	refuseTook := time.Since(refuseStart)
+	require.NotEqual(t, 0, code, "kubectl etcd restore --in-place of a truncated snapshot")
+	require.Contains(t, stderr, "failed verification")
+	require.Contains(t, stderr, "truncated?")
+	ec0 := src.cluster()
+	require.Equal(t, podsBefore, src.podRestarts(), "no member stopped or restarted")
+	require.Equal(t, api.PhaseRunning, ec0.Status.Phase)
+	require.Nil(t, ec0.Status.Restore, "nothing was replaced")
+	require.True(t, src.settled(3)())
+	vj, err := src.e.kube.BatchV1().Jobs(src.ns).List(src.ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	for _, j := range vj.Items {
+		if strings.HasPrefix(j.Name, src.name+"-restore-v") {
+			require.LessOrEqual(t, j.Status.Failed, int32(1), "a damaged snapshot is not retried (podFailurePolicy)")
+		}
+	}
+	src.checkEvents(membership.EventRestoreFailed)
+
 	lost := len(src.putKeysAt("/backup/after/", 50))
 	oldID := src.cluster().Status.ClusterID
 	// With the plugin, which sets etcd.io/restore-from and waits for that restore (the waits below are
 	// the test's own).
 	inPlaceStart := time.Now()
-	code, _, stderr := src.kubectlEtcd(src.ctx, "restore", src.name, "--in-place", "--from", newest, "--timeout", (2 * stepTimeout).String())
+	code, _, stderr = src.kubectlEtcd(src.ctx, "restore", src.name, "--in-place", "--from", newest, "--timeout", (2 * stepTimeout).String())
 	require.Equal(t, 0, code, "kubectl etcd restore --in-place: %s", stderr)
 	pluginTook := time.Since(inPlaceStart)
 	inPlaceTook := src.waitFor("the in-place restore", 2*stepTimeout, func() bool {
@@ -308,10 +364,11 @@ func TestBackupRestore(t *testing.T) {
 		"| on-demand backup, annotation to status Succeeded | %s |\n"+
 		"| restore, create to Available (3 members) | %s (phase Restoring seen, then learners joined; total %s) |\n"+
 		"| scheduled backups (*/1) after the on-demand one | %d, retention kept %d |\n"+
+		"| restore in place from a truncated snapshot: refused by the verify Job while serving, annotation to refusal | %s (no member stopped or restarted) |\n"+
 		"| restore in place (etcd.io/restore-from), annotation to Available with 3 members | %s (%d keys back, %d written after the snapshot gone, hashkv equal) |\n"+
 		"| restoreOnQuorumLoss: 2 of 3 volumes wiped to Available again (deadMemberSeconds 60) | %s (lost %v; every key back, hashkv equal) |\n",
 		len(got), n, size, rev, backupTook.Round(100*time.Millisecond), restoreTook.Round(100*time.Millisecond),
-		restoreTotal.Round(100*time.Millisecond), len(successes), len(ms),
+		restoreTotal.Round(100*time.Millisecond), len(successes), len(ms), refuseTook.Round(100*time.Millisecond),
 		(pluginTook+inPlaceTook).Round(100*time.Millisecond), len(back), lost,
 		drTook.Round(100*time.Millisecond), drLost))
 }
