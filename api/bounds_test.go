@@ -129,9 +129,30 @@ func FuzzParseReport(f *testing.F) {
 	})
 }
 
+// FuzzParseRestoreReport: whatever the backup Lease carries, a report that parses names a Job, a time
+// and a known outcome, and written back it stays within its annotation's bound.
+func FuzzParseRestoreReport(f *testing.F) {
+	f.Add(`{"time":"2026-01-01T00:00:00Z","job":"demo-restore-v1","outcome":"Verified","sha256":"ab"}`)
+	f.Add(`{"time":"2026-01-01T00:00:00Z","job":"j","outcome":"Nope"}`)
+	f.Add(`{"job":"j"}`)
+	f.Fuzz(func(t *testing.T, s string) {
+		r, err := ParseRestoreReport(s)
+		if err != nil || r == nil {
+			require.Nil(t, r)
+			return
+		}
+		require.NotEmpty(t, r.Job)
+		require.False(t, r.Time.IsZero())
+		require.Contains(t, []RestoreOutcome{RestoreVerified, RestoreRestored, RestoreRefused, RestoreFailed}, r.Outcome)
+		if len(r.Job)+len(r.Snapshot)+len(r.SHA256) < 1024 {
+			require.NoError(t, AnnotationBound(AnnRestoreReport).Check(r.String()))
+		}
+	})
+}
+
 // Every bound lets a value of its size through and refuses one byte more, whatever the key.
 func TestEveryBoundIsExact(t *testing.T) {
-	keys := []string{AnnMembers, AnnError, AnnRestoreFrom, AnnRestoredFrom, AnnBackupSuccess, AnnBackupFailure, AnnAlarms, AnnIntent, AnnDefragNow, "etcd.io/any-other"}
+	keys := []string{AnnMembers, AnnError, AnnRestoreFrom, AnnRestoredFrom, AnnBackupSuccess, AnnBackupFailure, AnnRestoreReport, AnnAlarms, AnnIntent, AnnDefragNow, "etcd.io/any-other"}
 	for _, k := range keys {
 		b := AnnotationBound(k)
 		if b.Depth > 0 {

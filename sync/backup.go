@@ -188,9 +188,7 @@ func (p *plan) backupRBAC() []any {
 				APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"},
 				// A merge patch of two annotations: no read needed.
 				ResourceNames: []string{name}, Verbs: []string{"patch"},
-			}, {
-				APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"},
-			}},
+			}, eventsRule},
 		},
 		&rbacv1.RoleBinding{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "RoleBinding"},

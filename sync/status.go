@@ -4,12 +4,14 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/internal/backup"
 )
 
 // status renders the parent status. It holds no per-call clock values: lastTransitionTime is carried over
@@ -161,6 +163,11 @@ func (p *plan) status() *api.ClusterStatus {
 		st.Restore = rs
 	}
 	if why := f.refusal(); why != "" {
+		// Named by its value (as Redact quotes it): a client that set a new value tells the refusal of
+		// its own from an older one still shown (kubectl etcd restore --in-place).
+		if req := f.restoreFrom(); req != "" && !strings.Contains(why, strconv.Quote(backup.Redact(req))) {
+			why = fmt.Sprintf("%s %q: %s", api.AnnRestoreFrom, backup.Redact(req), why)
+		}
 		add(api.CondRestoreFailed, true, "InvalidRestoreRequest", why+": nothing was changed (a value is acted on once: set another to try again)")
 	}
 	if p.paused {

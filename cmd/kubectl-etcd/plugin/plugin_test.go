@@ -960,6 +960,27 @@ func TestRestoreInPlace(t *testing.T) {
 		require.Equal(t, 1, te.run("restore", "demo", "--in-place", "--from", "s3://b/prod/demo/y-r7.db"))
 		require.Contains(t, te.err.String(), "restore of prod/demo failed: restore Job demo-restore-1 failed")
 	})
+	refusal := func(value string) map[string]any {
+		return map[string]any{"type": api.CondRestoreFailed, "status": "True", "reason": "InvalidRestoreRequest", "lastTransitionTime": "2026-01-01T12:00:00Z",
+			"message": fmt.Sprintf("%s %q: the snapshot failed verification (Job demo-restore-v1): snapshot damaged: nothing was changed", api.AnnRestoreFrom, value)}
+	}
+	t.Run("an earlier value's refusal still shown is not ours", func(t *testing.T) {
+		u := cluster()
+		conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+		_ = unstructured.SetNestedSlice(u.Object, append(conds, refusal("s3://b/prod/demo/bad.db")), "status", "conditions")
+		dyn := newDynamic(u)
+		hook(dyn, false)
+		te := newTestEnv(dyn, fake.NewClientset())
+		require.Equal(t, 0, te.run("restore", "demo", "--in-place"), te.err.String())
+	})
+	t.Run("our value refused", func(t *testing.T) {
+		u := cluster()
+		conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+		_ = unstructured.SetNestedSlice(u.Object, append(conds, refusal("s3://b/prod/demo/x-r9.db")), "status", "conditions")
+		te := newTestEnv(newDynamic(u), fake.NewClientset())
+		require.Equal(t, 1, te.run("restore", "demo", "--in-place"))
+		require.Contains(t, te.err.String(), "snapshot damaged")
+	})
 	t.Run("flags of a new cluster", func(t *testing.T) {
 		te := newTestEnv(newDynamic(cluster()), fake.NewClientset())
 		require.Equal(t, 2, te.run("restore", "demo", "--in-place", "--size", "5"))

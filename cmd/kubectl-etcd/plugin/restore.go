@@ -3,6 +3,8 @@ package plugin
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -10,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/internal/backup"
 )
 
 type restoreOpts struct {
@@ -171,7 +174,11 @@ func (o *restoreOpts) runInPlace(ctx context.Context, env Env, c *Clients) error
 		return r != nil && r.InPlace && r.Source == o.from
 	}
 	failed := func(s *Snapshot) error {
-		if cond := condition(&s.status, api.CondRestoreFailed); cond != nil && cond.Status == metav1.ConditionTrue && (mine(s) || cond.Reason == "InvalidRestoreRequest") {
+		// A refusal names the value it refused: one still shown for an earlier value is not ours.
+		refused := func(c *metav1.Condition) bool {
+			return c.Reason == "InvalidRestoreRequest" && strings.Contains(c.Message, strconv.Quote(backup.Redact(o.from)))
+		}
+		if cond := condition(&s.status, api.CondRestoreFailed); cond != nil && cond.Status == metav1.ConditionTrue && (mine(s) || refused(cond)) {
 			return fmt.Errorf("restore of %s/%s failed: %s", c.Namespace, o.name, cond.Message)
 		}
 		return nil
