@@ -490,7 +490,7 @@ func TestRestoreFromNeedsCredentialsOrTheOptIn(t *testing.T) {
 	w.converge(60)
 	w.parentAnn = map[string]string{api.AnnRestoreFrom: "s3://other-bucket/prod/demo/latest"}
 	resp := w.step(5 * time.Second)
-	require.Contains(t, conditionMessage(*resp.Status, api.CondRestoreFailed), "spec.backup.credentialsSecret, which is not set")
+	require.Contains(t, conditionMessage(*resp.Status, api.CondRestoreFailed), "spec.backup.credentialsSecret is required for s3://")
 	require.Nil(t, resp.Status.Restore, "nothing started")
 }
 

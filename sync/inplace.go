@@ -465,14 +465,22 @@ func (f *facts) restoreRequestProblem(req string, live []string) string {
 		spec = *f.applied
 	}
 	b := spec.Backup
-	switch why := src.Destination.LocalEndpoint(); {
-	case src.Destination.Scheme != "file" && (b == nil || b.CredentialsSecret == "" && !b.AmbientCredentials):
-		// The restore Job reaches the store with spec.backup's credentials: without a Secret there it
-		// would use the environment's (the node's rights), which needs the explicit opt-in.
-		return fmt.Sprintf("annotation %s %q: an %s:// source is read with spec.backup.credentialsSecret, which is not set (or set spec.backup.ambientCredentials: true)", api.AnnRestoreFrom, backup.Redact(req), src.Destination.Scheme)
-	case why != "" && (b == nil || !b.AllowLocalEndpoint):
-		return fmt.Sprintf("annotation %s %q: %s (spec.backup.allowLocalEndpoint is not set)", api.AnnRestoreFrom, backup.Redact(req), why)
-	case src.Destination.Scheme == "file" && (b == nil || b.VolumeClaimName == ""):
+	if b == nil {
+		b = &api.BackupSpec{}
+	}
+	// The store is reached as spec.backup's own destination is: the same rules, named after its fields
+	// (a source without a Secret there would be read with the node's credentials; one on a local endpoint
+	// would reach the node's services).
+	var access string
+	checkStoreAccess(func(_ string, format string, args ...any) {
+		if access == "" {
+			access = fmt.Sprintf(format, args...)
+		}
+	}, "", "spec.backup", src.Destination, b.CredentialsSecret, b.StoreAccess)
+	switch {
+	case access != "":
+		return fmt.Sprintf("annotation %s %q is read as spec.backup's store is: %s", api.AnnRestoreFrom, backup.Redact(req), access)
+	case src.Destination.Scheme == "file" && b.VolumeClaimName == "":
 		return fmt.Sprintf("annotation %s %q is a file:// source: spec.backup.volumeClaimName must name the claim it is on", api.AnnRestoreFrom, backup.Redact(req))
 	case spec.Storage.EmptyDir != nil:
 		return fmt.Sprintf("annotation %s: the members' data is on emptyDir, which has no volume to restore into (create a new EtcdCluster with spec.restore)", api.AnnRestoreFrom)
