@@ -287,7 +287,7 @@ func TestChartValues(t *testing.T) {
 		// The hook hands its own image to the agent init container and the Jobs: the two must not differ.
 		require.Equal(t, "registry.example/etcdhook:v9.9.9", env(c)["ETCDHOOK_IMAGE"])
 		require.Equal(t, "debug", env(c)["ETCDHOOK_LOG_LEVEL"])
-		require.Equal(t, []any{"serve", "--addr=:8080", "--max-in-flight=8"}, c["args"])
+		require.Equal(t, []any{"serve", "--addr=:8080", "--tls-addr=:8443", "--tls-cert-file=/var/run/etcdhook/serving/tls.crt", "--tls-key-file=/var/run/etcdhook/serving/tls.key", "--max-in-flight=8"}, c["args"])
 		require.Equal(t, "200m", sub(c, "resources", "requests")["cpu"])
 		require.Equal(t, "64Mi", sub(c, "resources", "requests")["memory"], "a --set of one resource keeps the others")
 		require.EqualValues(t, 3, sub(objs["apps/Deployment "+namespace+"/etcdhook"], "spec")["replicas"])

@@ -54,6 +54,10 @@ bash e2e/overlay.sh "$overlay" localhost/etcdhook:e2e
 "$LK" kubectl apply -k metacontroller/
 "$LK" kubectl -n etcdhook-system rollout restart deployment/etcdhook
 "$LK" kubectl -n etcdhook-system rollout status deployment/etcdhook --timeout=180s
+# Metacontroller reads the hook's CA (caBundle.secretRef) when it starts the controller; one it could not
+# start before the hook pods made that Secret is retried with a growing backoff: a change of the object
+# makes it try now.
+"$LK" kubectl annotate compositecontroller etcdhook etcdhook.io/serving-cert-ready="$(date +%s)" --overwrite >/dev/null
 # Metacontroller starts the CompositeController once its discovery (every 20 s) knows the new CRD. Proof
 # that the whole path works (discovery, the hook Service, status written back): a throwaway paused
 # EtcdCluster (the hook creates nothing for it) must get a status. (A version the hook refuses is

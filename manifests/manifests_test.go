@@ -7,11 +7,14 @@ import (
 	"reflect"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 	admissionv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"sigs.k8s.io/yaml"
 
@@ -248,4 +251,97 @@ func TestMemberLeasePolicy(t *testing.T) {
 func jsonString(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// The hooks are served over TLS (docs/design.md §2.2) end to end: the registration dials the Service's
+// https port with the CA of the Secret the init container keeps; that port reaches the server's TLS
+// listener, which serves the certificate the init container writes; the NetworkPolicy lets it in; and
+// the API token is in the init container alone.
+func TestHooksServedOverTLS(t *testing.T) {
+	b, err := os.ReadFile("../metacontroller/compositecontroller.yaml")
+	require.NoError(t, err)
+	var cc struct {
+		Spec struct {
+			Hooks map[string]struct {
+				Webhook struct {
+					Service struct {
+						Name, Namespace, Protocol string
+						Port                      int32
+					} `json:"service"`
+					CABundle struct {
+						SecretRef struct{ Name, Namespace, Key string } `json:"secretRef"`
+					} `json:"caBundle"`
+				} `json:"webhook"`
+			} `json:"hooks"`
+		} `json:"spec"`
+	}
+	require.NoError(t, yaml.Unmarshal(b, &cc))
+
+	var dep appsv1.Deployment
+	var svc corev1.Service
+	docs, err := os.ReadFile("deployment.yaml")
+	require.NoError(t, err)
+	for _, doc := range strings.Split(string(docs), "\n---\n") {
+		var meta struct{ Kind string }
+		require.NoError(t, yaml.Unmarshal([]byte(doc), &meta))
+		switch meta.Kind {
+		case "Deployment":
+			require.NoError(t, yaml.UnmarshalStrict([]byte(doc), &dep))
+		case "Service":
+			require.NoError(t, yaml.UnmarshalStrict([]byte(doc), &svc))
+		}
+	}
+	pod := dep.Spec.Template.Spec
+	require.Len(t, pod.InitContainers, 1)
+	init, hook := pod.InitContainers[0], pod.Containers[0]
+	flag := func(args []string, name string) string {
+		for _, a := range args {
+			if v, ok := strings.CutPrefix(a, "--"+name+"="); ok {
+				return v
+			}
+		}
+		return ""
+	}
+	require.Equal(t, "certs", init.Args[0])
+	secret, outDir := flag(init.Args, "secret"), flag(init.Args, "out-dir")
+	require.Equal(t, outDir+"/tls.crt", flag(hook.Args, "tls-cert-file"))
+	require.Equal(t, outDir+"/tls.key", flag(hook.Args, "tls-key-file"))
+	tlsPort := flag(hook.Args, "tls-addr")
+
+	var httpsPort int32
+	for _, p := range hook.Ports {
+		if p.Name == "https" {
+			httpsPort = p.ContainerPort
+		}
+	}
+	require.Equal(t, ":"+strconv.Itoa(int(httpsPort)), tlsPort)
+	for name, h := range cc.Spec.Hooks {
+		w := h.Webhook
+		require.Equal(t, "https", w.Service.Protocol, name)
+		require.Equal(t, svc.Name, w.Service.Name, name)
+		require.Equal(t, svc.Namespace, w.Service.Namespace, name)
+		require.Equal(t, secret, w.CABundle.SecretRef.Name, name)
+		require.Equal(t, dep.Namespace, w.CABundle.SecretRef.Namespace, name)
+		require.Equal(t, "ca.crt", w.CABundle.SecretRef.Key, name)
+		var target string
+		for _, p := range svc.Spec.Ports {
+			if p.Port == w.Service.Port {
+				target = p.TargetPort.StrVal
+			}
+		}
+		require.Equal(t, "https", target, "%s: Service port %d reaches the TLS listener", name, w.Service.Port)
+	}
+	require.False(t, *pod.AutomountServiceAccountToken)
+	for _, m := range hook.VolumeMounts {
+		require.NotEqual(t, "/var/run/secrets/kubernetes.io/serviceaccount", m.MountPath, "the server holds no token")
+	}
+	var tokenInInit bool
+	for _, m := range init.VolumeMounts {
+		tokenInInit = tokenInInit || m.MountPath == "/var/run/secrets/kubernetes.io/serviceaccount"
+	}
+	require.True(t, tokenInInit)
+
+	np, err := os.ReadFile("networkpolicy.yaml")
+	require.NoError(t, err)
+	require.Contains(t, string(np), "{port: "+strconv.Itoa(int(httpsPort))+", protocol: TCP}")
 }

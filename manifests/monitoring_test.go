@@ -28,6 +28,7 @@ import (
 	"github.com/etcdhook/etcdhook/api"
 	"github.com/etcdhook/etcdhook/hooks"
 	"github.com/etcdhook/etcdhook/internal/fixture"
+	"github.com/etcdhook/etcdhook/internal/pki"
 	etcdsync "github.com/etcdhook/etcdhook/sync"
 )
 
@@ -329,6 +330,15 @@ func hookMetricNames(t *testing.T) map[string]string {
 	rec := httptest.NewRecorder()
 	srv.ServeHTTP(rec, req)
 	require.Equal(t, http.StatusOK, rec.Code)
+	// The hooks served over TLS, as the Deployment runs them: the certificate's metric too.
+	ca, err := pki.NewCA("test", fixture.Now, time.Hour)
+	require.NoError(t, err)
+	leaf, err := pki.Issue(ca, pki.LeafRequest{CommonName: "etcdhook", DNSNames: []string{"etcdhook"}, Server: true, Lifetime: time.Hour}, fixture.Now)
+	require.NoError(t, err)
+	cert, err := leaf.TLSCertificate()
+	require.NoError(t, err)
+	_, err = srv.HTTPSServer("127.0.0.1:0", cert)
+	require.NoError(t, err)
 	// Every registered metric, vectors without a series yet (no request shed) included.
 	out := map[string]string{}
 	descs := make(chan *prometheus.Desc)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -19,7 +20,10 @@ import (
 
 func runServe(args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	addr := fs.String("addr", ":8080", "listen address HOST:PORT")
+	addr := fs.String("addr", ":8080", "listen address HOST:PORT (with --tls-cert-file: health, readiness and metrics only)")
+	tlsAddr := fs.String("tls-addr", ":8443", "with --tls-cert-file: the hooks' TLS listen address")
+	tlsCert := fs.String("tls-cert-file", "", "serve the hooks over TLS with this certificate (PEM; `etcdhook certs` writes it)")
+	tlsKey := fs.String("tls-key-file", "", "the certificate's private key (PEM)")
 	image := fs.String("image", envOr("ETCDHOOK_IMAGE", etcdsync.DefaultImage), "etcdhook image for the agent init container and Jobs (env ETCDHOOK_IMAGE)")
 	pull := fs.String("image-pull-policy", envOr("ETCDHOOK_IMAGE_PULL_POLICY", string(corev1.PullIfNotPresent)), "pull policy of member and Job images")
 	frozen := fs.String("frozen-clock", "", "answer as if the time were this RFC 3339 instant (fixtures and demos only)")
@@ -41,6 +45,9 @@ func runServe(args []string) error {
 	}
 	if err := fs.Parse(args); err != nil {
 		return usageError{err}
+	}
+	if (*tlsCert == "") != (*tlsKey == "") {
+		return usageError{errors.New("--tls-cert-file and --tls-key-file go together")}
 	}
 	if *inFlight < 1 || *queueWait <= 0 || *maxBody < 1 || *maxObjects < 1 || *maxElements < 1 || *perParent < 1 || *computeTimeout <= 0 {
 		return usageError{errors.New("--max-in-flight, --queue-wait, --max-body-bytes, --max-objects, --max-elements, --max-in-flight-per-parent and --compute-timeout must be positive")}
@@ -77,9 +84,24 @@ func runServe(args []string) error {
 		ComputeTimeout:       *computeTimeout,
 	})
 	hs := srv.HTTPServer(*addr)
+	servers := []*http.Server{hs}
+	errc := make(chan error, 2)
+	if *tlsCert != "" {
+		cert, err := tls.LoadX509KeyPair(*tlsCert, *tlsKey)
+		if err != nil {
+			return fmt.Errorf("--tls-cert-file: %w", err)
+		}
+		ts, err := srv.HTTPSServer(*tlsAddr, cert)
+		if err != nil {
+			return fmt.Errorf("--tls-cert-file: %w", err)
+		}
+		hs.Handler = srv.OpsOnly(*tlsAddr)
+		servers = append(servers, ts)
+		go func() { errc <- ts.ListenAndServeTLS("", "") }()
+		log.Info("serving the hooks over TLS", "addr", *tlsAddr)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	errc := make(chan error, 1)
 	go func() { errc <- hs.ListenAndServe() }()
 	log.Info("serving", "addr", *addr, "image", *image, "version", version,
 		"maxInFlight", *inFlight, "queueWait", queueWait.String(), "maxBodyBytes", *maxBody)
@@ -94,8 +116,10 @@ func runServe(args []string) error {
 	time.Sleep(*drain)
 	sctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return err
+	for _, s := range servers {
+		if err := s.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
 	}
 	log.Info("stopped")
 	return nil

@@ -20,6 +20,7 @@ commands:
                    delete the StatefulSet, keeping its pods and claims, for a new claim template
   backup           snapshot the cluster into its destination and apply retention (the backup Jobs)
   restore          restore a snapshot into a new data directory (what a restored cluster's seed does)
+  certs            create or renew the hook's serving certificate (the hook pod's init container)
   install DEST     copy this binary to DEST (the member pod's init container)
   version          print the version
 `
@@ -49,6 +50,8 @@ func main() {
 		err = runBackup(args)
 	case "restore":
 		err = runRestore(args)
+	case "certs":
+		err = runCerts(args)
 	case "install":
 		err = runInstall(args)
 	case "version", "--version":
