@@ -12,8 +12,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"github.com/etcdhook/etcdhook/api"
 	"github.com/etcdhook/etcdhook/internal/backup"
@@ -54,7 +52,7 @@ func runBackup(args []string) error {
 	defer cancel()
 	events, flush := jobRecorder(*cluster, *ns, *uid, "etcdhook-backup", log)
 	defer flush()
-	report := leaseReporter(*ns, *lease, log)
+	report := leaseReporter(*ns, *lease, "etcdhook-backup", log)
 
 	res, err := backupOnce(ctx, log, d, *fileRoot, *creds, membership.BackupRequest{
 		Endpoints: strings.Split(*endpoints, ","), Destination: d, Namespace: *ns, Cluster: *cluster, ClusterUID: *uid,
@@ -118,29 +116,24 @@ func backupOnce(ctx context.Context, log *slog.Logger, d backup.Destination, fil
 	return membership.Backup(ctx, &membership.Etcd{Log: log, TLSDir: tlsDir}, b, log, req)
 }
 
-// leaseReporter merge-patches one report annotation onto the backup Lease: success and failure are
-// separate keys, so neither write needs to read the other.
-func leaseReporter(ns, lease string, log *slog.Logger) func(key string, r api.BackupReport) {
-	nop := func(key string, r api.BackupReport) { log.Info("backup report", "key", key, "report", r.String()) }
+// leaseReporter merge-patches one report annotation onto the backup Lease (the backup Jobs' success and
+// failure are separate keys, so neither write needs to read the other; the restore Jobs write theirs).
+func leaseReporter(ns, lease, manager string, log *slog.Logger) func(key string, r fmt.Stringer) {
+	nop := func(key string, r fmt.Stringer) { log.Info("report", "key", key, "report", r.String()) }
 	if lease == "" {
 		return nop
 	}
-	kcfg, err := rest.InClusterConfig()
+	kube, err := inClusterKube()
 	if err != nil {
-		log.Warn("no backup report on the Lease: no API access", "error", err)
+		log.Warn("no report on the Lease: no API access", "error", err)
 		return nop
 	}
-	kube, err := kubernetes.NewForConfig(kcfg)
-	if err != nil {
-		log.Warn("no backup report on the Lease", "error", err)
-		return nop
-	}
-	return func(key string, r api.BackupReport) {
+	return func(key string, r fmt.Stringer) {
 		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{key: r.String()}}})
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if _, err := kube.CoordinationV1().Leases(ns).Patch(ctx, lease, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "etcdhook-backup"}); err != nil {
-			log.Warn("writing the backup report", "lease", lease, "error", err)
+		if _, err := kube.CoordinationV1().Leases(ns).Patch(ctx, lease, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: manager}); err != nil {
+			log.Warn("writing the report", "lease", lease, "key", key, "error", err)
 		}
 	}
 }
@@ -228,19 +221,7 @@ func runRestore(args []string) error {
 func reportRestore(cluster, ns, uid, lease string, r api.RestoreReport, log *slog.Logger) {
 	events, flush := jobRecorder(cluster, ns, uid, "etcdhook-restore", log)
 	defer flush()
-	kcfg, err := rest.InClusterConfig()
-	if err == nil {
-		var kube *kubernetes.Clientset
-		if kube, err = kubernetes.NewForConfig(kcfg); err == nil {
-			patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{api.AnnRestoreReport: r.String()}}})
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			_, err = kube.CoordinationV1().Leases(ns).Patch(ctx, lease, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "etcdhook-restore"})
-			cancel()
-		}
-	}
-	if err != nil {
-		log.Warn("writing the restore report", "lease", lease, "error", err)
-	}
+	leaseReporter(ns, lease, "etcdhook-restore", log)(api.AnnRestoreReport, r)
 	what := "the in-place restore"
 	if r.Outcome == api.RestoreVerified {
 		what = "the in-place restore's verification"

@@ -8,9 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-
 	"github.com/etcdhook/etcdhook/internal/hookcert"
 	"github.com/etcdhook/etcdhook/internal/pki"
 )
@@ -38,11 +35,7 @@ func runCerts(args []string) error {
 		return usageError{errors.New("--out-dir and a namespace (--namespace, POD_NAMESPACE or the pod's) are required")}
 	}
 	log := jsonLogger()
-	kcfg, err := rest.InClusterConfig()
-	if err != nil {
-		return err
-	}
-	kube, err := kubernetes.NewForConfig(kcfg)
+	kube, err := inClusterKube()
 	if err != nil {
 		return err
 	}

@@ -327,14 +327,9 @@ func jobRecorder(cluster, ns, uid, controller string, log *slog.Logger) (members
 		log.Info("no events posted: the EtcdCluster's name or namespace is not known", "cluster", cluster, "namespace", ns)
 		return membership.NopRecorder{}, nop
 	}
-	kcfg, err := rest.InClusterConfig()
+	kube, err := inClusterKube()
 	if err != nil {
 		log.Info("no events posted: no API access", "error", err)
-		return membership.NopRecorder{}, nop
-	}
-	kube, err := kubernetes.NewForConfig(kcfg)
-	if err != nil {
-		log.Info("no events posted", "error", err)
 		return membership.NopRecorder{}, nop
 	}
 	if uid == "" {
@@ -372,11 +367,7 @@ func runPVC(args []string) error {
 	if *claim == "" || *ns == "" || *uid == "" || *peerURL == "" || *endpoints == "" {
 		return usageError{errors.New("--claim, --namespace, --cluster-uid, --peer-url and --endpoints are required")}
 	}
-	kcfg, err := rest.InClusterConfig()
-	if err != nil {
-		return err
-	}
-	kube, err := kubernetes.NewForConfig(kcfg)
+	kube, err := inClusterKube()
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 )
 
 // usageError marks bad command-line input (exit status 2).
@@ -59,4 +62,13 @@ func runInstall(args []string) error {
 		return err
 	}
 	return os.Rename(tmp.Name(), dest)
+}
+
+// inClusterKube is the API client of a pod: the agent's, the Jobs', the hook's init container's.
+func inClusterKube() (kubernetes.Interface, error) {
+	kcfg, err := rest.InClusterConfig()
+	if err != nil {
+		return nil, err
+	}
+	return kubernetes.NewForConfig(kcfg)
 }

@@ -9,20 +9,9 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"github.com/etcdhook/etcdhook/membership"
 )
-
-// inClusterKube is the API client of a Job pod.
-func inClusterKube() (kubernetes.Interface, error) {
-	kcfg, err := rest.InClusterConfig()
-	if err != nil {
-		return nil, err
-	}
-	return kubernetes.NewForConfig(kcfg)
-}
 
 // runPVCGrow: etcdhook pvc grow --claim=… --namespace=… --cluster-uid=… --size=… --pod=… --endpoints=…
 func runPVCGrow(args []string) error {
