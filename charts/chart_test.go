@@ -306,6 +306,8 @@ func TestChartValues(t *testing.T) {
 		require.Len(t, hooks, 2)
 		for name := range hooks {
 			require.Equal(t, "etcd-operators", str(hooks, name, "webhook", "service", "namespace"), name)
+			// ... and trust the CA the hook pods keep there.
+			require.Equal(t, "etcd-operators", str(hooks, name, "webhook", "caBundle", "secretRef", "namespace"), name)
 		}
 	})
 	t.Run("optional parts off", func(t *testing.T) {
