@@ -9,7 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Bounds on the work one request, and all requests together, can cause. Measured in the README (Load).
+// Bounds on the work one request, and all requests together, can cause. Measured in docs/performance.md (Load).
 const (
 	// MaxBodyBytes is the default bound on a request body. A 9-member cluster's sync request, the
 	// largest there is, is 88 KB (testdata/bench/nine-members-scaling.request.json); managedFields can
@@ -40,7 +40,7 @@ const (
 func DefaultMaxInFlight() int { return 2 * runtime.GOMAXPROCS(0) }
 
 // Default wait queue in front of the computations: as many waiters as slots, each waiting at most
-// DefaultQueueWait (about four 9-member syncs) before being shed. Measured in the README (Load): the
+// DefaultQueueWait (about four 9-member syncs) before being shed. Measured in docs/performance.md (Load): the
 // queue gives more 200s and a lower p99 under overload than shedding as soon as the slots are full.
 const DefaultQueueWait = 20 * time.Millisecond
 

@@ -1040,7 +1040,7 @@ func withProblems(errText string, problems []string) string {
 }
 
 // restoreAttemptTimeout bounds one restore: a database of several GiB downloads and restores in minutes
-// (77 MiB/s measured, README Benchmark).
+// (77 MiB/s measured, docs/performance.md, Benchmark).
 const restoreAttemptTimeout = time.Hour
 
 // restoreSeed restores the seed's data directory from the configured snapshot and binds it to this

@@ -78,7 +78,7 @@ func (p *plan) roll(full bool) bool {
 		}
 		// Stepping over a pod that is not healthy costs nothing; a healthy one needs the quorum rule.
 		// A cluster meant to have one or two members cannot keep quorum through a restart: it rolls
-		// when every voter is healthy and is briefly unavailable (README: limits).
+		// when every voter is healthy and is briefly unavailable (docs/operations.md §9, Limits).
 		if p.podHealthy(next) {
 			all, healthy := f.voters()
 			small := p.target() <= 2 && all == healthy

@@ -653,13 +653,14 @@ func TestWaitJSON(t *testing.T) {
 	require.NoError(t, yaml.Unmarshal(te.out.Bytes(), &doc))
 }
 
-// The README's example output is this package's golden output, so that it stays what the plugin prints.
+// The plugin README's example output is this package's golden output, so that it stays what the plugin
+// prints.
 func TestReadmeExample(t *testing.T) {
-	readme, err := os.ReadFile("../../../README.md")
+	readme, err := os.ReadFile("../README.md")
 	require.NoError(t, err)
 	want, err := os.ReadFile("testdata/scaling.status.txt")
 	require.NoError(t, err)
-	require.Contains(t, string(readme), "```text\n"+string(want)+"```\n", "README's kubectl etcd example differs from testdata/scaling.status.txt")
+	require.Contains(t, string(readme), "```text\n"+string(want)+"```\n", "cmd/kubectl-etcd/README.md's example differs from testdata/scaling.status.txt")
 }
 
 // backup sets a new etcd.io/backup-now token and waits for status.backup.onDemand of that token: the
