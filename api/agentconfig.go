@@ -10,7 +10,7 @@ const DefaultLeaseDurationSeconds = 30
 // write wakes the hook (Leases are children), and nine members renewing every 10 s kept an idle cluster
 // at about one sync a second. A healthy voter's liveness is its pod's Ready condition instead: the
 // kubelet probes the agent every second and the pod changes, and so wakes the hook, only when readiness
-// does. Any change of a report is written at once, whatever the interval (docs/design.md §3.5).
+// does. Any change of a report is written at once, whatever the interval (docs/design/03-member-lease.md §3.5).
 const HealthyRenewSeconds = 180
 
 // RenewInterval is how often an agent renews a report that has not changed: HealthyRenewSeconds for a
@@ -45,7 +45,7 @@ type AgentConfig struct {
 	TLS *AgentTLS `json:"tls,omitempty"`
 	// Restore is set for a cluster created from a snapshot: the seed restores it before its first start.
 	Restore *AgentRestore `json:"restore,omitempty"`
-	// RetiredClusters are the cluster IDs an in-place restore replaced (docs/design.md §16.8): data of
+	// RetiredClusters are the cluster IDs an in-place restore replaced (docs/design/16-backup-restore.md §16.8): data of
 	// one of them is moved aside, and a report or member list naming one is not this cluster's.
 	RetiredClusters []string `json:"retiredClusters,omitempty"`
 }

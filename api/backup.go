@@ -7,7 +7,7 @@ import (
 )
 
 // BackupReport is one backup attempt as a backup Job reports it on the backup Lease: the newest
-// success under AnnBackupSuccess, the newest failure under AnnBackupFailure (docs/design.md §16.5).
+// success under AnnBackupSuccess, the newest failure under AnnBackupFailure (docs/design/16-backup-restore.md §16.5).
 type BackupReport struct {
 	Time time.Time `json:"time"`
 	// Snapshot (URL), Revision and Size: a success's.

@@ -5,7 +5,7 @@ import (
 	"strings"
 )
 
-// CA rotation (docs/design.md §14.6): the hook decides each step from what the agents report of the CA
+// CA rotation (docs/design/14-tls.md §14.6): the hook decides each step from what the agents report of the CA
 // Secret and of the files their etcd runs with; the agents make the new CA, reissue from it and swap the
 // Secret, and restart their etcd in place only when the hook lets them, one member at a time.
 const (

@@ -23,7 +23,7 @@ const (
 	// join permission the hook ever writes.
 	MaxLearnerPromotionSeconds = 86400
 	// DefaultCADuration and DefaultCertDuration: the built-in CA's lifetime (5 years; rotated at 2/3,
-	// docs/design.md §14.6) and its member and client certificates' (90 days, replaced at 2/3).
+	// docs/design/14-tls.md §14.6) and its member and client certificates' (90 days, replaced at 2/3).
 	DefaultCADuration   = 5 * 365 * 24 * time.Hour
 	DefaultCertDuration = 90 * 24 * time.Hour
 	// DefaultCompactionMode and DefaultCompactionRetention: keep an hour of history.

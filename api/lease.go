@@ -10,7 +10,7 @@ import (
 	"unicode/utf8"
 )
 
-// Hook-owned Lease annotations: the intent half of a member Lease (docs/design.md §3.2).
+// Hook-owned Lease annotations: the intent half of a member Lease (docs/design/03-member-lease.md §3.2).
 const (
 	AnnIntent        = "etcd.io/intent"
 	AnnIntentSince   = "etcd.io/intent-since"
@@ -20,10 +20,10 @@ const (
 	AnnJoinDeadline = "etcd.io/join-deadline"
 	AnnBootstrap    = "etcd.io/bootstrap"
 	// AnnDefrag asks the member to defragment once for the pass it names (a token); the hook writes it
-	// on one member at a time (docs/design.md §15.5).
+	// on one member at a time (docs/design/15-maintenance.md §15.5).
 	AnnDefrag = "etcd.io/defrag"
 	// AnnRenewal asks the member for built-in certificates that carry this renewal mark (RenewalMark of
-	// the etcd.io/renew-certificates value): one without it is renewed at once (docs/design.md §14.7).
+	// the etcd.io/renew-certificates value): one without it is renewed at once (docs/design/14-tls.md §14.7).
 	AnnRenewal    = "etcd.io/renewal"
 	IntentMember  = "member"
 	IntentLeave   = "leave"
@@ -65,7 +65,7 @@ const (
 	AnnLastDefrag = "etcd.io/last-defrag"
 )
 
-// NoSpacePass is the defragmentation pass token of the NOSPACE recovery (docs/design.md §15.5).
+// NoSpacePass is the defragmentation pass token of the NOSPACE recovery (docs/design/15-maintenance.md §15.5).
 const NoSpacePass = "nospace"
 
 // OverQuota says whether a member's database file of size bytes leaves less than 1/16 of the backend
@@ -122,7 +122,7 @@ type Report struct {
 	TLSCANotAfter   string
 	TLSCertNotAfter string
 	TLSRenewal      string
-	// TLSIssuer and TLSCASecret: see AnnTLSIssuer (CA rotation, docs/design.md §14.6).
+	// TLSIssuer and TLSCASecret: see AnnTLSIssuer (CA rotation, docs/design/14-tls.md §14.6).
 	TLSIssuer   string
 	TLSCASecret string
 	// RestoredFrom and RestoredRevision: the snapshot this member's data was restored from (the seed
@@ -183,10 +183,10 @@ const (
 	// store, no snapshot, a damaged one); it retries with backoff and starts nothing meanwhile.
 	ReasonRestoreFailed = "RestoreFailed"
 	// ReasonRestartingForCA: the agent stops its etcd to start it again trusting the CAs of the CA
-	// Secret (a CA rotation's step the hook allowed, docs/design.md §14.6).
+	// Secret (a CA rotation's step the hook allowed, docs/design/14-tls.md §14.6).
 	ReasonRestartingForCA = "RestartingForCA"
 	// ReasonSwitchingPeerScheme: the agent stops its etcd to move its peer URL to the other scheme and
-	// start it listening there (a TLS switch's step the hook allowed, docs/design.md §14.8).
+	// start it listening there (a TLS switch's step the hook allowed, docs/design/14-tls.md §14.8).
 	ReasonSwitchingPeerScheme = "SwitchingPeerScheme"
 )
 

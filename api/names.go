@@ -72,12 +72,12 @@ const (
 	// value (any token), whatever the thresholds say.
 	AnnDefragNow = "etcd.io/defrag-now"
 	// AnnRestoreFrom on the EtcdCluster asks for the running cluster's data to be replaced by a snapshot
-	// (a URL as spec.restore.from takes it), once per distinct value (docs/design.md §16.8).
+	// (a URL as spec.restore.from takes it), once per distinct value (docs/design/16-backup-restore.md §16.8).
 	AnnRestoreFrom = "etcd.io/restore-from"
 	// AnnRenewCertificates on the EtcdCluster asks for every built-in certificate (members' and the
 	// client Secret's) to be renewed now, for a value never used before (any token): the renewed
 	// certificates carry its mark, so a value used again finds them renewed already. Member keys are
-	// kept (a restart rotates them); the client Secret gets a new key (docs/design.md §14.7).
+	// kept (a restart rotates them); the client Secret gets a new key (docs/design/14-tls.md §14.7).
 	AnnRenewCertificates = "etcd.io/renew-certificates"
 )
 
@@ -149,7 +149,7 @@ func (n Names) ClientTLSNames(i int) []string {
 	return []string{n.PeerHost(i), n.ClientService() + "." + n.Namespace + ".svc", "127.0.0.1"}
 }
 
-// Secrets of a cluster with built-in TLS (docs/design.md §14): the CA, created by the first agent that
+// Secrets of a cluster with built-in TLS (docs/design/14-tls.md §14): the CA, created by the first agent that
 // needs it, and the client certificate for users, the agent's Jobs and tests. Never children: the hook
 // does not see or answer them, so no answer of it can delete them; they are owned by the EtcdCluster
 // (garbage-collected with it).
@@ -203,7 +203,7 @@ func (n Names) ClientEndpoint() string {
 	return n.Scheme() + n.ClientService() + "." + n.Namespace + ".svc:" + strconv.Itoa(ClientPort)
 }
 
-// RemoveJob names the attempt-th Job removing memberID (docs/design.md §7.6: attempt-numbered remove Jobs).
+// RemoveJob names the attempt-th Job removing memberID (docs/design/07-steps.md §7.6: attempt-numbered remove Jobs).
 func (n Names) RemoveJob(memberID string, attempt int) string {
 	return n.Cluster + "-rm-" + memberID + "-" + strconv.Itoa(attempt)
 }
@@ -213,13 +213,13 @@ func (n Names) PVCJob(i, attempt int) string {
 	return n.Cluster + "-pvc-" + strconv.Itoa(i) + "-" + strconv.Itoa(attempt)
 }
 
-// GrowJob names the attempt-th Job growing the claim of ordinal i to spec.storage.size (docs/design.md §17).
+// GrowJob names the attempt-th Job growing the claim of ordinal i to spec.storage.size (docs/design/17-growing-volumes.md §17).
 func (n Names) GrowJob(i, attempt int) string {
 	return n.Cluster + "-grow-" + strconv.Itoa(i) + "-" + strconv.Itoa(attempt)
 }
 
 // TemplateJob names the attempt-th Job that deletes the StatefulSet, keeping its pods and claims, so that
-// the hook re-creates it with the grown claim template (docs/design.md §17.3).
+// the hook re-creates it with the grown claim template (docs/design/17-growing-volumes.md §17.3).
 func (n Names) TemplateJob(attempt int) string {
 	return n.Cluster + "-vct-" + strconv.Itoa(attempt)
 }

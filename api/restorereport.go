@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// An in-place restore (docs/design.md §16.8) runs two Jobs: one verifies the snapshot while the
+// An in-place restore (docs/design/16-backup-restore.md §16.8) runs two Jobs: one verifies the snapshot while the
 // cluster still serves, the other restores it once the members have stopped. Each reports its outcome
 // on the backup Lease under AnnRestoreReport, and the hook reads only the report of the Job it waits
 // for (Job): the Lease is writable by every backup Job and by hand.

@@ -2,7 +2,7 @@ package api
 
 import "k8s.io/utils/ptr"
 
-// Switching TLS on or off on a running cluster (docs/design.md §14.8): members serve both schemes on the
+// Switching TLS on or off on a running cluster (docs/design/14-tls.md §14.8): members serve both schemes on the
 // client port meanwhile, and each member's peer URL moves to the other scheme one member at a time.
 const (
 	// AnnPeerScheme (hook-owned, one member Lease at a time): the scheme ("http" or "https") this member

@@ -39,15 +39,15 @@ type ClusterSpec struct {
 	AllowUnsafeOptions bool         `json:"allowUnsafeOptions,omitempty"`
 	Timeouts           TimeoutsSpec `json:"timeouts,omitempty"`
 	// Paused freezes every change the hook would start: no membership step, no roll, no spec change is
-	// adopted; steps already in flight finish (docs/design.md §6.4). Never part of the recorded spec.
+	// adopted; steps already in flight finish (docs/design/06-sync-order.md §6.4). Never part of the recorded spec.
 	Paused bool `json:"paused,omitempty"`
 	// Maintenance: compaction (rendered as etcd flags).
 	Maintenance MaintenanceSpec `json:"maintenance,omitempty"`
-	// Backup: scheduled and on-demand snapshots (docs/design.md §16); nil: none.
+	// Backup: scheduled and on-demand snapshots (docs/design/16-backup-restore.md §16); nil: none.
 	Backup *BackupSpec `json:"backup,omitempty"`
 	// Restore: the snapshot a new cluster starts from; set only when the cluster is created.
 	Restore *RestoreSpec `json:"restore,omitempty"`
-	// Network: the cluster's NetworkPolicy (docs/design.md §15.4).
+	// Network: the cluster's NetworkPolicy (docs/design/15-maintenance.md §15.4).
 	Network NetworkSpec `json:"network,omitempty"`
 }
 
@@ -84,7 +84,7 @@ type BackupSpec struct {
 	// Retention: how many snapshots, and how old, are kept.
 	Retention BackupRetention `json:"retention,omitempty"`
 	// RestoreOnQuorumLoss: when a quorum of the members runs without its data, restore the destination's
-	// newest snapshot in place (docs/design.md §16.9).
+	// newest snapshot in place (docs/design/16-backup-restore.md §16.9).
 	RestoreOnQuorumLoss bool `json:"restoreOnQuorumLoss,omitempty"`
 	// StoreAccess: opt-ins to reach the store in ways an editor of the namespace should not get by
 	// default (the node's rights, the node's own addresses).
@@ -123,7 +123,7 @@ type RestoreSpec struct {
 // MaintenanceSpec holds what keeps a long-running etcd healthy.
 type MaintenanceSpec struct {
 	Compaction CompactionSpec `json:"compaction,omitempty"`
-	// Defrag: scheduled defragmentation passes, one member at a time (docs/design.md §15.5); nil: none
+	// Defrag: scheduled defragmentation passes, one member at a time (docs/design/15-maintenance.md §15.5); nil: none
 	// scheduled (the annotation etcd.io/defrag-now still asks for one).
 	Defrag *DefragSpec `json:"defrag,omitempty"`
 }
@@ -178,7 +178,7 @@ type TLSSpec struct {
 	Peer PeerTLSSpec `json:"peer,omitempty"`
 	// Client: client plane. Auth (default true) makes etcd require a client certificate.
 	Client ClientTLSSpec `json:"client,omitempty"`
-	// BuiltIn: lifetimes of the certificates the built-in CA issues (docs/design.md §14).
+	// BuiltIn: lifetimes of the certificates the built-in CA issues (docs/design/14-tls.md §14).
 	BuiltIn BuiltInTLSSpec `json:"builtIn,omitempty"`
 }
 
@@ -186,7 +186,7 @@ type TLSSpec struct {
 type PeerTLSSpec struct {
 	// SecretName: a Secret in cert-manager's layout (tls.crt, tls.key, ca.crt) whose certificate every
 	// member presents to the others: usages server and client auth, SANs covering every member's peer
-	// host (docs/design.md §14.5). Empty: the built-in CA.
+	// host (docs/design/14-tls.md §14.5). Empty: the built-in CA.
 	SecretName string `json:"secretName,omitempty"`
 }
 
@@ -202,7 +202,7 @@ type ClientTLSSpec struct {
 }
 
 // BuiltInTLSSpec: lifetimes of the built-in CA and its certificates. Member and client certificates are
-// replaced at 2/3 of their lifetime; the CA is rotated at 2/3 of its lifetime (docs/design.md §14.6).
+// replaced at 2/3 of their lifetime; the CA is rotated at 2/3 of its lifetime (docs/design/14-tls.md §14.6).
 type BuiltInTLSSpec struct {
 	CADuration   *metav1.Duration `json:"caDuration,omitempty"`
 	CertDuration *metav1.Duration `json:"certDuration,omitempty"`
@@ -287,7 +287,7 @@ type RestoreStatus struct {
 	// Message: why the seed could not restore yet (RestoreFailed), empty otherwise.
 	Message string `json:"message,omitempty"`
 	// InPlace: the etcd.io/restore-from annotation asked for this restore over a running cluster's
-	// data; ReplacedClusterIDs are the cluster IDs it replaced (docs/design.md §16.8).
+	// data; ReplacedClusterIDs are the cluster IDs it replaced (docs/design/16-backup-restore.md §16.8).
 	InPlace            bool     `json:"inPlace,omitempty"`
 	ReplacedClusterIDs []string `json:"replacedClusterIDs,omitempty"`
 	// LostMembers: the members that ran without their data when spec.backup.restoreOnQuorumLoss started
@@ -295,7 +295,7 @@ type RestoreStatus struct {
 	LostMembers []string `json:"lostMembers,omitempty"`
 }
 
-// StorageStatus: the member claims against spec.storage.size (docs/design.md §17); absent with emptyDir.
+// StorageStatus: the member claims against spec.storage.size (docs/design/17-growing-volumes.md §17); absent with emptyDir.
 type StorageStatus struct {
 	// Size is spec.storage.size in force.
 	Size string `json:"size"`
@@ -342,12 +342,12 @@ type TLSStatus struct {
 	// CertNotAfter: the earliest expiry of a member certificate in use.
 	CertNotAfter *metav1.Time `json:"certNotAfter,omitempty"`
 	// Renewal: the etcd.io/renew-certificates request and how many members serve a certificate renewed
-	// for it (docs/design.md §14.7).
+	// for it (docs/design/14-tls.md §14.7).
 	Renewal *CertRenewal `json:"renewal,omitempty"`
 	// CARotation: the CA rotation in progress, or the last one while its etcd.io/rotate-ca value stays
-	// (docs/design.md §14.6).
+	// (docs/design/14-tls.md §14.6).
 	CARotation *CARotation `json:"caRotation,omitempty"`
-	// Switch: spec.security.tls.enabled changing on a running cluster, in progress (docs/design.md §14.8).
+	// Switch: spec.security.tls.enabled changing on a running cluster, in progress (docs/design/14-tls.md §14.8).
 	Switch *TLSSwitch `json:"switch,omitempty"`
 }
 

@@ -7,7 +7,7 @@ import (
 
 // ClaimAtSize: the claim asks for at least size and its volume has at least size. status.capacity is
 // what the volume driver and the kubelet report once the volume and its file system have grown
-// (docs/design.md §17).
+// (docs/design/17-growing-volumes.md §17).
 func ClaimAtSize(pvc *corev1.PersistentVolumeClaim, size resource.Quantity) bool {
 	asked, has := pvc.Spec.Resources.Requests[corev1.ResourceStorage], pvc.Status.Capacity[corev1.ResourceStorage]
 	return asked.Cmp(size) >= 0 && has.Cmp(size) >= 0

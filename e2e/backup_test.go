@@ -259,7 +259,7 @@ func TestBackupRestore(t *testing.T) {
 	c := condition(src.cluster(), api.CondBackupFailing)
 	require.True(t, c == nil || c.Status != metav1.ConditionTrue, "BackupFailing: %v", c)
 
-	// In place (etcd.io/restore-from, docs/design.md §16.8): keys written after the newest snapshot go,
+	// In place (etcd.io/restore-from, docs/design/16-backup-restore.md §16.8): keys written after the newest snapshot go,
 	// the snapshot's come back, under a new cluster ID, on all three members. (The newest: retention has
 	// pruned the on-demand one by now, and a named snapshot that is gone fails the restore Job.)
 	newest := src.cluster().Status.Backup.LastSnapshot
@@ -313,7 +313,7 @@ func TestBackupRestore(t *testing.T) {
 	require.Equal(t, []string{oldID}, ec.Status.Restore.ReplacedClusterIDs)
 	require.Equal(t, newest, ec.Status.Restore.Snapshot)
 
-	// Disaster recovery (spec.backup.restoreOnQuorumLoss, docs/design.md §16.9): a fresh snapshot, then
+	// Disaster recovery (spec.backup.restoreOnQuorumLoss, docs/design/16-backup-restore.md §16.9): a fresh snapshot, then
 	// the volumes of two of the three members wiped and their pods restarted. After deadMemberSeconds
 	// (60 s here) the hook restores the newest snapshot by itself.
 	drTook, drLost := time.Duration(0), []string(nil)

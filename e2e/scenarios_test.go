@@ -322,7 +322,7 @@ func TestDeletion(t *testing.T) {
 	results.add(t.Name(), fmt.Sprintf("deleted to children gone: %s; claims kept: %v\n", took.Round(100*time.Millisecond), s.pvcs()))
 }
 
-// docs/design.md §11 sequences that need a real cluster.
+// docs/design/11-failure-sequences.md §11 sequences that need a real cluster.
 
 // Size 4 -> 3 with the removed member's pod restarting at once: it must park, not rejoin.
 func TestLeaveThenRestart(t *testing.T) {

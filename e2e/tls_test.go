@@ -92,7 +92,7 @@ func (s *scenario) podIdentities() map[string]podSeen {
 	return out
 }
 
-// TLS from the user's Secrets in cert-manager's layout (docs/design.md §14.5): create a cluster on them;
+// TLS from the user's Secrets in cert-manager's layout (docs/design/14-tls.md §14.5): create a cluster on them;
 // renew the client-plane certificate in place, as cert-manager does, and see every member serve it
 // without a restart; put an expired certificate in the Secret and see it refused (CertificatesInvalid)
 // while the cluster keeps serving, again without a restart.
@@ -180,7 +180,7 @@ func TestTLSUserSecrets(t *testing.T) {
 		created.Round(100*time.Millisecond), rotated.Round(time.Second), refused.Round(time.Second), msg))
 }
 
-// etcd.io/renew-certificates on a cluster with the built-in CA (docs/design.md §14.7): every member
+// etcd.io/renew-certificates on a cluster with the built-in CA (docs/design/14-tls.md §14.7): every member
 // serves a renewed certificate (new serial) and the client Secret is renewed, without a restart and
 // without a failed write; status.tls.renewal counts the members.
 func TestCertificateRenewal(t *testing.T) {
@@ -219,7 +219,7 @@ func TestCertificateRenewal(t *testing.T) {
 		took.Round(100*time.Millisecond)))
 }
 
-// etcd.io/rotate-ca on a cluster with the built-in CA (docs/design.md §14.6): a new CA is trusted beside
+// etcd.io/rotate-ca on a cluster with the built-in CA (docs/design/14-tls.md §14.6): a new CA is trusted beside
 // the old one (each member's etcd restarted in place, one at a time), everything is reissued from it,
 // the old CA is dropped (restarted again), under a writer that reads the client Secret at each
 // handshake. No pod is replaced or restarted (the agents restart etcd inside the pod); afterwards every

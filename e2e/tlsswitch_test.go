@@ -129,7 +129,7 @@ func (s *scenario) switchTLS(on bool, old *writer.Writer, prefix string, hold bo
 		rollIn.Round(100*time.Millisecond), moves.Round(100*time.Millisecond), rollOut.Round(100*time.Millisecond), held)
 }
 
-// spec.security.tls.enabled switched on a running plaintext cluster, then off again (docs/design.md
+// spec.security.tls.enabled switched on a running plaintext cluster, then off again (docs/design/README.md
 // §14.8): a roll to the transition template (both schemes on the client port), each member's peer URL
 // moved by its agent one at a time, a roll to the final template; under writers of both schemes.
 func TestTLSSwitch(t *testing.T) {

@@ -94,7 +94,7 @@ func (s *scenario) podRestarts() map[string]string {
 	return out
 }
 
-// Volume growth (docs/design.md §17): spec.storage.size from 1Gi to 2Gi on a running 3-member cluster
+// Volume growth (docs/design/17-growing-volumes.md §17): spec.storage.size from 1Gi to 2Gi on a running 3-member cluster
 // under a writer. Every claim grows, one at a time; the StatefulSet is re-created for its claim template
 // over the same pods; no pod restarts; a shrink below the claims is refused; a member added later gets a
 // claim of the new size.

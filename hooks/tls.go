@@ -9,7 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Over TLS (docs/design.md §2.2): every sync carries the user's TLS Secrets, private keys included, so
+// Over TLS (docs/design/02-metacontroller.md §2.2): every sync carries the user's TLS Secrets, private keys included, so
 // Metacontroller calls the hooks on a TLS listener whose CA it trusts (the CompositeController's
 // caBundle). The plain listener then serves only what the kubelet and Prometheus read.
 

@@ -125,7 +125,7 @@ func TestManagedOptionsMatchCEL(t *testing.T) {
 	require.Equal(t, inCode, inCEL)
 }
 
-// The registration declares exactly the child types the hook renders, with the strategies of docs/design.md §2.1.
+// The registration declares exactly the child types the hook renders, with the strategies of docs/design/02-metacontroller.md §2.1.
 func TestRegistrationMatchesHook(t *testing.T) {
 	b, err := os.ReadFile("../metacontroller/compositecontroller.yaml")
 	require.NoError(t, err)
@@ -253,7 +253,7 @@ func jsonString(v any) string {
 	return string(b)
 }
 
-// The hooks are served over TLS (docs/design.md §2.2) end to end: the registration dials the Service's
+// The hooks are served over TLS (docs/design/02-metacontroller.md §2.2) end to end: the registration dials the Service's
 // https port with the CA of the Secret the init container keeps; that port reaches the server's TLS
 // listener, which serves the certificate the init container writes; the NetworkPolicy lets it in; and
 // the API token is in the init container alone.

@@ -54,17 +54,17 @@ type AgentConfig struct {
 	// and Token filled in); nil for a cluster bootstrapped empty.
 	Restore *RestoreRequest
 	// Retired are cluster IDs an in-place restore replaced: a Lease or member list naming one is not
-	// this cluster's, and data of one is moved aside (docs/design.md §16.8).
+	// this cluster's, and data of one is moved aside (docs/design/16-backup-restore.md §16.8).
 	Retired map[uint64]bool
 	// LoadRetired, when set, reads Retired again before each start decision (agent.json as the kubelet
 	// refreshes it); a read that fails keeps the last list.
 	LoadRetired func() (map[uint64]bool, error)
 	// Transition is the scheme a TLS switch leaves ("" none; the pod runs the transition template,
-	// docs/design.md §14.8): the agent moves its peer URL to the other scheme when its Lease asks.
+	// docs/design/14-tls.md §14.8): the agent moves its peer URL to the other scheme when its Lease asks.
 	Transition string
 }
 
-// Agent supervises etcd in a member pod (docs/design.md §1.3, §7.2-§7.3).
+// Agent supervises etcd in a member pod (docs/design/01-components.md §1.3, §7.2-§7.3).
 type Agent struct {
 	Cfg   AgentConfig
 	Store LeaseStore
@@ -522,7 +522,7 @@ func (a *Agent) runEtcd(ctx context.Context, state string, initial []api.Member)
 	if a.Certs != nil {
 		// etcd trusts the CAs of the files it starts on until it stops: bring them up to date with the
 		// Secrets first (a start after a CA rotation's step), then pin what it is handed. A failure
-		// leaves the files as they are, and the pin says so truthfully (docs/design.md §14.6).
+		// leaves the files as they are, and the pin says so truthfully (docs/design/14-tls.md §14.6).
 		a.certChecked = time.Time{}
 		_ = a.refreshCerts(ctx)
 		a.Certs.Pin()
@@ -575,7 +575,7 @@ func (a *Agent) runEtcd(ctx context.Context, state string, initial []api.Member)
 		_ = a.refreshCerts(ctx) // reported; etcd keeps the files it has
 		if a.Certs != nil && a.Certs.RestartDue() && a.restartStillAsked(ctx) {
 			// The hook lets this member restart to trust the CAs of the Secret (a CA rotation's step,
-			// docs/design.md §14.6): a graceful stop (a leader hands over), new files, a start on the same
+			// docs/design/14-tls.md §14.6): a graceful stop (a leader hands over), new files, a start on the same
 			// data. Not a failure: no backoff.
 			a.Log.Info("restarting etcd to trust the CAs of the CA Secret", "cas", a.Certs.Restart)
 			a.event(EventCertificateRenewed, "RestartForCA", false, "restarting etcd to trust the CAs %s (CA rotation)", shortFPs(strings.Split(a.Certs.Restart, ",")))
@@ -590,7 +590,7 @@ func (a *Agent) runEtcd(ctx context.Context, state string, initial []api.Member)
 		}
 		if a.peerMoveDue() && a.peerMoveStillAsked(ctx) {
 			// The hook lets this member move its peer URL to the other scheme (a TLS switch's step,
-			// docs/design.md §14.8): said first, as for a CA restart; the member list changes while etcd
+			// docs/design/14-tls.md §14.8): said first, as for a CA restart; the member list changes while etcd
 			// runs (it needs a quorum with this member in it: nothing has stopped if it cannot), then etcd
 			// restarts listening on the new scheme, as etcd's runtime reconfiguration guide orders it.
 			to, self := a.peerAsk, a.last.MemberID

@@ -68,7 +68,7 @@ func SnapshotMember(members []api.Member, healthy map[string]*clientv3.StatusRes
 }
 
 // Backup streams a snapshot of one member into the destination, writes its manifest once the
-// snapshot is complete and verified, and only then prunes per retention (docs/design.md §16.2).
+// snapshot is complete and verified, and only then prunes per retention (docs/design/16-backup-restore.md §16.2).
 func Backup(ctx context.Context, e *Etcd, b *blob.Bucket, log *slog.Logger, req BackupRequest) (BackupResult, error) {
 	if req.Now == nil {
 		req.Now = time.Now

@@ -271,7 +271,7 @@ func TestMembershipBackupRestore(t *testing.T) {
 	})
 }
 
-// TestMembershipRestoreInPlace is the in-place restore of docs/design.md §16.8 on real etcd. While a
+// TestMembershipRestoreInPlace is the in-place restore of docs/design/16-backup-restore.md §16.8 on real etcd. While a
 // member runs on the volume the restore refuses to touch it (etcd's database lock). With every member
 // stopped it restores a snapshot over ordinal 0's data, keeping the old data aside. With the replaced
 // cluster retired, member 0 starts alone on the restored data, and the others, still on the replaced

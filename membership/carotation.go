@@ -12,7 +12,7 @@ import (
 	"github.com/etcdhook/etcdhook/internal/pki"
 )
 
-// CA rotation, the agent's half (docs/design.md §14.6). The CA Secret holds the CA that signs
+// CA rotation, the agent's half (docs/design/14-tls.md §14.6). The CA Secret holds the CA that signs
 // (tls.crt, tls.key) and, during a rotation, the CA replacing it (next.crt, next.key); its ca.crt lists
 // both. The hook asks for each step on the member Leases (etcd.io/ca-rotation) from what the agents
 // report; every step here is conditional on the Secret's resourceVersion, so agents racing (or a crash

@@ -16,7 +16,7 @@ import (
 	"github.com/etcdhook/etcdhook/internal/pki"
 )
 
-// Where the randomness lives (docs/design.md §14.2): certificates and keys are made by the agents, never
+// Where the randomness lives (docs/design/14-tls.md §14.2): certificates and keys are made by the agents, never
 // by the hook, so /sync stays a pure function of its request. The cluster's CA is one Secret that the
 // first agent to need it creates; the API server's create is the arbiter, so two agents (or an agent
 // crashing between "CA created" and anything after) can never leave two CAs: the loser of the create
@@ -60,10 +60,10 @@ type Certs struct {
 	// PeerNames and ClientNames are what a user's certificate must cover for this member.
 	PeerNames, ClientNames []string
 	// Renewal: the renewal mark the built-in certificates must carry (the member Lease's etcd.io/renewal;
-	// "" asks for none). One without it is renewed at the next look (docs/design.md §14.7).
+	// "" asks for none). One without it is renewed at the next look (docs/design/14-tls.md §14.7).
 	Renewal string
 	// Rotation: the CA rotation step the hook asks for (etcd.io/ca-rotation; zero: none). Restart: the
-	// CAs this member may restart its etcd to trust (etcd.io/ca-restart; "" none). docs/design.md §14.6.
+	// CAs this member may restart its etcd to trust (etcd.io/ca-restart; "" none). docs/design/14-tls.md §14.6.
 	Rotation api.CARotationIntent
 	Restart  string
 	// PeerDNSChecked says whether a user's peer certificate passes etcd's own check of connecting peers
@@ -91,7 +91,7 @@ type Certs struct {
 
 	// pinned: the CAs (fingerprints of ca.crt) each directory held when etcd was started on it (Pin),
 	// until it stops (Unpin; a user's plane stays pinned for the agent's life). etcd reads its trusted CAs
-	// only at start (docs/design.md §14.2): files trusting another CA would cut it off from every member,
+	// only at start (docs/design/14-tls.md §14.2): files trusting another CA would cut it off from every member,
 	// so they are refused (a CA change is the rotation of §14.6).
 	pinned map[string][]string
 	// pinnedPEM: the ca.crt bytes of each built-in directory when pinned; a running member's files keep
@@ -123,7 +123,7 @@ func (c *Certs) checkSigner(dir string, ca pki.KeyPair) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("%w: etcd trusts %s, the CA Secret signs with %s; keeping the files in use (a CA change needs the rotation of docs/design.md §14.6)", ErrCAChanged, shortFPs(was), shortFPs([]string{fp}))
+	return fmt.Errorf("%w: etcd trusts %s, the CA Secret signs with %s; keeping the files in use (a CA change needs the rotation of docs/design/14-tls.md §14.6)", ErrCAChanged, shortFPs(was), shortFPs([]string{fp}))
 }
 
 // checkPinned refuses files for dir whose trusted CAs are not the ones etcd started with.
@@ -137,7 +137,7 @@ func (c *Certs) checkPinned(dir string, files map[string][]byte) error {
 		return fmt.Errorf("%s: %w", pki.KeyCA, err)
 	}
 	if strings.Join(now, ",") != strings.Join(was, ",") {
-		return fmt.Errorf("%w: etcd trusts %s, the new files %s; keeping the files in use (a CA change needs the rotation of docs/design.md §14.6)", ErrCAChanged, shortFPs(was), shortFPs(now))
+		return fmt.Errorf("%w: etcd trusts %s, the new files %s; keeping the files in use (a CA change needs the rotation of docs/design/14-tls.md §14.6)", ErrCAChanged, shortFPs(was), shortFPs(now))
 	}
 	return nil
 }
@@ -154,7 +154,7 @@ func shortFPs(fps []string) string {
 }
 
 // Pin records what each directory holds, as etcd is started on it: the CAs etcd will trust until it
-// stops (docs/design.md §14.2). Called by the agent right before it starts etcd; Unpin when etcd stops.
+// stops (docs/design/14-tls.md §14.2). Called by the agent right before it starts etcd; Unpin when etcd stops.
 // A directory already pinned (a user's plane, below) keeps its pin.
 func (c *Certs) Pin() {
 	c.ensuredSincePin = false
@@ -194,7 +194,7 @@ func (c *Certs) RestartDue() bool {
 // Secret into the files the next start reads.
 //
 // A user's plane stays pinned for the agent's life: its CA is the user's issuer's, rotated by the user
-// (docs/design.md §14.8), and a changed CA must not reach even a restarted etcd while the other members
+// (docs/design/14-tls.md §14.8), and a changed CA must not reach even a restarted etcd while the other members
 // trust the old one.
 func (c *Certs) Unpin() {
 	for _, plane := range []struct{ dir, source string }{{c.PeerDir, c.PeerSource}, {c.ClientDir, c.ClientSource}} {
@@ -259,7 +259,7 @@ func (c *Certs) log() *slog.Logger {
 // absent), the client Secret is signed by it and not due for renewal, and the member's certificate is
 // signed by it, covers its names and is not due for renewal. A user's plane: the mounted Secret is
 // checked and copied when it changed. What is already right is left alone: etcd reads the files again
-// for each new TLS handshake (docs/design.md §14.3), so replacing them never needs a restart. It returns
+// for each new TLS handshake (docs/design/14-tls.md §14.3), so replacing them never needs a restart. It returns
 // what the files in use hold, also when it returns an error (the files kept then).
 func (c *Certs) Ensure(ctx context.Context) (CertFacts, error) {
 	var signer pki.KeyPair
@@ -304,7 +304,7 @@ func (c *Certs) Ensure(ctx context.Context) (CertFacts, error) {
 			continue
 		}
 		// The files of a running etcd keep trusting what it was started with (the rotation adds and drops
-		// CAs with restarts, docs/design.md §14.6); a start takes what the Secret lists.
+		// CAs with restarts, docs/design/14-tls.md §14.6); a start takes what the Secret lists.
 		trust := sec.trustPEM()
 		if pem, ok := c.pinnedPEM[plane.dir]; ok {
 			trust = pem
@@ -430,7 +430,7 @@ func (c *Certs) ensureCA(ctx context.Context) (caSecret, error) {
 			return sec, nil
 		}
 		if c.ensured || len(c.pinned) > 0 || (c.MayCreateCA != nil && !c.MayCreateCA()) {
-			return caSecret{}, fmt.Errorf("Secret %s is missing: this member's cluster trusts the CA it was created with, so no new one is made (restore the Secret; a new CA needs the rotation of docs/design.md §14.6)", c.CASecret)
+			return caSecret{}, fmt.Errorf("Secret %s is missing: this member's cluster trusts the CA it was created with, so no new one is made (restore the Secret; a new CA needs the rotation of docs/design/14-tls.md §14.6)", c.CASecret)
 		}
 		ca, err := pki.NewCA(c.CASecret, c.now(), c.CADuration)
 		if err != nil {

@@ -7,7 +7,7 @@ import (
 	"github.com/etcdhook/etcdhook/api"
 )
 
-// StartFacts is everything the agent knows before an etcd start (docs/design.md §7.2).
+// StartFacts is everything the agent knows before an etcd start (docs/design/07-steps.md §7.2).
 type StartFacts struct {
 	// Intent is the hook's intent on this member's Lease: member or leave (as written: DecideStart acts on
 	// StartIntent of it).
@@ -28,7 +28,7 @@ type StartFacts struct {
 	// Members is the linearizable member list read through a voter; nil when no voter answered.
 	Members []api.Member
 	PeerURL string
-	// Retired are cluster IDs an in-place restore replaced (docs/design.md §16.8): their data is moved
+	// Retired are cluster IDs an in-place restore replaced (docs/design/16-backup-restore.md §16.8): their data is moved
 	// aside, never started on or refused.
 	Retired map[uint64]bool
 }

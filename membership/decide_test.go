@@ -55,7 +55,7 @@ func TestDecideStart(t *testing.T) {
 		{"unknown intent, no data, permitted", StartFacts{Intent: "memeber", Bootstrapped: true, JoinPermitted: true, Members: list[:1], PeerURL: me}, Join},
 		{"unknown intent, seed", StartFacts{Intent: "Member", Seed: true}, StartNew},
 		{"unknown intent, own data of a removed member", StartFacts{Intent: "x", Bootstrapped: true, ClusterID: 0xc, Data: data(9), Members: list}, MoveAside},
-		// An in-place restore retired cluster 0xc (docs/design.md §16.8).
+		// An in-place restore retired cluster 0xc (docs/design/16-backup-restore.md §16.8).
 		{"data of a replaced cluster, the restored one answers", StartFacts{Intent: "member", Bootstrapped: true, ClusterID: 0xd,
 			Retired: map[uint64]bool{0xc: true}, Data: data(2), Members: list, PeerURL: me}, MoveAside},
 		{"data of a replaced cluster, nobody answers", StartFacts{Intent: "member", Bootstrapped: true,

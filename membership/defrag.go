@@ -12,7 +12,7 @@ import (
 	"github.com/etcdhook/etcdhook/api"
 )
 
-// Defragmentation (docs/design.md §15.5). The hook asks one member at a time, by writing a pass token
+// Defragmentation (docs/design/15-maintenance.md §15.5). The hook asks one member at a time, by writing a pass token
 // on its Lease (etcd.io/defrag); the member executes it once and reports the token back.
 
 // errNoTransferee: the leader must defragment last, but no other voter is healthy to take over.
@@ -69,7 +69,7 @@ func ownAlarm(alarms []string, self uint64) bool {
 	return slices.Contains(alarms, api.AlarmNoSpace+"@"+api.FormatID(self))
 }
 
-// recoverNoSpace is this member's turn in the NOSPACE recovery (docs/design.md §15.5), asked while any
+// recoverNoSpace is this member's turn in the NOSPACE recovery (docs/design/15-maintenance.md §15.5), asked while any
 // member's alarm is raised and again at every look until this member is done: its own alarm disarmed
 // and its file below the quota line (api.OverQuota). The history is what fills the files: compact it
 // (cluster-wide, idempotent), defragment this member if its file is at the line, and disarm its own

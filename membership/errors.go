@@ -13,7 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// Outcome classifies an error from a membership call (docs/design.md §8.14).
+// Outcome classifies an error from a membership call (docs/design/08-safety-rules.md §8.14).
 type Outcome int
 
 const (

@@ -21,7 +21,7 @@ import (
 	"github.com/etcdhook/etcdhook/internal/pki"
 )
 
-// Etcd performs membership calls with the retry policy of docs/design.md §8.14. Every call group makes a fresh
+// Etcd performs membership calls with the retry policy of docs/design/08-safety-rules.md §8.14. Every call group makes a fresh
 // client: one created before a port listens waits out gRPC's reconnect backoff.
 type Etcd struct {
 	Log *slog.Logger
@@ -61,7 +61,7 @@ func ClientTLSFromFiles(files map[string][]byte) (*tls.Config, error) {
 
 // ReloadingClientTLS is a client tls.Config that takes its certificate and the CAs it trusts from load
 // at every handshake, not once: a long-lived client (a writer, a user's service) then follows a renewal
-// and a CA rotation (docs/design.md §14.6) the way etcd follows its own files, where a config read once
+// and a CA rotation (docs/design/14-tls.md §14.6) the way etcd follows its own files, where a config read once
 // would, after the rotation, neither trust the members' new certificates nor be trusted by them. The
 // server's chain and name are verified against the CAs of that handshake (VerifyConnection; the
 // built-in verification is off only because its roots are fixed at creation).
@@ -427,7 +427,7 @@ func (e *Etcd) Health(ctx context.Context, members []api.Member) map[string]*cli
 	return out
 }
 
-// QuorumAllows applies the quorum rule (docs/design.md §8.2) to removing target from members, given which are healthy.
+// QuorumAllows applies the quorum rule (docs/design/08-safety-rules.md §8.2) to removing target from members, given which are healthy.
 func QuorumAllows(members []api.Member, healthy map[string]*clientv3.StatusResponse, target string) error {
 	all, up, targetUp, learner := 0, 0, false, false
 	for _, m := range members {

@@ -17,7 +17,7 @@ import (
 	"github.com/etcdhook/etcdhook/api"
 )
 
-// GrowRequest is `etcdhook pvc grow` (docs/design.md §17.2).
+// GrowRequest is `etcdhook pvc grow` (docs/design/17-growing-volumes.md §17.2).
 type GrowRequest struct {
 	Namespace  string
 	Claim      string
@@ -150,7 +150,7 @@ func restartForFileSystem(ctx context.Context, e *Etcd, kube kubernetes.Interfac
 	return nil
 }
 
-// OrphanRequest is `etcdhook statefulset orphan` (docs/design.md §17.3).
+// OrphanRequest is `etcdhook statefulset orphan` (docs/design/17-growing-volumes.md §17.3).
 type OrphanRequest struct {
 	Namespace   string
 	StatefulSet string

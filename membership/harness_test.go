@@ -27,7 +27,7 @@ import (
 	"github.com/etcdhook/etcdhook/internal/pki"
 )
 
-// Real etcd for the membership tests (docs/design.md §12): the server is built from its Go module by a
+// Real etcd for the membership tests (docs/design/12-test-beds.md §12): the server is built from its Go module by a
 // three-line main per version (testdata/etcd-vX), cached by the hash of its go.sum, and every member runs
 // as its own process on 127.0.0.1 so that tests can SIGKILL, restart and wipe it.
 var etcdVersions = []string{"v3.5.35", "v3.6.16", "v3.7.3"}
@@ -246,7 +246,7 @@ func (c *tcluster) endpoints(skip int) []string {
 	return eps
 }
 
-// setTemplate is the template the next starts run (docs/design.md §14.8): TLS or plaintext, or the
+// setTemplate is the template the next starts run (docs/design/14-tls.md §14.8): TLS or plaintext, or the
 // transition leaving the scheme `transition` (certificates on both planes, both schemes on the client
 // port, the URLs advertised in the scheme left). The slots' URLs take the template's scheme, as
 // api.Names does for the agents.

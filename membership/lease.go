@@ -28,7 +28,7 @@ type Intent struct {
 	// Renewal: the renewal mark the member's built-in certificates must carry ("" none; §14.7).
 	Renewal string
 	// CARotation and CARestart: the CA rotation step asked for, and the CAs this member may restart its
-	// etcd to trust (docs/design.md §14.6); zero when none or not as the hook writes them.
+	// etcd to trust (docs/design/14-tls.md §14.6); zero when none or not as the hook writes them.
 	CARotation api.CARotationIntent
 	CARestart  string
 	// PeerScheme: the scheme this member may move its peer URL to now ("http", "https"; "" none).

@@ -10,7 +10,7 @@ import (
 	"github.com/etcdhook/etcdhook/api"
 )
 
-// A TLS switch's member step (docs/design.md §14.8), the agent's half. In the transition template every
+// A TLS switch's member step (docs/design/14-tls.md §14.8), the agent's half. In the transition template every
 // member has certificates on both planes and serves both schemes on its client port; its peer listener
 // has one scheme, the one of its own peer URL in the member list, which other members dial. Asked by
 // its Lease (etcd.io/peer-scheme, one member at a time), the agent updates its own peer URL to the other

@@ -24,7 +24,7 @@ type RestoreRequest struct {
 	Cluster   string
 	// DataDir is where etcd will find the restored data; it must not exist yet, unless Replace.
 	DataDir string
-	// Replace: an existing DataDir (a stopped member's, docs/design.md §16.8) is moved aside once the
+	// Replace: an existing DataDir (a stopped member's, docs/design/16-backup-restore.md §16.8) is moved aside once the
 	// snapshot is restored beside it, never before; etcd must not run on it.
 	Replace bool
 	Name    string
@@ -126,7 +126,7 @@ type RestoreResult struct {
 // Restore downloads the snapshot into the data volume beside DataDir, checks it (size, SHA-256
 // against its manifest, etcd's own hash), restores it with etcd's restore library as a one-member
 // cluster, and only then renames the result to DataDir: a restore cut short or refused never leaves
-// a data directory, so the seed never starts on half a snapshot (docs/design.md §16.4).
+// a data directory, so the seed never starts on half a snapshot (docs/design/16-backup-restore.md §16.4).
 func Restore(ctx context.Context, log *slog.Logger, req RestoreRequest) (RestoreResult, error) {
 	if _, err := os.Stat(req.DataDir); err == nil && !req.Replace {
 		return RestoreResult{}, fmt.Errorf("refusing to restore: %s already exists", req.DataDir)

@@ -63,7 +63,7 @@ func (s *slot) etcdPID() int {
 	return s.agent.pid
 }
 
-// Leaf rotation under a continuous writer (docs/design.md §9.3): the agents renew their member
+// Leaf rotation under a continuous writer (docs/design/14-tls.md §14.3): the agents renew their member
 // certificates at 2/3 of the lifetime and etcd serves the new certificate on both planes from the next
 // handshake on, without a restart (the same etcd process) and without a lost acknowledged write. This
 // is the per-version evidence that etcd reads its certificate files again for new connections.
@@ -346,7 +346,7 @@ func TestCertsKeepTheCAEtcdRuns(t *testing.T) {
 	require.NotEqual(t, kept, renewed)
 }
 
-// The agents' half of a CA rotation (docs/design.md §14.6), three members on one CA Secret: the trust
+// The agents' half of a CA rotation (docs/design/14-tls.md §14.6), three members on one CA Secret: the trust
 // step makes one new CA however many agents race, running members keep their files (etcd trusts what
 // it started with) until their restart, and a restart is due only when the hook's set matches the
 // Secret; the sign step reissues from the new CA only where etcd trusts it; the drop step makes it the
@@ -494,7 +494,7 @@ func TestCertsCARotation(t *testing.T) {
 	require.Empty(t, facts[0].Secret.Next, "a CA made for the mark signs already: no new one")
 }
 
-// A CA rotation (docs/design.md §14.6) on real etcd under a continuous writer, the test playing the
+// A CA rotation (docs/design/14-tls.md §14.6) on real etcd under a continuous writer, the test playing the
 // hook: the new CA is made, each member's etcd restarts in place (a new PID, the same data) to trust both
 // CAs, everything is reissued from the new CA without a restart, the old CA is dropped and each member
 // restarts again to trust the new one alone. Every member then serves a certificate of the new CA on

@@ -43,7 +43,7 @@ func startWriterOn(c *tcluster, cl *clientv3.Client, prefix, first string) *twri
 	return w
 }
 
-// Switching TLS on a running cluster and back (docs/design.md §14.8), against real etcd processes and
+// Switching TLS on a running cluster and back (docs/design/14-tls.md §14.8), against real etcd processes and
 // agents, each step as the hook drives it: a roll to the transition template (both schemes on the
 // client port, certificates on both planes), each member asked in turn to move its peer URL
 // (etcd.io/peer-scheme: its agent member-updates its own URL through its running etcd, restarts it

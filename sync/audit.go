@@ -9,7 +9,7 @@ import (
 	"github.com/etcdhook/etcdhook/api"
 )
 
-// The audit trail (docs/design.md §16.5): the hook's log line per change it starts or finishes. The
+// The audit trail (docs/design/16-backup-restore.md §16.5): the hook's log line per change it starts or finishes. The
 // hook keeps no memory between requests; the parent's status in the request is what it said last, so
 // a change is the difference between those conditions and the ones it answers now.
 

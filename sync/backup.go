@@ -14,7 +14,7 @@ import (
 	"github.com/etcdhook/etcdhook/api"
 )
 
-// Backup children (docs/design.md §16): the CronJob of a schedule, one Job per etcd.io/backup-now
+// Backup children (docs/design/16-backup-restore.md §16): the CronJob of a schedule, one Job per etcd.io/backup-now
 // token, the backup Lease the Jobs report on, and the account they run as. All are rendered from the
 // applied spec, so a backup change waits for a step in flight like any other, and an invalid one
 // changes nothing.

@@ -48,7 +48,7 @@ func scheduleProblem(schedule string) string {
 	return ""
 }
 
-// validateBackup checks spec.backup and spec.restore on their own (docs/design.md §16). Each problem
+// validateBackup checks spec.backup and spec.restore on their own (docs/design/16-backup-restore.md §16). Each problem
 // names its field.
 func validateBackup(s api.ClusterSpec) []Problem {
 	var ps []Problem

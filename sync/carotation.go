@@ -9,7 +9,7 @@ import (
 	"github.com/etcdhook/etcdhook/api"
 )
 
-// CA rotation (docs/design.md §14.6), the hook's half. The hook never sees the CA Secret: it decides
+// CA rotation (docs/design/14-tls.md §14.6), the hook's half. The hook never sees the CA Secret: it decides
 // each step from what the agents report of it (etcd.io/tls-ca-secret: the CA that signs and the one
 // replacing it, with their rotation marks), of the CAs their etcd trusts (etcd.io/tls-cas, read at
 // etcd's start) and of the CA that signed the certificate they serve (etcd.io/tls-issuer). Every step
@@ -67,7 +67,7 @@ func (p *plan) decideCARotation() caRotationState {
 	request, mark := p.rotateRequest()
 	if tls := p.spec.Security.TLS; tls.Peer.SecretName != "" || tls.Client.SecretName != "" {
 		// One plane on the built-in CA, the other on the user's Secret: the members' reports mix the two
-		// planes' CAs, and the user's CA is its issuer's to rotate (docs/design.md §14.8).
+		// planes' CAs, and the user's CA is its issuer's to rotate (docs/design/14-tls.md §14.8).
 		if mark != "" {
 			f.distrusted = append(f.distrusted, fmt.Sprintf("annotation %s=%q: the built-in CA is rotated only when both planes use it (a plane here is on the user's Secret): ignored", api.AnnRotateCA, request))
 		}

@@ -111,7 +111,7 @@ func (w *world) caRestartsAsked() []string {
 	return out
 }
 
-// etcd.io/rotate-ca (docs/design.md §14.6): the new CA is made, every member restarts once to trust
+// etcd.io/rotate-ca (docs/design/14-tls.md §14.6): the new CA is made, every member restarts once to trust
 // both (never two at a time), everything is reissued from the new CA, the old one is dropped and every
 // member restarts again to trust the new one alone; no roll, no membership change, no Degraded.
 func TestRotateCA(t *testing.T) {

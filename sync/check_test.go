@@ -10,7 +10,7 @@ import (
 	"github.com/etcdhook/etcdhook/api"
 )
 
-// checkResponse asserts the invariants of docs/design.md §9 on one sync of the world.
+// checkResponse asserts the invariants of docs/design/09-invariants.md §9 on one sync of the world.
 func (w *world) checkResponse(req *Request, resp *Response) {
 	w.t.Helper()
 	first := mustJSON(resp)
@@ -118,7 +118,7 @@ func (w *world) checkChildren(children map[string]map[string]any, req *Request) 
 	sts := children[KeyStatefulSet+"/"+w.name]
 	replicas := int(sts["spec"].(map[string]any)["replicas"].(float64))
 	// 2. Replicas never below 1 + the highest ordinal that is a member (by etcd's own list), except while
-	// an in-place restore stops every member on purpose (docs/design.md §16.8).
+	// an in-place restore stops every member on purpose (docs/design/16-backup-restore.md §16.8).
 	restoring := false
 	if cm := children[KeyConfigMap+"/"+w.names().ConfigMap()]; cm != nil {
 		if s, ok := cm["data"].(map[string]any)[api.ConfigKeyRestoreInPlace].(string); ok {
@@ -185,7 +185,7 @@ func (w *world) checkChildren(children map[string]map[string]any, req *Request) 
 	}
 }
 
-// checkQuorumRule verifies a new remove Job against the quorum rule of docs/design.md §8.2, judged on the
+// checkQuorumRule verifies a new remove Job against the quorum rule of docs/design/08-safety-rules.md §8.2, judged on the
 // facts the hook was given (the Job re-checks on etcd itself when it runs, as the world's does).
 func (w *world) checkQuorumRule(req *Request, id string) {
 	o, err := Decode(req)

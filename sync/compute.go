@@ -262,7 +262,7 @@ func Customize(req *CustomizeRequest) (*CustomizeResponse, error) {
 		{APIVersion: "v1", Resource: "persistentvolumeclaims", LabelSelector: sel},
 	}
 	// The user's TLS Secrets, by name, so that /sync can check them before rendering a pod that mounts
-	// them (docs/design.md §14.5). Only named ones: the hook never sees any other Secret.
+	// them (docs/design/14-tls.md §14.5). Only named ones: the hook never sees any other Secret.
 	if names := tlsSecretNames(p); len(names) > 0 {
 		rules = append(rules, RelatedRule{APIVersion: "v1", Resource: "secrets", Names: names})
 	}

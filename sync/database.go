@@ -8,7 +8,7 @@ import (
 	"github.com/etcdhook/etcdhook/api"
 )
 
-// databaseConditions say how full the members' databases are (docs/design.md §15.3):
+// databaseConditions say how full the members' databases are (docs/design/15-maintenance.md §15.3):
 // DatabaseNearQuota when a member's file reaches api.DatabaseNearQuotaPercent of the backend quota,
 // DatabaseFull when etcd raised NOSPACE, DataCorrupt when it raised CORRUPT. Sizes are the members'
 // reports (api.SizeMoved steps); alarms are the cluster's, as any fresh report reads them.

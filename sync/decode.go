@@ -414,7 +414,7 @@ func readNetworkPolicy(r *reader, n *networkingv1.NetworkPolicy) {
 	r.readObject(&n.TypeMeta, &n.ObjectMeta, 0, nil)
 }
 
-// readPVC: identity and labels, and the size asked and had (volume growth, docs/design.md §17).
+// readPVC: identity and labels, and the size asked and had (volume growth, docs/design/17-growing-volumes.md §17).
 func readPVC(r *reader, c *corev1.PersistentVolumeClaim) {
 	r.readObject(&c.TypeMeta, &c.ObjectMeta, metaLabels, func(k key) bool {
 		switch {

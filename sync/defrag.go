@@ -9,7 +9,7 @@ import (
 	"github.com/etcdhook/etcdhook/api"
 )
 
-// Defragmentation (docs/design.md §15.5): the hook decides which member defragments, one at a time,
+// Defragmentation (docs/design/15-maintenance.md §15.5): the hook decides which member defragments, one at a time,
 // by writing etcd.io/defrag=<pass token> on that member's Lease; the member's agent executes it and
 // reports the token back (etcd.io/defrag-done). A pass is due on the schedule (token "schedule:<time>")
 // or for each etcd.io/defrag-now value ("now:<value>", every member whatever its free space).

@@ -1,4 +1,4 @@
 // Package sync holds the pure decision of etcdhook: a Metacontroller request (an EtcdCluster with its
 // observed children and related Pods/PVCs) plus the current time in, the desired children and status out.
-// Nothing here performs I/O; see docs/design.md §5-§7 for the protocol this implements.
+// Nothing here performs I/O; see docs/design/05-request.md §5-§7 for the protocol this implements.
 package sync

@@ -344,7 +344,7 @@ func (f *facts) readLeases() {
 	}
 }
 
-// readClusterID latches the cluster ID and the bootstrapped flag from every source (docs/design.md §5.4).
+// readClusterID latches the cluster ID and the bootstrapped flag from every source (docs/design/05-request.md §5.4).
 func (f *facts) readClusterID() {
 	f.clusterID, f.clusterIDs = "", nil
 	ids := map[string]bool{}

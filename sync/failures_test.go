@@ -10,7 +10,7 @@ import (
 	"github.com/etcdhook/etcdhook/api"
 )
 
-// The failure sequences of docs/design.md §11 that the hook decides, each driven through the test world.
+// The failure sequences of docs/design/11-failure-sequences.md §11 that the hook decides, each driven through the test world.
 
 func (w *world) leaseAnn(i int) map[string]any { return w.leaseIntent(i) }
 

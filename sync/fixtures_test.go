@@ -379,7 +379,7 @@ func fixtures() []fixture {
 				s.Options = map[string]string{"initial-cluster-state": "new", "data-dir": "/tmp"}
 			})
 		}},
-		// spec.paused (docs/design.md §6.4): nothing new starts; what is observed is answered.
+		// spec.paused (docs/design/06-sync-order.md §6.4): nothing new starts; what is observed is answered.
 		{name: "paused-running", build: func(w *world) {
 			settle(w)
 			w.setSpec(func(s *api.ClusterSpec) { s.Paused = true })
@@ -396,7 +396,7 @@ func fixtures() []fixture {
 			md := w.desired[KeyStatefulSet][w.name]["metadata"].(map[string]any)
 			md["annotations"].(map[string]any)[api.AnnTemplateHash] = "0123456789abcdef"
 		}},
-		// etcd.io/renew-certificates (docs/design.md §14.7): asked, then served by every member.
+		// etcd.io/renew-certificates (docs/design/14-tls.md §14.7): asked, then served by every member.
 		{name: "tls-renew-certificates-asked", build: func(w *world) {
 			settle(w)
 			w.parentAnn = map[string]string{api.AnnRenewCertificates: "suspected-leak-2026-01-01"}
@@ -407,7 +407,7 @@ func fixtures() []fixture {
 			w.step(5 * time.Second)
 			w.step(5 * time.Second)
 		}},
-		// CA rotation (docs/design.md §14.6): asked; the first restart once the new CA is in the Secret;
+		// CA rotation (docs/design/14-tls.md §14.6): asked; the first restart once the new CA is in the Secret;
 		// reissued from it, the old CA dropped next; a restart held for a member that is down; done.
 		{name: "ca-rotation-asked", build: func(w *world) {
 			settle(w)
@@ -438,13 +438,13 @@ func fixtures() []fixture {
 			w.parentAnn = map[string]string{api.AnnRotateCA: "ca-2027"}
 			stepUntil(w, func() bool { return caPhase(w) == api.CARotationDone })
 		}},
-		// A hand-edited in-place restore record that retires the live cluster (docs/design.md §16.8).
+		// A hand-edited in-place restore record that retires the live cluster (docs/design/16-backup-restore.md §16.8).
 		{name: "restore-in-place-record-retires-live-cluster", build: func(w *world) {
 			settle(w)
 			rec, _ := json.Marshal(inPlaceRecord{Request: "s3://b/x.db", Retired: []string{w.etcd.clusterID}, Committed: true, Done: true, Seen: []string{"s3://b/x.db"}})
 			w.desired[KeyConfigMap][w.names().ConfigMap()]["data"].(map[string]any)[api.ConfigKeyRestoreInPlace] = string(rec)
 		}},
-		// Volume growth (docs/design.md §17).
+		// Volume growth (docs/design/17-growing-volumes.md §17).
 		{name: "volume-grow-first-claim", build: func(w *world) {
 			settle(w)
 			w.growTo("20Gi")
@@ -480,7 +480,7 @@ func fixtures() []fixture {
 			delete(w.desired[KeyStatefulSet], w.name)
 			w.stsSpec = ""
 		}},
-		// TLS (docs/design.md §14): the user's Secrets, each bad input, expiry, and TLS off.
+		// TLS (docs/design/14-tls.md §14): the user's Secrets, each bad input, expiry, and TLS off.
 		{name: "tls-user-secrets-new-cluster", build: func(w *world) { useSecrets(w, "peer", "client") }},
 		{name: "tls-user-secrets-running", build: func(w *world) {
 			useSecrets(w, "peer", "client")
@@ -531,7 +531,7 @@ func fixtures() []fixture {
 			w.step(11 * time.Second) // every report renewed (a changed report is written at once)
 		}},
 		{name: "tls-disabled-new-cluster", build: func(w *world) { w.spec.Security.TLS.Enabled = ptr(false) }},
-		// Switching TLS on and off on a running cluster (docs/design.md §14.8).
+		// Switching TLS on and off on a running cluster (docs/design/14-tls.md §14.8).
 		{name: "tls-switch-on-transition-roll", build: func(w *world) {
 			w.spec.Security.TLS.Enabled = ptr(false)
 			settle(w)
@@ -626,7 +626,7 @@ func fixtures() []fixture {
 			w.setSpec(func(s *api.ClusterSpec) { s.Security.TLS.Enabled = ptr(false) })
 		}},
 		// Switching TLS off on a running cluster keeps the certificates the members use: another Secret
-		// with it is refused (docs/design.md §14.8).
+		// with it is refused (docs/design/14-tls.md §14.8).
 		{name: "invalid-tls-change", build: func(w *world) {
 			settle(w)
 			w.secrets = fixtureSecrets(w.t)
@@ -688,7 +688,7 @@ func fixtures() []fixture {
 			w.step(5 * time.Second)
 			w.setSpec(size(7))
 		}},
-		// Backups and restores (docs/design.md §16).
+		// Backups and restores (docs/design/16-backup-restore.md §16).
 		{name: "backup-scheduled", build: func(w *world) {
 			settle(w)
 			w.setSpec(withBackup("0 * * * *", "s3://etcd-backups/prod?endpoint=https://minio.storage:9000&region=us-east-1&use_path_style=true"))
@@ -815,7 +815,7 @@ func fixtures() []fixture {
 		{name: "restore-invalid-source", build: func(w *world) {
 			w.spec.Restore = &api.RestoreSpec{From: "s3://etcd-backups/prod"}
 		}},
-		// In-place restores (etcd.io/restore-from, docs/design.md §16.8): asked of a running cluster,
+		// In-place restores (etcd.io/restore-from, docs/design/16-backup-restore.md §16.8): asked of a running cluster,
 		// the verify Job checks the snapshot while it serves; once it passed the members stop; with none
 		// left the restore Job runs; once it succeeded pod 0 starts on the restored data while the
 		// replaced cluster's reports are ignored. A snapshot refused by the verification (nothing

@@ -16,7 +16,7 @@ import (
 	"github.com/etcdhook/etcdhook/internal/backup"
 )
 
-// An in-place restore (docs/design.md §16.8): the etcd.io/restore-from annotation replaces the running
+// An in-place restore (docs/design/16-backup-restore.md §16.8): the etcd.io/restore-from annotation replaces the running
 // cluster's data with a snapshot. First a Job verifies the snapshot while the cluster serves (it is
 // downloaded, checked against its manifest and etcd's hash, restored into scratch space by etcd's
 // library, and refused if it is another cluster's): a request that cannot be carried out costs nothing.

@@ -16,7 +16,7 @@ import (
 // TestInvariantsOverGeneratedHistories drives many generated histories through the world: random sizes,
 // spec edits (valid and invalid), version changes, pods going down and coming back, data loss, failing
 // and stuck Jobs, a hook that crashes before its answer is applied, stale requests replayed, all pods
-// restarting, time jumps, hand-edited intents, agents whose clocks run ahead and wiped records. Every sync is checked against docs/design.md §9 (checkResponse: one change in
+// restarting, time jumps, hand-edited intents, agents whose clocks run ahead and wiped records. Every sync is checked against docs/design/09-invariants.md §9 (checkResponse: one change in
 // flight, replicas floor, quorum rule for removals, no partial child list, determinism, idempotency, no
 // second bootstrap). After the faults stop, every history must converge to its spec (invariant 6).
 func TestInvariantsOverGeneratedHistories(t *testing.T) {

@@ -35,7 +35,7 @@ func (p *plan) job(name, reason, account string, automount bool, args []string) 
 	var mounts []corev1.VolumeMount
 	if p.clientHTTPS() {
 		// The client certificate: the built-in client Secret the agents keep, or the user's client-plane
-		// Secret (which then has the client auth usage, docs/design.md §14.5).
+		// Secret (which then has the client auth usage, docs/design/14-tls.md §14.5).
 		args = append(args, "--tls-dir="+api.ClientTLSDir)
 		volumes = []corev1.Volume{{Name: "client-tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
 			SecretName: p.clientIdentitySecret(), DefaultMode: ptr(int32(0o444)), // the Job's only user is 65532; without fsGroup 0440 is unreadable

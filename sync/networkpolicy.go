@@ -13,7 +13,7 @@ import (
 	"github.com/etcdhook/etcdhook/api"
 )
 
-// networkPolicy is the cluster's NetworkPolicy (docs/design.md §15.4), nil when spec.network.policy is
+// networkPolicy is the cluster's NetworkPolicy (docs/design/15-maintenance.md §15.4), nil when spec.network.policy is
 // off or the registration does not declare the kind. It selects the member pods and admits ingress:
 //   - peer and client ports from the members themselves (raft, and the agents' membership calls);
 //   - the client port from etcdhook's Jobs of this cluster (remove, pvc delete, backup) and from

@@ -2,7 +2,7 @@ package sync
 
 import "github.com/etcdhook/etcdhook/api"
 
-// pause renders what is observed and starts nothing (docs/design.md §6.4): replicas, partition, Lease
+// pause renders what is observed and starts nothing (docs/design/06-sync-order.md §6.4): replicas, partition, Lease
 // intents and Jobs as carried over (carry, keepJobs), the recorded spec. Steps already in flight finish on
 // their own (a permitted join, a running remove Job); no permit, Job, roll step or scale step is added.
 func (p *plan) pause() {

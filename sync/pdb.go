@@ -8,7 +8,7 @@ import (
 	"github.com/etcdhook/etcdhook/api"
 )
 
-// pdb follows docs/design.md §10.3: a quorum budget from three members on, computed on the larger of the current
+// pdb follows docs/design/10-status.md §10.3: a quorum budget from three members on, computed on the larger of the current
 // voters and the target so that a scale step never weakens it; maxUnavailable 1 below three.
 func (p *plan) pdb() *policyv1.PodDisruptionBudget {
 	n := p.f.names

@@ -142,7 +142,7 @@ func (p *plan) permit(i int) {
 	lp.joinPermitted, lp.joinDeadline = api.NewJoinWindow(p.f.now, p.timeout(p.spec.Timeouts.LearnerPromotionSeconds)).Annotations()
 }
 
-// decide runs the membership protocol of docs/design.md §6 for one sync.
+// decide runs the membership protocol of docs/design/06-sync-order.md §6 for one sync.
 func decide(f *facts, opts Options) (*plan, error) {
 	p := &plan{f: f, opts: opts.withDefaults(), leases: map[int]*leasePlan{}}
 	p.carry()
@@ -244,13 +244,13 @@ func (p *plan) chooseSpec() error {
 	}
 	if len(p.problems) == 0 && f.recorded != nil && !sameTLSSecretNames(f.recorded.Security.TLS, cand.Security.TLS) && f.tlsSwitchSeen() {
 		// Members still serve the certificates of the Secrets they started on: another Secret can mean
-		// another CA, which peers on TLS would refuse (docs/design.md §14.8).
+		// another CA, which peers on TLS would refuse (docs/design/14-tls.md §14.8).
 		p.problems = append(p.problems, Problem{"TLSSecretChange", "spec.security.tls peer/client secretName cannot change while TLS is being switched (status.tls.switch): set them back, and change them once the switch is over"})
 	}
 	valid := len(p.problems) == 0
 	switch {
 	case valid:
-		// The user's TLS Secrets (docs/design.md §14.5): while one is unusable no spec change is adopted
+		// The user's TLS Secrets (docs/design/14-tls.md §14.5): while one is unusable no spec change is adopted
 		// (a new or restarted pod could not start: the new spec may add members or roll them), and the
 		// roll holds (roll.go); a Secret that goes bad under an unchanged spec changes nothing rendered
 		// (the running members keep their files).
@@ -446,7 +446,7 @@ func (p *plan) normalizeIntents(ref api.ClusterSpec) {
 	}
 }
 
-// bootstrap: replicas 1, the seed may start "new" (docs/design.md §7.1). Nothing else happens before a cluster ID exists.
+// bootstrap: replicas 1, the seed may start "new" (docs/design/07-steps.md §7.1). Nothing else happens before a cluster ID exists.
 func (p *plan) bootstrap() {
 	f := p.f
 	p.replicas = p.adoptFloor(1)
@@ -512,7 +512,7 @@ func (f *facts) member(id string) *memberView {
 	return nil
 }
 
-// quorumAllowsRemoving applies the quorum rule of docs/design.md §8.2 to removing m.
+// quorumAllowsRemoving applies the quorum rule of docs/design/08-safety-rules.md §8.2 to removing m.
 func (p *plan) quorumAllowsRemoving(m *memberView) bool {
 	if m.Learner {
 		return true
@@ -886,7 +886,7 @@ func (p *plan) deleteVolume() bool {
 	return false
 }
 
-// scaleDown asks a member above the target to leave (docs/design.md §7.5): an unhealthy one first, since its
+// scaleDown asks a member above the target to leave (docs/design/07-steps.md §7.5): an unhealthy one first, since its
 // removal costs no quorum, else the highest.
 func (p *plan) scaleDown() bool {
 	f := p.f

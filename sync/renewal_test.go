@@ -17,7 +17,7 @@ func (w *world) renewalMarks() []string {
 	return out
 }
 
-// etcd.io/renew-certificates (docs/design.md §14.7): every member Lease asks for the mark, status counts
+// etcd.io/renew-certificates (docs/design/14-tls.md §14.7): every member Lease asks for the mark, status counts
 // the members that serve it; withdrawn, nothing is asked.
 func TestRenewCertificates(t *testing.T) {
 	w := newWorld(t, 3)

@@ -7,14 +7,14 @@ import (
 	"github.com/etcdhook/etcdhook/api"
 )
 
-// roll steps the StatefulSet's RollingUpdate partition one pod at a time (docs/design.md §7.11).
+// roll steps the StatefulSet's RollingUpdate partition one pod at a time (docs/design/07-steps.md §7.11).
 // With full=false (a membership change in flight, or no member list) it only steps over a pod that is
 // not a healthy voter: replacing it costs nothing, and that is what lets a bad image tag be reverted.
 // It reports whether a roll is in progress, which holds back scaling.
 func (p *plan) roll(full bool) bool {
 	f := p.f
 	if f.sts == nil {
-		// A StatefulSet made over running pods (re-created for its claim template, docs/design.md §17.3, or
+		// A StatefulSet made over running pods (re-created for its claim template, docs/design/17-growing-volumes.md §17.3, or
 		// deleted by hand with --cascade=orphan) adopts them, whatever template they run (a roll may have
 		// been half done, the hook upgraded meanwhile): its partition starts above every pod (floorReplicas
 		// lowers it to replicas) and the roll steps it down, over pods already on its revision at once and
@@ -58,7 +58,7 @@ func (p *plan) roll(full bool) bool {
 			continue
 		}
 		// A restarted pod takes its certificates from the user's Secrets afresh: while one is unusable it
-		// could not start, so no healthy member is restarted (docs/design.md §14.5).
+		// could not start, so no healthy member is restarted (docs/design/14-tls.md §14.5).
 		if len(p.certProblems) > 0 && p.podHealthy(next) {
 			p.rollHeld = true
 			p.wait("usable TLS Secrets before restarting %s (%s)", f.names.Pod(next), p.certProblems[0])

@@ -25,7 +25,7 @@ var (
 
 // Bounds of the built-in CA's lifetimes: a certificate is replaced at 2/3 of its lifetime and agents
 // look every minute, so an hour leaves 20 minutes of slack. The CA is rotated at 2/3 of its lifetime
-// (docs/design.md §14.6), each member restarting twice: at least a year keeps that rare; at most 20 years
+// (docs/design/14-tls.md §14.6), each member restarting twice: at least a year keeps that rare; at most 20 years
 // (x509 and clocks beyond that are nobody's tested path).
 const (
 	minCertDuration = time.Hour
@@ -198,12 +198,12 @@ func ValidateChange(applied *api.ClusterSpec, next api.ClusterSpec, running, ima
 		if a, b := applied.Security.TLS, next.Security.TLS; a.TLSOn() && b.TLSOn() &&
 			(a.Peer.SecretName != b.Peer.SecretName || a.Client.SecretName != b.Client.SecretName) {
 			// Another source can mean another CA: members trusting different CAs cannot talk, so the switch
-			// needs the trust-bundle rotation of docs/design.md §14.6. A Secret's content may change.
+			// needs the trust-bundle rotation of docs/design/14-tls.md §14.6. A Secret's content may change.
 			ps = append(ps, Problem{"TLSSecretChange", fmt.Sprintf("spec.security.tls peer/client secretName cannot change on a running cluster in this release (from %q/%q to %q/%q); renew the certificates inside the Secrets instead", a.Peer.SecretName, a.Client.SecretName, b.Peer.SecretName, b.Client.SecretName)})
 		}
 		if a, b := applied.Security.TLS, next.Security.TLS; a.TLSOn() && !b.TLSOn() &&
 			(a.Peer.SecretName != b.Peer.SecretName || a.Client.SecretName != b.Client.SecretName) {
-			// Switching off runs a transition on the certificates the members use now (docs/design.md §14.8).
+			// Switching off runs a transition on the certificates the members use now (docs/design/14-tls.md §14.8).
 			ps = append(ps, Problem{"TLSSecretChange", fmt.Sprintf("spec.security.tls peer/client secretName must stay %q/%q while TLS is switched off (the members move to plaintext on the certificates they use now); got %q/%q", a.Peer.SecretName, a.Client.SecretName, b.Peer.SecretName, b.Client.SecretName)})
 		}
 	}
@@ -234,7 +234,7 @@ func ValidateChange(applied *api.ClusterSpec, next api.ClusterSpec, running, ima
 	return ps
 }
 
-// validateStorageChange: only spec.storage.size may change (docs/design.md §17), and it may go down only
+// validateStorageChange: only spec.storage.size may change (docs/design/17-growing-volumes.md §17), and it may go down only
 // as far as no claim has been asked to grow (floor): a growth the StorageClass refuses can be withdrawn,
 // but Kubernetes never shrinks a volume. Another class or emptyDir would need the data moved.
 func validateStorageChange(applied, next api.StorageSpec, floor *resource.Quantity) []Problem {

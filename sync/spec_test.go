@@ -157,7 +157,7 @@ func TestQuorumRule(t *testing.T) {
 		{3, 3, true, false, true},   // leave from a healthy 3
 		{3, 2, true, false, false},  // leave a healthy one while one is down: 1 of 2 left
 		{3, 2, false, false, true},  // remove the dead one: 2 of 2 left
-		{2, 1, false, false, false}, // 2 voters, 1 down: no removal (docs/design.md §11)
+		{2, 1, false, false, false}, // 2 voters, 1 down: no removal (docs/design/11-failure-sequences.md §11)
 		{2, 2, true, false, true},   // 2 -> 1 when both healthy
 		{1, 1, true, false, false},  // never the last voter
 		{5, 3, false, false, true},  // 3 of 5, remove a dead: 3 of 4

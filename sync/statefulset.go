@@ -22,7 +22,7 @@ const terminationGracePeriodSeconds = 60
 // --initial-cluster-state, which only it can decide. With TLS both planes are https with the member's
 // certificate (written by its agent into api.TLSDir); the metrics listener stays plain HTTP on loopback,
 // where the probes read it (it exposes no keys). transition ("" none) is the scheme a TLS switch leaves
-// (docs/design.md §14.8): the client port then serves both schemes (etcd tells them apart on one
+// (docs/design/14-tls.md §14.8): the client port then serves both schemes (etcd tells them apart on one
 // listener), the URLs advertised keep that scheme, and the agent sets the peer listener's scheme from
 // the member's own peer URL in the member list. s carries the TLS to render (certificates in the
 // transition, whichever way it goes).
@@ -55,7 +55,7 @@ func EtcdArgs(n api.Names, uid string, s api.ClusterSpec, transition string) []s
 			"--peer-client-cert-auth=true",
 		)
 	}
-	// Compaction is always on (docs/design.md §15.1): without it history grows until NOSPACE.
+	// Compaction is always on (docs/design/15-maintenance.md §15.1): without it history grows until NOSPACE.
 	c := s.Maintenance.Compaction
 	args = append(args, "--auto-compaction-mode="+c.Mode, "--auto-compaction-retention="+c.Retention)
 	keys := make([]string, 0, len(options))
@@ -110,11 +110,11 @@ func (p *plan) podTemplate() corev1.PodTemplateSpec {
 			{Name: "metrics", ContainerPort: api.ProbePort, Protocol: corev1.ProtocolTCP},
 		},
 		// /livez answers on leader, follower and learner and does not need quorum; /readyz keeps
-		// learners and members without quorum out of the client Service (docs/design.md §8.14). No
+		// learners and members without quorum out of the client Service (docs/design/08-safety-rules.md §8.14). No
 		// startup probe: until etcd has answered once the agent answers /livez itself (a long WAL
 		// replay or join is never killed), and a startup probe's period held back readiness, and so
 		// every step, by up to 10 s. Readiness is probed every second: the hook waits for it before
-		// each next step (docs/design.md §7.4).
+		// each next step (docs/design/07-steps.md §7.4).
 		LivenessProbe:            probe("/livez", 10, 3),
 		ReadinessProbe:           probe("/readyz", 1, 5),
 		SecurityContext:          restricted,
@@ -131,7 +131,7 @@ func (p *plan) podTemplate() corev1.PodTemplateSpec {
 		// Only with TLS, so that a plaintext cluster's template (and its pods) stay as they were.
 		etcd.Env = append(etcd.Env, fieldEnv("POD_IP", "status.podIP"))
 		etcd.VolumeMounts = append(etcd.VolumeMounts, corev1.VolumeMount{Name: "tls", MountPath: api.TLSDir})
-		// A user's Secrets are mounted for the agent to check, never where etcd reads (docs/design.md §14.5).
+		// A user's Secrets are mounted for the agent to check, never where etcd reads (docs/design/14-tls.md §14.5).
 		for _, sec := range p.userSecrets() {
 			etcd.VolumeMounts = append(etcd.VolumeMounts, corev1.VolumeMount{Name: sec.volume, MountPath: sec.dir, ReadOnly: true})
 		}
@@ -139,7 +139,7 @@ func (p *plan) podTemplate() corev1.PodTemplateSpec {
 	if s.Resources != nil {
 		etcd.Resources = *s.Resources.DeepCopy()
 	}
-	// A restored cluster's seed reads the snapshot with these (docs/design.md §16.4); spec.restore is
+	// A restored cluster's seed reads the snapshot with these (docs/design/16-backup-restore.md §16.4); spec.restore is
 	// set at creation and never changes, so this never rolls a running cluster.
 	var restoreVolumes []corev1.Volume
 	if r := s.Restore; r != nil {

@@ -42,7 +42,7 @@ func (c certProblem) String() string {
 // secretsToCheck is the spec whose TLS Secrets the pods may mount: the spec as it is, or, with TLS off
 // while a switch off may be under way (the applied spec had TLS on, or a peer URL or the StatefulSet says
 // so), the same settings with TLS on: the transition template mounts the user's Secrets, and a member it
-// restarts could not start on an unusable one (docs/design.md §14.8). The final roll is checked too,
+// restarts could not start on an unusable one (docs/design/14-tls.md §14.8). The final roll is checked too,
 // though its pods no longer mount them: a check one roll too long holds nothing that was safe.
 func (f *facts) secretsToCheck(s api.ClusterSpec) api.ClusterSpec {
 	if s.Security.TLS.TLSOn() {
@@ -55,7 +55,7 @@ func (f *facts) secretsToCheck(s api.ClusterSpec) api.ClusterSpec {
 }
 
 // checkTLSSecrets checks the user's Secrets a spec names against what every member of its size needs
-// (docs/design.md §14.5): the peer certificate covers every member's peer host with server and client
+// (docs/design/14-tls.md §14.5): the peer certificate covers every member's peer host with server and client
 // auth; the client-plane certificate covers every member's client host, the client Service and 127.0.0.1
 // with server and client auth (the agents and Jobs present it as their client certificate). A Secret
 // the request does not hold is missing: Metacontroller relates the named Secrets, so absence is either

@@ -11,7 +11,7 @@ import (
 	"github.com/etcdhook/etcdhook/api"
 )
 
-// tlsStatus gathers what the members' agents report of their certificate files (docs/design.md §14.4):
+// tlsStatus gathers what the members' agents report of their certificate files (docs/design/14-tls.md §14.4):
 // the CAs they trust, the earliest CA expiry and the earliest member certificate expiry. Only fresh
 // reports count: a dead member's last word says nothing about the files in use now. Nil without TLS.
 func (p *plan) tlsStatus() *api.TLSStatus {
@@ -118,7 +118,7 @@ func (p *plan) tlsConditions(st *api.TLSStatus, add func(typ string, ok bool, re
 			byCAs[lv.report.TLSCAs] = append(byCAs[lv.report.TLSCAs], p.f.names.Pod(lv.ordinal))
 		}
 	}
-	// A rotation in progress has members trusting different sets on purpose (docs/design.md §14.6).
+	// A rotation in progress has members trusting different sets on purpose (docs/design/14-tls.md §14.6).
 	if len(byCAs) > 1 && !p.caRot.active {
 		if reason == "MemberReports" && len(invalid) == 0 {
 			reason = "CAMismatch"

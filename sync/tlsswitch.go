@@ -7,7 +7,7 @@ import (
 	"github.com/etcdhook/etcdhook/api"
 )
 
-// Switching TLS on or off on a running cluster (docs/design.md §14.8), the hook's half. etcd can serve
+// Switching TLS on or off on a running cluster (docs/design/14-tls.md §14.8), the hook's half. etcd can serve
 // both schemes on one client port, but a peer listener has one scheme, and each member dials a peer with
 // the scheme of that peer's URL in the member list. So the switch goes:
 //

@@ -98,7 +98,7 @@ func (w *world) statusTLSSwitch() *api.TLSSwitch {
 	return w.status.TLS.Switch
 }
 
-// spec.security.tls.enabled switched on, then off, on a running cluster (docs/design.md §14.8): a roll
+// spec.security.tls.enabled switched on, then off, on a running cluster (docs/design/14-tls.md §14.8): a roll
 // to the transition template, each member's peer URL moved one at a time, a roll to the final template.
 func TestTLSSwitchOnAndOff(t *testing.T) {
 	w := newWorld(t, 3)

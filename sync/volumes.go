@@ -11,7 +11,7 @@ import (
 	"github.com/etcdhook/etcdhook/api"
 )
 
-// Volume growth (docs/design.md §17): spec.storage.size may grow. Each member's claim is grown by a Job,
+// Volume growth (docs/design/17-growing-volumes.md §17): spec.storage.size may grow. Each member's claim is grown by a Job,
 // one member at a time and only while every member is healthy (a driver that grows file systems only
 // offline needs the member restarted); then a Job deletes the StatefulSet with propagation Orphan,
 // since its claim template is immutable, and the hook renders it afresh with the new size over the

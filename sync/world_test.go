@@ -17,7 +17,7 @@ import (
 // world models everything around the hook closely enough to drive it through sequences: Metacontroller
 // applying responses (children, status), the StatefulSet controller (pods, claims, partition), etcd's
 // member list, the agents' protocol (seed, join, promote, leave, park) and the Jobs. Tests mutate it to
-// inject failures; every sync is checked against the invariants of docs/design.md §9.
+// inject failures; every sync is checked against the invariants of docs/design/09-invariants.md §9.
 type world struct {
 	t    testing.TB
 	now  time.Time

@@ -20,7 +20,7 @@ import (
 
 // runBackup is the backup Job (scheduled or on demand): one snapshot into the destination, its
 // manifest, retention; the outcome is reported on the backup Lease, where the hook reads it for
-// status.backup (docs/design.md §16).
+// status.backup (docs/design/16-backup-restore.md §16).
 func runBackup(args []string) error {
 	fs := flag.NewFlagSet("backup", flag.ContinueOnError)
 	cluster := fs.String("cluster", "", "the EtcdCluster's name (the snapshots' folder)")
@@ -150,7 +150,7 @@ func runRestore(args []string) error {
 	dataDir := fs.String("data-dir", "", "the data directory to create (must not exist, unless --replace)")
 	replace := fs.Bool("replace", false, "move an existing data directory aside once the snapshot is restored beside it (etcd must not run on it)")
 	verifyOnly := fs.Bool("verify-only", false, "download, check and restore into a scratch directory beside --data-dir, then remove it: touch nothing")
-	uid := fs.String("cluster-uid", "", "bind the restored data to this EtcdCluster UID (the agent's binding file, docs/design.md §8.9) and refuse a snapshot of another cluster")
+	uid := fs.String("cluster-uid", "", "bind the restored data to this EtcdCluster UID (the agent's binding file, docs/design/08-safety-rules.md §8.9) and refuse a snapshot of another cluster")
 	accept := fs.String("accept-cluster", "", "with --cluster-uid: accept a snapshot of this other cluster (its manifest's UID, or <namespace>/<name>)")
 	expect := fs.String("expect-sha256", "", "refuse a snapshot whose SHA-256 is not this one (the one a verification passed)")
 	name := fs.String("name", "", "the member name etcd will start with")
@@ -184,7 +184,7 @@ func runRestore(args []string) error {
 		ClusterUID: *uid, AcceptCluster: *accept, ExpectSHA256: *expect,
 	}
 	if *uid != "" && !*verifyOnly {
-		// Bound before the data is in place, as the agent binds its own restore (docs/design.md §16.4).
+		// Bound before the data is in place, as the agent binds its own restore (docs/design/16-backup-restore.md §16.4).
 		req.Bind = func(res membership.RestoreResult) error {
 			return membership.WriteBinding(*dataDir, membership.Binding{ParentUID: *uid, PeerURL: *peerURL,
 				Restored: &membership.Restored{URL: res.URL, Revision: res.Revision}})

@@ -12,7 +12,7 @@ import (
 	"github.com/etcdhook/etcdhook/internal/pki"
 )
 
-// runCerts is the hook pod's init container (docs/design.md §2.2): it creates or renews the hook's
+// runCerts is the hook pod's init container (docs/design/02-metacontroller.md §2.2): it creates or renews the hook's
 // serving certificate in its Secret, the one Metacontroller's caBundle points at, and writes the leaf
 // where the server reads it. It is the only container of the hook pod with an API token.
 func runCerts(args []string) error {

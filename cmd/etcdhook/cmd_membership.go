@@ -57,7 +57,7 @@ func runAgent(args []string) error {
 		return errors.New("POD_NAME, POD_NAMESPACE and POD_UID must be set (downward API)")
 	}
 	// The scheme of this agent's own clients and of a joining member's peer URL: in the transition the
-	// scheme being left, which every member serves until the switch is over (docs/design.md §14.8).
+	// scheme being left, which every member serves until the switch is over (docs/design/14-tls.md §14.8).
 	names := api.Names{Cluster: cfg.Cluster, Namespace: ns, TLS: tlsOn}
 	if transition != "" {
 		names.TLS = transition == "https"
@@ -111,7 +111,7 @@ func runAgent(args []string) error {
 		return err
 	}
 	// The list grows when an in-place restore commits, in the same answer that starts pod 0: a pod
-	// whose volume the kubelet filled just before sees it on a later read (docs/design.md §16.8).
+	// whose volume the kubelet filled just before sees it on a later read (docs/design/16-backup-restore.md §16.8).
 	agent.Cfg.LoadRetired = func() (map[uint64]bool, error) {
 		b, err := os.ReadFile(configPath)
 		if err != nil {
@@ -137,7 +137,7 @@ func runAgent(args []string) error {
 		}
 		certs.Events = events
 		agent.Certs = certs
-		// A TLS switch on from plaintext: the members have data but no CA yet (docs/design.md §14.8).
+		// A TLS switch on from plaintext: the members have data but no CA yet (docs/design/14-tls.md §14.8).
 		if dataCheck := certs.MayCreateCA; transition == "http" {
 			certs.MayCreateCA = func() bool { return dataCheck() || agent.PeersPlaintext() }
 		}
@@ -158,7 +158,7 @@ func runAgent(args []string) error {
 	return agent.Run(ctx)
 }
 
-// agentCerts configures the member's certificates from the agent configuration (docs/design.md §14).
+// agentCerts configures the member's certificates from the agent configuration (docs/design/14-tls.md §14).
 func agentCerts(kcfg *rest.Config, cfg api.AgentConfig, names api.Names, ordinal int, pod string, log *slog.Logger) (*membership.Certs, error) {
 	caDur, err := time.ParseDuration(cfg.TLS.CADuration)
 	if err != nil {
@@ -425,7 +425,7 @@ func retiredClusters(ids []string) (map[uint64]bool, error) {
 	return out, nil
 }
 
-// agentRestore is the seed's restore of a cluster created from a snapshot (docs/design.md §16.4).
+// agentRestore is the seed's restore of a cluster created from a snapshot (docs/design/16-backup-restore.md §16.4).
 // Every member gets it; only the seed of a cluster not yet bootstrapped acts on it.
 func agentRestore(r *api.AgentRestore, cfg api.AgentConfig, names api.Names, ordinal int, pod, ns string) (*membership.RestoreRequest, error) {
 	src, err := backup.ParseSource(r.From)

@@ -1,4 +1,4 @@
-// Command etcdhook is one static binary with three roles (docs/design.md §1): the Metacontroller hook server
+// Command etcdhook is one static binary with three roles (docs/design/01-components.md §1): the Metacontroller hook server
 // (serve), the in-pod agent that wraps etcd (agent), and the one-shot Jobs the hook emits (member remove,
 // pvc delete). `install` copies the binary into the shared volume of a member pod.
 package main

@@ -9,7 +9,7 @@
 // # status
 //
 // Reads the EtcdCluster (its status, written by the hook) and the member Leases (the agents' own
-// reports, docs/design.md §3.3) and prints them on one screen; nothing is computed that the hook or the
+// reports, docs/design/03-member-lease.md §3.3) and prints them on one screen; nothing is computed that the hook or the
 // agents did not report. A DB size column appears only when the status carries per-member dbSize (a
 // later hook adds it); backups are asked for and followed with kubectl etcd backup.
 //

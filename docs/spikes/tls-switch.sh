@@ -1,5 +1,5 @@
 #!/bin/bash
-# Spike (manual, not a test; docs/design.md §14.8): switch a running plaintext 3-member etcd cluster to TLS
+# Spike (manual, not a test; docs/design/14-tls.md §14.8): switch a running plaintext 3-member etcd cluster to TLS
 # on both planes, one member at a time, the client plane serving both schemes on one port meanwhile.
 # Run: ETCD=<an etcd binary, e.g. the membership tests build> bash docs/spikes/tls-switch.sh
 set -u

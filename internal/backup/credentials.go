@@ -9,7 +9,7 @@ import (
 	"strings"
 )
 
-// Keys of a credentials Secret, mounted as files (docs/design.md §16.3). S3 takes the AWS SDK's
+// Keys of a credentials Secret, mounted as files (docs/design/16-backup-restore.md §16.3). S3 takes the AWS SDK's
 // variables, GCS a service account key file.
 const (
 	KeyAWSAccessKeyID     = "AWS_ACCESS_KEY_ID"

@@ -1,5 +1,5 @@
 // Package backup stores etcd snapshots in an object store or on a volume and finds, checks and prunes
-// them (docs/design.md §16). Storage goes through gocloud.dev/blob: one API over S3, GCS and files, with
+// them (docs/design/16-backup-restore.md §16). Storage goes through gocloud.dev/blob: one API over S3, GCS and files, with
 // the stores' own SDKs underneath (request signing, multipart uploads, retries are theirs, not ours).
 package backup
 

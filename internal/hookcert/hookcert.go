@@ -1,4 +1,4 @@
-// Package hookcert keeps the hook server's own serving certificate (docs/design.md §2.2): Metacontroller
+// Package hookcert keeps the hook server's own serving certificate (docs/design/02-metacontroller.md §2.2): Metacontroller
 // calls the hook over TLS, trusting a CA it reads from the same Secret (the CompositeController's
 // caBundle.secretRef), because every sync carries the user's TLS Secrets, private keys included.
 //

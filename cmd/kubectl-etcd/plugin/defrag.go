@@ -19,7 +19,7 @@ type defragOpts struct {
 }
 
 // runDefrag asks for one defragmentation pass now: the etcd.io/defrag-now annotation with a new token
-// (the hook runs one pass per token, docs/design.md §15.5). With --wait it follows the Defragmenting
+// (the hook runs one pass per token, docs/design/15-maintenance.md §15.5). With --wait it follows the Defragmenting
 // condition: done once the condition no longer names the pass and every member reports a
 // defragmentation since the request (or the pass was seen and ended).
 func runDefrag(ctx context.Context, env Env, args []string) error {

@@ -98,7 +98,7 @@ func runRequest(ctx context.Context, env Env, args []string, r request) error {
 
 // runRenew asks for every built-in certificate to be renewed now: the etcd.io/renew-certificates
 // annotation with a value never used before (the current time by default; the renewed certificates
-// carry its mark, so a value used again finds them renewed already, docs/design.md §14.7). With --wait
+// carry its mark, so a value used again finds them renewed already, docs/design/14-tls.md §14.7). With --wait
 // it follows status.tls.renewal until every member serves a certificate renewed for it.
 func runRenew(ctx context.Context, env Env, args []string) error {
 	return runRequest(ctx, env, args, request{
@@ -122,7 +122,7 @@ func runRenew(ctx context.Context, env Env, args []string) error {
 	})
 }
 
-// runRotateCA asks for the built-in CA to be replaced (etcd.io/rotate-ca, docs/design.md §14.6): a new
+// runRotateCA asks for the built-in CA to be replaced (etcd.io/rotate-ca, docs/design/14-tls.md §14.6): a new
 // CA is trusted beside the old one (each member's etcd restarts in place, one at a time), everything is
 // reissued from it, the old one is dropped (each member restarts again). With --wait it follows
 // status.tls.caRotation until it is done.

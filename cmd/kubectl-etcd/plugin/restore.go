@@ -30,7 +30,7 @@ type restoreOpts struct {
 }
 
 // runRestore creates a new EtcdCluster whose seed restores a snapshot: spec.restore, which the hook reads
-// only when it creates a cluster (docs/design.md §16.4); with --in-place it replaces the data of an
+// only when it creates a cluster (docs/design/16-backup-restore.md §16.4); with --in-place it replaces the data of an
 // existing one instead (runInPlace). --like copies another cluster's spec (and, without --from, restores that cluster's
 // last snapshot with its backup credentials); with --wait it follows the cluster until it is Running.
 func runRestore(ctx context.Context, env Env, args []string) error {
@@ -139,7 +139,7 @@ func runRestore(ctx context.Context, env Env, args []string) error {
 }
 
 // runInPlace asks the hook to replace the cluster's data with the snapshot (the etcd.io/restore-from
-// annotation, docs/design.md §16.8) and, with --wait, follows it until the restored cluster is Running
+// annotation, docs/design/16-backup-restore.md §16.8) and, with --wait, follows it until the restored cluster is Running
 // and Available at its size, or the restore fails.
 func (o *restoreOpts) runInPlace(ctx context.Context, env Env, c *Clients) error {
 	u, err := getCluster(ctx, c, o.name)
