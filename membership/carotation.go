@@ -203,3 +203,15 @@ func issuedBefore(data map[string][]byte, ca *x509.Certificate, t time.Time) boo
 // rotationLook is how soon an agent looks at its certificates again while a rotation is asked for: each
 // step waits for every member, so a minute per look would make a rotation take minutes per step.
 const rotationLook = 5 * time.Second
+
+// copyData is a copy of a Secret's data map: a store must never share the caller's map.
+func copyData(d map[string][]byte) map[string][]byte {
+	if d == nil {
+		return nil
+	}
+	out := make(map[string][]byte, len(d))
+	for k, v := range d {
+		out[k] = append([]byte(nil), v...)
+	}
+	return out
+}

@@ -57,14 +57,3 @@ func (m *MemSecrets) Delete(name string) {
 	defer m.mu.Unlock()
 	delete(m.secrets, name)
 }
-
-func copyData(d map[string][]byte) map[string][]byte {
-	if d == nil {
-		return nil
-	}
-	out := make(map[string][]byte, len(d))
-	for k, v := range d {
-		out[k] = append([]byte(nil), v...)
-	}
-	return out
-}

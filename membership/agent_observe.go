@@ -1,0 +1,219 @@
+package membership
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/etcdhook/etcdhook/api"
+)
+
+// What the agent observes of its running member and reports in its Lease.
+
+// observe looks at the running member once: it reports, promotes a learner, and leaves on intent
+// leave. It says whether this member removed itself, or finds itself removed by someone else.
+func (a *Agent) observe(ctx context.Context, bound *bool) observation {
+	r := api.Report{ParentUID: a.Cfg.ParentUID, Role: api.RoleNone}
+	st, err := a.Etcd.Status(ctx, a.Cfg.ClientURL)
+	if err != nil {
+		r = a.keptReport()
+		r.Error = "Starting: etcd does not answer yet: " + err.Error()
+		a.report(ctx, r, false)
+		return stillRunning
+	}
+	a.setState("running", true)
+	a.crashLoop = false
+	self := st.Header.MemberId
+	r.MemberID, r.ClusterID = api.FormatID(self), api.FormatID(st.Header.ClusterId)
+	r.Version, r.LeaderID = st.Version, api.FormatID(st.Leader)
+	if st.Leader == 0 {
+		r.LeaderID = ""
+	}
+	r.DBSize, r.DBSizeInUse = st.DbSize, st.DbSizeInUse
+	if len(st.Errors) > 0 {
+		// Status lists alarms among its errors as protobuf text; the alarm list says them plainly. Asked
+		// only in trouble: a healthy member's look stays one Status call.
+		if alarms, err := a.Etcd.Alarms(ctx, a.Cfg.ClientURL); err == nil {
+			r.Alarms = alarms
+			a.alarmEvents(alarms, st.Header.MemberId)
+		}
+	} else {
+		a.alarmEvents(nil, st.Header.MemberId)
+	}
+	if !*bound {
+		if err := WriteBinding(a.Cfg.DataDir, Binding{ParentUID: a.Cfg.ParentUID, ClusterID: r.ClusterID, MemberID: r.MemberID, PeerURL: a.peerURL, Restored: a.restored}); err == nil {
+			*bound = true
+		}
+	}
+	in, ierr := a.Store.Read(ctx)
+	if ierr == nil {
+		a.leaseProblems = in.Problems
+		a.askRenewal(in.Renewal)
+		a.askRotation(in)
+		a.peerAsk = in.PeerScheme
+	}
+	listed := func(l List) bool {
+		for _, m := range l.Members {
+			if m.ID == r.MemberID {
+				return true
+			}
+		}
+		return false
+	}
+	if st.IsLearner {
+		r.Role, r.Healthy = api.RoleLearner, statusHealthy(len(st.Errors), r.Alarms, st.Leader)
+		l, err := a.Etcd.MemberList(ctx, a.Cfg.Endpoints)
+		if err == nil && !listed(l) {
+			return removedByOthers // e.g. removed as a stuck learner
+		}
+		if ierr == nil && leaving(in) {
+			if err == nil {
+				if rerr := a.Etcd.Remove(ctx, voterEndpoints(l.Members, r.MemberID), self); rerr == nil {
+					a.markLeft(ctx, r)
+					return selfRemoved
+				}
+			}
+			return stillRunning
+		}
+		if err == nil {
+			pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			perr := a.Etcd.Promote(pctx, voterEndpoints(l.Members, r.MemberID), self)
+			cancel()
+			if perr == nil {
+				// No learner report now: the next look (FastTick) reports the voter with its member list,
+				// which is what the hook waits for before the next step.
+				a.Log.Info("promotion accepted", "member", r.MemberID)
+				a.event(EventMemberPromoted, "Promote", false, "learner %s promoted to voter", r.MemberID)
+				return stillRunning
+			} else {
+				r.Error = "Promoting: " + perr.Error()
+			}
+		}
+		a.maybeDefragment(ctx, in, ierr, st, nil, &r)
+		a.report(ctx, r, false)
+		return stillRunning
+	}
+	r.Role = api.RoleVoter
+	if st.Leader == self {
+		r.Role = api.RoleLeader
+	}
+	l, err := a.Etcd.MemberList(ctx, []string{a.Cfg.ClientURL})
+	if err != nil {
+		r.Error = "Unhealthy: " + err.Error()
+	} else {
+		if !listed(l) {
+			return removedByOthers
+		}
+		r.Healthy = statusHealthy(len(st.Errors), r.Alarms, st.Leader)
+		r.Members = l.Members
+		a.known = l.Members
+	}
+	if ierr == nil && leaving(in) && err == nil {
+		if a.leave(ctx, l.Members, st.Leader, self, &r) {
+			return selfRemoved
+		}
+	} else if err == nil {
+		a.maybeDefragment(ctx, in, ierr, st, l.Members, &r)
+	}
+	a.report(ctx, r, false)
+	return stillRunning
+}
+
+// alarmEvents posts AlarmRaised when this member raises an alarm and AlarmDisarmed when its alarm is
+// gone: each member speaks for its own alarms only, so a cluster-wide list is not posted once per pod.
+func (a *Agent) alarmEvents(alarms []string, self uint64) {
+	own := map[string]bool{}
+	for _, al := range alarms {
+		if typ, id, _ := strings.Cut(al, "@"); id == api.FormatID(self) {
+			own[typ] = true
+		}
+	}
+	for typ := range own {
+		if !a.ownAlarms[typ] {
+			what := map[string]string{
+				api.AlarmNoSpace: "its database reached the quota: writes are refused until the alarm is disarmed (the hook starts the recovery)",
+				api.AlarmCorrupt: "its data differs from the other members': writes are refused",
+			}[typ]
+			a.event(EventAlarmRaised, "Alarm", true, "member %s raised %s: %s", api.FormatID(self), typ, what)
+		}
+	}
+	for typ := range a.ownAlarms {
+		if !own[typ] {
+			a.event(EventAlarmDisarmed, "Alarm", false, "member %s's %s alarm is disarmed", api.FormatID(self), typ)
+		}
+	}
+	a.ownAlarms = own
+}
+
+// statusHealthy: a member with a leader and no error in its Status, where a NOSPACE alarm (one error per
+// alarm) is not an error of the member: raft works, reads and deletes are served, the pod stays ready
+// (etcd's /readyz ignores it), and compaction, defragmentation and membership steps, which it does not
+// stop, must still be allowed; DatabaseFull says it instead of a false QuorumLost. Any other error
+// (no leader, CORRUPT, an alarm list that could not be read) is unhealthy.
+func statusHealthy(errors int, alarms []string, leader uint64) bool {
+	if leader == 0 {
+		return false
+	}
+	if errors == 0 {
+		return true
+	}
+	if len(alarms) != errors {
+		return false
+	}
+	for _, a := range alarms {
+		if typ, _, _ := strings.Cut(a, "@"); typ != api.AlarmNoSpace {
+			return false
+		}
+	}
+	return true
+}
+
+// report writes the Lease when the report changed, or when a renewal is due (api.RenewInterval).
+func (a *Agent) report(ctx context.Context, r api.Report, force bool) {
+	if r.ParentUID == "" {
+		r.ParentUID = a.Cfg.ParentUID
+	}
+	a.certFacts.fill(&r)
+	if a.restored != nil {
+		r.RestoredFrom, r.RestoredRevision = a.restored.URL, strconv.FormatInt(a.restored.Revision, 10)
+	}
+	if a.certErr != "" && r.Error == "" {
+		r.Error = api.ReasonCertificatesInvalid + ": " + a.certErr
+	}
+	r.Error = withProblems(r.Error, a.leaseProblems)
+	// Sizes are written when they move by a significant step (api.SizeMoved): until then the report
+	// keeps the values last written, so a member under load does not rewrite its Lease at every look.
+	// A file crossing the quota line (api.OverQuota) is written whatever the step: the NOSPACE recovery
+	// judges a member done by that line, on the hook's side from this report, on the agent's from etcd,
+	// and the two must agree or the hook keeps asking a member that has nothing left to do.
+	if keepSizes(a.last, r, quotaOf(a.Cfg.EtcdCommand)) {
+		r.DBSize, r.DBSizeInUse = a.last.DBSize, a.last.DBSizeInUse
+	}
+	renew := api.RenewInterval(r, a.Cfg.LeaseDuration)
+	same := fmt.Sprint(r) == fmt.Sprint(a.last)
+	if same && !force && (time.Since(a.wrote) < renew || a.crashLoop) {
+		return
+	}
+	if err := a.Store.Write(ctx, r); err != nil {
+		a.Log.Warn("writing the member Lease", "error", err)
+		return
+	}
+	if !same {
+		a.Log.Info("reported", "role", r.Role, "healthy", r.Healthy, "member", r.MemberID, "error", r.Error)
+	}
+	a.last, a.wrote = r, time.Now()
+}
+
+// certLook is how often a member's certificates are looked at: the files are renewed at 2/3 of a
+// lifetime of at least an hour, and each look reads the cluster's two Secrets.
+const certLook = time.Minute
+
+// localTime converts an instant on the API server's clock to this machine's.
+func (a *Agent) localTime(server time.Time) time.Time {
+	if server.IsZero() {
+		return server
+	}
+	return time.Now().Add(server.Sub(a.Store.Now()))
+}
