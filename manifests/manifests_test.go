@@ -4,6 +4,7 @@ package manifests
 import (
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"reflect"
 	"regexp"
 	"sort"
@@ -19,6 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/etcdhook/etcdhook/api"
+	etcdsync "github.com/etcdhook/etcdhook/sync"
 )
 
 func loadCRD(t *testing.T) apiextv1.JSONSchemaProps {
@@ -344,4 +346,30 @@ func TestHooksServedOverTLS(t *testing.T) {
 	np, err := os.ReadFile("networkpolicy.yaml")
 	require.NoError(t, err)
 	require.Contains(t, string(np), "{port: "+strconv.Itoa(int(httpsPort))+", protocol: TCP}")
+}
+
+// The samples are clusters a newcomer applies first: each decodes strictly, passes the hook's own
+// validation, and runs the default etcd version (a sample pinned to an older one upgrades nobody and
+// hides the default).
+func TestSamples(t *testing.T) {
+	paths, err := filepath.Glob("samples/*.yaml")
+	require.NoError(t, err)
+	var clusters int
+	for _, path := range paths {
+		b, err := os.ReadFile(path)
+		require.NoError(t, err)
+		for _, doc := range strings.Split(string(b), "\n---\n") {
+			var meta struct{ Kind string }
+			require.NoError(t, yaml.Unmarshal([]byte(doc), &meta), path)
+			if meta.Kind != api.Kind {
+				continue
+			}
+			var ec api.EtcdCluster
+			require.NoError(t, yaml.UnmarshalStrict([]byte(doc), &ec), path)
+			require.Equal(t, api.DefaultVersion, api.Defaulted(ec.Spec).Version, "%s runs another etcd version than the default", path)
+			require.Empty(t, etcdsync.Validate(ec.Name, api.Defaulted(ec.Spec)), path)
+			clusters++
+		}
+	}
+	require.Equal(t, len(paths), clusters, "one EtcdCluster per sample")
 }
