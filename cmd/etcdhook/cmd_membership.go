@@ -367,25 +367,45 @@ func runPVC(args []string) error {
 	if *claim == "" || *ns == "" || *uid == "" || *peerURL == "" || *endpoints == "" {
 		return usageError{errors.New("--claim, --namespace, --cluster-uid, --peer-url and --endpoints are required")}
 	}
-	kube, err := inClusterKube()
+	j, done, err := newClaimJob(*claim, *ns, *cluster, *uid, "etcdhook-pvc-delete", *timeout)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
-	defer cancel()
-	log := jsonLogger()
-	if *cluster == "" {
-		*cluster = clusterFromClaim(*claim)
-	}
-	events := membership.NewKubeRecorder(kube, *ns, *cluster, *uid, "etcdhook-pvc-delete", log)
-	defer func() {
-		events.Flush(5 * time.Second)
-		events.Close()
-	}()
-	return refusal(membership.DeletePVC(ctx, &membership.Etcd{Log: log, TLSDir: *tlsDir}, kube, log, membership.PVCRequest{
+	defer done()
+	kube, log, events := j.kube, j.log, j.events
+	return refusal(membership.DeletePVC(j.ctx, &membership.Etcd{Log: log, TLSDir: *tlsDir}, kube, log, membership.PVCRequest{
 		Namespace: *ns, Claim: *claim, ClusterUID: *uid, PeerURL: *peerURL, Pod: *pod, Endpoints: strings.Split(*endpoints, ","),
 		Events: events,
 	}))
+}
+
+// claimJob is what a Job acting on one member claim (pvc delete, pvc grow) needs: the API, its deadline,
+// a logger, and the Events of the claim's EtcdCluster.
+type claimJob struct {
+	kube   kubernetes.Interface
+	ctx    context.Context
+	log    *slog.Logger
+	events *membership.KubeRecorder
+}
+
+// newClaimJob sets up a claimJob; done flushes its Events and ends its deadline. cluster "" is read from
+// the claim's name.
+func newClaimJob(claim, ns, cluster, uid, controller string, timeout time.Duration) (*claimJob, func(), error) {
+	kube, err := inClusterKube()
+	if err != nil {
+		return nil, nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	log := jsonLogger()
+	if cluster == "" {
+		cluster = clusterFromClaim(claim)
+	}
+	events := membership.NewKubeRecorder(kube, ns, cluster, uid, controller, log)
+	return &claimJob{kube: kube, ctx: ctx, log: log, events: events}, func() {
+		events.Flush(5 * time.Second)
+		events.Close()
+		cancel()
+	}, nil
 }
 
 // clusterFromClaim reads the EtcdCluster's name from a member claim's name (data-<cluster>-<ordinal>,

@@ -38,22 +38,13 @@ func runPVCGrow(args []string) error {
 	if err != nil || q.Sign() <= 0 {
 		return usageError{errors.New("--size must be a positive quantity such as 20Gi")}
 	}
-	kube, err := inClusterKube()
+	j, done, err := newClaimJob(*claim, *ns, *cluster, *uid, "etcdhook-pvc-grow", *timeout)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
-	defer cancel()
-	log := jsonLogger()
-	if *cluster == "" {
-		*cluster = clusterFromClaim(*claim)
-	}
-	events := membership.NewKubeRecorder(kube, *ns, *cluster, *uid, "etcdhook-pvc-grow", log)
-	defer func() {
-		events.Flush(5 * time.Second)
-		events.Close()
-	}()
-	return refusal(membership.GrowPVC(ctx, &membership.Etcd{Log: log, TLSDir: *tlsDir}, kube, log, membership.GrowRequest{
+	defer done()
+	kube, log, events := j.kube, j.log, j.events
+	return refusal(membership.GrowPVC(j.ctx, &membership.Etcd{Log: log, TLSDir: *tlsDir}, kube, log, membership.GrowRequest{
 		Namespace: *ns, Claim: *claim, ClusterUID: *uid, Size: q, Pod: *pod, PeerURL: *peerURL, Endpoints: strings.Split(*endpoints, ","),
 		RestartAfter: *restartAfter, Events: events,
 	}))
