@@ -73,64 +73,17 @@ type LeaseStore interface {
 }
 
 func intentFromAnnotations(ann map[string]string) Intent {
+	parsed, problems := api.ParseIntent(ann)
 	in := Intent{
-		Intent:      ann[api.AnnIntent],
-		IntentSince: ann[api.AnnIntentSince],
-		Seed:        ann[api.AnnBootstrap] == api.BootstrapSeed,
-		Defrag:      ann[api.AnnDefrag],
-	}
-	// A mark the hook could not have written (it writes api.RenewalMark: 10 hex digits) asks for nothing:
-	// a hand edit must not make every agent renew at every look.
-	if v := ann[api.AnnRenewal]; v != "" {
-		if len(v) == 10 && strings.Trim(v, "0123456789abcdef") == "" {
-			in.Renewal = v
-		} else {
-			in.Problems = append(in.Problems, fmt.Sprintf("%s %q is not a renewal mark: ignored", api.AnnRenewal, v))
-		}
-	}
-	if r, err := api.ParseCARotation(ann[api.AnnCARotation]); err != nil {
-		in.Problems = append(in.Problems, err.Error()+": ignored")
-	} else {
-		in.CARotation = r
-	}
-	if v := ann[api.AnnCARestart]; v != "" {
-		if fpsList(v) {
-			in.CARestart = v
-		} else {
-			in.Problems = append(in.Problems, fmt.Sprintf("%s %q is not a list of CA fingerprints: ignored", api.AnnCARestart, v))
-		}
-	}
-	switch v := ann[api.AnnPeerScheme]; v {
-	case "", "http", "https":
-		in.PeerScheme = v
-	default:
-		in.Problems = append(in.Problems, fmt.Sprintf("%s %q is neither http nor https: ignored", api.AnnPeerScheme, v))
+		Intent: parsed.Kind, IntentSince: parsed.Since, Seed: parsed.Seed, Join: parsed.Join, Defrag: parsed.Defrag,
+		Renewal: parsed.Renewal, CARotation: parsed.CARotation, CARestart: parsed.CARestart, PeerScheme: parsed.PeerScheme,
+		Problems: problems,
 	}
 	if _, p := StartIntent(in.Intent); p != "" {
 		in.Problems = append(in.Problems, p)
 	}
-	// The window is read as the hook reads it (api.ParseJoinWindow): a permission the hook does not
-	// count must not start a join.
-	var p string
-	if in.Join, p = api.ParseJoinWindow(ann[api.AnnJoinPermitted], ann[api.AnnJoinDeadline]); p != "" {
-		in.Problems = append(in.Problems, p)
-	}
 	in.Report, _ = api.ParseReport(ann)
 	return in
-}
-
-// fpsList: one or two SHA-256 fingerprints, sorted, comma-separated (what the hook writes).
-func fpsList(v string) bool {
-	parts := strings.Split(v, ",")
-	if len(parts) > 2 || !sort.StringsAreSorted(parts) {
-		return false
-	}
-	for _, p := range parts {
-		if _, ok := api.ParseCASecretState(p); !ok || strings.Contains(p, "/") {
-			return false
-		}
-	}
-	return true
 }
 
 // LeaseClusterID picks the cluster ID the Leases report: the lowest valid one, so that every agent picks

@@ -14,29 +14,11 @@ func (p *plan) leaseObjects() []*coordv1.Lease {
 	var out []*coordv1.Lease
 	for _, i := range sortedKeys(p.leases) {
 		lp := p.leases[i]
-		ann := map[string]string{api.AnnIntent: lp.intent, api.AnnIntentSince: lp.intentSince}
-		if lp.joinPermitted != "" {
-			ann[api.AnnJoinPermitted] = lp.joinPermitted
-			ann[api.AnnJoinDeadline] = lp.joinDeadline
-		}
-		if lp.seed {
-			ann[api.AnnBootstrap] = api.BootstrapSeed
-		}
-		if lp.defrag != "" {
-			ann[api.AnnDefrag] = lp.defrag
-		}
-		if mark := p.renewalMark(); mark != "" {
-			ann[api.AnnRenewal] = mark
-		}
-		if lp.caRotation != "" {
-			ann[api.AnnCARotation] = lp.caRotation
-		}
-		if lp.caRestart != "" {
-			ann[api.AnnCARestart] = lp.caRestart
-		}
-		if lp.peerScheme != "" {
-			ann[api.AnnPeerScheme] = lp.peerScheme
-		}
+		// (The window and the rotation step were checked or written by the decision: they parse.)
+		join, _ := api.ParseJoinWindow(lp.joinPermitted, lp.joinDeadline)
+		rotation, _ := api.ParseCARotation(lp.caRotation)
+		ann := api.Intent{Kind: lp.intent, Since: lp.intentSince, Seed: lp.seed, Join: join, Defrag: lp.defrag,
+			Renewal: p.renewalMark(), CARotation: rotation, CARestart: lp.caRestart, PeerScheme: lp.peerScheme}.Annotations()
 		m := p.meta(n.Lease(i), api.ComponentEtcd)
 		m.Annotations = ann
 		out = append(out, &coordv1.Lease{TypeMeta: metav1.TypeMeta{APIVersion: "coordination.k8s.io/v1", Kind: "Lease"}, ObjectMeta: m})
