@@ -188,6 +188,9 @@ const (
 	// ReasonSwitchingPeerScheme: the agent stops its etcd to move its peer URL to the other scheme and
 	// start it listening there (a TLS switch's step the hook allowed, docs/design/14-tls.md §14.8).
 	ReasonSwitchingPeerScheme = "SwitchingPeerScheme"
+	// ReasonDefragmenting: the agent's defragmentation of its member failed or is under way; the hook
+	// counts that member as busy, not as done.
+	ReasonDefragmenting = "Defragmenting"
 )
 
 // FormatID renders an etcd member or cluster ID the way every etcdhook object spells it.

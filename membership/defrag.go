@@ -58,7 +58,7 @@ func (a *Agent) maybeDefragment(ctx context.Context, in Intent, inErr error, st 
 	a.defragErr = ""
 	if err != nil {
 		a.defragFailed = time.Now()
-		a.defragErr = "Defragmenting: " + err.Error()
+		a.defragErr = api.ReasonDefragmenting + ": " + err.Error()
 		r.Error = a.defragErr
 		a.event(EventDefragFailed, "Defragment", true, "defragmentation for pass %s failed (etcd keeps serving; retried in %s): %v", in.Defrag, defragRetry, err)
 	}

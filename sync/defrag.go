@@ -131,7 +131,7 @@ func (p *plan) decideDefrag() defragState {
 			continue // not fragmented enough for a scheduled pass
 		}
 		st.todo++
-		if strings.HasPrefix(r.Error, "Defragmenting: ") {
+		if r.Reason() == api.ReasonDefragmenting {
 			failed = append(failed, i) // its agent retries after a minute: the others go first
 			continue
 		}
@@ -263,7 +263,7 @@ func (p *plan) defragmenting() string {
 // request alone. A member reporting the pass running keeps both whatever its health (a defragmenting
 // member may answer Status slowly).
 func mayExecute(m *memberView, r api.Report) bool {
-	return m.healthy && !strings.HasPrefix(r.Error, "Defragmenting: ")
+	return m.healthy && r.Reason() != api.ReasonDefragmenting
 }
 
 // askDefrag decides and writes the intent on the chosen member's Lease (only a Lease the plan renders).
