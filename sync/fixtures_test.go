@@ -1150,7 +1150,6 @@ func TestFixturesUpToDate(t *testing.T) {
 	for _, f := range files {
 		require.True(t, names[f[:len(f)-len(".request.json")]], "stray fixture %s", f)
 	}
-	require.GreaterOrEqual(t, len(fxs), 30)
 }
 
 func fmtInt(n int) string { return string(mustJSON(n)) }
