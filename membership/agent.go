@@ -14,8 +14,9 @@ import (
 	"github.com/etcdhook/etcdhook/api"
 )
 
-// AgentConfig is one member's agent: who it is and how etcd runs.
-type AgentConfig struct {
+// Self is the member this agent runs: who it is and how etcd runs (api.AgentConfig, agent.json, is the
+// part the hook writes; this is what the agent makes of it with its pod's identity).
+type Self struct {
 	// Name is the etcd member name (the pod name).
 	Name      string
 	PeerURL   string
@@ -62,7 +63,7 @@ type AgentConfig struct {
 
 // Agent supervises etcd in a member pod (docs/design/01-components.md §1.3, §7.2-§7.3).
 type Agent struct {
-	Cfg   AgentConfig
+	Cfg   Self
 	Store LeaseStore
 	Etcd  *Etcd
 	Log   *slog.Logger

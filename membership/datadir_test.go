@@ -73,7 +73,7 @@ func TestDecideStopsOnUnreadableData(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(data, "member", "wal"), nil, 0o600))
 	leases := NewMemLeases()
 	leases.SetIntent("m-0-member", "member", false, 0)
-	a := &Agent{Cfg: AgentConfig{Name: "m0", DataDir: data, ParentUID: "p"}, Store: leases.Store("m-0-member", "pod"), Etcd: &Etcd{}, Log: testLogger(t)}
+	a := &Agent{Cfg: Self{Name: "m0", DataDir: data, ParentUID: "p"}, Store: leases.Store("m-0-member", "pod"), Etcd: &Etcd{}, Log: testLogger(t)}
 	d, _, err := a.decide(t.Context())
 	require.ErrorIs(t, err, syscall.ENOTDIR, "decided %s", d)
 }

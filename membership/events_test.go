@@ -140,7 +140,7 @@ func TestEventsCertificatesInvalid(t *testing.T) {
 	}
 	rec := &MemRecorder{}
 	a := &Agent{
-		Cfg:    AgentConfig{Name: "e-1", Tick: time.Nanosecond, CertLook: time.Nanosecond},
+		Cfg:    Self{Name: "e-1", Tick: time.Nanosecond, CertLook: time.Nanosecond},
 		Log:    slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Events: rec,
 		Certs: &Certs{PeerSource: src, ClientSource: src, PeerDir: t.TempDir(), ClientDir: t.TempDir(),

@@ -304,7 +304,7 @@ func (c *tcluster) start(i int, tick time.Duration) {
 	require.NoError(c.t, err)
 	c.t.Cleanup(func() { out.Close() })
 	a := &Agent{
-		Cfg: AgentConfig{
+		Cfg: Self{
 			Name: s.name, PeerURL: s.peerURL, ClientURL: s.clientURL, Endpoints: c.endpoints(i),
 			DataDir: s.dataDir(), ParentUID: c.parent, LeaseDuration: 15 * time.Second,
 			EtcdCommand: cmd, Tick: tick, FastTick: fast, StopGrace: 10 * time.Second, JoinTimeout: 60 * time.Second, NoSpaceAgain: time.Second,

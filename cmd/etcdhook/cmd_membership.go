@@ -90,7 +90,7 @@ func runAgent(args []string) error {
 		events.Close()
 	}()
 	agent := &membership.Agent{
-		Cfg: membership.AgentConfig{
+		Cfg: membership.Self{
 			Name:          pod,
 			PeerURL:       names.PeerURL(ordinal),
 			ClientURL:     fmt.Sprintf("%s127.0.0.1:%d", names.Scheme(), cfg.ClientPort),
