@@ -119,12 +119,8 @@ func decideAnswer(ctx context.Context, o *Observed, now time.Time, opts Options)
 // children renders every child in a fixed order, each as its JSON (render.go), and says which it
 // rendered. Without a spec to render from it renders nothing: answer calls it so only when no child
 // exists (otherwise it answers with echoLastApplied).
-func (p *plan) children(ctx context.Context) ([]any, map[childID]bool, *canonicalizer, error) {
-	out := []any{}
-	rendered := map[childID]bool{}
-	if !p.hasSpec {
-		return out, rendered, nil, nil
-	}
+// objects are the typed children the plan renders, in the answer's order.
+func (p *plan) objects() []any {
 	objs := p.rbac()
 	objs = append(objs, p.configMap())
 	for _, s := range p.services() {
@@ -147,6 +143,16 @@ func (p *plan) children(ctx context.Context) ([]any, map[childID]bool, *canonica
 			objs = append(objs, j)
 		}
 	}
+	return objs
+}
+
+func (p *plan) children(ctx context.Context) ([]any, map[childID]bool, *canonicalizer, error) {
+	out := []any{}
+	rendered := map[childID]bool{}
+	if !p.hasSpec {
+		return out, rendered, nil, nil
+	}
+	objs := p.objects()
 	vct := claimTemplates(p.f.obs.raw[childID{KeyStatefulSet, p.f.names.StatefulSet()}])
 	// One buffer for every child: each child is a slice of it.
 	// One buffer for every child, from a pool: Response.Release gives it back.

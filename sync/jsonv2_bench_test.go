@@ -1,10 +1,13 @@
 package sync
 
 import (
+	"bytes"
 	"os"
 	"testing"
 
 	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+	jsonv1 "github.com/go-json-experiment/json/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	coordv1 "k8s.io/api/coordination/v1"
@@ -147,6 +150,63 @@ func BenchmarkJSONv2Decode(b *testing.B) {
 			}
 			if len(v.Children.Leases) != 9 || len(v.Related.Pods) != 9 {
 				b.Fatal("decoded the wrong shape")
+			}
+		}
+	})
+}
+
+// BenchmarkJSONv2Render: the render side of the same sync. The typed children are built once (objects),
+// then turned into the answer's JSON as today (encoding/json, then the canonicalizer: nulls dropped,
+// keys sorted) and with go-json-experiment (deterministic, Go's v1 omitempty rules; nulls and key order
+// left as the library writes them, which a canonicalised comparison of answers would accept).
+func BenchmarkJSONv2Render(b *testing.B) {
+	body, err := os.ReadFile("../hooks/testdata/bench/nine-members-scaling.request.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	cb, _, err := CheckBody(body)
+	if err != nil {
+		b.Fatal(err)
+	}
+	o, err := DecodeChecked(cb)
+	if err != nil {
+		b.Fatal(err)
+	}
+	p, err := decide(newFacts(o, fixtureNow), Options{Image: FixtureImage})
+	if err != nil {
+		b.Fatal(err)
+	}
+	objs := p.objects()
+	b.Run("objects", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = p.objects()
+		}
+	})
+	b.Run("encoding-json+canonical", func(b *testing.B) {
+		b.ReportAllocs()
+		c := &canonicalizer{}
+		var buf []byte
+		for b.Loop() {
+			buf = buf[:0]
+			for _, obj := range objs {
+				if buf, err = c.encodeChild(buf, obj, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
+	b.Run("jsonv2", func(b *testing.B) {
+		b.ReportAllocs()
+		var buf bytes.Buffer
+		enc := jsontext.NewEncoder(&buf, jsonv2.Deterministic(true), jsonv1.OmitEmptyWithLegacySemantics(true))
+		for b.Loop() {
+			buf.Reset()
+			enc.Reset(&buf, jsonv2.Deterministic(true), jsonv1.OmitEmptyWithLegacySemantics(true))
+			for _, obj := range objs {
+				if err := jsonv2.MarshalEncode(enc, obj); err != nil {
+					b.Fatal(err)
+				}
 			}
 		}
 	})
