@@ -134,7 +134,7 @@ func ParseCASecretState(v string) (s CASecretState, ok bool) {
 	}
 	one := func(p string) (fp, mark, carry string, ok bool) {
 		f := strings.Split(p, "/")
-		if len(f) > 3 || !isFingerprint(f[0]) {
+		if len(f) > 3 || !IsSHA256(f[0]) {
 			return "", "", "", false
 		}
 		fp = f[0]
@@ -158,8 +158,9 @@ func ParseCASecretState(v string) (s CASecretState, ok bool) {
 	return s, true
 }
 
-// isFingerprint: 64 lower-case hex digits (SHA-256, as pki.Fingerprint writes it).
-func isFingerprint(s string) bool { return len(s) == 64 && strings.Trim(s, "0123456789abcdef") == "" }
+// IsSHA256 is a SHA-256 as the project writes one: 64 lower-case hex digits (pki.Fingerprint, snapshot
+// manifests and restore reports).
+func IsSHA256(s string) bool { return len(s) == 64 && strings.Trim(s, "0123456789abcdef") == "" }
 
 // CA rotation phases in status.tls.caRotation.phase.
 const (

@@ -3,7 +3,6 @@ package sync
 import (
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -349,7 +348,7 @@ func (f *facts) judgeRestoreJobs(rec *inPlaceRecord) (*inPlaceRecord, bool) {
 	}
 	switch {
 	case rec.Verifying && state == jobSucceeded:
-		if report == nil || report.Outcome != api.RestoreVerified || !sha256Re.MatchString(report.SHA256) {
+		if report == nil || report.Outcome != api.RestoreVerified || !api.IsSHA256(report.SHA256) {
 			return refuse(fmt.Sprintf("verify Job %s succeeded, but its report on Lease %s (annotation %s) is missing or says otherwise: the snapshot is not trusted", name, f.names.BackupName(), api.AnnRestoreReport))
 		}
 		next := *rec
@@ -368,28 +367,14 @@ func (f *facts) judgeRestoreJobs(rec *inPlaceRecord) (*inPlaceRecord, bool) {
 	return rec, false
 }
 
-// sha256Re is a SHA-256 as manifests and reports write it.
-var sha256Re = regexp.MustCompile(`^[0-9a-f]{64}$`)
-
-// restoreReport is the restore report on the backup Lease when it is job's, nil otherwise. One that
-// does not parse or is dated ahead of the hook's clock is named (InputIgnored) and ignored.
+// restoreReport is the restore report on the backup Lease when it is job's, nil otherwise (leaseReport).
 func (f *facts) restoreReport(job string) *api.RestoreReport {
 	l := f.obs.Leases[f.names.BackupName()]
 	if l == nil {
 		return nil
 	}
-	r, err := api.ParseRestoreReport(l.Annotations[api.AnnRestoreReport])
-	switch {
-	case err != nil:
-		f.distrusted = append(f.distrusted, fmt.Sprintf("Lease %s annotation %s does not parse (%v): ignored", l.Name, api.AnnRestoreReport, err))
-		return nil
-	case r == nil || r.Job != job:
-		return nil
-	case r.Time.After(f.now.Add(maxClockSkew)):
-		f.distrusted = append(f.distrusted, fmt.Sprintf("Lease %s annotation %s is dated %s, ahead of the hook's clock: ignored", l.Name, api.AnnRestoreReport, r.Time.UTC().Format(time.RFC3339)))
-		return nil
-	}
-	return r
+	return leaseReport(f, l, api.AnnRestoreReport, api.ParseRestoreReport,
+		func(r *api.RestoreReport) bool { return r.Job == job }, func(r *api.RestoreReport) time.Time { return r.Time })
 }
 
 // restoreOnQuorumLoss: the applied spec asks for automatic restores.

@@ -14,11 +14,10 @@ func (p *plan) leaseObjects() []*coordv1.Lease {
 	var out []*coordv1.Lease
 	for _, i := range sortedKeys(p.leases) {
 		lp := p.leases[i]
-		// (The window and the rotation step were checked or written by the decision: they parse.)
+		// (The window was checked or written by the decision: it parses.)
 		join, _ := api.ParseJoinWindow(lp.joinPermitted, lp.joinDeadline)
-		rotation, _ := api.ParseCARotation(lp.caRotation)
 		ann := api.Intent{Kind: lp.intent, Since: lp.intentSince, Seed: lp.seed, Join: join, Defrag: lp.defrag,
-			Renewal: p.renewalMark(), CARotation: rotation, CARestart: lp.caRestart, PeerScheme: lp.peerScheme}.Annotations()
+			Renewal: p.renewalMark(), CARotation: lp.caRotation, CARestart: lp.caRestart, PeerScheme: lp.peerScheme}.Annotations()
 		m := p.meta(n.Lease(i), api.ComponentEtcd)
 		m.Annotations = ann
 		out = append(out, &coordv1.Lease{TypeMeta: metav1.TypeMeta{APIVersion: "coordination.k8s.io/v1", Kind: "Lease"}, ObjectMeta: m})

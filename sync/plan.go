@@ -32,7 +32,8 @@ type leasePlan struct {
 	defrag string
 	// caRotation and caRestart: the CA rotation step asked, and the CAs this member may restart to
 	// trust (carotation.go).
-	caRotation, caRestart string
+	caRotation api.CARotationIntent
+	caRestart  string
 	// peerScheme: the scheme this member may move its peer URL to now (a TLS switch, tlsswitch.go).
 	peerScheme string
 }
