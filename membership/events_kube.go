@@ -21,7 +21,7 @@ import (
 // Events API, its objects are the same resource as core/v1 Events (so `kubectl describe etcdcluster`
 // lists them: regarding becomes involvedObject), and its broadcaster writes with only create (a new
 // event) and patch (a repeat folded into a series), the verbs the member and ops Roles grant on
-// "events" in the group "events.k8s.io" (sync.eventsRule). Unlike tools/record it has no spam filter of its own:
+// "events" in the group "events.k8s.io" (render.EventsRule). Unlike tools/record it has no spam filter of its own:
 // KubeRecorder bounds it with a token bucket.
 
 // Event budget of one process: a burst for a start that does many things at once (CA, certificates,

@@ -285,7 +285,7 @@ func (c *tcluster) start(i int, tick time.Duration) {
 	}
 	cmd = append(cmd, c.flags...)
 	if c.tls {
-		// The flags sync.EtcdArgs renders, on this slot's certificate directory.
+		// The flags render.EtcdArgs renders, on this slot's certificate directory.
 		c, p := s.tlsDir()+"/client/", s.tlsDir()+"/peer/"
 		cmd = append(cmd, "--cert-file="+c+"tls.crt", "--key-file="+c+"tls.key", "--trusted-ca-file="+c+"ca.crt", "--client-cert-auth=true",
 			"--peer-cert-file="+p+"tls.crt", "--peer-key-file="+p+"tls.key", "--peer-trusted-ca-file="+p+"ca.crt", "--peer-client-cert-auth=true")

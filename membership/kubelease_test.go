@@ -70,7 +70,7 @@ func (s *apiServer) verbs() (verbs, names []string) {
 	return verbs, names
 }
 
-// The member Role (sync/rbac.go) must grant exactly what the agent calls: get and patch on the
+// The member Role (sync/render/rbac.go) must grant exactly what the agent calls: get and patch on the
 // cluster's member Leases by name. It never updates, creates, lists or watches.
 func TestKubeLeasesVerbs(t *testing.T) {
 	n := api.Names{Cluster: "c", Namespace: "ns"}

@@ -16,7 +16,7 @@ import (
 var probePaths = map[string]bool{"/livez": true, "/readyz": true, "/metrics": true}
 
 // probeUpstreamTimeout bounds one forwarded request, body included. It is below the probes'
-// timeoutSeconds (5, sync/statefulset.go) so that a hung etcd is answered with a 503 the kubelet
+// timeoutSeconds (5, sync/render/statefulset.go) so that a hung etcd is answered with a 503 the kubelet
 // counts, instead of a kubelet-side timeout that leaves a goroutine and a connection behind.
 const probeUpstreamTimeout = 4 * time.Second
 

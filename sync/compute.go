@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sort"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -12,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/sync/render"
 )
 
 // Compute is the sync hook: a pure function of the request, the current time and the server's options.
@@ -119,32 +119,8 @@ func decideAnswer(ctx context.Context, o *Observed, now time.Time, opts Options)
 // children renders every child in a fixed order, each as its JSON (render.go), and says which it
 // rendered. Without a spec to render from it renders nothing: answer calls it so only when no child
 // exists (otherwise it answers with echoLastApplied).
-// objects are the typed children the plan renders, in the answer's order.
-func (p *plan) objects() []any {
-	objs := p.rbac()
-	objs = append(objs, p.configMap())
-	for _, s := range p.services() {
-		objs = append(objs, s)
-	}
-	objs = append(objs, p.statefulSet(), p.pdb())
-	for _, l := range p.leaseObjects() {
-		objs = append(objs, l)
-	}
-	objs = append(objs, p.backupObjects()...)
-	if np := p.networkPolicy(); np != nil {
-		objs = append(objs, np)
-	}
-	// Jobs by name, so that a carried Job and a new one list the same whichever sync made it.
-	sort.SliceStable(p.jobs, func(a, b int) bool { return p.jobs[a].Name < p.jobs[b].Name })
-	seen := map[string]bool{}
-	for _, j := range p.jobs {
-		if !seen[j.Name] {
-			seen[j.Name] = true
-			objs = append(objs, j)
-		}
-	}
-	return objs
-}
+// objects are the typed children the plan renders, in the answer's order (render.Objects).
+func (p *plan) objects() []any { return render.Objects(p.desired()) }
 
 func (p *plan) children(ctx context.Context) ([]any, map[childID]bool, *canonicalizer, error) {
 	out := []any{}

@@ -9,10 +9,10 @@ import (
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
 
 	"github.com/etcdhook/etcdhook/api"
 	"github.com/etcdhook/etcdhook/internal/backup"
+	"github.com/etcdhook/etcdhook/sync/render"
 )
 
 // An in-place restore (docs/design/16-backup-restore.md §16.8): the etcd.io/restore-from annotation replaces the running
@@ -24,12 +24,6 @@ import (
 // other members, whose agents move the replaced cluster's data aside, join it one at a time as in every
 // scale-up. Nothing membership-related runs while the members are down, and the cluster IDs it replaces
 // are retired: no report, member list or data directory of theirs counts again.
-
-// restoreJobDeadlineSeconds bounds one restore Job: a multi-gigabyte snapshot downloads in minutes.
-const restoreJobDeadlineSeconds = 2 * 3600
-
-// restoreJobMarginSeconds is how long before the Job's deadline the restore's own timeout ends it.
-const restoreJobMarginSeconds = 15 * 60
 
 // maxRemembered bounds the record's lists (values seen, cluster IDs retired): the oldest go first.
 const maxRemembered = 16
@@ -513,7 +507,7 @@ func (p *plan) decideInPlace() bool {
 	// The verify Job stays until the restore is done: a cache that has not seen the record past its
 	// verification must find it finished, not start it again.
 	if verify := f.names.RestoreVerifyJob(rec.key()); rec.Verifying || f.obs.Jobs[verify] != nil {
-		p.jobs = append(p.jobs, p.verifyJob(rec))
+		p.jobs = append(p.jobs, p.restoreJobSpec(render.JobRestoreVerify, rec))
 	}
 	if rec.Verifying {
 		// The cluster serves on while the snapshot is checked: nothing else about it changes.
@@ -528,7 +522,7 @@ func (p *plan) decideInPlace() bool {
 		// The Job stays until the restored member runs: a cache that has not seen the record yet
 		// must find it finished, not render it again.
 		if j := f.obs.Jobs[f.names.RestoreJob(rec.key())]; j != nil {
-			p.jobs = append(p.jobs, p.restoreJob(rec))
+			p.jobs = append(p.jobs, p.restoreJobSpec(render.JobRestore, rec))
 		}
 		p.startPod0()
 	case len(f.pods) > 0 || !p.statefulSetStopped():
@@ -549,7 +543,7 @@ func (p *plan) decideInPlace() bool {
 				p.inPlaceFailure = fmt.Sprintf("claim %s, which the restore writes into, does not exist", f.names.PVC(0))
 				return true
 			}
-			p.jobs = append(p.jobs, p.restoreJob(rec))
+			p.jobs = append(p.jobs, p.restoreJobSpec(render.JobRestore, rec))
 			p.wait("restore Job %s to restore %q", f.names.RestoreJob(rec.key()), rec.Request)
 			return true
 		}
@@ -571,7 +565,7 @@ func (p *plan) statefulSetStopped() bool {
 
 // inPlaceJob judges the observed restore Job: it keeps it, and a success commits the restore.
 func (p *plan) inPlaceJob(rec *inPlaceRecord, j *batchv1.Job) {
-	p.jobs = append(p.jobs, p.restoreJob(rec))
+	p.jobs = append(p.jobs, p.restoreJobSpec(render.JobRestore, rec))
 	state, _ := jobStatus(j)
 	switch state {
 	case jobActive:
@@ -668,106 +662,11 @@ func (p *plan) inPlaceStatus(add func(string, bool, string, string)) *api.Restor
 	return rs
 }
 
-// restoreJob restores the verified snapshot into ordinal 0's volume while no member runs.
-func (p *plan) restoreJob(rec *inPlaceRecord) *batchv1.Job {
-	n := p.f.names
-	args := []string{"--replace", "--data-dir=" + api.DataDir}
-	if rec.SHA256 != "" {
-		// Exactly the snapshot verified: a "latest" that moved on still finds it by its hash.
-		args = append(args, "--expect-sha256="+rec.SHA256)
-	}
-	j := p.restoreJobOf(n.RestoreJob(rec.key()), rec, args)
-	c := &j.Spec.Template.Spec.Containers[0]
-	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "data", MountPath: api.DataMount})
-	pod := &j.Spec.Template.Spec
-	pod.Volumes = append(pod.Volumes, corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{
-		PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: n.PVC(0)},
-	}})
-	// The data volume's files belong to the members' group (the StatefulSet's fsGroup).
-	pod.SecurityContext.FSGroup = ptr(int64(65532))
-	pod.SecurityContext.FSGroupChangePolicy = ptr(corev1.FSGroupChangeOnRootMismatch)
-	// It runs where a member may (dedicated, tainted etcd nodes; a node-local volume binds it to one).
-	sc := p.spec.Scheduling
-	pod.NodeSelector, pod.Tolerations, pod.PriorityClassName = sc.NodeSelector, sc.Tolerations, sc.PriorityClassName
-	if sc.Affinity != nil && sc.Affinity.NodeAffinity != nil {
-		pod.Affinity = &corev1.Affinity{NodeAffinity: sc.Affinity.NodeAffinity.DeepCopy()}
-	}
-	return j
-}
-
-// verifyJob checks the snapshot while the cluster serves: the restore Job's every step but the last,
-// into scratch space that goes with its pod.
-func (p *plan) verifyJob(rec *inPlaceRecord) *batchv1.Job {
-	j := p.restoreJobOf(p.f.names.RestoreVerifyJob(rec.key()), rec, []string{"--verify-only", "--data-dir=" + restoreScratch + "/data"})
-	c := &j.Spec.Template.Spec.Containers[0]
-	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "scratch", MountPath: restoreScratch})
-	pod := &j.Spec.Template.Spec
-	// The snapshot and its restored copy: about twice the database's size on the node's disk.
-	pod.Volumes = append(pod.Volumes, corev1.Volume{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
-	return j
-}
-
-// restoreScratch is where the verify Job downloads and restores the snapshot.
-const restoreScratch = "/scratch"
-
-// restoreJobOf is what the verify and the restore Job share: the source and its store, the cluster the
-// snapshot must belong to, the report on the backup Lease (and the Event) under the backup account, and
-// a pod failure policy that ends the Job at once when the snapshot is refused (damaged, missing,
-// changed, another cluster's): only a store's or the volume's hiccup is worth another attempt.
-func (p *plan) restoreJobOf(name string, rec *inPlaceRecord, more []string) *batchv1.Job {
-	n := p.f.names
-	args := append([]string{"restore",
-		"--from=" + rec.Request,
-		"--cluster=" + n.Cluster,
-		"--namespace=" + n.Namespace,
-		"--cluster-uid=" + p.f.uid,
-		"--name=" + n.Pod(0),
-		"--peer-url=" + n.PeerURL(0),
-		"--token=" + api.RestoreToken(n.Namespace, n.Cluster, p.f.uid, rec.key()),
-		"--lease=" + n.BackupName(),
-		"--job=" + name,
-		// Well before the Job's deadline: a download or restore cut short by the timeout stops before the
-		// old data is touched; the deadline's kill could land between the last steps.
-		fmt.Sprintf("--timeout=%ds", restoreJobDeadlineSeconds-restoreJobMarginSeconds),
-	}, more...)
-	if rec.AcceptCluster != "" {
-		args = append(args, "--accept-cluster="+rec.AcceptCluster)
-	}
-	reason := "restore-from"
-	if len(rec.Lost) > 0 {
-		reason = "restore-on-quorum-loss"
-	}
-	// The backup account: it may patch only the backup Lease (the report) and post Events.
-	j := p.job(name, reason, n.BackupName(), true, nil)
-	// No client certificate: the Jobs talk to no member.
-	j.Spec.Template.Spec.Volumes, j.Spec.Template.Spec.Containers[0].VolumeMounts = nil, nil
-	j.Spec.BackoffLimit = ptr(int32(2))
-	j.Spec.ActiveDeadlineSeconds = ptr(int64(restoreJobDeadlineSeconds))
-	j.Spec.PodFailurePolicy = &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{{
-		Action: batchv1.PodFailurePolicyActionFailJob,
-		OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{
-			ContainerName: ptr("etcdhook"), Operator: batchv1.PodFailurePolicyOnExitCodesOpIn, Values: []int32{api.RestoreExitRefused},
-		},
-	}}}
-	c := &j.Spec.Template.Spec.Containers[0]
-	c.Command = append([]string{api.HookBinary}, args...)
-	var secret, claim string
-	if b := p.spec.Backup; b != nil {
-		secret, claim = b.CredentialsSecret, b.VolumeClaimName
-	}
-	if src, err := backup.ParseSource(rec.Request); err == nil && src.Destination.Scheme != "file" {
-		claim = ""
-	}
-	vols, mounts, storeArgs := backupStore(secret, claim)
-	c.Command = append(c.Command, storeArgs...)
-	c.VolumeMounts = append(c.VolumeMounts, mounts...)
-	pod := &j.Spec.Template.Spec
-	pod.Volumes = append(pod.Volumes, vols...)
-	if claim != "" {
-		// The backup claim's files belong to the backup user's group.
-		pod.SecurityContext.FSGroup = ptr(int64(65532))
-	}
-	return j
+// restoreJobSpec asks for rec's verify or restore Job.
+func (p *plan) restoreJobSpec(kind render.JobKind, rec *inPlaceRecord) render.Job {
+	return render.Job{Kind: kind, Restore: &render.RestoreJob{
+		Request: rec.Request, Key: rec.key(), SHA256: rec.SHA256, AcceptCluster: rec.AcceptCluster, OnQuorumLoss: len(rec.Lost) > 0,
+	}}
 }
 
 // inPlaceRecordJSON is the record as the ConfigMap holds it, "" without one.
@@ -786,7 +685,7 @@ func (p *plan) releaseRestoreJobs() {
 	prefix := p.f.names.Cluster + "-restore-"
 	rendered := map[string]bool{}
 	for _, j := range p.jobs {
-		rendered[j.Name] = true
+		rendered[j.Name(p.f.names)] = true
 	}
 	for _, name := range sortedKeys(p.f.obs.Jobs) {
 		if strings.HasPrefix(name, prefix) && !rendered[name] {

@@ -5,20 +5,18 @@ import (
 	"sort"
 	"time"
 
-	batchv1 "k8s.io/api/batch/v1"
-
 	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/sync/render"
 )
 
 // Timing of Jobs and resyncs.
 const (
-	removeJobDeadlineSeconds = 300
-	succeededJobGrace        = 2 * time.Minute
-	retryBackoffBase         = 30 * time.Second
-	retryBackoffMax          = 10 * time.Minute
-	maxAttempts              = 99
-	resyncBusySeconds        = 5
-	resyncIdleSeconds        = 60
+	succeededJobGrace = 2 * time.Minute
+	retryBackoffBase  = 30 * time.Second
+	retryBackoffMax   = 10 * time.Minute
+	maxAttempts       = 99
+	resyncBusySeconds = 5
+	resyncIdleSeconds = 60
 )
 
 // leasePlan is the hook-owned half of one member Lease.
@@ -58,7 +56,7 @@ type plan struct {
 	partition int32
 	hash      string
 	leases    map[int]*leasePlan
-	jobs      []*batchv1.Job // rendered new Jobs and carried-over observed ones
+	jobs      []render.Job // new Jobs and carried-over observed ones
 
 	// busy names the membership change in flight ("" when none); action the change started this sync.
 	busy    string
@@ -163,7 +161,7 @@ func decide(f *facts, opts Options) (*plan, error) {
 	// Every URL the plan renders (Job endpoints, status) has the scheme every member serves now.
 	p.decideTLSMode()
 	f.names.TLS = p.clientHTTPS()
-	p.hash = templateHash(p.podTemplate())
+	p.hash = render.TemplateHash(render.PodTemplate(p.templateInput()))
 	p.keepJobs()
 	p.keepVolumeJobs()
 	// A restore in flight goes on while paused (steps in flight finish); none starts (chooseInPlace).
@@ -643,7 +641,7 @@ func (p *plan) keepJobs() {
 				keep = m != nil && (jv == last || (last.state == jobActive && jv.attempt == last.attempt-1))
 			}
 			if keep || !p.judgeJobs() {
-				p.jobs = append(p.jobs, p.carryJob(jv.job))
+				p.jobs = append(p.jobs, render.Job{Kind: render.JobCarried, Carried: jv.job})
 			} else {
 				p.release(KeyJob, jv.job.Name, "finished remove Job whose outcome is observed")
 			}
@@ -657,7 +655,7 @@ func (p *plan) keepJobs() {
 		for _, jv := range js {
 			retrying := last.state == jobActive && jv.attempt == last.attempt-1
 			if jv.state == jobActive || (!gone && (jv == last || retrying)) || !p.judgeJobs() {
-				p.jobs = append(p.jobs, p.carryJob(jv.job))
+				p.jobs = append(p.jobs, render.Job{Kind: render.JobCarried, Carried: jv.job})
 			} else {
 				p.release(KeyJob, jv.job.Name, "finished volume Job whose outcome is observed")
 			}
@@ -711,10 +709,10 @@ func (p *plan) removeMember(m *memberView, reason string) {
 		p.wait("member %s could not be removed in %d attempts: see Job %s", m.ID, maxAttempts, js[len(js)-1].job.Name)
 		return
 	}
-	job := p.removeJob(m, reason, attempt)
+	job := render.Job{Kind: render.JobRemove, Attempt: attempt, MemberID: m.ID, PeerURL: m.PeerURL, Reason: reason, Endpoints: p.voterEndpoints(m.ID)}
 	p.jobs = append(p.jobs, job)
 	p.removing = true
-	p.action = fmt.Sprintf("Job %s removing member %s", job.Name, m.ID)
+	p.action = fmt.Sprintf("Job %s removing member %s", job.Name(f.names), m.ID)
 	p.busy = p.action
 	p.wait("%s", p.action)
 }
@@ -877,9 +875,9 @@ func (p *plan) deleteVolume() bool {
 		if attempt > maxAttempts {
 			continue
 		}
-		job := p.pvcJob(i, attempt)
+		job := render.Job{Kind: render.JobDeleteVolume, Attempt: attempt, Ordinal: i, Endpoints: p.voterEndpoints("")}
 		p.jobs = append(p.jobs, job)
-		p.action = fmt.Sprintf("Job %s deleting the volume of %s", job.Name, f.names.Pod(i))
+		p.action = fmt.Sprintf("Job %s deleting the volume of %s", job.Name(f.names), f.names.Pod(i))
 		p.busy, p.busyVolume = p.action, true
 		p.wait("%s", p.action)
 		return true
@@ -1105,16 +1103,8 @@ func sortedKeys[K int | string, V any](m map[K]V) []K {
 	return ks
 }
 
-func specEqual(a, b api.ClusterSpec) bool { return string(specJSON(a)) == string(specJSON(b)) }
-
-// carryJob re-emits an observed Job under the hook's own labels (Jobs are OnDelete children: the object
-// only keeps the Job alive, its spec is never updated).
-func (p *plan) carryJob(j *batchv1.Job) *batchv1.Job {
-	out := &batchv1.Job{Spec: *j.Spec.DeepCopy()}
-	out.APIVersion, out.Kind = "batch/v1", "Job"
-	out.ObjectMeta = p.meta(j.Name, api.ComponentOps)
-	out.Annotations = map[string]string{api.AnnJobReason: j.Annotations[api.AnnJobReason]}
-	return out
+func specEqual(a, b api.ClusterSpec) bool {
+	return string(render.SpecJSON(a)) == string(render.SpecJSON(b))
 }
 
 const lastAppliedAnnotation = "metacontroller.k8s.io/last-applied-configuration"

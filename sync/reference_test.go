@@ -17,6 +17,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 
 	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/sync/render"
 )
 
 // The reference: how the hook decoded and rendered before DecodeBody and the canonical encoder, kept
@@ -251,27 +252,7 @@ func referenceChildren(p *plan) ([]any, map[childID]bool, error) {
 	if !p.hasSpec {
 		return out, rendered, nil
 	}
-	objs := p.rbac()
-	objs = append(objs, p.configMap())
-	for _, s := range p.services() {
-		objs = append(objs, s)
-	}
-	objs = append(objs, p.statefulSet(), p.pdb())
-	for _, l := range p.leaseObjects() {
-		objs = append(objs, l)
-	}
-	objs = append(objs, p.backupObjects()...)
-	if np := p.networkPolicy(); np != nil {
-		objs = append(objs, np)
-	}
-	sortJobs(p.jobs)
-	seen := map[string]bool{}
-	for _, j := range p.jobs {
-		if !seen[j.Name] {
-			seen[j.Name] = true
-			objs = append(objs, j)
-		}
-	}
+	objs := render.Objects(p.desired())
 	var vctRaw json.RawMessage
 	if raw := p.f.obs.raw[childID{KeyStatefulSet, p.f.names.StatefulSet()}]; raw != nil {
 		var sts struct {
@@ -299,14 +280,6 @@ func referenceChildren(p *plan) ([]any, map[childID]bool, error) {
 		rendered[childID{m["kind"].(string) + "." + m["apiVersion"].(string), m["metadata"].(map[string]any)["name"].(string)}] = true
 	}
 	return out, rendered, nil
-}
-
-func sortJobs(jobs []*batchv1.Job) {
-	for i := 1; i < len(jobs); i++ {
-		for j := i; j > 0 && jobs[j].Name < jobs[j-1].Name; j-- {
-			jobs[j], jobs[j-1] = jobs[j-1], jobs[j]
-		}
-	}
 }
 
 func referenceToChild(obj any) (map[string]any, error) {

@@ -4,11 +4,11 @@ import (
 	"fmt"
 	"time"
 
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/sync/render"
 )
 
 // Volume growth (docs/design/17-growing-volumes.md §17): spec.storage.size may grow. Each member's claim is grown by a Job,
@@ -16,13 +16,6 @@ import (
 // offline needs the member restarted); then a Job deletes the StatefulSet with propagation Orphan,
 // since its claim template is immutable, and the hook renders it afresh with the new size over the
 // same pods, which it adopts without a restart (their template is unchanged).
-const (
-	// growJobDeadlineSeconds: a cloud volume can take minutes to grow, and the Job waits for it.
-	growJobDeadlineSeconds = 900
-	// growRestartAfter: how long a claim may report FileSystemResizePending before its Job restarts the
-	// pod (drivers that grow file systems online clear it within seconds).
-	growRestartAfter = 2 * time.Minute
-)
 
 // storageSize is the size in force for member claims; false with emptyDir.
 func (p *plan) storageSize() (resource.Quantity, bool) {
@@ -138,9 +131,9 @@ func (p *plan) growVolumes() bool {
 		p.wait("re-creating StatefulSet %s for its claim template: %s", f.names.StatefulSet(), why)
 		return true
 	}
-	job := p.templateJob(attempt, size)
+	job := render.Job{Kind: render.JobClaimTemplate, Attempt: attempt, Size: size, StatefulSetUID: string(f.sts.UID)}
 	p.jobs = append(p.jobs, job)
-	p.action = fmt.Sprintf("Job %s re-creating StatefulSet %s for its claim template", job.Name, f.names.StatefulSet())
+	p.action = fmt.Sprintf("Job %s re-creating StatefulSet %s for its claim template", job.Name(f.names), f.names.StatefulSet())
 	p.busy, p.busyVolume, p.growth = p.action, true, true
 	p.wait("%s", p.action)
 	return true
@@ -175,10 +168,10 @@ func (p *plan) growClaim(i int, size resource.Quantity) bool {
 		p.wait("growing claim %s to %s: %s", f.names.PVC(i), size.String(), why)
 		return true
 	}
-	job := p.growJob(i, attempt, size)
+	job := render.Job{Kind: render.JobGrowVolume, Attempt: attempt, Ordinal: i, Size: size, Endpoints: p.voterEndpoints("")}
 	p.jobs = append(p.jobs, job)
 	p.growing = f.names.PVC(i)
-	p.action = fmt.Sprintf("Job %s growing claim %s to %s", job.Name, f.names.PVC(i), size.String())
+	p.action = fmt.Sprintf("Job %s growing claim %s to %s", job.Name(f.names), f.names.PVC(i), size.String())
 	p.busy, p.busyVolume, p.growth = p.action, true, true
 	p.wait("%s", p.action)
 	return true
@@ -205,36 +198,6 @@ func (p *plan) nextAttempt(js []*jobView) (int, string) {
 	return last.attempt + 1, ""
 }
 
-func (p *plan) growJob(i, attempt int, size resource.Quantity) *batchv1.Job {
-	n := p.f.names
-	args := []string{"pvc", "grow",
-		"--claim=" + n.PVC(i),
-		"--namespace=" + n.Namespace,
-		"--cluster-uid=" + p.f.uid,
-		"--size=" + size.String(),
-		"--pod=" + n.Pod(i),
-		"--peer-url=" + n.PeerURL(i),
-		"--endpoints=" + p.voterEndpoints(""),
-		fmt.Sprintf("--restart-after=%s", growRestartAfter),
-		fmt.Sprintf("--timeout=%ds", growJobDeadlineSeconds-30),
-	}
-	j := p.job(n.GrowJob(i, attempt), "grow-volume", n.OpsAccount(), true, args)
-	j.Spec.ActiveDeadlineSeconds = ptr(int64(growJobDeadlineSeconds))
-	return j
-}
-
-func (p *plan) templateJob(attempt int, size resource.Quantity) *batchv1.Job {
-	n := p.f.names
-	args := []string{"statefulset", "orphan",
-		"--name=" + n.StatefulSet(),
-		"--namespace=" + n.Namespace,
-		"--uid=" + string(p.f.sts.UID),
-		"--size=" + size.String(),
-		fmt.Sprintf("--timeout=%ds", removeJobDeadlineSeconds-30),
-	}
-	return p.job(n.TemplateJob(attempt), "claim-template", n.OpsAccount(), true, args)
-}
-
 // keepVolumeJobs carries the growth Jobs still useful (running, or the last failure while its work is
 // not done: its time drives the backoff) and releases the others.
 func (p *plan) keepVolumeJobs() {
@@ -245,7 +208,7 @@ func (p *plan) keepVolumeJobs() {
 		for _, jv := range js {
 			retrying := last.state == jobActive && jv.attempt == last.attempt-1
 			if jv.state == jobActive || (pending && (jv == last || retrying)) || !p.judgeJobs() {
-				p.jobs = append(p.jobs, p.carryJob(jv.job))
+				p.jobs = append(p.jobs, render.Job{Kind: render.JobCarried, Carried: jv.job})
 			} else {
 				p.release(KeyJob, jv.job.Name, what)
 			}

@@ -389,7 +389,7 @@ contexts:
 	}
 }
 
-// etcdArgs is a member's etcd command line in the form sync/statefulset.go renders it (written out here,
+// etcdArgs is a member's etcd command line in the form sync/render/statefulset.go renders it (written out here,
 // not called: the hook's builder is another package's moving part). certDir is where the client plane's
 // files are: api.TLSClientDir today, api.TLSDir for pods rendered before the planes were split.
 func etcdArgs(i int, tls bool, certDir string) []string {

@@ -1,4 +1,4 @@
-package sync
+package render
 
 import (
 	corev1 "k8s.io/api/core/v1"
@@ -8,14 +8,15 @@ import (
 	"github.com/etcdhook/etcdhook/api"
 )
 
-func (p *plan) services() []*corev1.Service {
-	n := p.f.names
+// Services are the peer Service (headless, for the members' DNS names) and the client Service.
+func Services(d *Desired) []*corev1.Service {
+	n := d.Names
 	port := func(name string, port int32) corev1.ServicePort {
 		return corev1.ServicePort{Name: name, Port: port, TargetPort: intstr.FromInt32(port), Protocol: corev1.ProtocolTCP}
 	}
 	peer := &corev1.Service{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
-		ObjectMeta: p.meta(n.PeerService(), api.ComponentEtcd),
+		ObjectMeta: meta(n, n.PeerService(), api.ComponentEtcd),
 		Spec: corev1.ServiceSpec{
 			ClusterIP: corev1.ClusterIPNone,
 			// Peers resolve each other before they are ready; a learner is never ready (/readyz).
@@ -26,7 +27,7 @@ func (p *plan) services() []*corev1.Service {
 	}
 	client := &corev1.Service{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
-		ObjectMeta: p.meta(n.ClientService(), api.ComponentEtcd),
+		ObjectMeta: meta(n, n.ClientService(), api.ComponentEtcd),
 		Spec: corev1.ServiceSpec{
 			Type:     corev1.ServiceTypeClusterIP,
 			Selector: n.Labels(),

@@ -1,10 +1,8 @@
-package sync
+package render
 
 import (
 	"encoding/json"
 	"fmt"
-	"slices"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -12,41 +10,25 @@ import (
 	"github.com/etcdhook/etcdhook/api"
 )
 
-func (p *plan) agentConfig() api.AgentConfig {
-	n := p.f.names
+// AgentConfig is the agents' configuration (api.ConfigKeyAgent).
+func AgentConfig(d *Desired) api.AgentConfig {
+	n := d.Names
 	return api.AgentConfig{
-		Cluster: n.Cluster, Namespace: n.Namespace, ParentUID: p.f.uid,
+		Cluster: n.Cluster, Namespace: n.Namespace, ParentUID: d.UID,
 		PeerService: n.PeerService(),
 		ClientPort:  api.ClientPort, PeerPort: api.PeerPort, ProbePort: api.ProbePort, EtcdMetricsPort: api.EtcdMetricsPort,
 		DataDir:              api.DataDir,
-		Token:                api.Token(n.Namespace, n.Cluster, p.f.uid),
+		Token:                api.Token(n.Namespace, n.Cluster, d.UID),
 		LeaseDurationSeconds: api.DefaultLeaseDurationSeconds,
-		AdoptExistingData:    p.spec.AdoptExistingData,
-		TLS:                  p.agentTLS(),
-		Restore:              p.agentRestore(),
-		RetiredClusters:      p.retiredClusters(),
+		AdoptExistingData:    d.Spec.AdoptExistingData,
+		TLS:                  agentTLS(d),
+		Restore:              agentRestore(d.Spec.Restore),
+		RetiredClusters:      d.Config.RetiredClusters,
 	}
-}
-
-// retiredClusters are the cluster IDs in-place restores replaced, as the agents get them: those of a
-// restore not committed yet are still the live cluster's (a member restarting meanwhile must start on
-// its data, and the restore may yet be withdrawn), so only the IDs of the restore before it count.
-func (p *plan) retiredClusters() []string {
-	r := p.inPlace
-	if r.inFlight() && !r.Committed {
-		r = r.Prior
-	}
-	if r == nil || len(r.Retired) == 0 {
-		return nil
-	}
-	ids := slices.Clone(r.Retired)
-	slices.Sort(ids)
-	return ids
 }
 
 // agentRestore is spec.restore for the agent, nil without one.
-func (p *plan) agentRestore() *api.AgentRestore {
-	r := p.spec.Restore
+func agentRestore(r *api.RestoreSpec) *api.AgentRestore {
 	if r == nil {
 		return nil
 	}
@@ -61,13 +43,13 @@ func (p *plan) agentRestore() *api.AgentRestore {
 }
 
 // agentTLS is the agent's part of spec.security.tls, nil when TLS is off (and no pod may still run a
-// transition template: agentKeepsTLS).
-func (p *plan) agentTLS() *api.AgentTLS {
-	if !p.agentKeepsTLS() {
+// transition template: Template.AgentTLS).
+func agentTLS(d *Desired) *api.AgentTLS {
+	if !d.Template.AgentTLS {
 		return nil
 	}
-	t := p.spec.Security.TLS.As(true)
-	n := p.f.names
+	t := d.Spec.Security.TLS.As(true)
+	n := d.Names
 	a := &api.AgentTLS{
 		CADuration: t.BuiltIn.CADuration.Duration.String(), CertDuration: t.BuiltIn.CertDuration.Duration.String(),
 		ClientAuth: t.ClientAuth(),
@@ -94,9 +76,7 @@ func (p *plan) agentTLS() *api.AgentTLS {
 // userSecret is a user's Secret for one plane, as the pod mounts it.
 type userSecret struct{ plane, name, volume, dir string }
 
-// userSecrets are the planes whose certificates come from the user's Secrets.
-func (p *plan) userSecrets() []userSecret { return userSecretsOf(p.renderTLS()) }
-
+// userSecretsOf are the planes whose certificates come from the user's Secrets.
 func userSecretsOf(t api.TLSSpec) []userSecret {
 	if !t.TLSOn() {
 		return nil
@@ -113,47 +93,40 @@ func userSecretsOf(t api.TLSSpec) []userSecret {
 
 // clientIdentitySecret is the Secret whose certificate the Jobs present to etcd: the user's client-plane
 // Secret, or the built-in client Secret.
-func (p *plan) clientIdentitySecret() string {
-	if s := p.spec.Security.TLS.Client.SecretName; s != "" {
+func clientIdentitySecret(d *Desired) string {
+	if s := d.Spec.Security.TLS.Client.SecretName; s != "" {
 		return s
 	}
-	return p.f.names.ClientSecret()
+	return d.Names.ClientSecret()
 }
 
-func specJSON(s api.ClusterSpec) []byte {
+// SpecJSON is the applied spec as the ConfigMap records it.
+func SpecJSON(s api.ClusterSpec) []byte {
 	b, _ := json.Marshal(s) // typed struct: cannot fail
 	return b
 }
 
-func (p *plan) configMap() *corev1.ConfigMap {
-	f := p.f
-	agent, _ := json.MarshalIndent(p.agentConfig(), "", "  ")
+// ConfigMap holds the agent configuration and the hook's records (docs/design/06-sync-order.md).
+func ConfigMap(d *Desired) *corev1.ConfigMap {
+	agent, _ := json.MarshalIndent(AgentConfig(d), "", "  ")
 	cm := &corev1.ConfigMap{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
-		ObjectMeta: p.meta(f.names.ConfigMap(), api.ComponentEtcd),
+		ObjectMeta: meta(d.Names, d.Names.ConfigMap(), api.ComponentEtcd),
 		Data: map[string]string{
 			api.ConfigKeyAgent:        string(agent) + "\n",
-			api.ConfigKeySpec:         string(specJSON(p.spec)),
-			api.ConfigKeyBootstrapped: fmt.Sprint(f.bootstrapped),
-			api.ConfigKeyClusterID:    f.clusterID,
-			api.ConfigKeyRunning:      runningRecord(f.running),
-			api.ConfigKeyFormed:       fmt.Sprint(f.formed || p.formedNow()),
-			api.ConfigKeyRollingTo:    p.rollingTo,
+			api.ConfigKeySpec:         string(SpecJSON(d.Spec)),
+			api.ConfigKeyBootstrapped: fmt.Sprint(d.Config.Bootstrapped),
+			api.ConfigKeyClusterID:    d.Config.ClusterID,
+			api.ConfigKeyRunning:      d.Config.Running,
+			api.ConfigKeyFormed:       fmt.Sprint(d.Config.Formed),
+			api.ConfigKeyRollingTo:    d.Config.RollingTo,
 		},
 	}
-	if v := p.defragNowDone(); v != "" {
+	if v := d.Config.DefragNowDone; v != "" {
 		cm.Data[api.ConfigKeyDefragNowDone] = v
 	}
-	if v := p.inPlaceRecordJSON(); v != "" {
+	if v := d.Config.RestoreInPlace; v != "" {
 		cm.Data[api.ConfigKeyRestoreInPlace] = v
 	}
 	return cm
-}
-
-func runningRecord(vs []SemVer) string {
-	out := make([]string, len(vs))
-	for i, v := range vs {
-		out[i] = v.String()
-	}
-	return strings.Join(out, " ")
 }

@@ -1,9 +1,8 @@
-package sync
+package render
 
 import (
 	"fmt"
 	"strconv"
-	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
 	coordv1 "k8s.io/api/coordination/v1"
@@ -22,29 +21,24 @@ import (
 // backupJobDeadlineSeconds bounds one backup attempt: a multi-gigabyte database streams in minutes.
 const backupJobDeadlineSeconds = 2 * 3600
 
-// backupToken is the etcd.io/backup-now token asked for, "" when none.
-func (p *plan) backupToken() string {
-	return strings.TrimSpace(p.f.parent.Annotations[api.AnnBackupNow])
-}
-
-// backupObjects are the backup children, none without spec.backup.
-func (p *plan) backupObjects() []any {
-	b := p.spec.Backup
-	if b == nil {
+// BackupObjects are the backup children, none without spec.backup.
+func BackupObjects(d *Desired) []any {
+	b := d.Spec.Backup
+	if b == nil || d.Backup == nil {
 		return nil
 	}
-	n := p.f.names
+	n := d.Names
 	var out []any
-	out = append(out, p.backupRBAC()...)
+	out = append(out, backupRBAC(n)...)
 	// The Lease carries no hook fields: the Jobs merge-patch their reports into its annotations.
 	out = append(out, &coordv1.Lease{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "coordination.k8s.io/v1", Kind: "Lease"},
-		ObjectMeta: p.meta(n.BackupName(), api.ComponentBackup),
+		ObjectMeta: meta(n, n.BackupName(), api.ComponentBackup),
 	})
-	if b.Schedule != "" && p.f.obs.CronJobsDeclared {
-		job := p.backupJob(n.BackupName(), "")
+	if d.Backup.Schedule {
+		job := backupJob(d, n.BackupName(), "")
 		var suspend *bool
-		if p.restoring {
+		if d.Backup.Suspended {
 			// The members are down on purpose (inplace.go): a run would only fail.
 			suspend = ptr(true)
 		}
@@ -68,48 +62,21 @@ func (p *plan) backupObjects() []any {
 			},
 		})
 	}
-	token := p.backupToken()
-	if token != "" {
-		// Kept while the annotation holds the token: one Job, hence one backup, per token. Finished
-		// Jobs stay (their outcome is the status), and go with the next token.
-		out = append(out, p.backupJob(n.BackupJob(token), token))
-	}
-	// An earlier token's Job still running is kept until it finishes: a new token must not kill a
-	// backup half-way (its snapshot would be left without a manifest).
-	for _, name := range sortedKeys(p.f.obs.Jobs) {
-		j := p.f.obs.Jobs[name]
-		old := jobArg(j, "--token=")
-		if old == "" || old == token || name != n.BackupJob(old) {
-			continue
-		}
-		if state, _ := jobStatus(j); state == jobActive {
-			out = append(out, p.backupJob(name, old))
-		}
+	for _, r := range d.Backup.Runs {
+		// Kept while the annotation holds the token, or while an earlier token's Job still runs (the
+		// decision lists them).
+		out = append(out, backupJob(d, r.Name, r.Token))
 	}
 	return out
 }
 
-// jobArg is the value of a --flag= argument of a Job's container command, "" when absent.
-func jobArg(j *batchv1.Job, prefix string) string {
-	cs := j.Spec.Template.Spec.Containers
-	if len(cs) == 0 {
-		return ""
-	}
-	for _, a := range cs[0].Command {
-		if v, ok := strings.CutPrefix(a, prefix); ok {
-			return v
-		}
-	}
-	return ""
-}
-
 // backupJob is one backup run: the scheduled template (token "") or an on-demand Job.
-func (p *plan) backupJob(name, token string) *batchv1.Job {
-	n, b := p.f.names, p.spec.Backup
+func backupJob(d *Desired, name, token string) *batchv1.Job {
+	n, b := d.Names, d.Spec.Backup
 	args := []string{"backup",
 		"--cluster=" + n.Cluster,
 		"--namespace=" + n.Namespace,
-		"--cluster-uid=" + p.f.uid,
+		"--cluster-uid=" + d.UID,
 		"--endpoints=" + n.ClientEndpoint(),
 		"--destination=" + b.Destination,
 		"--lease=" + n.BackupName(),
@@ -124,7 +91,7 @@ func (p *plan) backupJob(name, token string) *batchv1.Job {
 	if token != "" {
 		args = append(args, "--token="+token)
 	}
-	j := p.job(name, "backup", n.BackupName(), true, nil)
+	j := opsJob(d, name, "backup", n.BackupName(), nil)
 	reason := "scheduled-backup"
 	if token != "" {
 		reason = "backup-now"
@@ -138,7 +105,7 @@ func (p *plan) backupJob(name, token string) *batchv1.Job {
 	j.Spec.ActiveDeadlineSeconds = ptr(int64(backupJobDeadlineSeconds))
 	c := &j.Spec.Template.Spec.Containers[0]
 	c.Command = append(c.Command[:1], append(args, c.Command[1:]...)...)
-	vols, mounts, more := backupStore(b.CredentialsSecret, b.VolumeClaimName)
+	vols, mounts, more := BackupStore(b.CredentialsSecret, b.VolumeClaimName)
 	c.Command = append(c.Command, more...)
 	c.VolumeMounts = append(c.VolumeMounts, mounts...)
 	pod := &j.Spec.Template.Spec
@@ -150,9 +117,9 @@ func (p *plan) backupJob(name, token string) *batchv1.Job {
 	return j
 }
 
-// backupStore is what a pod needs to reach a store: the credentials Secret and a file destination's
+// BackupStore is what a pod needs to reach a store: the credentials Secret and a file destination's
 // claim, as volumes, mounts and the flags that point the command at them.
-func backupStore(secret, claim string) (vols []corev1.Volume, mounts []corev1.VolumeMount, args []string) {
+func BackupStore(secret, claim string) (vols []corev1.Volume, mounts []corev1.VolumeMount, args []string) {
 	if secret != "" {
 		args = append(args, "--credentials-dir="+api.BackupCredentialsDir)
 		vols = append(vols, corev1.Volume{Name: "backup-credentials", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
@@ -172,27 +139,26 @@ func backupStore(secret, claim string) (vols []corev1.Volume, mounts []corev1.Vo
 
 // backupRBAC: the backup Jobs patch only their Lease and post Events; etcd is reached with the
 // client certificate, the store with the credentials Secret (mounted, never read through the API).
-func (p *plan) backupRBAC() []any {
-	n := p.f.names
+func backupRBAC(n api.Names) []any {
 	name := n.BackupName()
 	return []any{
 		&corev1.ServiceAccount{
 			TypeMeta:                     metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"},
-			ObjectMeta:                   p.meta(name, api.ComponentBackup),
+			ObjectMeta:                   meta(n, name, api.ComponentBackup),
 			AutomountServiceAccountToken: ptr(false),
 		},
 		&rbacv1.Role{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "Role"},
-			ObjectMeta: p.meta(name, api.ComponentBackup),
+			ObjectMeta: meta(n, name, api.ComponentBackup),
 			Rules: []rbacv1.PolicyRule{{
 				APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"},
 				// A merge patch of two annotations: no read needed.
 				ResourceNames: []string{name}, Verbs: []string{"patch"},
-			}, eventsRule},
+			}, EventsRule},
 		},
 		&rbacv1.RoleBinding{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "RoleBinding"},
-			ObjectMeta: p.meta(name, api.ComponentBackup),
+			ObjectMeta: meta(n, name, api.ComponentBackup),
 			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: name},
 			Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: n.Namespace}},
 		},

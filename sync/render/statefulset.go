@@ -1,4 +1,4 @@
-package sync
+package render
 
 import (
 	"crypto/sha256"
@@ -69,16 +69,11 @@ func EtcdArgs(n api.Names, uid string, s api.ClusterSpec, transition string) []s
 	return args
 }
 
-func (p *plan) podTemplate() corev1.PodTemplateSpec {
-	f, s, o := p.f, p.spec, p.opts
-	n := f.names
-	s.Security.TLS = p.renderTLS()
-	restricted := &corev1.SecurityContext{
-		AllowPrivilegeEscalation: ptr(false),
-		ReadOnlyRootFilesystem:   ptr(true),
-		RunAsNonRoot:             ptr(true),
-		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-	}
+// PodTemplate is the members' pod template. The decision hashes it (TemplateHash) to tell which pods
+// run it: it reads only the spec, the names and Template.TLS and Transition, never the hash itself.
+func PodTemplate(d *Desired) corev1.PodTemplateSpec {
+	s, n := d.Spec, d.Names
+	s.Security.TLS = d.Template.TLS
 	probe := func(path string, period, failures int32) *corev1.Probe {
 		return &corev1.Probe{
 			ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
@@ -88,16 +83,15 @@ func (p *plan) podTemplate() corev1.PodTemplateSpec {
 		}
 	}
 	command := []string{api.AgentBinary, "agent", "--config=" + api.AgentConfigPath}
-	transition := ""
-	if p.tlsSw.mode == tlsTransition {
-		transition = p.tlsSw.from
+	transition := d.Template.Transition
+	if transition != "" {
 		command = append(command, api.AgentFlagTLSTransition+transition)
 	}
-	command = append(append(command, "--", api.EtcdBinary), EtcdArgs(n, f.uid, s, transition)...)
+	command = append(append(command, "--", api.EtcdBinary), EtcdArgs(n, d.UID, s, transition)...)
 	etcd := corev1.Container{
 		Name:            "etcd",
 		Image:           fmt.Sprintf("%s:v%s", s.Repository, s.Version),
-		ImagePullPolicy: o.ImagePullPolicy,
+		ImagePullPolicy: d.ImagePullPolicy,
 		Command:         command,
 		Env: []corev1.EnvVar{
 			fieldEnv("POD_NAME", "metadata.name"),
@@ -117,7 +111,7 @@ func (p *plan) podTemplate() corev1.PodTemplateSpec {
 		// each next step (docs/design/07-steps.md §7.4).
 		LivenessProbe:            probe("/livez", 10, 3),
 		ReadinessProbe:           probe("/readyz", 1, 5),
-		SecurityContext:          restricted,
+		SecurityContext:          restricted(),
 		TerminationMessagePath:   corev1.TerminationMessagePathDefault,
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 		VolumeMounts: []corev1.VolumeMount{
@@ -132,7 +126,7 @@ func (p *plan) podTemplate() corev1.PodTemplateSpec {
 		etcd.Env = append(etcd.Env, fieldEnv("POD_IP", "status.podIP"))
 		etcd.VolumeMounts = append(etcd.VolumeMounts, corev1.VolumeMount{Name: "tls", MountPath: api.TLSDir})
 		// A user's Secrets are mounted for the agent to check, never where etcd reads (docs/design/14-tls.md §14.5).
-		for _, sec := range p.userSecrets() {
+		for _, sec := range userSecretsOf(s.Security.TLS) {
 			etcd.VolumeMounts = append(etcd.VolumeMounts, corev1.VolumeMount{Name: sec.volume, MountPath: sec.dir, ReadOnly: true})
 		}
 	}
@@ -143,16 +137,16 @@ func (p *plan) podTemplate() corev1.PodTemplateSpec {
 	// set at creation and never changes, so this never rolls a running cluster.
 	var restoreVolumes []corev1.Volume
 	if r := s.Restore; r != nil {
-		vols, mounts, _ := backupStore(r.CredentialsSecret, r.VolumeClaimName)
+		vols, mounts, _ := BackupStore(r.CredentialsSecret, r.VolumeClaimName)
 		restoreVolumes = vols
 		etcd.VolumeMounts = append(etcd.VolumeMounts, mounts...)
 	}
 	install := corev1.Container{
 		Name:                     "install-agent",
-		Image:                    o.Image,
-		ImagePullPolicy:          o.ImagePullPolicy,
+		Image:                    d.Image,
+		ImagePullPolicy:          d.ImagePullPolicy,
 		Command:                  []string{api.HookBinary, "install", api.AgentBinary},
-		SecurityContext:          restricted,
+		SecurityContext:          restricted(),
 		TerminationMessagePath:   corev1.TerminationMessagePathDefault,
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 		VolumeMounts:             []corev1.VolumeMount{{Name: "agent", MountPath: api.AgentDir}},
@@ -170,7 +164,7 @@ func (p *plan) podTemplate() corev1.PodTemplateSpec {
 		volumes = append(volumes, corev1.Volume{Name: "tls", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{
 			Medium: corev1.StorageMediumMemory, SizeLimit: ptr(resource.MustParse("1Mi")),
 		}}})
-		for _, sec := range p.userSecrets() {
+		for _, sec := range userSecretsOf(s.Security.TLS) {
 			volumes = append(volumes, corev1.Volume{Name: sec.volume, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
 				SecretName: sec.name, DefaultMode: ptr(int32(0o440)),
 			}}})
@@ -224,51 +218,46 @@ func (p *plan) podTemplate() corev1.PodTemplateSpec {
 	}
 }
 
-func fieldEnv(name, path string) corev1.EnvVar {
-	return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{
-		FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: path},
-	}}
-}
-
-func templateHash(t corev1.PodTemplateSpec) string {
+// TemplateHash names a pod template's revision: the first 8 bytes of the SHA-256 of its JSON.
+func TemplateHash(t corev1.PodTemplateSpec) string {
 	b, _ := json.Marshal(t) // typed struct: cannot fail
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:8])
 }
 
-func (p *plan) statefulSet() *appsv1.StatefulSet {
-	f, s := p.f, p.spec
-	n := f.names
+// StatefulSet is the members' StatefulSet, on the template Template.Hash names.
+func StatefulSet(d *Desired) *appsv1.StatefulSet {
+	s, n := d.Spec, d.Names
 	sts := &appsv1.StatefulSet{
 		TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "StatefulSet"},
 		ObjectMeta: metav1.ObjectMeta{
 			Name: n.StatefulSet(), Namespace: n.Namespace,
 			Labels:      n.ObjectLabels(api.ComponentEtcd),
-			Annotations: map[string]string{api.AnnTemplateHash: p.hash},
+			Annotations: map[string]string{api.AnnTemplateHash: d.Template.Hash},
 		},
 		Spec: appsv1.StatefulSetSpec{
-			Replicas:            ptr(p.replicas),
+			Replicas:            ptr(d.Replicas),
 			Selector:            &metav1.LabelSelector{MatchLabels: n.Labels()},
 			ServiceName:         n.PeerService(),
 			PodManagementPolicy: appsv1.ParallelPodManagement,
 			UpdateStrategy: appsv1.StatefulSetUpdateStrategy{
 				Type:          appsv1.RollingUpdateStatefulSetStrategyType,
-				RollingUpdate: &appsv1.RollingUpdateStatefulSetStrategy{Partition: ptr(p.partition)},
+				RollingUpdate: &appsv1.RollingUpdateStatefulSetStrategy{Partition: ptr(d.Partition)},
 			},
 			PersistentVolumeClaimRetentionPolicy: &appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy{
 				WhenDeleted: appsv1.RetainPersistentVolumeClaimRetentionPolicyType,
 				WhenScaled:  appsv1.RetainPersistentVolumeClaimRetentionPolicyType,
 			},
 			RevisionHistoryLimit: ptr(int32(10)),
-			Template:             p.podTemplate(),
+			Template:             PodTemplate(d),
 		},
 	}
-	if a := p.tlsSw.switchAnnotation(); a != "" {
+	if a := d.Template.SwitchAnnotation; a != "" {
 		sts.Annotations[api.AnnTLSSwitch] = a
 	}
 	if s.Storage.EmptyDir == nil {
 		claimLabels := n.Labels()
-		claimLabels[api.LabelClusterUID] = f.uid
+		claimLabels[api.LabelClusterUID] = d.UID
 		sts.Spec.VolumeClaimTemplates = []corev1.PersistentVolumeClaim{{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},
 			ObjectMeta: metav1.ObjectMeta{Name: "data", Labels: claimLabels},
@@ -283,7 +272,7 @@ func (p *plan) statefulSet() *appsv1.StatefulSet {
 		}}
 	}
 	// Immutable fields come from the live object: an update that changed them would fail forever.
-	if obs := f.sts; obs != nil {
+	if obs := d.Live; obs != nil {
 		sts.Spec.VolumeClaimTemplates = obs.Spec.VolumeClaimTemplates
 		sts.Spec.ServiceName = obs.Spec.ServiceName
 		sts.Spec.Selector = obs.Spec.Selector

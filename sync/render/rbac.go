@@ -1,4 +1,4 @@
-package sync
+package render
 
 import (
 	corev1 "k8s.io/api/core/v1"
@@ -8,8 +8,9 @@ import (
 	"github.com/etcdhook/etcdhook/api"
 )
 
-func (p *plan) rbac() []any {
-	n := p.f.names
+// RBAC is the members' and the ops Jobs' accounts, roles and bindings.
+func RBAC(d *Desired) []any {
+	n := d.Names
 	var leases, claims, pods []string
 	for i := 0; i < api.MaxSize; i++ {
 		leases = append(leases, n.Lease(i))
@@ -19,21 +20,21 @@ func (p *plan) rbac() []any {
 	account := func(name string) *corev1.ServiceAccount {
 		return &corev1.ServiceAccount{
 			TypeMeta:                     metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"},
-			ObjectMeta:                   p.meta(name, api.ComponentEtcd),
+			ObjectMeta:                   meta(n, name, api.ComponentEtcd),
 			AutomountServiceAccountToken: ptr(false),
 		}
 	}
 	role := func(name string, rules ...rbacv1.PolicyRule) *rbacv1.Role {
 		return &rbacv1.Role{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "Role"},
-			ObjectMeta: p.meta(name, api.ComponentEtcd),
+			ObjectMeta: meta(n, name, api.ComponentEtcd),
 			Rules:      rules,
 		}
 	}
 	binding := func(name string) *rbacv1.RoleBinding {
 		return &rbacv1.RoleBinding{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "RoleBinding"},
-			ObjectMeta: p.meta(name, api.ComponentEtcd),
+			ObjectMeta: meta(n, name, api.ComponentEtcd),
 			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: name},
 			Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: n.Namespace}},
 		}
@@ -42,14 +43,14 @@ func (p *plan) rbac() []any {
 	// the ops Jobs may delete only this cluster's member claims, and check that their pods are gone; to
 	// grow a claim they patch it and may restart its pod (a driver that grows file systems offline), and
 	// to bring the claim template in line they delete the StatefulSet with its pods orphaned (§17).
-	events := eventsRule
+	events := EventsRule
 	memberRules := []rbacv1.PolicyRule{{
 		APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"},
 		ResourceNames: leases, Verbs: []string{"get", "patch"},
 	}, events}
 	// The agents keep the built-in Secrets while any pod may run with certificates: also through a TLS
-	// switch off, until every pod runs the plaintext template (agentKeepsTLS).
-	if t := p.spec.Security.TLS.As(p.agentKeepsTLS()); t.BuiltInNeeded() {
+	// switch off, until every pod runs the plaintext template (Template.AgentTLS).
+	if t := d.Spec.Security.TLS.As(d.Template.AgentTLS); t.BuiltInNeeded() {
 		names := []string{n.CASecret()}
 		if t.Client.SecretName == "" {
 			names = append(names, n.ClientSecret())
@@ -82,12 +83,12 @@ func (p *plan) rbac() []any {
 	}
 }
 
-// eventsRule lets the agents and Jobs post Events on their EtcdCluster (`kubectl describe etcdcluster`)
+// EventsRule lets the agents and Jobs post Events on their EtcdCluster (`kubectl describe etcdcluster`)
 // through events.k8s.io/v1 (membership.KubeRecorder): create a new one, patch a repeat into its series.
 // That is as narrow as Kubernetes allows: an Event's name is generated, so neither verb can be held to
 // resource names, and RBAC cannot look inside the object (its regarding). What remains: an account
 // can create and patch any Event in its namespace through events.k8s.io (no longer through the core
 // group, which the recorder never uses) (docs/operations.md §9).
-var eventsRule = rbacv1.PolicyRule{
+var EventsRule = rbacv1.PolicyRule{
 	APIGroups: []string{"events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"},
 }

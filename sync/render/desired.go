@@ -1,0 +1,95 @@
+// Package render turns the decision's output (Desired) into the children of one EtcdCluster. Every
+// function here is a pure function of a Desired value: it decides nothing (which step, which member,
+// which Job) and reads nothing but its argument. The decision (package sync) fills Desired and may call
+// PodTemplate to hash the template, as Kubernetes' StatefulSet controller calls newRevision; this
+// package never imports the decision. One file per child kind.
+package render
+
+import (
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/etcdhook/etcdhook/api"
+)
+
+// Desired is one sync's whole decision as data: what every child must be.
+type Desired struct {
+	// Names name every child; Names.TLS is the scheme every member serves on its client port now (the
+	// Jobs' and agents' endpoints). UID is the EtcdCluster's.
+	Names api.Names
+	UID   string
+	// Spec is the spec the children are rendered from (the applied one, not always the parent's).
+	Spec api.ClusterSpec
+	// Image and ImagePullPolicy are the hook's own (the agent and the Jobs run its binary).
+	Image           string
+	ImagePullPolicy corev1.PullPolicy
+
+	Template Template
+	// Replicas and Partition: the StatefulSet's, as the membership protocol steps them.
+	Replicas  int32
+	Partition int32
+	// Live is the observed StatefulSet, nil before it exists: its immutable fields are kept.
+	Live *appsv1.StatefulSet
+
+	// PDBSize is the member count the quorum budget is computed on (never below the voters).
+	PDBSize int
+	// Leases: the hook's half of each member Lease, by ordinal.
+	Leases []MemberLease
+	Config Config
+	// Backup: the backup children, nil without spec.backup.
+	Backup *Backup
+	// NetworkPolicy: spec.network.policy is on and the registration declares the kind.
+	NetworkPolicy bool
+	// Jobs: the membership and volume Jobs, new and carried (a name listed twice renders once).
+	Jobs []Job
+}
+
+// Template is how the pod template renders TLS, and what the StatefulSet says about a TLS switch.
+type Template struct {
+	// TLS is the TLS the template and the agent configuration are rendered from (in a switch's
+	// transition, the spec's settings with TLS on).
+	TLS api.TLSSpec
+	// Transition is the scheme a TLS switch leaves ("" none): the client port serves both.
+	Transition string
+	// AgentTLS: the agent configuration and the member role keep the TLS settings (also through a
+	// switch off, until every pod runs the plaintext template).
+	AgentTLS bool
+	// Hash is the template's hash (TemplateHash of PodTemplate), SwitchAnnotation the TLS switch's
+	// step on the StatefulSet ("" none).
+	Hash             string
+	SwitchAnnotation string
+}
+
+// MemberLease is one member's Lease: the hook writes only the intent annotations.
+type MemberLease struct {
+	Ordinal int
+	Intent  api.Intent
+}
+
+// Config is the ConfigMap's records beside the agent configuration and the applied spec.
+type Config struct {
+	Bootstrapped bool
+	ClusterID    string
+	// Running: the versions the members run, as recorded (api.ConfigKeyRunning).
+	Running   string
+	Formed    bool
+	RollingTo string
+	// DefragNowDone and RestoreInPlace are written only when set.
+	DefragNowDone  string
+	RestoreInPlace string
+	// RetiredClusters: the cluster IDs in-place restores replaced, as the agents get them.
+	RetiredClusters []string
+}
+
+// Backup is what the backup children render from (spec.backup is Desired.Spec.Backup).
+type Backup struct {
+	// Schedule: render the CronJob (a schedule is set and the registration declares CronJobs);
+	// Suspended while an in-place restore has the members down.
+	Schedule  bool
+	Suspended bool
+	// Runs are the on-demand backup Jobs: this token's and earlier ones still running.
+	Runs []BackupRun
+}
+
+// BackupRun is one on-demand backup Job.
+type BackupRun struct{ Name, Token string }
