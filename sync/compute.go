@@ -101,7 +101,7 @@ func decideAnswer(ctx context.Context, o *Observed, now time.Time, opts Options)
 		}
 		return &Response{Status: p.status(), Children: children, ResyncAfterSeconds: resyncBusySeconds}, nil
 	}
-	children, rendered, canon, err := p.children(ctx)
+	children, rendered, writer, err := p.children(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -113,7 +113,7 @@ func decideAnswer(ctx context.Context, o *Observed, now time.Time, opts Options)
 	if p.busy != "" || p.rolling || p.pendingSpec || p.quorumLost || p.cleanup || !f.bootstrapped || len(p.waiting) > 0 {
 		resync = resyncBusySeconds
 	}
-	return &Response{Status: p.status(), Children: children, ResyncAfterSeconds: resync, Deleted: deleted, canon: canon}, nil
+	return &Response{Status: p.status(), Children: children, ResyncAfterSeconds: resync, Deleted: deleted, writer: writer}, nil
 }
 
 // children renders every child in a fixed order, each as its JSON (render.go), and says which it
@@ -122,7 +122,7 @@ func decideAnswer(ctx context.Context, o *Observed, now time.Time, opts Options)
 // objects are the typed children the plan renders, in the answer's order (render.Objects).
 func (p *plan) objects() []any { return render.Objects(p.desired()) }
 
-func (p *plan) children(ctx context.Context) ([]any, map[childID]bool, *canonicalizer, error) {
+func (p *plan) children(ctx context.Context) ([]any, map[childID]bool, *childWriter, error) {
 	out := []any{}
 	rendered := map[childID]bool{}
 	if !p.hasSpec {
@@ -130,50 +130,40 @@ func (p *plan) children(ctx context.Context) ([]any, map[childID]bool, *canonica
 	}
 	objs := p.objects()
 	vct := claimTemplates(p.f.obs.raw[childID{KeyStatefulSet, p.f.names.StatefulSet()}])
-	// One buffer for every child: each child is a slice of it.
 	// One buffer for every child, from a pool: Response.Release gives it back.
-	c := canvases.Get().(*canonicalizer)
-	buf := c.out[:0]
+	w := writers.Get().(*childWriter)
+	w.out.Reset()
 	out = make([]any, 0, len(objs))
 	// Each child is a *json.RawMessage into raws: a pointer goes into an interface without an allocation.
 	raws := make([]json.RawMessage, len(objs))
 	for i, obj := range objs {
 		if err := ctx.Err(); err != nil {
+			writers.Put(w)
 			return nil, nil, nil, err
 		}
 		k, ok := obj.(kubeChild)
 		if !ok {
+			writers.Put(w)
 			return nil, nil, nil, fmt.Errorf("rendering %T: not a Kubernetes object", obj)
 		}
 		var v []byte
 		if _, isSTS := obj.(*appsv1.StatefulSet); isSTS {
 			v = vct
 		}
-		start := len(buf)
-		b, err := c.encodeTyped(buf, obj, v)
+		b, err := w.appendChild(obj, v)
 		if err != nil {
-			// What the direct encoder does not handle: through json.Marshal (the same bytes).
-			b, err = c.encodeChild(buf[:start], obj, v)
-		}
-		if err != nil {
+			writers.Put(w)
 			if v != nil {
-				// The observed templates did not decode as JSON values (a number out of range).
-				var vctAny any
-				if uerr := json.Unmarshal(v, &vctAny); uerr != nil {
-					err = uerr
-				}
 				return nil, nil, nil, fmt.Errorf("observed volumeClaimTemplates: %w", err)
 			}
 			return nil, nil, nil, fmt.Errorf("rendering %T: %w", obj, err)
 		}
-		buf = b
-		c.out = buf
-		raws[i] = buf[start:len(buf):len(buf)]
+		raws[i] = b
 		out = append(out, &raws[i])
 		tm := k.GetObjectKind().(*metav1.TypeMeta)
 		rendered[childID{groupKeyOf(tm.Kind, tm.APIVersion), k.GetName()}] = true
 	}
-	return out, rendered, c, nil
+	return out, rendered, w, nil
 }
 
 // kubeChild is what every rendered child is.

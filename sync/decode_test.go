@@ -84,14 +84,17 @@ func sameAnswer(t *testing.T, body []byte) {
 		return // a mistyped field the decision never reads (see DecodeBody)
 	}
 	require.Equal(t, wantCode, code, "reference: %v\ncurrent: %v", wantErr, err)
-	require.Equal(t, string(want), string(got))
+	if code == http.StatusOK {
+		// The same answer once canonicalised: key order and spelling (escapes, number forms) aside.
+		require.Equal(t, string(canonical(t, want)), string(canonical(t, got)))
+	}
 	if wantErr != nil {
 		require.Equal(t, wantErr.Error(), err.Error())
 	}
 }
 
 // FuzzDecodeMatchesTypedDecoding: for any body, the same code as the reference and, for a 200, the
-// same bytes.
+// same answer once canonicalised.
 func FuzzDecodeMatchesTypedDecoding(f *testing.F) {
 	for _, body := range requestBodies(f) {
 		f.Add(body)

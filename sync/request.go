@@ -47,8 +47,8 @@ type Response struct {
 	Finalizing bool   `json:"-"`
 	// Changes: what this answer's conditions change against the parent's status (the audit trail).
 	Changes []Change `json:"-"`
-	// canon holds the buffer the children are written in (see Release).
-	canon *canonicalizer
+	// writer holds the buffer the children are written in (see Release).
+	writer *childWriter
 }
 
 // Group keys of the child and related types the registration declares (metacontroller/).
