@@ -5,6 +5,7 @@ import (
 	stdjson "encoding/json"
 	"io"
 	"reflect"
+	"slices"
 	"strconv"
 	gosync "sync"
 
@@ -22,7 +23,34 @@ import (
 
 // childOptions marshal as encoding/json does; maps in key order, so that an answer is byte for byte
 // the same for the same arguments.
-var childOptions = json.JoinOptions(jsonv1.DefaultOptionsV1(), json.Deterministic(true))
+var childOptions = json.JoinOptions(jsonv1.DefaultOptionsV1(), json.Deterministic(true),
+	json.WithMarshalers(json.MarshalToFunc(marshalStringMap)))
+
+// marshalStringMap writes a map[string]string (labels, annotations, ConfigMap data) in key order as
+// encoding/json does (nil is null), without the reflection the library spends on each entry (two
+// allocations an entry, a third of the answer's).
+func marshalStringMap(enc *jsontext.Encoder, m map[string]string) error {
+	if m == nil {
+		return enc.WriteToken(jsontext.Null)
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	if err := enc.WriteToken(jsontext.BeginObject); err != nil {
+		return err
+	}
+	for _, k := range keys {
+		if err := enc.WriteToken(jsontext.String(k)); err != nil {
+			return err
+		}
+		if err := enc.WriteToken(jsontext.String(m[k])); err != nil {
+			return err
+		}
+	}
+	return enc.WriteToken(jsontext.EndObject)
+}
 
 // copyOptions let the observed claim templates through as the API server sent them (they are copied,
 // never judged: an invalid byte or a repeated key there is the server's).
@@ -81,7 +109,8 @@ func (w *childWriter) appendChild(obj any, vct []byte) ([]byte, error) {
 	}
 	w.vct = vct
 	start := w.out.Len()
-	w.dec.Reset(&w.raw)
+	// The library's own output: no name is repeated, so none is tracked.
+	w.dec.Reset(&w.raw, copyOptions)
 	w.enc.Reset(&w.out, copyOptions)
 	if err := w.copyValue(w.dec, levelChild); err != nil {
 		return nil, err
@@ -198,14 +227,14 @@ func (w *childWriter) copySpec(dec *jsontext.Decoder) error {
 		return err
 	}
 	w.specs.Reset(w.spec.Bytes())
-	w.sub.Reset(&w.specs)
+	w.sub.Reset(&w.specs, copyOptions)
 	return w.copyValue(w.sub, levelSpec)
 }
 
 // emptyAfterDrop: the spec (in w.spec) has no member that is not null.
 func (w *childWriter) emptyAfterDrop() (bool, error) {
 	w.specs.Reset(w.spec.Bytes())
-	w.sub.Reset(&w.specs)
+	w.sub.Reset(&w.specs, copyOptions)
 	if _, err := w.sub.ReadToken(); err != nil {
 		return false, err
 	}
