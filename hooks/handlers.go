@@ -28,13 +28,9 @@ func (s *Server) handleSync(w http.ResponseWriter, r *http.Request) {
 	// The decoded request points into body (sync.DecodeBody), so the buffer goes back to the pool
 	// only once the answer is written; nothing read from it is kept (the log gets copies).
 	defer putBuffer(body)
-	// One pass checks the body as JSON and counts what the bounds count; a body that is not JSON (or
-	// nests past that counting) is counted by scan, as every body was before.
+	// One pass checks the body as JSON and counts what the bounds count (a body that is not JSON is
+	// counted up to where it fails).
 	checked, sh, bad := etcdsync.CheckBody(body)
-	if bad != nil || !sh.Exact {
-		sc := scan(body)
-		sh.Objects, sh.Elements = sc.Objects, sc.Elements
-	}
 	if !s.withinBounds(w, sh.Objects, sh.Elements) {
 		return
 	}
@@ -147,7 +143,7 @@ func (s *Server) readRequest(w http.ResponseWriter, r *http.Request) ([]byte, bo
 	}
 	// Before any decoding: many small objects, or long arrays of small elements, cost far more memory
 	// typed than their bytes suggest.
-	sh := scan(body)
+	sh, _ := etcdsync.Shape(body) // a body that is not JSON fails to decode afterwards
 	if !s.withinBounds(w, sh.Objects, sh.Elements) {
 		return nil, false
 	}

@@ -174,10 +174,13 @@ func echoLastApplied(o *Observed) ([]any, error) {
 // lastApplied reads a child's last-applied configuration from its bytes: decoding keeps annotations
 // only of the kinds whose other annotations the decision reads (decode.go), and this answer is rare.
 func lastApplied(raw []byte) string {
-	var tm metav1.TypeMeta
-	var m metav1.ObjectMeta
-	(&reader{b: raw}).readObject(&tm, &m, metaAnnotations, nil)
-	return m.Annotations[lastAppliedAnnotation]
+	var w object[annMeta, none, none]
+	r := objReaders.Get().(*objReader)
+	defer objReaders.Put(r)
+	if r.unmarshal(raw, &w) != nil {
+		return ""
+	}
+	return w.Metadata.Annotations[lastAppliedAnnotation]
 }
 
 // projectObserved keeps, of observed, the object keys that shape has (recursively through objects);

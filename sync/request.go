@@ -3,11 +3,8 @@ package sync
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"slices"
 	"sort"
-	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -18,6 +15,8 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 
 	"github.com/etcdhook/etcdhook/api"
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // Request is a Metacontroller CompositeController sync/finalize request. Children and related objects are
@@ -177,16 +176,16 @@ func groupsOf(m map[string]map[string]json.RawMessage) groups {
 	return g
 }
 
-// DecodeBody checks and types a request body, read once: a body that is not a request is a
-// *MalformedError, one the hook refuses an *InputError. What it accepts and refuses is what
-// json.Decoder into a Request and then Decode accepted and refused, but for values of the wrong type in
-// fields the decision never reads, which no API server sends. Strings in the result point into body,
-// which must not change afterwards.
+// DecodeBody checks and types a request body: a body that is not a request is a *MalformedError, one
+// the hook refuses an *InputError. What it accepts and refuses is what json.Decoder into a Request and
+// then Decode accepted and refused, but for values of the wrong type in fields the decision never
+// reads, which no API server sends.
 func DecodeBody(body []byte) (*Observed, error) {
-	if err := checkJSON(body, nil); err != nil {
-		return nil, malformed(body, err)
+	cb, _, err := CheckBody(body)
+	if err != nil {
+		return nil, err
 	}
-	return decodeChecked(body)
+	return decodeChecked(cb.b)
 }
 
 // CheckedBody is a request body already checked as JSON (CheckBody).
@@ -195,15 +194,21 @@ type CheckedBody struct{ b []byte }
 // CheckBody checks body as DecodeBody does (an error is a *MalformedError) and, in the same pass,
 // counts its shape, for the bounds the server checks before decoding.
 func CheckBody(body []byte) (CheckedBody, BodyShape, error) {
-	var sh BodyShape
-	if err := checkJSON(body, &sh); err != nil {
-		return CheckedBody{}, BodyShape{}, malformed(body, err)
+	sh, end, err := shape(body)
+	if err != nil {
+		return CheckedBody{}, sh, malformed(body, err)
 	}
-	return CheckedBody{body}, sh, nil
+	// The value alone: what may follow it (a stray ']' or '}') is not decoded.
+	return CheckedBody{body[:end]}, sh, nil
 }
 
+// decodeChecked splits a checked body into a Request (go-json-experiment, encoding/json's rules: keys
+// match case-insensitively, a later key overwrites an earlier one, a second children object adds its
+// groups to the first, null clears a map) and types it.
 func decodeChecked(body []byte) (*Observed, error) {
-	rq, err := splitRequest(body)
+	r := objReaders.Get().(*objReader)
+	rq, err := splitBody(r, body)
+	objReaders.Put(r)
 	if err != nil {
 		return nil, malformed(body, err)
 	}
@@ -223,93 +228,6 @@ func malformed(body []byte, err error) error {
 	return &MalformedError{Msg: err.Error()}
 }
 
-var errNotRequest = errors.New("json: the request is not an object of the request's shape")
-
-// splitRequest reads the top level of a checked body as encoding/json decodes it into a Request: keys
-// match case-insensitively, a later key overwrites an earlier one, a second children object adds its
-// groups to the first, null clears a map, and a value of another type is an error.
-func splitRequest(body []byte) (*rawRequest, error) {
-	rq := &rawRequest{}
-	// Room for a 9-member cluster's objects and groups without growing.
-	r := &reader{b: body, objs: make([]rawObject, 0, 64)}
-	rq.children.list = make([]group, 0, 12)
-	rq.related.list = make([]group, 0, 4)
-	if r.null() {
-		return rq, nil
-	}
-	if !r.object() {
-		return nil, errNotRequest
-	}
-	for k, ok := r.nextKey(); ok; k, ok = r.nextKey() {
-		switch {
-		case k.is("parent"):
-			rq.parent = r.span()
-		case k.is("children"):
-			r.groupsInto(&rq.children)
-		case k.is("related"):
-			r.groupsInto(&rq.related)
-		case k.is("finalizing"):
-			r.boolInto(&rq.finalizing)
-		default: // controller and anything unknown
-			r.skip()
-		}
-	}
-	if r.err != nil {
-		return nil, errNotRequest
-	}
-	rq.children.resolve()
-	rq.related.resolve()
-	return rq, nil
-}
-
-// groupsInto reads a map of groups, each a map of objects.
-func (r *reader) groupsInto(g *groups) {
-	if r.null() {
-		*g = groups{}
-		return
-	}
-	if !r.object() {
-		return
-	}
-	g.set = true
-	for gk, ok := r.nextKey(); ok; gk, ok = r.nextKey() {
-		gr := group{key: gk.string()}
-		if r.object() {
-			// Every group's objects share one backing array (the request's objects are few, its groups
-			// many): a group is the part appended while reading it.
-			start := len(r.objs)
-			for ik, more := r.nextKey(); more; ik, more = r.nextKey() {
-				r.objs = append(r.objs, rawObject{key: ik.string(), raw: r.span()})
-			}
-			gr.objs = r.objs[start:len(r.objs):len(r.objs)]
-		}
-		g.list = append(g.list, gr)
-	}
-}
-
-// resolve keeps, of groups and of objects under one key, the last one, as a Go map does; and sorts.
-func (g *groups) resolve() {
-	g.list = lastByKey(g.list, func(x group) string { return x.key })
-	for i := range g.list {
-		g.list[i].objs = lastByKey(g.list[i].objs, func(x rawObject) string { return x.key })
-	}
-}
-
-func lastByKey[T any](s []T, key func(T) string) []T {
-	if len(s) < 2 {
-		return s
-	}
-	slices.SortStableFunc(s, func(a, b T) int { return strings.Compare(key(a), key(b)) })
-	out := s[:0]
-	for i := range s {
-		if i+1 < len(s) && key(s[i+1]) == key(s[i]) {
-			continue
-		}
-		out = append(out, s[i])
-	}
-	return out
-}
-
 // decodeRequest types a split request, refusing what Decode always refused, in the same order.
 func decodeRequest(req *rawRequest) (*Observed, error) {
 	if len(req.parent) == 0 || string(req.parent) == "null" {
@@ -320,17 +238,17 @@ func decodeRequest(req *rawRequest) (*Observed, error) {
 	// types (a mistyped affinity kept by preserve-unknown-fields, a quantity that does not parse) is an
 	// invalid spec, answered with the last valid children and InvalidSpec, never a 4xx that would
 	// freeze status and every repair.
-	pr := &reader{b: req.parent}
-	spec := readParent(pr, &o.Parent)
-	if pr.err != nil {
+	rp := objReaders.Get().(*objReader)
+	spec, err := readParent(rp, req.parent, &o.Parent)
+	objReaders.Put(rp)
+	if err != nil {
 		// Worded as encoding/json words it.
 		var parent struct {
 			api.EtcdCluster
 			Spec json.RawMessage `json:"spec"`
 		}
-		err := json.Unmarshal(req.parent, &parent)
-		if err == nil {
-			err = pr.err
+		if werr := json.Unmarshal(req.parent, &parent); werr != nil {
+			err = werr
 		}
 		return nil, inputErrorf("parent: %v", err)
 	}
@@ -375,9 +293,9 @@ func decodeRequest(req *rawRequest) (*Observed, error) {
 		}
 		r[i] = g
 	}
-	var err error
 	o.raw = make(map[childID][]byte, 24)
-	rd := &reader{} // one for every object: its scratch space is reused
+	rd := objReaders.Get().(*objReader)
+	defer objReaders.Put(rd)
 	if o.StatefulSets, err = decodeGroup(rd, c[0], "StatefulSet", ns, o.raw, readStatefulSet); err != nil {
 		return nil, err
 	}
@@ -443,31 +361,16 @@ func claimTemplates(raw []byte) []byte {
 	if len(raw) == 0 {
 		return nil
 	}
-	// raw was checked: as part of the body (DecodeBody) or as a json.RawMessage (Decode).
-	r := &reader{b: raw}
-	var vct []byte
-	if r.object() {
-		for k, ok := r.nextKey(); ok; k, ok = r.nextKey() {
-			if !k.is("spec") {
-				r.skip()
-				continue
-			}
-			if !r.object() { // null, or not an object (an error: no templates)
-				continue
-			}
-			for k, ok := r.nextKey(); ok; k, ok = r.nextKey() {
-				if k.is("volumeClaimTemplates") {
-					vct = r.span()
-				} else {
-					r.skip()
-				}
-			}
-		}
+	var w struct {
+		Spec struct {
+			VolumeClaimTemplates jsontext.Value `json:"volumeClaimTemplates"`
+		} `json:"spec"`
 	}
-	if r.err != nil || string(vct) == "null" {
+	// raw was checked and decoded already: an error here means no templates.
+	if jsonv2.Unmarshal(raw, &w, readOptions) != nil || w.Spec.VolumeClaimTemplates.Kind() == 'n' {
 		return nil
 	}
-	return vct
+	return w.Spec.VolumeClaimTemplates
 }
 
 // unexpectedCore refuses a StatefulSet, Service, PodDisruptionBudget or ConfigMap child with a name the
