@@ -3,11 +3,15 @@ package sync
 import (
 	"bytes"
 	stdjson "encoding/json"
+	"errors"
 	"io"
 	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 	gosync "sync"
+
+	corev1 "k8s.io/api/core/v1"
 
 	json "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -24,7 +28,10 @@ import (
 // childOptions marshal as encoding/json does; maps in key order, so that an answer is byte for byte
 // the same for the same arguments.
 var childOptions = json.JoinOptions(jsonv1.DefaultOptionsV1(), json.Deterministic(true),
-	json.WithMarshalers(json.MarshalToFunc(marshalStringMap)))
+	json.WithMarshalers(stringMaps))
+
+// stringMaps writes the string maps (options join only one set of marshalers: every set includes it).
+var stringMaps = json.MarshalToFunc(marshalStringMap)
 
 // marshalStringMap writes a map[string]string (labels, annotations, ConfigMap data) in key order as
 // encoding/json does (nil is null), without the reflection the library spends on each entry (two
@@ -73,6 +80,7 @@ type childWriter struct {
 	dec, sub  *jsontext.Decoder
 	enc       *jsontext.Encoder
 	name      []byte
+	opts      json.Options
 	// vct: the observed claim templates that replace the rendered ones (claimTemplates), nil for none.
 	vct []byte
 }
@@ -80,6 +88,15 @@ type childWriter struct {
 // writers recycles childWriters and their buffers (about 32 KB of children for 9 members).
 var writers = gosync.Pool{New: func() any {
 	w := &childWriter{}
+	// The writer's own options (made once: the library caches its encoders per set of options): the
+	// claim templates are written from the observed bytes while a StatefulSet with them is written.
+	w.opts = json.JoinOptions(childOptions, json.WithMarshalers(json.JoinMarshalers(stringMaps, json.MarshalToFunc(
+		func(enc *jsontext.Encoder, _ []corev1.PersistentVolumeClaim) error {
+			if w.vct == nil {
+				return errors.ErrUnsupported // the rendered ones
+			}
+			return enc.WriteValue(w.vct)
+		}))))
 	w.dec, w.sub, w.vdec = jsontext.NewDecoder(&w.raw), jsontext.NewDecoder(&w.specs), jsontext.NewDecoder(&w.vcts)
 	w.enc = jsontext.NewEncoder(&w.out)
 	w.out.Grow(32 << 10)
@@ -100,15 +117,21 @@ func (r *Response) Release() {
 // shared buffer, valid until the writer is released). vct, when not nil, replaces
 // spec.volumeClaimTemplates with the observed bytes.
 func (w *childWriter) appendChild(obj any, vct []byte) ([]byte, error) {
+	if err := w.checkNumbers(vct); err != nil {
+		return nil, err
+	}
+	start := w.out.Len()
+	// The fast way: the top level written field by field, each field by the library. It is the answer
+	// unless the library wrote a null member somewhere below (none of today's children has one).
+	if b, err := w.writeTop(obj, vct); err == nil && !hasNullMember(b[start:]) {
+		return b[start:len(b):len(b)], nil
+	}
+	w.out.Truncate(start)
 	w.raw.Reset()
 	if err := json.MarshalWrite(&w.raw, obj, childOptions); err != nil {
 		return nil, err
 	}
-	if err := w.checkNumbers(vct); err != nil {
-		return nil, err
-	}
 	w.vct = vct
-	start := w.out.Len()
 	// The library's own output: no name is repeated, so none is tracked.
 	w.dec.Reset(&w.raw, copyOptions)
 	w.enc.Reset(&w.out, copyOptions)
@@ -123,6 +146,131 @@ func (w *childWriter) appendChild(obj any, vct []byte) ([]byte, error) {
 		w.out.Truncate(end)
 	}
 	return b[start:end:end], nil
+}
+
+// writeTop writes obj, a pointer to a Kubernetes object, without its status, a spec that is empty, and
+// a member that is nil (null); the observed claim templates, when given, replace the rendered ones.
+func (w *childWriter) writeTop(obj any, vct []byte) ([]byte, error) {
+	w.vct = vct
+	defer func() { w.vct = nil }()
+	w.enc.Reset(&w.out, copyOptions, w.opts)
+	if err := w.enc.WriteToken(jsontext.BeginObject); err != nil {
+		return nil, err
+	}
+	if err := w.writeFields(reflect.ValueOf(obj).Elem()); err != nil {
+		return nil, err
+	}
+	if err := w.enc.WriteToken(jsontext.EndObject); err != nil {
+		return nil, err
+	}
+	b := w.out.Bytes()
+	// The encoder ends a top-level value with a newline: not part of the child.
+	if n := len(b); n > 0 && b[n-1] == '\n' {
+		w.out.Truncate(n - 1)
+		b = b[:n-1]
+	}
+	return b, nil
+}
+
+// writeFields writes the members of the struct v as encoding/json names and omits them (tags, inline
+// embedded structs, omitempty, omitzero), leaving out status, an empty spec and nil members.
+func (w *childWriter) writeFields(v reflect.Value) error {
+	t := v.Type()
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		tag := f.Tag.Get("json")
+		if tag == "-" {
+			continue
+		}
+		name, opts, _ := strings.Cut(tag, ",")
+		fv := v.Field(i)
+		if name == "" && (f.Anonymous || hasTagOption(opts, "inline")) && fv.Kind() == reflect.Struct {
+			if err := w.writeFields(fv); err != nil {
+				return err
+			}
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		switch {
+		case name == "status",
+			hasTagOption(opts, "omitempty") && emptyValue(fv),
+			hasTagOption(opts, "omitzero") && fv.IsZero(),
+			nilValue(fv):
+			continue
+		case name == "spec" && fv.IsZero():
+			w.raw.Reset()
+			if err := json.MarshalWrite(&w.raw, fv.Addr().Interface(), w.enc.Options()); err != nil {
+				return err
+			}
+			if w.raw.String() == "{}" {
+				continue // Leases are metadata only
+			}
+		}
+		if err := w.enc.WriteToken(jsontext.String(name)); err != nil {
+			return err
+		}
+		if err := json.MarshalEncode(w.enc, fv.Addr().Interface()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// hasNullMember: b, compact JSON, may have a member whose value is null: a `":null` whose quote is not
+// escaped (inside a string value, such as a ConfigMap's JSON, it is written \":null).
+func hasNullMember(b []byte) bool {
+	for {
+		i := bytes.Index(b, []byte(`":null`))
+		if i < 0 {
+			return false
+		}
+		n := 0
+		for j := i - 1; j >= 0 && b[j] == '\\'; j-- {
+			n++
+		}
+		if n%2 == 0 {
+			return true
+		}
+		b = b[i+1:]
+	}
+}
+
+func hasTagOption(opts, want string) bool {
+	for opts != "" {
+		var o string
+		o, opts, _ = strings.Cut(opts, ",")
+		if o == want {
+			return true
+		}
+	}
+	return false
+}
+
+// emptyValue is encoding/json's omitempty test.
+func emptyValue(v reflect.Value) bool {
+	switch v.Kind() {
+	case reflect.Array, reflect.Map, reflect.Slice, reflect.String:
+		return v.Len() == 0
+	case reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr,
+		reflect.Float32, reflect.Float64, reflect.Interface, reflect.Pointer:
+		return v.IsZero()
+	}
+	return false
+}
+
+// nilValue: the member would be written as null.
+func nilValue(v reflect.Value) bool {
+	switch v.Kind() {
+	case reflect.Map, reflect.Slice, reflect.Pointer, reflect.Interface:
+		return v.IsNil()
+	}
+	return false
 }
 
 // copyValue copies the next value of dec to the encoder, without null members (and, at the child's

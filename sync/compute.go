@@ -50,7 +50,7 @@ func ComputeBody(body []byte, now time.Time, opts Options) (*Response, error) {
 
 // DecodeChecked decodes a body CheckBody has checked (the server checks it while counting its shape,
 // and does not pass over it twice). The server learns the parent from it (ParentKey) before Answer.
-func DecodeChecked(body CheckedBody) (*Observed, error) { return decodeChecked(body.b) }
+func DecodeChecked(body CheckedBody) (*Observed, error) { return decodeChecked(body) }
 
 // ParentKey names the request's parent, namespace/name.
 func (o *Observed) ParentKey() string { return o.Parent.Namespace + "/" + o.Parent.Name }

@@ -185,32 +185,45 @@ func DecodeBody(body []byte) (*Observed, error) {
 	if err != nil {
 		return nil, err
 	}
-	return decodeChecked(cb.b)
+	return decodeChecked(cb)
 }
 
-// CheckedBody is a request body already checked as JSON (CheckBody).
-type CheckedBody struct{ b []byte }
+// CheckedBody is a request body already checked as JSON (CheckBody), and split when it could be in the
+// same pass.
+type CheckedBody struct {
+	b     []byte
+	split *rawRequest
+}
 
 // CheckBody checks body as DecodeBody does (an error is a *MalformedError) and, in the same pass,
 // counts its shape, for the bounds the server checks before decoding.
 func CheckBody(body []byte) (CheckedBody, BodyShape, error) {
-	sh, end, err := shape(body)
+	var sp splitter
+	sh, end, err := shape(body, &sp)
 	if err != nil {
 		return CheckedBody{}, sh, malformed(body, err)
 	}
-	// The value alone: what may follow it (a stray ']' or '}') is not decoded.
-	return CheckedBody{body[:end]}, sh, nil
+	cb := CheckedBody{b: body[:end]} // the value alone: what may follow it (a stray ']' or '}') is not decoded
+	if sp.ok {
+		sp.rq.children.resolve()
+		sp.rq.related.resolve()
+		cb.split = &sp.rq
+	}
+	return cb, sh, nil
 }
 
 // decodeChecked splits a checked body into a Request (go-json-experiment, encoding/json's rules: keys
 // match case-insensitively, a later key overwrites an earlier one, a second children object adds its
 // groups to the first, null clears a map) and types it.
-func decodeChecked(body []byte) (*Observed, error) {
+func decodeChecked(cb CheckedBody) (*Observed, error) {
+	if cb.split != nil {
+		return decodeRequest(cb.split)
+	}
 	r := objReaders.Get().(*objReader)
-	rq, err := splitBody(r, body)
+	rq, err := splitBody(r, cb.b)
 	objReaders.Put(r)
 	if err != nil {
-		return nil, malformed(body, err)
+		return nil, malformed(cb.b, err)
 	}
 	return decodeRequest(rq)
 }
