@@ -16,9 +16,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	coordv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
-	policyv1 "k8s.io/api/policy/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -94,11 +91,7 @@ func readStringMap(dec *jsontext.Decoder, m *map[string]string) error {
 		*m = map[string]string{}
 	}
 	for dec.PeekKind() != '}' {
-		k, err := dec.ReadValue()
-		if err != nil {
-			return err
-		}
-		key, err := readString(k)
+		key, err := readName(dec)
 		if err != nil {
 			return err
 		}
@@ -121,6 +114,15 @@ func readStringMap(dec *jsontext.Decoder, m *map[string]string) error {
 	}
 	_, err := dec.ReadToken()
 	return err
+}
+
+// readName reads an object member's name.
+func readName(dec *jsontext.Decoder) (string, error) {
+	k, err := dec.ReadValue()
+	if err != nil {
+		return "", err
+	}
+	return readString(k)
 }
 
 // readString is a JSON string's value: as written when it needs no unescaping, interned when short.
@@ -303,39 +305,23 @@ func readSecret(r *objReader, b []byte, s *corev1.Secret) error {
 	return nil
 }
 
-// readIdentity reads what every kind has, for the children whose other fields the decision never reads.
-func readIdentity(r *objReader, b []byte, tm *metav1.TypeMeta, om *metav1.ObjectMeta) error {
+// readIdentity reads what every kind has, for the children whose other fields the decision never reads
+// (Services, PDBs, accounts, roles, bindings; CronJobs: the backup status comes from the backup Lease
+// and Jobs; NetworkPolicies).
+func readIdentity[T any, PT kubeObject[T]](r *objReader, b []byte, o *T) error {
 	var w object[plainMeta, none, none]
 	if err := r.unmarshal(b, &w); err != nil {
 		return err
 	}
-	*tm = w.typeMeta()
-	w.Metadata.into(om)
+	v, m := PT(o), &w.Metadata
+	*v.GetObjectKind().(*metav1.TypeMeta) = w.typeMeta()
+	v.SetName(m.Name)
+	v.SetNamespace(m.Namespace)
+	v.SetUID(m.UID)
+	v.SetGeneration(m.Generation)
+	v.SetCreationTimestamp(m.CreationTimestamp)
+	v.SetDeletionTimestamp(m.DeletionTimestamp)
 	return nil
-}
-
-func readService(r *objReader, b []byte, s *corev1.Service) error {
-	return readIdentity(r, b, &s.TypeMeta, &s.ObjectMeta)
-}
-func readPDB(r *objReader, b []byte, p *policyv1.PodDisruptionBudget) error {
-	return readIdentity(r, b, &p.TypeMeta, &p.ObjectMeta)
-}
-func readServiceAccount(r *objReader, b []byte, s *corev1.ServiceAccount) error {
-	return readIdentity(r, b, &s.TypeMeta, &s.ObjectMeta)
-}
-func readRole(r *objReader, b []byte, o *rbacv1.Role) error {
-	return readIdentity(r, b, &o.TypeMeta, &o.ObjectMeta)
-}
-func readRoleBinding(r *objReader, b []byte, o *rbacv1.RoleBinding) error {
-	return readIdentity(r, b, &o.TypeMeta, &o.ObjectMeta)
-}
-
-// readCronJob: identity only (the backup status comes from the backup Lease and Jobs).
-func readCronJob(r *objReader, b []byte, c *batchv1.CronJob) error {
-	return readIdentity(r, b, &c.TypeMeta, &c.ObjectMeta)
-}
-func readNetworkPolicy(r *objReader, b []byte, n *networkingv1.NetworkPolicy) error {
-	return readIdentity(r, b, &n.TypeMeta, &n.ObjectMeta)
 }
 
 // readParent reads the parent's identity, annotations and status, and returns its spec as sent: the

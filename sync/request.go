@@ -312,10 +312,10 @@ func decodeRequest(req *rawRequest) (*Observed, error) {
 	if o.StatefulSets, err = decodeGroup(rd, c[0], "StatefulSet", ns, o.raw, readStatefulSet); err != nil {
 		return nil, err
 	}
-	if o.Services, err = decodeGroup(rd, c[1], "Service", ns, o.raw, readService); err != nil {
+	if o.Services, err = decodeGroup(rd, c[1], "Service", ns, o.raw, readIdentity[corev1.Service]); err != nil {
 		return nil, err
 	}
-	if o.PDBs, err = decodeGroup(rd, c[2], "PodDisruptionBudget", ns, o.raw, readPDB); err != nil {
+	if o.PDBs, err = decodeGroup(rd, c[2], "PodDisruptionBudget", ns, o.raw, readIdentity[policyv1.PodDisruptionBudget]); err != nil {
 		return nil, err
 	}
 	if o.ConfigMaps, err = decodeGroup(rd, c[3], "ConfigMap", ns, o.raw, readConfigMap); err != nil {
@@ -327,24 +327,24 @@ func decodeRequest(req *rawRequest) (*Observed, error) {
 	if o.Jobs, err = decodeGroup(rd, c[5], "Job", ns, o.raw, readJob); err != nil {
 		return nil, err
 	}
-	if o.ServiceAccounts, err = decodeGroup(rd, c[6], "ServiceAccount", ns, o.raw, readServiceAccount); err != nil {
+	if o.ServiceAccounts, err = decodeGroup(rd, c[6], "ServiceAccount", ns, o.raw, readIdentity[corev1.ServiceAccount]); err != nil {
 		return nil, err
 	}
-	if o.Roles, err = decodeGroup(rd, c[7], "Role", ns, o.raw, readRole); err != nil {
+	if o.Roles, err = decodeGroup(rd, c[7], "Role", ns, o.raw, readIdentity[rbacv1.Role]); err != nil {
 		return nil, err
 	}
-	if o.RoleBindings, err = decodeGroup(rd, c[8], "RoleBinding", ns, o.raw, readRoleBinding); err != nil {
+	if o.RoleBindings, err = decodeGroup(rd, c[8], "RoleBinding", ns, o.raw, readIdentity[rbacv1.RoleBinding]); err != nil {
 		return nil, err
 	}
 	if g, ok := req.children.get(KeyCronJob); ok {
 		o.CronJobsDeclared = true
-		if o.CronJobs, err = decodeGroup(rd, g, "CronJob", ns, o.raw, readCronJob); err != nil {
+		if o.CronJobs, err = decodeGroup(rd, g, "CronJob", ns, o.raw, readIdentity[batchv1.CronJob]); err != nil {
 			return nil, err
 		}
 	}
 	if g, ok := req.children.get(KeyNetworkPolicy); ok {
 		o.NetworkPoliciesDeclared = true
-		if o.NetworkPolicies, err = decodeGroup(rd, g, "NetworkPolicy", ns, o.raw, readNetworkPolicy); err != nil {
+		if o.NetworkPolicies, err = decodeGroup(rd, g, "NetworkPolicy", ns, o.raw, readIdentity[networkingv1.NetworkPolicy]); err != nil {
 			return nil, err
 		}
 	}

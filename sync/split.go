@@ -61,11 +61,7 @@ func (p *groupPart) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
 	}
 	p.g.set = true
 	for dec.PeekKind() != '}' {
-		k, err := dec.ReadValue()
-		if err != nil {
-			return err
-		}
-		key, err := readString(k)
+		key, err := readName(dec)
 		if err != nil {
 			return err
 		}
@@ -93,11 +89,7 @@ func (p *groupPart) readObjects(dec *jsontext.Decoder, gr *group) error {
 		return err
 	}
 	for dec.PeekKind() != '}' {
-		k, err := dec.ReadValue()
-		if err != nil {
-			return err
-		}
-		key, err := readString(k)
+		key, err := readName(dec)
 		if err != nil {
 			return err
 		}
