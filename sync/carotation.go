@@ -211,63 +211,6 @@ func (p *plan) decideCARotation() caRotationState {
 	return st
 }
 
-// restartTurn picks the member of todo whose etcd restarts in place now (a CA rotation's restart, a TLS
-// switch's peer URL move): the one already asked, until it is no longer in todo (whatever its health:
-// it is restarting); otherwise, with every member healthy, no other step in flight and quorum to spare,
-// followers by ordinal, the leader last. It says why none, when none.
-// unhealthyFirst: a member that is not healthy goes first, without the checks (a CA restart: one trusting
-// neither CA cannot talk to its peers until it restarts). A peer URL move needs its member healthy.
-func (p *plan) restartTurn(todo []caReport, asked func(*leaseView) bool, unhealthyFirst bool) (int, string) {
-	f := p.f
-	for _, r := range todo {
-		if lv := f.leases[r.i]; lv != nil && asked(lv) {
-			return r.i, ""
-		}
-	}
-	switch {
-	case p.paused:
-		return -1, "spec.paused to be cleared before restarting a member"
-	case !f.bootstrapped || p.quorumLost || f.splitBrain:
-		return -1, "a healthy quorum before restarting a member"
-	case p.busy != "":
-		return -1, "the membership change in flight (" + p.busy + ") before restarting a member"
-	case p.rolling:
-		return -1, "the rolling update to finish before restarting a member"
-	case p.pendingSpec && !p.tlsWaitsForCA:
-		// (A TLS switch waiting for the CA rotation to finish must not hold the rotation.)
-		return -1, "the waiting spec change to be adopted before restarting a member"
-	}
-	if who := p.defragmenting(); who != "" {
-		return -1, who + " to finish defragmenting before restarting a member"
-	}
-	// A member that is not healthy first (one trusting neither CA cannot talk to its peers): restarting
-	// it costs nothing, and waiting for it to be healthy would wait forever.
-	for _, r := range todo {
-		if m := f.primary[r.i]; m != nil && !m.healthy && unhealthyFirst {
-			return r.i, ""
-		}
-	}
-	for _, m := range f.members {
-		if !m.healthy {
-			return -1, "member " + memberName(f, m) + " to be healthy before restarting a member"
-		}
-	}
-	all, healthy := f.voters()
-	small := p.target() <= 2 && all == healthy
-	if healthy-1 < api.Quorum(all) && !small {
-		return -1, fmt.Sprintf("quorum to allow restarting a member (%d of %d voters healthy)", healthy, all)
-	}
-	var leader []caReport
-	for _, r := range todo {
-		if r.id == f.leaderID {
-			leader = append(leader, r)
-			continue
-		}
-		return r.i, ""
-	}
-	return leader[0].i, ""
-}
-
 // observedCARotation is what the member Leases asked last: the step, and the restart on the one member
 // that has it (zero when none).
 func (p *plan) observedCARotation() caRotationState {
@@ -319,32 +262,6 @@ func (p *plan) observedCAPhase(mark string) string {
 
 func caPhaseRank(phase string) int {
 	return map[string]int{api.CAPhaseTrust: 1, api.CAPhaseSign: 2, api.CAPhaseDrop: 3}[phase]
-}
-
-// caRestarting names the pod of a member asked to restart for the rotation that has not yet come back
-// trusting the set asked ("" none): no other disruptive step starts beside it.
-func (p *plan) caRestarting() string {
-	for _, i := range sortedKeys(p.f.primary) {
-		m, lv := p.f.primary[i], p.f.leases[i]
-		if lv != nil && lv.fresh && lv.report.MemberID == m.ID && (lv.caRestart != "" && lv.report.TLSCAs != lv.caRestart || lv.report.Reason() == api.ReasonRestartingForCA) {
-			return p.f.names.Pod(i)
-		}
-	}
-	return ""
-}
-
-// restartedForCA: m is the member the rotation lets restart now (this answer's or the last one's) and
-// its agent still holds a fresh Lease: its etcd being down is the step itself, not a degradation. A
-// member whose agent stops reporting is degraded as any other.
-func (p *plan) restartedForCA(m *memberView) bool {
-	if m.ordinal < 0 {
-		return false
-	}
-	lv := p.f.leases[m.ordinal]
-	if lv == nil || !lv.fresh || lv.report.MemberID != m.ID {
-		return false
-	}
-	return m.ordinal == p.caRot.restart || (lv.caRestart != "" && lv.report.TLSCAs != lv.caRestart) || lv.report.Reason() == api.ReasonRestartingForCA
 }
 
 // caDue: the CA that signs has passed 2/3 of its lifetime (by the spec's caDuration) and every member

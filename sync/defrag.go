@@ -180,9 +180,9 @@ func (p *plan) decideDefrag() defragState {
 		st.held = "the rolling update to finish"
 	case p.pendingSpec:
 		st.held = "the waiting spec change to be adopted"
-	case p.caRot.restart >= 0 || p.caRestarting() != "":
+	case p.caRot.restart >= 0 || p.restarting(caRestart) != "":
 		st.held = "the CA rotation's member restart"
-	case p.tlsSw.turn >= 0 || p.switchingPeer() != "":
+	case p.tlsSw.turn >= 0 || p.restarting(peerMove) != "":
 		st.held = "the TLS switch's peer URL move"
 	}
 	if st.held == "" {

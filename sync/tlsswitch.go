@@ -224,42 +224,6 @@ func (p *plan) askPeerSwitch(rolled bool) {
 	}
 }
 
-// restartingInPlace says which member's etcd restarts in place now (a CA rotation's restart, a TLS
-// switch's peer URL move) as a wait ("" none): no other disruptive step starts beside it.
-func (p *plan) restartingInPlace() string {
-	if who := p.caRestarting(); who != "" {
-		return who + " to finish restarting for the CA rotation"
-	}
-	if who := p.switchingPeer(); who != "" {
-		return who + " to finish moving its peer URL (TLS switch)"
-	}
-	return ""
-}
-
-// switchingPeer names the pod of a member asked to move its peer URL that has not done so yet, or whose
-// agent says it is doing so ("" none).
-func (p *plan) switchingPeer() string {
-	for _, i := range sortedKeys(p.f.primary) {
-		m, lv := p.f.primary[i], p.f.leases[i]
-		if lv != nil && lv.fresh && lv.report.MemberID == m.ID &&
-			(lv.peerScheme != "" && peerScheme(m.PeerURL) != lv.peerScheme || lv.report.Reason() == api.ReasonSwitchingPeerScheme) {
-			return p.f.names.Pod(i)
-		}
-	}
-	return ""
-}
-
-// switchedPeer: m's etcd is down because its agent moves its peer URL now (it says so: etcd runs until
-// the member list has changed, so a member merely asked that is down is down for another reason): the
-// step itself, not a degradation.
-func (p *plan) switchedPeer(m *memberView) bool {
-	if m.ordinal < 0 {
-		return false
-	}
-	lv := p.f.leases[m.ordinal]
-	return lv != nil && lv.fresh && lv.report.MemberID == m.ID && lv.report.Reason() == api.ReasonSwitchingPeerScheme
-}
-
 // caRotationUnderway: by the agents' reports (never by the step this hook wrote, which the same answer
 // may clear), a CA rotation is not over: the CA Secret holds a next CA, or a member's etcd trusts other
 // CAs than the Secret's one.

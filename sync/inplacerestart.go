@@ -1,0 +1,142 @@
+package sync
+
+import (
+	"fmt"
+
+	"github.com/etcdhook/etcdhook/api"
+)
+
+// Restarting one member's etcd in place (its pod stays): a CA rotation's restart to trust a new CA set,
+// and a TLS switch's peer URL move. Both follow one machine: one member at a time, whose turn restartTurn
+// decides; the Lease asks it; until its agent reports the step done (or while it says it is at it), the
+// member is "restarting" (no other disruptive step starts beside it) and its etcd being down is the step
+// itself, not a degradation.
+
+// inPlaceRestart is one kind of restart in place: pending says member m was asked (its Lease, lv) and
+// its report does not show it done; reason is what its agent reports while it does it.
+type inPlaceRestart struct {
+	what    string
+	pending func(m *memberView, lv *leaseView) bool
+	reason  string
+}
+
+var (
+	caRestart = inPlaceRestart{
+		what:    "to finish restarting for the CA rotation",
+		pending: func(_ *memberView, lv *leaseView) bool { return lv.caRestart != "" && lv.report.TLSCAs != lv.caRestart },
+		reason:  api.ReasonRestartingForCA,
+	}
+	peerMove = inPlaceRestart{
+		what: "to finish moving its peer URL (TLS switch)",
+		pending: func(m *memberView, lv *leaseView) bool {
+			return lv.peerScheme != "" && peerScheme(m.PeerURL) != lv.peerScheme
+		},
+		reason: api.ReasonSwitchingPeerScheme,
+	}
+)
+
+// reporting is m's Lease when its agent reports fresh about m, nil otherwise.
+func (f *facts) reporting(m *memberView) *leaseView {
+	if m == nil || m.ordinal < 0 {
+		return nil
+	}
+	if lv := f.leases[m.ordinal]; lv != nil && lv.fresh && lv.report.MemberID == m.ID {
+		return lv
+	}
+	return nil
+}
+
+// restarting names the pod of a member restarting in place for r: asked and not done, or saying it is
+// at it ("" none).
+func (p *plan) restarting(r inPlaceRestart) string {
+	for _, i := range sortedKeys(p.f.primary) {
+		m := p.f.primary[i]
+		if lv := p.f.reporting(m); lv != nil && (r.pending(m, lv) || lv.report.Reason() == r.reason) {
+			return p.f.names.Pod(i)
+		}
+	}
+	return ""
+}
+
+// restartingInPlace says which member's etcd restarts in place now as a wait ("" none): no other
+// disruptive step starts beside it.
+func (p *plan) restartingInPlace() string {
+	for _, r := range []inPlaceRestart{caRestart, peerMove} {
+		if who := p.restarting(r); who != "" {
+			return who + " " + r.what
+		}
+	}
+	return ""
+}
+
+// restartedForCA: m is the member the rotation lets restart now (this answer's or the last one's) and
+// its agent still holds a fresh Lease: its etcd being down is the step itself, not a degradation. A
+// member whose agent stops reporting is degraded as any other.
+func (p *plan) restartedForCA(m *memberView) bool {
+	lv := p.f.reporting(m)
+	return lv != nil && (m.ordinal == p.caRot.restart || caRestart.pending(m, lv) || lv.report.Reason() == caRestart.reason)
+}
+
+// switchedPeer: m's etcd is down because its agent moves its peer URL now (it says so: etcd runs until
+// the member list has changed, so a member merely asked that is down is down for another reason).
+func (p *plan) switchedPeer(m *memberView) bool {
+	lv := p.f.reporting(m)
+	return lv != nil && lv.report.Reason() == peerMove.reason
+}
+
+// restartTurn picks the member of todo whose etcd restarts in place now (a CA rotation's restart, a TLS
+// switch's peer URL move): the one already asked, until it is no longer in todo (whatever its health:
+// it is restarting); otherwise, with every member healthy, no other step in flight and quorum to spare,
+// followers by ordinal, the leader last. It says why none, when none.
+// unhealthyFirst: a member that is not healthy goes first, without the checks (a CA restart: one trusting
+// neither CA cannot talk to its peers until it restarts). A peer URL move needs its member healthy.
+func (p *plan) restartTurn(todo []caReport, asked func(*leaseView) bool, unhealthyFirst bool) (int, string) {
+	f := p.f
+	for _, r := range todo {
+		if lv := f.leases[r.i]; lv != nil && asked(lv) {
+			return r.i, ""
+		}
+	}
+	switch {
+	case p.paused:
+		return -1, "spec.paused to be cleared before restarting a member"
+	case !f.bootstrapped || p.quorumLost || f.splitBrain:
+		return -1, "a healthy quorum before restarting a member"
+	case p.busy != "":
+		return -1, "the membership change in flight (" + p.busy + ") before restarting a member"
+	case p.rolling:
+		return -1, "the rolling update to finish before restarting a member"
+	case p.pendingSpec && !p.tlsWaitsForCA:
+		// (A TLS switch waiting for the CA rotation to finish must not hold the rotation.)
+		return -1, "the waiting spec change to be adopted before restarting a member"
+	}
+	if who := p.defragmenting(); who != "" {
+		return -1, who + " to finish defragmenting before restarting a member"
+	}
+	// A member that is not healthy first (one trusting neither CA cannot talk to its peers): restarting
+	// it costs nothing, and waiting for it to be healthy would wait forever.
+	for _, r := range todo {
+		if m := f.primary[r.i]; m != nil && !m.healthy && unhealthyFirst {
+			return r.i, ""
+		}
+	}
+	for _, m := range f.members {
+		if !m.healthy {
+			return -1, "member " + memberName(f, m) + " to be healthy before restarting a member"
+		}
+	}
+	all, healthy := f.voters()
+	small := p.target() <= 2 && all == healthy
+	if healthy-1 < api.Quorum(all) && !small {
+		return -1, fmt.Sprintf("quorum to allow restarting a member (%d of %d voters healthy)", healthy, all)
+	}
+	var leader []caReport
+	for _, r := range todo {
+		if r.id == f.leaderID {
+			leader = append(leader, r)
+			continue
+		}
+		return r.i, ""
+	}
+	return leader[0].i, ""
+}
