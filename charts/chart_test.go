@@ -363,7 +363,7 @@ func TestChartWithMetacontroller(t *testing.T) {
 	// CompositeController is created in one pass): they are the release's CRDs that install/ applies.
 	withCRDs := parse(t, mustTool(t, "helm", "template", release, "charts/"+chartDir, "--namespace", namespace,
 		"--set", "metacontroller.enabled=true", "--include-crds"))
-	mcRelease := parse(t, mustTool(t, "kustomize", "build", "install/metacontroller-v4.17.2"))
+	mcRelease := parse(t, mustTool(t, "kustomize", "build", "install/metacontroller/v4.17.2"))
 	n := 0
 	for k, o := range mcRelease {
 		if o["kind"] != "CustomResourceDefinition" {
@@ -394,7 +394,7 @@ func TestSubchartVersion(t *testing.T) {
 	require.Equal(t, "metacontroller-helm", c.Name)
 	require.Equal(t, "4.17.2", c.Version)
 	require.Equal(t, "v4.17.2", c.AppVersion)
-	require.DirExists(t, filepath.Join("..", "install", "metacontroller-"+c.AppVersion))
+	require.DirExists(t, filepath.Join("..", "install", "metacontroller", c.AppVersion))
 }
 
 // monitoring.enabled renders the component manifests/monitoring (kustomize: manifests/ plus
@@ -456,7 +456,7 @@ func TestChartMonitoring(t *testing.T) {
 func TestInstallKustomization(t *testing.T) {
 	install := parse(t, mustTool(t, "kustomize", "build", "install"))
 	want := parse(t, mustTool(t, "kustomize", "build", "manifests"))
-	mc := parse(t, mustTool(t, "kustomize", "build", "install/metacontroller-v4.17.2"))
+	mc := parse(t, mustTool(t, "kustomize", "build", "install/metacontroller/v4.17.2"))
 	for k, o := range mc {
 		require.NotContains(t, want, k, "Metacontroller's release and manifests/ both render it")
 		want[k] = o
@@ -481,7 +481,7 @@ func TestInstallKustomization(t *testing.T) {
 // them lists (taken from the release), and every file of the directory is listed.
 func TestVendoredMetacontrollerUnchanged(t *testing.T) {
 	for readme, dir := range map[string]string{
-		"../install/README.md": "../install/metacontroller-v4.17.2",
+		"../install/README.md": "../install/metacontroller/v4.17.2",
 		"etcdhook/README.md":   "etcdhook/charts/metacontroller",
 	} {
 		b, err := os.ReadFile(readme)
