@@ -20,7 +20,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/etcdhook/etcdhook/api"
-	etcdsync "github.com/etcdhook/etcdhook/sync"
 )
 
 func loadCRD(t *testing.T) apiextv1.JSONSchemaProps {
@@ -367,7 +366,7 @@ func TestSamples(t *testing.T) {
 			var ec api.EtcdCluster
 			require.NoError(t, yaml.UnmarshalStrict([]byte(doc), &ec), path)
 			require.Equal(t, api.DefaultVersion, api.Defaulted(ec.Spec).Version, "%s runs another etcd version than the default", path)
-			require.Empty(t, etcdsync.Validate(ec.Name, api.Defaulted(ec.Spec)), path)
+			require.Empty(t, api.Validate(ec.Name, api.Defaulted(ec.Spec)), path)
 			clusters++
 		}
 	}

@@ -99,7 +99,7 @@ func (p *plan) backupConditions(st *api.BackupStatus, add func(string, bool, str
 	if b.Schedule == "" {
 		return
 	}
-	sched, err := cronParser.Parse(b.Schedule)
+	sched, err := api.ParseSchedule(b.Schedule)
 	if err != nil {
 		return // validated before adoption
 	}

@@ -61,7 +61,7 @@ func (p *plan) defragPass() (token string, forced bool) {
 	if d == nil || d.Schedule == "" {
 		return "", false
 	}
-	sched, err := cronParser.Parse(d.Schedule)
+	sched, err := api.ParseSchedule(d.Schedule)
 	if err != nil {
 		return "", false // validated before adoption; a recorded spec that no longer parses runs nothing
 	}
@@ -272,24 +272,6 @@ func (p *plan) askDefrag() {
 	if lp, ok := p.leases[p.defrag.target]; ok && p.defrag.target >= 0 {
 		lp.defrag = p.defrag.token
 	}
-}
-
-// validateDefrag checks spec.maintenance.defrag (after Defaulted).
-func validateDefrag(s api.ClusterSpec) []Problem {
-	d := s.Maintenance.Defrag
-	if d == nil {
-		return nil
-	}
-	var ps []Problem
-	if d.Schedule == "" {
-		ps = append(ps, Problem{"InvalidDefrag", "spec.maintenance.defrag.schedule is required (a cron schedule, UTC; remove defrag for none)"})
-	} else if msg := scheduleProblem(d.Schedule); msg != "" {
-		ps = append(ps, Problem{"InvalidDefrag", fmt.Sprintf("spec.maintenance.defrag.schedule %q: %s", d.Schedule, msg)})
-	}
-	if m := d.MinFreePercent; m != nil && (*m < 1 || *m > 100) {
-		ps = append(ps, Problem{"InvalidDefrag", fmt.Sprintf("spec.maintenance.defrag.minFreePercent %d is outside 1..100", *m)})
-	}
-	return ps
 }
 
 // defragCondition says what the pass due is doing.

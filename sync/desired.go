@@ -156,7 +156,7 @@ func (p *plan) retiredClusters() []string {
 	return ids
 }
 
-func runningRecord(vs []SemVer) string {
+func runningRecord(vs []api.SemVer) string {
 	out := make([]string, len(vs))
 	for i, v := range vs {
 		out[i] = v.String()

@@ -147,10 +147,10 @@ type facts struct {
 	primary   map[int]*memberView
 	orphans   []*memberView
 	leaderID  string
-	running   []SemVer
+	running   []api.SemVer
 	// imageVersions: the etcd versions the member pods whose etcd ran carry in their image tags (readImageVersions): evidence of what wrote the data that outlives
 	// every report and record (all members restarting, status wiped, the ConfigMap edited).
-	imageVersions []SemVer
+	imageVersions []api.SemVer
 
 	removeJobs map[string][]*jobView // by member ID, attempts ascending
 	pvcJobs    map[int][]*jobView    // by ordinal, attempts ascending
@@ -254,7 +254,7 @@ func (f *facts) readSpecRecord(s string) (applied, recorded *api.ClusterSpec) {
 		spec.Network.Policy = ptr(false)
 	}
 	spec = api.Defaulted(spec)
-	if ps := Validate(f.parent.Name, spec); len(ps) > 0 {
+	if ps := api.Validate(f.parent.Name, spec); len(ps) > 0 {
 		msgs := make([]string, 0, len(ps))
 		for _, p := range ps {
 			msgs = append(msgs, p.Message)
@@ -497,12 +497,12 @@ func (f *facts) readTruth() {
 		}
 		f.unionVoters = max(f.unionVoters, voters)
 	}
-	versions := map[SemVer]bool{}
+	versions := map[api.SemVer]bool{}
 	for _, lv := range f.leases {
 		if lv.report.MemberID == "" {
 			continue
 		}
-		if v, err := ParseVersion(lv.report.Version); err == nil {
+		if v, err := api.ParseVersion(lv.report.Version); err == nil {
 			versions[v] = true
 		}
 	}
@@ -510,12 +510,12 @@ func (f *facts) readTruth() {
 	// ConfigMap), then from status: the floor of the upgrade path must not vanish with the reports.
 	if len(versions) == 0 && f.cm != nil {
 		for _, s := range strings.Fields(f.cm.Data[api.ConfigKeyRunning]) {
-			if v, err := ParseVersion(s); err == nil {
+			if v, err := api.ParseVersion(s); err == nil {
 				versions[v] = true
 			}
 		}
 	}
-	if v, err := ParseVersion(f.parent.Status.CurrentVersion); err == nil && len(versions) == 0 {
+	if v, err := api.ParseVersion(f.parent.Status.CurrentVersion); err == nil && len(versions) == 0 {
 		versions[v] = true
 	}
 	for v := range versions {
@@ -587,7 +587,7 @@ func (f *facts) readTruth() {
 // readImageVersions reads the versions in the etcd images of the pods whose etcd container ran
 // (started, running, or restarted: a pod that never pulled its image wrote nothing).
 func (f *facts) readImageVersions() {
-	seen := map[SemVer]bool{}
+	seen := map[api.SemVer]bool{}
 	add := func(image string) {
 		if v, ok := imageVersion(image); ok && !seen[v] {
 			seen[v] = true
@@ -609,13 +609,13 @@ func (f *facts) readImageVersions() {
 
 // imageVersion reads the version of an etcd image reference: its tag, v3.6.16 (as rendered) or
 // 3.6.16, before any digest. Another tag is no evidence.
-func imageVersion(image string) (SemVer, bool) {
+func imageVersion(image string) (api.SemVer, bool) {
 	ref, _, _ := strings.Cut(image, "@")
 	i := strings.LastIndexByte(ref, ':')
 	if i < 0 || strings.Contains(ref[i:], "/") {
-		return SemVer{}, false
+		return api.SemVer{}, false
 	}
-	v, err := ParseVersion(strings.TrimPrefix(ref[i+1:], "v"))
+	v, err := api.ParseVersion(strings.TrimPrefix(ref[i+1:], "v"))
 	return v, err == nil
 }
 

@@ -451,7 +451,7 @@ func (f *facts) restoreRequestProblem(req string, live []string) string {
 	// (a source without a Secret there would be read with the node's credentials; one on a local endpoint
 	// would reach the node's services).
 	var access string
-	checkStoreAccess(func(_ string, format string, args ...any) {
+	api.CheckStoreAccess(func(_ string, format string, args ...any) {
 		if access == "" {
 			access = fmt.Sprintf(format, args...)
 		}

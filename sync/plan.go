@@ -42,7 +42,7 @@ type plan struct {
 	opts     Options
 	spec     api.ClusterSpec // rendered from
 	hasSpec  bool
-	problems []Problem // why the user's spec is not (yet) applied
+	problems []api.Problem // why the user's spec is not (yet) applied
 	// certProblems: what is wrong with the user's TLS Secrets; certBlocked: the spec was not adopted
 	// because of them.
 	certProblems []certProblem
@@ -234,17 +234,17 @@ func (p *plan) chooseSpec() error {
 	cand := api.Defaulted(api.WithAppliedDefaults(f.parent.Spec, f.recorded))
 	cand.Paused = false // a switch, not part of the spec the children are rendered from
 	p.paused = f.parent.Spec.Paused
-	p.problems = Validate(f.names.Cluster, cand)
+	p.problems = api.Validate(f.names.Cluster, cand)
 	if f.obs.SpecError != "" {
-		p.problems = append([]Problem{{"SpecDoesNotDecode", "spec: " + f.obs.SpecError}}, p.problems...)
+		p.problems = append([]api.Problem{{Reason: "SpecDoesNotDecode", Message: "spec: " + f.obs.SpecError}}, p.problems...)
 	}
 	if len(p.problems) == 0 {
-		p.problems = ValidateChange(f.recorded, cand, f.running, f.imageVersions, f.storageFloor())
+		p.problems = api.ValidateChange(f.recorded, cand, f.running, f.imageVersions, f.storageFloor())
 	}
 	if len(p.problems) == 0 && f.recorded != nil && !sameTLSSecretNames(f.recorded.Security.TLS, cand.Security.TLS) && f.tlsSwitchSeen() {
 		// Members still serve the certificates of the Secrets they started on: another Secret can mean
 		// another CA, which peers on TLS would refuse (docs/design/14-tls.md §14.8).
-		p.problems = append(p.problems, Problem{"TLSSecretChange", "spec.security.tls peer/client secretName cannot change while TLS is being switched (status.tls.switch): set them back, and change them once the switch is over"})
+		p.problems = append(p.problems, api.Problem{Reason: "TLSSecretChange", Message: "spec.security.tls peer/client secretName cannot change while TLS is being switched (status.tls.switch): set them back, and change them once the switch is over"})
 	}
 	valid := len(p.problems) == 0
 	switch {
@@ -1108,3 +1108,5 @@ func specEqual(a, b api.ClusterSpec) bool {
 }
 
 const lastAppliedAnnotation = "metacontroller.k8s.io/last-applied-configuration"
+
+func ptr[T any](v T) *T { return &v }

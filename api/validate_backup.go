@@ -1,4 +1,4 @@
-package sync
+package api
 
 import (
 	"fmt"
@@ -8,13 +8,16 @@ import (
 	"github.com/robfig/cron/v3"
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"github.com/etcdhook/etcdhook/api"
 	"github.com/etcdhook/etcdhook/internal/backup"
 )
 
 // cronParser reads spec.backup.schedule the way the CronJob controller does (robfig/cron, five fields
 // and the @hourly-style descriptors), so a schedule the hook accepts is one Kubernetes runs.
 var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+
+// ParseSchedule reads a schedule (spec.backup.schedule, spec.maintenance.defrag.schedule) as the
+// CronJob controller does.
+func ParseSchedule(s string) (cron.Schedule, error) { return cronParser.Parse(s) }
 
 // namedSchedules are the descriptors a schedule may be (robfig/cron's and the CronJob's, without @every).
 // With five fields, they make every accepted schedule fire at most once a minute.
@@ -28,7 +31,7 @@ const (
 
 // scheduleProblem says why a cron schedule (UTC, as the CronJob and the defragmentation passes run it)
 // is refused, "" when it is usable.
-func scheduleProblem(schedule string) string {
+func ScheduleProblem(schedule string) string {
 	if up := strings.ToUpper(schedule); strings.HasPrefix(up, "TZ=") || strings.HasPrefix(up, "CRON_TZ=") {
 		// The CronJob sets timeZone: Etc/UTC, and Kubernetes refuses a zone in both places.
 		return "a time zone prefix is not allowed (the schedule runs in UTC)"
@@ -50,7 +53,7 @@ func scheduleProblem(schedule string) string {
 
 // validateBackup checks spec.backup and spec.restore on their own (docs/design/16-backup-restore.md §16). Each problem
 // names its field.
-func validateBackup(s api.ClusterSpec) []Problem {
+func validateBackup(s ClusterSpec) []Problem {
 	var ps []Problem
 	add := func(reason, format string, args ...any) {
 		ps = append(ps, Problem{reason, fmt.Sprintf(format, args...)})
@@ -61,10 +64,10 @@ func validateBackup(s api.ClusterSpec) []Problem {
 			add("InvalidBackup", "spec.backup.destination %q %v", backup.Redact(b.Destination), err)
 		} else {
 			checkClaim(add, "InvalidBackup", "spec.backup", d, b.VolumeClaimName)
-			checkStoreAccess(add, "InvalidBackup", "spec.backup", d, b.CredentialsSecret, b.StoreAccess)
+			CheckStoreAccess(add, "InvalidBackup", "spec.backup", d, b.CredentialsSecret, b.StoreAccess)
 		}
 		if b.Schedule != "" {
-			if msg := scheduleProblem(b.Schedule); msg != "" {
+			if msg := ScheduleProblem(b.Schedule); msg != "" {
 				add("InvalidBackup", "spec.backup.schedule %q: %s", b.Schedule, msg)
 			}
 		}
@@ -85,7 +88,7 @@ func validateBackup(s api.ClusterSpec) []Problem {
 			add("InvalidRestore", "spec.restore.from %q %v", backup.Redact(r.From), err)
 		} else {
 			checkClaim(add, "InvalidRestore", "spec.restore", src.Destination, r.VolumeClaimName)
-			checkStoreAccess(add, "InvalidRestore", "spec.restore", src.Destination, r.CredentialsSecret, r.StoreAccess)
+			CheckStoreAccess(add, "InvalidRestore", "spec.restore", src.Destination, r.CredentialsSecret, r.StoreAccess)
 		}
 		checkSecretName(add, "InvalidRestore", "spec.restore.credentialsSecret", r.CredentialsSecret)
 	}
@@ -93,10 +96,10 @@ func validateBackup(s api.ClusterSpec) []Problem {
 }
 
 // checkStoreAccess: an object store is reached with the credentials the spec names, at an address
-// that is not the node's own, unless the spec opts in (api.StoreAccess). Without these an editor of
+// that is not the node's own, unless the spec opts in (StoreAccess). Without these an editor of
 // one namespace could act with the node's rights (the SDKs' default chain reads the instance's
 // metadata service) or point a Job at that service.
-func checkStoreAccess(add func(string, string, ...any), reason, field string, d backup.Destination, secret string, a api.StoreAccess) {
+func CheckStoreAccess(add func(string, string, ...any), reason, field string, d backup.Destination, secret string, a StoreAccess) {
 	if d.Scheme != "file" && secret == "" && !a.AmbientCredentials {
 		add(reason, "%s.credentialsSecret is required for %s:// (or set %s.ambientCredentials: true to use the credentials of the pods' environment: the node's role or a workload identity)", field, d.Scheme, field)
 	}
@@ -128,7 +131,7 @@ func checkSecretName(add func(string, string, ...any), reason, field, name strin
 
 // validateRestoreChange: a restore is where a cluster's data starts, so it is set when the cluster is
 // created and never later (the CRD says the same; the hook does not trust it).
-func validateRestoreChange(applied *api.ClusterSpec, next api.ClusterSpec) []Problem {
+func validateRestoreChange(applied *ClusterSpec, next ClusterSpec) []Problem {
 	if applied == nil {
 		return nil
 	}

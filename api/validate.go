@@ -1,4 +1,4 @@
-package sync
+package api
 
 import (
 	"fmt"
@@ -10,8 +10,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
-
-	"github.com/etcdhook/etcdhook/api"
 )
 
 // MinVersion is the oldest etcd the agent supports: /livez and /readyz exist from 3.5.11 on.
@@ -69,20 +67,20 @@ type Problem struct {
 
 // Validate checks a defaulted spec on its own. It mirrors the CRD's schema and CEL rules, so a spec the
 // API server accepted normally passes; it exists because the hook must not trust what it is sent.
-func Validate(name string, s api.ClusterSpec) []Problem {
+func Validate(name string, s ClusterSpec) []Problem {
 	var ps []Problem
 	add := func(reason, format string, args ...any) {
 		ps = append(ps, Problem{reason, fmt.Sprintf(format, args...)})
 	}
-	if len(name) > api.MaxNameLength || !dnsLabelRe.MatchString(name) {
-		add("InvalidName", "metadata.name %q must be a DNS label of at most %d characters (it prefixes pod, claim and Job names)", name, api.MaxNameLength)
+	if len(name) > MaxNameLength || !dnsLabelRe.MatchString(name) {
+		add("InvalidName", "metadata.name %q must be a DNS label of at most %d characters (it prefixes pod, claim and Job names)", name, MaxNameLength)
 	}
 	if strings.HasSuffix(name, "-peer") {
 		// Cluster "a-peer"'s client Service would be cluster "a"'s peer Service.
 		add("InvalidName", "metadata.name %q may not end in -peer: its client Service would take the name of the peer Service of cluster %q", name, strings.TrimSuffix(name, "-peer"))
 	}
-	if size := *s.Size; size < 1 || size > api.MaxSize {
-		add("InvalidSize", "spec.size %d is outside 1..%d", size, api.MaxSize)
+	if size := *s.Size; size < 1 || size > MaxSize {
+		add("InvalidSize", "spec.size %d is outside 1..%d", size, MaxSize)
 	}
 	if v, err := ParseVersion(s.Version); err != nil {
 		add("InvalidVersion", "spec.version: %v", err)
@@ -134,7 +132,7 @@ func Validate(name string, s api.ClusterSpec) []Problem {
 			add("InvalidOption", "spec.options key %q must be an etcd flag name without dashes in front", k)
 		case strings.HasPrefix(k, "auto-compaction-"):
 			add("ManagedOption", "spec.options %q: compaction is set in spec.maintenance.compaction (an option is taken from there only when the spec sets no compaction)", k)
-		case api.ManagedOptions[k]:
+		case ManagedOptions[k]:
 			add("ManagedOption", "spec.options %q is managed by etcdhook and cannot be set", k)
 		case strings.ContainsAny(s.Options[k], "\n\x00"):
 			add("InvalidOption", "spec.options %q: value must be a single line", k)
@@ -164,10 +162,10 @@ func Validate(name string, s api.ClusterSpec) []Problem {
 }
 
 // validateUserNames refuses every Secret and claim the spec names that the hook owns
-// (api.Names.HookOwnedSecret, HookOwnedClaim). The CRD says the same (CEL); this check holds when the
+// (Names.HookOwnedSecret, HookOwnedClaim). The CRD says the same (CEL); this check holds when the
 // CRD is older.
-func validateUserNames(name string, s api.ClusterSpec) []Problem {
-	n := api.Names{Cluster: name}
+func validateUserNames(name string, s ClusterSpec) []Problem {
+	n := Names{Cluster: name}
 	var ps []Problem
 	check := func(reason, field, v string, owned func(string) bool) {
 		if v != "" && owned(v) {
@@ -191,7 +189,7 @@ func validateUserNames(name string, s api.ClusterSpec) []Problem {
 // members report (running), the versions in the images its pods' etcd ran (images) and the
 // largest size its claims ask for (storageFloor, nil when none is observed): immutable fields, the
 // upgrade path, volumes that only grow.
-func ValidateChange(applied *api.ClusterSpec, next api.ClusterSpec, running, images []SemVer, storageFloor *resource.Quantity) []Problem {
+func ValidateChange(applied *ClusterSpec, next ClusterSpec, running, images []SemVer, storageFloor *resource.Quantity) []Problem {
 	var ps []Problem
 	if applied != nil {
 		ps = append(ps, validateStorageChange(applied.Storage, next.Storage, storageFloor)...)
@@ -237,7 +235,7 @@ func ValidateChange(applied *api.ClusterSpec, next api.ClusterSpec, running, ima
 // validateStorageChange: only spec.storage.size may change (docs/design/17-growing-volumes.md §17), and it may go down only
 // as far as no claim has been asked to grow (floor): a growth the StorageClass refuses can be withdrawn,
 // but Kubernetes never shrinks a volume. Another class or emptyDir would need the data moved.
-func validateStorageChange(applied, next api.StorageSpec, floor *resource.Quantity) []Problem {
+func validateStorageChange(applied, next StorageSpec, floor *resource.Quantity) []Problem {
 	a, b := applied, next
 	a.Size, b.Size = nil, nil
 	if !equality.Semantic.DeepEqual(a, b) {
@@ -290,64 +288,7 @@ func supported(v SemVer) string {
 	return ""
 }
 
-// SemVer is an etcd release version.
-type SemVer struct{ Major, Minor, Patch int }
-
-// ParseVersion parses "X.Y.Z" (a leading "v" is refused: spec.version holds the bare number).
-func ParseVersion(s string) (SemVer, error) {
-	// Three dot-separated decimal numbers without leading zeros, read by hand: this runs for every
-	// member's report on every sync (a regexp and fmt.Sscan cost a hundred allocations a sync).
-	var v SemVer
-	rest := s
-	for i, part := range [...]*int{&v.Major, &v.Minor, &v.Patch} {
-		num := rest
-		if i < 2 {
-			var ok bool
-			if num, rest, ok = strings.Cut(rest, "."); !ok {
-				return SemVer{}, fmt.Errorf("%q is not a version of the form 3.6.16", s)
-			}
-		}
-		if !decimal(num) {
-			return SemVer{}, fmt.Errorf("%q is not a version of the form 3.6.16", s)
-		}
-		if n, err := strconv.Atoi(num); err == nil { // out of range: 0, as fmt.Sscan left it
-			*part = n
-		}
-	}
-	return v, nil
-}
-
-// decimal: digits, no leading zero (but "0").
-func decimal(s string) bool {
-	if s == "" || s[0] == '0' && len(s) > 1 {
-		return false
-	}
-	for i := range len(s) {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return true
-}
-
-func (v SemVer) String() string {
-	return strconv.Itoa(v.Major) + "." + strconv.Itoa(v.Minor) + "." + strconv.Itoa(v.Patch)
-}
-
-// Less orders versions.
-func (v SemVer) Less(w SemVer) bool {
-	if v.Major != w.Major {
-		return v.Major < w.Major
-	}
-	if v.Minor != w.Minor {
-		return v.Minor < w.Minor
-	}
-	return v.Patch < w.Patch
-}
-
-func ptr[T any](v T) *T { return &v }
-
 func quotaParses(options map[string]string) bool {
-	_, ok := api.QuotaBackendBytes(options)
+	_, ok := QuotaBackendBytes(options)
 	return ok
 }

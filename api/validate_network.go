@@ -1,4 +1,4 @@
-package sync
+package api
 
 import (
 	"fmt"
@@ -6,14 +6,12 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
-
-	"github.com/etcdhook/etcdhook/api"
 )
 
 // validateNetwork checks spec.network (after Defaulted): every clientFrom peer is one the API server
 // accepts (a selector that parses, an ipBlock CIDR with exceptions inside it, not both kinds at once), and
 // the metrics namespace is a namespace name.
-func validateNetwork(s api.ClusterSpec) []Problem {
+func validateNetwork(s ClusterSpec) []Problem {
 	var ps []Problem
 	add := func(format string, args ...any) {
 		ps = append(ps, Problem{"InvalidNetwork", fmt.Sprintf(format, args...)})
