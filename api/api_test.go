@@ -1,6 +1,7 @@
 package api
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -188,4 +189,29 @@ func TestOverQuota(t *testing.T) {
 	} {
 		require.Equal(t, tc.over, OverQuota(tc.size, tc.quota), "size %d quota %d", tc.size, tc.quota)
 	}
+}
+
+// A report's reason is its typed annotation when the agent wrote one, else (an agent from before it)
+// the leading word of its error; a hand-edited reason that is not a reason's word is ignored.
+func TestReportReason(t *testing.T) {
+	var r Report
+	r.SetError(ReasonDefragmenting, "etcdserver: request timed out: retried in 1m")
+	back, err := ParseReport(r.Annotations())
+	require.NoError(t, err)
+	require.Equal(t, ReasonDefragmenting, back.ErrorReason)
+	require.Equal(t, ReasonDefragmenting, back.Reason())
+	require.Equal(t, "Defragmenting: etcdserver: request timed out: retried in 1m", back.Error)
+
+	old := Report{Error: "Unhealthy: context deadline exceeded"}
+	require.Equal(t, ReasonUnhealthy, old.Reason(), "an older agent's report: the leading word")
+
+	for _, bad := range []string{"defragmenting", "Defrag ment", "Défrag", strings.Repeat("A", 65), "Parked: x"} {
+		ann := r.Annotations()
+		ann[AnnErrorReason] = bad
+		got, err := ParseReport(ann)
+		require.NoError(t, err)
+		require.Empty(t, got.ErrorReason, bad)
+		require.Equal(t, ReasonDefragmenting, got.Reason(), "%q falls back to the error's word", bad)
+	}
+	require.Empty(t, (&Report{ErrorReason: ReasonParked}).Reason(), "no error, no reason")
 }

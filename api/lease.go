@@ -39,8 +39,11 @@ const (
 	AnnHealthy   = "etcd.io/healthy"
 	AnnVersion   = "etcd.io/version"
 	AnnError     = "etcd.io/error"
-	AnnLeaderID  = "etcd.io/leader-id"
-	AnnMembers   = "etcd.io/members"
+	// AnnErrorReason: Error's reason alone (one of the Reason constants), so that nobody parses it back
+	// out of the text. Agents from before it existed write only AnnError (Report.Reason falls back).
+	AnnErrorReason = "etcd.io/error-reason"
+	AnnLeaderID    = "etcd.io/leader-id"
+	AnnMembers     = "etcd.io/members"
 	// With TLS: the SHA-256 fingerprints of the CAs the member trusts (comma-separated, sorted), and the
 	// expiry (RFC 3339) of the earliest of them and of the member's certificate.
 	AnnTLSCAs          = "etcd.io/tls-cas"
@@ -113,8 +116,10 @@ type Report struct {
 	Healthy   bool
 	Version   string
 	LeaderID  string
-	// Error is "<Reason>: <detail>" for the last thing the agent could not do, empty when none.
-	Error string
+	// Error is "<Reason>: <detail>" for the last thing the agent could not do, empty when none (SetError);
+	// ErrorReason is its reason.
+	Error       string
+	ErrorReason string
 	// Members is nil when the agent has no linearizable member list to report.
 	Members []Member
 	// TLS: what the member's certificate files hold (all empty without TLS).
@@ -170,10 +175,27 @@ func AlarmTypes(alarms []string) []string {
 	return out
 }
 
-// Error reasons an agent reports that the hook turns into conditions.
+// Error reasons an agent reports (Report.SetError); the hook turns some into conditions.
 const (
+	// ReasonStarting: etcd does not answer yet; ReasonUnhealthy: it answers, not healthy;
+	// ReasonPromoting: a learner's promotion failed (it retries); ReasonWaiting: the agent waits for
+	// something before it can start etcd; ReasonCrashLoop: etcd failed several times in a row;
+	// ReasonLeaving: leaving the cluster did not finish (it retries).
+	ReasonStarting  = "Starting"
+	ReasonUnhealthy = "Unhealthy"
+	ReasonPromoting = "Promoting"
+	ReasonWaiting   = "Waiting"
+	ReasonCrashLoop = "CrashLoop"
+	ReasonLeaving   = "Leaving"
+	// ReasonLeaseProblem: the hook's half of the member's Lease holds a value the agent ignores.
+	ReasonLeaseProblem = "LeaseProblem"
+
 	ReasonForeignData = "ForeignData"
 	ReasonParked      = "Parked"
+	// ReasonWaitingForLease: the member Lease has no intent yet; ReasonWaitingForSeed: no data, the
+	// cluster is not bootstrapped and the member is not the seed.
+	ReasonWaitingForLease = "WaitingForLease"
+	ReasonWaitingForSeed  = "WaitingForSeed"
 	// ReasonWaitingForJoin is what an agent reports while it needs join-permitted to (re)join.
 	ReasonWaitingForJoin = "WaitingForJoin"
 	// ReasonCertificatesInvalid: the agent cannot get or use certificates (CA Secret unreadable or
@@ -214,15 +236,16 @@ func (r Report) Annotations() map[string]string {
 		members = string(b)
 	}
 	ann := map[string]string{
-		AnnMemberID:  r.MemberID,
-		AnnClusterID: r.ClusterID,
-		AnnParentUID: r.ParentUID,
-		AnnRole:      r.Role,
-		AnnHealthy:   strconv.FormatBool(r.Healthy),
-		AnnVersion:   r.Version,
-		AnnLeaderID:  r.LeaderID,
-		AnnError:     Truncate(r.Error, BoundText.Bytes),
-		AnnMembers:   members,
+		AnnMemberID:    r.MemberID,
+		AnnClusterID:   r.ClusterID,
+		AnnParentUID:   r.ParentUID,
+		AnnRole:        r.Role,
+		AnnHealthy:     strconv.FormatBool(r.Healthy),
+		AnnVersion:     r.Version,
+		AnnLeaderID:    r.LeaderID,
+		AnnError:       Truncate(r.Error, BoundText.Bytes),
+		AnnErrorReason: r.ErrorReason,
+		AnnMembers:     members,
 
 		AnnTLSCAs:          r.TLSCAs,
 		AnnTLSCANotAfter:   r.TLSCANotAfter,
@@ -264,6 +287,8 @@ func ParseReportUsing(ann map[string]string, lists map[string][]Member) (Report,
 		Version:   ann[AnnVersion],
 		LeaderID:  ann[AnnLeaderID],
 		Error:     ann[AnnError],
+		// A reason that is not a reason's word (a hand edit) is no reason: Reason falls back to the text.
+		ErrorReason: reasonWord(ann[AnnErrorReason]),
 
 		TLSCAs:          ann[AnnTLSCAs],
 		TLSCANotAfter:   ann[AnnTLSCANotAfter],
@@ -378,10 +403,34 @@ func parseSize(s string) int64 {
 	return n
 }
 
-// Reason is the leading word of Error.
+// Reason is the reason of Error: ErrorReason, or (an agent from before it) Error's leading word.
 func (r Report) Reason() string {
+	if r.Error == "" {
+		return ""
+	}
+	if r.ErrorReason != "" {
+		return r.ErrorReason
+	}
 	reason, _, _ := strings.Cut(r.Error, ":")
 	return strings.TrimSpace(reason)
+}
+
+// SetError reports what the agent could not do: reason (a Reason constant) and the detail.
+func (r *Report) SetError(reason, detail string) {
+	r.Error, r.ErrorReason = reason+": "+detail, reason
+}
+
+// reasonWord is s when it is a reason's word (a capital letter, then letters, at most 64), else "".
+func reasonWord(s string) string {
+	if s == "" || len(s) > 64 || s[0] < 'A' || s[0] > 'Z' {
+		return ""
+	}
+	for i := range len(s) {
+		if c := s[i]; !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z') {
+			return ""
+		}
+	}
+	return s
 }
 
 // IsVoter says whether the agent reports a voting member.

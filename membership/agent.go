@@ -211,7 +211,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		if err != nil {
 			a.Log.Warn("cannot decide yet", "error", err)
 			r := a.keptReport()
-			r.Error = "Waiting: " + err.Error()
+			r.SetError(api.ReasonWaiting, err.Error())
 			a.report(ctx, r, false)
 			a.sleep(ctx, a.tick())
 			continue
@@ -220,7 +220,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		switch d.Action {
 		case Wait, Refuse:
 			a.setState(strings.ToLower(d.Reason), false)
-			a.report(ctx, a.idleReport(facts, d.Reason+": "+d.Detail), false)
+			a.report(ctx, a.idleReport(facts, d.Reason, d.Detail), false)
 			wait := a.tick()
 			if d.Reason == api.ReasonWaitingForJoin {
 				// The hook hands out the permission as soon as this report reaches it; look again soon.
@@ -286,7 +286,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.event(EventCrashLoop, "RestartEtcd", true, "etcd failed %d times in a row, next start in %s: %v", failures, wait, err)
 			a.crashLoop = true
 			r := a.keptReport()
-			r.Error = fmt.Sprintf("CrashLoop: etcd failed %d times in a row: %v", failures, err)
+			r.SetError(api.ReasonCrashLoop, fmt.Sprintf("etcd failed %d times in a row: %v", failures, err))
 			a.report(ctx, r, false)
 		}
 		a.Log.Warn("etcd stopped; deciding again", "error", err, "failures", failures, "backoff", wait.String())

@@ -14,7 +14,7 @@ func (a *Agent) leave(ctx context.Context, members []api.Member, leader, self ui
 	id := api.FormatID(self)
 	healthy := a.Etcd.Health(ctx, members)
 	if err := QuorumAllows(members, healthy, id); err != nil {
-		r.Error = "Leaving: " + err.Error()
+		r.SetError(api.ReasonLeaving, err.Error())
 		return false
 	}
 	if leader == self {
@@ -22,7 +22,7 @@ func (a *Agent) leave(ctx context.Context, members []api.Member, leader, self ui
 			if m.ID != id && !m.Learner && healthy[m.ID] != nil {
 				to, _ := api.ParseID(m.ID)
 				if err := a.Etcd.MoveLeader(ctx, a.Cfg.ClientURL, to); err != nil {
-					r.Error = "Leaving: moving leadership away: " + err.Error()
+					r.SetError(api.ReasonLeaving, "moving leadership away: "+err.Error())
 					return false
 				}
 				a.Log.Info("moved leadership away before leaving", "to", m.ID)
@@ -33,7 +33,7 @@ func (a *Agent) leave(ctx context.Context, members []api.Member, leader, self ui
 	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if err := a.Etcd.Remove(rctx, voterEndpoints(members, id), self); err != nil {
-		r.Error = "Leaving: " + err.Error()
+		r.SetError(api.ReasonLeaving, err.Error())
 		return false
 	}
 	a.Log.Info("removed itself from the cluster", "member", id)
@@ -45,7 +45,7 @@ func (a *Agent) markLeft(ctx context.Context, r api.Report) {
 	a.left = true
 	a.event(EventMemberLeft, "Leave", false, "member %s removed itself from the cluster (intent leave); parked without etcd", r.MemberID)
 	r.Role, r.Healthy, r.Members, r.LeaderID = api.RoleLeft, false, nil, ""
-	r.Error = api.ReasonParked + ": removed from the cluster"
+	r.SetError(api.ReasonParked, "removed from the cluster")
 	a.report(ctx, r, true)
 }
 
@@ -53,7 +53,7 @@ func (a *Agent) markLeft(ctx context.Context, r api.Report) {
 // the hook wants this ordinal as a member again (then the agent decides again and rejoins).
 func (a *Agent) park(ctx context.Context, f StartFacts, d Decision) {
 	a.setState("parked", false)
-	r := a.idleReport(f, d.Reason+": "+d.Detail)
+	r := a.idleReport(f, d.Reason, d.Detail)
 	r.Role = api.RoleLeft
 	for {
 		a.report(ctx, r, false)

@@ -19,7 +19,7 @@ func (a *Agent) observe(ctx context.Context, bound *bool) observation {
 	st, err := a.Etcd.Status(ctx, a.Cfg.ClientURL)
 	if err != nil {
 		r = a.keptReport()
-		r.Error = "Starting: etcd does not answer yet: " + err.Error()
+		r.SetError(api.ReasonStarting, "etcd does not answer yet: "+err.Error())
 		a.report(ctx, r, false)
 		return stillRunning
 	}
@@ -88,7 +88,7 @@ func (a *Agent) observe(ctx context.Context, bound *bool) observation {
 				a.event(EventMemberPromoted, "Promote", false, "learner %s promoted to voter", r.MemberID)
 				return stillRunning
 			} else {
-				r.Error = "Promoting: " + perr.Error()
+				r.SetError(api.ReasonPromoting, perr.Error())
 			}
 		}
 		a.maybeDefragment(ctx, in, ierr, st, nil, &r)
@@ -101,7 +101,7 @@ func (a *Agent) observe(ctx context.Context, bound *bool) observation {
 	}
 	l, err := a.Etcd.MemberList(ctx, []string{a.Cfg.ClientURL})
 	if err != nil {
-		r.Error = "Unhealthy: " + err.Error()
+		r.SetError(api.ReasonUnhealthy, err.Error())
 	} else {
 		if !listed(l) {
 			return removedByOthers
@@ -180,9 +180,14 @@ func (a *Agent) report(ctx context.Context, r api.Report, force bool) {
 		r.RestoredFrom, r.RestoredRevision = a.restored.URL, strconv.FormatInt(a.restored.Revision, 10)
 	}
 	if a.certErr != "" && r.Error == "" {
-		r.Error = api.ReasonCertificatesInvalid + ": " + a.certErr
+		r.SetError(api.ReasonCertificatesInvalid, a.certErr)
 	}
-	r.Error = withProblems(r.Error, a.leaseProblems)
+	if e := withProblems(r.Error, a.leaseProblems); e != r.Error {
+		if r.Error == "" {
+			r.ErrorReason = api.ReasonLeaseProblem
+		}
+		r.Error = e
+	}
 	// Sizes are written when they move by a significant step (api.SizeMoved): until then the report
 	// keeps the values last written, so a member under load does not rewrite its Lease at every look.
 	// A file crossing the quota line (api.OverQuota) is written whatever the step: the NOSPACE recovery

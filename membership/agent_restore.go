@@ -46,7 +46,7 @@ func (a *Agent) restoreSeed(ctx context.Context) {
 			a.event(EventRestoreFailed, "Restore", true, "restoring the seed failed (retrying in %s): %v", wait, err)
 		}
 		r := a.keptReport()
-		r.Error = api.ReasonRestoreFailed + ": " + err.Error()
+		r.SetError(api.ReasonRestoreFailed, err.Error())
 		a.report(ctx, r, false)
 		a.sleep(ctx, wait)
 		return

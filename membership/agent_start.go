@@ -111,8 +111,9 @@ func (a *Agent) current(ids []string) []string {
 	return out
 }
 
-func (a *Agent) idleReport(f StartFacts, errText string) api.Report {
-	r := api.Report{ParentUID: a.Cfg.ParentUID, Role: api.RoleNone, Error: errText, Members: nil}
+func (a *Agent) idleReport(f StartFacts, reason, detail string) api.Report {
+	r := api.Report{ParentUID: a.Cfg.ParentUID, Role: api.RoleNone, Members: nil}
+	r.SetError(reason, detail)
 	if f.ClusterID != 0 {
 		r.ClusterID = api.FormatID(f.ClusterID)
 	}
@@ -285,7 +286,7 @@ func (a *Agent) runEtcd(ctx context.Context, state string, initial []api.Member)
 			// Said before etcd stops: the hook holds every other restart while this report stands, even
 			// if its own answer (the permission) is lost to a stale cache.
 			r := a.keptReport()
-			r.Error = api.ReasonRestartingForCA + ": restarting etcd to trust the CAs of the CA Secret"
+			r.SetError(api.ReasonRestartingForCA, "restarting etcd to trust the CAs of the CA Secret")
 			a.report(ctx, r, true)
 			a.stopEtcd(cmd, exited)
 			a.certChecked = time.Time{}
@@ -298,7 +299,7 @@ func (a *Agent) runEtcd(ctx context.Context, state string, initial []api.Member)
 			// restarts listening on the new scheme, as etcd's runtime reconfiguration guide orders it.
 			to, self := a.peerAsk, a.last.MemberID
 			r := a.keptReport()
-			r.Error = api.ReasonSwitchingPeerScheme + ": moving the peer URL to " + to
+			r.SetError(api.ReasonSwitchingPeerScheme, "moving the peer URL to "+to)
 			a.report(ctx, r, true)
 			if err := a.movePeerURL(ctx, to, self); err != nil {
 				a.Log.Warn("peer URL not moved; etcd keeps running on the old one", "error", err)
@@ -411,7 +412,7 @@ func withProblems(errText string, problems []string) string {
 		return errText
 	}
 	if errText == "" {
-		return "LeaseProblem: " + p
+		return api.ReasonLeaseProblem + ": " + p
 	}
 	return errText + " (" + p + ")"
 }

@@ -98,7 +98,7 @@ func DecideStart(f StartFacts) Decision {
 		return Decision{Action: Park, Reason: api.ReasonParked, Detail: "intent is leave: not starting etcd"}
 	}
 	if f.Intent != api.IntentMember {
-		return Decision{Action: Wait, Reason: "WaitingForLease", Detail: "no intent on the member Lease yet"}
+		return Decision{Action: Wait, Reason: api.ReasonWaitingForLease, Detail: "no intent on the member Lease yet"}
 	}
 	if f.Data.Present && f.retiredData() {
 		return Decision{Action: MoveAside, Reason: "ReplacedData", Detail: "the data is of cluster " + api.FormatID(f.Data.ClusterID) + ", which an in-place restore replaced: moved aside"}
@@ -127,7 +127,7 @@ func DecideStart(f StartFacts) Decision {
 		if f.Seed {
 			return Decision{Action: StartNew, Reason: "Bootstrapping", Detail: "seed of a new cluster"}
 		}
-		return Decision{Action: Wait, Reason: "WaitingForSeed", Detail: "the cluster is not bootstrapped yet"}
+		return Decision{Action: Wait, Reason: api.ReasonWaitingForSeed, Detail: "the cluster is not bootstrapped yet"}
 	}
 	if f.Members == nil {
 		return Decision{Action: Wait, Reason: api.ReasonWaitingForJoin, Detail: "no data and no voter answers"}

@@ -44,7 +44,7 @@ func (a *Agent) maybeDefragment(ctx context.Context, in Intent, inErr error, st 
 		// The failure stays in the report until the retry: the hook passes the turn on meanwhile and
 		// holds no step for a member that is not executing (sync.mayExecute).
 		if r.Error == "" {
-			r.Error = a.defragErr
+			r.SetError(api.ReasonDefragmenting, a.defragErr)
 		}
 		return
 	}
@@ -58,8 +58,8 @@ func (a *Agent) maybeDefragment(ctx context.Context, in Intent, inErr error, st 
 	a.defragErr = ""
 	if err != nil {
 		a.defragFailed = time.Now()
-		a.defragErr = api.ReasonDefragmenting + ": " + err.Error()
-		r.Error = a.defragErr
+		a.defragErr = err.Error()
+		r.SetError(api.ReasonDefragmenting, a.defragErr)
 		a.event(EventDefragFailed, "Defragment", true, "defragmentation for pass %s failed (etcd keeps serving; retried in %s): %v", in.Defrag, defragRetry, err)
 	}
 }
