@@ -318,9 +318,9 @@ func (p *plan) askCARotation() {
 		return
 	}
 	for _, lp := range p.leases {
-		lp.caRotation = p.caRot.intent
+		lp.CARotation = p.caRot.intent
 	}
 	if lp, ok := p.leases[p.caRot.restart]; ok && p.caRot.restart >= 0 {
-		lp.caRestart = p.caRot.trust
+		lp.CARestart = p.caRot.trust
 	}
 }

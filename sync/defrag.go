@@ -270,7 +270,7 @@ func mayExecute(m *memberView, r api.Report) bool {
 func (p *plan) askDefrag() {
 	p.defrag = p.decideDefrag()
 	if lp, ok := p.leases[p.defrag.target]; ok && p.defrag.target >= 0 {
-		lp.defrag = p.defrag.token
+		lp.Defrag = p.defrag.token
 	}
 }
 

@@ -21,13 +21,9 @@ func (p *plan) desired() *render.Desired {
 	d.Live = f.sts
 	d.PDBSize = p.pdbSize()
 	for _, i := range sortedKeys(p.leases) {
-		lp := p.leases[i]
-		// (The window was checked or written by the decision: it parses.)
-		join, _ := api.ParseJoinWindow(lp.joinPermitted, lp.joinDeadline)
-		d.Leases = append(d.Leases, render.MemberLease{Ordinal: i, Intent: api.Intent{
-			Kind: lp.intent, Since: lp.intentSince, Seed: lp.seed, Join: join, Defrag: lp.defrag,
-			Renewal: p.renewalMark(), CARotation: lp.caRotation, CARestart: lp.caRestart, PeerScheme: lp.peerScheme,
-		}})
+		in := *p.leases[i]
+		in.Renewal = p.renewalMark()
+		d.Leases = append(d.Leases, render.MemberLease{Ordinal: i, Intent: in})
 	}
 	d.Config = render.Config{
 		Bootstrapped:    f.bootstrapped,

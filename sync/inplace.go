@@ -613,7 +613,7 @@ func (p *plan) inPlaceMode() {
 	p.restoring = true
 	p.partition = 0
 	for _, lp := range p.leases {
-		lp.joinPermitted, lp.joinDeadline = "", ""
+		lp.Join = api.JoinWindow{}
 	}
 }
 

@@ -19,23 +19,6 @@ const (
 	resyncIdleSeconds = 60
 )
 
-// leasePlan is the hook-owned half of one member Lease.
-type leasePlan struct {
-	intent        string
-	intentSince   string
-	joinPermitted string
-	joinDeadline  string
-	seed          bool
-	// defrag: the pass token this member is asked to defragment for ("" none; defrag.go).
-	defrag string
-	// caRotation and caRestart: the CA rotation step asked, and the CAs this member may restart to
-	// trust (carotation.go).
-	caRotation api.CARotationIntent
-	caRestart  string
-	// peerScheme: the scheme this member may move its peer URL to now (a TLS switch, tlsswitch.go).
-	peerScheme string
-}
-
 // plan is the outcome of one decision: what to render and what to say in status.
 type plan struct {
 	f        *facts
@@ -55,7 +38,7 @@ type plan struct {
 	replicas  int32
 	partition int32
 	hash      string
-	leases    map[int]*leasePlan
+	leases    map[int]*api.Intent // the hook's half of each member Lease, by ordinal
 	jobs      []render.Job // new Jobs and carried-over observed ones
 
 	// busy names the membership change in flight ("" when none); action the change started this sync.
@@ -118,10 +101,10 @@ func (p *plan) target() int {
 
 func (p *plan) timeout(secs *int32) time.Duration { return time.Duration(*secs) * time.Second }
 
-func (p *plan) lease(i int) *leasePlan {
+func (p *plan) lease(i int) *api.Intent {
 	lp := p.leases[i]
 	if lp == nil {
-		lp = &leasePlan{}
+		lp = &api.Intent{}
 		p.leases[i] = lp
 	}
 	return lp
@@ -129,21 +112,21 @@ func (p *plan) lease(i int) *leasePlan {
 
 func (p *plan) setIntent(i int, intent string) {
 	lp := p.lease(i)
-	if lp.intent != intent {
-		lp.intent = intent
-		lp.intentSince = p.f.now.UTC().Format(time.RFC3339)
+	if lp.Kind != intent {
+		lp.Kind = intent
+		lp.Since = p.f.now.UTC().Format(time.RFC3339)
 	}
 }
 
 func (p *plan) permit(i int) {
 	p.setIntent(i, api.IntentMember)
 	lp := p.lease(i)
-	lp.joinPermitted, lp.joinDeadline = api.NewJoinWindow(p.f.now, p.timeout(p.spec.Timeouts.LearnerPromotionSeconds)).Annotations()
+	lp.Join = api.NewJoinWindow(p.f.now, p.timeout(p.spec.Timeouts.LearnerPromotionSeconds))
 }
 
 // decide runs the membership protocol of docs/design/06-sync-order.md §6 for one sync.
 func decide(f *facts, opts Options) (*plan, error) {
-	p := &plan{f: f, opts: opts.withDefaults(), leases: map[int]*leasePlan{}}
+	p := &plan{f: f, opts: opts.withDefaults(), leases: map[int]*api.Intent{}}
 	p.carry()
 	// Intents are judged against the spec in force when they were written (the applied one): a
 	// hand-edited intent must not even make a step look in flight.
@@ -221,7 +204,7 @@ func (p *plan) carry() {
 	}
 	for i, lv := range f.leases {
 		lp := p.lease(i)
-		lp.intent, lp.intentSince, lp.joinPermitted, lp.joinDeadline = lv.intent, lv.intentSince, lv.joinPermitted, lv.joinDeadline
+		lp.Kind, lp.Since, lp.Join = lv.intent, lv.intentSince, lv.join
 	}
 }
 
@@ -342,7 +325,7 @@ func (p *plan) stepInFlight() (what string, volume bool) {
 	for _, i := range sortedKeys(p.leases) {
 		lp := p.leases[i]
 		m := f.primary[i]
-		if lp.intent == api.IntentLeave && m != nil && p.quorumAllowsRemoving(m) {
+		if lp.Kind == api.IntentLeave && m != nil && p.quorumAllowsRemoving(m) {
 			return fmt.Sprintf("%s to leave the cluster", f.names.Pod(i)), false
 		}
 		if p.joining(i) && (m == nil || !f.reportsHealthyVoter(i, m.ID)) {
@@ -390,7 +373,7 @@ func (p *plan) normalizeIntents(ref api.ClusterSpec) {
 	leaving := -1
 	for _, i := range sortedKeys(p.leases) {
 		lp := p.leases[i]
-		switch lp.intent {
+		switch lp.Kind {
 		case "", api.IntentMember:
 		case api.IntentLeave:
 			if i < target && f.primary[i] != nil {
@@ -400,39 +383,39 @@ func (p *plan) normalizeIntents(ref api.ClusterSpec) {
 				leaving = i // the highest wins: sortedKeys is ascending
 			}
 		default:
-			note("%s carried an unknown intent %q: re-derived", f.names.Lease(i), lp.intent)
-			lp.intent, lp.intentSince = "", ""
+			note("%s carried an unknown intent %q: re-derived", f.names.Lease(i), lp.Kind)
+			lp.Kind, lp.Since = "", ""
 		}
-		if lp.intentSince != "" {
-			if t, err := time.Parse(time.RFC3339, lp.intentSince); err != nil || t.After(f.now.Add(MaxClockSkew)) {
-				note("%s carried intent-since %q, not a past time: reset", f.names.Lease(i), lp.intentSince)
-				lp.intentSince = f.now.UTC().Format(time.RFC3339)
+		if lp.Since != "" {
+			if t, err := time.Parse(time.RFC3339, lp.Since); err != nil || t.After(f.now.Add(MaxClockSkew)) {
+				note("%s carried intent-since %q, not a past time: reset", f.names.Lease(i), lp.Since)
+				lp.Since = f.now.UTC().Format(time.RFC3339)
 			}
 		}
-		if lp.joinPermitted != "" {
-			w, _ := api.ParseJoinWindow(lp.joinPermitted, lp.joinDeadline)
-			if w.IsZero() || w.From.After(f.now.Add(MaxClockSkew)) || w.Until.Sub(w.From) > maxWindow {
-				note("%s carried a join permission %q..%q the hook never writes: dropped", f.names.Lease(i), lp.joinPermitted, lp.joinDeadline)
-				lp.joinPermitted, lp.joinDeadline = "", ""
+		if w := lp.Join; !w.IsZero() {
+			if w.From.After(f.now.Add(MaxClockSkew)) || w.Until.Sub(w.From) > maxWindow {
+				permitted, deadline := w.Annotations()
+				note("%s carried a join permission %q..%q the hook never writes: dropped", f.names.Lease(i), permitted, deadline)
+				lp.Join = api.JoinWindow{}
 			} else if f.truthKnown() && i >= target && f.primary[i] == nil {
 				note("%s carried a join permission above the target size: dropped", f.names.Lease(i))
-				lp.joinPermitted, lp.joinDeadline = "", ""
+				lp.Join = api.JoinWindow{}
 			}
 		}
 	}
 	for _, i := range sortedKeys(p.leases) {
-		if lp := p.leases[i]; lp.intent == api.IntentLeave && f.primary[i] != nil && i != leaving {
+		if lp := p.leases[i]; lp.Kind == api.IntentLeave && f.primary[i] != nil && i != leaving {
 			note("%s carried a second leave intent: only one member leaves at a time", f.names.Lease(i))
 			p.setIntent(i, api.IntentMember)
 		}
 	}
 	keep := -1
-	if m := f.learner(); m != nil && m.ordinal >= 0 && p.leases[m.ordinal] != nil && p.leases[m.ordinal].joinPermitted != "" {
+	if m := f.learner(); m != nil && m.ordinal >= 0 && p.leases[m.ordinal] != nil && !p.leases[m.ordinal].Join.IsZero() {
 		keep = m.ordinal
 	}
 	for _, i := range sortedKeys(p.leases) {
 		lp := p.leases[i]
-		if lp.joinPermitted == "" {
+		if lp.Join.IsZero() {
 			continue
 		}
 		if keep < 0 {
@@ -440,7 +423,7 @@ func (p *plan) normalizeIntents(ref api.ClusterSpec) {
 		}
 		if i != keep {
 			note("%s carried a second join permission: only one member joins at a time", f.names.Lease(i))
-			lp.joinPermitted, lp.joinDeadline = "", ""
+			lp.Join = api.JoinWindow{}
 		}
 	}
 }
@@ -450,7 +433,7 @@ func (p *plan) bootstrap() {
 	f := p.f
 	p.replicas = p.adoptFloor(1)
 	p.setIntent(0, api.IntentMember)
-	p.lease(0).seed = true
+	p.lease(0).Seed = true
 	p.busy = "bootstrap"
 	if lv := f.leases[0]; lv != nil && lv.report.Reason() == api.ReasonForeignData {
 		p.wait("%s refuses its volume: %s", f.names.Pod(0), lv.report.Error)
@@ -529,15 +512,15 @@ func (p *plan) advanceJoins() {
 	f := p.f
 	for _, i := range sortedKeys(p.leases) {
 		lp := p.leases[i]
-		if lp.joinPermitted == "" {
+		if lp.Join.IsZero() {
 			continue
 		}
 		m := f.primary[i]
 		switch {
 		case m != nil && !m.Learner && f.reportsHealthyVoter(i, m.ID):
-			lp.joinPermitted, lp.joinDeadline = "", ""
+			lp.Join = api.JoinWindow{}
 		case m == nil && i >= p.target() && p.busy == "":
-			lp.joinPermitted, lp.joinDeadline = "", ""
+			lp.Join = api.JoinWindow{}
 		}
 	}
 }
@@ -549,7 +532,7 @@ func (p *plan) noteStalledJoins() {
 	for _, i := range sortedKeys(p.leases) {
 		lp := p.leases[i]
 		lv := f.leases[i]
-		if lp.joinPermitted == "" || lv == nil || lv.joinPermitted != lp.joinPermitted || f.primary[i] != nil {
+		if lp.Join.IsZero() || lv == nil || !sameWindow(lv.join, lp.Join) || f.primary[i] != nil {
 			continue
 		}
 		if !lv.permitLive(f.now) {
@@ -597,7 +580,7 @@ func (p *plan) advanceLeave() {
 	for _, i := range sortedKeys(p.leases) {
 		lp := p.leases[i]
 		m := f.primary[i]
-		if lp.intent != api.IntentLeave || m == nil {
+		if lp.Kind != api.IntentLeave || m == nil {
 			continue
 		}
 		if !p.quorumAllowsRemoving(m) {
@@ -609,7 +592,7 @@ func (p *plan) advanceLeave() {
 			return
 		}
 		lv := f.leases[i]
-		since, err := time.Parse(time.RFC3339, lp.intentSince)
+		since, err := time.Parse(time.RFC3339, lp.Since)
 		// An agent without its data cannot remove its member itself.
 		agentGone := lv == nil || !lv.fresh || p.lostData(m)
 		slow := err == nil && f.now.Sub(since) >= p.timeout(p.spec.Timeouts.LeaveSeconds)
@@ -913,7 +896,7 @@ func (p *plan) scaleDown() bool {
 		return true
 	}
 	p.setIntent(h, api.IntentLeave)
-	p.lease(h).joinPermitted, p.lease(h).joinDeadline = "", ""
+	p.lease(h).Join = api.JoinWindow{}
 	p.action = fmt.Sprintf("%s to leave the cluster", f.names.Pod(h))
 	p.busy = p.action
 	if lv := f.leases[h]; lv == nil || !lv.fresh || p.lostData(m) {
@@ -1030,7 +1013,7 @@ func (p *plan) noteCleanup() {
 	f := p.f
 	for i := 0; i < int(p.replicas) && i < p.target(); i++ {
 		lp := p.leases[i]
-		if f.primary[i] == nil && (lp == nil || lp.joinPermitted == "") {
+		if f.primary[i] == nil && (lp == nil || lp.Join.IsZero()) {
 			p.wait("%s has no member and its agent has not asked to join", f.names.Pod(i))
 		}
 	}
@@ -1079,19 +1062,22 @@ func (p *plan) trimLeases() {
 		switch {
 		case i >= int(p.replicas) && f.primary[i] == nil:
 			// A pod above replicas is on its way out: a restart must park, never rejoin.
-			if lp.intent != api.IntentLeave {
+			if lp.Kind != api.IntentLeave {
 				p.setIntent(i, api.IntentLeave)
 			}
-			lp.joinPermitted, lp.joinDeadline = "", ""
-		case lp.intent == "":
+			lp.Join = api.JoinWindow{}
+		case lp.Kind == "":
 			p.setIntent(i, api.IntentMember)
-		case lp.intent == api.IntentLeave && i < int(p.replicas) && i < p.target() && f.primary[i] == nil && f.truthKnown():
+		case lp.Kind == api.IntentLeave && i < int(p.replicas) && i < p.target() && f.primary[i] == nil && f.truthKnown():
 			// A wanted ordinal below replicas that has left (a stale answer can leave this behind)
 			// becomes a member again: its parked agent restarts and asks to join.
 			p.setIntent(i, api.IntentMember)
 		}
 	}
 }
+
+// sameWindow: two join windows are the same permission.
+func sameWindow(a, b api.JoinWindow) bool { return a.From.Equal(b.From) && a.Until.Equal(b.Until) }
 
 // sortedKeys returns a map's int or string keys in order, so every loop is deterministic.
 func sortedKeys[K int | string, V any](m map[K]V) []K {

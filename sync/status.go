@@ -298,7 +298,7 @@ func (p *plan) joining(i int) bool {
 		return false
 	}
 	// Read as the agent reads it (api/join.go), like every other reading of a permission.
-	w, _ := api.ParseJoinWindow(lp.joinPermitted, lp.joinDeadline)
+	w := lp.Join
 	open, _ := w.OpenAt(p.f.now)
 	return open
 }

@@ -212,7 +212,7 @@ func (p *plan) askPeerSwitch(rolled bool) {
 	case st.turn >= 0:
 		status.Switching = f.names.Pod(st.turn)
 		waiting = fmt.Sprintf("%s to move its peer URL to %s", f.names.Pod(st.turn), to)
-		p.lease(st.turn).peerScheme = to
+		p.lease(st.turn).PeerScheme = to
 	case missing > 0 && waiting == "":
 		waiting = fmt.Sprintf("%d member(s) whose peer URL is still %s to report", missing, st.from)
 	case len(todo) == 0 && p.holdTLSSwitch() != "":
