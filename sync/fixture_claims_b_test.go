@@ -349,10 +349,7 @@ func init() {
 			claimsBMembers(t, a, 3)
 		}},
 		"tls-secret-missing":                {"a new cluster naming a TLS Secret that does not exist creates nothing and says which Secret is not found", claimsBSecretUnusable("Secret etcd-client", "not found")},
-		"tls-secret-key-missing":            {"a new cluster whose TLS Secret lacks tls.key creates nothing and says so", claimsBSecretUnusable("Secret etcd-client", "tls.key: missing")},
-		"tls-secret-key-mismatch":           {"a new cluster whose TLS Secret's key does not match its certificate creates nothing and says so", claimsBSecretUnusable("Secret etcd-client", "tls.key: does not match tls.crt")},
 		"tls-secret-names-not-covered":      {"a client certificate must cover every member's host: one that does not creates nothing and lists the hosts missing", claimsBSecretUnusable("Secret etcd-client", "does not cover", `"demo-1.demo-peer.prod.svc"`, `"demo-2.demo-peer.prod.svc"`)},
-		"tls-secret-wrong-ca":               {"a new cluster whose TLS Secret's ca.crt did not sign its certificate creates nothing and names both issuers", claimsBSecretUnusable("Secret etcd-client", "ca.crt: did not sign tls.crt", "fixture-ca-b", "fixture-ca-a")},
 		"tls-secret-peer-wildcard-svc-only": {"a peer certificate with only a *.<peer>.<ns>.svc wildcard, which etcd's peer DNS check refuses, creates nothing", claimsBSecretUnusable("Secret etcd-peer", "wildcard", "*.demo-peer.prod.svc.cluster.local")},
 		"tls-secret-expired-running": {"a user TLS Secret expiring under a running cluster is reported, and the members keep running on what they have", func(t *testing.T, a *fxAnswer) {
 			a.conditionIs(t, "CertificatesInvalid", "True", "SecretUnusable")

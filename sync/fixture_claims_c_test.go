@@ -282,12 +282,6 @@ func init() {
 			require.NotContains(t, claimsCvolumes(t, a), "peer-secret")
 			a.messageHas(t, "while TLS is switched off")
 		}},
-		"invalid-storage-change": {"a larger storage size is not refused: the first claim is grown by a Job, the template keeps 10Gi for now", func(t *testing.T, a *fxAnswer) {
-			require.Nil(t, a.condition("InvalidSpec"))
-			require.Equal(t, []string{"demo-grow-0-1"}, a.jobs("grow"))
-			a.conditionIs(t, "Progressing", "True", "VolumeGrowth")
-			require.Equal(t, "10Gi", dig(a.child(t, "StatefulSet", ""), "spec", "volumeClaimTemplates", 0, "spec", "resources", "requests", "storage"))
-		}},
 		"invalid-spec-no-record-children-kept": {"an invalid spec with no record of the last valid one renders nothing new and answers every observed child as is", func(t *testing.T, a *fxAnswer) {
 			require.Equal(t, "Failed", a.phase())
 			a.conditionIs(t, "InvalidSpec", "True", "UpgradeRefused")
@@ -436,16 +430,6 @@ func init() {
 			a.conditionIs(t, "InvalidSpec", "True", "InvalidBackup")
 			a.messageHas(t, `parameter "endpiont"`, "endpiont=REDACTED")
 			require.NotContains(t, a.message(), "minio:9000")
-			claimsCnoBackupChildren(t, a)
-		}},
-		"backup-invalid-schedule": {"a backup schedule that is not cron is refused (InvalidBackup) and no backup children are rendered", func(t *testing.T, a *fxAnswer) {
-			a.conditionIs(t, "InvalidSpec", "True", "InvalidBackup")
-			a.messageHas(t, `spec.backup.schedule "every hour"`)
-			claimsCnoBackupChildren(t, a)
-		}},
-		"backup-file-needs-claim": {"a file:// backup destination without volumeClaimName is refused (InvalidBackup) and no backup children are rendered", func(t *testing.T, a *fxAnswer) {
-			a.conditionIs(t, "InvalidSpec", "True", "InvalidBackup")
-			a.messageHas(t, "volumeClaimName is required")
 			claimsCnoBackupChildren(t, a)
 		}},
 		"backup-file-on-claim": {"a file:// backup on a named claim mounts that claim in the CronJob and passes the retention (keep 3, max age 72h)", func(t *testing.T, a *fxAnswer) {

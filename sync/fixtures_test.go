@@ -490,10 +490,7 @@ func fixtures() []fixture {
 			useSecrets(w, "peer", "client")
 			delete(w.secrets, "etcd-client")
 		}},
-		{name: "tls-secret-key-missing", build: func(w *world) { useSecrets(w, "peer", "client-nokey") }},
-		{name: "tls-secret-key-mismatch", build: func(w *world) { useSecrets(w, "peer", "client-mismatch") }},
 		{name: "tls-secret-names-not-covered", build: func(w *world) { useSecrets(w, "peer", "client-narrow") }},
-		{name: "tls-secret-wrong-ca", build: func(w *world) { useSecrets(w, "peer", "client-other-ca") }},
 		{name: "tls-secret-peer-wildcard-svc-only", build: func(w *world) { useSecrets(w, "peer-svc-only", "client") }},
 		{name: "tls-secret-expired-running", build: func(w *world) {
 			useSecrets(w, "peer", "client")
@@ -632,10 +629,6 @@ func fixtures() []fixture {
 			w.secrets = fixtureSecrets(w.t)
 			w.setSpec(func(s *api.ClusterSpec) { s.Security.TLS.Enabled, s.Security.TLS.Peer.SecretName = ptr(false), "peer" })
 		}},
-		{name: "invalid-storage-change", build: func(w *world) {
-			settle(w)
-			w.setSpec(func(s *api.ClusterSpec) { s.Storage.Size = ptr(mustQuantity("20Gi")) })
-		}},
 		// The StatefulSet and ConfigMap are gone and the spec asks for a downgrade: there is nothing to
 		// render from, and every other child is answered exactly as last applied (no deletion, no 4xx).
 		{name: "invalid-spec-no-record-children-kept", build: func(w *world) {
@@ -739,14 +732,6 @@ func fixtures() []fixture {
 		{name: "backup-invalid-destination", build: func(w *world) {
 			settle(w)
 			w.setSpec(withBackup("0 * * * *", "s3://etcd-backups/prod?endpiont=https://minio:9000"))
-		}},
-		{name: "backup-invalid-schedule", build: func(w *world) {
-			settle(w)
-			w.setSpec(withBackup("every hour", "s3://etcd-backups/prod"))
-		}},
-		{name: "backup-file-needs-claim", build: func(w *world) {
-			settle(w)
-			w.setSpec(withBackup("@daily", "file:///etcd"))
 		}},
 		{name: "backup-file-on-claim", build: func(w *world) {
 			settle(w)

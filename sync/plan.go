@@ -39,7 +39,7 @@ type plan struct {
 	partition int32
 	hash      string
 	leases    map[int]*api.Intent // the hook's half of each member Lease, by ordinal
-	jobs      []render.Job // new Jobs and carried-over observed ones
+	jobs      []render.Job        // new Jobs and carried-over observed ones
 
 	// busy names the membership change in flight ("" when none); action the change started this sync.
 	busy    string
