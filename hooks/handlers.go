@@ -25,8 +25,9 @@ func (s *Server) handleSync(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	// The decoded request points into body (sync.DecodeBody), so the buffer goes back to the pool
-	// only once the answer is written; nothing read from it is kept (the log gets copies).
+	// The decoded request's raw objects are slices of body (the observed claim templates, the children
+	// answered unchanged), so the buffer goes back to the pool only once the answer is written; its
+	// strings are copies.
 	defer putBuffer(body)
 	// One pass checks the body as JSON and counts what the bounds count (a body that is not JSON is
 	// counted up to where it fails).
@@ -91,7 +92,6 @@ func (s *Server) handleSync(w http.ResponseWriter, r *http.Request) {
 		ns, name, _ := strings.Cut(parent, "/")
 		for _, c := range resp.Changes {
 			// The audit trail: one line per step started or finished, per condition raised or cleared.
-			// Copies: a finished step's reason and message point into the pooled request body.
 			s.cfg.Logger.Info("audit", "cluster", strings.Clone(name), "namespace", strings.Clone(ns), "step", c.Condition, "change", c.What,
 				"reason", strings.Clone(c.Reason), "message", strings.Clone(c.Message))
 		}

@@ -10,8 +10,15 @@ import (
 	"strconv"
 	"strings"
 	gosync "sync"
+	"sync/atomic"
 
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	coordv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 
 	json "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -81,6 +88,9 @@ type childWriter struct {
 	enc       *jsontext.Encoder
 	name      []byte
 	opts      json.Options
+	// vctAt: where the observed claim templates were written in the child ([start, end), from the
+	// child's first byte; zero when not written).
+	vctAt [2]int
 	// vct: the observed claim templates that replace the rendered ones (claimTemplates), nil for none.
 	vct []byte
 }
@@ -95,7 +105,12 @@ var writers = gosync.Pool{New: func() any {
 			if w.vct == nil {
 				return errors.ErrUnsupported // the rendered ones
 			}
-			return enc.WriteValue(w.vct)
+			// Where they are in the child (the encoder was reset at its first byte), for the null check,
+			// which must pass over them.
+			w.vctAt[0] = int(enc.OutputOffset())
+			err := enc.WriteValue(w.vct)
+			w.vctAt[1] = int(enc.OutputOffset())
+			return err
 		}))))
 	w.dec, w.sub, w.vdec = jsontext.NewDecoder(&w.raw), jsontext.NewDecoder(&w.specs), jsontext.NewDecoder(&w.vcts)
 	w.enc = jsontext.NewEncoder(&w.out)
@@ -121,12 +136,25 @@ func (w *childWriter) appendChild(obj any, vct []byte) ([]byte, error) {
 		return nil, err
 	}
 	start := w.out.Len()
-	// The fast way: the top level written field by field, each field by the library. It is the answer
-	// unless the library wrote a null member somewhere below (none of today's children has one).
-	if b, err := w.writeTop(obj, vct); err == nil && !hasNullMember(b[start:]) {
-		return b[start:len(b):len(b)], nil
+	// The fast way, for the kinds the hook renders: the top level written field by field, each field by
+	// the library. It is the answer unless the library wrote a null member somewhere below (outside the
+	// observed claim templates, copied as they are) or an empty spec (none of today's children has
+	// either), or the observed templates are an empty list (the rendered empty list is omitted before
+	// they could replace it).
+	if fastKinds[reflect.TypeOf(obj)] && !emptyList(vct) {
+		if b, err := w.writeTop(obj, vct); err == nil {
+			child := b[start:len(b):len(b)]
+			vs, ve := w.vctAt[0], w.vctAt[1]
+			if ve <= vs || ve > len(child) {
+				vs, ve = len(child), len(child)
+			}
+			if !hasNullMember(child[:vs]) && !hasNullMember(child[ve:]) && !bytes.Contains(child, []byte(`"spec":{}`)) {
+				return child, nil
+			}
+		}
 	}
 	w.out.Truncate(start)
+	slowChildren.Add(1)
 	w.raw.Reset()
 	if err := json.MarshalWrite(&w.raw, obj, childOptions); err != nil {
 		return nil, err
@@ -151,7 +179,7 @@ func (w *childWriter) appendChild(obj any, vct []byte) ([]byte, error) {
 // writeTop writes obj, a pointer to a Kubernetes object, without its status, a spec that is empty, and
 // a member that is nil (null); the observed claim templates, when given, replace the rendered ones.
 func (w *childWriter) writeTop(obj any, vct []byte) ([]byte, error) {
-	w.vct = vct
+	w.vct, w.vctAt = vct, [2]int{}
 	defer func() { w.vct = nil }()
 	w.enc.Reset(&w.out, copyOptions, w.opts)
 	if err := w.enc.WriteToken(jsontext.BeginObject); err != nil {
@@ -219,6 +247,28 @@ func (w *childWriter) writeFields(v reflect.Value) error {
 		}
 	}
 	return nil
+}
+
+// slowChildren counts the children written the slow way (a test checks no fixture's child is).
+var slowChildren atomic.Int64
+
+// fastKinds are the kinds writeFields writes as the library would (their top-level fields use none of
+// the rules it does not follow: embedded pointers, promoted fields of unexported embedded structs, a
+// type's own IsZero, a top-level MarshalJSON); anything else takes the library's whole marshal.
+var fastKinds = map[reflect.Type]bool{}
+
+func init() {
+	for _, o := range []any{&appsv1.StatefulSet{}, &corev1.Service{}, &policyv1.PodDisruptionBudget{}, &corev1.ConfigMap{},
+		&coordv1.Lease{}, &batchv1.Job{}, &batchv1.CronJob{}, &corev1.ServiceAccount{}, &rbacv1.Role{},
+		&rbacv1.RoleBinding{}, &networkingv1.NetworkPolicy{}} {
+		fastKinds[reflect.TypeOf(o)] = true
+	}
+}
+
+// emptyList: v is a JSON array with no element.
+func emptyList(v []byte) bool {
+	v = bytes.TrimSpace(v)
+	return len(v) >= 2 && v[0] == '[' && len(bytes.TrimSpace(v[1:len(v)-1])) == 0 && v[len(v)-1] == ']'
 }
 
 // hasNullMember: b, compact JSON, may have a member whose value is null: a `":null` whose quote is not

@@ -50,7 +50,8 @@ import (
 // readOptions decode as encoding/json does.
 var readOptions = jsonv2.JoinOptions(jsonv1.DefaultOptionsV1(),
 	jsonv2.WithUnmarshalers(jsonv2.JoinUnmarshalers(jsonv2.UnmarshalFromFunc(readTime),
-		jsonv2.UnmarshalFromFunc(readStringMap), jsonv2.UnmarshalFromFunc(readStringField))))
+		jsonv2.UnmarshalFromFunc(readStringMap), jsonv2.UnmarshalFromFunc(readStringField),
+		jsonv2.UnmarshalFromFunc(skipNone))))
 
 // readStringField decodes a string as encoding/json does (null leaves it as it was), interned when short.
 func readStringField(dec *jsontext.Decoder, s *string) error {
@@ -187,8 +188,13 @@ func (o *object[M, S, St]) typeMeta() metav1.TypeMeta {
 	return metav1.TypeMeta{Kind: o.Kind, APIVersion: o.APIVersion}
 }
 
+// none is a member the decision does not read: passed over whatever it holds (the full types the
+// reference decodes into have no such field for these kinds, or one never read).
+type none struct{}
+
+func skipNone(dec *jsontext.Decoder, _ *none) error { return dec.SkipValue() }
+
 type (
-	none      struct{}
 	plainMeta struct {
 		objectMeta `json:",inline"`
 	}

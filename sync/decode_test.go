@@ -52,11 +52,16 @@ func TestDecodeMatchesTypedDecoding(t *testing.T) {
 
 // variants are the same request written differently.
 func variants(body []byte) map[string][]byte {
-	var indented bytes.Buffer
+	var indented, compact bytes.Buffer
 	_ = json.Indent(&indented, body, "", "\t")
+	_ = json.Compact(&compact, body)
 	return map[string][]byte{
 		"as-is":    body,
 		"indented": indented.Bytes(),
+		// as Metacontroller sends it
+		"compact": compact.Bytes(),
+		// members the decision never reads, of types the full object does not have: passed over
+		"foreign-spec-status": bytes.ReplaceAll(body, []byte(`"kind": "ConfigMap",`), []byte(`"kind": "ConfigMap", "spec": "x", "status": [1],`)),
 		// encoding/json matches keys case-insensitively and after unescaping.
 		"keys-upper":   bytes.ReplaceAll(bytes.ReplaceAll(body, []byte(`"metadata"`), []byte(`"METADATA"`)), []byte(`"annotations"`), []byte(`"Annotations"`)),
 		"keys-escaped": bytes.ReplaceAll(bytes.ReplaceAll(body, []byte(`"name"`), []byte(`"n\u0061me"`)), []byte(`"spec"`), []byte(`"\u017fpec"`)),
