@@ -342,10 +342,11 @@ func init() {
 		}},
 		// The build sets 900 MiB in use but no agent reports it before the request (db-size is empty on
 		// every Lease): what this fixture shows is a member of unknown size being skipped.
-		"defrag-below-threshold": {"a due scheduled pass asks no member not known to be at least half free (no size reported here): no Defragmenting", func(t *testing.T, a *fxAnswer) {
+		"defrag-below-threshold": {"a due scheduled pass asks no member whose file is mostly in use (1 GiB, 900 MiB used): no Defragmenting", func(t *testing.T, a *fxAnswer) {
 			require.Empty(t, claimsDDefrags(a))
 			require.Nil(t, a.condition("Defragmenting"))
-			require.Nil(t, claimsDStatus(a, "members", 1, "dbSize"), "no size reported")
+			require.EqualValues(t, 1<<30, claimsDStatus(a, "members", 1, "dbSize"), "the size is reported: the threshold, not ignorance, holds the pass")
+			require.EqualValues(t, 900<<20, claimsDStatus(a, "members", 1, "dbSizeInUse"))
 		}},
 		"defrag-now": {"etcd.io/defrag-now starts a pass without a schedule whatever the free space: a follower (demo-1) first", func(t *testing.T, a *fxAnswer) {
 			require.Equal(t, map[int]string{1: "now:before-upgrade"}, claimsDDefrags(a))

@@ -975,6 +975,7 @@ func fixtures() []fixture {
 		{name: "defrag-below-threshold", build: func(w *world) {
 			settle(w)
 			w.dbSize, w.dbSizeInUse = 1<<30, 900<<20
+			w.step(5 * time.Second) // every agent reports the sizes: 12 % free, below the 50 % threshold
 			w.setSpec(withDefrag("0 3 * * *"))
 		}},
 		// etcd.io/defrag-now: every member, whatever its free space, without a schedule.
