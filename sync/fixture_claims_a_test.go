@@ -24,7 +24,7 @@ func init() {
 			require.Equal(t, 1, a.replicas(t))
 			require.Equal(t, "quay.io/coreos/etcd:v3.5.21", claimsAImage(t, a))
 			require.Equal(t, "fast-ssd", dig(a.child(t, "StatefulSet", ""), "spec", "volumeClaimTemplates", 0, "spec", "storageClassName"))
-			cmd := claimsAEtcdCommand(t, a)
+			cmd := a.etcdCommand(t)
 			require.Contains(t, cmd, "--quota-backend-bytes=8589934592")
 			require.Contains(t, cmd, "--auto-compaction-retention=1h")
 			require.Equal(t, 3, num(dig(a.child(t, "PodDisruptionBudget", ""), "spec", "minAvailable")))
@@ -304,7 +304,7 @@ func init() {
 		}},
 		"invalid-unsafe-option": {"an unsafe option without allowUnsafeOptions is refused (InvalidSpec UnsafeOption) and never reaches etcd", func(t *testing.T, a *fxAnswer) {
 			a.conditionIs(t, "InvalidSpec", "True", "UnsafeOption")
-			for _, arg := range claimsAEtcdCommand(t, a) {
+			for _, arg := range a.etcdCommand(t) {
 				require.NotContains(t, arg, "unsafe-no-fsync")
 			}
 			require.NotContains(t, a.configData(t)["spec.json"], "unsafe-no-fsync")
@@ -345,35 +345,9 @@ func claimsAMember(t *testing.T, a *fxAnswer, name string) map[string]any {
 	return m
 }
 
-// claimsAEtcdContainer is the StatefulSet's container named etcd.
-func claimsAEtcdContainer(t *testing.T, a *fxAnswer) map[string]any {
-	t.Helper()
-	cs, _ := dig(a.child(t, "StatefulSet", ""), "spec", "template", "spec", "containers").([]any)
-	for _, c := range cs {
-		if m, _ := c.(map[string]any); m["name"] == "etcd" {
-			return m
-		}
-	}
-	require.Fail(t, "no etcd container")
-	return nil
-}
-
-func claimsAEtcdCommand(t *testing.T, a *fxAnswer) []string {
-	t.Helper()
-	var out []string
-	c := claimsAEtcdContainer(t, a)
-	for _, k := range []string{"command", "args"} {
-		l, _ := c[k].([]any)
-		for _, s := range l {
-			out = append(out, s.(string))
-		}
-	}
-	return out
-}
-
 func claimsAImage(t *testing.T, a *fxAnswer) string {
 	t.Helper()
-	s, _ := claimsAEtcdContainer(t, a)["image"].(string)
+	s, _ := a.etcdContainer(t)["image"].(string)
 	return s
 }
 

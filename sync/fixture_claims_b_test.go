@@ -38,21 +38,11 @@ func claimsBEtcdCommand(t *testing.T, a *fxAnswer) []string {
 	cs, _ := dig(a.child(t, "StatefulSet", ""), "spec", "template", "spec", "containers").([]any)
 	for _, c := range cs {
 		if m, _ := c.(map[string]any); m["name"] == "etcd" {
-			return claimsBStrings(m["command"])
+			return strs(m["command"])
 		}
 	}
 	require.Fail(t, "no etcd container")
 	return nil
-}
-
-func claimsBStrings(v any) []string {
-	l, _ := v.([]any)
-	out := make([]string, 0, len(l))
-	for _, s := range l {
-		str, _ := s.(string)
-		out = append(out, str)
-	}
-	return out
 }
 
 // claimsBSpec is the applied spec the ConfigMap records (spec.json).
@@ -98,7 +88,7 @@ func claimsBJobCommand(t *testing.T, a *fxAnswer, name string) []string {
 	t.Helper()
 	j := a.children("Job")[name]
 	require.NotNil(t, j, "Job %s", name)
-	return claimsBStrings(dig(j, "spec", "template", "spec", "containers", 0, "command"))
+	return strs(dig(j, "spec", "template", "spec", "containers", 0, "command"))
 }
 
 // claimsBMembers asserts members 0..n-1 have a Lease asking them to stay members, and no member n.
@@ -334,7 +324,7 @@ func init() {
 			require.Equal(t, "", tls["caSecret"], "no built-in CA")
 			rules, _ := a.child(t, "Role", "-member")["rules"].([]any)
 			for _, r := range rules {
-				require.NotContains(t, claimsBStrings(dig(r, "resources")), "secrets")
+				require.NotContains(t, strs(dig(r, "resources")), "secrets")
 			}
 			in, ok := a.intent(0)
 			require.True(t, ok)

@@ -34,40 +34,10 @@ func claimsCstsAnn(t *testing.T, a *fxAnswer, key string) any {
 	return dig(a.child(t, "StatefulSet", ""), "metadata", "annotations", key)
 }
 
-// claimsCstrings converts a JSON list of strings.
-func claimsCstrings(v any) []string {
-	l, _ := v.([]any)
-	out := make([]string, 0, len(l))
-	for _, s := range l {
-		str, _ := s.(string)
-		out = append(out, str)
-	}
-	return out
-}
-
-// claimsCetcd is the StatefulSet's etcd container.
-func claimsCetcd(t *testing.T, a *fxAnswer) map[string]any {
-	t.Helper()
-	cs, _ := dig(a.child(t, "StatefulSet", ""), "spec", "template", "spec", "containers").([]any)
-	for _, c := range cs {
-		if m, _ := c.(map[string]any); m["name"] == "etcd" {
-			return m
-		}
-	}
-	require.Fail(t, "no etcd container")
-	return nil
-}
-
-// claimsCcmd is the etcd container's command.
-func claimsCcmd(t *testing.T, a *fxAnswer) []string {
-	t.Helper()
-	return claimsCstrings(claimsCetcd(t, a)["command"])
-}
-
 // claimsCnoArgWith asserts no argument of the etcd command starts with prefix.
 func claimsCnoArgWith(t *testing.T, a *fxAnswer, prefix string) {
 	t.Helper()
-	for _, arg := range claimsCcmd(t, a) {
+	for _, arg := range a.etcdCommand(t) {
 		require.False(t, strings.HasPrefix(arg, prefix), "unexpected %s", arg)
 	}
 }
@@ -118,9 +88,9 @@ func claimsCbackup(a *fxAnswer) map[string]any {
 // claimsCjobCmd is the command of a Job's or CronJob's container.
 func claimsCjobCmd(job map[string]any) []string {
 	if dig(job, "kind") == "CronJob" {
-		return claimsCstrings(dig(job, "spec", "jobTemplate", "spec", "template", "spec", "containers", 0, "command"))
+		return strs(dig(job, "spec", "jobTemplate", "spec", "template", "spec", "containers", 0, "command"))
 	}
-	return claimsCstrings(dig(job, "spec", "template", "spec", "containers", 0, "command"))
+	return strs(dig(job, "spec", "template", "spec", "containers", 0, "command"))
 }
 
 // claimsCnoBackupChildren asserts nothing of backups is rendered.
@@ -163,7 +133,7 @@ const (
 func init() {
 	addClaims(map[string]fixtureClaim{
 		"tls-disabled-new-cluster": {"with TLS disabled a new cluster is rendered plaintext: http peer and client URLs, no certificate flags, no tls volume", func(t *testing.T, a *fxAnswer) {
-			cmd := claimsCcmd(t, a)
+			cmd := a.etcdCommand(t)
 			require.Contains(t, cmd, claimsCpeerHTTP)
 			require.Contains(t, cmd, "--listen-client-urls=http://0.0.0.0:2379")
 			require.Contains(t, cmd, "--initial-advertise-peer-urls=http://$(POD_NAME).demo-peer.prod.svc:2380")
@@ -177,7 +147,7 @@ func init() {
 		}},
 		"tls-switch-on-transition-roll": {"switching TLS on first rolls to a transition template (peers http, clients on http and https, certificates mounted) from partition 3", func(t *testing.T, a *fxAnswer) {
 			require.Equal(t, "transition http", claimsCstsAnn(t, a, api.AnnTLSSwitch))
-			cmd := claimsCcmd(t, a)
+			cmd := a.etcdCommand(t)
 			require.Contains(t, cmd, "--tls-transition=http")
 			require.Contains(t, cmd, claimsCpeerHTTP)
 			require.Contains(t, cmd, claimsCtransitionClients)
@@ -208,7 +178,7 @@ func init() {
 		}},
 		"tls-switch-on-final-roll": {"with every peer URL on https the pods roll to the final https-only template, from the highest ordinal (partition 2)", func(t *testing.T, a *fxAnswer) {
 			require.Equal(t, "final http", claimsCstsAnn(t, a, api.AnnTLSSwitch))
-			cmd := claimsCcmd(t, a)
+			cmd := a.etcdCommand(t)
 			require.Contains(t, cmd, claimsCpeerHTTPS)
 			require.Contains(t, cmd, "--listen-client-urls=https://0.0.0.0:2379")
 			claimsCnoArgWith(t, a, "--tls-transition")
@@ -217,7 +187,7 @@ func init() {
 		}},
 		"tls-switch-off-transition-roll": {"switching TLS off first rolls to a transition template keeping https peers and serving clients on both schemes, from partition 3", func(t *testing.T, a *fxAnswer) {
 			require.Equal(t, "transition https", claimsCstsAnn(t, a, api.AnnTLSSwitch))
-			cmd := claimsCcmd(t, a)
+			cmd := a.etcdCommand(t)
 			require.Contains(t, cmd, "--tls-transition=https")
 			require.Contains(t, cmd, claimsCpeerHTTPS)
 			require.Contains(t, cmd, claimsCtransitionClients)
@@ -226,7 +196,7 @@ func init() {
 		}},
 		"tls-switch-off-secret-missing": {"a user Secret gone holds a switch off before it starts: template unchanged (TLS only), no switch, CertificatesInvalid", func(t *testing.T, a *fxAnswer) {
 			require.Nil(t, claimsCstsAnn(t, a, api.AnnTLSSwitch))
-			require.Contains(t, claimsCcmd(t, a), "--listen-client-urls=https://0.0.0.0:2379")
+			require.Contains(t, a.etcdCommand(t), "--listen-client-urls=https://0.0.0.0:2379")
 			claimsCnoArgWith(t, a, "--tls-transition")
 			require.Nil(t, claimsCswitch(a))
 			a.conditionIs(t, "CertificatesInvalid", "True", "SecretUnusable")
@@ -242,13 +212,13 @@ func init() {
 		"tls-switch-held-before-final-roll": {"etcd.io/hold-tls-switch keeps both schemes served once every peer URL moved: no final roll until it is removed", func(t *testing.T, a *fxAnswer) {
 			claimsCswitchIs(t, a, api.TLSSwitchPeers, "https", 3)
 			require.Equal(t, "transition http", claimsCstsAnn(t, a, api.AnnTLSSwitch))
-			require.Contains(t, claimsCcmd(t, a), claimsCtransitionClients)
+			require.Contains(t, a.etcdCommand(t), claimsCtransitionClients)
 			require.Equal(t, 0, a.partition(t))
 			a.messageHas(t, api.AnnHoldTLSSwitch)
 		}},
 		"tls-switch-held-without-quorum": {"without quorum a switch on does not start: the plaintext template stays, no switch in status, the spec waits for quorum", func(t *testing.T, a *fxAnswer) {
 			require.Nil(t, claimsCstsAnn(t, a, api.AnnTLSSwitch))
-			require.Contains(t, claimsCcmd(t, a), "--listen-client-urls=http://0.0.0.0:2379")
+			require.Contains(t, a.etcdCommand(t), "--listen-client-urls=http://0.0.0.0:2379")
 			claimsCnoArgWith(t, a, "--tls-transition")
 			require.Nil(t, claimsCswitch(a))
 			a.conditionIs(t, "Progressing", "True", "SpecPending")
@@ -278,7 +248,7 @@ func init() {
 			a.conditionIs(t, "InvalidSpec", "True", "TLSSecretChange")
 			require.Nil(t, claimsCswitch(a))
 			require.Nil(t, claimsCstsAnn(t, a, api.AnnTLSSwitch))
-			require.Contains(t, claimsCcmd(t, a), claimsCpeerHTTPS)
+			require.Contains(t, a.etcdCommand(t), claimsCpeerHTTPS)
 			require.NotContains(t, claimsCvolumes(t, a), "peer-secret")
 			a.messageHas(t, "while TLS is switched off")
 		}},
@@ -296,7 +266,7 @@ func init() {
 		}},
 		"invalid-version-format": {"a malformed spec.version is refused (InvalidVersion) and the children keep the last valid version 3.7.3", func(t *testing.T, a *fxAnswer) {
 			a.conditionIs(t, "InvalidSpec", "True", "InvalidVersion")
-			require.Equal(t, "quay.io/coreos/etcd:v3.7.3", claimsCetcd(t, a)["image"])
+			require.Equal(t, "quay.io/coreos/etcd:v3.7.3", a.etcdContainer(t)["image"])
 			require.Equal(t, "3.7.3", dig(a.status(), "target", "version"))
 			require.Equal(t, 0, a.partition(t))
 		}},
@@ -342,12 +312,12 @@ func init() {
 		"customize/customize-tls-secrets": {"with user TLS Secrets customize also relates exactly those Secrets, by name", func(t *testing.T, a *fxAnswer) {
 			rel := claimsCrelated(a)
 			claimsCrelatesPodsAndClaims(t, rel)
-			require.Equal(t, []string{"etcd-client", "etcd-peer"}, claimsCstrings(rel["secrets"]["names"]))
+			require.Equal(t, []string{"etcd-client", "etcd-peer"}, strs(rel["secrets"]["names"]))
 		}},
 		"customize/customize-tls-secrets-tls-off": {"named TLS Secrets stay related with TLS off (a switch off's transition template mounts them)", func(t *testing.T, a *fxAnswer) {
 			rel := claimsCrelated(a)
 			claimsCrelatesPodsAndClaims(t, rel)
-			require.Equal(t, []string{"etcd-client", "etcd-peer"}, claimsCstrings(rel["secrets"]["names"]))
+			require.Equal(t, []string{"etcd-client", "etcd-peer"}, strs(rel["secrets"]["names"]))
 		}},
 		"bench/nine-members-idle": {"a settled 9-member cluster's resync is idle: Stable, 60s resync, 9 replicas, every Lease a plain member", func(t *testing.T, a *fxAnswer) {
 			a.conditionIs(t, "Progressing", "False", "Stable")

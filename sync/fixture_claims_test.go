@@ -209,3 +209,34 @@ func (a *fxAnswer) messageHas(t *testing.T, parts ...string) {
 		require.Contains(t, a.message(), p)
 	}
 }
+
+// etcdContainer is the StatefulSet's container named etcd.
+func (a *fxAnswer) etcdContainer(t *testing.T) map[string]any {
+	t.Helper()
+	cs, _ := dig(a.child(t, "StatefulSet", ""), "spec", "template", "spec", "containers").([]any)
+	for _, c := range cs {
+		if m, _ := c.(map[string]any); m["name"] == "etcd" {
+			return m
+		}
+	}
+	require.Fail(t, "no etcd container")
+	return nil
+}
+
+// etcdCommand is the etcd container's command line (command, then args).
+func (a *fxAnswer) etcdCommand(t *testing.T) []string {
+	t.Helper()
+	c := a.etcdContainer(t)
+	return append(strs(c["command"]), strs(c["args"])...)
+}
+
+// strs converts a JSON list of strings.
+func strs(v any) []string {
+	l, _ := v.([]any)
+	out := make([]string, 0, len(l))
+	for _, s := range l {
+		str, _ := s.(string)
+		out = append(out, str)
+	}
+	return out
+}
