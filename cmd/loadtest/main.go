@@ -42,6 +42,7 @@ import (
 	etcdsync "github.com/etcdhook/etcdhook/sync"
 
 	"github.com/etcdhook/etcdhook/internal/fixture"
+	"github.com/etcdhook/etcdhook/internal/percentile"
 )
 
 // The fixture server's options (hooks/fixtures_test.go): the expected response was made with these.
@@ -541,8 +542,8 @@ func phase(ctx context.Context, l *loader, c *child, label string, bodies [][]by
 		}
 	}
 	r.ok, r.shed = len(okLat), len(shedLat)
-	r.p50, r.p99 = pct(okLat, 50), pct(okLat, 99)
-	r.shedP99 = pct(shedLat, 99)
+	r.p50, r.p99 = percentile.Of(okLat, 50), percentile.Of(okLat, 99)
+	r.shedP99 = percentile.Of(shedLat, 99)
 	r.cpu = time.Duration(after.CPUNanos - before.CPUNanos)
 	if r.ok > 0 {
 		r.cpuPerOK = time.Duration((after.CPUNanos - before.CPUNanos) / int64(r.ok))
@@ -552,18 +553,6 @@ func phase(ctx context.Context, l *loader, c *child, label string, bodies [][]by
 	r.hwmMiB = float64(after.HWMKiB) / 1024
 	r.gcs = after.NumGC - before.NumGC
 	return r, nil
-}
-
-func pct(d []time.Duration, p int) time.Duration {
-	if len(d) == 0 {
-		return 0
-	}
-	slices.Sort(d)
-	i := (len(d)*p + 99) / 100
-	if i > 0 {
-		i--
-	}
-	return d[i]
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/1e6) }

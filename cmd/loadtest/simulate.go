@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/etcdhook/etcdhook/hooks"
+	"github.com/etcdhook/etcdhook/internal/percentile"
 )
 
 // The simulation (-simulate): many clusters syncing at their own rates against one hook replica, open
@@ -224,8 +225,8 @@ func simulate(c simConfig) error {
 	if ok := r.idle.ok + r.busy.ok; ok > 0 {
 		r.allocsPerOK = float64(after.Mallocs-before.Mallocs) / float64(ok)
 	}
-	r.idle.p50, r.idle.p99 = pct(idleLat, 50), pct(idleLat, 99)
-	r.busy.p50, r.busy.p99 = pct(busyLat, 50), pct(busyLat, 99)
+	r.idle.p50, r.idle.p99 = percentile.Of(idleLat, 50), percentile.Of(idleLat, 99)
+	r.busy.p50, r.busy.p99 = percentile.Of(busyLat, 50), percentile.Of(busyLat, 99)
 	reportSim(os.Stdout, c, r)
 	return nil
 }

@@ -7,11 +7,11 @@ package writer
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/etcdhook/etcdhook/internal/percentile"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -170,7 +170,7 @@ func (w *Writer) Table() string {
 	for _, name := range w.order {
 		st := w.stats[name]
 		fmt.Fprintf(&b, "| %s | %s | %d | %d | %s | %s |\n", name, st.took.Round(10*time.Millisecond), st.ok, st.failed,
-			percentile(st.lat, 0.5).Round(100*time.Microsecond), percentile(st.lat, 0.99).Round(100*time.Microsecond))
+			percentile.Of(st.lat, 50).Round(100*time.Microsecond), percentile.Of(st.lat, 99).Round(100*time.Microsecond))
 	}
 	for _, name := range w.order {
 		if st := w.stats[name]; st.failed > 0 {
@@ -182,13 +182,4 @@ func (w *Writer) Table() string {
 		}
 	}
 	return b.String()
-}
-
-func percentile(lat []time.Duration, p float64) time.Duration {
-	if len(lat) == 0 {
-		return 0
-	}
-	s := append([]time.Duration(nil), lat...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	return s[int(float64(len(s)-1)*p)]
 }

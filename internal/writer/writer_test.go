@@ -7,17 +7,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func TestPercentile(t *testing.T) {
-	var lat []time.Duration
-	for i := 100; i >= 1; i-- {
-		lat = append(lat, time.Duration(i)*time.Millisecond)
-	}
-	require.Equal(t, 50*time.Millisecond, percentile(lat, 0.5))
-	require.Equal(t, 99*time.Millisecond, percentile(lat, 0.99))
-	require.Equal(t, time.Duration(0), percentile(nil, 0.5))
-	require.Equal(t, 100*time.Millisecond, lat[0], "the input is not reordered")
-}
-
 // The table names each step's first failed write, so that a count of failures says what they were.
 func TestTableNamesFirstFailure(t *testing.T) {
 	w := &Writer{stats: map[string]*stats{}}
