@@ -443,21 +443,7 @@ func QuorumAllows(members []api.Member, healthy map[string]*clientv3.StatusRespo
 			targetUp = targetUp || m.ID == target
 		}
 	}
-	if learner {
-		return nil
-	}
-	after := up
-	if targetUp {
-		after--
-	}
-	if all <= 1 {
-		return errors.New("refusing to remove the last voter")
-	}
-	if up < api.Quorum(all) || after < api.Quorum(all-1) {
-		return fmt.Errorf("quorum rule: %d of %d voters healthy, %d would remain of %d (need %d and %d)",
-			up, all, after, all-1, api.Quorum(all), api.Quorum(all-1))
-	}
-	return nil
+	return api.RemovalAllowed(all, up, learner, targetUp)
 }
 
 // voterEndpoints are the client URLs of the started voters of ms, except skip.

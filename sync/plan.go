@@ -496,15 +496,8 @@ func (f *facts) member(id string) *memberView {
 
 // quorumAllowsRemoving applies the quorum rule of docs/design/08-safety-rules.md §8.2 to removing m.
 func (p *plan) quorumAllowsRemoving(m *memberView) bool {
-	if m.Learner {
-		return true
-	}
 	all, healthy := p.f.voters()
-	after := healthy
-	if m.healthy {
-		after--
-	}
-	return healthy >= api.Quorum(all) && after >= api.Quorum(all-1) && all > 1
+	return api.RemovalAllowed(all, healthy, m.Learner, m.healthy) == nil
 }
 
 // advanceJoins clears join permissions of finished joins and of ordinals no longer wanted.
