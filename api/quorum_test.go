@@ -21,7 +21,7 @@ func TestRemovalAllowed(t *testing.T) {
 		{5, 3, false, true, false},  // 2 of 4 would remain
 		{4, 3, false, true, true},   // 2 of 3 remain
 		{2, 2, false, true, true},   // 1 of 1 remains
-		{2, 1, false, false, true},  // the dead one of two
+		{2, 1, false, false, false}, // two voters, one healthy: no quorum to act on
 		{3, 1, false, false, false}, // no quorum now
 	} {
 		err := RemovalAllowed(tc.voters, tc.healthy, tc.learner, tc.targetHealthy)
