@@ -219,7 +219,7 @@ func (p *plan) observedCARotation() caRotationState {
 	// the furthest step asked for it.
 	count := map[string]int{}
 	for _, lv := range p.f.sortedLeases() {
-		if r, err := api.ParseCARotation(lv.caRotation); err == nil && r.Mark != "" {
+		if r := lv.caRotation; r.Mark != "" {
 			count[r.Mark]++
 		}
 	}
@@ -230,8 +230,8 @@ func (p *plan) observedCARotation() caRotationState {
 		}
 	}
 	for _, lv := range p.f.sortedLeases() {
-		r, err := api.ParseCARotation(lv.caRotation)
-		if err != nil || r.Mark != mark || mark == "" {
+		r := lv.caRotation
+		if r.Mark != mark || mark == "" {
 			continue
 		}
 		if caPhaseRank(r.Phase) > caPhaseRank(st.intent.Phase) {
@@ -253,7 +253,7 @@ func caStatusPhase(phase string) string {
 func (p *plan) observedCAPhase(mark string) string {
 	best := api.CAPhaseTrust
 	for _, lv := range p.f.sortedLeases() {
-		if r, err := api.ParseCARotation(lv.caRotation); err == nil && r.Mark == mark && caPhaseRank(r.Phase) > caPhaseRank(best) {
+		if r := lv.caRotation; r.Mark == mark && caPhaseRank(r.Phase) > caPhaseRank(best) {
 			best = r.Phase
 		}
 	}

@@ -269,3 +269,22 @@ func TestReadinessBlipIsNotDeath(t *testing.T) {
 	p.readyAt = w.now.Add(-61 * time.Second)
 	require.True(t, deadJob(), "not Ready and not renewed for deadMemberSeconds: dead")
 }
+
+// A restart in place asked by a hand edit the agents ignore (not a CA fingerprint list, not a scheme)
+// holds no other step: the hook reads the Lease's steps as the agents do (api.ParseIntent). Before, a
+// member asked to "restart" to trust "not-a-fingerprint" counted as restarting for ever, and a due
+// defragmentation pass waited behind it.
+func TestHandEditedRestartsHoldNothing(t *testing.T) {
+	for _, edit := range []struct{ key, value string }{{api.AnnCARestart, "not-a-fingerprint"}, {api.AnnPeerScheme, "ftp"}} {
+		w := newWorld(t, 3)
+		w.converge(60)
+		w.dbSize, w.dbSizeInUse = 1<<30, 300<<20
+		w.step(5 * time.Second)
+		w.setSpec(withDefrag("0 3 * * *"))
+		leaseAnnotations(w, 2)[edit.key] = edit.value
+		resp, err := Compute(w.request(), w.now, w.opts)
+		require.NoError(t, err)
+		w.status = *resp.Status
+		require.Equal(t, "True/MemberDefragmenting", w.condition(api.CondDefragmenting), "%s=%s holds no pass", edit.key, edit.value)
+	}
+}

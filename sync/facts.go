@@ -48,7 +48,8 @@ type leaseView struct {
 	// defrag: the defragmentation pass this Lease asks for, as the hook last answered (observed).
 	defrag string
 	// caRotation and caRestart: the CA rotation step and restart this Lease asks for (observed).
-	caRotation, caRestart string
+	caRotation api.CARotationIntent
+	caRestart  string
 	// peerScheme: the scheme this Lease lets its member move its peer URL to (observed).
 	peerScheme string
 }
@@ -317,9 +318,13 @@ func (f *facts) readLeases() {
 		lv.intentSince = l.Annotations[api.AnnIntentSince]
 		lv.joinPermitted = l.Annotations[api.AnnJoinPermitted]
 		lv.joinDeadline = l.Annotations[api.AnnJoinDeadline]
-		lv.defrag = l.Annotations[api.AnnDefrag]
-		lv.caRotation, lv.caRestart = l.Annotations[api.AnnCARotation], l.Annotations[api.AnnCARestart]
-		lv.peerScheme = l.Annotations[api.AnnPeerScheme]
+		// The steps asked, read as the agents read them (api.ParseIntent): a value an agent ignores (a
+		// hand edit; the agent reports it as a LeaseProblem) asks for nothing here either, and so holds
+		// no other step as a restart in place that never comes.
+		in, _ := api.ParseIntent(l.Annotations)
+		lv.defrag = in.Defrag
+		lv.caRotation, lv.caRestart = in.CARotation, in.CARestart
+		lv.peerScheme = in.PeerScheme
 		// Read as the agent reads it: a window the agent would not join under is no permission here.
 		if lv.join, _ = api.ParseJoinWindow(lv.joinPermitted, lv.joinDeadline); lv.join.IsZero() {
 			lv.joinPermitted, lv.joinDeadline = "", ""
