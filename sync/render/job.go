@@ -34,21 +34,28 @@ const (
 // Jobs renders the Jobs by name, so that a carried Job and a new one list the same whichever sync made
 // them; a name asked twice renders once.
 func Jobs(d *Desired) []*batchv1.Job {
-	js := make([]Job, len(d.Jobs))
-	copy(js, d.Jobs)
-	sort.SliceStable(js, func(a, b int) bool { return js[a].Name(d.Names) < js[b].Name(d.Names) })
+	type named struct {
+		name string
+		job  Job
+	}
+	js := make([]named, len(d.Jobs))
+	for i, j := range d.Jobs {
+		js[i] = named{j.Name(d.Names), j}
+	}
+	sort.SliceStable(js, func(a, b int) bool { return js[a].name < js[b].name })
 	out := make([]*batchv1.Job, 0, len(js))
 	seen := map[string]bool{}
 	for _, j := range js {
-		if name := j.Name(d.Names); !seen[name] {
-			seen[name] = true
-			out = append(out, renderJob(d, j))
+		if !seen[j.name] {
+			seen[j.name] = true
+			out = append(out, renderJob(d, j.name, j.job))
 		}
 	}
 	return out
 }
 
-func renderJob(d *Desired, j Job) *batchv1.Job {
+// renderJob renders j, named name (j.Name, worked out once by Jobs).
+func renderJob(d *Desired, name string, j Job) *batchv1.Job {
 	n := d.Names
 	switch j.Kind {
 	case JobRemove:
@@ -62,7 +69,7 @@ func renderJob(d *Desired, j Job) *batchv1.Job {
 			fmt.Sprintf("--timeout=%ds", RemoveJobDeadlineSeconds-30),
 		}
 		// An API token only to post its Event (MemberRemoved); the removal itself talks to etcd alone.
-		return opsJob(d, j.Name(n), j.Reason, n.OpsAccount(), args)
+		return opsJob(d, name, j.Reason, n.OpsAccount(), args)
 	case JobDeleteVolume:
 		args := []string{"pvc", "delete",
 			"--claim=" + n.PVC(j.Ordinal),
@@ -73,7 +80,7 @@ func renderJob(d *Desired, j Job) *batchv1.Job {
 			"--endpoints=" + j.Endpoints,
 			fmt.Sprintf("--timeout=%ds", RemoveJobDeadlineSeconds-30),
 		}
-		return opsJob(d, j.Name(n), "volume-of-removed-member", n.OpsAccount(), args)
+		return opsJob(d, name, "volume-of-removed-member", n.OpsAccount(), args)
 	case JobGrowVolume:
 		args := []string{"pvc", "grow",
 			"--claim=" + n.PVC(j.Ordinal),
@@ -86,7 +93,7 @@ func renderJob(d *Desired, j Job) *batchv1.Job {
 			"--restart-after=" + GrowRestartAfter,
 			fmt.Sprintf("--timeout=%ds", GrowJobDeadlineSeconds-30),
 		}
-		out := opsJob(d, j.Name(n), "grow-volume", n.OpsAccount(), args)
+		out := opsJob(d, name, "grow-volume", n.OpsAccount(), args)
 		out.Spec.ActiveDeadlineSeconds = ptr(int64(GrowJobDeadlineSeconds))
 		return out
 	case JobClaimTemplate:
@@ -97,11 +104,11 @@ func renderJob(d *Desired, j Job) *batchv1.Job {
 			"--size=" + j.Size.String(),
 			fmt.Sprintf("--timeout=%ds", RemoveJobDeadlineSeconds-30),
 		}
-		return opsJob(d, j.Name(n), "claim-template", n.OpsAccount(), args)
+		return opsJob(d, name, "claim-template", n.OpsAccount(), args)
 	case JobRestoreVerify:
-		return verifyJob(d, j)
+		return verifyJob(d, name, j)
 	case JobRestore:
-		return restoreJob(d, j)
+		return restoreJob(d, name, j)
 	}
 	return carriedJob(d, j.Carried)
 }
@@ -165,14 +172,14 @@ func carriedJob(d *Desired, j *batchv1.Job) *batchv1.Job {
 }
 
 // restoreJob restores the verified snapshot into ordinal 0's volume while no member runs.
-func restoreJob(d *Desired, j Job) *batchv1.Job {
+func restoreJob(d *Desired, name string, j Job) *batchv1.Job {
 	n, r := d.Names, j.Restore
 	args := []string{"--replace", "--data-dir=" + api.DataDir}
 	if r.SHA256 != "" {
 		// Exactly the snapshot verified: a "latest" that moved on still finds it by its hash.
 		args = append(args, "--expect-sha256="+r.SHA256)
 	}
-	out := restoreJobOf(d, j.Name(n), r, args)
+	out := restoreJobOf(d, name, r, args)
 	c := &out.Spec.Template.Spec.Containers[0]
 	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "data", MountPath: api.DataMount})
 	pod := &out.Spec.Template.Spec
@@ -193,8 +200,8 @@ func restoreJob(d *Desired, j Job) *batchv1.Job {
 
 // verifyJob checks the snapshot while the cluster serves: the restore Job's every step but the last,
 // into scratch space that goes with its pod.
-func verifyJob(d *Desired, j Job) *batchv1.Job {
-	out := restoreJobOf(d, j.Name(d.Names), j.Restore, []string{"--verify-only", "--data-dir=" + restoreScratch + "/data"})
+func verifyJob(d *Desired, name string, j Job) *batchv1.Job {
+	out := restoreJobOf(d, name, j.Restore, []string{"--verify-only", "--data-dir=" + restoreScratch + "/data"})
 	c := &out.Spec.Template.Spec.Containers[0]
 	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "scratch", MountPath: restoreScratch})
 	pod := &out.Spec.Template.Spec
