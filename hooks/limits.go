@@ -117,22 +117,16 @@ type limitMetrics struct {
 
 func newLimitMetrics(reg *prometheus.Registry, l *limiter) limitMetrics {
 	m := limitMetrics{
-		shed: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "etcdhook_hook_shed_total",
-			Help: "Hook requests answered 429 because the computations and their wait queue were full.",
-		}, []string{"hook"}),
+		shed: hookCounter("etcdhook_hook_shed_total",
+			"Hook requests answered 429 because the computations and their wait queue were full."),
 		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "etcdhook_hook_in_flight",
 			Help: "Hook requests being computed.",
 		}),
-		parentBusy: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "etcdhook_hook_parent_busy_total",
-			Help: "Hook requests answered 429 because a computation of the same parent was running.",
-		}, []string{"hook"}),
-		abandoned: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "etcdhook_hook_abandoned_total",
-			Help: "Hook computations stopped because the client went away or the compute deadline passed.",
-		}, []string{"hook"}),
+		parentBusy: hookCounter("etcdhook_hook_parent_busy_total",
+			"Hook requests answered 429 because a computation of the same parent was running."),
+		abandoned: hookCounter("etcdhook_hook_abandoned_total",
+			"Hook computations stopped because the client went away or the compute deadline passed."),
 	}
 	reg.MustRegister(m.shed, m.inFlight, m.parentBusy, m.abandoned,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -142,4 +136,10 @@ func newLimitMetrics(reg *prometheus.Registry, l *limiter) limitMetrics {
 			Name: "etcdhook_hook_queued", Help: "Hook requests waiting for a computation slot.",
 		}, func() float64 { return float64(len(l.queue)) }))
 	return m
+}
+
+// hookCounter is a counter of hook requests labelled by hook (sync, finalize, customize): the
+// limiter's three counters are all of that one kind.
+func hookCounter(name, help string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, []string{"hook"})
 }

@@ -224,15 +224,11 @@ func decodedObjects(body []byte) (int, bool) {
 
 // Every fixture's count is exact; the bench request is the largest cluster there is.
 func TestCountObjectsOnFixtures(t *testing.T) {
-	files, err := filepath.Glob("testdata/*/*.request.json")
-	require.NoError(t, err)
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		require.NoError(t, err)
+	eachRequestFixture(t, func(f string, b []byte) {
 		if want, ok := decodedObjects(b); ok {
 			require.Equal(t, want, scan(b).Objects, f)
 		}
-	}
+	})
 	require.Equal(t, 39, countObjectsOf(t, "testdata/bench/nine-members-scaling.request.json"))
 	for _, tc := range []struct {
 		body string
@@ -268,16 +264,12 @@ func genericElements(v any) int {
 }
 
 func TestScanCountsArrayElements(t *testing.T) {
-	files, err := filepath.Glob("testdata/*/*.request.json")
-	require.NoError(t, err)
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		require.NoError(t, err)
+	eachRequestFixture(t, func(f string, b []byte) {
 		var v map[string]any
 		if json.Unmarshal(b, &v) == nil {
 			require.Equal(t, genericElements(v), scan(b).Elements, f)
 		}
-	}
+	})
 	for _, tc := range []struct {
 		body string
 		want int
@@ -313,6 +305,18 @@ func mustRead(t *testing.T, f string) []byte {
 	b, err := os.ReadFile(f)
 	require.NoError(t, err)
 	return b
+}
+
+// eachRequestFixture calls check with the path and body of every request fixture (all hooks and the
+// benchmark inputs): the scan's counts are checked against a slow count of each.
+func eachRequestFixture(t *testing.T, check func(f string, body []byte)) {
+	t.Helper()
+	files, err := filepath.Glob("testdata/*/*.request.json")
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	for _, f := range files {
+		check(f, mustRead(t, f))
+	}
 }
 
 // scan is the server's count of a body (sync.Shape; a body that is not JSON is counted up to where it
