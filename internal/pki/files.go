@@ -204,16 +204,7 @@ func writeSynced(path string, content []byte, mode os.FileMode) error {
 	if err == nil {
 		_, err = f.Write(content)
 	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("pki: writing %s: %w", path, err)
-	}
-	return nil
+	return syncClose(f, err, "writing")
 }
 
 // replaceSymlink points dir/name at target by renaming a fresh symlink over it, so readers see
@@ -238,12 +229,20 @@ func syncDir(dir string) error {
 	if err != nil {
 		return fmt.Errorf("pki: %w", err)
 	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
+	return syncClose(d, nil, "syncing")
+}
+
+// syncClose syncs f unless err (an earlier failure on f) is set, closes it in any case, and names
+// the first failure with doing and the path f was opened by: a write counts only once it is synced.
+func syncClose(f *os.File, err error, doing string) error {
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return fmt.Errorf("pki: syncing %s: %w", dir, err)
+		return fmt.Errorf("pki: %s %s: %w", doing, f.Name(), err)
 	}
 	return nil
 }

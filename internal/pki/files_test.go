@@ -18,26 +18,24 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// generations lists the generation directories WriteFiles keeps in dir.
 func generations(t *testing.T, dir string) []string {
-	t.Helper()
-	entries, err := os.ReadDir(dir)
-	require.NoError(t, err)
-	var gens []string
-	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), genPrefix) {
-			gens = append(gens, e.Name())
-		}
-	}
-	return gens
+	return entryNames(t, dir, func(name string) bool { return strings.HasPrefix(name, genPrefix) })
 }
 
+// visible lists what a reader of dir sees: all but the ..-prefixed generations and data link.
 func visible(t *testing.T, dir string) []string {
+	return entryNames(t, dir, func(name string) bool { return !strings.HasPrefix(name, "..") })
+}
+
+// entryNames lists the names of dir's entries that keep accepts, sorted.
+func entryNames(t *testing.T, dir string, keep func(name string) bool) []string {
 	t.Helper()
 	entries, err := os.ReadDir(dir)
 	require.NoError(t, err)
 	var names []string
 	for _, e := range entries {
-		if !strings.HasPrefix(e.Name(), "..") {
+		if keep(e.Name()) {
 			names = append(names, e.Name())
 		}
 	}
