@@ -34,11 +34,7 @@ type etcdctlPlan struct {
 // --trusted-ca-file as the pod spec passes them), which the members' certificates also allow for client
 // authentication. Flags the user gives win: each is added only if absent from args.
 func planEtcdctl(ctx context.Context, c *Clients, name, member string, args []string) (*etcdctlPlan, error) {
-	u, err := getCluster(ctx, c, name)
-	if err != nil {
-		return nil, err
-	}
-	snap, err := snapshotOf(u)
+	snap, err := getSnapshot(ctx, c, name)
 	if err != nil {
 		return nil, err
 	}

@@ -107,6 +107,17 @@ func Main(ctx context.Context, env Env, args []string) int {
 
 var errSilent = errors.New("exit status reported by the remote command")
 
+// commands are the plugin's commands, but for version and help.
+var commands = map[string]func(ctx context.Context, env Env, args []string) error{
+	"status":    runStatus,
+	"etcdctl":   runEtcdctlCmd,
+	"backup":    runBackup,
+	"defrag":    runDefrag,
+	"restore":   runRestore,
+	"renew":     runRenew,
+	"rotate-ca": runRotateCA,
+}
+
 // Run runs one command; errors are for the user.
 func Run(ctx context.Context, env Env, args []string) error {
 	if env.Now == nil {
@@ -122,21 +133,10 @@ func Run(ctx context.Context, env Env, args []string) error {
 		fmt.Fprint(env.Err, Usage)
 		return &ExitError{Code: 2, Err: errors.New("a command is required")}
 	}
+	if run, ok := commands[args[0]]; ok {
+		return run(ctx, env, args[1:])
+	}
 	switch args[0] {
-	case "status":
-		return runStatus(ctx, env, args[1:])
-	case "etcdctl":
-		return runEtcdctlCmd(ctx, env, args[1:])
-	case "backup":
-		return runBackup(ctx, env, args[1:])
-	case "defrag":
-		return runDefrag(ctx, env, args[1:])
-	case "restore":
-		return runRestore(ctx, env, args[1:])
-	case "renew":
-		return runRenew(ctx, env, args[1:])
-	case "rotate-ca":
-		return runRotateCA(ctx, env, args[1:])
 	case "version", "--version":
 		fmt.Fprintln(env.Out, Version)
 		return nil

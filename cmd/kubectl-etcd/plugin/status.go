@@ -92,14 +92,19 @@ func snapshotOf(u *unstructured.Unstructured) (*Snapshot, error) {
 	return s, nil
 }
 
-// load reads the EtcdCluster and its member Leases. The Leases are extra: without permission to list
-// them the status is still shown, with the reason they are not.
-func load(ctx context.Context, c *Clients, name string) (*Snapshot, error) {
+// getSnapshot reads the EtcdCluster and decodes it (without the Leases).
+func getSnapshot(ctx context.Context, c *Clients, name string) (*Snapshot, error) {
 	u, err := getCluster(ctx, c, name)
 	if err != nil {
 		return nil, err
 	}
-	s, err := snapshotOf(u)
+	return snapshotOf(u)
+}
+
+// load reads the EtcdCluster and its member Leases. The Leases are extra: without permission to list
+// them the status is still shown, with the reason they are not.
+func load(ctx context.Context, c *Clients, name string) (*Snapshot, error) {
+	s, err := getSnapshot(ctx, c, name)
 	if err != nil {
 		return nil, err
 	}
@@ -362,6 +367,20 @@ func leaseSummary(l *LeaseReport, now time.Time) string {
 	return what
 }
 
+// caRotationLine is a CA rotation's progress, as status and rotate-ca --wait print it.
+func caRotationLine(r *api.CARotation) string {
+	return fmt.Sprintf("%s: %d of %d members trust the new CA, %d serve its certificate", r.Phase, r.Trusting, r.Members, r.Issued) +
+		also("restarting", r.Restarting)
+}
+
+// also is the clause "; what who" of a progress line, "" when who is "".
+func also(what, who string) string {
+	if who == "" {
+		return ""
+	}
+	return "; " + what + " " + who
+}
+
 func dash(s string) string {
 	if s == "" {
 		return "-"
@@ -431,24 +450,11 @@ func writeText(w io.Writer, s *Snapshot, now time.Time) error {
 			fmt.Fprintf(tw, "  Renewal %q:\t%d of %d members serve a renewed certificate (member keys kept)\n", r.Request, r.Renewed, r.Members)
 		}
 		if r := t.CARotation; r != nil {
-			line := fmt.Sprintf("%s: %d of %d members trust the new CA, %d serve its certificate", r.Phase, r.Trusting, r.Members, r.Issued)
-			if r.Restarting != "" {
-				line += "; restarting " + r.Restarting
-			}
-			if r.Waiting != "" {
-				line += "; waiting for " + r.Waiting
-			}
-			fmt.Fprintf(tw, "  CA rotation %q:\t%s\n", r.Request, line)
+			fmt.Fprintf(tw, "  CA rotation %q:\t%s\n", r.Request, caRotationLine(r)+also("waiting for", r.Waiting))
 		}
 		if sw := t.Switch; sw != nil {
 			line := fmt.Sprintf("%s: %d of %d peer URLs on %s", sw.Phase, sw.Switched, sw.Members, sw.To)
-			if sw.Switching != "" {
-				line += "; moving " + sw.Switching
-			}
-			if sw.Waiting != "" {
-				line += "; waiting for " + sw.Waiting
-			}
-			fmt.Fprintf(tw, "  Switching to %s:\t%s\n", sw.To, line)
+			fmt.Fprintf(tw, "  Switching to %s:\t%s\n", sw.To, line+also("moving", sw.Switching)+also("waiting for", sw.Waiting))
 		}
 	}
 	if b := st.Backup; b != nil {
