@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -36,12 +35,8 @@ func runBackup(args []string) error {
 	token := fs.String("token", "", "the etcd.io/backup-now token this backup answers")
 	timeout := fs.Duration("timeout", time.Hour, "give up after this long")
 	tlsDir := fs.String("tls-dir", "", "client certificate directory when the cluster runs TLS")
-	addLogLevel(fs)
-	if err := fs.Parse(args); err != nil {
-		return usageError{err}
-	}
-	if *cluster == "" || *ns == "" || *endpoints == "" || *dest == "" {
-		return usageError{errors.New("--cluster, --namespace, --endpoints and --destination are required")}
+	if err := parseFlags(fs, args, "cluster", "namespace", "endpoints", "destination"); err != nil {
+		return err
 	}
 	d, err := backup.ParseDestination(*dest)
 	if err != nil {
@@ -161,12 +156,8 @@ func runRestore(args []string) error {
 	lease := fs.String("lease", "", "the backup Lease to report the outcome on (none: report to stdout only)")
 	job := fs.String("job", "", "the Job this runs in, named in the report")
 	timeout := fs.Duration("timeout", time.Hour, "give up after this long")
-	addLogLevel(fs)
-	if err := fs.Parse(args); err != nil {
-		return usageError{err}
-	}
-	if *from == "" || *dataDir == "" || *name == "" || *peerURL == "" {
-		return usageError{errors.New("--from, --data-dir, --name and --peer-url are required")}
+	if err := parseFlags(fs, args, "from", "data-dir", "name", "peer-url"); err != nil {
+		return err
 	}
 	src, err := backup.ParseSource(*from)
 	if err != nil {

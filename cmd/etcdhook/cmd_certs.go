@@ -22,9 +22,8 @@ func runCerts(args []string) error {
 	service := fs.String("service", "etcdhook", "the hook Service the certificate is for")
 	out := fs.String("out-dir", "", "where to write tls.crt and tls.key for the server (required)")
 	timeout := fs.Duration("timeout", time.Minute, "give up after this long")
-	addLogLevel(fs)
-	if err := fs.Parse(args); err != nil {
-		return usageError{err}
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	if *ns == "" {
 		if b, err := os.ReadFile(serviceAccountNamespace); err == nil {

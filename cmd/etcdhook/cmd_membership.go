@@ -23,15 +23,6 @@ import (
 	"github.com/etcdhook/etcdhook/membership"
 )
 
-// logLevel is every command's --log-level (one command runs per process); serve can also change it at
-// run time (/debug/log-level).
-var logLevel slog.LevelVar
-
-// addLogLevel registers --log-level on a command's flags.
-func addLogLevel(fs *flag.FlagSet) {
-	fs.TextVar(&logLevel, "log-level", new(slog.LevelVar), "debug, info, warn or error") // the zero LevelVar is info
-}
-
 // jsonLogger logs JSON lines to stderr at --log-level.
 func jsonLogger() *slog.Logger {
 	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: &logLevel}))
@@ -210,9 +201,8 @@ func parseAgentArgs(args []string) (configPath, transition string, etcdCmd []str
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
 	fs.StringVar(&configPath, "config", api.AgentConfigPath, "agent configuration (the ConfigMap's agent.json)")
 	fs.StringVar(&transition, strings.Trim(api.AgentFlagTLSTransition, "-="), "", "the transition template of a TLS switch: the scheme being left (http or https)")
-	addLogLevel(fs)
-	if err := fs.Parse(args); err != nil {
-		return "", "", nil, usageError{err}
+	if err := parseFlags(fs, args); err != nil {
+		return "", "", nil, err
 	}
 	etcdCmd = fs.Args()
 	if len(etcdCmd) == 0 {
@@ -276,12 +266,8 @@ func runMember(args []string) error {
 	cluster := fs.String("cluster", "", "the EtcdCluster to post the MemberRemoved event on (default: from the Job's pod name)")
 	ns := fs.String("namespace", "", "its namespace (default: $POD_NAMESPACE, else the service account's)")
 	uid := fs.String("cluster-uid", "", "its UID (kubectl describe lists only events that carry it)")
-	addLogLevel(fs)
-	if err := fs.Parse(args[1:]); err != nil {
-		return usageError{err}
-	}
-	if *id == "" || *endpoints == "" {
-		return usageError{errors.New("--id and --endpoints are required")}
+	if err := parseFlags(fs, args[1:], "id", "endpoints"); err != nil {
+		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
@@ -360,37 +346,34 @@ func runPVC(args []string) error {
 	timeout := fs.Duration("timeout", 4*time.Minute, "give up after this long")
 	tlsDir := fs.String("tls-dir", "", "client certificate directory (tls.crt, tls.key, ca.crt) when the cluster runs TLS")
 	cluster := fs.String("cluster", "", "the EtcdCluster to post the ClaimDeleted event on (default: from --claim)")
-	addLogLevel(fs)
-	if err := fs.Parse(args[1:]); err != nil {
-		return usageError{err}
+	if err := parseFlags(fs, args[1:], "claim", "namespace", "cluster-uid", "peer-url", "endpoints"); err != nil {
+		return err
 	}
-	if *claim == "" || *ns == "" || *uid == "" || *peerURL == "" || *endpoints == "" {
-		return usageError{errors.New("--claim, --namespace, --cluster-uid, --peer-url and --endpoints are required")}
-	}
-	j, done, err := newClaimJob(*claim, *ns, *cluster, *uid, "etcdhook-pvc-delete", *timeout)
+	j, done, err := newClaimJob(*claim, *ns, *cluster, *uid, "etcdhook-pvc-delete", *timeout, *tlsDir)
 	if err != nil {
 		return err
 	}
 	defer done()
-	kube, log, events := j.kube, j.log, j.events
-	return refusal(membership.DeletePVC(j.ctx, &membership.Etcd{Log: log, TLSDir: *tlsDir}, kube, log, membership.PVCRequest{
+	return refusal(membership.DeletePVC(j.ctx, j.etcd, j.kube, j.log, membership.PVCRequest{
 		Namespace: *ns, Claim: *claim, ClusterUID: *uid, PeerURL: *peerURL, Pod: *pod, Endpoints: strings.Split(*endpoints, ","),
-		Events: events,
+		Events: j.events,
 	}))
 }
 
 // claimJob is what a Job acting on one member claim (pvc delete, pvc grow) needs: the API, its deadline,
-// a logger, and the Events of the claim's EtcdCluster.
+// a logger, the Events of the claim's EtcdCluster, and etcd's client (TLS with a client certificate
+// directory).
 type claimJob struct {
 	kube   kubernetes.Interface
 	ctx    context.Context
 	log    *slog.Logger
 	events *membership.KubeRecorder
+	etcd   *membership.Etcd
 }
 
 // newClaimJob sets up a claimJob; done flushes its Events and ends its deadline. cluster "" is read from
 // the claim's name.
-func newClaimJob(claim, ns, cluster, uid, controller string, timeout time.Duration) (*claimJob, func(), error) {
+func newClaimJob(claim, ns, cluster, uid, controller string, timeout time.Duration, tlsDir string) (*claimJob, func(), error) {
 	kube, err := inClusterKube()
 	if err != nil {
 		return nil, nil, err
@@ -401,7 +384,7 @@ func newClaimJob(claim, ns, cluster, uid, controller string, timeout time.Durati
 		cluster = clusterFromClaim(claim)
 	}
 	events := membership.NewKubeRecorder(kube, ns, cluster, uid, controller, log)
-	return &claimJob{kube: kube, ctx: ctx, log: log, events: events}, func() {
+	return &claimJob{kube: kube, ctx: ctx, log: log, events: events, etcd: &membership.Etcd{Log: log, TLSDir: tlsDir}}, func() {
 		events.Flush(5 * time.Second)
 		events.Close()
 		cancel()

@@ -8,8 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/resource"
-
 	"github.com/etcdhook/etcdhook/membership"
 )
 
@@ -27,26 +25,21 @@ func runPVCGrow(args []string) error {
 	timeout := fs.Duration("timeout", 4*time.Minute, "give up after this long")
 	tlsDir := fs.String("tls-dir", "", "client certificate directory (tls.crt, tls.key, ca.crt) when the cluster runs TLS")
 	cluster := fs.String("cluster", "", "the EtcdCluster to post the VolumeGrown event on (default: from --claim)")
-	addLogLevel(fs)
-	if err := fs.Parse(args); err != nil {
-		return usageError{err}
+	if err := parseFlags(fs, args, "claim", "namespace", "cluster-uid", "size", "endpoints"); err != nil {
+		return err
 	}
-	if *claim == "" || *ns == "" || *uid == "" || *size == "" || *endpoints == "" {
-		return usageError{errors.New("--claim, --namespace, --cluster-uid, --size and --endpoints are required")}
+	q, err := parseSize(*size)
+	if err != nil {
+		return err
 	}
-	q, err := resource.ParseQuantity(*size)
-	if err != nil || q.Sign() <= 0 {
-		return usageError{errors.New("--size must be a positive quantity such as 20Gi")}
-	}
-	j, done, err := newClaimJob(*claim, *ns, *cluster, *uid, "etcdhook-pvc-grow", *timeout)
+	j, done, err := newClaimJob(*claim, *ns, *cluster, *uid, "etcdhook-pvc-grow", *timeout, *tlsDir)
 	if err != nil {
 		return err
 	}
 	defer done()
-	kube, log, events := j.kube, j.log, j.events
-	return refusal(membership.GrowPVC(j.ctx, &membership.Etcd{Log: log, TLSDir: *tlsDir}, kube, log, membership.GrowRequest{
+	return refusal(membership.GrowPVC(j.ctx, j.etcd, j.kube, j.log, membership.GrowRequest{
 		Namespace: *ns, Claim: *claim, ClusterUID: *uid, Size: q, Pod: *pod, PeerURL: *peerURL, Endpoints: strings.Split(*endpoints, ","),
-		RestartAfter: *restartAfter, Events: events,
+		RestartAfter: *restartAfter, Events: j.events,
 	}))
 }
 
@@ -62,16 +55,12 @@ func runStatefulSet(args []string) error {
 	size := fs.String("size", "", "the claim template size wanted")
 	timeout := fs.Duration("timeout", 4*time.Minute, "give up after this long")
 	fs.String("tls-dir", "", "unused (every ops Job accepts it)")
-	addLogLevel(fs)
-	if err := fs.Parse(args[1:]); err != nil {
-		return usageError{err}
+	if err := parseFlags(fs, args[1:], "name", "namespace", "uid", "size"); err != nil {
+		return err
 	}
-	if *name == "" || *ns == "" || *uid == "" || *size == "" {
-		return usageError{errors.New("--name, --namespace, --uid and --size are required")}
-	}
-	q, err := resource.ParseQuantity(*size)
-	if err != nil || q.Sign() <= 0 {
-		return usageError{errors.New("--size must be a positive quantity such as 20Gi")}
+	q, err := parseSize(*size)
+	if err != nil {
+		return err
 	}
 	kube, err := inClusterKube()
 	if err != nil {

@@ -25,6 +25,19 @@ commands:
   version          print the version
 `
 
+// commands are the subcommands, but for version and help; each gets the arguments after its name.
+var commands = map[string]func(args []string) error{
+	"serve":       runServe,
+	"agent":       runAgent,
+	"member":      runMember,
+	"pvc":         runPVC,
+	"statefulset": runStatefulSet,
+	"backup":      runBackup,
+	"restore":     runRestore,
+	"certs":       runCerts,
+	"install":     runInstall,
+}
+
 // version is set by the build (-ldflags "-X main.version=…").
 var version = "dev"
 
@@ -34,29 +47,12 @@ func main() {
 		os.Exit(2)
 	}
 	var err error
-	args := os.Args[2:]
-	switch os.Args[1] {
-	case "serve":
-		err = runServe(args)
-	case "agent":
-		err = runAgent(args)
-	case "member":
-		err = runMember(args)
-	case "pvc":
-		err = runPVC(args)
-	case "statefulset":
-		err = runStatefulSet(args)
-	case "backup":
-		err = runBackup(args)
-	case "restore":
-		err = runRestore(args)
-	case "certs":
-		err = runCerts(args)
-	case "install":
-		err = runInstall(args)
-	case "version", "--version":
+	switch run, ok := commands[os.Args[1]]; {
+	case ok:
+		err = run(os.Args[2:])
+	case os.Args[1] == "version" || os.Args[1] == "--version":
 		fmt.Println(version)
-	case "help", "-h", "--help":
+	case os.Args[1] == "help" || os.Args[1] == "-h" || os.Args[1] == "--help":
 		fmt.Print(usage)
 	default:
 		fmt.Fprintf(os.Stderr, "unknown command %q\n%s", os.Args[1], usage)

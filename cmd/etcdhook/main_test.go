@@ -89,22 +89,33 @@ func TestLogLevelFlag(t *testing.T) {
 	require.Error(t, err)
 	for _, cmd := range [][]string{{"serve", "--log-level=loud"}, {"backup", "--log-level=loud"}, {"restore", "--log-level=loud"},
 		{"member", "remove", "--log-level=loud"}, {"pvc", "delete", "--log-level=loud"}} {
-		var err error
-		switch cmd[0] {
-		case "serve":
-			err = runServe(cmd[1:])
-		case "backup":
-			err = runBackup(cmd[1:])
-		case "restore":
-			err = runRestore(cmd[1:])
-		case "member":
-			err = runMember(cmd[1:])
-		case "pvc":
-			err = runPVC(cmd[1:])
-		}
+		err := commands[cmd[0]](cmd[1:])
 		var ue usageError
 		require.ErrorAs(t, err, &ue, "%v", cmd)
 		require.Contains(t, err.Error(), "log-level", "%v", cmd)
+	}
+}
+
+// A Job command missing a required flag is a usage error naming every required flag.
+func TestRequiredFlags(t *testing.T) {
+	t.Setenv("POD_NAMESPACE", "")
+	for _, tc := range []struct {
+		cmd  []string
+		want string
+	}{
+		{[]string{"backup"}, "--cluster, --namespace, --endpoints and --destination are required"},
+		{[]string{"restore"}, "--from, --data-dir, --name and --peer-url are required"},
+		{[]string{"member", "remove"}, "--id and --endpoints are required"},
+		{[]string{"pvc", "delete"}, "--claim, --namespace, --cluster-uid, --peer-url and --endpoints are required"},
+		{[]string{"pvc", "grow"}, "--claim, --namespace, --cluster-uid, --size and --endpoints are required"},
+		{[]string{"statefulset", "orphan"}, "--name, --namespace, --uid and --size are required"},
+		{[]string{"pvc", "grow", "--claim=c", "--namespace=n", "--cluster-uid=u", "--endpoints=e", "--size=0"}, "--size must be a positive quantity such as 20Gi"},
+		{[]string{"statefulset", "orphan", "--name=s", "--namespace=n", "--uid=u", "--size=big"}, "--size must be a positive quantity such as 20Gi"},
+	} {
+		err := commands[tc.cmd[0]](tc.cmd[1:])
+		var ue usageError
+		require.ErrorAs(t, err, &ue, "%v", tc.cmd)
+		require.EqualError(t, err, tc.want, "%v", tc.cmd)
 	}
 }
 
