@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"log/slog"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -36,8 +35,7 @@ func TestAuditTrail(t *testing.T) {
 		logs.Reset()
 		return out
 	}
-	body, err := os.ReadFile("testdata/sync/scale-down-leave-intent.request.json")
-	require.NoError(t, err)
+	body := mustRead(t, "testdata/sync/scale-down-leave-intent.request.json")
 	var req map[string]any
 	require.NoError(t, json.Unmarshal(body, &req))
 	parent := req["parent"].(map[string]any)

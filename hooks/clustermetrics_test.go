@@ -92,8 +92,7 @@ func want(phase, step string, stalled, available bool, desired, replicas, ready,
 
 func readFixture(t *testing.T, name string) []byte {
 	t.Helper()
-	b, err := os.ReadFile("testdata/" + name + ".request.json")
-	require.NoError(t, err)
+	b := mustRead(t, "testdata/"+name+".request.json")
 	return b
 }
 
@@ -198,8 +197,7 @@ func TestPhasesAndStepsCoverTheStatus(t *testing.T) {
 	files = append(files, bench...)
 	phaseSeen := map[string]bool{}
 	for _, f := range files {
-		b, err := os.ReadFile(f)
-		require.NoError(t, err)
+		b := mustRead(t, f)
 		var resp struct{ Status api.ClusterStatus }
 		require.NoError(t, json.Unmarshal(b, &resp), f)
 		s := sample(&resp.Status)

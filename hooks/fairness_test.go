@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"slices"
 	"strings"
 	gosync "sync"
@@ -27,8 +26,7 @@ import (
 // list was unbounded: this body is what the bounds promise the worst sync costs.
 func worstBoundedBody(t testing.TB) []byte {
 	t.Helper()
-	body, err := os.ReadFile("testdata/bench/nine-members-scaling.request.json")
-	require.NoError(t, err)
+	body := mustRead(t, "testdata/bench/nine-members-scaling.request.json")
 	var req map[string]any
 	require.NoError(t, json.Unmarshal(body, &req))
 	names := api.Names{Cluster: "demo", Namespace: "prod"}

@@ -51,8 +51,7 @@ func TestFixtures(t *testing.T) {
 		base := strings.TrimSuffix(f, ".request.json")
 		hook := filepath.Base(filepath.Dir(f))
 		t.Run(hook+"/"+filepath.Base(base), func(t *testing.T) {
-			body, err := os.ReadFile(f)
-			require.NoError(t, err)
+			body := mustRead(t, f)
 			path := "/" + hook
 			if hook == "bench" { // benchmark inputs are sync requests
 				path = "/sync"
@@ -70,8 +69,7 @@ func TestFixtures(t *testing.T) {
 				return
 			}
 			require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
-			want, err := os.ReadFile(base + ".response.json")
-			require.NoError(t, err)
+			want := mustRead(t, base+".response.json")
 			require.Equal(t, string(want), string(canonical(t, rec.Body.Bytes())))
 		})
 	}
@@ -101,10 +99,8 @@ func TestConcurrentSyncsKeepTheirAnswers(t *testing.T) {
 	})
 	var bodies, wants [][]byte
 	for _, name := range []string{"bench/nine-members-idle", "bench/nine-members-scaling", "sync/metacontroller-last-applied"} {
-		body, err := os.ReadFile("testdata/" + name + ".request.json")
-		require.NoError(t, err)
-		want, err := os.ReadFile("testdata/" + name + ".response.json")
-		require.NoError(t, err)
+		body := mustRead(t, "testdata/"+name+".request.json")
+		want := mustRead(t, "testdata/"+name+".response.json")
 		bodies, wants = append(bodies, body), append(wants, want)
 	}
 	errs := make(chan error, 8)
@@ -139,5 +135,25 @@ func TestConcurrentSyncsKeepTheirAnswers(t *testing.T) {
 	}
 	for range 8 {
 		require.NoError(t, <-errs)
+	}
+}
+
+// mustRead is a test file's content; a file that cannot be read fails the test.
+func mustRead(t testing.TB, f string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(f)
+	require.NoError(t, err)
+	return b
+}
+
+// eachRequestFixture calls check with the path and body of every request fixture (all hooks and the
+// benchmark inputs): the scan's counts are checked against a slow count of each.
+func eachRequestFixture(t *testing.T, check func(f string, body []byte)) {
+	t.Helper()
+	files, err := filepath.Glob("testdata/*/*.request.json")
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	for _, f := range files {
+		check(f, mustRead(t, f))
 	}
 }

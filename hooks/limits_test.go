@@ -61,8 +61,7 @@ func (b *blocked) fill(t *testing.T, srv http.Handler, n int) <-chan int {
 
 func TestShedWith429WhenEverySlotIsTaken(t *testing.T) {
 	srv, b := blockingServer(t, Config{MaxInFlight: 2, MaxQueue: -1})
-	valid, err := os.ReadFile("testdata/sync/new-cluster.request.json")
-	require.NoError(t, err)
+	valid := mustRead(t, "testdata/sync/new-cluster.request.json")
 	codes := b.fill(t, srv, 2)
 
 	for _, path := range []string{"/sync", "/finalize", "/customize"} {
@@ -90,8 +89,7 @@ func TestShedWith429WhenEverySlotIsTaken(t *testing.T) {
 
 func TestQueueWaitsForASlotThenSheds(t *testing.T) {
 	srv, b := blockingServer(t, Config{MaxInFlight: 1, MaxQueue: 1, QueueWait: time.Hour})
-	valid, err := os.ReadFile("testdata/sync/new-cluster.request.json")
-	require.NoError(t, err)
+	valid := mustRead(t, "testdata/sync/new-cluster.request.json")
 	codes := b.fill(t, srv, 1)
 
 	// The next request waits in the queue (its one place)...
@@ -123,8 +121,7 @@ func TestQueueWaitRunsOut(t *testing.T) {
 // relatedKey, besides the children of a real request.
 func manyObjects(t *testing.T, n int, relatedKey string) []byte {
 	t.Helper()
-	valid, err := os.ReadFile("testdata/sync/new-cluster.request.json")
-	require.NoError(t, err)
+	valid := mustRead(t, "testdata/sync/new-cluster.request.json")
 	var req map[string]json.RawMessage
 	require.NoError(t, json.Unmarshal(valid, &req))
 	pods := map[string]json.RawMessage{}
@@ -168,15 +165,13 @@ func TestTooManyObjectsGets413BeforeDecoding(t *testing.T) {
 	// The bound is configurable.
 	small := New(Config{Options: etcdsync.Options{Image: fixtureImage}, Now: func() time.Time { return fixtureNow },
 		Logger: discardLogger(), MaxObjects: 10})
-	valid, err := os.ReadFile("testdata/bench/nine-members-scaling.request.json")
-	require.NoError(t, err)
+	valid := mustRead(t, "testdata/bench/nine-members-scaling.request.json")
 	require.Equal(t, http.StatusRequestEntityTooLarge, post(t, small, "/sync", "application/json", valid).Code)
 	require.Equal(t, http.StatusOK, post(t, srv, "/sync", "application/json", valid).Code)
 }
 
 func TestBodyBoundIsConfigurable(t *testing.T) {
-	valid, err := os.ReadFile("testdata/bench/nine-members-scaling.request.json")
-	require.NoError(t, err)
+	valid := mustRead(t, "testdata/bench/nine-members-scaling.request.json")
 	srv := New(Config{Options: etcdsync.Options{Image: fixtureImage}, Now: func() time.Time { return fixtureNow },
 		Logger: discardLogger(), MaxBodyBytes: int64(len(valid) - 1)})
 	rec := post(t, srv, "/sync", "application/json", valid)
@@ -201,8 +196,7 @@ func TestBodyBoundIsConfigurable(t *testing.T) {
 
 func countObjectsOf(t *testing.T, file string) int {
 	t.Helper()
-	b, err := os.ReadFile(file)
-	require.NoError(t, err)
+	b := mustRead(t, file)
 	return scan(b).Objects
 }
 
@@ -298,25 +292,6 @@ func TestManyArrayElementsGet413(t *testing.T) {
 	require.Contains(t, rec.Body.String(), "330001 array elements, over the 10000")
 	// The largest real request is far below the bound.
 	require.Less(t, 40*scan(mustRead(t, "testdata/bench/nine-members-scaling.request.json")).Elements, MaxElements+1000)
-}
-
-func mustRead(t *testing.T, f string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(f)
-	require.NoError(t, err)
-	return b
-}
-
-// eachRequestFixture calls check with the path and body of every request fixture (all hooks and the
-// benchmark inputs): the scan's counts are checked against a slow count of each.
-func eachRequestFixture(t *testing.T, check func(f string, body []byte)) {
-	t.Helper()
-	files, err := filepath.Glob("testdata/*/*.request.json")
-	require.NoError(t, err)
-	require.NotEmpty(t, files)
-	for _, f := range files {
-		check(f, mustRead(t, f))
-	}
 }
 
 // scan is the server's count of a body (sync.Shape; a body that is not JSON is counted up to where it

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"testing"
 
@@ -29,8 +28,7 @@ func post(t *testing.T, srv http.Handler, path, contentType string, body []byte)
 
 func TestBadInputGets4xxAndAClearMessage(t *testing.T) {
 	srv := fixtureServer()
-	valid, err := os.ReadFile("testdata/sync/scale-down-leave-intent.request.json")
-	require.NoError(t, err)
+	valid := mustRead(t, "testdata/sync/scale-down-leave-intent.request.json")
 	for _, tc := range []struct {
 		name, path, ctype string
 		body              []byte
@@ -76,8 +74,7 @@ func TestHealthReadinessAndDrain(t *testing.T) {
 
 func TestMetricsCountRequestsByHookAndCode(t *testing.T) {
 	srv := fixtureServer()
-	valid, err := os.ReadFile("testdata/sync/new-cluster.request.json")
-	require.NoError(t, err)
+	valid := mustRead(t, "testdata/sync/new-cluster.request.json")
 	require.Equal(t, 200, post(t, srv, "/sync", "application/json", valid).Code)
 	require.Equal(t, 400, post(t, srv, "/sync", "application/json", []byte("{")).Code)
 	rec := httptest.NewRecorder()
@@ -98,8 +95,7 @@ func TestPanicBecomes500(t *testing.T) {
 
 func TestSyncResponseShape(t *testing.T) {
 	srv := fixtureServer()
-	valid, err := os.ReadFile("testdata/sync/scale-down-leave-intent.request.json")
-	require.NoError(t, err)
+	valid := mustRead(t, "testdata/sync/scale-down-leave-intent.request.json")
 	rec := post(t, srv, "/sync", "application/json", valid)
 	require.Equal(t, 200, rec.Code)
 	require.Equal(t, "application/json", rec.Header().Get("Content-Type"))
