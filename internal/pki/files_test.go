@@ -5,9 +5,10 @@ import (
 	"crypto/x509"
 	"errors"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -28,7 +29,7 @@ func visible(t *testing.T, dir string) []string {
 	return entryNames(t, dir, func(name string) bool { return !strings.HasPrefix(name, "..") })
 }
 
-// entryNames lists the names of dir's entries that keep accepts, sorted.
+// entryNames lists the names of dir's entries that keep accepts, sorted (as os.ReadDir sorts them).
 func entryNames(t *testing.T, dir string, keep func(name string) bool) []string {
 	t.Helper()
 	entries, err := os.ReadDir(dir)
@@ -39,7 +40,6 @@ func entryNames(t *testing.T, dir string, keep func(name string) bool) []string 
 			names = append(names, e.Name())
 		}
 	}
-	sort.Strings(names)
 	return names
 }
 
@@ -132,7 +132,7 @@ func TestWriteFiles(t *testing.T) {
 		{"a/b": []byte("x")},
 		{"ok": []byte("x"), "../escape": []byte("x")},
 	} {
-		t.Run("refuses names "+strings.Join(keys(bad), ","), func(t *testing.T) {
+		t.Run("refuses names "+strings.Join(slices.Sorted(maps.Keys(bad)), ","), func(t *testing.T) {
 			dir := t.TempDir()
 			require.NoError(t, WriteFiles(dir, set("1")))
 			require.Error(t, WriteFiles(dir, bad))
@@ -146,15 +146,6 @@ func TestWriteFiles(t *testing.T) {
 	t.Run("dir must exist", func(t *testing.T) {
 		require.Error(t, WriteFiles(filepath.Join(t.TempDir(), "nope"), set("1")))
 	})
-}
-
-func keys(m map[string][]byte) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 func TestReadFiles(t *testing.T) {
