@@ -185,18 +185,16 @@ func (e *Etcd) MemberList(ctx context.Context, eps []string) (List, error) {
 }
 
 func (e *Etcd) memberListAt(ctx context.Context, ep string) (List, error) {
-	c, err := e.client([]string{ep})
-	if err != nil {
-		return List{}, err
-	}
-	defer c.Close()
-	cctx, cancel := context.WithTimeout(ctx, e.callTimeout())
-	defer cancel()
-	resp, err := c.MemberList(cctx)
-	if err != nil {
-		return List{}, fmt.Errorf("member list via %s: %w", ep, err)
-	}
-	return List{Members: toMembers(resp.Members), ClusterID: resp.Header.ClusterId, From: resp.Header.MemberId}, nil
+	var l List
+	err := e.onEndpoint(ctx, ep, e.callTimeout(), func(ctx context.Context, c *clientv3.Client) error {
+		resp, err := c.MemberList(ctx)
+		if err != nil {
+			return fmt.Errorf("member list via %s: %w", ep, err)
+		}
+		l = List{Members: toMembers(resp.Members), ClusterID: resp.Header.ClusterId, From: resp.Header.MemberId}
+		return nil
+	})
+	return l, err
 }
 
 // Status asks one endpoint about itself.
@@ -210,14 +208,21 @@ func (e *Etcd) Status(ctx context.Context, ep string) (st *clientv3.StatusRespon
 
 // onEndpoint runs call with a fresh client of ep (see Etcd), bounded by timeout.
 func (e *Etcd) onEndpoint(ctx context.Context, ep string, timeout time.Duration, call func(context.Context, *clientv3.Client) error) error {
-	c, err := e.client([]string{ep})
+	return e.withClient([]string{ep}, func(c *clientv3.Client) error {
+		cctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		return call(cctx, c)
+	})
+}
+
+// withClient runs call with a client of eps, closed when call returns.
+func (e *Etcd) withClient(eps []string, call func(*clientv3.Client) error) error {
+	c, err := e.client(eps)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	cctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	return call(cctx, c)
+	return call(c)
 }
 
 // Defragment defragments the member at ep (its reads and writes wait meanwhile: seconds per GiB).
@@ -326,17 +331,14 @@ func (e *Etcd) AddLearner(ctx context.Context, eps []string, peerURL string) (ui
 		return false, nil
 	}
 	err := e.retry(ctx, OpAdd, "add learner "+peerURL, func(ctx context.Context) error {
-		c, err := e.client(eps)
-		if err != nil {
+		return e.withClient(eps, func(c *clientv3.Client) error {
+			resp, err := c.MemberAddAsLearner(ctx, []string{peerURL})
+			if err == nil {
+				id = resp.Member.ID
+				members = toMembers(resp.Members)
+			}
 			return err
-		}
-		defer c.Close()
-		resp, err := c.MemberAddAsLearner(ctx, []string{peerURL})
-		if err == nil {
-			id = resp.Member.ID
-			members = toMembers(resp.Members)
-		}
-		return err
+		})
 	}, find)
 	if err != nil {
 		return 0, nil, err
@@ -351,17 +353,22 @@ func (e *Etcd) AddLearner(ctx context.Context, eps []string, peerURL string) (ui
 
 // Promote retries MemberPromote until etcd accepts (the learner has caught up) or ctx ends.
 func (e *Etcd) Promote(ctx context.Context, eps []string, id uint64) error {
-	return e.retry(ctx, OpPromote, "promote "+api.FormatID(id), func(ctx context.Context) error {
-		c, err := e.client(eps)
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		_, err = c.MemberPromote(ctx, id)
+	return e.changeMember(ctx, OpPromote, "promote", eps, id, func(ctx context.Context, c *clientv3.Client) error {
+		_, err := c.MemberPromote(ctx, id)
 		return err
+	}, func(present, learner bool) bool { return !present || !learner })
+}
+
+// changeMember retries change (what: "promote", "remove"), a change of member id through a client of
+// eps, with retry's rules: an Unknown outcome is done when done says so of what the member list shows
+// of id.
+func (e *Etcd) changeMember(ctx context.Context, op Op, what string, eps []string, id uint64,
+	change func(context.Context, *clientv3.Client) error, done func(present, learner bool) bool) error {
+	return e.retry(ctx, op, what+" "+api.FormatID(id), func(ctx context.Context) error {
+		return e.withClient(eps, func(c *clientv3.Client) error { return change(ctx, c) })
 	}, func(ctx context.Context) (bool, error) {
 		present, learner, err := e.memberState(ctx, eps, id)
-		return !present || !learner, err
+		return done(present, learner), err
 	})
 }
 
@@ -381,18 +388,10 @@ func (e *Etcd) memberState(ctx context.Context, eps []string, id uint64) (presen
 
 // Remove removes member id (idempotent: already removed is done).
 func (e *Etcd) Remove(ctx context.Context, eps []string, id uint64) error {
-	return e.retry(ctx, OpRemove, "remove "+api.FormatID(id), func(ctx context.Context) error {
-		c, err := e.client(eps)
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		_, err = c.MemberRemove(ctx, id)
+	return e.changeMember(ctx, OpRemove, "remove", eps, id, func(ctx context.Context, c *clientv3.Client) error {
+		_, err := c.MemberRemove(ctx, id)
 		return err
-	}, func(ctx context.Context) (bool, error) {
-		present, _, err := e.memberState(ctx, eps, id)
-		return !present, err
-	})
+	}, func(present, _ bool) bool { return !present })
 }
 
 // MoveLeader asks the leader (at leaderEP) to hand leadership to transferee.
