@@ -51,53 +51,38 @@ func (m *MemLeases) SetIntent(name, intent string, seed bool, permitFor time.Dur
 
 // SetDefrag writes (or, with "", removes) the hook's defragmentation request on a Lease.
 func (m *MemLeases) SetDefrag(name, token string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if l := m.leases[name]; l != nil {
-		delete(l.ann, api.AnnDefrag)
-		if token != "" {
-			l.ann[api.AnnDefrag] = token
-		}
-	}
+	m.setAnnotations(name, map[string]string{api.AnnDefrag: token})
 }
 
 // SetRenewal writes (or, with "", removes) the hook's renewal mark on a Lease (etcd.io/renewal).
 func (m *MemLeases) SetRenewal(name, mark string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if l := m.leases[name]; l != nil {
-		delete(l.ann, api.AnnRenewal)
-		if mark != "" {
-			l.ann[api.AnnRenewal] = mark
-		}
-	}
+	m.setAnnotations(name, map[string]string{api.AnnRenewal: mark})
 }
 
 // SetCA writes (or, with "", removes) the hook's CA rotation step and restart permission on a Lease
 // (etcd.io/ca-rotation, etcd.io/ca-restart).
 func (m *MemLeases) SetCA(name, rotation, restart string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if l := m.leases[name]; l != nil {
-		delete(l.ann, api.AnnCARotation)
-		delete(l.ann, api.AnnCARestart)
-		if rotation != "" {
-			l.ann[api.AnnCARotation] = rotation
-		}
-		if restart != "" {
-			l.ann[api.AnnCARestart] = restart
-		}
-	}
+	m.setAnnotations(name, map[string]string{api.AnnCARotation: rotation, api.AnnCARestart: restart})
 }
 
 // SetPeerScheme writes (or, with "", removes) the hook's etcd.io/peer-scheme on a Lease.
 func (m *MemLeases) SetPeerScheme(name, scheme string) {
+	m.setAnnotations(name, map[string]string{api.AnnPeerScheme: scheme})
+}
+
+// setAnnotations writes the hook's annotations on a Lease: each key with its value, or removed where
+// the value is "".
+func (m *MemLeases) setAnnotations(name string, anns map[string]string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if l := m.leases[name]; l != nil {
-		delete(l.ann, api.AnnPeerScheme)
-		if scheme != "" {
-			l.ann[api.AnnPeerScheme] = scheme
+	l := m.leases[name]
+	if l == nil {
+		return
+	}
+	for k, v := range anns {
+		delete(l.ann, k)
+		if v != "" {
+			l.ann[k] = v
 		}
 	}
 }
