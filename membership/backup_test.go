@@ -141,8 +141,7 @@ func (c *tcluster) hashKV(rev int64) map[string]uint32 {
 func TestMembershipBackupRestore(t *testing.T) {
 	forEachVersion(t, func(t *testing.T, v string) {
 		stores := []store{startMinIO(t, "etcd-backups"), startFakeGCS(t, "etcd-backups"), fileStore(t)}
-		src := newCluster(t, v, 3)
-		src.bootstrap(nil, 3)
+		src := bootstrapped(t, v, 3)
 		cl := src.client()
 		defer cl.Close()
 		want := fill(t, cl, 300)
@@ -278,10 +277,9 @@ func TestMembershipBackupRestore(t *testing.T) {
 // cluster's data, move it aside and join one at a time: every key of the snapshot is back, the key
 // written after it is not, and every member holds the same store.
 func TestMembershipRestoreInPlace(t *testing.T) {
-	v := etcdVersions[len(etcdVersions)-1]
+	v := newestEtcd
 	ctx := context.Background()
-	c := newCluster(t, v, 3)
-	c.bootstrap(nil, 3)
+	c := bootstrapped(t, v, 3)
 	cl := c.client()
 	want := fill(t, cl, 200)
 	// Every member has applied the last write (the backup takes a follower's snapshot, which may be a
@@ -383,9 +381,8 @@ func TestMembershipRestoreInPlace(t *testing.T) {
 // one without a manifest and a missing one are refused: the seed reports RestoreFailed naming the
 // problem, no data directory appears, and etcd never starts. A good snapshot then restores.
 func TestMembershipRestoreRefusesDamage(t *testing.T) {
-	v := etcdVersions[len(etcdVersions)-1]
-	src := newCluster(t, v, 1)
-	src.bootstrap(nil, 1)
+	v := newestEtcd
+	src := bootstrapped(t, v, 1)
 	cl := src.client()
 	want := fill(t, cl, 50)
 	cl.Close()
@@ -397,6 +394,13 @@ func TestMembershipRestoreRefusesDamage(t *testing.T) {
 	snapFile := filepath.Join(d.Root, m.SnapshotKey())
 	good, err := os.ReadFile(snapFile)
 	require.NoError(t, err)
+	// stored writes data as the snapshot under dir/sub, with mm as its manifest, and returns its URL.
+	stored := func(dir, sub string, data []byte, mm backup.Manifest) string {
+		mm.Key = filepath.Join(sub, backup.ManifestKey(m.Snapshot))
+		write(t, filepath.Join(dir, sub, m.Snapshot), data)
+		writeManifest(t, dir, mm)
+		return "file://" + filepath.Join(dir, sub, m.Snapshot)
+	}
 
 	damage := []struct {
 		name    string
@@ -404,29 +408,19 @@ func TestMembershipRestoreRefusesDamage(t *testing.T) {
 		problem string
 	}{
 		{"truncated", func(dir string) string {
-			mm := m
-			mm.Key = filepath.Join("t", backup.ManifestKey(m.Snapshot))
-			write(t, filepath.Join(dir, "t", m.Snapshot), good[:len(good)/2])
-			writeManifest(t, dir, mm)
-			return "file://" + filepath.Join(dir, "t", m.Snapshot)
+			return stored(dir, "t", good[:len(good)/2], m)
 		}, "truncated"},
 		{"wrong-sha256", func(dir string) string {
 			mm := m
 			mm.SHA256 = fmt.Sprintf("%064x", 1)
-			mm.Key = filepath.Join("h", backup.ManifestKey(m.Snapshot))
-			write(t, filepath.Join(dir, "h", m.Snapshot), good)
-			writeManifest(t, dir, mm)
-			return "file://" + filepath.Join(dir, "h", m.Snapshot)
+			return stored(dir, "h", good, mm)
 		}, "SHA-256"},
 		{"flipped-byte", func(dir string) string {
 			bad := append([]byte(nil), good...)
 			bad[len(bad)/3] ^= 0xff
 			mm := m
 			mm.SHA256 = sha256hex(bad)
-			mm.Key = filepath.Join("f", backup.ManifestKey(m.Snapshot))
-			write(t, filepath.Join(dir, "f", m.Snapshot), bad)
-			writeManifest(t, dir, mm)
-			return "file://" + filepath.Join(dir, "f", m.Snapshot)
+			return stored(dir, "f", bad, mm)
 		}, "etcd's hash"},
 		{"no-manifest", func(dir string) string {
 			write(t, filepath.Join(dir, "n", m.Snapshot), good)
@@ -471,10 +465,9 @@ func TestMembershipRestoreRefusesDamage(t *testing.T) {
 // the one verified are refused as such (Refused: no retry), and "latest" with the verified hash finds
 // the verified snapshot after a newer one was stored.
 func TestMembershipRestoreVerifyTouchesNothing(t *testing.T) {
-	v := etcdVersions[len(etcdVersions)-1]
+	v := newestEtcd
 	ctx := context.Background()
-	c := newCluster(t, v, 1)
-	c.bootstrap(nil, 1)
+	c := bootstrapped(t, v, 1)
 	cl := c.client()
 	defer cl.Close()
 	fill(t, cl, 50)

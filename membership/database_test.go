@@ -16,15 +16,22 @@ import (
 	"github.com/etcdhook/etcdhook/api"
 )
 
+// quotaCluster is three plaintext members of etcd version v, bootstrapped, with a backend quota of
+// quota bytes (small enough to fill in a test) and their events recorded.
+func quotaCluster(t *testing.T, v string, quota int) *tcluster {
+	c := newPlainCluster(t, v, 3)
+	c.events = &MemRecorder{}
+	c.flags = []string{"--quota-backend-bytes=" + strconv.Itoa(quota)}
+	c.bootstrap(nil, 3)
+	return c
+}
+
 // A member's database sizes reach its Lease, and a NOSPACE alarm is reported as an alarm of a member
 // that stays healthy (raft works, reads are served): against real etcd with a 1 MiB quota, every
 // version.
 func TestMembershipDatabaseFullReported(t *testing.T) {
 	forEachVersion(t, func(t *testing.T, v string) {
-		c := newPlainCluster(t, v, 3)
-		c.events = &MemRecorder{}
-		c.flags = []string{"--quota-backend-bytes=" + strconv.Itoa(4<<20)}
-		c.bootstrap(nil, 3)
+		c := quotaCluster(t, v, 4<<20)
 		ids := map[string]bool{}
 		for i := range c.slots {
 			ids[c.memberID(i)] = true
@@ -128,10 +135,7 @@ func (c *tcluster) defragPass(token string, order []int) []api.Report {
 // defragmented, its alarms disarmed, writes accepted again.
 func TestMembershipDefragmentation(t *testing.T) {
 	forEachVersion(t, func(t *testing.T, v string) {
-		c := newPlainCluster(t, v, 3)
-		c.events = &MemRecorder{}
-		c.flags = []string{"--quota-backend-bytes=" + strconv.Itoa(16<<20)}
-		c.bootstrap(nil, 3)
+		c := quotaCluster(t, v, 16<<20)
 		cl := c.client()
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()

@@ -40,7 +40,7 @@ func notes(r *MemRecorder, reason string) []string {
 // replacement; removed by a Job, its data moved aside and the rejoin; leave. Each thing is posted once,
 // however many looks it took.
 func TestEventsMembership(t *testing.T) {
-	v := etcdVersions[len(etcdVersions)-1]
+	v := newestEtcd
 	c := newCluster(t, v, 3) // three: a data loss must leave a quorum to replace the member
 	c.events = &MemRecorder{}
 	c.bootstrap(nil, 3)

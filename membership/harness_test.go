@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -25,6 +26,7 @@ import (
 	"github.com/etcdhook/etcdhook/api"
 	"github.com/etcdhook/etcdhook/internal/backup"
 	"github.com/etcdhook/etcdhook/internal/pki"
+	"github.com/etcdhook/etcdhook/internal/testsupport"
 )
 
 // Real etcd for the membership tests (docs/design/12-test-beds.md §12): the server is built from its Go module by a
@@ -390,14 +392,8 @@ func (c *tcluster) intent(i int, intent string, seed bool, permit time.Duration)
 
 // members reads the linearizable member list through the running slots.
 func (c *tcluster) members() []api.Member {
-	var eps []string
-	for _, s := range c.slots {
-		if s.agent != nil {
-			eps = append(eps, s.clientURL)
-		}
-	}
 	e := c.etcd(2 * time.Second)
-	l, err := e.MemberList(context.Background(), eps)
+	l, err := e.MemberList(context.Background(), c.liveEndpoints())
 	require.NoError(c.t, err)
 	return l.Members
 }
@@ -405,15 +401,11 @@ func (c *tcluster) members() []api.Member {
 // waitFor polls cond until it holds or the timeout passes.
 func (c *tcluster) waitFor(what string, timeout time.Duration, cond func() bool) time.Duration {
 	c.t.Helper()
-	start := time.Now()
-	for time.Since(start) < timeout {
-		if cond() {
-			return time.Since(start)
-		}
-		time.Sleep(100 * time.Millisecond)
+	took, held := testsupport.Poll(timeout, 100*time.Millisecond, cond)
+	if !held {
+		c.t.Fatalf("timed out after %s waiting for %s; members %v", timeout, what, c.tryMembers())
 	}
-	c.t.Fatalf("timed out after %s waiting for %s; members %v", timeout, what, c.tryMembers())
-	return 0
+	return took
 }
 
 func (c *tcluster) tryMembers() []api.Member {
@@ -431,17 +423,11 @@ func (c *tcluster) tryMembers() []api.Member {
 
 // voters says whether the named slots are exactly the started voters and there is no learner.
 func (c *tcluster) voters(want ...int) bool {
-	var eps []string
-	for _, s := range c.slots {
-		if s.agent != nil {
-			eps = append(eps, s.clientURL)
-		}
-	}
 	if !c.clientReady() {
 		return false
 	}
 	e := c.etcd(time.Second)
-	l, err := e.MemberList(context.Background(), eps)
+	l, err := e.MemberList(context.Background(), c.liveEndpoints())
 	if err != nil {
 		return false
 	}
@@ -467,6 +453,36 @@ func (c *tcluster) voters(want ...int) bool {
 		}
 	}
 	return true
+}
+
+// live are the slots whose agent runs (started, and neither killed nor stopped since).
+func (c *tcluster) live() []int {
+	var slots []int
+	for _, s := range c.slots {
+		if s.agent != nil {
+			slots = append(slots, s.i)
+		}
+	}
+	return slots
+}
+
+// except are the live slots but slot i: the voters wanted once i is removed.
+func (c *tcluster) except(i int) []int {
+	return slices.DeleteFunc(c.live(), func(j int) bool { return j == i })
+}
+
+// liveEndpoints are the client URLs of the live slots.
+func (c *tcluster) liveEndpoints() []string {
+	var eps []string
+	for _, i := range c.live() {
+		eps = append(eps, c.slots[i].clientURL)
+	}
+	return eps
+}
+
+// parked says whether slot i's last report is that of a member that left the cluster.
+func (c *tcluster) parked(i int) bool {
+	return c.leases.Report(c.slots[i].lease).Role == api.RoleLeft
 }
 
 // running says whether each slot's agent has had its own etcd answer: a stopped or killed member's last
@@ -561,11 +577,17 @@ func (c *tcluster) client() *clientv3.Client {
 
 // clientOf talks to the members at eps only.
 func (c *tcluster) clientOf(eps ...string) *clientv3.Client {
-	cfg := clientv3.Config{Endpoints: eps, DialTimeout: 2 * time.Second, Logger: zap.NewNop()}
 	if c.tls {
-		// As a long-lived user client should: the client Secret is read at every handshake, so the
-		// client follows a renewal and a CA rotation.
 		require.True(c.t, c.clientReady(), "the agents create the client Secret before etcd starts")
+	}
+	return c.newClient(eps, c.tls)
+}
+
+// newClient talks to eps, over TLS when secure. As a long-lived user client should, it reads the
+// client Secret at every handshake, so that it follows a renewal and a CA rotation.
+func (c *tcluster) newClient(eps []string, secure bool) *clientv3.Client {
+	cfg := clientv3.Config{Endpoints: eps, DialTimeout: 2 * time.Second, Logger: zap.NewNop()}
+	if secure {
 		cfg.TLS = ReloadingClientTLS(func() (map[string][]byte, error) {
 			data, _, _, err := c.secrets.Get(context.Background(), "m-client-tls")
 			return data, err

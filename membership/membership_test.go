@@ -25,6 +25,18 @@ func forEachVersion(t *testing.T, run func(t *testing.T, version string)) {
 	}
 }
 
+// underWrites runs scenario on every etcd version against a cluster of n slots bootstrapped to grown
+// voters under the continuous writer, then checks that no acknowledged write was lost.
+func underWrites(t *testing.T, n, grown int, scenario func(t *testing.T, c *tcluster, w *twriter)) {
+	forEachVersion(t, func(t *testing.T, v string) {
+		c := newCluster(t, v, n)
+		var w *twriter
+		c.bootstrap(&w, grown)
+		scenario(t, c, w)
+		w.Verify(t)
+	})
+}
+
 // bootstrap starts the seed (slot 0) and grows to n members, one learner at a time, as the hook would.
 func (c *tcluster) bootstrap(w **twriter, n int) {
 	c.intent(0, api.IntentMember, true, 0)
@@ -42,39 +54,54 @@ func (c *tcluster) bootstrap(w **twriter, n int) {
 	}
 }
 
+// newestEtcd is the etcd version of the tests that run on one version only.
+var newestEtcd = etcdVersions[len(etcdVersions)-1]
+
+// bootstrapped is a cluster of n slots on etcd version v, bootstrapped to n voters without a writer.
+func bootstrapped(t testing.TB, v string, n int) *tcluster {
+	c := newCluster(t, v, n)
+	c.bootstrap(nil, n)
+	return c
+}
+
 func (c *tcluster) grow(i int) time.Duration {
 	c.intent(i, api.IntentMember, false, permit)
 	c.start(i, 0)
-	want := make([]int, 0, i+1)
-	for j := 0; j <= i; j++ {
-		if c.slots[j].agent != nil {
-			want = append(want, j)
-		}
-	}
+	want := c.live()
 	return c.waitFor("member "+itoa(i)+" to join", stepMax, func() bool { return c.voters(want...) })
+}
+
+// loseData wipes slot i's volume under a killed agent and restarts it (the seed with the seed mark
+// still set when seedMark): the agent must ask to rejoin rather than start anew, and once the hook
+// permits it, the member is back as a voter. It returns the time from the restart to a healthy voter.
+func (c *tcluster) loseData(i int, seedMark bool) time.Duration {
+	c.t.Helper()
+	c.kill(i)
+	c.wipe(i)
+	c.intent(i, api.IntentMember, seedMark, 0)
+	start := time.Now()
+	c.start(i, 0)
+	c.waitFor("m"+itoa(i)+" to ask to rejoin", stepMax, func() bool {
+		return c.leases.Report(c.slots[i].lease).Reason() == api.ReasonWaitingForJoin
+	})
+	c.intent(i, api.IntentMember, false, permit) // the hook permits the replacement
+	want := c.live()
+	c.waitFor("m"+itoa(i)+" back", stepMax, func() bool { return c.voters(want...) })
+	return time.Since(start)
 }
 
 func itoa(i int) string { return string(rune('0' + i)) }
 
 // removeJob runs `etcdhook member remove` against the running members.
 func (c *tcluster) removeJob(id, peerURL, reason string) error {
-	var eps []string
-	for _, s := range c.slots {
-		if s.agent != nil {
-			eps = append(eps, s.clientURL)
-		}
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	return RemoveMember(ctx, c.etcd(2*time.Second), c.log, RemoveRequest{ID: id, PeerURL: peerURL, Reason: reason, Endpoints: eps})
+	return RemoveMember(ctx, c.etcd(2*time.Second), c.log, RemoveRequest{ID: id, PeerURL: peerURL, Reason: reason, Endpoints: c.liveEndpoints()})
 }
 
 // 1. Seed bootstrap; grow 1->3->5 with learner and promote; shrink 5->3->1 with member remove.
 func TestMembershipGrowShrink(t *testing.T) {
-	forEachVersion(t, func(t *testing.T, v string) {
-		c := newCluster(t, v, 5)
-		var w *twriter
-		c.bootstrap(&w, 5)
+	underWrites(t, 5, 5, func(t *testing.T, c *tcluster, w *twriter) {
 		cid := c.leases.Report(c.slots[0].lease).ClusterID
 		// The member and cluster IDs the agent reads from etcd's WAL are etcd's own.
 		df, err := ReadData(c.slots[2].dataDir())
@@ -89,52 +116,29 @@ func TestMembershipGrowShrink(t *testing.T) {
 			require.NotEmpty(t, id)
 			c.intent(i, api.IntentLeave, false, 0)
 			c.removeUntilDone(id, c.slots[i].peerURL, "leave")
-			want := []int{}
-			for j := 0; j < i; j++ {
-				want = append(want, j)
-			}
-			c.waitFor("shrink", stepMax, func() bool { return c.voters(want...) })
-			c.waitFor("the removed member to park", stepMax, func() bool {
-				return c.leases.Report(c.slots[i].lease).Role == api.RoleLeft
-			})
+			c.waitFor("shrink", stepMax, func() bool { return c.voters(c.except(i)...) })
+			c.waitFor("the removed member to park", stepMax, func() bool { return c.parked(i) })
 			require.NoError(t, c.stop(i))
 		}
 		require.Equal(t, cid, c.leases.Report(c.slots[0].lease).ClusterID)
-		w.Verify(t)
 	})
 }
 
 // 2. Data loss on a voter (wipe + restart): recovered by the agent under a new member ID.
 func TestMembershipDataLossRecovery(t *testing.T) {
-	forEachVersion(t, func(t *testing.T, v string) {
-		c := newCluster(t, v, 3)
-		var w *twriter
-		c.bootstrap(&w, 3)
+	underWrites(t, 3, 3, func(t *testing.T, c *tcluster, w *twriter) {
 		w.Step("data loss on m1")
 		old := c.memberID(1)
-		c.intent(1, api.IntentMember, false, 0)
-		c.kill(1)
-		c.wipe(1)
-		start := time.Now()
-		c.start(1, 0)
-		c.waitFor("the agent to ask to rejoin", stepMax, func() bool {
-			return c.leases.Report(c.slots[1].lease).Reason() == api.ReasonWaitingForJoin
-		})
-		c.intent(1, api.IntentMember, false, permit) // the hook permits the replacement
-		c.waitFor("m1 back", stepMax, func() bool { return c.voters(0, 1, 2) })
+		took := c.loseData(1, false)
 		w.Step("after recovery")
 		require.NotEqual(t, old, c.memberID(1), "a member with lost data never reuses its old ID")
-		record(t, "data-loss recovery (restart to healthy voter): "+time.Since(start).Round(10*time.Millisecond).String()+"\n")
-		w.Verify(t)
+		record(t, "data-loss recovery (restart to healthy voter): "+took.Round(10*time.Millisecond).String()+"\n")
 	})
 }
 
 // 3. Stale data dir of a removed member (scale down, then up with the volume kept): moved aside, rejoined.
 func TestMembershipStaleDataDir(t *testing.T) {
-	forEachVersion(t, func(t *testing.T, v string) {
-		c := newCluster(t, v, 4)
-		var w *twriter
-		c.bootstrap(&w, 4)
+	underWrites(t, 4, 4, func(t *testing.T, c *tcluster, w *twriter) {
 		w.Step("scale down 4->3, volume kept")
 		old := c.memberID(3)
 		c.intent(3, api.IntentLeave, false, 0)
@@ -145,38 +149,22 @@ func TestMembershipStaleDataDir(t *testing.T) {
 		require.NotEqual(t, old, c.memberID(3))
 		_, err := os.Stat(c.slots[3].dataDir() + ".removed-1")
 		require.NoError(t, err, "the stale data is kept aside once")
-		w.Verify(t)
 	})
 }
 
 // 4. The seed loses its data after bootstrap: it never starts a second cluster, it rejoins.
 func TestMembershipSeedDataLoss(t *testing.T) {
-	forEachVersion(t, func(t *testing.T, v string) {
-		c := newCluster(t, v, 3)
-		var w *twriter
-		c.bootstrap(&w, 3)
+	underWrites(t, 3, 3, func(t *testing.T, c *tcluster, w *twriter) {
 		cid := c.leases.Report(c.slots[1].lease).ClusterID
 		w.Step("seed data loss")
-		c.kill(0)
-		c.wipe(0)
-		c.intent(0, api.IntentMember, true, 0) // even a stale seed mark must not start a new cluster
-		c.start(0, 0)
-		c.waitFor("the seed to ask to rejoin", stepMax, func() bool {
-			return c.leases.Report(c.slots[0].lease).Reason() == api.ReasonWaitingForJoin
-		})
-		c.intent(0, api.IntentMember, false, permit)
-		c.waitFor("seed back", stepMax, func() bool { return c.voters(0, 1, 2) })
+		c.loseData(0, true) // even a stale seed mark must not start a new cluster
 		require.Equal(t, cid, c.leases.Report(c.slots[0].lease).ClusterID, "one cluster, not two")
-		w.Verify(t)
 	})
 }
 
 // 5. The agent is killed between MemberAddAsLearner and etcd start, and between start and promote.
 func TestMembershipCrashWindows(t *testing.T) {
-	forEachVersion(t, func(t *testing.T, v string) {
-		c := newCluster(t, v, 5)
-		var w *twriter
-		c.bootstrap(&w, 2)
+	underWrites(t, 5, 2, func(t *testing.T, c *tcluster, w *twriter) {
 		w.Step("crash after add, before start")
 		e := c.etcd(2 * time.Second)
 		id, _, err := e.AddLearner(context.Background(), []string{c.slots[0].clientURL, c.slots[1].clientURL}, c.slots[2].peerURL)
@@ -204,17 +192,13 @@ func TestMembershipCrashWindows(t *testing.T) {
 		c.grow(4)
 		_, err = os.Stat(s.dataDir() + ".removed-1")
 		require.NoError(t, err, "the half-initialised directory is moved aside")
-		w.Verify(t)
 	})
 }
 
 // 6. A removal that would break quorum is refused (also with two voters, one down); a dead member can
 // be removed; removing the leader moves leadership first.
 func TestMembershipQuorumRule(t *testing.T) {
-	forEachVersion(t, func(t *testing.T, v string) {
-		c := newCluster(t, v, 3)
-		var w *twriter
-		c.bootstrap(&w, 3)
+	underWrites(t, 3, 3, func(t *testing.T, c *tcluster, w *twriter) {
 		w.Step("m2 down; removals checked")
 		m1, m2 := c.memberID(1), c.memberID(2)
 		c.kill(2)
@@ -255,31 +239,22 @@ func TestMembershipQuorumRule(t *testing.T) {
 		// Should leadership move before the Job reads it (the leaving agent moves it too), the member
 		// removed is a follower by then: the step still ends with the old leader out and a new one.
 		c.removeUntilDone(leader, c.slots[li].peerURL, "leave")
-		rest := []int{}
-		for i := 0; i < 3; i++ {
-			if i != li {
-				rest = append(rest, i)
-			}
-		}
+		rest := c.except(li)
 		c.waitFor("two voters without the old leader", stepMax, func() bool { return c.voters(rest...) })
 		// A removed leader keeps running for a moment: the survivors elect a new one after it.
 		c.waitFor("a new leader", stepMax, func() bool { l := c.tryLeader(rest[0]); return l != "" && l != leader })
 		require.NoError(t, c.stop(li))
-		w.Verify(t)
 	})
 }
 
 // 6b. Intent leave: the member removes itself and, restarted, parks; all members killed at once come
 // back with their data; a data directory of another cluster is refused.
 func TestMembershipLeaveParkRestartForeign(t *testing.T) {
-	forEachVersion(t, func(t *testing.T, v string) {
-		c := newCluster(t, v, 5)
-		var w *twriter
-		c.bootstrap(&w, 4)
+	underWrites(t, 5, 4, func(t *testing.T, c *tcluster, w *twriter) {
 		w.Step("m3 leaves by intent")
 		c.intent(3, api.IntentLeave, false, 0)
 		c.waitFor("m3 gone", stepMax, func() bool { return c.voters(0, 1, 2) })
-		c.waitFor("m3 parked", stepMax, func() bool { return c.leases.Report(c.slots[3].lease).Role == api.RoleLeft })
+		c.waitFor("m3 parked", stepMax, func() bool { return c.parked(3) })
 		w.Step("m3 container restarts")
 		c.kill(3)
 		c.start(3, 0)
@@ -310,13 +285,11 @@ func TestMembershipLeaveParkRestartForeign(t *testing.T) {
 		require.False(t, running, "etcd must not start on another cluster's data (%s)", state)
 		// A wait, not one read: m4's etcd never runs, so waiting cannot hide a join.
 		c.waitFor("the three voters, m4 not among them", stepMax, func() bool { return c.voters(0, 1, 2) })
-		w.Verify(t)
 	})
 }
 
 func TestRemoveMemberIsIdempotent(t *testing.T) {
-	c := newCluster(t, etcdVersions[len(etcdVersions)-1], 2)
-	c.bootstrap(nil, 2)
+	c := bootstrapped(t, newestEtcd, 2)
 	id := c.memberID(1)
 	c.intent(1, api.IntentLeave, false, 0)
 	c.removeUntilDone(id, c.slots[1].peerURL, "leave")

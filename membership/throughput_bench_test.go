@@ -33,8 +33,7 @@ func BenchmarkBackupRestore(b *testing.B) {
 	require.NoError(b, err, "%s", out)
 
 	st := startMinIO(b, "etcd-backups")
-	c := newCluster(b, etcdVersions[len(etcdVersions)-1], 1)
-	c.bootstrap(nil, 1)
+	c := bootstrapped(b, newestEtcd, 1)
 	cl := c.client()
 	value := make([]byte, 512<<10) // etcd takes requests up to 1.5 MiB
 	start := time.Now()

@@ -52,6 +52,36 @@ func (c *tcluster) mustServed(rawURL string) *big.Int {
 	return sn
 }
 
+// servedBy is what a member's etcd was: its process and the serials of the certificates it served on
+// the client and the peer plane (peer nil: not looked at).
+type servedBy struct {
+	pid          int
+	client, peer *big.Int
+}
+
+// servesRenewed says whether slot i serves a certificate other than before's on the client plane and,
+// where before has one, on the peer plane.
+func (c *tcluster) servesRenewed(i int, before servedBy) bool {
+	s := c.slots[i]
+	if cs, err := c.served(s.clientURL); err != nil || cs.Cmp(before.client) == 0 {
+		return false
+	}
+	if before.peer == nil {
+		return true
+	}
+	ps, err := c.served(s.peerURL)
+	return err == nil && ps.Cmp(before.peer) != 0
+}
+
+// requireNotRestarted requires that each member's etcd is still the process of before: certificates
+// renewed without a restart.
+func (c *tcluster) requireNotRestarted(before map[int]servedBy) {
+	c.t.Helper()
+	for i, s := range c.slots {
+		require.Equal(c.t, before[i].pid, s.etcdPID(), "etcd of %s was not restarted", s.name)
+	}
+}
+
 func timedOut(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
@@ -76,37 +106,26 @@ func TestMembershipTLSLeafRotation(t *testing.T) {
 		c.certShift.Store(int64(-2 * time.Hour))
 		var w *twriter
 		c.bootstrap(&w, 3)
-		type seen struct {
-			pid          int
-			client, peer *big.Int
-		}
-		before := map[int]seen{}
+		before := map[int]servedBy{}
 		for i, s := range c.slots {
 			cs, ps := c.mustServed(s.clientURL), c.mustServed(s.peerURL)
 			require.Equal(t, cs, ps, "one member certificate serves both planes")
-			before[i] = seen{pid: s.etcdPID(), client: cs, peer: ps}
+			before[i] = servedBy{pid: s.etcdPID(), client: cs, peer: ps}
 		}
 		clientBefore, _, _, _ := c.secrets.Get(context.Background(), "m-client-tls")
 
 		w.Step("leaf rotation")
 		c.certShift.Store(0)
 		took := c.waitFor("every member to serve a renewed certificate on both planes", stepMax, func() bool {
-			for i, s := range c.slots {
-				cs, err := c.served(s.clientURL)
-				if err != nil || cs.Cmp(before[i].client) == 0 {
-					return false
-				}
-				ps, err := c.served(s.peerURL)
-				if err != nil || ps.Cmp(before[i].peer) == 0 {
+			for i := range c.slots {
+				if !c.servesRenewed(i, before[i]) {
 					return false
 				}
 			}
 			return true
 		})
 		t.Logf("renewed certificates served after %s", took)
-		for i, s := range c.slots {
-			require.Equal(t, before[i].pid, s.etcdPID(), "etcd of %s was not restarted", s.name)
-		}
+		c.requireNotRestarted(before)
 		clientAfter, _, _, _ := c.secrets.Get(context.Background(), "m-client-tls")
 		require.NotEqual(t, clientBefore[pki.KeyCert], clientAfter[pki.KeyCert], "the client certificate was renewed too")
 		// The reports carry the new expiry.
@@ -125,7 +144,7 @@ func TestMembershipTLSLeafRotation(t *testing.T) {
 		// once (not at its next minute's look), again without restarting etcd.
 		w.Step("renewal asked")
 		for i, s := range c.slots {
-			before[i] = seen{pid: s.etcdPID(), client: c.mustServed(s.clientURL)}
+			before[i] = servedBy{pid: s.etcdPID(), client: c.mustServed(s.clientURL)}
 		}
 		mark := api.RenewalMark("e2e-renewal-1")
 		for _, s := range c.slots {
@@ -133,17 +152,14 @@ func TestMembershipTLSLeafRotation(t *testing.T) {
 		}
 		took = c.waitFor("every member to serve and report a certificate renewed for the mark", stepMax, func() bool {
 			for i, s := range c.slots {
-				cs, err := c.served(s.clientURL)
-				if err != nil || cs.Cmp(before[i].client) == 0 || c.leases.Report(s.lease).TLSRenewal != mark {
+				if !c.servesRenewed(i, before[i]) || c.leases.Report(s.lease).TLSRenewal != mark {
 					return false
 				}
 			}
 			return true
 		})
 		t.Logf("renewal asked: served by every member after %s", took)
-		for i, s := range c.slots {
-			require.Equal(t, before[i].pid, s.etcdPID(), "etcd of %s was not restarted", s.name)
-		}
+		c.requireNotRestarted(before)
 		renewed, _, _, _ := c.secrets.Get(context.Background(), "m-client-tls")
 		leaf, err := pki.ParseCertificates(renewed[pki.KeyCert])
 		require.NoError(t, err)
@@ -158,7 +174,7 @@ func TestMembershipTLSLeafRotation(t *testing.T) {
 // The plaintext path stays: a cluster created before TLS existed keeps running and changing size
 // without it.
 func TestMembershipPlaintext(t *testing.T) {
-	c := newPlainCluster(t, etcdVersions[len(etcdVersions)-1], 3)
+	c := newPlainCluster(t, newestEtcd, 3)
 	var w *twriter
 	c.bootstrap(&w, 3)
 	require.Empty(t, c.leases.Report(c.slots[0].lease).TLSCAs, "no certificates reported without TLS")
@@ -412,15 +428,21 @@ func TestCertsCARotation(t *testing.T) {
 	// A restart permission for another set than the Secret's is no permission.
 	agents[0].Restart = old
 	require.False(t, agents[0].RestartDue())
-	// Each member restarts (the agent stops etcd, Unpin, Ensure, start).
-	for i, c := range agents {
-		c.Restart = bundle
+	// restartInPlace is member i's restart for the hook's permission restart (the agent stops etcd,
+	// Unpin, Ensure, start): it returns the CAs etcd trusts after it.
+	restartInPlace := func(i int, restart string) []string {
+		c := agents[i]
+		c.Restart = restart
 		require.True(t, c.RestartDue(), "agent %d", i)
 		c.Unpin()
 		f, err := c.Ensure(ctx)
 		require.NoError(t, err)
 		c.Pin()
-		require.Equal(t, bundle, strings.Join(f.CAs, ","), "agent %d trusts both after its restart", i)
+		return f.CAs
+	}
+	// Each member restarts.
+	for i, c := range agents {
+		require.Equal(t, bundle, strings.Join(restartInPlace(i, bundle), ","), "agent %d trusts both after its restart", i)
 		require.False(t, c.RestartDue(), "once")
 		c.Restart = ""
 	}
@@ -477,13 +499,7 @@ func TestCertsCARotation(t *testing.T) {
 	cas, _ = fingerprintsOf(client[pki.KeyCA])
 	require.Equal(t, []string{next}, cas, "clients are handed the new CA alone")
 	for i, c := range agents {
-		c.Restart = next
-		require.True(t, c.RestartDue(), "agent %d", i)
-		c.Unpin()
-		f, err := c.Ensure(ctx)
-		require.NoError(t, err)
-		c.Pin()
-		require.Equal(t, []string{next}, f.CAs, "agent %d trusts the new CA alone", i)
+		require.Equal(t, []string{next}, restartInPlace(i, next), "agent %d trusts the new CA alone", i)
 		c.Restart, c.Rotation = "", api.CARotationIntent{}
 	}
 	// Finished: the same request asks nothing more.

@@ -9,7 +9,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
 	"github.com/etcdhook/etcdhook/api"
 	"github.com/etcdhook/etcdhook/internal/writer"
@@ -22,16 +21,7 @@ func (c *tcluster) clientScheme(scheme string) *clientv3.Client {
 	for _, s := range c.slots {
 		eps = append(eps, withScheme(s.clientURL, scheme))
 	}
-	cfg := clientv3.Config{Endpoints: eps, DialTimeout: 2 * time.Second, Logger: zap.NewNop()}
-	if scheme == "https" {
-		cfg.TLS = ReloadingClientTLS(func() (map[string][]byte, error) {
-			data, _, _, err := c.secrets.Get(context.Background(), "m-client-tls")
-			return data, err
-		})
-	}
-	cl, err := clientv3.New(cfg)
-	require.NoError(c.t, err)
-	return cl
+	return c.newClient(eps, scheme == "https")
 }
 
 // startWriterOn runs the continuous writer through cl (keys under prefix).
@@ -161,7 +151,7 @@ func TestMembershipTLSSwitch(t *testing.T) {
 // One member moves its peer URL through itself (the update needs only its own vote): the switch works
 // for a cluster of one, which is briefly unavailable during its restarts as in any roll.
 func TestMembershipTLSSwitchOneMember(t *testing.T) {
-	v := etcdVersions[len(etcdVersions)-1]
+	v := newestEtcd
 	c := newPlainCluster(t, v, 1)
 	c.bootstrap(nil, 1)
 	s := c.slots[0]
