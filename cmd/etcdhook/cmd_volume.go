@@ -4,27 +4,52 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"log/slog"
 	"os"
 	"strings"
 	"time"
 
+	"k8s.io/client-go/kubernetes"
+
 	"github.com/etcdhook/etcdhook/membership"
 )
+
+// runPVC: etcdhook pvc delete --claim=… --namespace=… --cluster-uid=… --peer-url=… --endpoints=…
+func runPVC(args []string) error {
+	if len(args) > 0 && args[0] == "grow" {
+		return runPVCGrow(args[1:])
+	}
+	if len(args) == 0 || args[0] != "delete" {
+		return usageError{errors.New("usage: etcdhook pvc delete --claim=NAME --namespace=NS --cluster-uid=UID --peer-url=URL --pod=NAME --endpoints=URL,…")}
+	}
+	fs := flag.NewFlagSet("pvc delete", flag.ContinueOnError)
+	f := addClaimFlags(fs, "delete", "ClaimDeleted")
+	peerURL := fs.String("peer-url", "", "peer URL of the removed member: no member may have it")
+	pod := fs.String("pod", "", "the member pod, which must be gone")
+	endpoints := fs.String("endpoints", "", "comma-separated client URLs of voters")
+	if err := parseFlags(fs, args[1:], "claim", "namespace", "cluster-uid", "peer-url", "endpoints"); err != nil {
+		return err
+	}
+	j, done, err := newClaimJob(f, "etcdhook-pvc-delete")
+	if err != nil {
+		return err
+	}
+	defer done()
+	return refusal(membership.DeletePVC(j.ctx, j.etcd, j.kube, j.log, membership.PVCRequest{
+		Namespace: *f.ns, Claim: *f.claim, ClusterUID: *f.uid, PeerURL: *peerURL, Pod: *pod, Endpoints: strings.Split(*endpoints, ","),
+		Events: j.events,
+	}))
+}
 
 // runPVCGrow: etcdhook pvc grow --claim=… --namespace=… --cluster-uid=… --size=… --pod=… --endpoints=…
 func runPVCGrow(args []string) error {
 	fs := flag.NewFlagSet("pvc grow", flag.ContinueOnError)
-	claim := fs.String("claim", "", "claim to grow")
-	ns := fs.String("namespace", os.Getenv("POD_NAMESPACE"), "namespace")
-	uid := fs.String("cluster-uid", "", "the EtcdCluster UID the claim must be labelled with")
+	f := addClaimFlags(fs, "grow", "VolumeGrown")
 	size := fs.String("size", "", "the size to ask for (a Kubernetes quantity, e.g. 20Gi)")
 	pod := fs.String("pod", "", "the member pod mounting the claim (restarted only for a driver that grows file systems offline)")
 	peerURL := fs.String("peer-url", "", "the peer URL of that pod's member (which may be down; every other must be healthy)")
 	endpoints := fs.String("endpoints", "", "comma-separated client URLs of voters (health check before a restart)")
 	restartAfter := fs.Duration("restart-after", 2*time.Minute, "restart the pod when the file system resize is pending this long")
-	timeout := fs.Duration("timeout", 4*time.Minute, "give up after this long")
-	tlsDir := fs.String("tls-dir", "", "client certificate directory (tls.crt, tls.key, ca.crt) when the cluster runs TLS")
-	cluster := fs.String("cluster", "", "the EtcdCluster to post the VolumeGrown event on (default: from --claim)")
 	if err := parseFlags(fs, args, "claim", "namespace", "cluster-uid", "size", "endpoints"); err != nil {
 		return err
 	}
@@ -32,13 +57,13 @@ func runPVCGrow(args []string) error {
 	if err != nil {
 		return err
 	}
-	j, done, err := newClaimJob(*claim, *ns, *cluster, *uid, "etcdhook-pvc-grow", *timeout, *tlsDir)
+	j, done, err := newClaimJob(f, "etcdhook-pvc-grow")
 	if err != nil {
 		return err
 	}
 	defer done()
 	return refusal(membership.GrowPVC(j.ctx, j.etcd, j.kube, j.log, membership.GrowRequest{
-		Namespace: *ns, Claim: *claim, ClusterUID: *uid, Size: q, Pod: *pod, PeerURL: *peerURL, Endpoints: strings.Split(*endpoints, ","),
+		Namespace: *f.ns, Claim: *f.claim, ClusterUID: *f.uid, Size: q, Pod: *pod, PeerURL: *peerURL, Endpoints: strings.Split(*endpoints, ","),
 		RestartAfter: *restartAfter, Events: j.events,
 	}))
 }
@@ -69,4 +94,65 @@ func runStatefulSet(args []string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
 	return membership.OrphanStatefulSet(ctx, kube, jsonLogger(), membership.OrphanRequest{Namespace: *ns, StatefulSet: *name, UID: *uid, Size: q})
+}
+
+// claimFlags are the flags a Job acting on one member claim shares (pvc delete, pvc grow); verb and
+// event complete the help of --claim and --cluster.
+type claimFlags struct {
+	claim, ns, uid, tlsDir, cluster *string
+	timeout                         *time.Duration
+}
+
+func addClaimFlags(fs *flag.FlagSet, verb, event string) claimFlags {
+	return claimFlags{
+		claim:   fs.String("claim", "", "claim to "+verb),
+		ns:      fs.String("namespace", os.Getenv("POD_NAMESPACE"), "namespace"),
+		uid:     fs.String("cluster-uid", "", "the EtcdCluster UID the claim must be labelled with"),
+		timeout: fs.Duration("timeout", 4*time.Minute, "give up after this long"),
+		tlsDir:  fs.String("tls-dir", "", "client certificate directory (tls.crt, tls.key, ca.crt) when the cluster runs TLS"),
+		cluster: fs.String("cluster", "", "the EtcdCluster to post the "+event+" event on (default: from --claim)"),
+	}
+}
+
+// claimJob is what a Job acting on one member claim (pvc delete, pvc grow) needs: the API, its deadline,
+// a logger, the Events of the claim's EtcdCluster, and etcd's client (TLS with a client certificate
+// directory).
+type claimJob struct {
+	kube   kubernetes.Interface
+	ctx    context.Context
+	log    *slog.Logger
+	events *membership.KubeRecorder
+	etcd   *membership.Etcd
+}
+
+// newClaimJob sets up a claimJob from its flags; done flushes its Events and ends its deadline. An empty
+// --cluster is read from the claim's name.
+func newClaimJob(f claimFlags, controller string) (*claimJob, func(), error) {
+	kube, err := inClusterKube()
+	if err != nil {
+		return nil, nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), *f.timeout)
+	log := jsonLogger()
+	cluster := *f.cluster
+	if cluster == "" {
+		cluster = clusterFromClaim(*f.claim)
+	}
+	events := membership.NewKubeRecorder(kube, *f.ns, cluster, *f.uid, controller, log)
+	return &claimJob{kube: kube, ctx: ctx, log: log, events: events, etcd: &membership.Etcd{Log: log, TLSDir: *f.tlsDir}}, func() {
+		events.Flush(5 * time.Second)
+		events.Close()
+		cancel()
+	}, nil
+}
+
+// clusterFromClaim reads the EtcdCluster's name from a member claim's name (data-<cluster>-<ordinal>,
+// api.Names.PVC).
+func clusterFromClaim(claim string) string {
+	name, ok := strings.CutPrefix(claim, "data-")
+	i := strings.LastIndex(name, "-")
+	if !ok || i <= 0 {
+		return ""
+	}
+	return name[:i]
 }
