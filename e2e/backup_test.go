@@ -156,18 +156,17 @@ func (s *scenario) putKeysAt(prefix string, n int) map[string]string {
 
 // readKeys reads every /backup/ key through the client Service.
 func (s *scenario) readKeys() (map[string]string, int64) {
-	cl, err := s.newClient([]string{s.clientEndpoint()})
-	require.NoError(s.t, err)
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	resp, err := cl.Get(ctx, "/backup/", clientv3.WithPrefix())
-	require.NoError(s.t, err)
 	got := map[string]string{}
-	for _, kv := range resp.Kvs {
-		got[string(kv.Key)] = string(kv.Value)
-	}
-	return got, resp.Header.Revision
+	var rev int64
+	s.withServiceClient(10*time.Second, func(ctx context.Context, cl *clientv3.Client) {
+		resp, err := cl.Get(ctx, "/backup/", clientv3.WithPrefix())
+		require.NoError(s.t, err)
+		for _, kv := range resp.Kvs {
+			got[string(kv.Key)] = string(kv.Value)
+		}
+		rev = resp.Header.Revision
+	})
+	return got, rev
 }
 
 func (s *scenario) annotate(key, value string) {

@@ -134,18 +134,41 @@ func (w *swriter) Finish(extra string) {
 	// comes back after the last step would pass a status-only check.
 	w.Step("settled")
 	w.s.waitFor("acknowledged writes after the last step", time.Minute, func() bool { return w.AckedInStep() >= minAcked })
-	cl, err := w.s.newClient([]string{w.s.clientEndpoint()})
-	require.NoError(t, err)
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	rev, acked, lost, err := w.Verify(ctx, cl)
-	require.NoError(t, err)
-	require.NotZero(t, acked)
-	require.Zero(t, lost, "%d of %d acknowledged writes are not readable", lost, acked)
-	w.s.checkHashKV(rev)
+	w.s.withServiceClient(30*time.Second, func(ctx context.Context, cl *clientv3.Client) {
+		w.s.checkHashKV(w.s.verify(ctx, cl, w.Writer))
+	})
 	results.add(t.Name(), extra+w.Table())
 	t.Logf("\n%s%s", extra, w.Table())
+}
+
+// verifyWriter checks that every write w acknowledged is readable (through the client Service, with
+// the scheme the cluster serves now).
+func (s *scenario) verifyWriter(w *writer.Writer) {
+	s.t.Helper()
+	s.withServiceClient(30*time.Second, func(ctx context.Context, cl *clientv3.Client) { s.verify(ctx, cl, w) })
+}
+
+// verify stops w, checks that every write it acknowledged is readable through cl and returns the
+// revision it read at.
+func (s *scenario) verify(ctx context.Context, cl *clientv3.Client, w *writer.Writer) int64 {
+	s.t.Helper()
+	rev, acked, lost, err := w.Verify(ctx, cl)
+	require.NoError(s.t, err)
+	require.NotZero(s.t, acked)
+	require.Zero(s.t, lost, "%d of %d acknowledged writes are not readable", lost, acked)
+	return rev
+}
+
+// withServiceClient runs f with a client of the client Service and a context of timeout; a client that
+// cannot be made fails the test.
+func (s *scenario) withServiceClient(timeout time.Duration, f func(ctx context.Context, cl *clientv3.Client)) {
+	s.t.Helper()
+	cl, err := s.newClient([]string{s.clientEndpoint()})
+	require.NoError(s.t, err)
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	f(ctx, cl)
 }
 
 // checkHashKV asks every member for its KV hash at rev: all must agree.

@@ -25,9 +25,7 @@ import (
 // goes over every member although the files are compact.
 func TestDefragmentation(t *testing.T) {
 	beside(t)
-	s := newScenario(t, "defrag")
-	s.apply(spec(3, *etcdVersion))
-	s.waitFor("settled", stepTimeout, s.settled(3))
+	s := settledScenario(t, "defrag", 3)
 	cl, err := s.newClient([]string{s.clientEndpoint()})
 	require.NoError(t, err)
 	defer cl.Close()

@@ -61,9 +61,7 @@ func TestCreate(t *testing.T) {
 
 // 2. Scale 1->3->4->5->4->3->1, timing each step (single steps: +1 and −1 as the speed targets name them), checking the member list and the claims after each.
 func TestScale(t *testing.T) {
-	s := newScenario(t, "scale")
-	s.apply(spec(1, *etcdVersion))
-	s.waitFor("settled", stepTimeout, s.settled(1))
+	s := settledScenario(t, "scale", 1)
 	w := s.startWriter("scale 1->3")
 	var timings []string
 	prev := 1
@@ -90,9 +88,7 @@ func TestScale(t *testing.T) {
 
 // 3. Delete a member pod (not a scale-down): size and members stay.
 func TestDeleteMemberPod(t *testing.T) {
-	s := newScenario(t, "podkill")
-	s.apply(spec(3, *etcdVersion))
-	s.waitFor("settled", stepTimeout, s.settled(3))
+	s := settledScenario(t, "podkill", 3)
 	before := s.memberIDs()
 	old, err := s.e.kube.CoreV1().Pods(s.ns).Get(s.ctx, s.names().Pod(1), metav1.GetOptions{})
 	require.NoError(t, err)
@@ -132,9 +128,7 @@ func TestMemberDataLoss(t *testing.T) {
 	if !*hostPath {
 		t.Skip("needs volumes reachable as host paths (-e2e.hostpath)")
 	}
-	s := newScenario(t, "dataloss")
-	s.apply(spec(3, *etcdVersion))
-	s.waitFor("settled", stepTimeout, s.settled(3))
+	s := settledScenario(t, "dataloss", 3)
 	before := s.memberIDs()
 	w := s.startWriter("wipe etcd-2 and restart it")
 	dir := s.volumeDir(2)
@@ -152,9 +146,7 @@ func TestMemberDataLoss(t *testing.T) {
 // 5. Stale volume: a removed member's volume survives (not labelled as this cluster's, so its delete
 // Job is never made), then scale up: the agent moves the stale data aside and rejoins cleanly.
 func TestStaleVolume(t *testing.T) {
-	s := newScenario(t, "stale")
-	s.apply(spec(3, *etcdVersion))
-	s.waitFor("settled", stepTimeout, s.settled(3))
+	s := settledScenario(t, "stale", 3)
 	old := s.memberIDs()[2]
 	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:"kept-by-test"}}}`, api.LabelClusterUID)
 	_, err := s.e.kube.CoreV1().PersistentVolumeClaims(s.ns).Patch(s.ctx, s.names().PVC(2), types.MergePatchType, []byte(patch), metav1.PatchOptions{})
@@ -173,9 +165,7 @@ func TestStaleVolume(t *testing.T) {
 // 6. The hook is unavailable in the middle of a scale step, then back: it converges. Metacontroller is
 // restarted meanwhile, so it answers from caches rebuilt from nothing: never two changes in flight.
 func TestHookUnavailableAndStaleCaches(t *testing.T) {
-	s := newScenario(t, "hookdown")
-	s.apply(spec(3, *etcdVersion))
-	s.waitFor("settled", stepTimeout, s.settled(3))
+	s := settledScenario(t, "hookdown", 3)
 	w := s.startWriter("scale 3->5, hook down mid-step")
 	s.apply(map[string]any{"size": int64(5)})
 	s.waitFor("the step to start", time.Minute, func() bool { return len(s.pods()) >= 4 })
@@ -266,12 +256,7 @@ func rollingUpgrade(t *testing.T, short, from, to string) {
 	maxDown := 0
 	start := time.Now()
 	for time.Since(start) < 2*stepTimeout {
-		down := 0
-		for _, p := range s.pods() {
-			if !podReady(p) {
-				down++
-			}
-		}
+		down := s.countPods(func(p corev1.Pod) bool { return !podReady(p) })
 		if down > maxDown {
 			maxDown = down
 		}
@@ -306,12 +291,24 @@ func podReady(p corev1.Pod) bool {
 	return false
 }
 
+// live: ready and not terminating.
+func live(p corev1.Pod) bool { return p.DeletionTimestamp == nil && podReady(p) }
+
+// countPods counts the member pods that count accepts (at one read of the pods).
+func (s *scenario) countPods(count func(corev1.Pod) bool) int {
+	n := 0
+	for _, p := range s.pods() {
+		if count(p) {
+			n++
+		}
+	}
+	return n
+}
+
 // 8. Deleting the EtcdCluster removes its children; the claims stay (Retain).
 func TestDeletion(t *testing.T) {
 	beside(t)
-	s := newScenario(t, "delete")
-	s.apply(spec(3, *etcdVersion))
-	s.waitFor("settled", stepTimeout, s.settled(3))
+	s := settledScenario(t, "delete", 3)
 	require.NoError(t, s.e.dyn.Resource(gvrCluster).Namespace(s.ns).Delete(s.ctx, s.name, metav1.DeleteOptions{}))
 	took := s.waitFor("children gone", stepTimeout, func() bool {
 		_, err := s.e.kube.AppsV1().StatefulSets(s.ns).Get(s.ctx, s.name, metav1.GetOptions{})
@@ -327,9 +324,7 @@ func TestDeletion(t *testing.T) {
 // Size 4 -> 3 with the removed member's pod restarting at once: it must park, not rejoin.
 func TestLeaveThenRestart(t *testing.T) {
 	beside(t)
-	s := newScenario(t, "leaverestart")
-	s.apply(spec(4, *etcdVersion))
-	s.waitFor("settled", stepTimeout, s.settled(4))
+	s := settledScenario(t, "leaverestart", 4)
 	leaverID := s.memberIDs()[3]
 	w := s.startWriter("4->3, pod 3 restarted once it left")
 	s.apply(map[string]any{"size": int64(3)})
@@ -364,9 +359,7 @@ func TestLeaveThenRestart(t *testing.T) {
 
 // All pods restarted together: every agent starts etcd on its data without waiting for peers.
 func TestAllPodsRestart(t *testing.T) {
-	s := newScenario(t, "allrestart")
-	s.apply(spec(3, *etcdVersion))
-	s.waitFor("settled", stepTimeout, s.settled(3))
+	s := settledScenario(t, "allrestart", 3)
 	before := s.memberIDs()
 	w := s.startWriter("all pods deleted at once")
 	old := map[types.UID]bool{}
@@ -377,13 +370,7 @@ func TestAllPodsRestart(t *testing.T) {
 		metav1.ListOptions{LabelSelector: api.LabelInstance + "=" + s.name + "," + api.LabelComponent + "=etcd"}))
 	// A status written before the deletion still reads settled: first see three new pods.
 	took := s.waitFor("three new pods ready", stepTimeout, func() bool {
-		n := 0
-		for _, p := range s.pods() {
-			if !old[p.UID] && p.DeletionTimestamp == nil && podReady(p) {
-				n++
-			}
-		}
-		return n == 3
+		return s.countPods(func(p corev1.Pod) bool { return !old[p.UID] && live(p) }) == 3
 	})
 	took += s.waitFor("back", stepTimeout, s.settled(3))
 	require.Equal(t, before, s.memberIDs())
@@ -392,9 +379,7 @@ func TestAllPodsRestart(t *testing.T) {
 
 // kubectl scale of the StatefulSet by hand: the hook restores replicas; pods come back with their data.
 func TestManualStatefulSetScale(t *testing.T) {
-	s := newScenario(t, "kscale")
-	s.apply(spec(3, *etcdVersion))
-	s.waitFor("settled", stepTimeout, s.settled(3))
+	s := settledScenario(t, "kscale", 3)
 	before := s.memberIDs()
 	w := s.startWriter("kubectl scale --replicas=1")
 	// The StatefulSet controller writes meanwhile: read again and retry on a conflict.
@@ -420,13 +405,7 @@ func TestManualStatefulSetScale(t *testing.T) {
 		if err != nil || sts.Status.ObservedGeneration != sts.Generation || sts.Status.ReadyReplicas != 3 {
 			return false
 		}
-		n := 0
-		for _, p := range s.pods() {
-			if p.DeletionTimestamp == nil && podReady(p) {
-				n++
-			}
-		}
-		return n == 3
+		return s.countPods(live) == 3
 	})
 	took += s.waitFor("restored", stepTimeout, s.settled(3))
 	require.Equal(t, before, s.memberIDs())
@@ -436,30 +415,16 @@ func TestManualStatefulSetScale(t *testing.T) {
 
 // A bad image tag stops the roll at the first pod; reverting the version replaces that pod.
 func TestBadImageReverted(t *testing.T) {
-	s := newScenario(t, "badimage")
-	s.apply(spec(3, *etcdVersion))
-	s.waitFor("settled", stepTimeout, s.settled(3))
+	s := settledScenario(t, "badimage", 3)
 	before := s.memberIDs()
 	// The same minor with a patch release that does not exist: a valid upgrade whose image cannot start.
 	badVersion := (*etcdVersion)[:strings.LastIndex(*etcdVersion, ".")] + ".99"
 	w := s.startWriter("bad version " + badVersion)
 	s.apply(map[string]any{"version": badVersion})
-	s.waitFor("the first pod on the bad image", stepTimeout, func() bool {
-		for _, p := range s.pods() {
-			if strings.HasSuffix(p.Spec.Containers[0].Image, ":v"+badVersion) {
-				return true
-			}
-		}
-		return false
-	})
+	onBad := func(p corev1.Pod) bool { return strings.HasSuffix(p.Spec.Containers[0].Image, ":v"+badVersion) }
+	s.waitFor("the first pod on the bad image", stepTimeout, func() bool { return s.countPods(onBad) > 0 })
 	time.Sleep(20 * time.Second)
-	bad := 0
-	for _, p := range s.pods() {
-		if strings.HasSuffix(p.Spec.Containers[0].Image, ":v"+badVersion) {
-			bad++
-		}
-	}
-	require.Equal(t, 1, bad, "the roll stops at the broken pod")
+	require.Equal(t, 1, s.countPods(onBad), "the roll stops at the broken pod")
 	w.Step("reverted")
 	s.apply(map[string]any{"version": *etcdVersion})
 	took := s.waitFor("recovered", stepTimeout, s.settled(3))
@@ -470,9 +435,7 @@ func TestBadImageReverted(t *testing.T) {
 // Deleted and re-created with the same name: the new cluster refuses the old volumes.
 func TestRecreateRefusesOldVolumes(t *testing.T) {
 	beside(t)
-	s := newScenario(t, "recreate")
-	s.apply(spec(1, *etcdVersion))
-	s.waitFor("settled", stepTimeout, s.settled(1))
+	s := settledScenario(t, "recreate", 1)
 	require.NoError(t, s.e.dyn.Resource(gvrCluster).Namespace(s.ns).Delete(s.ctx, s.name, metav1.DeleteOptions{}))
 	s.waitFor("old cluster gone", stepTimeout, func() bool {
 		_, err := s.e.kube.AppsV1().StatefulSets(s.ns).Get(s.ctx, s.name, metav1.GetOptions{})
@@ -492,9 +455,7 @@ func TestRecreateRefusesOldVolumes(t *testing.T) {
 // Status wiped: the cluster stays bootstrapped; nothing starts new, no pod restarts.
 func TestStatusWiped(t *testing.T) {
 	beside(t)
-	s := newScenario(t, "wiped")
-	s.apply(spec(3, *etcdVersion))
-	s.waitFor("settled", stepTimeout, s.settled(3))
+	s := settledScenario(t, "wiped", 3)
 	before := s.memberIDs()
 	cid := s.cluster().Status.ClusterID
 	uids := map[string]types.UID{}

@@ -112,6 +112,16 @@ func newScenario(t *testing.T, short string) *scenario {
 	return s
 }
 
+// settledScenario is a new scenario whose cluster of size members, on the -e2e.etcd version, is
+// created and settled: where most scenarios start.
+func settledScenario(t *testing.T, short string, size int) *scenario {
+	t.Helper()
+	s := newScenario(t, short)
+	s.apply(spec(size, *etcdVersion))
+	s.waitFor("settled", stepTimeout, s.settled(size))
+	return s
+}
+
 func (s *scenario) names() api.Names {
 	return api.Names{Cluster: s.name, Namespace: s.ns, TLS: s.tlsOn()}
 }

@@ -185,9 +185,7 @@ func TestTLSUserSecrets(t *testing.T) {
 // without a failed write; status.tls.renewal counts the members.
 func TestCertificateRenewal(t *testing.T) {
 	beside(t)
-	s := newScenario(t, "renew")
-	s.apply(spec(3, *etcdVersion))
-	s.waitFor("settled", stepTimeout, s.settled(3))
+	s := settledScenario(t, "renew", 3)
 	w := s.startWriter("steady")
 	time.Sleep(3 * time.Second)
 	before, pods := s.allServed(3), s.podIdentities()

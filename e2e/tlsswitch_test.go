@@ -41,21 +41,6 @@ func (s *scenario) schemeWriter(https bool, prefix, first string) (*writer.Write
 	return w, cl
 }
 
-// verifyWriter checks that every write w acknowledged is readable (through the client Service, with
-// the scheme the cluster serves now).
-func (s *scenario) verifyWriter(w *writer.Writer) {
-	s.t.Helper()
-	cl, err := s.newClient([]string{s.clientEndpoint()})
-	require.NoError(s.t, err)
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	_, acked, lost, err := w.Verify(ctx, cl)
-	require.NoError(s.t, err)
-	require.NotZero(s.t, acked)
-	require.Zero(s.t, lost, "%d of %d acknowledged writes are not readable", lost, acked)
-}
-
 func (s *scenario) setTLS(on bool) {
 	s.t.Helper()
 	_, err := s.e.dyn.Resource(gvrCluster).Namespace(s.ns).Patch(s.ctx, s.name, types.MergePatchType,
@@ -181,12 +166,9 @@ func TestTLSSwitch(t *testing.T) {
 // checkHashKVAt compares every member's hashkv at the current revision.
 func (s *scenario) checkHashKVAt() {
 	s.t.Helper()
-	cl, err := s.newClient([]string{s.clientEndpoint()})
-	require.NoError(s.t, err)
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	resp, err := cl.Get(ctx, "e2e-hashkv-probe")
-	require.NoError(s.t, err)
-	s.checkHashKV(resp.Header.Revision)
+	s.withServiceClient(10*time.Second, func(ctx context.Context, cl *clientv3.Client) {
+		resp, err := cl.Get(ctx, "e2e-hashkv-probe")
+		require.NoError(s.t, err)
+		s.checkHashKV(resp.Header.Revision)
+	})
 }
