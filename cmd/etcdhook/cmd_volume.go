@@ -30,15 +30,12 @@ func runPVC(args []string) error {
 	if err := parseFlags(fs, args[1:], "claim", "namespace", "cluster-uid", "peer-url", "endpoints"); err != nil {
 		return err
 	}
-	j, done, err := newClaimJob(f, "etcdhook-pvc-delete")
-	if err != nil {
-		return err
-	}
-	defer done()
-	return refusal(membership.DeletePVC(j.ctx, j.etcd, j.kube, j.log, membership.PVCRequest{
-		Namespace: *f.ns, Claim: *f.claim, ClusterUID: *f.uid, PeerURL: *peerURL, Pod: *pod, Endpoints: strings.Split(*endpoints, ","),
-		Events: j.events,
-	}))
+	return runClaimJob(f, "etcdhook-pvc-delete", func(j *claimJob) error {
+		return membership.DeletePVC(j.ctx, j.etcd, j.kube, j.log, membership.PVCRequest{
+			Namespace: *f.ns, Claim: *f.claim, ClusterUID: *f.uid, PeerURL: *peerURL, Pod: *pod, Endpoints: strings.Split(*endpoints, ","),
+			Events: j.events,
+		})
+	})
 }
 
 // runPVCGrow: etcdhook pvc grow --claim=… --namespace=… --cluster-uid=… --size=… --pod=… --endpoints=…
@@ -57,15 +54,12 @@ func runPVCGrow(args []string) error {
 	if err != nil {
 		return err
 	}
-	j, done, err := newClaimJob(f, "etcdhook-pvc-grow")
-	if err != nil {
-		return err
-	}
-	defer done()
-	return refusal(membership.GrowPVC(j.ctx, j.etcd, j.kube, j.log, membership.GrowRequest{
-		Namespace: *f.ns, Claim: *f.claim, ClusterUID: *f.uid, Size: q, Pod: *pod, PeerURL: *peerURL, Endpoints: strings.Split(*endpoints, ","),
-		RestartAfter: *restartAfter, Events: j.events,
-	}))
+	return runClaimJob(f, "etcdhook-pvc-grow", func(j *claimJob) error {
+		return membership.GrowPVC(j.ctx, j.etcd, j.kube, j.log, membership.GrowRequest{
+			Namespace: *f.ns, Claim: *f.claim, ClusterUID: *f.uid, Size: q, Pod: *pod, PeerURL: *peerURL, Endpoints: strings.Split(*endpoints, ","),
+			RestartAfter: *restartAfter, Events: j.events,
+		})
+	})
 }
 
 // runStatefulSet: etcdhook statefulset orphan --name=… --uid=… --size=…
@@ -125,12 +119,12 @@ type claimJob struct {
 	etcd   *membership.Etcd
 }
 
-// newClaimJob sets up a claimJob from its flags; done flushes its Events and ends its deadline. An empty
-// --cluster is read from the claim's name.
-func newClaimJob(f claimFlags, controller string) (*claimJob, func(), error) {
+// runClaimJob sets up a claimJob from its flags and runs do with it (a refusal exits 3), then flushes
+// its Events. An empty --cluster is read from the claim's name.
+func runClaimJob(f claimFlags, controller string, do func(j *claimJob) error) error {
 	kube, err := inClusterKube()
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *f.timeout)
 	log := jsonLogger()
@@ -139,11 +133,12 @@ func newClaimJob(f claimFlags, controller string) (*claimJob, func(), error) {
 		cluster = clusterFromClaim(*f.claim)
 	}
 	events := membership.NewKubeRecorder(kube, *f.ns, cluster, *f.uid, controller, log)
-	return &claimJob{kube: kube, ctx: ctx, log: log, events: events, etcd: &membership.Etcd{Log: log, TLSDir: *f.tlsDir}}, func() {
+	defer func() {
 		events.Flush(5 * time.Second)
 		events.Close()
 		cancel()
-	}, nil
+	}()
+	return refusal(do(&claimJob{kube: kube, ctx: ctx, log: log, events: events, etcd: &membership.Etcd{Log: log, TLSDir: *f.tlsDir}}))
 }
 
 // clusterFromClaim reads the EtcdCluster's name from a member claim's name (data-<cluster>-<ordinal>,
