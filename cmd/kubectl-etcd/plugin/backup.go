@@ -25,12 +25,8 @@ func runBackup(ctx context.Context, env Env, args []string) error {
 	if _, found, _ := unstructured.NestedMap(u.Object, "spec", "backup"); !found {
 		return fmt.Errorf("backup: %s/%s has no spec.backup (where would the snapshot go?)", c.Namespace, o.name)
 	}
-	if err := annotate(ctx, c, o.name, api.AnnBackupNow, &o.token); err != nil {
+	if err := o.ask(ctx, env, c, api.AnnBackupNow, "backup %q of %s/%s requested"); err != nil || !o.wait {
 		return err
-	}
-	fmt.Fprintf(env.Out, "backup %q of %s/%s requested\n", o.token, c.Namespace, o.name)
-	if !o.wait {
-		return nil
 	}
 	return o.follow(ctx, env, c, func(snap *Snapshot) (bool, error) {
 		if b := snap.status.Backup; b != nil && b.OnDemand != nil && b.OnDemand.Token == o.token {

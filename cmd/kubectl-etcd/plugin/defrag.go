@@ -22,12 +22,8 @@ func runDefrag(ctx context.Context, env Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := annotate(ctx, c, o.name, api.AnnDefragNow, &o.token); err != nil {
+	if err := o.ask(ctx, env, c, api.AnnDefragNow, "defragmentation %q of %s/%s requested"); err != nil || !o.wait {
 		return err
-	}
-	fmt.Fprintf(env.Out, "defragmentation %q of %s/%s requested\n", o.token, c.Namespace, o.name)
-	if !o.wait {
-		return nil
 	}
 	pass := "pass now:" + o.token + ":"
 	seen, last := false, ""

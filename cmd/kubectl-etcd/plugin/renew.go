@@ -36,12 +36,8 @@ func runRequest(ctx context.Context, env Env, args []string, r request) error {
 	if u.GetAnnotations()[r.annotation] == o.token {
 		return fmt.Errorf("%s: %s/%s already carries %s=%s: use a value never used before", r.cmd, c.Namespace, o.name, r.annotation, o.token)
 	}
-	if err := annotate(ctx, c, o.name, r.annotation, &o.token); err != nil {
+	if err := o.ask(ctx, env, c, r.annotation, r.asked); err != nil || !o.wait {
 		return err
-	}
-	fmt.Fprintf(env.Out, r.asked+"\n", o.token, c.Namespace, o.name)
-	if !o.wait {
-		return nil
 	}
 	last := ""
 	return o.follow(ctx, env, c, func(snap *Snapshot) (bool, error) {

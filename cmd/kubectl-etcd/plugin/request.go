@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -59,6 +60,16 @@ func startRequest(ctx context.Context, cmd string, env Env, args []string, f req
 		return nil, nil, nil, err
 	}
 	return o, c, u, nil
+}
+
+// ask sets the request's annotation to the token and says so: asked is a format of the token, the
+// namespace and the name.
+func (o *requestOpts) ask(ctx context.Context, env Env, c *Clients, annotation, asked string) error {
+	if err := annotate(ctx, c, o.name, annotation, &o.token); err != nil {
+		return err
+	}
+	fmt.Fprintf(env.Out, asked+"\n", o.token, c.Namespace, o.name)
+	return nil
 }
 
 // follow reads the EtcdCluster every PollInterval and hands its status to served until served says the
