@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	coordv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/etcdhook/etcdhook/api"
@@ -58,27 +57,6 @@ func (p *plan) backupStatus() *api.BackupStatus {
 	}
 	return st
 }
-
-// leaseReport is the report under key on Lease l (the backup Lease: the Jobs' reports) when it is one
-// mine accepts, nil otherwise. One that does not parse, or is dated (at) ahead of the hook's clock, is
-// named (InputIgnored) and ignored: the Lease is writable by the backup Jobs and by hand.
-func leaseReport[R any](f *facts, l *coordv1.Lease, key string, parse func(string) (*R, error), mine func(*R) bool, at func(*R) time.Time) *R {
-	r, err := parse(l.Annotations[key])
-	switch {
-	case err != nil:
-		f.distrusted = append(f.distrusted, fmt.Sprintf("Lease %s annotation %s does not parse (%v): ignored", l.Name, key, err))
-		return nil
-	case r == nil || !mine(r):
-		return nil
-	case at(r).After(f.now.Add(maxClockSkew)):
-		f.distrusted = append(f.distrusted, fmt.Sprintf("Lease %s annotation %s is dated %s, ahead of the hook's clock: ignored", l.Name, key, at(r).UTC().Format(time.RFC3339)))
-		return nil
-	}
-	return r
-}
-
-// maxClockSkew is how far ahead of the hook's clock a reported time may be before it is distrusted.
-const maxClockSkew = 2 * time.Minute
 
 // backupConditions: BackupFailing when the newest attempt failed; BackupStale when a schedule has
 // had no success for two of its periods (counted from when backups were configured until the first

@@ -2,7 +2,6 @@ package sync
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -28,16 +27,6 @@ import (
 // restarted keep trusting the old one. A member that is down blocks the next step rather than being
 // skipped.
 
-// caRotationState is the decision of one sync.
-type caRotationState struct {
-	intent api.CARotationIntent // what every member Lease asks (zero: nothing)
-	// restart: the ordinal whose etcd may restart now (-1 none) into trust (etcd.io/ca-restart).
-	restart int
-	trust   string
-	status  *api.CARotation
-	active  bool // a rotation is in progress (not done)
-}
-
 // rotateRequest is the etcd.io/rotate-ca value and its mark ("" without one).
 func (p *plan) rotateRequest() (string, string) {
 	v := strings.TrimSpace(p.f.parent.Annotations[api.AnnRotateCA])
@@ -46,16 +35,6 @@ func (p *plan) rotateRequest() (string, string) {
 	}
 	return v, api.RenewalMark(v)
 }
-
-// caReport is one member's fresh report, for the rotation.
-type caReport struct {
-	i      int
-	id     string
-	trusts string // etcd.io/tls-cas
-	issuer string
-}
-
-func (c caReport) trustsCA(fp string) bool { return slices.Contains(strings.Split(c.trusts, ","), fp) }
 
 // decideCARotation finds the step the rotation is at and which member, if any, restarts now.
 func (p *plan) decideCARotation() caRotationState {

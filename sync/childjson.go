@@ -118,16 +118,6 @@ var writers = gosync.Pool{New: func() any {
 	return w
 }}
 
-// Release gives back the buffer the children are written in, for the next answer. The response and
-// its children must not be used afterwards; a response that is never released is simply collected.
-func (r *Response) Release() {
-	if w := r.writer; w != nil {
-		r.writer, r.Children = nil, nil
-		w.vct = nil
-		writers.Put(w)
-	}
-}
-
 // appendChild writes obj's answer after the children already written and returns it (a slice of the
 // shared buffer, valid until the writer is released). vct, when not nil, replaces
 // spec.volumeClaimTemplates with the observed bytes.

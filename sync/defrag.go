@@ -14,28 +14,9 @@ import (
 // reports the token back (etcd.io/defrag-done). A pass is due on the schedule (token "schedule:<time>")
 // or for each etcd.io/defrag-now value ("now:<value>", every member whatever its free space).
 
-// defragState is what the decision found, for the Lease intent and the status.
-type defragState struct {
-	token  string // the pass due ("" none)
-	target int    // the ordinal asked to defragment, -1 none
-	held   string // why no member is asked now
-	next   string // the pass due, when target finishes an earlier one (token) first
-	done   int    // members done for this pass
-	todo   int    // members that still need it
-}
-
 // defragWindows bound the search for the latest scheduled time: a schedule that fires more often
 // than the first window is found there in a few steps, a monthly one in the last.
 var defragWindows = []time.Duration{time.Hour, 25 * time.Hour, 32 * 24 * time.Hour, 367 * 24 * time.Hour}
-
-// NoSpacePass is the token of the NOSPACE recovery: while any member reports a NOSPACE alarm, every
-// member that raised one or whose file is at the quota (api.OverQuota) is asked in turn, those that did
-// not raise one first; the agent compacts (cluster-wide, once), defragments its member if its file is
-// at the quota, and disarms its own alarm once its file has room. Etcd checks writes against the file
-// size: a member left at the quota would raise the alarm again at the next write it receives, so the
-// raisers, whose disarming lets writes in, go last. The member's state (its alarm, its file), not a
-// token it reported, says whether it is done, so the same token serves every occurrence.
-const NoSpacePass = api.NoSpacePass
 
 // noSpaceRaisers are the member IDs with a NOSPACE alarm in a fresh report (nil: none).
 func (p *plan) noSpaceRaisers() map[string]bool {
@@ -200,25 +181,6 @@ func (p *plan) decideDefrag() defragState {
 	return st
 }
 
-// pendingPass is the pass member i is on: the one its agent reports executing (running), or the one the
-// last answer asked of it that it has not reported done and may still execute (mayExecute; a NOSPACE
-// turn asked is not counted: its agent acts only while an alarm or a full file calls for it). "" when
-// none, or when its Lease is stale or another member's: no agent runs behind a stale one.
-func (p *plan) pendingPass(i int) (token string, running bool) {
-	m, lv := p.f.primary[i], p.f.leases[i]
-	if m == nil || lv == nil || !lv.fresh || lv.report.MemberID != m.ID {
-		return "", false
-	}
-	r := lv.report
-	if r.Defragging != "" {
-		return r.Defragging, true
-	}
-	if lv.defrag != "" && lv.defrag != NoSpacePass && r.DefragDone != lv.defrag && mayExecute(m, r) {
-		return lv.defrag, false
-	}
-	return "", false
-}
-
 // unfinishedPass finds a member on a pass other than token (pendingPass): its ordinal and that pass
 // (-1 when none). The NOSPACE recovery waits only for a member executing a pass, not for one merely
 // asked (whose agent may keep failing it).
@@ -241,29 +203,6 @@ func (p *plan) defragNowDone() string {
 		return recorded
 	}
 	return v
-}
-
-// defragmenting names the pod of a member on a pass (pendingPass: it defragments now, or the last answer
-// asked it to and it may be at it before its report says so); "" when none. A
-// defragmenting member serves no reads or writes for the duration: no planned step (a member leaving or
-// joining, a pod restarted by a roll) starts beside it, as no defragmentation starts beside a step.
-func (p *plan) defragmenting() string {
-	for _, i := range sortedKeys(p.f.primary) {
-		if tok, _ := p.pendingPass(i); tok != "" {
-			return p.f.names.Pod(i)
-		}
-	}
-	return ""
-}
-
-// mayExecute says whether a member asked for a pass (not yet reporting it running) may still be about to
-// execute it: it is healthy and its last attempt did not fail. A member whose etcd is down never looks
-// at the request, and one whose attempt failed retries only after a minute (errNoTransferee, a failing
-// MoveLeader may fail every time): neither keeps the turn, nor holds a step, on the strength of a
-// request alone. A member reporting the pass running keeps both whatever its health (a defragmenting
-// member may answer Status slowly).
-func mayExecute(m *memberView, r api.Report) bool {
-	return m.healthy && r.Reason() != api.ReasonDefragmenting
 }
 
 // askDefrag decides and writes the intent on the chosen member's Lease (only a Lease the plan renders).

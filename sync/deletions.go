@@ -12,14 +12,6 @@ import (
 	"github.com/etcdhook/etcdhook/api"
 )
 
-// Deletion is an observed child the answer leaves out on purpose: Metacontroller deletes it. Every
-// child the hook leaves out must be one of these, with the reason the plan gave.
-type Deletion struct {
-	Key    string // group key, e.g. Lease.coordination.k8s.io/v1
-	Name   string
-	Reason string
-}
-
 // childRef is one observed child.
 type childRef struct {
 	key  string
@@ -57,14 +49,6 @@ func (o *Observed) childRefs() []childRef {
 	out = refsOf(out, KeyCronJob, o.CronJobs)
 	out = refsOf(out, KeyNetworkPolicy, o.NetworkPolicies)
 	return out
-}
-
-// release records that the plan deletes an observed child, and why.
-func (p *plan) release(key, name, reason string) {
-	if p.released == nil {
-		p.released = map[string]string{}
-	}
-	p.released[key+"/"+name] = reason
 }
 
 // deletions checks the rendered children against the observed ones: each observed child left out must
@@ -202,3 +186,5 @@ func projectObserved(observed, shape map[string]any) map[string]any {
 	}
 	return out
 }
+
+const lastAppliedAnnotation = "metacontroller.k8s.io/last-applied-configuration"

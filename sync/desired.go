@@ -98,11 +98,6 @@ func (p *plan) backupRuns() []render.BackupRun {
 	return runs
 }
 
-// backupToken is the etcd.io/backup-now token asked for, "" when none.
-func (p *plan) backupToken() string {
-	return strings.TrimSpace(p.f.parent.Annotations[api.AnnBackupNow])
-}
-
 // jobArg is the value of a --flag= argument of a Job's container command, "" when absent.
 func jobArg(j *batchv1.Job, prefix string) string {
 	cs := j.Spec.Template.Spec.Containers

@@ -2,6 +2,8 @@ package sync
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/etcdhook/etcdhook/api"
 )
@@ -34,17 +36,6 @@ var (
 		reason: api.ReasonSwitchingPeerScheme,
 	}
 )
-
-// reporting is m's Lease when its agent reports fresh about m, nil otherwise.
-func (f *facts) reporting(m *memberView) *leaseView {
-	if m == nil || m.ordinal < 0 {
-		return nil
-	}
-	if lv := f.leases[m.ordinal]; lv != nil && lv.fresh && lv.report.MemberID == m.ID {
-		return lv
-	}
-	return nil
-}
 
 // restarting names the pod of a member restarting in place for r: asked and not done, or saying it is
 // at it ("" none).
@@ -140,3 +131,13 @@ func (p *plan) restartTurn(todo []caReport, asked func(*leaseView) bool, unhealt
 	}
 	return leader[0].i, ""
 }
+
+// caReport is one member's fresh report, for the rotation.
+type caReport struct {
+	i      int
+	id     string
+	trusts string // etcd.io/tls-cas
+	issuer string
+}
+
+func (c caReport) trustsCA(fp string) bool { return slices.Contains(strings.Split(c.trusts, ","), fp) }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	stdjson "encoding/json"
 
+	"github.com/etcdhook/etcdhook/api"
 	json "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 	jsonv1 "github.com/go-json-experiment/json/v1"
@@ -65,4 +66,33 @@ func (r *Response) AppendJSON(dst []byte) ([]byte, error) {
 		b = b[:n-1]
 	}
 	return b, nil
+}
+
+// Response is what Metacontroller applies. Children is never nil: an absent list deletes every child.
+// From ComputeBody each child is its JSON (a *json.RawMessage, keys sorted); from Compute a map[string]any.
+// Both marshal to the same bytes; AppendJSON writes them without a second encoding.
+type Response struct {
+	Status             *api.ClusterStatus `json:"status"`
+	Children           []any              `json:"children"`
+	ResyncAfterSeconds float64            `json:"resyncAfterSeconds"`
+	Finalized          bool               `json:"finalized"`
+	// Deleted lists the observed children this answer leaves out on purpose (not sent: the hook logs it).
+	Deleted []Deletion `json:"-"`
+	// For the log, not sent: the parent (namespace/name) and whether the request was a finalize.
+	Parent     string `json:"-"`
+	Finalizing bool   `json:"-"`
+	// Changes: what this answer's conditions change against the parent's status (the audit trail).
+	Changes []Change `json:"-"`
+	// writer holds the buffer the children are written in (see Release).
+	writer *childWriter
+}
+
+// Release gives back the buffer the children are written in, for the next answer. The response and
+// its children must not be used afterwards; a response that is never released is simply collected.
+func (r *Response) Release() {
+	if w := r.writer; w != nil {
+		r.writer, r.Children = nil, nil
+		w.vct = nil
+		writers.Put(w)
+	}
 }

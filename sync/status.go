@@ -238,13 +238,6 @@ func (p *plan) progressing() bool {
 	return p.busy != "" || p.rolling || p.pendingSpec || p.tlsSw.active()
 }
 
-func (p *plan) keptNote() string {
-	if p.hasSpec && p.f.applied != nil {
-		return fmt.Sprintf(" (children keep the last valid spec: size %d, version %s)", *p.spec.Size, p.spec.Version)
-	}
-	return ""
-}
-
 func (p *plan) foreignData() string {
 	var out []string
 	for _, lv := range p.f.sortedLeases() {
@@ -264,53 +257,6 @@ func (p *plan) message() string { return strings.Join(p.waiting, "; ") }
 func (p *plan) creating() bool {
 	f := p.f
 	return f.bootstrapped && p.hasSpec && !f.formed && p.stalled == "" && !p.formedNow()
-}
-
-// formedNow: every member of the target size is a healthy voter.
-func (p *plan) formedNow() bool {
-	f := p.f
-	if !f.bootstrapped || !p.hasSpec || len(f.primary) < p.target() {
-		return false
-	}
-	for _, m := range f.primary {
-		if !m.healthy || m.Learner {
-			return false
-		}
-	}
-	return true
-}
-
-// joiningAs: m is the member the agent at its ordinal is adding under a live join permission: its agent
-// reports that member ID, or m is a learner that has not started yet (added a moment before its agent's
-// first report with the new ID: counting it unhealthy flapped the phase to Degraded on every join).
-func (p *plan) joiningAs(m *memberView) bool {
-	lv := p.f.leases[m.ordinal]
-	if !p.joining(m.ordinal) || lv == nil {
-		return false
-	}
-	return lv.report.MemberID == m.ID || m.Learner && !m.Started
-}
-
-// joining: ordinal i holds a join permission whose deadline has not passed.
-func (p *plan) joining(i int) bool {
-	lp := p.leases[i]
-	if i < 0 || lp == nil {
-		return false
-	}
-	// Read as the agent reads it (api/join.go), like every other reading of a permission.
-	w := lp.Join
-	open, _ := w.OpenAt(p.f.now)
-	return open
-}
-
-func memberName(f *facts, m *memberView) string {
-	if m.ordinal >= 0 {
-		return f.names.Pod(m.ordinal)
-	}
-	if m.Name != "" {
-		return m.Name
-	}
-	return "orphan-" + m.ID
 }
 
 func (p *plan) phase(available, unhealthy bool) string {

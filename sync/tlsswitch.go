@@ -22,42 +22,6 @@ import (
 // the spec says where it goes. Only when no member list is known does the StatefulSet's annotation
 // (etcd.io/tls-switch, the hook's own) say which template the pods were last given.
 
-// tlsMode is the TLS of the pod template.
-type tlsMode int
-
-const (
-	tlsPlain tlsMode = iota
-	tlsOn
-	tlsTransition
-)
-
-// tlsSwitchState is the decision of one sync.
-type tlsSwitchState struct {
-	mode tlsMode
-	// from is the scheme being left (transition, or the final roll after it): the agents' own clients
-	// and a joining member's peer URL keep it until every member serves the new one.
-	from string
-	// final: the pods roll from the transition template to the final one.
-	final bool
-	// turn: the ordinal whose peer URL moves now (-1 none).
-	turn   int
-	status *api.TLSSwitch
-}
-
-func (s tlsSwitchState) active() bool { return s.mode == tlsTransition || s.final }
-
-// switchAnnotation is the StatefulSet's etcd.io/tls-switch: "transition <from>" while the pods are
-// given the transition template, "final <from>" while they roll from it to the final one.
-func (s tlsSwitchState) switchAnnotation() string {
-	switch {
-	case s.mode == tlsTransition:
-		return "transition " + s.from
-	case s.final:
-		return "final " + s.from
-	}
-	return ""
-}
-
 // holdTLSSwitch is the etcd.io/hold-tls-switch value ("" none).
 func (p *plan) holdTLSSwitch() string {
 	return strings.TrimSpace(p.f.parent.Annotations[api.AnnHoldTLSSwitch])
@@ -72,13 +36,6 @@ func onOff(on bool) string {
 		return "on"
 	}
 	return "off"
-}
-
-func peerScheme(url string) string {
-	if strings.HasPrefix(url, "https://") {
-		return "https"
-	}
-	return "http"
 }
 
 // decideTLSMode picks the template's TLS from the spec and the members' peer URLs (before the template
@@ -222,38 +179,4 @@ func (p *plan) askPeerSwitch(rolled bool) {
 	if waiting != "" {
 		p.wait("TLS switch: %s", waiting)
 	}
-}
-
-// caRotationUnderway: by the agents' reports (never by the step this hook wrote, which the same answer
-// may clear), a CA rotation is not over: the CA Secret holds a next CA, or a member's etcd trusts other
-// CAs than the Secret's one.
-func (f *facts) caRotationUnderway() bool {
-	for _, lv := range f.sortedLeases() {
-		if !lv.fresh {
-			continue
-		}
-		s, ok := api.ParseCASecretState(lv.report.TLSCASecret)
-		if ok && (s.Next != "" || s.Current != "" && lv.report.TLSCAs != "" && lv.report.TLSCAs != s.Current) {
-			return true
-		}
-	}
-	return false
-}
-
-// tlsSwitchSeen: a switch is under way by the observed objects: the StatefulSet's annotation, or
-// members whose peer URLs are not all on the applied spec's scheme.
-func (f *facts) tlsSwitchSeen() bool {
-	if f.sts != nil && f.sts.Annotations[api.AnnTLSSwitch] != "" {
-		return true
-	}
-	if f.applied == nil {
-		return false
-	}
-	want := api.Scheme(f.applied.Security.TLS.TLSOn())
-	for _, m := range f.members {
-		if m.ordinal >= 0 && peerScheme(m.PeerURL) != want {
-			return true
-		}
-	}
-	return false
 }

@@ -1,0 +1,306 @@
+package sync
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/sync/render"
+)
+
+// decide runs one sync's membership protocol (docs/design/06-sync-order.md §6): it starts from what was
+// observed (carry), re-derives the hook's own Lease halves (normalizeIntents), latches the spec
+// (chooseSpec) and takes at most one membership step (reconcile). Step families are in their own files
+// (members.go, scale.go, roll.go, volumes.go, tlsswitch.go, carotation.go, defrag.go, inplace.go).
+func decide(f *facts, opts Options) (*plan, error) {
+	p := &plan{f: f, opts: opts.withDefaults(), leases: map[int]*api.Intent{}}
+	p.carry()
+	// Intents are judged against the spec in force when they were written (the applied one): a
+	// hand-edited intent must not even make a step look in flight.
+	ref := api.Defaulted(api.WithAppliedDefaults(f.parent.Spec, f.applied))
+	if f.applied != nil {
+		ref = *f.applied
+	}
+	p.normalizeIntents(ref)
+	if err := p.chooseSpec(); err != nil {
+		return nil, err
+	}
+	if !p.hasSpec {
+		return p, nil
+	}
+	// Every URL the plan renders (Job endpoints, status) has the scheme every member serves now.
+	p.decideTLSMode()
+	f.names.TLS = p.clientHTTPS()
+	p.hash = render.TemplateHash(render.PodTemplate(p.templateInput()))
+	p.keepJobs()
+	p.keepVolumeJobs()
+	// A restore in flight goes on while paused (steps in flight finish); none starts (chooseInPlace).
+	if p.decideInPlace() {
+		p.releaseRestoreJobs()
+		return p, nil
+	}
+	p.releaseRestoreJobs()
+	if p.paused {
+		p.pause()
+		p.askPeerSwitch(false)
+		p.askCARotation()
+		p.askDefrag()
+		return p, nil
+	}
+	switch {
+	case !f.bootstrapped:
+		p.bootstrap()
+	case f.splitBrain:
+		p.wait("two cluster IDs %v are reported: no membership change is made until a human resolves it", f.clusterIDs)
+	case !f.truthKnown():
+		p.quorumLost = true
+		p.wait("no voting member reports a healthy cluster; waiting for quorum (see README: Recovering from quorum loss)")
+		p.roll(false)
+	default:
+		p.reconcile()
+	}
+	p.floorReplicas()
+	p.trimLeases()
+	p.askPeerSwitch(f.bootstrapped && !f.splitBrain)
+	p.askCARotation()
+	p.askDefrag()
+	if f.bootstrapped && f.truthKnown() {
+		p.noteStalledJoins()
+	}
+	return p, nil
+}
+
+// carry starts from what was observed: replicas, partition, the hook's Lease intents.
+func (p *plan) carry() {
+	f := p.f
+	p.replicas = 1
+	if f.sts != nil && f.sts.Spec.Replicas != nil {
+		p.replicas = *f.sts.Spec.Replicas
+	}
+	if p.replicas > api.MaxSize || p.replicas < 0 {
+		// The hook never renders more than MaxSize: a larger count is a hand edit (kubectl scale), never
+		// a number to render from.
+		f.distrusted = append(f.distrusted, fmt.Sprintf("StatefulSet %s has replicas %d, outside 0..%d: not taken as a floor", f.names.StatefulSet(), p.replicas, api.MaxSize))
+		p.replicas = api.MaxSize
+	}
+	if f.sts != nil && f.sts.Spec.UpdateStrategy.RollingUpdate != nil && f.sts.Spec.UpdateStrategy.RollingUpdate.Partition != nil {
+		p.partition = *f.sts.Spec.UpdateStrategy.RollingUpdate.Partition
+	}
+	if p.partition < 0 || p.partition > api.MaxSize {
+		p.partition = api.MaxSize
+	}
+	for i, lv := range f.leases {
+		lp := p.lease(i)
+		lp.Kind, lp.Since, lp.Join = lv.intent, lv.intentSince, lv.join
+	}
+}
+
+// chooseSpec latches the spec: a valid spec is adopted unless a membership step is in flight; an invalid
+// one leaves the last applied spec (read from the ConfigMap, not from the request) in force.
+func (p *plan) chooseSpec() error {
+	f := p.f
+	// Defaults and the change rules come from the record even when it is not rendered from (recorded):
+	// a cluster an older hook recorded under looser rules still runs what it says.
+	cand := api.Defaulted(api.WithAppliedDefaults(f.parent.Spec, f.recorded))
+	cand.Paused = false // a switch, not part of the spec the children are rendered from
+	p.paused = f.parent.Spec.Paused
+	p.problems = api.Validate(f.names.Cluster, cand)
+	if f.obs.SpecError != "" {
+		p.problems = append([]api.Problem{{Reason: "SpecDoesNotDecode", Message: "spec: " + f.obs.SpecError}}, p.problems...)
+	}
+	if len(p.problems) == 0 {
+		p.problems = api.ValidateChange(f.recorded, cand, f.running, f.imageVersions, f.storageFloor())
+	}
+	if len(p.problems) == 0 && f.recorded != nil && !sameTLSSecretNames(f.recorded.Security.TLS, cand.Security.TLS) && f.tlsSwitchSeen() {
+		// Members still serve the certificates of the Secrets they started on: another Secret can mean
+		// another CA, which peers on TLS would refuse (docs/design/14-tls.md §14.8).
+		p.problems = append(p.problems, api.Problem{Reason: "TLSSecretChange", Message: "spec.security.tls peer/client secretName cannot change while TLS is being switched (status.tls.switch): set them back, and change them once the switch is over"})
+	}
+	valid := len(p.problems) == 0
+	switch {
+	case valid:
+		// The user's TLS Secrets (docs/design/14-tls.md §14.5): while one is unusable no spec change is adopted
+		// (a new or restarted pod could not start: the new spec may add members or roll them), and the
+		// roll holds (roll.go); a Secret that goes bad under an unchanged spec changes nothing rendered
+		// (the running members keep their files).
+		p.certProblems = checkTLSSecrets(f, f.secretsToCheck(cand))
+		if len(p.certProblems) > 0 && (f.applied == nil || !specEqual(*f.applied, cand)) {
+			valid, p.certBlocked = false, true
+		}
+	case f.applied != nil && sameTLSSecrets(*f.applied, cand):
+		// Only Secrets the request's spec names are related: the applied spec's are known only when
+		// they are the same.
+		p.certProblems = checkTLSSecrets(f, f.secretsToCheck(*f.applied))
+	}
+	if p.paused {
+		// Nothing new is adopted while paused: the recorded spec stays in force (a new cluster gets
+		// nothing until it is unpaused).
+		if f.applied != nil {
+			p.spec, p.hasSpec = *f.applied, true
+			p.pendingSpec = valid && !specEqual(*f.applied, cand)
+		}
+		return nil
+	}
+	switch {
+	case f.applied == nil && valid && f.recorded != nil && p.inFlight() != "":
+		// A record that is not rendered from, and a step in flight: the new spec waits as it would
+		// behind a valid record, and the children stay as they are meanwhile.
+		p.pendingSpec = true
+		p.wait("%s to finish before the spec is adopted (the recorded spec fails validation: nothing is rendered from it)", p.inFlight())
+	case f.applied == nil && valid:
+		p.spec, p.hasSpec = cand, true
+	case f.applied == nil:
+		// No spec to render from. Existing children are answered unchanged (echoLastApplied) and
+		// status says why: a 4xx would freeze status and every repair along with it.
+	case valid && !specEqual(*f.applied, cand) && p.inFlight() != "":
+		p.spec, p.hasSpec, p.pendingSpec = *f.applied, true, true
+	case valid && f.applied.Security.TLS.TLSOn() != cand.Security.TLS.TLSOn() && f.caRotationUnderway():
+		// A CA rotation finishes first: its restarts and a switch's peer URL moves are one kind of step,
+		// and the switch renders the certificates the rotation is replacing.
+		p.spec, p.hasSpec, p.pendingSpec, p.tlsWaitsForCA = *f.applied, true, true, true
+		p.wait("the CA rotation to finish before TLS is switched %s", onOff(cand.Security.TLS.TLSOn()))
+	case valid && f.applied.Security.TLS.TLSOn() != cand.Security.TLS.TLSOn() && !f.truthKnown():
+		// Without a member list the template's TLS cannot be derived (tlsswitch.go): a switch adopted now
+		// would render the final template over members whose peer URLs are on the other scheme.
+		p.spec, p.hasSpec, p.pendingSpec = *f.applied, true, true
+		p.wait("a healthy quorum before TLS is switched %s", onOff(cand.Security.TLS.TLSOn()))
+	case valid:
+		p.spec, p.hasSpec = cand, true
+	default:
+		p.spec, p.hasSpec = *f.applied, true
+	}
+	return nil
+}
+
+// normalizeIntents re-derives the hook-owned half of every Lease from what the hook itself would have
+// written: it never passes through a value it did not decide (a hand edit, a typo, a second writer).
+//   - an intent other than member or leave is dropped (trimLeases sets it again);
+//   - leave is only ever asked of ordinals at or above the target, one member at a time (the highest);
+//   - intent-since must parse and not be in the future;
+//   - a join permission must parse, start no later than now and end no later than one promotion timeout
+//     after it starts; at most one ordinal holds one: the learner's if a join is under way, else the
+//     lowest (etcd admits one learner at a time, so a second permission could only race the first).
+func (p *plan) normalizeIntents(ref api.ClusterSpec) {
+	f := p.f
+	note := func(format string, args ...any) { f.distrusted = append(f.distrusted, fmt.Sprintf(format, args...)) }
+	target := 0
+	if ref.Size != nil {
+		target = int(*ref.Size)
+	}
+	maxWindow := api.MaxLearnerPromotionSeconds * time.Second
+	if t := ref.Timeouts.LearnerPromotionSeconds; t != nil && *t > 0 && *t <= api.MaxLearnerPromotionSeconds {
+		maxWindow = time.Duration(*t) * time.Second
+	}
+	leaving := -1
+	for _, i := range sortedKeys(p.leases) {
+		lp := p.leases[i]
+		switch lp.Kind {
+		case "", api.IntentMember:
+		case api.IntentLeave:
+			if i < target && f.primary[i] != nil {
+				note("%s carried intent leave below the target size: set back to member", f.names.Lease(i))
+				p.setIntent(i, api.IntentMember)
+			} else if f.primary[i] != nil {
+				leaving = i // the highest wins: sortedKeys is ascending
+			}
+		default:
+			note("%s carried an unknown intent %q: re-derived", f.names.Lease(i), lp.Kind)
+			lp.Kind, lp.Since = "", ""
+		}
+		if lp.Since != "" {
+			if t, err := time.Parse(time.RFC3339, lp.Since); err != nil || t.After(f.now.Add(MaxClockSkew)) {
+				note("%s carried intent-since %q, not a past time: reset", f.names.Lease(i), lp.Since)
+				lp.Since = f.now.UTC().Format(time.RFC3339)
+			}
+		}
+		if w := lp.Join; !w.IsZero() {
+			if w.From.After(f.now.Add(MaxClockSkew)) || w.Until.Sub(w.From) > maxWindow {
+				permitted, deadline := w.Annotations()
+				note("%s carried a join permission %q..%q the hook never writes: dropped", f.names.Lease(i), permitted, deadline)
+				lp.Join = api.JoinWindow{}
+			} else if f.truthKnown() && i >= target && f.primary[i] == nil {
+				note("%s carried a join permission above the target size: dropped", f.names.Lease(i))
+				lp.Join = api.JoinWindow{}
+			}
+		}
+	}
+	for _, i := range sortedKeys(p.leases) {
+		if lp := p.leases[i]; lp.Kind == api.IntentLeave && f.primary[i] != nil && i != leaving {
+			note("%s carried a second leave intent: only one member leaves at a time", f.names.Lease(i))
+			p.setIntent(i, api.IntentMember)
+		}
+	}
+	keep := -1
+	if m := f.learner(); m != nil && m.ordinal >= 0 && p.leases[m.ordinal] != nil && !p.leases[m.ordinal].Join.IsZero() {
+		keep = m.ordinal
+	}
+	for _, i := range sortedKeys(p.leases) {
+		lp := p.leases[i]
+		if lp.Join.IsZero() {
+			continue
+		}
+		if keep < 0 {
+			keep = i
+		}
+		if i != keep {
+			note("%s carried a second join permission: only one member joins at a time", f.names.Lease(i))
+			lp.Join = api.JoinWindow{}
+		}
+	}
+}
+
+// bootstrap: replicas 1, the seed may start "new" (docs/design/07-steps.md §7.1). Nothing else happens before a cluster ID exists.
+func (p *plan) bootstrap() {
+	f := p.f
+	p.replicas = p.adoptFloor(1)
+	p.setIntent(0, api.IntentMember)
+	p.lease(0).Seed = true
+	p.busy = "bootstrap"
+	if lv := f.leases[0]; lv != nil && lv.report.Reason() == api.ReasonForeignData {
+		p.wait("%s refuses its volume: %s", f.names.Pod(0), lv.report.Error)
+		return
+	}
+	p.wait("%s to bootstrap the cluster", f.names.Pod(0))
+}
+
+// reconcile is the normal path: cluster bootstrapped, one cluster ID, a healthy voter's member list known.
+func (p *plan) reconcile() {
+	p.busy, p.busyVolume = p.stepInFlight()
+	p.growth = p.busy != "" && p.busy == p.volumeStepInFlight()
+	p.advanceJoins()
+	p.advanceLeave()
+	p.advanceLearner()
+	if p.busy != "" {
+		p.wait("%s", p.busy)
+		p.roll(false)
+		return
+	}
+	// A StatefulSet that has not observed the hook's last write may still act on the one before:
+	// nothing new starts until it has (silently: the lag is normal and short).
+	if f := p.f; f.sts != nil && f.sts.Status.ObservedGeneration < f.sts.Generation {
+		p.roll(false)
+		return
+	}
+	for _, step := range []func() bool{p.removeOrphan, p.removeDead, p.repairJoin, p.deleteVolume} {
+		if step() {
+			// The roll is still evaluated (and may step over a pod that is down anyway) so that the
+			// status reads the same whichever path a sync takes.
+			p.roll(false)
+			return
+		}
+	}
+	// Shrinking goes before a roll (fewer pods to restart, and a leaving pod need not become healthy
+	// first); a roll goes before growing, unless quorum holds it and members are missing: a cluster
+	// growing from two voters may add its third before any restart is safe.
+	if p.scaleDown() {
+		p.roll(false)
+		return
+	}
+	if p.roll(true) && !(p.rollHeld && len(p.f.primary) < p.target()) {
+		return
+	}
+	if p.scaleUp() {
+		return
+	}
+	p.growVolumes()
+}

@@ -1,0 +1,345 @@
+package sync
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/internal/backup"
+)
+
+// What the facts say about in-place restores: the record read from the ConfigMap (readInPlace), chosen
+// against the parent's annotation (chooseInPlace), judged by its Jobs, finished. The decision's side is
+// inplace.go; the record itself inplacerecord.go.
+
+// readInPlace parses the hook's record: the ConfigMap's, else the one status.restore keeps (a deleted
+// ConfigMap must not forget a restore in flight, nor the IDs it retired). A record that does not parse
+// is a hand edit and ignored. The IDs it retired count from here on.
+func (f *facts) readInPlace() {
+	if s := f.configValue(api.ConfigKeyRestoreInPlace); s != "" {
+		var rec inPlaceRecord
+		if err := json.Unmarshal([]byte(s), &rec); err != nil {
+			f.distrusted = append(f.distrusted, fmt.Sprintf("ConfigMap %s key %s does not parse as the hook's record: ignored", f.names.ConfigMap(), api.ConfigKeyRestoreInPlace))
+		} else {
+			// A value written by an older hook may carry a secret (a refused URL with credentials): from
+			// here on only its fingerprint is kept.
+			rec.scrub()
+			f.inPlace = &rec
+		}
+	}
+	// A restore status shows Verifying has neither stopped nor retired anything: it is not rebuilt, and
+	// starts again from the annotation.
+	if r := f.parent.Status.Restore; f.inPlace == nil && r != nil && r.InPlace && r.Source != "" && r.Phase != inPlaceVerifying {
+		// Rebuilt from status, the record does not know which annotation values were acted on: the one
+		// on the parent now counts as seen (a restore is never started from a record half lost).
+		f.inPlace = &inPlaceRecord{Request: r.Source, Retired: r.ReplacedClusterIDs, Lost: r.LostMembers,
+			Committed: r.Phase == inPlaceStarting || r.Phase == inPlaceRestored, Done: r.Phase == inPlaceRestored,
+			Seen: remember(nil, backup.Fingerprint(f.restoreFrom()))}
+	}
+	f.setRetired()
+}
+
+// unretireLive drops from the record the retired IDs that live members report (liveRetired): retired,
+// they would make every restarting agent move its cluster's data aside. The record is rewritten
+// without them and the hand edit is named in InputIgnored.
+func (f *facts) unretireLive() bool {
+	if len(f.liveRetired) == 0 || f.inPlace == nil {
+		return false
+	}
+	for _, id := range f.liveRetired {
+		f.inPlace.Retired = slices.DeleteFunc(slices.Clone(f.inPlace.Retired), func(r string) bool { return r == id })
+		if p := f.inPlace.Prior; p != nil {
+			p.Retired = slices.DeleteFunc(slices.Clone(p.Retired), func(r string) bool { return r == id })
+		}
+		f.distrusted = append(f.distrusted, fmt.Sprintf("the in-place restore record (ConfigMap %s key %s) lists cluster ID %s as replaced, but a ready member pod reports it as a healthy voter: not retired", f.names.ConfigMap(), api.ConfigKeyRestoreInPlace, id))
+	}
+	f.liveRetired = nil
+	f.setRetired()
+	return true
+}
+
+func (f *facts) setRetired() {
+	f.retired = map[string]bool{}
+	if f.inPlace != nil {
+		for _, id := range f.inPlace.Retired {
+			f.retired[id] = true
+		}
+	}
+}
+
+// chooseInPlace decides which restore the record holds from this sync on, before anything is judged by
+// cluster ID (the IDs a restore retires change what every report says). It returns true when the record
+// changed: the caller reads the Leases and the cluster ID again.
+//   - A restore not committed whose request was withdrawn (the annotation's value gone or another; for an
+//     automatic one, restoreOnQuorumLoss off) is abandoned, unless its Job is still running (it may be
+//     moving the old data aside right now): the record goes back to the one before it, and the value
+//     stays seen. Its data was never replaced.
+//   - A value not seen before starts a restore that retires every cluster ID live now, if it can be
+//     carried out; otherwise it is refused (the record's Refused) and seen as well: a value is acted on once,
+//     so a manifest copied with the annotation never restores over a cluster later.
+//   - Nothing new starts while spec.paused (a restore in flight goes on: steps in flight finish).
+//   - Without a value to act on, restoreOnQuorumLoss may start one (quorumDataLost).
+func (f *facts) chooseInPlace() bool {
+	rec := f.inPlace
+	changed := false
+	req := f.restoreFrom()
+	live := slices.Clone(f.clusterIDs)
+	if rec.inFlight() && !rec.Committed && f.withdrawn(rec, req) {
+		if j := f.obs.Jobs[f.names.RestoreJob(rec.key())]; j != nil {
+			if state, _ := jobStatus(j); state == jobActive {
+				f.inPlaceWithdrawn = true
+				return false
+			}
+		}
+		var back *inPlaceRecord
+		back, live = rec.back(live)
+		rec, changed = back, true
+	}
+	if rec.inFlight() && !rec.Committed {
+		if next, ok := f.judgeRestoreJobs(rec); ok {
+			rec, changed = next, true
+		}
+	}
+	if b := f.parent.Spec.Backup; rec != nil && rec.RefusedLost && (b == nil || !b.RestoreOnQuorumLoss) {
+		// Switched off (the parent's word: forgetting a refusal changes nothing else): the next
+		// automatic restore may try the destination again.
+		c := *rec
+		c.Refused, c.RefusedWhy, c.RefusedLost = "", "", false
+		rec, changed = &c, true
+	}
+	paused := f.parent.Spec.Paused
+	if !rec.inFlight() && req != "" && !rec.seen(req) && !paused {
+		next := rec.memory()
+		next.Seen = remember(next.Seen, backup.Fingerprint(req))
+		if problem := f.restoreRequestProblem(req, live); problem == "" {
+			next.Request, next.Replacing, next.Verifying, next.Prior = req, live, true, rec.withoutPrior()
+			next.AcceptCluster = f.acceptCluster()
+		} else {
+			// Refused: the last restore stays what status shows.
+			keep := rec.memory()
+			if rec != nil {
+				keep = rec.withoutPrior()
+				keep.Prior = rec.Prior
+			}
+			keep.Seen, keep.Refused, keep.RefusedWhy = next.Seen, backup.Fingerprint(req), problem
+			next = keep
+		}
+		rec, changed = next, true
+	}
+	// (The parent's word too: a restoreOnQuorumLoss switched off, not yet applied, starts nothing.)
+	if b := f.parent.Spec.Backup; !rec.inFlight() && !paused && b != nil && b.RestoreOnQuorumLoss {
+		if src, lost := f.quorumDataLost(); len(lost) > 0 && !(rec != nil && rec.RefusedLost && rec.Refused == backup.Fingerprint(src)) {
+			next := rec.memory()
+			next.Request, next.Replacing, next.Verifying, next.Lost, next.Prior = src, live, true, lost, rec.withoutPrior()
+			rec, changed = next, true
+		}
+	}
+	if !changed {
+		return false
+	}
+	f.inPlace = rec
+	f.setRetired()
+	return true
+}
+
+// withdrawn: the restore is no longer asked for. One the annotation asked for, when its value is gone
+// or another; an automatic one, when restoreOnQuorumLoss was switched off, or (while its snapshot is
+// being verified, nothing stopped yet) when the quorum it would replace is no longer lost.
+func (f *facts) withdrawn(rec *inPlaceRecord, req string) bool {
+	if len(rec.Lost) > 0 {
+		if rec.Verifying {
+			if _, lost := f.quorumDataLost(); len(lost) == 0 {
+				return true
+			}
+		}
+		return !f.restoreOnQuorumLoss()
+	}
+	return req != rec.Request
+}
+
+// acceptCluster is the etcd.io/restore-foreign-cluster value on the parent, "" when none.
+func (f *facts) acceptCluster() string {
+	return strings.TrimSpace(f.parent.Annotations[api.AnnRestoreForeignCluster])
+}
+
+// judgeRestoreJobs moves a restore not committed on from what its Jobs did. The verify Job: passed (it
+// succeeded and reported the snapshot by its hash), the restore retires the IDs it replaces and the
+// members stop; failed, the restore is refused and the record goes back to the one before it, so the
+// cluster, which never stopped, goes on. The restore Job: refused (a snapshot that changed since its
+// verification, nothing touched), the same; the members start again on their own data. Any other
+// failure of the restore Job is left to decideInPlace (inPlaceFailure: its data may need a look).
+func (f *facts) judgeRestoreJobs(rec *inPlaceRecord) (*inPlaceRecord, bool) {
+	name := f.names.RestoreJob(rec.key())
+	if rec.Verifying {
+		name = f.names.RestoreVerifyJob(rec.key())
+	}
+	j := f.obs.Jobs[name]
+	if j == nil || j.DeletionTimestamp != nil {
+		// (One being deleted is an earlier restore's of the same source and IDs, not this one's.)
+		return rec, false
+	}
+	state, _ := jobStatus(j)
+	report := f.restoreReport(name)
+	refuse := func(why string) (*inPlaceRecord, bool) {
+		back, _ := rec.back(nil)
+		back.Refused, back.RefusedWhy = backup.Fingerprint(rec.Request), why
+		back.RefusedLost = len(rec.Lost) > 0
+		return back, true
+	}
+	switch {
+	case rec.Verifying && state == jobSucceeded:
+		if report == nil || report.Outcome != api.RestoreVerified || !api.IsSHA256(report.SHA256) {
+			return refuse(fmt.Sprintf("verify Job %s succeeded, but its report on Lease %s (annotation %s) is missing or says otherwise: the snapshot is not trusted", name, f.names.BackupName(), api.AnnRestoreReport))
+		}
+		next := *rec
+		next.Verifying, next.Retired, next.Replacing = false, remember(rec.Retired, rec.Replacing...), nil
+		next.Snapshot, next.SHA256 = backup.Redact(report.Snapshot), report.SHA256
+		return &next, true
+	case rec.Verifying && state == jobFailed:
+		why := fmt.Sprintf("verify Job %s failed (kubectl logs job/%s)", name, name)
+		if report != nil && report.Message != "" {
+			why = fmt.Sprintf("the snapshot failed verification (Job %s): %s", name, report.Message)
+		}
+		return refuse(why)
+	case !rec.Verifying && state == jobFailed && report != nil && report.Outcome == api.RestoreRefused:
+		return refuse(fmt.Sprintf("restore Job %s refused the snapshot before touching any data: %s; the members start again on their own data", name, report.Message))
+	}
+	return rec, false
+}
+
+// restoreReport is the restore report on the backup Lease when it is job's, nil otherwise (leaseReport).
+func (f *facts) restoreReport(job string) *api.RestoreReport {
+	l := f.obs.Leases[f.names.BackupName()]
+	if l == nil {
+		return nil
+	}
+	return leaseReport(f, l, api.AnnRestoreReport, api.ParseRestoreReport,
+		func(r *api.RestoreReport) bool { return r.Job == job }, func(r *api.RestoreReport) time.Time { return r.Time })
+}
+
+// restoreOnQuorumLoss: the applied spec asks for automatic restores.
+func (f *facts) restoreOnQuorumLoss() bool {
+	return f.applied != nil && f.applied.Backup != nil && f.applied.Backup.RestoreOnQuorumLoss
+}
+
+// quorumDataLost is spec.backup.restoreOnQuorumLoss's trigger: the source (the destination's newest
+// snapshot of this cluster) and the members that lost their data, when a quorum of the last known voters
+// did. A member lost its data when its agent, in the pod of its ordinal, reports that it waits to join
+// with no data (an unreadable directory is reported otherwise, never as no data) and its pod has not
+// been ready for deadMemberSeconds; no voter may report a healthy cluster. The last known voters are
+// status.members: the hook keeps them while no member list is known. Nothing is started for a cluster
+// that never formed, or without that record.
+func (f *facts) quorumDataLost() (string, []string) {
+	if !f.restoreOnQuorumLoss() || !f.bootstrapped || !f.formed {
+		return "", nil
+	}
+	for _, lv := range f.leases {
+		if lv.fresh && lv.report.IsVoter() && lv.report.Healthy {
+			return "", nil
+		}
+	}
+	deadAfter := time.Duration(*f.applied.Timeouts.DeadMemberSeconds) * time.Second
+	var voters int
+	var lost []string
+	for _, m := range f.parent.Status.Members {
+		if m.Role != api.RoleLeader && m.Role != api.RoleVoter {
+			continue
+		}
+		voters++
+		i := f.names.PodOrdinal(m.Name)
+		lv, pod := f.leases[i], f.pods[i]
+		if i < 0 || lv == nil || pod == nil || !lv.fresh || lv.holder != string(pod.UID) {
+			continue
+		}
+		if lv.report.MemberID == "" && lv.report.Reason() == api.ReasonWaitingForJoin && f.notReadyFor(i) >= deadAfter {
+			lost = append(lost, m.Name)
+		}
+	}
+	if voters == 0 || len(lost) < api.Quorum(voters) {
+		return "", nil
+	}
+	d, err := backup.ParseDestination(f.applied.Backup.Destination)
+	if err != nil {
+		return "", nil
+	}
+	sort.Strings(lost)
+	return d.ObjectURL(backup.Latest), lost
+}
+
+// finishInPlace marks a committed restore done once a healthy voter of the restored cluster reports
+// (its cluster ID is none of the retired ones): from here the cluster grows back as any cluster below
+// its size.
+func (f *facts) finishInPlace() {
+	if rec := f.inPlace; rec.inFlight() && rec.Committed && f.truthKnown() && f.clusterID != "" {
+		done := *rec
+		done.Done, done.Prior = true, nil
+		f.inPlace = &done
+	}
+}
+
+// restoreRequestProblem says why an etcd.io/restore-from value cannot be carried out, "" when it can.
+// The snapshot is reached with spec.backup's credentials (and claim, for file://): a cluster restores
+// from the store it backs up to. The spec is the applied one (the children are rendered from it).
+func (f *facts) restoreRequestProblem(req string, live []string) string {
+	src, err := backup.ParseSource(req)
+	if err != nil {
+		return fmt.Sprintf("annotation %s %q %v", api.AnnRestoreFrom, backup.Redact(req), err)
+	}
+	spec := api.Defaulted(f.parent.Spec)
+	if f.applied != nil {
+		spec = *f.applied
+	}
+	b := spec.Backup
+	if b == nil {
+		b = &api.BackupSpec{}
+	}
+	// The store is reached as spec.backup's own destination is: the same rules, named after its fields
+	// (a source without a Secret there would be read with the node's credentials; one on a local endpoint
+	// would reach the node's services).
+	var access string
+	api.CheckStoreAccess(func(_ string, format string, args ...any) {
+		if access == "" {
+			access = fmt.Sprintf(format, args...)
+		}
+	}, "", "spec.backup", src.Destination, b.CredentialsSecret, b.StoreAccess)
+	switch {
+	case access != "":
+		return fmt.Sprintf("annotation %s %q is read as spec.backup's store is: %s", api.AnnRestoreFrom, backup.Redact(req), access)
+	case src.Destination.Scheme == "file" && b.VolumeClaimName == "":
+		return fmt.Sprintf("annotation %s %q is a file:// source: spec.backup.volumeClaimName must name the claim it is on", api.AnnRestoreFrom, backup.Redact(req))
+	case spec.Storage.EmptyDir != nil:
+		return fmt.Sprintf("annotation %s: the members' data is on emptyDir, which has no volume to restore into (create a new EtcdCluster with spec.restore)", api.AnnRestoreFrom)
+	case !f.bootstrapped:
+		return fmt.Sprintf("annotation %s: the cluster has no data yet (use spec.restore when creating a cluster)", api.AnnRestoreFrom)
+	case len(live) == 0:
+		// The restore retires the IDs known now; without one, the members' old data would later look
+		// foreign instead of replaced.
+		return fmt.Sprintf("annotation %s: the cluster's ID is not known (no status, ConfigMap record or member report names it); wait for a member to report", api.AnnRestoreFrom)
+	}
+	return ""
+}
+
+// refusal is why the etcd.io/restore-from value on the parent (or restoreOnQuorumLoss's restore) was
+// refused, "" when it was not.
+func (f *facts) refusal() string {
+	req := f.restoreFrom()
+	r := f.inPlace
+	switch {
+	case r == nil || r.Refused == "":
+		return ""
+	case r.RefusedLost && f.restoreOnQuorumLoss():
+		return "spec.backup.restoreOnQuorumLoss: " + r.RefusedWhy + " (restore by hand with " + api.AnnRestoreFrom + ", or switch restoreOnQuorumLoss off and on to try again)"
+	case !r.RefusedLost && req != "" && r.Refused == backup.Fingerprint(req):
+		return r.RefusedWhy
+	}
+	return ""
+}
+
+// restoreFrom is the etcd.io/restore-from value on the parent, "" when none.
+func (f *facts) restoreFrom() string {
+	return strings.TrimSpace(f.parent.Annotations[api.AnnRestoreFrom])
+}

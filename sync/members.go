@@ -1,0 +1,288 @@
+package sync
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/sync/render"
+)
+
+// Joins and removals, one member at a time (docs/design/07-steps.md §7): a learner is permitted, promoted,
+// a member asked to leave, a dead or orphaned one removed by a Job, a stalled join repaired.
+
+// quorumAllowsRemoving applies the quorum rule of docs/design/08-safety-rules.md §8.2 to removing m.
+func (p *plan) quorumAllowsRemoving(m *memberView) bool {
+	all, healthy := p.f.voters()
+	return api.RemovalAllowed(all, healthy, m.Learner, m.healthy) == nil
+}
+
+// advanceJoins clears join permissions of finished joins and of ordinals no longer wanted.
+func (p *plan) advanceJoins() {
+	f := p.f
+	for _, i := range sortedKeys(p.leases) {
+		lp := p.leases[i]
+		if lp.Join.IsZero() {
+			continue
+		}
+		m := f.primary[i]
+		switch {
+		case m != nil && !m.Learner && f.reportsHealthyVoter(i, m.ID):
+			lp.Join = api.JoinWindow{}
+		case m == nil && i >= p.target() && p.busy == "":
+			lp.Join = api.JoinWindow{}
+		}
+	}
+}
+
+// noteStalledJoins runs after the decision: a permission that expired and was not renewed this sync
+// (renewal happens when the agent asks again) is a stalled step.
+func (p *plan) noteStalledJoins() {
+	f := p.f
+	for _, i := range sortedKeys(p.leases) {
+		lp := p.leases[i]
+		lv := f.leases[i]
+		if lp.Join.IsZero() || lv == nil || !sameWindow(lv.join, lp.Join) || f.primary[i] != nil {
+			continue
+		}
+		if !lv.permitLive(f.now) {
+			p.stalled = fmt.Sprintf("%s was permitted to join at %s and has not joined", f.names.Pod(i), lv.joinPermitted)
+		}
+	}
+}
+
+// advanceLearner removes a learner that missed its promotion deadline, or that no join explains.
+func (p *plan) advanceLearner() {
+	f := p.f
+	m := f.learner()
+	if m == nil {
+		return
+	}
+	reason := ""
+	// A learner is explained only by a live join permission at its ordinal; past its deadline (or with
+	// none, e.g. an add that raced the deadline) it goes: learners cost no quorum and block every join.
+	switch {
+	case m.ordinal < 0:
+		reason = "orphan"
+	case p.joining(m.ordinal): // the permission as normalised, not as observed
+	case m.ordinal >= p.target():
+		reason = "unwanted-learner"
+	default:
+		reason = "stuck-learner"
+	}
+	if reason == "" {
+		return
+	}
+	if reason == "stuck-learner" {
+		p.stalled = fmt.Sprintf("learner %s (%s) was not promoted in time", m.ID, m.PeerURL)
+	}
+	if !p.removalRunning() {
+		p.removeMember(m, reason)
+	}
+}
+
+// advanceLeave removes, through a Job, a leaving member whose agent is gone or too slow.
+func (p *plan) advanceLeave() {
+	f := p.f
+	if p.removalRunning() {
+		return
+	}
+	for _, i := range sortedKeys(p.leases) {
+		lp := p.leases[i]
+		m := f.primary[i]
+		if lp.Kind != api.IntentLeave || m == nil {
+			continue
+		}
+		if !p.quorumAllowsRemoving(m) {
+			// Health changed since the leave was asked: the member stays until quorum allows it
+			// again, and other repairs can go first. An agent already removing itself meets etcd's own
+			// check; one that made it anyway is seen as gone and parked by the next sync.
+			p.setIntent(i, api.IntentMember)
+			p.wait("%s stays a member: quorum does not allow it to leave now", f.names.Pod(i))
+			return
+		}
+		lv := f.leases[i]
+		since, err := time.Parse(time.RFC3339, lp.Since)
+		// An agent without its data cannot remove its member itself.
+		agentGone := lv == nil || !lv.fresh || p.lostData(m)
+		slow := err == nil && f.now.Sub(since) >= p.timeout(p.spec.Timeouts.LeaveSeconds)
+		if agentGone || slow {
+			p.removeMember(m, "leave")
+		}
+		return
+	}
+}
+
+// removeMember emits the next remove Job for m unless one is running or the backoff has not passed.
+func (p *plan) removeMember(m *memberView, reason string) {
+	f := p.f
+	js := f.removeJobs[m.ID]
+	attempt := 1
+	if len(js) > 0 {
+		last := js[len(js)-1]
+		switch last.state {
+		case jobActive:
+			p.wait("Job %s to remove member %s (%s)", last.job.Name, m.ID, reason)
+			return
+		case jobSucceeded:
+			if f.now.Sub(last.finished) < succeededJobGrace {
+				return
+			}
+		case jobFailed:
+			if next := last.finished.Add(backoff(last.attempt)); f.now.Before(next) {
+				p.wait("retrying the removal of member %s after %s (Job %s failed)", m.ID, next.UTC().Format(time.RFC3339), last.job.Name)
+				return
+			}
+		}
+		attempt = last.attempt + 1
+	}
+	if attempt > maxAttempts {
+		p.wait("member %s could not be removed in %d attempts: see Job %s", m.ID, maxAttempts, js[len(js)-1].job.Name)
+		return
+	}
+	job := render.Job{Kind: render.JobRemove, Attempt: attempt, MemberID: m.ID, PeerURL: m.PeerURL, Reason: reason, Endpoints: p.voterEndpoints(m.ID)}
+	p.jobs = append(p.jobs, job)
+	p.removing = true
+	p.action = fmt.Sprintf("Job %s removing member %s", job.Name(f.names), m.ID)
+	p.busy = p.action
+	p.wait("%s", p.action)
+}
+
+// removeOrphan removes a member that maps to no ordinal, or a second ID at one ordinal.
+// Orphans are few (the member list is bounded, api.MaxReportedMembers) but each costs one quorum
+// check, counted once (facts.voters), and the wait names the first only.
+func (p *plan) removeOrphan() bool {
+	var refused []*memberView
+	for _, m := range p.f.orphans {
+		if p.quorumAllowsRemoving(m) {
+			p.removeMember(m, "orphan")
+			return true
+		}
+		refused = append(refused, m)
+	}
+	switch n := len(refused); {
+	case n == 1:
+		p.wait("quorum does not allow removing orphan member %s (%s)", refused[0].ID, refused[0].PeerURL)
+	case n > 1:
+		p.wait("quorum does not allow removing orphan member %s (%s) nor %d more", refused[0].ID, refused[0].PeerURL, n-1)
+	}
+	return false
+}
+
+// removeDead removes a voter that has been gone for minutes, when the quorum rule allows it. A voter
+// whose agent reports its data lost is replaced by that agent itself (repairJoin); only when several
+// are lost at once, so that no join can pass etcd's check that every voter is connected, are their old
+// IDs removed here first, one at a time.
+func (p *plan) removeDead() bool {
+	f := p.f
+	_, healthy := f.voters()
+	all, _ := f.voters()
+	for _, m := range f.members {
+		if m.ordinal < 0 || !m.voter() {
+			continue
+		}
+		reason := ""
+		switch {
+		case m.dead:
+			reason = "dead"
+		case p.lostData(m) && all-healthy > 1:
+			reason = "data-lost"
+		default:
+			continue
+		}
+		if p.quorumAllowsRemoving(m) {
+			p.removeMember(m, reason)
+			return true
+		}
+		p.wait("%s (member %s) is %s but removing it would break quorum", f.names.Pod(m.ordinal), m.ID, reason)
+		return true
+	}
+	return false
+}
+
+// lostData: the member's agent runs (fresh Lease held by its pod) and asks to join: its data is gone.
+func (p *plan) lostData(m *memberView) bool {
+	f := p.f
+	lv := f.leases[m.ordinal]
+	return !m.healthy && lv != nil && lv.fresh && lv.report.Reason() == api.ReasonWaitingForJoin &&
+		(f.pods[m.ordinal] == nil || string(f.pods[m.ordinal].UID) == lv.holder)
+}
+
+// joinable says whether ordinal i may be given join-permitted now, and why not.
+// A replacement (the ordinal's old, unhealthy member goes first) needs every other voter healthy; no
+// member joins while another defragments.
+func (p *plan) joinable(i int) (bool, string) {
+	f := p.f
+	for _, m := range f.members {
+		if m.voter() && !m.healthy && m.ordinal != i {
+			return false, "every voter to be healthy before a member joins"
+		}
+	}
+	if pvc := f.pvcs[i]; pvc != nil && pvc.DeletionTimestamp != nil {
+		return false, fmt.Sprintf("claim %s to finish deleting", pvc.Name)
+	}
+	if who := p.defragmenting(); who != "" {
+		return false, fmt.Sprintf("%s to finish defragmenting before %s joins", who, f.names.Pod(i))
+	}
+	if what := p.restartingInPlace(); what != "" {
+		return false, fmt.Sprintf("%s before %s joins", what, f.names.Pod(i))
+	}
+	return true, ""
+}
+
+// repairJoin lets a wanted ordinal below replicas (re)join when its agent asks: its member was removed,
+// or it lost its data and must replace its old ID (the quorum rule applies to that removal). An ordinal
+// whose agent does not ask (pod pending, node gone) blocks nothing.
+func (p *plan) repairJoin() bool {
+	f := p.f
+	for i := 0; i < int(p.replicas) && i < p.target(); i++ {
+		m := f.primary[i]
+		lv := f.leases[i]
+		asking := lv != nil && lv.fresh && lv.report.Reason() == api.ReasonWaitingForJoin &&
+			(f.pods[i] == nil || string(f.pods[i].UID) == lv.holder)
+		if m != nil && m.healthy {
+			continue
+		}
+		if !asking {
+			continue // noteCleanup says so
+		}
+		replace := m != nil
+		if replace && !p.quorumAllowsRemoving(m) {
+			p.wait("%s lost its data but replacing member %s would break quorum", f.names.Pod(i), m.ID)
+			continue
+		}
+		if ok, why := p.joinable(i); !ok {
+			p.wait("%s", why)
+			continue
+		}
+		p.permit(i)
+		p.action = fmt.Sprintf("%s to join the cluster", f.names.Pod(i))
+		p.busy = p.action
+		p.wait("%s", p.action)
+		return true
+	}
+	return false
+}
+
+// joiningAs: m is the member the agent at its ordinal is adding under a live join permission: its agent
+// reports that member ID, or m is a learner that has not started yet (added a moment before its agent's
+// first report with the new ID: counting it unhealthy flapped the phase to Degraded on every join).
+func (p *plan) joiningAs(m *memberView) bool {
+	lv := p.f.leases[m.ordinal]
+	if !p.joining(m.ordinal) || lv == nil {
+		return false
+	}
+	return lv.report.MemberID == m.ID || m.Learner && !m.Started
+}
+
+// joining: ordinal i holds a join permission whose deadline has not passed.
+func (p *plan) joining(i int) bool {
+	lp := p.leases[i]
+	if i < 0 || lp == nil {
+		return false
+	}
+	// Read as the agent reads it (api/join.go), like every other reading of a permission.
+	w := lp.Join
+	open, _ := w.OpenAt(p.f.now)
+	return open
+}

@@ -1,0 +1,276 @@
+package sync
+
+import (
+	"fmt"
+
+	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/sync/render"
+)
+
+// Scaling to the spec's size: one member added or removed per step, the replicas floor that keeps every
+// member's pod, the volumes of removed members, and the Leases of ordinals that are gone.
+
+// adoptFloor raises floor to cover every ordinal with a claim when the spec adopts existing data: a
+// cluster re-created on the kept claims of an old one must start all of the old members together, since
+// pod 0 alone runs on one member's data and can never reach the old quorum. A claim of a member that was
+// removed makes its agent wait for a join; a seed is only ever used on an empty volume.
+func (p *plan) adoptFloor(floor int32) int32 {
+	if !p.spec.AdoptExistingData {
+		return floor
+	}
+	for i, pvc := range p.f.pvcs {
+		if pvc.DeletionTimestamp == nil && int32(i+1) > floor {
+			floor = int32(i + 1)
+		}
+	}
+	return floor
+}
+
+// deleteVolume deletes the claim of an ordinal that left: above replicas, no member, no pod.
+func (p *plan) deleteVolume() bool {
+	f := p.f
+	if p.spec.Storage.EmptyDir != nil {
+		return false
+	}
+	for _, i := range sortedKeys(f.pvcs) {
+		pvc := f.pvcs[i]
+		// Below the target a volume is a member's to be, never a removed one's: after an in-place restore
+		// the cluster grows back from one member onto the old volumes (their agents move the replaced
+		// data aside), and a shrink reversed before its volumes went re-creates them.
+		if i < int(p.replicas) || i < p.target() || f.primary[i] != nil || f.pods[i] != nil || pvc.DeletionTimestamp != nil ||
+			pvc.Labels[api.LabelClusterUID] != f.uid {
+			continue
+		}
+		if f.sts == nil || f.sts.Spec.Replicas == nil || int(*f.sts.Spec.Replicas) > i {
+			continue // the StatefulSet has not been lowered yet
+		}
+		js := f.pvcJobs[i]
+		attempt := 1
+		if len(js) > 0 {
+			last := js[len(js)-1]
+			if last.state == jobFailed && f.now.Before(last.finished.Add(backoff(last.attempt))) {
+				p.wait("retrying the deletion of claim %s after Job %s failed", pvc.Name, last.job.Name)
+				return true
+			}
+			attempt = last.attempt + 1
+		}
+		if attempt > maxAttempts {
+			continue
+		}
+		job := render.Job{Kind: render.JobDeleteVolume, Attempt: attempt, Ordinal: i, Endpoints: p.voterEndpoints("")}
+		p.jobs = append(p.jobs, job)
+		p.action = fmt.Sprintf("Job %s deleting the volume of %s", job.Name(f.names), f.names.Pod(i))
+		p.busy, p.busyVolume = p.action, true
+		p.wait("%s", p.action)
+		return true
+	}
+	return false
+}
+
+// scaleDown asks a member above the target to leave (docs/design/07-steps.md §7.5): an unhealthy one first, since its
+// removal costs no quorum, else the highest.
+func (p *plan) scaleDown() bool {
+	f := p.f
+	h := f.highestMemberOrdinal()
+	if h < p.target() {
+		return false
+	}
+	for i := h; i >= p.target(); i-- {
+		if m := f.primary[i]; m != nil && !m.healthy && p.quorumAllowsRemoving(m) {
+			h = i
+			break
+		}
+	}
+	m := f.primary[h]
+	if !p.quorumAllowsRemoving(m) {
+		p.wait("quorum does not allow %s to leave now", f.names.Pod(h))
+		return true
+	}
+	if who := p.defragmenting(); who != "" && m.healthy {
+		p.wait("%s to finish defragmenting before %s leaves", who, f.names.Pod(h))
+		return true
+	}
+	if what := p.restartingInPlace(); what != "" && m.healthy {
+		p.wait("%s before %s leaves", what, f.names.Pod(h))
+		return true
+	}
+	p.setIntent(h, api.IntentLeave)
+	p.lease(h).Join = api.JoinWindow{}
+	p.action = fmt.Sprintf("%s to leave the cluster", f.names.Pod(h))
+	p.busy = p.action
+	if lv := f.leases[h]; lv == nil || !lv.fresh || p.lostData(m) {
+		p.removeMember(m, "leave") // its agent cannot remove it
+		if p.busy == p.action {
+			p.wait("%s", p.action)
+		}
+		return true
+	}
+	p.action = fmt.Sprintf("%s to leave the cluster", f.names.Pod(h))
+	p.busy = p.action
+	p.wait("%s", p.action)
+	return true
+}
+
+// scaleUp raises replicas by one and permits the new ordinal to join.
+func (p *plan) scaleUp() bool {
+	f := p.f
+	n := len(f.primary)
+	if n >= p.target() {
+		return false
+	}
+	i := int(p.replicas)
+	for j := 0; j < i; j++ {
+		if f.primary[j] == nil {
+			return false // repairJoin handles holes below replicas
+		}
+	}
+	if ok, why := p.joinable(i); !ok {
+		p.wait("%s", why)
+		return true
+	}
+	if js := f.pvcJobs[i]; len(js) > 0 && js[len(js)-1].state == jobActive {
+		p.wait("the old claim of %s to be deleted", f.names.Pod(i))
+		return true
+	}
+	p.replicas = int32(i + 1)
+	p.permit(i)
+	p.action = fmt.Sprintf("%s to join the cluster", f.names.Pod(i))
+	p.busy = p.action
+	p.wait("%s", p.action)
+	return true
+}
+
+// floorReplicas keeps invariant 2 (replicas >= 1 + highest member ordinal) and drops pods that are
+// neither members nor wanted nor joining.
+func (p *plan) floorReplicas() {
+	f := p.f
+	if !f.bootstrapped {
+		return
+	}
+	floor := int32(f.highestMemberOrdinal() + 1)
+	if f.truthKnown() && int32(f.unionHighest+1) > floor {
+		// Another fresh healthy voter lists a member the freshest report does not: the safest view wins.
+		floor = int32(f.unionHighest + 1)
+	}
+	if !f.truthKnown() {
+		// Without a member list nothing is lowered: status.members is the best memory of who is a member.
+		floor = p.replicas
+		for _, m := range f.parent.Status.Members {
+			if i := f.names.PodOrdinal(m.Name); int32(i+1) > floor {
+				floor = int32(i + 1)
+			}
+		}
+		floor = p.adoptFloor(floor)
+	}
+	for i := range p.leases {
+		if p.joining(i) && int32(i+1) > floor && i < p.target() {
+			floor = int32(i + 1)
+		}
+	}
+	want := p.replicas
+	if t := int32(p.target()); want > t && f.truthKnown() {
+		want = t
+	}
+	if want < floor {
+		want = floor
+	}
+	if want < 1 {
+		want = 1
+	}
+	// Members missing (a create, a scale-up) and the member list known: every wanted pod starts at once,
+	// and each joins when its agent asks and it is its turn (scaleUp, repairJoin: one at a time, every
+	// voter healthy, under a join permission). Started one per join, pod starts (3-5 s each) were most
+	// of a create-5 (e2e/RESULTS.md, timeline). Derived from the target and the member list, not from the
+	// observed replicas, so a stale cache cannot take a started pod away. It stops below an ordinal whose
+	// old claim is still being deleted: a pod would bind it.
+	if t := int32(p.target()); f.truthKnown() && !f.splitBrain && len(f.primary) < p.target() {
+		for want < t && !p.claimDeleting(int(want)) {
+			want++
+		}
+	}
+	p.replicas = want
+	if f.truthKnown() {
+		p.noteCleanup()
+	}
+	if p.partition > p.replicas {
+		p.partition = p.replicas
+	}
+}
+
+// claimDeleting: the claim of ordinal i is being deleted, or a Job is deleting it.
+func (p *plan) claimDeleting(i int) bool {
+	if pvc := p.f.pvcs[i]; pvc != nil && pvc.DeletionTimestamp != nil {
+		return true
+	}
+	js := p.f.pvcJobs[i]
+	return len(js) > 0 && js[len(js)-1].state == jobActive
+}
+
+// noteCleanup says what is left of ordinals above replicas that are no longer members: a pod that must
+// stop, a volume that must be deleted. Derived from observed objects, so a resync says the same.
+func (p *plan) noteCleanup() {
+	f := p.f
+	for i := 0; i < int(p.replicas) && i < p.target(); i++ {
+		lp := p.leases[i]
+		if f.primary[i] == nil && (lp == nil || lp.Join.IsZero()) {
+			p.wait("%s has no member and its agent has not asked to join", f.names.Pod(i))
+		}
+	}
+	for _, i := range sortedKeys(f.pods) {
+		if i >= int(p.replicas) && f.primary[i] == nil {
+			p.cleanup = true
+			p.wait("%s to stop", f.names.Pod(i))
+		}
+	}
+	if p.spec.Storage.EmptyDir != nil || p.busy != "" {
+		return
+	}
+	for _, i := range sortedKeys(f.pvcs) {
+		pvc := f.pvcs[i]
+		if i >= int(p.replicas) && f.primary[i] == nil && f.pods[i] == nil && pvc.DeletionTimestamp == nil && pvc.Labels[api.LabelClusterUID] == f.uid {
+			p.cleanup = true
+			p.wait("claim %s of the removed member to be deleted", pvc.Name)
+		}
+	}
+}
+
+// trimLeases renders a Lease for every ordinal in use: below replicas, a member, or with a pod left.
+func (p *plan) trimLeases() {
+	f := p.f
+	n := int(p.replicas)
+	if h := f.highestMemberOrdinal() + 1; h > n {
+		n = h
+	}
+	for i := range f.pods {
+		if i+1 > n {
+			n = i + 1
+		}
+	}
+	for i := range p.leases {
+		if i >= n {
+			delete(p.leases, i)
+		}
+	}
+	for _, lv := range f.leases {
+		if lv.ordinal >= n {
+			p.release(KeyLease, lv.lease.Name, fmt.Sprintf("ordinal %d has no member, no pod and is above replicas", lv.ordinal))
+		}
+	}
+	for i := 0; i < n; i++ {
+		lp := p.lease(i)
+		switch {
+		case i >= int(p.replicas) && f.primary[i] == nil:
+			// A pod above replicas is on its way out: a restart must park, never rejoin.
+			if lp.Kind != api.IntentLeave {
+				p.setIntent(i, api.IntentLeave)
+			}
+			lp.Join = api.JoinWindow{}
+		case lp.Kind == "":
+			p.setIntent(i, api.IntentMember)
+		case lp.Kind == api.IntentLeave && i < int(p.replicas) && i < p.target() && f.primary[i] == nil && f.truthKnown():
+			// A wanted ordinal below replicas that has left (a stale answer can leave this behind)
+			// becomes a member again: its parked agent restarts and asks to join.
+			p.setIntent(i, api.IntentMember)
+		}
+	}
+}
