@@ -84,6 +84,89 @@ func settle(w *world) {
 	w.step(5 * time.Second)
 }
 
+// settledThen is a fixture that settles, then edits the spec once.
+func settledThen(edit func(*api.ClusterSpec)) func(*world) {
+	return func(w *world) {
+		settle(w)
+		w.setSpec(edit)
+	}
+}
+
+// The moments below start several fixtures each; every fixture that shares one takes its steps in
+// the same order, so the requests (checked byte for byte by TestFixturesUpToDate) do not change.
+
+// withOrphanMember settles, then adds a started member no pod stands for (a legacy peer URL) and lets
+// the agents report it.
+func withOrphanMember(w *world) {
+	settle(w)
+	id := w.etcd.add("http://old-etcd-2.legacy.prod.svc:2380", false)
+	w.etcd.byID(id).Started = true
+	w.agents()
+}
+
+// caRotationAsked settles, then asks for a CA rotation (etcd.io/rotate-ca).
+func caRotationAsked(w *world) {
+	settle(w)
+	w.parentAnn = map[string]string{api.AnnRotateCA: "ca-2027"}
+}
+
+// inPlaceRestoreAsked settles with backups configured, then asks for an in-place restore of a snapshot.
+func inPlaceRestoreAsked(w *world) {
+	settle(w)
+	w.setSpec(func(s *api.ClusterSpec) { s.Backup = inPlaceBackup() })
+	w.step(5 * time.Second)
+	w.parentAnn = map[string]string{api.AnnRestoreFrom: "s3://etcd-backups/prod/prod/demo/20260101T000000Z-r4242.db"}
+}
+
+// tlsSwitchOnAsked settles a cluster with TLS off, then switches it on.
+func tlsSwitchOnAsked(w *world) {
+	w.spec.Security.TLS.Enabled = ptr(false)
+	settle(w)
+	w.setSpec(func(s *api.ClusterSpec) { s.Security.TLS.Enabled = ptr(true) })
+}
+
+// backupOnDemandAsked settles with unscheduled backups, then asks for one (etcd.io/backup-now).
+func backupOnDemandAsked(w *world) {
+	settle(w)
+	w.setSpec(withBackup("", "gs://etcd-backups/prod"))
+	w.step(5 * time.Second)
+	w.parentAnn = map[string]string{api.AnnBackupNow: "before-upgrade-1"}
+}
+
+// resized settles a cluster of from members, then asks for to.
+func resized(w *world, from, to int32) {
+	w.spec.Size = ptr(from)
+	settle(w)
+	w.setSpec(size(to))
+}
+
+// memberDown settles a cluster of size members, then stops member ordinal; the agents report reports
+// times, the clock moving on by every after each.
+func memberDown(w *world, size int32, ordinal, reports int, every time.Duration) {
+	w.spec.Size = ptr(size)
+	settle(w)
+	w.down[ordinal] = true
+	for n := 0; n < reports; n++ {
+		w.agents()
+		w.now = w.now.Add(every)
+	}
+}
+
+// clientSecretExpired settles on the user's Secrets, then the client certificate in them expires.
+func clientSecretExpired(w *world) {
+	useSecrets(w, "peer", "client")
+	settle(w)
+	w.secrets["etcd-client"] = fixtureSecrets(w.t)["client-expired"]
+}
+
+// nineMembersSettled converges a 9-member cluster whose children carry Metacontroller's last-applied.
+func nineMembersSettled(w *world) {
+	w.spec.Size = ptr(int32(9))
+	w.lastApplied = true
+	w.converge(200)
+	w.step(5 * time.Second)
+}
+
 func fixtures() []fixture {
 	return []fixture{
 		{name: "new-cluster", build: func(w *world) {}},
@@ -109,22 +192,16 @@ func fixtures() []fixture {
 			w.now = w.now.Add(5 * time.Second)
 		}},
 		{name: "scale-up-permits-next-ordinal", build: func(w *world) {
-			w.spec.Size = ptr(int32(1))
-			settle(w)
-			w.setSpec(size(3))
+			resized(w, 1, 3)
 		}},
 		{name: "learner-pending", build: func(w *world) {
-			w.spec.Size = ptr(int32(1))
-			settle(w)
-			w.setSpec(size(3))
+			resized(w, 1, 3)
 			w.step(2 * time.Second)
 			w.noPromote[1] = true
 			w.agents()
 		}},
 		{name: "learner-promoted-next-join", build: func(w *world) {
-			w.spec.Size = ptr(int32(1))
-			settle(w)
-			w.setSpec(size(3))
+			resized(w, 1, 3)
 			w.step(2 * time.Second)
 			w.agents()
 			w.agents()
@@ -139,110 +216,61 @@ func fixtures() []fixture {
 			w.agents()
 		}},
 		{name: "scale-down-leave-intent", build: func(w *world) {
-			w.spec.Size = ptr(int32(5))
-			settle(w)
-			w.setSpec(size(3))
+			resized(w, 5, 3)
 		}},
 		{name: "scale-down-member-left", build: func(w *world) {
-			w.spec.Size = ptr(int32(5))
-			settle(w)
-			w.setSpec(size(3))
+			resized(w, 5, 3)
 			w.step(2 * time.Second)
 		}},
 		{name: "scale-down-volume-delete-job", build: func(w *world) {
-			w.spec.Size = ptr(int32(5))
-			settle(w)
-			w.setSpec(size(3))
+			resized(w, 5, 3)
 			w.step(2 * time.Second)
 			w.step(2 * time.Second)
 		}},
 		{name: "scale-down-volume-deleted", build: func(w *world) {
-			w.spec.Size = ptr(int32(5))
-			settle(w)
-			w.setSpec(size(4))
+			resized(w, 5, 4)
 			for n := 0; n < 3; n++ {
 				w.step(2 * time.Second)
 			}
 		}},
 		{name: "scale-down-agent-dead-remove-job", build: func(w *world) {
-			w.spec.Size = ptr(int32(5))
-			settle(w)
-			w.down[4] = true
-			for n := 0; n < 4; n++ {
-				w.agents()
-				w.now = w.now.Add(30 * time.Second)
-			}
+			memberDown(w, 5, 4, 4, 30*time.Second)
 			w.agents()
 			w.setSpec(size(4))
 		}},
-		{name: "orphan-member-removed", build: func(w *world) {
-			settle(w)
-			id := w.etcd.add("http://old-etcd-2.legacy.prod.svc:2380", false)
-			w.etcd.byID(id).Started = true
-			w.agents()
-		}},
+		{name: "orphan-member-removed", build: withOrphanMember},
 		{name: "remove-job-running", build: func(w *world) {
-			settle(w)
-			id := w.etcd.add("http://old-etcd-2.legacy.prod.svc:2380", false)
-			w.etcd.byID(id).Started = true
-			w.agents()
+			withOrphanMember(w)
 			w.noJobs = true
 			w.step(10 * time.Second)
 		}},
 		{name: "remove-job-succeeded-dropped", build: func(w *world) {
-			settle(w)
-			id := w.etcd.add("http://old-etcd-2.legacy.prod.svc:2380", false)
-			w.etcd.byID(id).Started = true
-			w.agents()
+			withOrphanMember(w)
 			w.step(5 * time.Second)
 			w.agents()
 		}},
 		{name: "remove-job-failed-backoff", build: func(w *world) {
-			settle(w)
-			id := w.etcd.add("http://old-etcd-2.legacy.prod.svc:2380", false)
-			w.etcd.byID(id).Started = true
-			w.agents()
+			withOrphanMember(w)
 			w.failJobs = true
 			w.step(10 * time.Second)
 		}},
 		{name: "remove-job-retried", build: func(w *world) {
-			settle(w)
-			id := w.etcd.add("http://old-etcd-2.legacy.prod.svc:2380", false)
-			w.etcd.byID(id).Started = true
-			w.agents()
+			withOrphanMember(w)
 			w.failJobs = true
 			w.step(35 * time.Second)
 			w.agents()
 		}},
 		{name: "dead-member-quorum-to-spare", build: func(w *world) {
-			w.spec.Size = ptr(int32(5))
-			settle(w)
-			w.down[2] = true
-			for n := 0; n < 6; n++ {
-				w.agents()
-				w.now = w.now.Add(time.Minute)
-			}
+			memberDown(w, 5, 2, 6, time.Minute)
 		}},
 		{name: "dead-member-no-quorum-to-spare", build: func(w *world) {
-			w.spec.Size = ptr(int32(4))
-			settle(w)
-			w.down[3] = true
-			for n := 0; n < 6; n++ {
-				w.agents()
-				w.now = w.now.Add(time.Minute)
-			}
+			memberDown(w, 4, 3, 6, time.Minute)
 			w.agents()
 			// A second voter's report is stale (its agent hangs) but its pod is still ready.
 			w.leases[1].renewed = w.now.Add(-10 * time.Minute) // beyond three healthy renewals (api.HealthyRenewSeconds)
 		}},
 		{name: "two-voters-one-dead", build: func(w *world) {
-			w.spec.Size = ptr(int32(2))
-			settle(w)
-			w.down[1] = true
-			for n := 0; n < 7; n++ {
-				w.agents()
-				w.now = w.now.Add(time.Minute)
-			}
+			memberDown(w, 2, 1, 7, time.Minute)
 		}},
 		{name: "stale-lease-blocks-scale-up", build: func(w *world) {
 			settle(w)
@@ -286,10 +314,7 @@ func fixtures() []fixture {
 			settle(w)
 			w.setSpec(func(s *api.ClusterSpec) { s.Version = "3.6.16" })
 		}},
-		{name: "upgrade-downgrade-refused", build: func(w *world) {
-			settle(w)
-			w.setSpec(func(s *api.ClusterSpec) { s.Version = "3.6.10" })
-		}},
+		{name: "upgrade-downgrade-refused", build: settledThen(func(s *api.ClusterSpec) { s.Version = "3.6.10" })},
 		{name: "upgrade-in-progress-steps", build: func(w *world) {
 			w.spec.Version = "3.5.21"
 			settle(w)
@@ -348,14 +373,8 @@ func fixtures() []fixture {
 			w.spec.Size = ptr(int32(2))
 			settle(w)
 		}},
-		{name: "invalid-size-keeps-children", build: func(w *world) {
-			settle(w)
-			w.setSpec(size(12))
-		}},
-		{name: "invalid-unsafe-option", build: func(w *world) {
-			settle(w)
-			w.setSpec(func(s *api.ClusterSpec) { s.Options = map[string]string{"unsafe-no-fsync": "true"} })
-		}},
+		{name: "invalid-size-keeps-children", build: settledThen(size(12))},
+		{name: "invalid-unsafe-option", build: settledThen(func(s *api.ClusterSpec) { s.Options = map[string]string{"unsafe-no-fsync": "true"} })},
 		{name: "unsafe-option-allowed", build: func(w *world) {
 			settle(w)
 			w.setSpec(func(s *api.ClusterSpec) {
@@ -380,14 +399,8 @@ func fixtures() []fixture {
 			})
 		}},
 		// spec.paused (docs/design/06-sync-order.md §6.4): nothing new starts; what is observed is answered.
-		{name: "paused-running", build: func(w *world) {
-			settle(w)
-			w.setSpec(func(s *api.ClusterSpec) { s.Paused = true })
-		}},
-		{name: "paused-scale-held", build: func(w *world) {
-			settle(w)
-			w.setSpec(func(s *api.ClusterSpec) { s.Paused = true; s.Size = ptr(int32(5)) })
-		}},
+		{name: "paused-running", build: settledThen(func(s *api.ClusterSpec) { s.Paused = true })},
+		{name: "paused-scale-held", build: settledThen(func(s *api.ClusterSpec) { s.Paused = true; s.Size = ptr(int32(5)) })},
 		{name: "paused-new-cluster", build: func(w *world) { w.spec.Paused = true }},
 		// A StatefulSet rendered by an earlier release: while paused its new template reaches no pod.
 		{name: "paused-template-changed", build: func(w *world) {
@@ -409,23 +422,17 @@ func fixtures() []fixture {
 		}},
 		// CA rotation (docs/design/14-tls.md §14.6): asked; the first restart once the new CA is in the Secret;
 		// reissued from it, the old CA dropped next; a restart held for a member that is down; done.
-		{name: "ca-rotation-asked", build: func(w *world) {
-			settle(w)
-			w.parentAnn = map[string]string{api.AnnRotateCA: "ca-2027"}
-		}},
+		{name: "ca-rotation-asked", build: caRotationAsked},
 		{name: "ca-rotation-first-restart", build: func(w *world) {
-			settle(w)
-			w.parentAnn = map[string]string{api.AnnRotateCA: "ca-2027"}
+			caRotationAsked(w)
 			w.step(5 * time.Second)
 		}},
 		{name: "ca-rotation-drop-asked", build: func(w *world) {
-			settle(w)
-			w.parentAnn = map[string]string{api.AnnRotateCA: "ca-2027"}
+			caRotationAsked(w)
 			stepUntil(w, func() bool { return caPhase(w) == api.CARotationReissuing || caPhase(w) == api.CARotationDroppingCA })
 		}},
 		{name: "ca-rotation-restart-held-member-down", build: func(w *world) {
-			settle(w)
-			w.parentAnn = map[string]string{api.AnnRotateCA: "ca-2027"}
+			caRotationAsked(w)
 			w.step(5 * time.Second)
 			w.step(5 * time.Second)
 			w.down[2] = true
@@ -434,8 +441,7 @@ func fixtures() []fixture {
 			}
 		}},
 		{name: "ca-rotation-done", build: func(w *world) {
-			settle(w)
-			w.parentAnn = map[string]string{api.AnnRotateCA: "ca-2027"}
+			caRotationAsked(w)
 			stepUntil(w, func() bool { return caPhase(w) == api.CARotationDone })
 		}},
 		// A hand-edited in-place restore record that retires the live cluster (docs/design/16-backup-restore.md §16.8).
@@ -492,24 +498,16 @@ func fixtures() []fixture {
 		}},
 		{name: "tls-secret-names-not-covered", build: func(w *world) { useSecrets(w, "peer", "client-narrow") }},
 		{name: "tls-secret-peer-wildcard-svc-only", build: func(w *world) { useSecrets(w, "peer-svc-only", "client") }},
-		{name: "tls-secret-expired-running", build: func(w *world) {
-			useSecrets(w, "peer", "client")
-			settle(w)
-			w.secrets["etcd-client"] = fixtureSecrets(w.t)["client-expired"]
-		}},
+		{name: "tls-secret-expired-running", build: clientSecretExpired},
 		// A spec change under an unusable Secret is held: the new pods could not start.
 		{name: "tls-secret-expired-scale-held", build: func(w *world) {
-			useSecrets(w, "peer", "client")
-			settle(w)
-			w.secrets["etcd-client"] = fixtureSecrets(w.t)["client-expired"]
+			clientSecretExpired(w)
 			w.setSpec(size(5))
 		}},
 		// The StatefulSet was rendered by an earlier release (another template): the roll does not
 		// restart a healthy member while a Secret it would start on is unusable.
 		{name: "tls-secret-expired-roll-held", build: func(w *world) {
-			useSecrets(w, "peer", "client")
-			settle(w)
-			w.secrets["etcd-client"] = fixtureSecrets(w.t)["client-expired"]
+			clientSecretExpired(w)
 			md := w.desired[KeyStatefulSet][w.name]["metadata"].(map[string]any)
 			md["annotations"].(map[string]any)[api.AnnTemplateHash] = "0123456789abcdef"
 		}},
@@ -530,20 +528,14 @@ func fixtures() []fixture {
 		{name: "tls-disabled-new-cluster", build: func(w *world) { w.spec.Security.TLS.Enabled = ptr(false) }},
 		// Switching TLS on and off on a running cluster (docs/design/14-tls.md §14.8).
 		{name: "tls-switch-on-transition-roll", build: func(w *world) {
-			w.spec.Security.TLS.Enabled = ptr(false)
-			settle(w)
-			w.setSpec(func(s *api.ClusterSpec) { s.Security.TLS.Enabled = ptr(true) })
+			tlsSwitchOnAsked(w)
 		}},
 		{name: "tls-switch-on-peer-move", build: func(w *world) {
-			w.spec.Security.TLS.Enabled = ptr(false)
-			settle(w)
-			w.setSpec(func(s *api.ClusterSpec) { s.Security.TLS.Enabled = ptr(true) })
+			tlsSwitchOnAsked(w)
 			stepUntil(w, func() bool { return slices.Contains(w.peerSchemesAsked(), "https") })
 		}},
 		{name: "tls-switch-on-peer-move-member-down", build: func(w *world) {
-			w.spec.Security.TLS.Enabled = ptr(false)
-			settle(w)
-			w.setSpec(func(s *api.ClusterSpec) { s.Security.TLS.Enabled = ptr(true) })
+			tlsSwitchOnAsked(w)
 			// One member has moved and the second moved in the same step; the last one dies before its turn:
 			// it is asked (its report was still fresh) and keeps the turn, nothing else moves, and once its
 			// Lease is stale it is Degraded like any member that is down.
@@ -561,15 +553,10 @@ func fixtures() []fixture {
 			}
 		}},
 		{name: "tls-switch-on-final-roll", build: func(w *world) {
-			w.spec.Security.TLS.Enabled = ptr(false)
-			settle(w)
-			w.setSpec(func(s *api.ClusterSpec) { s.Security.TLS.Enabled = ptr(true) })
+			tlsSwitchOnAsked(w)
 			stepUntil(w, func() bool { s := w.statusTLSSwitch(); return s != nil && s.Phase == api.TLSSwitchRollingOut })
 		}},
-		{name: "tls-switch-off-transition-roll", build: func(w *world) {
-			settle(w)
-			w.setSpec(func(s *api.ClusterSpec) { s.Security.TLS.Enabled = ptr(false) })
-		}},
+		{name: "tls-switch-off-transition-roll", build: settledThen(func(s *api.ClusterSpec) { s.Security.TLS.Enabled = ptr(false) })},
 		// The user's Secrets are checked while a switch off's transition template mounts them: one gone
 		// holds the switch before anything restarts.
 		{name: "tls-switch-off-secret-missing", build: func(w *world) {
@@ -616,8 +603,7 @@ func fixtures() []fixture {
 		}},
 		// A CA rotation in progress finishes before TLS is switched off.
 		{name: "tls-switch-waits-for-ca-rotation", build: func(w *world) {
-			settle(w)
-			w.parentAnn = map[string]string{api.AnnRotateCA: "ca-2027"}
+			caRotationAsked(w)
 			w.step(5 * time.Second)
 			w.step(5 * time.Second)
 			w.setSpec(func(s *api.ClusterSpec) { s.Security.TLS.Enabled = ptr(false) })
@@ -639,17 +625,12 @@ func fixtures() []fixture {
 			w.status = api.ClusterStatus{}
 			w.setSpec(func(s *api.ClusterSpec) { s.Version = "3.5.21" })
 		}},
-		{name: "invalid-version-format", build: func(w *world) {
-			settle(w)
-			w.setSpec(func(s *api.ClusterSpec) { s.Version = "v3.6" })
-		}},
+		{name: "invalid-version-format", build: settledThen(func(s *api.ClusterSpec) { s.Version = "v3.6" })},
 		{name: "invalid-spec-new-cluster", build: func(w *world) {
 			w.spec.Size = ptr(int32(0))
 		}},
 		{name: "hook-v2-keys", build: func(w *world) {
-			w.spec.Size = ptr(int32(5))
-			settle(w)
-			w.setSpec(size(3))
+			resized(w, 5, 3)
 			w.v2 = true
 		}},
 		{name: "metacontroller-last-applied", build: func(w *world) {
@@ -669,34 +650,19 @@ func fixtures() []fixture {
 		}},
 		// A settled 9-member cluster: what an idle cluster's periodic resync sends (cmd/loadtest -simulate).
 		{name: "nine-members-idle", hook: "bench", build: func(w *world) {
-			w.spec.Size = ptr(int32(9))
-			w.lastApplied = true
-			w.converge(200)
-			w.step(5 * time.Second)
+			nineMembersSettled(w)
 		}},
 		{name: "nine-members-scaling", hook: "bench", build: func(w *world) {
-			w.spec.Size = ptr(int32(9))
-			w.lastApplied = true
-			w.converge(200)
-			w.step(5 * time.Second)
+			nineMembersSettled(w)
 			w.setSpec(size(7))
 		}},
 		// Backups and restores (docs/design/16-backup-restore.md §16).
-		{name: "backup-scheduled", build: func(w *world) {
-			settle(w)
-			w.setSpec(withBackup("0 * * * *", "s3://etcd-backups/prod?endpoint=https://minio.storage:9000&region=us-east-1&use_path_style=true"))
-		}},
+		{name: "backup-scheduled", build: settledThen(withBackup("0 * * * *", "s3://etcd-backups/prod?endpoint=https://minio.storage:9000&region=us-east-1&use_path_style=true"))},
 		{name: "backup-on-demand", build: func(w *world) {
-			settle(w)
-			w.setSpec(withBackup("", "gs://etcd-backups/prod"))
-			w.step(5 * time.Second)
-			w.parentAnn = map[string]string{api.AnnBackupNow: "before-upgrade-1"}
+			backupOnDemandAsked(w)
 		}},
 		{name: "backup-on-demand-succeeded", build: func(w *world) {
-			settle(w)
-			w.setSpec(withBackup("", "gs://etcd-backups/prod"))
-			w.step(5 * time.Second)
-			w.parentAnn = map[string]string{api.AnnBackupNow: "before-upgrade-1"}
+			backupOnDemandAsked(w)
 			w.step(5 * time.Second)
 			w.step(5 * time.Second)
 		}},
@@ -729,10 +695,7 @@ func fixtures() []fixture {
 				api.AnnBackupFailure: "{not json",
 			}
 		}},
-		{name: "backup-invalid-destination", build: func(w *world) {
-			settle(w)
-			w.setSpec(withBackup("0 * * * *", "s3://etcd-backups/prod?endpiont=https://minio:9000"))
-		}},
+		{name: "backup-invalid-destination", build: settledThen(withBackup("0 * * * *", "s3://etcd-backups/prod?endpiont=https://minio:9000"))},
 		{name: "backup-file-on-claim", build: func(w *world) {
 			settle(w)
 			w.setSpec(func(s *api.ClusterSpec) {
@@ -806,23 +769,14 @@ func fixtures() []fixture {
 		// replaced cluster's reports are ignored. A snapshot refused by the verification (nothing
 		// stopped), a restore Job that failed after the stop, a value refused.
 		{name: "restore-in-place-verifying", build: func(w *world) {
-			settle(w)
-			w.setSpec(func(s *api.ClusterSpec) { s.Backup = inPlaceBackup() })
-			w.step(5 * time.Second)
-			w.parentAnn = map[string]string{api.AnnRestoreFrom: "s3://etcd-backups/prod/prod/demo/20260101T000000Z-r4242.db"}
+			inPlaceRestoreAsked(w)
 		}},
 		{name: "restore-in-place-stopping", build: func(w *world) {
-			settle(w)
-			w.setSpec(func(s *api.ClusterSpec) { s.Backup = inPlaceBackup() })
-			w.step(5 * time.Second)
-			w.parentAnn = map[string]string{api.AnnRestoreFrom: "s3://etcd-backups/prod/prod/demo/20260101T000000Z-r4242.db"}
+			inPlaceRestoreAsked(w)
 			w.step(5 * time.Second) // the verify Job passes
 		}},
 		{name: "restore-in-place-refused-by-verification", build: func(w *world) {
-			settle(w)
-			w.setSpec(func(s *api.ClusterSpec) { s.Backup = inPlaceBackup() })
-			w.step(5 * time.Second)
-			w.parentAnn = map[string]string{api.AnnRestoreFrom: "s3://etcd-backups/prod/prod/demo/20260101T000000Z-r4242.db"}
+			inPlaceRestoreAsked(w)
 			w.snapshotDamaged = true
 			w.step(5 * time.Second) // the verify Job refuses the snapshot
 		}},
@@ -838,19 +792,13 @@ func fixtures() []fixture {
 			}
 		}},
 		{name: "restore-in-place-starting", build: func(w *world) {
-			settle(w)
-			w.setSpec(func(s *api.ClusterSpec) { s.Backup = inPlaceBackup() })
-			w.step(5 * time.Second)
-			w.parentAnn = map[string]string{api.AnnRestoreFrom: "s3://etcd-backups/prod/prod/demo/20260101T000000Z-r4242.db"}
+			inPlaceRestoreAsked(w)
 			for range 4 {
 				w.step(5 * time.Second)
 			}
 		}},
 		{name: "restore-in-place-failed", build: func(w *world) {
-			settle(w)
-			w.setSpec(func(s *api.ClusterSpec) { s.Backup = inPlaceBackup() })
-			w.step(5 * time.Second)
-			w.parentAnn = map[string]string{api.AnnRestoreFrom: "s3://etcd-backups/prod/prod/demo/20260101T000000Z-r4242.db"}
+			inPlaceRestoreAsked(w)
 			w.step(5 * time.Second) // the verify Job passes; then the restore Job fails (the store, not the snapshot)
 			w.failJobs = true
 			for range 4 {
@@ -900,10 +848,7 @@ func fixtures() []fixture {
 			w.alarms = []string{api.AlarmNoSpace + "@1234567890abcdef"}
 			w.step(5 * time.Second)
 		}},
-		{name: "invalid-quota-option", build: func(w *world) {
-			settle(w)
-			w.setSpec(func(s *api.ClusterSpec) { s.Options = map[string]string{"quota-backend-bytes": "8Gi"} })
-		}},
+		{name: "invalid-quota-option", build: settledThen(func(s *api.ClusterSpec) { s.Options = map[string]string{"quota-backend-bytes": "8Gi"} })},
 		// spec.network: clients from one app and one namespace, metrics from another namespace.
 		{name: "network-client-from", build: func(w *world) {
 			w.spec.Network.ClientFrom = []networkingv1.NetworkPolicyPeer{
@@ -914,10 +859,7 @@ func fixtures() []fixture {
 			settle(w)
 		}},
 		// Switched off: the NetworkPolicy is released.
-		{name: "network-policy-off", build: func(w *world) {
-			settle(w)
-			w.setSpec(func(s *api.ClusterSpec) { s.Network.Policy = ptr(false) })
-		}},
+		{name: "network-policy-off", build: settledThen(func(s *api.ClusterSpec) { s.Network.Policy = ptr(false) })},
 		{name: "network-invalid", build: func(w *world) {
 			settle(w)
 			w.setSpec(func(s *api.ClusterSpec) {
