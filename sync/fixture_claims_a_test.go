@@ -226,18 +226,10 @@ func init() {
 			a.conditionIs(t, "Progressing", "True", "RollingUpdate")
 		}},
 		"upgrade-refused-35-below-20": {"an upgrade to 3.6 from 3.5.19 (below 3.5.20) is refused: InvalidSpec UpgradeRefused, the pods keep v3.5.19", func(t *testing.T, a *fxAnswer) {
-			a.conditionIs(t, "InvalidSpec", "True", "UpgradeRefused")
-			require.Contains(t, a.condition("InvalidSpec")["message"], "3.5.20")
-			require.Equal(t, "quay.io/coreos/etcd:v3.5.19", claimsAImage(t, a))
-			require.Equal(t, "3.5.19", dig(a.status(), "target", "version"))
-			require.Equal(t, "", a.configData(t)["rolling-to"])
+			claimsAUpgradeRefused(t, a, "3.5.20", "3.5.19")
 		}},
 		"upgrade-downgrade-refused": {"a downgrade (3.7.3 to 3.6.10) is refused: InvalidSpec UpgradeRefused, the pods keep v3.7.3", func(t *testing.T, a *fxAnswer) {
-			a.conditionIs(t, "InvalidSpec", "True", "UpgradeRefused")
-			require.Contains(t, a.condition("InvalidSpec")["message"], "downgrades are not supported")
-			require.Equal(t, "quay.io/coreos/etcd:v3.7.3", claimsAImage(t, a))
-			require.Equal(t, "3.7.3", dig(a.status(), "target", "version"))
-			require.Equal(t, "", a.configData(t)["rolling-to"])
+			claimsAUpgradeRefused(t, a, "downgrades are not supported", "3.7.3")
 		}},
 		"upgrade-in-progress-steps": {"a roll goes from the highest ordinal down: demo-2 and demo-1 run 3.6.16, partition 0 lets demo-0 go last", func(t *testing.T, a *fxAnswer) {
 			require.Equal(t, 0, a.partition(t))
@@ -311,6 +303,17 @@ func init() {
 			require.Equal(t, "Running", a.phase())
 		}},
 	})
+}
+
+// claimsAUpgradeRefused asserts a version change refused (InvalidSpec UpgradeRefused, its message
+// saying why) leaves everything on version: the image, status.target and no roll started.
+func claimsAUpgradeRefused(t *testing.T, a *fxAnswer, why, version string) {
+	t.Helper()
+	a.conditionIs(t, "InvalidSpec", "True", "UpgradeRefused")
+	require.Contains(t, a.condition("InvalidSpec")["message"], why)
+	require.Equal(t, "quay.io/coreos/etcd:v"+version, claimsAImage(t, a))
+	require.Equal(t, version, dig(a.status(), "target", "version"))
+	require.Equal(t, "", a.configData(t)["rolling-to"])
 }
 
 // claimsAIntent is member i's intent, failing when its Lease is not answered.

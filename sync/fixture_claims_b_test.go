@@ -45,22 +45,25 @@ func claimsBEtcdCommand(t *testing.T, a *fxAnswer) []string {
 	return nil
 }
 
-// claimsBSpec is the applied spec the ConfigMap records (spec.json).
-func claimsBSpec(t *testing.T, a *fxAnswer) map[string]any {
+// claimsBConfigJSON is the JSON document the ConfigMap holds under key, failing when it does not parse.
+func claimsBConfigJSON(t *testing.T, a *fxAnswer, key string) map[string]any {
 	t.Helper()
-	s, _ := a.configData(t)[api.ConfigKeySpec].(string)
+	s, _ := a.configData(t)[key].(string)
 	var m map[string]any
 	require.NoError(t, json.Unmarshal([]byte(s), &m))
 	return m
 }
 
+// claimsBSpec is the applied spec the ConfigMap records (spec.json).
+func claimsBSpec(t *testing.T, a *fxAnswer) map[string]any {
+	t.Helper()
+	return claimsBConfigJSON(t, a, api.ConfigKeySpec)
+}
+
 // claimsBAgentTLS is agent.json's tls section.
 func claimsBAgentTLS(t *testing.T, a *fxAnswer) map[string]any {
 	t.Helper()
-	s, _ := a.configData(t)[api.ConfigKeyAgent].(string)
-	var m map[string]any
-	require.NoError(t, json.Unmarshal([]byte(s), &m))
-	tls, _ := m["tls"].(map[string]any)
+	tls, _ := claimsBConfigJSON(t, a, api.ConfigKeyAgent)["tls"].(map[string]any)
 	return tls
 }
 

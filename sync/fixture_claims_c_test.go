@@ -124,6 +124,43 @@ func claimsCrelatesPodsAndClaims(t *testing.T, rel map[string]map[string]any) {
 	}
 }
 
+// claimsCtransitionRoll asserts a TLS switch's first roll: the StatefulSet carries the transition
+// template from the scheme the members are on (peers still there, clients on both schemes), rolled from
+// partition 3, and status.tls.switch is rolling in towards to with nobody switched yet.
+func claimsCtransitionRoll(t *testing.T, a *fxAnswer, from, peerFlag, to string) {
+	t.Helper()
+	require.Equal(t, "transition "+from, claimsCstsAnn(t, a, api.AnnTLSSwitch))
+	cmd := a.etcdCommand(t)
+	require.Contains(t, cmd, "--tls-transition="+from)
+	require.Contains(t, cmd, peerFlag)
+	require.Contains(t, cmd, claimsCtransitionClients)
+	require.Equal(t, 3, a.partition(t))
+	claimsCswitchIs(t, a, api.TLSSwitchRollingIn, to, 0)
+}
+
+// claimsCnoSwitch asserts no TLS switch started: the template has no switch annotation, serves clients
+// as clientFlag says, no transition flag, and status has no switch.
+func claimsCnoSwitch(t *testing.T, a *fxAnswer, clientFlag string) {
+	t.Helper()
+	require.Nil(t, claimsCstsAnn(t, a, api.AnnTLSSwitch))
+	require.Contains(t, a.etcdCommand(t), clientFlag)
+	claimsCnoArgWith(t, a, "--tls-transition")
+	require.Nil(t, claimsCswitch(a))
+}
+
+// claimsCfirstLeaves asserts a scale-down's first step: only the highest ordinal is asked to leave (the
+// next one down stays a member), the replicas stay where they were and status.target has the new size.
+func claimsCfirstLeaves(t *testing.T, a *fxAnswer, highest, replicas, target int) {
+	t.Helper()
+	in, ok := a.intent(highest)
+	require.True(t, ok)
+	require.Equal(t, api.IntentLeave, in.Kind)
+	in, _ = a.intent(highest - 1)
+	require.Equal(t, api.IntentMember, in.Kind)
+	require.Equal(t, replicas, a.replicas(t))
+	require.Equal(t, target, num(dig(a.status(), "target", "size")))
+}
+
 const (
 	claimsCtransitionClients = "--listen-client-urls=http://0.0.0.0:2379,https://0.0.0.0:2379"
 	claimsCpeerHTTP          = "--listen-peer-urls=http://0.0.0.0:2380"
@@ -146,14 +183,8 @@ func init() {
 			require.Nil(t, a.status()["tls"])
 		}},
 		"tls-switch-on-transition-roll": {"switching TLS on first rolls to a transition template (peers http, clients on http and https, certificates mounted) from partition 3", func(t *testing.T, a *fxAnswer) {
-			require.Equal(t, "transition http", claimsCstsAnn(t, a, api.AnnTLSSwitch))
-			cmd := a.etcdCommand(t)
-			require.Contains(t, cmd, "--tls-transition=http")
-			require.Contains(t, cmd, claimsCpeerHTTP)
-			require.Contains(t, cmd, claimsCtransitionClients)
-			require.Contains(t, cmd, "--peer-cert-file=/var/run/etcdhook/tls/peer/tls.crt")
-			require.Equal(t, 3, a.partition(t))
-			claimsCswitchIs(t, a, api.TLSSwitchRollingIn, "https", 0)
+			claimsCtransitionRoll(t, a, "http", claimsCpeerHTTP, "https")
+			require.Contains(t, a.etcdCommand(t), "--peer-cert-file=/var/run/etcdhook/tls/peer/tls.crt")
 			a.conditionIs(t, "Progressing", "True", "TLSSwitch")
 			require.Equal(t, claimsCstsAnn(t, a, api.AnnTemplateHash), a.configData(t)["rolling-to"])
 		}},
@@ -186,19 +217,10 @@ func init() {
 			claimsCswitchIs(t, a, api.TLSSwitchRollingOut, "https", 3)
 		}},
 		"tls-switch-off-transition-roll": {"switching TLS off first rolls to a transition template keeping https peers and serving clients on both schemes, from partition 3", func(t *testing.T, a *fxAnswer) {
-			require.Equal(t, "transition https", claimsCstsAnn(t, a, api.AnnTLSSwitch))
-			cmd := a.etcdCommand(t)
-			require.Contains(t, cmd, "--tls-transition=https")
-			require.Contains(t, cmd, claimsCpeerHTTPS)
-			require.Contains(t, cmd, claimsCtransitionClients)
-			require.Equal(t, 3, a.partition(t))
-			claimsCswitchIs(t, a, api.TLSSwitchRollingIn, "http", 0)
+			claimsCtransitionRoll(t, a, "https", claimsCpeerHTTPS, "http")
 		}},
 		"tls-switch-off-secret-missing": {"a user Secret gone holds a switch off before it starts: template unchanged (TLS only), no switch, CertificatesInvalid", func(t *testing.T, a *fxAnswer) {
-			require.Nil(t, claimsCstsAnn(t, a, api.AnnTLSSwitch))
-			require.Contains(t, a.etcdCommand(t), "--listen-client-urls=https://0.0.0.0:2379")
-			claimsCnoArgWith(t, a, "--tls-transition")
-			require.Nil(t, claimsCswitch(a))
+			claimsCnoSwitch(t, a, "--listen-client-urls=https://0.0.0.0:2379")
 			a.conditionIs(t, "CertificatesInvalid", "True", "SecretUnusable")
 			a.messageHas(t, "etcd-client", "not found")
 		}},
@@ -217,10 +239,7 @@ func init() {
 			a.messageHas(t, api.AnnHoldTLSSwitch)
 		}},
 		"tls-switch-held-without-quorum": {"without quorum a switch on does not start: the plaintext template stays, no switch in status, the spec waits for quorum", func(t *testing.T, a *fxAnswer) {
-			require.Nil(t, claimsCstsAnn(t, a, api.AnnTLSSwitch))
-			require.Contains(t, a.etcdCommand(t), "--listen-client-urls=http://0.0.0.0:2379")
-			claimsCnoArgWith(t, a, "--tls-transition")
-			require.Nil(t, claimsCswitch(a))
+			claimsCnoSwitch(t, a, "--listen-client-urls=http://0.0.0.0:2379")
 			a.conditionIs(t, "Progressing", "True", "SpecPending")
 			a.conditionIs(t, "QuorumLost", "True", "")
 			a.messageHas(t, "a healthy quorum before TLS is switched on")
@@ -279,13 +298,7 @@ func init() {
 		}},
 		"hook-v2-keys": {"children keyed namespace/name (hook v2) are read as v1: the 5-to-3 scale-down asks demo-4 to leave, answered by plain name", func(t *testing.T, a *fxAnswer) {
 			require.Contains(t, a.children("Lease"), "demo-4-member")
-			in, ok := a.intent(4)
-			require.True(t, ok)
-			require.Equal(t, api.IntentLeave, in.Kind)
-			in, _ = a.intent(3)
-			require.Equal(t, api.IntentMember, in.Kind)
-			require.Equal(t, 5, a.replicas(t))
-			require.Equal(t, 3, num(dig(a.status(), "target", "size")))
+			claimsCfirstLeaves(t, a, 4, 5, 3)
 		}},
 		"metacontroller-last-applied": {"Metacontroller's last-applied annotations on observed children change nothing: the settled cluster stays Stable, none echoed", func(t *testing.T, a *fxAnswer) {
 			require.Equal(t, "Running", a.phase())
@@ -331,13 +344,7 @@ func init() {
 			}
 		}},
 		"bench/nine-members-scaling": {"scaling 9 to 7 first asks only the highest ordinal (demo-8) to leave and keeps 9 replicas", func(t *testing.T, a *fxAnswer) {
-			in, ok := a.intent(8)
-			require.True(t, ok)
-			require.Equal(t, api.IntentLeave, in.Kind)
-			in, _ = a.intent(7)
-			require.Equal(t, api.IntentMember, in.Kind)
-			require.Equal(t, 9, a.replicas(t))
-			require.Equal(t, 7, num(dig(a.status(), "target", "size")))
+			claimsCfirstLeaves(t, a, 8, 9, 7)
 			a.conditionIs(t, "Progressing", "True", "MembershipChange")
 		}},
 		"backup-scheduled": {"a backup schedule renders a CronJob (schedule, destination with its parameters, no overlap) with its own account and Lease", func(t *testing.T, a *fxAnswer) {
