@@ -1,7 +1,6 @@
 package sync
 
 import (
-	"bytes"
 	"encoding/json"
 	"math/rand/v2"
 	"reflect"
@@ -126,31 +125,8 @@ func fillRandom(rng *rand.Rand, v reflect.Value, depth int) {
 	}
 }
 
-// Every child of every fixture, sent compact as Metacontroller and the API server send it, is written the fast way
-// (writeTop): the slow copy is for what the hook does not render today.
-func TestFixtureChildrenTakeTheFastWay(t *testing.T) {
-	before := slowChildren.Load()
-	n := 0
-	for name, body := range requestBodies(t) {
-		var compact bytes.Buffer
-		if json.Compact(&compact, body) != nil {
-			continue // the malformed-body fixture
-		}
-		// The API server sends the templates with a null creation time, which the answer copies.
-		b := bytes.ReplaceAll(compact.Bytes(), []byte(`"kind":"PersistentVolumeClaim","metadata":{`), []byte(`"kind":"PersistentVolumeClaim","metadata":{"creationTimestamp":null,`))
-		resp, err := ComputeBody(b, fixtureNow, Options{Image: FixtureImage})
-		if err != nil {
-			continue // a refused fixture
-		}
-		n += len(resp.Children)
-		resp.Release()
-		require.Equal(t, before, slowChildren.Load(), "%s: a child took the slow way", name)
-	}
-	require.Positive(t, n)
-}
-
 // Observed claim templates that are an empty list are answered as such (the rendered empty list is
-// omitted by omitempty before they could replace it: the slow way writes them).
+// omitted by omitempty: the copy adds them after the spec's other members).
 func TestEmptyObservedClaimTemplatesKept(t *testing.T) {
 	w := writers.Get().(*childWriter)
 	defer writers.Put(w)
