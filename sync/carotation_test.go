@@ -198,13 +198,21 @@ func TestRotateCAWaitsForHealthyMembers(t *testing.T) {
 
 // With both planes on the user's Secrets there is no built-in CA: the request asks nothing.
 func TestRotateCAUserSecrets(t *testing.T) {
+	w := askedOnUserSecrets(t, api.AnnRotateCA, "ca-2027")
+	require.Equal(t, []string{"", "", ""}, w.caRestartsAsked())
+	require.Nil(t, w.status.TLS.CARotation)
+}
+
+// askedOnUserSecrets settles a cluster whose both planes are on the user's Secrets, then sets the
+// parent annotation ann to value and lets ten syncs pass (TestRotateCAUserSecrets,
+// TestRenewCertificatesUserSecrets: the built-in CA's requests are not for them).
+func askedOnUserSecrets(t *testing.T, ann, value string) *world {
 	w := newWorld(t, 3)
 	useSecrets(w, "peer", "client")
 	w.converge(60)
-	w.parentAnn = map[string]string{api.AnnRotateCA: "ca-2027"}
+	w.parentAnn = map[string]string{ann: value}
 	w.converge(10)
-	require.Equal(t, []string{"", "", ""}, w.caRestartsAsked())
-	require.Nil(t, w.status.TLS.CARotation)
+	return w
 }
 
 // caPhase is the rotation phase in the world's status ("" none).

@@ -39,11 +39,7 @@ func TestRenewCertificates(t *testing.T) {
 
 // The user's Secrets are renewed by their issuer (cert-manager): nothing is asked of the agents.
 func TestRenewCertificatesUserSecrets(t *testing.T) {
-	w := newWorld(t, 3)
-	useSecrets(w, "peer", "client")
-	w.converge(60)
-	w.parentAnn = map[string]string{api.AnnRenewCertificates: "leak-1"}
-	w.converge(10)
+	w := askedOnUserSecrets(t, api.AnnRenewCertificates, "leak-1")
 	require.Equal(t, []string{"", "", ""}, w.renewalMarks())
 	require.Nil(t, w.status.TLS.Renewal)
 }
