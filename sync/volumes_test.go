@@ -15,6 +15,22 @@ func (w *world) growTo(size string) {
 	w.setSpec(func(s *api.ClusterSpec) { q := resource.MustParse(size); s.Storage.Size = &q })
 }
 
+// growFor asks for size, then lets steps syncs pass 5 s apart.
+func (w *world) growFor(size string, steps int) {
+	w.growTo(size)
+	for n := 0; n < steps; n++ {
+		w.step(5e9)
+	}
+}
+
+// stepUntilGrown steps (80 at most) until every claim and the template are at size; the callers assert
+// what was reached.
+func (w *world) stepUntilGrown(size string) {
+	for n := 0; n < 80 && (w.status.Storage.AtSize < 3 || w.templateSize() != size); n++ {
+		w.step(5e9)
+	}
+}
+
 // activeJobs names the active Jobs whose names start with prefix.
 func (w *world) activeJobs(prefix string) []string {
 	var out []string
@@ -118,9 +134,7 @@ func TestVolumeGrowthDownMemberFirst(t *testing.T) {
 	require.Equal(t, "20Gi", w.pvcs[2].capacity)
 	require.Contains(t, w.status.Message, "every member but demo-0 healthy before growing its claim data-demo-0")
 	w.down[2] = false
-	for n := 0; n < 80 && (w.status.Storage.AtSize < 3 || w.templateSize() != "20Gi"); n++ {
-		w.step(5e9)
-	}
+	w.stepUntilGrown("20Gi")
 	require.Equal(t, int32(3), w.status.Storage.AtSize)
 }
 
@@ -151,10 +165,7 @@ func TestVolumeGrowthWithdrawn(t *testing.T) {
 	w := newWorld(t, 3)
 	w.converge(60)
 	w.refuseGrowth = true
-	w.growTo("20Gi")
-	for n := 0; n < 5; n++ {
-		w.step(5e9)
-	}
+	w.growFor("20Gi", 5)
 	require.Regexp(t, `Job demo-grow-0-\d+ failed`, w.status.Message)
 	w.growTo("10Gi")
 	w.converge(20)
@@ -162,10 +173,7 @@ func TestVolumeGrowthWithdrawn(t *testing.T) {
 	require.Equal(t, &api.StorageStatus{Size: "10Gi", Claims: 3, AtSize: 3, TemplateSize: "10Gi"}, w.status.Storage)
 
 	w.refuseGrowth, w.noResizer = false, true
-	w.growTo("20Gi")
-	for n := 0; n < 5; n++ {
-		w.step(5e9)
-	}
+	w.growFor("20Gi", 5)
 	require.Equal(t, "20Gi", w.pvcs[0].size, "claim 0 asks for 20Gi; no driver grows it")
 	w.growTo("10Gi")
 	w.step(5e9)
@@ -179,18 +187,13 @@ func TestVolumeGrowthRefused(t *testing.T) {
 	w := newWorld(t, 3)
 	w.converge(60)
 	w.noResizer = true
-	w.growTo("20Gi")
-	for n := 0; n < 10; n++ {
-		w.step(5e9)
-	}
+	w.growFor("20Gi", 10)
 	require.Regexp(t, `growing claim data-demo-0 to 20Gi: Job demo-grow-0-\d+ failed \(see its log\); retrying after`, w.status.Message)
 	require.Equal(t, api.PhaseRunning, w.status.Phase)
 	require.Equal(t, int32(0), w.status.Storage.AtSize)
 	require.Equal(t, "10Gi", w.templateSize(), "the template waits for every claim")
 	w.noResizer = false
-	for n := 0; n < 80 && (w.status.Storage.AtSize < 3 || w.templateSize() != "20Gi"); n++ {
-		w.step(5e9)
-	}
+	w.stepUntilGrown("20Gi")
 	require.Equal(t, int32(3), w.status.Storage.AtSize)
 	require.Equal(t, "20Gi", w.templateSize())
 }
