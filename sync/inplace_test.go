@@ -60,6 +60,19 @@ func stepUntilStopping(t *testing.T, w *world, max int) {
 	}
 }
 
+// restoredAndRunning: the latest restore is done and the cluster serves again.
+func restoredAndRunning(w *world) bool {
+	return w.status.Restore != nil && w.status.Restore.Phase == "Restored" && w.status.Phase == api.PhaseRunning
+}
+
+// stepAtMostUntil steps the world 5 s at a time until cond holds, at most max steps. Unlike stepUntil it
+// does not fail when cond is not reached: the caller asserts what it needs.
+func stepAtMostUntil(w *world, max int, cond func() bool) {
+	for n := 0; n < max && !cond(); n++ {
+		w.step(5 * time.Second)
+	}
+}
+
 // agentRetired is agent.json's retiredClusters as rendered.
 func agentRetired(t *testing.T, w *world) []string {
 	cm := w.desired[KeyConfigMap][w.names().ConfigMap()]
@@ -82,7 +95,7 @@ func TestRestoreInPlace(t *testing.T) {
 
 	jobSeen, suspended, verifying := false, false, false
 	var restoreCmd string
-	for n := 0; n < 80 && !(w.status.Restore != nil && w.status.Restore.Phase == "Restored" && w.status.Phase == api.PhaseRunning); n++ {
+	for n := 0; n < 80 && !restoredAndRunning(w); n++ {
 		w.step(5 * time.Second)
 		if j := restoreJobOf(w); j != nil && !jobSeen {
 			// (The simulated Job fails if pod 0 exists when it runs.)
@@ -262,9 +275,7 @@ func TestRestoreOnQuorumLoss(t *testing.T) {
 				w.step(5 * time.Second)
 				require.Nil(t, restoreJobOf(w), "not before deadMemberSeconds")
 			}
-			for n := 0; n < 100 && !(w.status.Restore != nil && w.status.Restore.Phase == "Restored" && w.status.Phase == api.PhaseRunning); n++ {
-				w.step(5 * time.Second)
-			}
+			stepAtMostUntil(w, 100, func() bool { return restoredAndRunning(w) })
 			if !tc.restores {
 				require.Nil(t, w.status.Restore)
 				require.Equal(t, oldID, w.etcd.clusterID)
@@ -283,9 +294,7 @@ func TestRestoreOnQuorumLoss(t *testing.T) {
 			// A second disaster restores again, from the same /latest, under other IDs.
 			second := w.etcd.clusterID
 			w.loseVolumes(0, 1)
-			for n := 0; n < 200 && !(w.status.Restore != nil && w.status.Restore.Phase == "Restored" && w.etcd.clusterID != second && w.status.Phase == api.PhaseRunning); n++ {
-				w.step(5 * time.Second)
-			}
+			stepAtMostUntil(w, 200, func() bool { return w.etcd.clusterID != second && restoredAndRunning(w) })
 			require.NotEqual(t, second, w.etcd.clusterID, "restored again")
 			require.Equal(t, []string{oldID, second}, w.status.Restore.ReplacedClusterIDs, "retired IDs add up: a member of the first cluster that never came back still counts for nothing")
 			require.Equal(t, []string{"demo-0", "demo-1"}, w.status.Restore.LostMembers)
@@ -300,15 +309,11 @@ func TestRestoreAnnotationNotRepeatedAfterAutomatic(t *testing.T) {
 	w.spec.Backup = &api.BackupSpec{Destination: "s3://etcd-backups/prod", CredentialsSecret: "creds", RestoreOnQuorumLoss: true}
 	w.converge(60)
 	w.parentAnn = map[string]string{api.AnnRestoreFrom: inPlaceSnapshot}
-	for n := 0; n < 80 && !(w.status.Restore != nil && w.status.Restore.Phase == "Restored" && w.status.Phase == api.PhaseRunning); n++ {
-		w.step(5 * time.Second)
-	}
+	stepAtMostUntil(w, 80, func() bool { return restoredAndRunning(w) })
 	w.converge(40)
 	manual := w.etcd.clusterID
 	w.loseVolumes(1, 2)
-	for n := 0; n < 200 && !(w.etcd.clusterID != manual && w.status.Restore.Phase == "Restored" && w.status.Phase == api.PhaseRunning); n++ {
-		w.step(5 * time.Second)
-	}
+	stepAtMostUntil(w, 200, func() bool { return w.etcd.clusterID != manual && restoredAndRunning(w) })
 	require.NotEmpty(t, w.status.Restore.LostMembers, "the automatic restore ran")
 	automatic := w.etcd.clusterID
 	require.NotEqual(t, manual, automatic)
@@ -339,9 +344,7 @@ func TestRestoreInPlaceAndPause(t *testing.T) {
 	w.generation++
 	stepUntilStopping(t, w, 10)
 	w.noJobs = true // the Job runs long
-	for n := 0; n < 10 && restoreJobOf(w) == nil; n++ {
-		w.step(5 * time.Second)
-	}
+	stepAtMostUntil(w, 10, func() bool { return restoreJobOf(w) != nil })
 	require.NotNil(t, restoreJobOf(w))
 	w.spec.Paused = true
 	w.generation++
@@ -351,9 +354,7 @@ func TestRestoreInPlaceAndPause(t *testing.T) {
 		require.Equal(t, 0, w.replicas())
 	}
 	w.noJobs = false
-	for n := 0; n < 60 && !(w.status.Restore != nil && w.status.Restore.Phase == "Restored"); n++ {
-		w.step(5 * time.Second)
-	}
+	stepAtMostUntil(w, 60, func() bool { return w.status.Restore != nil && w.status.Restore.Phase == "Restored" })
 	require.NotEqual(t, oldID, w.etcd.clusterID, "the restore in flight finished while paused")
 }
 
@@ -364,9 +365,7 @@ func TestRestoreInPlaceWithdrawnToAnOldValue(t *testing.T) {
 	w.spec.Backup = inPlaceBackup() // the store the snapshot is read from, with its credentials
 	w.converge(60)
 	w.parentAnn = map[string]string{api.AnnRestoreFrom: inPlaceSnapshot}
-	for n := 0; n < 80 && !(w.status.Restore != nil && w.status.Restore.Phase == "Restored" && w.status.Phase == api.PhaseRunning); n++ {
-		w.step(5 * time.Second)
-	}
+	stepAtMostUntil(w, 80, func() bool { return restoredAndRunning(w) })
 	w.converge(40)
 	first := w.etcd.clusterID
 	retired := w.status.Restore.ReplacedClusterIDs

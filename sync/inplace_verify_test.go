@@ -53,9 +53,7 @@ func TestRestoreInPlaceRefusedByVerification(t *testing.T) {
 			w.snapshotDamaged = false
 			w.parentAnn = map[string]string{api.AnnRestoreFrom: "s3://etcd-backups/prod/prod/demo/20260102T000000Z-r5000.db",
 				api.AnnRestoreForeignCluster: w.snapshotOwner}
-			for n := 0; n < 80 && !(w.status.Restore != nil && w.status.Restore.Phase == "Restored" && w.status.Phase == api.PhaseRunning); n++ {
-				w.step(5 * time.Second)
-			}
+			stepAtMostUntil(w, 80, func() bool { return restoredAndRunning(w) })
 			require.NotEqual(t, oldID, w.etcd.clusterID, "restored")
 			require.Equal(t, []string{oldID}, w.status.Restore.ReplacedClusterIDs)
 			require.Nil(t, meta.FindStatusCondition(w.status.Conditions, api.CondRestoreFailed))
@@ -113,9 +111,7 @@ func TestRestoreOnQuorumLossRefusedByVerification(t *testing.T) {
 	// By hand: the same source, once it holds a good snapshot.
 	w.snapshotDamaged = false
 	w.parentAnn = map[string]string{api.AnnRestoreFrom: "s3://etcd-backups/prod/latest"}
-	for n := 0; n < 100 && !(w.status.Restore != nil && w.status.Restore.Phase == "Restored" && w.status.Phase == api.PhaseRunning); n++ {
-		w.step(5 * time.Second)
-	}
+	stepAtMostUntil(w, 100, func() bool { return restoredAndRunning(w) })
 	require.NotEqual(t, oldID, w.etcd.clusterID, "restored")
 }
 
