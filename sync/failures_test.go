@@ -250,9 +250,7 @@ func TestFailureStatusWiped(t *testing.T) {
 
 // A learner that never catches up is removed after its deadline, and the join is retried.
 func TestFailureLearnerNeverCatchesUp(t *testing.T) {
-	w := newWorld(t, 3)
-	w.converge(60)
-	w.setSpec(func(s *api.ClusterSpec) { s.Size = ptr(int32(4)) })
+	w := resizing(t, 3, 4)
 	w.noPromote[3] = true
 	var first string
 	for n := 0; n < 6; n++ {

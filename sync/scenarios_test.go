@@ -9,6 +9,14 @@ import (
 	"github.com/etcdhook/etcdhook/api"
 )
 
+// resizing is a cluster of from members, settled, whose spec now asks for to (no sync has seen it yet).
+func resizing(t *testing.T, from, to int32) *world {
+	w := newWorld(t, from)
+	w.converge(60)
+	w.setSpec(size(to))
+	return w
+}
+
 // Member data loss: the agent reports it waits to rejoin while its old ID is still a member; the hook
 // permits the replacement when quorum allows, and the member comes back under a new ID.
 func TestDataLossOnVoterReplacedUnderNewID(t *testing.T) {
@@ -38,9 +46,7 @@ func TestOrphanMemberRemoved(t *testing.T) {
 
 // Two cluster IDs among the Leases: condition SplitBrain, no membership action.
 func TestSplitBrainFreezesMembership(t *testing.T) {
-	w := newWorld(t, 3)
-	w.converge(60)
-	w.setSpec(func(s *api.ClusterSpec) { s.Size = ptr(int32(5)) })
+	w := resizing(t, 3, 5)
 	l := w.leases[2]
 	l.report.ClusterID = "aaaaaaaaaaaaaaaa"
 	resp := w.sync()
@@ -54,9 +60,7 @@ func TestSplitBrainFreezesMembership(t *testing.T) {
 
 // Size edited mid-step: the step in flight finishes under the latched target before the new size is taken.
 func TestSizeEditedMidStepIsLatched(t *testing.T) {
-	w := newWorld(t, 3)
-	w.converge(60)
-	w.setSpec(func(s *api.ClusterSpec) { s.Size = ptr(int32(5)) })
+	w := resizing(t, 3, 5)
 	w.sync() // ordinal 3 permitted; pods 3 and 4 start together (4 waits for its turn)
 	require.Equal(t, 5, w.replicas())
 	require.NotNil(t, w.leaseAnn(3)[api.AnnJoinPermitted])
@@ -72,9 +76,7 @@ func TestSizeEditedMidStepIsLatched(t *testing.T) {
 
 // The hook is unavailable in the middle of a scale step (no syncs while agents act), then back.
 func TestHookUnavailableMidStepConverges(t *testing.T) {
-	w := newWorld(t, 3)
-	w.converge(60)
-	w.setSpec(func(s *api.ClusterSpec) { s.Size = ptr(int32(5)) })
+	w := resizing(t, 3, 5)
 	w.sync()
 	for n := 0; n < 10; n++ { // hook down: the world moves on without it
 		w.controllers()
@@ -89,9 +91,7 @@ func TestHookUnavailableMidStepConverges(t *testing.T) {
 // A stale cache: a request from before the last step is answered again. It must not start a second
 // change: the answer to the old request is the same step, not another one.
 func TestStaleCacheNoDoubleStep(t *testing.T) {
-	w := newWorld(t, 3)
-	w.converge(60)
-	w.setSpec(func(s *api.ClusterSpec) { s.Size = ptr(int32(5)) })
+	w := resizing(t, 3, 5)
 	stale := w.request()
 	first := w.sync()
 	w.controllers()
@@ -105,9 +105,7 @@ func TestStaleCacheNoDoubleStep(t *testing.T) {
 
 // Hook v1 and v2 key formats and Metacontroller's last-applied annotation give the same answer.
 func TestKeyFormatsAndLastAppliedAgree(t *testing.T) {
-	w := newWorld(t, 3)
-	w.converge(60)
-	w.setSpec(func(s *api.ClusterSpec) { s.Size = ptr(int32(4)) })
+	w := resizing(t, 3, 4)
 	v1, err := Compute(w.request(), w.now, w.opts)
 	require.NoError(t, err)
 	w.v2, w.lastApplied = true, true
