@@ -309,6 +309,33 @@ func TestStatusMessagesAreBounded(t *testing.T) {
 	require.Contains(t, conditionMessage(*resp.Status, api.CondInputIgnored), "more bytes")
 }
 
+// onVersion is a settled 3-member cluster on version, its children carrying Metacontroller's last-applied.
+func onVersion(t *testing.T, version string) *world {
+	w := newWorld(t, 3)
+	w.spec.Version = version
+	w.lastApplied = true
+	w.converge(60)
+	return w
+}
+
+// setEtcdWaiting makes the etcd container of the request's pod named only (every pod when only is "")
+// not ready and waiting for reason on image, after restarts restarts.
+func setEtcdWaiting(t *testing.T, req *Request, only, image string, restarts int, reason string) {
+	t.Helper()
+	for k, raw := range req.Related[KeyPod] {
+		var pod map[string]any
+		require.NoError(t, json.Unmarshal(raw, &pod))
+		if only != "" && pod["metadata"].(map[string]any)["name"] != only {
+			continue
+		}
+		pod["status"].(map[string]any)["containerStatuses"] = []any{map[string]any{
+			"name": "etcd", "image": image, "imageID": "", "ready": false, "restartCount": restarts,
+			"state": map[string]any{"waiting": map[string]any{"reason": reason}},
+		}}
+		req.Related[KeyPod][k] = mustJSON(pod)
+	}
+}
+
 // What the pods run is evidence (issue 24 §3): with every member restarting (no version reported),
 // status wiped and the running-versions record gone, a spec asking 3.5 for data 3.6.16 wrote was
 // accepted and rendered into the template. The images of the template and of the pods whose etcd ran
@@ -325,10 +352,7 @@ func TestImagesAreVersionEvidence(t *testing.T) {
 		"two minors down": {"3.5.11", true},
 	} {
 		t.Run(name, func(t *testing.T) {
-			w := newWorld(t, 3)
-			w.spec.Version = "3.6.16"
-			w.lastApplied = true
-			w.converge(60)
+			w := onVersion(t, "3.6.16")
 			w.status = api.ClusterStatus{}
 			w.setSpec(func(s *api.ClusterSpec) { s.Version = tc.version })
 			req := w.request()
@@ -338,15 +362,7 @@ func TestImagesAreVersionEvidence(t *testing.T) {
 			for i := range 3 {
 				editChild(t, req, KeyLease, w.names().Lease(i), func(o map[string]any) { setAnnotation(o, api.AnnVersion, "") })
 			}
-			for k, raw := range req.Related[KeyPod] {
-				var pod map[string]any
-				require.NoError(t, json.Unmarshal(raw, &pod))
-				pod["status"].(map[string]any)["containerStatuses"] = []any{map[string]any{
-					"name": "etcd", "image": "quay.io/coreos/etcd:v3.6.16", "imageID": "", "ready": false, "restartCount": 1,
-					"state": map[string]any{"waiting": map[string]any{"reason": "CrashLoopBackOff"}},
-				}}
-				req.Related[KeyPod][k] = mustJSON(pod)
-			}
+			setEtcdWaiting(t, req, "", "quay.io/coreos/etcd:v3.6.16", 1, "CrashLoopBackOff")
 			resp, err := Compute(req, w.now, w.opts)
 			require.NoError(t, err)
 			cmd := renderedCommand(t, resp)
@@ -454,27 +470,14 @@ func TestRecordFailingNewerRulesStillBindsChanges(t *testing.T) {
 // An upgrade whose image never started (pull refused) can be set back: only images a pod's etcd ran
 // are evidence, not the template the hook asked for.
 func TestImageThatNeverRanIsNoEvidence(t *testing.T) {
-	w := newWorld(t, 3)
-	w.spec.Version = "3.6.16"
-	w.lastApplied = true
-	w.converge(60)
+	w := onVersion(t, "3.6.16")
 	w.setSpec(func(s *api.ClusterSpec) { s.Version = "3.6.16" })
 	req := w.request()
 	editChild(t, req, KeyStatefulSet, w.name, func(o map[string]any) {
 		c := o["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)
 		c["image"] = "quay.io/coreos/etcd:v3.7.0"
 	})
-	for k, raw := range req.Related[KeyPod] {
-		var pod map[string]any
-		require.NoError(t, json.Unmarshal(raw, &pod))
-		if pod["metadata"].(map[string]any)["name"] == w.names().Pod(2) {
-			pod["status"].(map[string]any)["containerStatuses"] = []any{map[string]any{
-				"name": "etcd", "image": "quay.io/coreos/etcd:v3.7.0", "imageID": "", "ready": false, "restartCount": 0,
-				"state": map[string]any{"waiting": map[string]any{"reason": "ImagePullBackOff"}},
-			}}
-			req.Related[KeyPod][k] = mustJSON(pod)
-		}
-	}
+	setEtcdWaiting(t, req, w.names().Pod(2), "quay.io/coreos/etcd:v3.7.0", 0, "ImagePullBackOff")
 	resp, err := Compute(req, w.now, w.opts)
 	require.NoError(t, err)
 	require.NotContains(t, conditionMessage(*resp.Status, api.CondInvalidSpec), "downgrades across a minor version")
