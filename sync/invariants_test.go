@@ -140,15 +140,6 @@ func generatedHistory(t *testing.T, seed int64) {
 
 // spareVoters is how many more voters could lose their data without losing quorum.
 func (w *world) spareVoters() int {
-	voters, intact := 0, 0
-	for _, m := range w.etcd.members {
-		if m.Learner {
-			continue
-		}
-		voters++
-		if i := w.ordinalOf(m); i >= 0 && w.pods[i] != nil && w.data[i] == m.ID {
-			intact++
-		}
-	}
+	voters, intact := w.votersWhere(func(i int, m api.Member) bool { return w.pods[i] != nil && w.data[i] == m.ID })
 	return intact - api.Quorum(voters)
 }

@@ -670,18 +670,28 @@ func (w *world) alive(i int) bool {
 
 func (w *world) ordinalOf(m api.Member) int { return w.names().PeerURLOrdinal(m.PeerURL) }
 
-// quorum: the started voters whose pods are alive are a majority of the voters.
-func (w *world) quorum() bool {
-	voters, up := 0, 0
+// votersWhere counts the voters (learners left out) and, of them, those at an ordinal for which ok holds.
+func (w *world) votersWhere(ok func(i int, m api.Member) bool) (voters, n int) {
 	for _, m := range w.etcd.members {
 		if m.Learner {
 			continue
 		}
 		voters++
-		if i := w.ordinalOf(m); i >= 0 && w.alive(i) && m.Started && w.data[i] == m.ID {
-			up++
+		if i := w.ordinalOf(m); i >= 0 && ok(i, m) {
+			n++
 		}
 	}
+	return voters, n
+}
+
+// healthyAt: member m, at ordinal i, has started and runs on its own data in a pod that is alive.
+func (w *world) healthyAt(i int, m api.Member) bool {
+	return w.alive(i) && m.Started && w.data[i] == m.ID
+}
+
+// quorum: the started voters whose pods are alive are a majority of the voters.
+func (w *world) quorum() bool {
+	voters, up := w.votersWhere(w.healthyAt)
 	return voters > 0 && up >= api.Quorum(voters)
 }
 
@@ -697,7 +707,7 @@ func (w *world) canRemove(id string) bool {
 			continue
 		}
 		all++
-		if i := w.ordinalOf(m); i >= 0 && w.alive(i) && m.Started && w.data[i] == m.ID {
+		if i := w.ordinalOf(m); i >= 0 && w.healthyAt(i, m) {
 			healthy++
 			self = self || m.ID == id
 		}
