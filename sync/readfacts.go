@@ -437,27 +437,9 @@ func (f *facts) readJobs() {
 			jv.memberID, jv.attempt = id, n
 			f.removeJobs[id] = append(f.removeJobs[id], jv)
 		case strings.HasPrefix(j.Name, pvcPrefix):
-			o, n, ok := splitAttempt(strings.TrimPrefix(j.Name, pvcPrefix))
-			if !ok {
-				continue
-			}
-			i, err := strconv.Atoi(o)
-			if err != nil || i < 0 || i >= api.MaxSize {
-				continue
-			}
-			jv.ordinal, jv.attempt = i, n
-			f.pvcJobs[i] = append(f.pvcJobs[i], jv)
+			addOrdinalJob(f.pvcJobs, jv, strings.TrimPrefix(j.Name, pvcPrefix), false)
 		case strings.HasPrefix(j.Name, growPrefix):
-			o, n, ok := splitAttempt(strings.TrimPrefix(j.Name, growPrefix))
-			if !ok {
-				continue
-			}
-			i, err := strconv.Atoi(o)
-			if err != nil || i < 0 || i >= api.MaxSize || strconv.Itoa(i) != o {
-				continue
-			}
-			jv.ordinal, jv.attempt = i, n
-			f.growJobs[i] = append(f.growJobs[i], jv)
+			addOrdinalJob(f.growJobs, jv, strings.TrimPrefix(j.Name, growPrefix), true)
 		case strings.HasPrefix(j.Name, templatePrefix):
 			n, err := strconv.Atoi(strings.TrimPrefix(j.Name, templatePrefix))
 			if err != nil || n < 1 || strconv.Itoa(n) != strings.TrimPrefix(j.Name, templatePrefix) {
@@ -477,6 +459,23 @@ func (f *facts) readJobs() {
 	for _, js := range f.pvcJobs {
 		sort.Slice(js, func(a, b int) bool { return js[a].attempt < js[b].attempt })
 	}
+}
+
+// addOrdinalJob files a per-member Job under its ordinal, read from its name's "<ordinal>-<attempt>"
+// suffix (splitAttempt) with the ordinal below api.MaxSize; a Job whose suffix does not read is left out.
+// canonical also refuses an ordinal not written as strconv.Itoa writes it ("01", "+1"): grow Jobs are
+// read that way, claim-delete Jobs (pvc) have always been read without it.
+func addOrdinalJob(into map[int][]*jobView, jv *jobView, suffix string, canonical bool) {
+	o, n, ok := splitAttempt(suffix)
+	if !ok {
+		return
+	}
+	i, err := strconv.Atoi(o)
+	if err != nil || i < 0 || i >= api.MaxSize || (canonical && strconv.Itoa(i) != o) {
+		return
+	}
+	jv.ordinal, jv.attempt = i, n
+	into[i] = append(into[i], jv)
 }
 
 func splitAttempt(s string) (string, int, bool) {
