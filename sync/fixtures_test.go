@@ -125,11 +125,16 @@ func tlsSwitchOnAsked(w *world) {
 	w.setSpec(func(s *api.ClusterSpec) { s.Security.TLS.Enabled = ptr(true) })
 }
 
+// backupsOn settles, configures backups and lets one sync render them.
+func backupsOn(w *world, schedule, destination string) {
+	settle(w)
+	w.setSpec(withBackup(schedule, destination))
+	w.step(5 * time.Second)
+}
+
 // backupOnDemandAsked settles with unscheduled backups, then asks for one (etcd.io/backup-now).
 func backupOnDemandAsked(w *world) {
-	settle(w)
-	w.setSpec(withBackup("", "gs://etcd-backups/prod"))
-	w.step(5 * time.Second)
+	backupsOn(w, "", "gs://etcd-backups/prod")
 	w.parentAnn = map[string]string{api.AnnBackupNow: "before-upgrade-1"}
 }
 
@@ -658,18 +663,14 @@ func fixtures() []fixture {
 		}},
 		// Backups and restores (docs/design/16-backup-restore.md §16).
 		{name: "backup-scheduled", build: settledThen(withBackup("0 * * * *", "s3://etcd-backups/prod?endpoint=https://minio.storage:9000&region=us-east-1&use_path_style=true"))},
-		{name: "backup-on-demand", build: func(w *world) {
-			backupOnDemandAsked(w)
-		}},
+		{name: "backup-on-demand", build: backupOnDemandAsked},
 		{name: "backup-on-demand-succeeded", build: func(w *world) {
 			backupOnDemandAsked(w)
 			w.step(5 * time.Second)
 			w.step(5 * time.Second)
 		}},
 		{name: "backup-failing", build: func(w *world) {
-			settle(w)
-			w.setSpec(withBackup("", "s3://etcd-backups/prod"))
-			w.step(5 * time.Second)
+			backupsOn(w, "", "s3://etcd-backups/prod")
 			w.parentAnn = map[string]string{api.AnnBackupNow: "t1"}
 			w.step(5 * time.Second)
 			w.step(time.Minute)
@@ -680,16 +681,12 @@ func fixtures() []fixture {
 		}},
 		// The newest success is three hours old under an hourly schedule: stale.
 		{name: "backup-stale", build: func(w *world) {
-			settle(w)
-			w.setSpec(withBackup("0 * * * *", "s3://etcd-backups/prod"))
-			w.step(5 * time.Second)
+			backupsOn(w, "0 * * * *", "s3://etcd-backups/prod")
 			w.backupAnn = map[string]string{api.AnnBackupSuccess: api.BackupReport{Time: w.now.Add(-3 * time.Hour), Snapshot: "s3://etcd-backups/prod/prod/demo/x-r1.db", Revision: 1, Size: 1}.String()}
 		}},
 		// A report dated ahead of the hook's clock, and one that does not parse: ignored and named.
 		{name: "backup-report-distrusted", build: func(w *world) {
-			settle(w)
-			w.setSpec(withBackup("", "s3://etcd-backups/prod"))
-			w.step(5 * time.Second)
+			backupsOn(w, "", "s3://etcd-backups/prod")
 			w.backupAnn = map[string]string{
 				api.AnnBackupSuccess: api.BackupReport{Time: w.now.Add(time.Hour), Snapshot: "s3://x/y.db"}.String(),
 				api.AnnBackupFailure: "{not json",
@@ -706,9 +703,7 @@ func fixtures() []fixture {
 		}},
 		// Configured three hours ago, never succeeded: stale.
 		{name: "backup-stale-never-succeeded", build: func(w *world) {
-			settle(w)
-			w.setSpec(withBackup("0 * * * *", "s3://etcd-backups/prod"))
-			w.step(5 * time.Second)
+			backupsOn(w, "0 * * * *", "s3://etcd-backups/prod")
 			w.noJobs = true
 			for range 36 {
 				w.step(5 * time.Minute)
@@ -721,9 +716,7 @@ func fixtures() []fixture {
 		}},
 		// A new token while the previous token's Job still runs: both Jobs are kept.
 		{name: "backup-on-demand-new-token-while-running", build: func(w *world) {
-			settle(w)
-			w.setSpec(withBackup("", "gs://etcd-backups/prod"))
-			w.step(5 * time.Second)
+			backupsOn(w, "", "gs://etcd-backups/prod")
 			w.noJobs = true
 			w.parentAnn = map[string]string{api.AnnBackupNow: "t1"}
 			w.step(5 * time.Second)
@@ -735,9 +728,7 @@ func fixtures() []fixture {
 		}},
 		// Backups switched off: the CronJob, Lease and account go.
 		{name: "backup-removed", build: func(w *world) {
-			settle(w)
-			w.setSpec(withBackup("0 * * * *", "s3://etcd-backups/prod"))
-			w.step(5 * time.Second)
+			backupsOn(w, "0 * * * *", "s3://etcd-backups/prod")
 			w.setSpec(func(s *api.ClusterSpec) { s.Backup = nil })
 		}},
 		{name: "restore-new-cluster", build: func(w *world) {
@@ -781,9 +772,7 @@ func fixtures() []fixture {
 			w.step(5 * time.Second) // the verify Job refuses the snapshot
 		}},
 		{name: "restore-in-place-job", build: func(w *world) {
-			settle(w)
-			w.setSpec(withBackup("0 * * * *", "s3://etcd-backups/prod?endpoint=https://minio.storage:9000"))
-			w.step(5 * time.Second)
+			backupsOn(w, "0 * * * *", "s3://etcd-backups/prod?endpoint=https://minio.storage:9000")
 			w.parentAnn = map[string]string{api.AnnRestoreFrom: "s3://etcd-backups/prod/latest?endpoint=https://minio.storage:9000"}
 			w.step(5 * time.Second) // the verify Job passes
 			w.noJobs = true
