@@ -109,10 +109,8 @@ func decideAnswer(ctx context.Context, o *Observed, now time.Time, opts Options)
 	if err != nil {
 		return nil, err
 	}
-	resync := float64(resyncIdleSeconds)
-	if p.busy != "" || p.rolling || p.pendingSpec || p.quorumLost || p.cleanup || !f.bootstrapped || len(p.waiting) > 0 {
-		resync = resyncBusySeconds
-	}
+	// Before status, which adds its own waits (status.go).
+	resync := p.resyncAfter()
 	return &Response{Status: p.status(), Children: children, ResyncAfterSeconds: resync, Deleted: deleted, writer: writer}, nil
 }
 
@@ -239,4 +237,13 @@ func Customize(req *CustomizeRequest) (*CustomizeResponse, error) {
 		rules = append(rules, RelatedRule{APIVersion: "v1", Resource: "secrets", Names: names})
 	}
 	return &CustomizeResponse{RelatedResources: rules}, nil
+}
+
+// resyncAfter is how soon Metacontroller asks again: soon while anything is under way or awaited, else
+// at the idle pace.
+func (p *plan) resyncAfter() float64 {
+	if p.busy != "" || p.rolling || p.pendingSpec || p.quorumLost || p.cleanup || !p.f.bootstrapped || len(p.waiting) > 0 {
+		return resyncBusySeconds
+	}
+	return resyncIdleSeconds
 }

@@ -134,16 +134,8 @@ func decodeRequest(req *rawRequest) (*Observed, error) {
 		}
 	}
 	p := &o.Parent
-	if p.APIVersion != api.APIVersion || p.Kind != api.Kind {
-		return nil, inputErrorf("parent is %s %s, want %s %s", p.APIVersion, p.Kind, api.APIVersion, api.Kind)
-	}
-	if p.Name == "" || p.Namespace == "" || p.UID == "" {
-		return nil, inputErrorf("parent metadata must have name, namespace and uid")
-	}
-	// Metacontroller sends finalizing only for a parent being deleted: the answer to it releases every
-	// child, so a request that says finalizing about a live parent is refused, never acted upon.
-	if req.finalizing && p.DeletionTimestamp == nil {
-		return nil, inputErrorf("finalizing is set but the parent has no metadata.deletionTimestamp: refusing to release its children")
+	if err := checkParent(p, req.finalizing); err != nil {
+		return nil, err
 	}
 	ns := p.Namespace
 	childKeys := [...]string{KeyStatefulSet, KeyService, KeyPDB, KeyConfigMap, KeyLease, KeyJob, KeyServiceAccount, KeyRole, KeyRoleBinding}
@@ -293,6 +285,22 @@ func unknownGroups(g groups, known []string, what string) error {
 	if len(bad) > 0 {
 		sort.Strings(bad)
 		return inputErrorf("%s of undeclared types %v: the CompositeController registration and the hook disagree", what, bad)
+	}
+	return nil
+}
+
+// checkParent refuses a parent that is not an EtcdCluster with a name, a namespace and a UID.
+// Metacontroller sends finalizing only for a parent being deleted: the answer to it releases every
+// child, so a request that says finalizing about a live parent is refused, never acted upon.
+func checkParent(p *api.EtcdCluster, finalizing bool) error {
+	if p.APIVersion != api.APIVersion || p.Kind != api.Kind {
+		return inputErrorf("parent is %s %s, want %s %s", p.APIVersion, p.Kind, api.APIVersion, api.Kind)
+	}
+	if p.Name == "" || p.Namespace == "" || p.UID == "" {
+		return inputErrorf("parent metadata must have name, namespace and uid")
+	}
+	if finalizing && p.DeletionTimestamp == nil {
+		return inputErrorf("finalizing is set but the parent has no metadata.deletionTimestamp: refusing to release its children")
 	}
 	return nil
 }

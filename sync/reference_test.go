@@ -103,10 +103,7 @@ func referenceCompute(req *Request, now time.Time, opts Options) (*Response, err
 	if err != nil {
 		return nil, err
 	}
-	resync := float64(resyncIdleSeconds)
-	if p.busy != "" || p.rolling || p.pendingSpec || p.quorumLost || p.cleanup || !f.bootstrapped || len(p.waiting) > 0 {
-		resync = resyncBusySeconds
-	}
+	resync := p.resyncAfter()
 	return &Response{Status: p.status(), Children: children, ResyncAfterSeconds: resync, Deleted: deleted}, nil
 }
 
@@ -130,14 +127,8 @@ func referenceDecode(req *Request) (*Observed, error) {
 		}
 	}
 	p := &o.Parent
-	if p.APIVersion != api.APIVersion || p.Kind != api.Kind {
-		return nil, inputErrorf("parent is %s %s, want %s %s", p.APIVersion, p.Kind, api.APIVersion, api.Kind)
-	}
-	if p.Name == "" || p.Namespace == "" || p.UID == "" {
-		return nil, inputErrorf("parent metadata must have name, namespace and uid")
-	}
-	if req.Finalizing && p.DeletionTimestamp == nil {
-		return nil, inputErrorf("finalizing is set but the parent has no metadata.deletionTimestamp: refusing to release its children")
+	if err := checkParent(p, req.Finalizing); err != nil {
+		return nil, err
 	}
 	ns := p.Namespace
 	known := []string{KeyStatefulSet, KeyService, KeyPDB, KeyConfigMap, KeyLease, KeyJob, KeyServiceAccount, KeyRole, KeyRoleBinding}
