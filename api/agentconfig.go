@@ -29,9 +29,10 @@ func RenewInterval(r Report, leaseDuration time.Duration) time.Duration {
 // AgentConfig is the agent's static configuration, mounted from the ConfigMap. Everything that changes
 // during a cluster's life (intent, join permission, bootstrap) is read live from the Lease instead.
 type AgentConfig struct {
-	Cluster              string `json:"cluster"`
-	Namespace            string `json:"namespace"`
-	ParentUID            string `json:"parentUID"`
+	Cluster   string `json:"cluster"`
+	Namespace string `json:"namespace"`
+	// ClusterUID keeps its first JSON key: ConfigMaps of running clusters carry it (docs/design/18-names.md).
+	ClusterUID           string `json:"parentUID"`
 	PeerService          string `json:"peerService"`
 	ClientPort           int    `json:"clientPort"`
 	PeerPort             int    `json:"peerPort"`

@@ -25,7 +25,7 @@ func TestNamesAndOrdinals(t *testing.T) {
 }
 
 func TestReportRoundTrip(t *testing.T) {
-	r := Report{MemberID: "a", ClusterID: "b", ParentUID: "u", Role: RoleLeader, Healthy: true, Version: "3.6.16", LeaderID: "a",
+	r := Report{MemberID: "a", ClusterID: "b", ClusterUID: "u", Role: RoleLeader, Healthy: true, Version: "3.6.16", LeaderID: "a",
 		DBSize: 25 << 20, DBSizeInUse: 9 << 20, Alarms: []string{"NOSPACE@a", "NOSPACE@b"},
 		Members: []Member{{ID: "b", PeerURL: "p2", Started: true}, {ID: "a", PeerURL: "p1", Started: true, Learner: true}}}
 	got, err := ParseReport(r.Annotations())

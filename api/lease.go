@@ -34,11 +34,13 @@ const (
 const (
 	AnnMemberID  = "etcd.io/member-id"
 	AnnClusterID = "etcd.io/cluster-id"
-	AnnParentUID = "etcd.io/parent-uid"
-	AnnRole      = "etcd.io/role"
-	AnnHealthy   = "etcd.io/healthy"
-	AnnVersion   = "etcd.io/version"
-	AnnError     = "etcd.io/error"
+	// AnnClusterUID keeps its first key (docs/design/18-names.md): running agents write it and the
+	// Lease admission policy binds it.
+	AnnClusterUID = "etcd.io/parent-uid"
+	AnnRole       = "etcd.io/role"
+	AnnHealthy    = "etcd.io/healthy"
+	AnnVersion    = "etcd.io/version"
+	AnnError      = "etcd.io/error"
 	// AnnErrorReason: Error's reason alone (one of the Reason constants), so that nobody parses it back
 	// out of the text. Agents from before it existed write only AnnError (Report.Reason falls back).
 	AnnErrorReason = "etcd.io/error-reason"
@@ -109,13 +111,13 @@ type Member struct {
 
 // Report is the agent-owned half of a member Lease. The agent writes it as annotations; the hook reads it.
 type Report struct {
-	MemberID  string
-	ClusterID string
-	ParentUID string
-	Role      string
-	Healthy   bool
-	Version   string
-	LeaderID  string
+	MemberID   string
+	ClusterID  string
+	ClusterUID string
+	Role       string
+	Healthy    bool
+	Version    string
+	LeaderID   string
 	// Error is "<Reason>: <detail>" for the last thing the agent could not do, empty when none (SetError);
 	// ErrorReason is its reason.
 	Error       string
@@ -238,7 +240,7 @@ func (r Report) Annotations() map[string]string {
 	ann := map[string]string{
 		AnnMemberID:    r.MemberID,
 		AnnClusterID:   r.ClusterID,
-		AnnParentUID:   r.ParentUID,
+		AnnClusterUID:  r.ClusterUID,
 		AnnRole:        r.Role,
 		AnnHealthy:     strconv.FormatBool(r.Healthy),
 		AnnVersion:     r.Version,
@@ -279,14 +281,14 @@ func ParseReport(ann map[string]string) (Report, error) { return ParseReportUsin
 // mostly carry the same list; the reports then share it, so it must not be changed.
 func ParseReportUsing(ann map[string]string, lists map[string][]Member) (Report, error) {
 	r := Report{
-		MemberID:  ann[AnnMemberID],
-		ClusterID: ann[AnnClusterID],
-		ParentUID: ann[AnnParentUID],
-		Role:      ann[AnnRole],
-		Healthy:   ann[AnnHealthy] == "true",
-		Version:   ann[AnnVersion],
-		LeaderID:  ann[AnnLeaderID],
-		Error:     ann[AnnError],
+		MemberID:   ann[AnnMemberID],
+		ClusterID:  ann[AnnClusterID],
+		ClusterUID: ann[AnnClusterUID],
+		Role:       ann[AnnRole],
+		Healthy:    ann[AnnHealthy] == "true",
+		Version:    ann[AnnVersion],
+		LeaderID:   ann[AnnLeaderID],
+		Error:      ann[AnnError],
 		// A reason that is not a reason's word (a hand edit) is no reason: Reason falls back to the text.
 		ErrorReason: reasonWord(ann[AnnErrorReason]),
 

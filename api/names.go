@@ -208,8 +208,9 @@ func (n Names) RemoveJob(memberID string, attempt int) string {
 	return n.Cluster + "-rm-" + memberID + "-" + strconv.Itoa(attempt)
 }
 
-// PVCJob names the attempt-th Job deleting the volume of ordinal i.
-func (n Names) PVCJob(i, attempt int) string {
+// DeleteVolumeJob names the attempt-th Job deleting the volume of ordinal i (its name keeps "-pvc-": the
+// hook reads the Jobs of running clusters by it, docs/design/18-names.md).
+func (n Names) DeleteVolumeJob(i, attempt int) string {
 	return n.Cluster + "-pvc-" + strconv.Itoa(i) + "-" + strconv.Itoa(attempt)
 }
 

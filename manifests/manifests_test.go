@@ -224,7 +224,7 @@ func TestMemberLeasePolicy(t *testing.T) {
 	sort.Strings(inCEL)
 	sort.Strings(hookOwned)
 	require.Equal(t, hookOwned, inCEL, "the policy's hookOwned list is the hook-owned Lease annotations")
-	report := []string{api.AnnMemberID, api.AnnClusterID, api.AnnParentUID, api.AnnRole, api.AnnHealthy,
+	report := []string{api.AnnMemberID, api.AnnClusterID, api.AnnClusterUID, api.AnnRole, api.AnnHealthy,
 		api.AnnVersion, api.AnnError, api.AnnLeaderID, api.AnnMembers}
 	for _, k := range append(report, api.AnnTLSCAs, api.AnnTLSIssuer, api.AnnTLSCASecret) {
 		require.NotContains(t, string(b), "'"+k+"'", "the agent writes %s: the policy must leave it alone", k)

@@ -22,10 +22,10 @@ type Self struct {
 	PeerURL   string
 	ClientURL string
 	// Endpoints are where voters answer before this member runs (the client Service).
-	Endpoints []string
-	DataDir   string
-	ParentUID string
-	Adopt     bool
+	Endpoints  []string
+	DataDir    string
+	ClusterUID string
+	Adopt      bool
 	// LeaseDuration: an unchanged report is renewed every third of it, a healthy voter's every
 	// api.HealthyRenewSeconds.
 	LeaseDuration time.Duration

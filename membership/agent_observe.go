@@ -15,7 +15,7 @@ import (
 // observe looks at the running member once: it reports, promotes a learner, and leaves on intent
 // leave. It says whether this member removed itself, or finds itself removed by someone else.
 func (a *Agent) observe(ctx context.Context, bound *bool) observation {
-	r := api.Report{ParentUID: a.Cfg.ParentUID, Role: api.RoleNone}
+	r := api.Report{ClusterUID: a.Cfg.ClusterUID, Role: api.RoleNone}
 	st, err := a.Etcd.Status(ctx, a.Cfg.ClientURL)
 	if err != nil {
 		r = a.keptReport()
@@ -43,7 +43,7 @@ func (a *Agent) observe(ctx context.Context, bound *bool) observation {
 		a.alarmEvents(nil, st.Header.MemberId)
 	}
 	if !*bound {
-		if err := WriteBinding(a.Cfg.DataDir, Binding{ParentUID: a.Cfg.ParentUID, ClusterID: r.ClusterID, MemberID: r.MemberID, PeerURL: a.peerURL, Restored: a.restored}); err == nil {
+		if err := WriteBinding(a.Cfg.DataDir, Binding{ClusterUID: a.Cfg.ClusterUID, ClusterID: r.ClusterID, MemberID: r.MemberID, PeerURL: a.peerURL, Restored: a.restored}); err == nil {
 			*bound = true
 		}
 	}
@@ -172,8 +172,8 @@ func statusHealthy(errors int, alarms []string, leader uint64) bool {
 
 // report writes the Lease when the report changed, or when a renewal is due (api.RenewInterval).
 func (a *Agent) report(ctx context.Context, r api.Report, force bool) {
-	if r.ParentUID == "" {
-		r.ParentUID = a.Cfg.ParentUID
+	if r.ClusterUID == "" {
+		r.ClusterUID = a.Cfg.ClusterUID
 	}
 	a.certFacts.fill(&r)
 	if a.restored != nil {

@@ -20,7 +20,7 @@ func (a *Agent) restoreSeed(ctx context.Context) {
 	// ours): a crash between the two leaves a binding without data, which restores again, never data
 	// without a binding, which would be refused as foreign for good.
 	req.Bind = func(res RestoreResult) error {
-		return WriteBinding(a.Cfg.DataDir, Binding{ParentUID: a.Cfg.ParentUID, PeerURL: a.Cfg.PeerURL,
+		return WriteBinding(a.Cfg.DataDir, Binding{ClusterUID: a.Cfg.ClusterUID, PeerURL: a.Cfg.PeerURL,
 			Restored: &Restored{URL: res.URL, Revision: res.Revision}})
 	}
 	// One attempt is bounded: a stalled download must end in RestoreFailed and a retry, not hang.

@@ -40,13 +40,13 @@ func (a *Agent) decide(ctx context.Context) (Decision, StartFacts, error) {
 	}
 	f := StartFacts{
 		Intent: in.Intent, Seed: in.Seed, JoinPermitted: permitted,
-		ParentUID: a.Cfg.ParentUID, Adopt: a.Cfg.Adopt, Data: df, PeerURL: a.Cfg.PeerURL,
+		ClusterUID: a.Cfg.ClusterUID, Adopt: a.Cfg.Adopt, Data: df, PeerURL: a.Cfg.PeerURL,
 	}
 	ids, err := a.Store.ClusterIDs(ctx)
 	if err != nil {
 		return Decision{}, StartFacts{}, fmt.Errorf("reading the cluster's Leases: %w", err)
 	}
-	if in.Report.ClusterID != "" && in.Report.ParentUID == a.Cfg.ParentUID {
+	if in.Report.ClusterID != "" && in.Report.ClusterUID == a.Cfg.ClusterUID {
 		ids = append(ids, in.Report.ClusterID)
 	}
 	// Any cluster ID annotation, even one that does not parse, means bootstrapped: a seed never starts a
@@ -112,7 +112,7 @@ func (a *Agent) current(ids []string) []string {
 }
 
 func (a *Agent) idleReport(f StartFacts, reason, detail string) api.Report {
-	r := api.Report{ParentUID: a.Cfg.ParentUID, Role: api.RoleNone, Members: nil}
+	r := api.Report{ClusterUID: a.Cfg.ClusterUID, Role: api.RoleNone, Members: nil}
 	r.SetError(reason, detail)
 	if f.ClusterID != 0 {
 		r.ClusterID = api.FormatID(f.ClusterID)
@@ -133,7 +133,7 @@ func (a *Agent) start(ctx context.Context, d Decision, f StartFacts) error {
 	}
 	if d.Action != StartExisting {
 		// The binding is written before etcd writes anything, so that data without one is never ours.
-		if err := WriteBinding(a.Cfg.DataDir, Binding{ParentUID: a.Cfg.ParentUID, PeerURL: a.peerURL}); err != nil {
+		if err := WriteBinding(a.Cfg.DataDir, Binding{ClusterUID: a.Cfg.ClusterUID, PeerURL: a.peerURL}); err != nil {
 			return fmt.Errorf("writing the data binding: %w", err)
 		}
 	}

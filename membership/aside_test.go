@@ -93,7 +93,7 @@ func TestMoveDataAside(t *testing.T) {
 				require.NoError(t, os.MkdirAll(filepath.Join(root, d, "member"), 0o755))
 				require.NoError(t, os.WriteFile(filepath.Join(root, d, "marker"), []byte(d), 0o600))
 			}
-			require.NoError(t, WriteBinding(data, Binding{ParentUID: "p"}))
+			require.NoError(t, WriteBinding(data, Binding{ClusterUID: "p"}))
 			_, err := moveDataAside(tc.fs, data, 2)
 			if tc.err != nil {
 				require.ErrorIs(t, err, tc.err)

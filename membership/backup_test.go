@@ -301,7 +301,7 @@ func TestMembershipRestoreInPlace(t *testing.T) {
 	req := RestoreRequest{Source: src, Namespace: "ns", Cluster: "src", DataDir: s0.dataDir(), Name: s0.name, PeerURL: s0.peerURL,
 		Token: "tok-" + c.parent + "-restore-1", Replace: true,
 		Bind: func(r RestoreResult) error {
-			return WriteBinding(s0.dataDir(), Binding{ParentUID: c.parent, PeerURL: s0.peerURL, Restored: &Restored{URL: r.URL, Revision: r.Revision}})
+			return WriteBinding(s0.dataDir(), Binding{ClusterUID: c.parent, PeerURL: s0.peerURL, Restored: &Restored{URL: r.URL, Revision: r.Revision}})
 		}}
 
 	_, err = Restore(ctx, c.log, req)
@@ -320,7 +320,7 @@ func TestMembershipRestoreInPlace(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, oldMember, api.FormatID(df.MemberID))
 	require.NotNil(t, df.Binding, "with its binding")
-	require.Equal(t, c.parent, df.Binding.ParentUID)
+	require.Equal(t, c.parent, df.Binding.ClusterUID)
 
 	got, err := Restore(ctx, c.log, req)
 	require.NoError(t, err)

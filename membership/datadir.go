@@ -27,13 +27,14 @@ type DataFacts struct {
 	Binding *Binding
 }
 
-// Binding ties a data directory to the EtcdCluster (parent UID), cluster and member it was written for.
-// It lives beside the data directory, in the volume root, so etcd never sees it.
+// Binding ties a data directory to the EtcdCluster (its UID), cluster and member it was written for.
+// It lives beside the data directory, in the volume root, so etcd never sees it. ClusterUID keeps its
+// first JSON key: the volumes of running members carry it (docs/design/18-names.md).
 type Binding struct {
-	ParentUID string `json:"parentUID"`
-	ClusterID string `json:"clusterID"`
-	MemberID  string `json:"memberID"`
-	PeerURL   string `json:"peerURL"`
+	ClusterUID string `json:"parentUID"`
+	ClusterID  string `json:"clusterID"`
+	MemberID   string `json:"memberID"`
+	PeerURL    string `json:"peerURL"`
 	// Restored is the snapshot this data directory was restored from (the seed of a restored cluster;
 	// nil for every other), kept so the member reports it across restarts.
 	Restored *Restored `json:"restored,omitempty"`

@@ -31,7 +31,7 @@ func TestReadData(t *testing.T) {
 		{"empty wal/", func(t *testing.T, data string) { dir(t, filepath.Join(data, "member", "wal")) }, 0, false, true},
 		{"WAL we cannot parse: present, IDs from the binding", func(t *testing.T, data string) {
 			file(t, filepath.Join(data, "member", "wal", "0000000000000000-0000000000000000.wal"), "not a WAL")
-			require.NoError(t, WriteBinding(data, Binding{ParentUID: "p", MemberID: "2a"}))
+			require.NoError(t, WriteBinding(data, Binding{ClusterUID: "p", MemberID: "2a"}))
 		}, 0, true, false},
 		{"wal is a file, not a directory", func(t *testing.T, data string) {
 			file(t, filepath.Join(data, "member", "wal"), "")
@@ -73,7 +73,7 @@ func TestDecideStopsOnUnreadableData(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(data, "member", "wal"), nil, 0o600))
 	leases := NewMemLeases()
 	leases.SetIntent("m-0-member", "member", false, 0)
-	a := &Agent{Cfg: Self{Name: "m0", DataDir: data, ParentUID: "p"}, Store: leases.Store("m-0-member", "pod"), Etcd: &Etcd{}, Log: testLogger(t)}
+	a := &Agent{Cfg: Self{Name: "m0", DataDir: data, ClusterUID: "p"}, Store: leases.Store("m-0-member", "pod"), Etcd: &Etcd{}, Log: testLogger(t)}
 	d, _, err := a.decide(t.Context())
 	require.ErrorIs(t, err, syscall.ENOTDIR, "decided %s", d)
 }

@@ -21,10 +21,10 @@ type StartFacts struct {
 	// Bootstrapped: some Lease of this cluster (this one included) carries a cluster ID.
 	Bootstrapped bool
 	// ClusterID the Leases report for this EtcdCluster, 0 when none.
-	ClusterID uint64
-	ParentUID string
-	Adopt     bool
-	Data      DataFacts
+	ClusterID  uint64
+	ClusterUID string
+	Adopt      bool
+	Data       DataFacts
 	// Members is the linearizable member list read through a voter; nil when no voter answered.
 	Members []api.Member
 	PeerURL string
@@ -160,7 +160,7 @@ func (f StartFacts) retiredData() bool {
 	if f.Data.ClusterID == 0 || !f.Retired[f.Data.ClusterID] || f.Data.ClusterID == f.ClusterID {
 		return false
 	}
-	if b := f.Data.Binding; b != nil && (b.ParentUID != f.ParentUID || b.PeerURL != "" && f.PeerURL != "" && !samePeer(b.PeerURL, f.PeerURL)) {
+	if b := f.Data.Binding; b != nil && (b.ClusterUID != f.ClusterUID || b.PeerURL != "" && f.PeerURL != "" && !samePeer(b.PeerURL, f.PeerURL)) {
 		return false
 	}
 	return true
@@ -172,8 +172,8 @@ func (f StartFacts) foreign() (string, bool) {
 		return "", false
 	}
 	if b := f.Data.Binding; b != nil {
-		if b.ParentUID != f.ParentUID {
-			return fmt.Sprintf("the data directory belongs to EtcdCluster UID %s, not %s (set adoptExistingData to use it)", b.ParentUID, f.ParentUID), true
+		if b.ClusterUID != f.ClusterUID {
+			return fmt.Sprintf("the data directory belongs to EtcdCluster UID %s, not %s (set adoptExistingData to use it)", b.ClusterUID, f.ClusterUID), true
 		}
 		if b.PeerURL != "" && f.PeerURL != "" && !samePeer(b.PeerURL, f.PeerURL) {
 			return fmt.Sprintf("the data directory belongs to the member at %s, not %s (a volume bound to another ordinal)", b.PeerURL, f.PeerURL), true

@@ -15,7 +15,7 @@ import (
 
 func TestDecideStart(t *testing.T) {
 	const me, other = "http://m1:2380", "http://m0:2380"
-	bound := &Binding{ParentUID: "p"}
+	bound := &Binding{ClusterUID: "p"}
 	data := func(id uint64) DataFacts {
 		return DataFacts{Present: true, MemberID: id, ClusterID: 0xc, Binding: bound}
 	}
@@ -32,10 +32,10 @@ func TestDecideStart(t *testing.T) {
 		{"own data, nobody answers (full restart)", StartFacts{Intent: "member", Bootstrapped: true, ClusterID: 0xc, Data: data(2)}, StartExisting},
 		{"own data, still a member", StartFacts{Intent: "member", Bootstrapped: true, ClusterID: 0xc, Data: data(2), Members: list}, StartExisting},
 		{"own data of a removed member", StartFacts{Intent: "member", Bootstrapped: true, ClusterID: 0xc, Data: data(9), Members: list}, MoveAside},
-		{"data of another parent", StartFacts{Intent: "member", ParentUID: "q", Data: data(2)}, Refuse},
-		{"data of another parent, adopted", StartFacts{Intent: "member", ParentUID: "q", Adopt: true, Data: data(2)}, StartExisting},
-		{"unbound data of another cluster", StartFacts{Intent: "member", ParentUID: "p", ClusterID: 0xd, Data: DataFacts{Present: true, MemberID: 2, ClusterID: 0xc}}, Refuse},
-		{"unbound data of this cluster", StartFacts{Intent: "member", ParentUID: "p", ClusterID: 0xc, Data: DataFacts{Present: true, MemberID: 2, ClusterID: 0xc}}, StartExisting},
+		{"data of another parent", StartFacts{Intent: "member", ClusterUID: "q", Data: data(2)}, Refuse},
+		{"data of another parent, adopted", StartFacts{Intent: "member", ClusterUID: "q", Adopt: true, Data: data(2)}, StartExisting},
+		{"unbound data of another cluster", StartFacts{Intent: "member", ClusterUID: "p", ClusterID: 0xd, Data: DataFacts{Present: true, MemberID: 2, ClusterID: 0xc}}, Refuse},
+		{"unbound data of this cluster", StartFacts{Intent: "member", ClusterUID: "p", ClusterID: 0xc, Data: DataFacts{Present: true, MemberID: 2, ClusterID: 0xc}}, StartExisting},
 		{"no data, no permission", StartFacts{Intent: "member", Bootstrapped: true, Members: list[:1]}, Wait},
 		{"no data, permitted, not in list", StartFacts{Intent: "member", Bootstrapped: true, JoinPermitted: true, Members: list[:1], PeerURL: me}, Join},
 		{"no data, permitted, old ID started", StartFacts{Intent: "member", Bootstrapped: true, JoinPermitted: true, Members: list, PeerURL: me}, Replace},
@@ -46,7 +46,7 @@ func TestDecideStart(t *testing.T) {
 		{"leave, still a member", StartFacts{Intent: "leave", Data: data(2), Members: list, PeerURL: me}, StartExisting},
 		{"leave, no data", StartFacts{Intent: "leave"}, Park},
 		{"leave, own data, nobody answers (2->1 shrink, leaver restarted)", StartFacts{Intent: "leave", Data: data(2)}, StartExisting},
-		{"leave, foreign data, nobody answers", StartFacts{Intent: "leave", ParentUID: "q", Data: data(2)}, Park},
+		{"leave, foreign data, nobody answers", StartFacts{Intent: "leave", ClusterUID: "q", Data: data(2)}, Park},
 		{"half-initialised data directory of ours", StartFacts{Intent: "member", Bootstrapped: true, Data: DataFacts{Partial: true, Binding: bound}, Members: list}, MoveAside},
 		{"half-initialised data directory of another cluster", StartFacts{Intent: "member", Bootstrapped: true, ClusterID: 0xc, Data: DataFacts{Partial: true}, Members: list}, Refuse},
 		// An intent the agent does not know acts as member: it never keeps a member from starting.
@@ -62,18 +62,18 @@ func TestDecideStart(t *testing.T) {
 			Retired: map[uint64]bool{0xc: true}, Data: data(2), PeerURL: me}, MoveAside},
 		{"unbound data of a replaced cluster", StartFacts{Intent: "member", Bootstrapped: true, ClusterID: 0xd,
 			Retired: map[uint64]bool{0xc: true}, Data: DataFacts{Present: true, MemberID: 2, ClusterID: 0xc}, Members: list, PeerURL: me}, MoveAside},
-		{"data of a replaced cluster ID, of another parent", StartFacts{Intent: "member", ParentUID: "q", Bootstrapped: true,
+		{"data of a replaced cluster ID, of another parent", StartFacts{Intent: "member", ClusterUID: "q", Bootstrapped: true,
 			Retired: map[uint64]bool{0xc: true}, Data: data(2), PeerURL: me}, Refuse},
 		{"data of a replaced cluster ID, bound to another ordinal", StartFacts{Intent: "member", Bootstrapped: true,
-			Retired: map[uint64]bool{0xc: true}, Data: DataFacts{Present: true, MemberID: 1, ClusterID: 0xc, Binding: &Binding{ParentUID: "p", PeerURL: other}}, PeerURL: me}, Refuse},
+			Retired: map[uint64]bool{0xc: true}, Data: DataFacts{Present: true, MemberID: 1, ClusterID: 0xc, Binding: &Binding{ClusterUID: "p", PeerURL: other}}, PeerURL: me}, Refuse},
 		{"the restored data, only replaced IDs on the Leases (dropped)", StartFacts{Intent: "member", Bootstrapped: true,
 			Retired: map[uint64]bool{0xc: true}, Data: DataFacts{Present: true, MemberID: 7, ClusterID: 0xd, Binding: bound}, PeerURL: me}, StartExisting},
 		{"data bound to another ordinal", StartFacts{Intent: "member", Bootstrapped: true, ClusterID: 0xc,
-			Data: DataFacts{Present: true, MemberID: 1, ClusterID: 0xc, Binding: &Binding{ParentUID: "p", PeerURL: other}}, Members: list}, Refuse},
+			Data: DataFacts{Present: true, MemberID: 1, ClusterID: 0xc, Binding: &Binding{ClusterUID: "p", PeerURL: other}}, Members: list}, Refuse},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if tc.f.ParentUID == "" {
-				tc.f.ParentUID = "p"
+			if tc.f.ClusterUID == "" {
+				tc.f.ClusterUID = "p"
 			}
 			if tc.f.PeerURL == "" {
 				tc.f.PeerURL = me

@@ -308,7 +308,7 @@ func (c *tcluster) start(i int, tick time.Duration) {
 	a := &Agent{
 		Cfg: Self{
 			Name: s.name, PeerURL: s.peerURL, ClientURL: s.clientURL, Endpoints: c.endpoints(i),
-			DataDir: s.dataDir(), ParentUID: c.parent, LeaseDuration: 15 * time.Second,
+			DataDir: s.dataDir(), ClusterUID: c.parent, LeaseDuration: 15 * time.Second,
 			EtcdCommand: cmd, Tick: tick, FastTick: fast, StopGrace: 10 * time.Second, JoinTimeout: 60 * time.Second, NoSpaceAgain: time.Second,
 			EtcdOutput: out, Retired: c.retired, LoadRetired: c.loadRetired, Transition: c.transition,
 		},
@@ -332,7 +332,7 @@ func (c *tcluster) start(i int, tick time.Duration) {
 		// except in a TLS switch on before any peer URL moved (no member trusts a CA yet).
 		a.Certs.MayCreateCA = func() bool {
 			d, err := ReadData(s.dataDir())
-			return err == nil && (!d.Present || d.Binding == nil || d.Binding.ParentUID != c.parent) || a.PeersPlaintext()
+			return err == nil && (!d.Present || d.Binding == nil || d.Binding.ClusterUID != c.parent) || a.PeersPlaintext()
 		}
 	}
 	if c.restore != nil && i == 0 {

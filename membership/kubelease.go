@@ -22,20 +22,20 @@ import (
 // KubeLeases is the LeaseStore on the Kubernetes API (client-go). Renew times are on the API server's
 // clock, learned from the Date header of its answers, because the hook judges freshness on that clock.
 type KubeLeases struct {
-	client    kubernetes.Interface
-	namespace string
-	name      string
-	cluster   string
-	parentUID string
-	holder    string
-	duration  int32
-	offset    atomic.Int64 // server clock minus local clock, ns
-	lastHold  string
+	client     kubernetes.Interface
+	namespace  string
+	name       string
+	cluster    string
+	clusterUID string
+	holder     string
+	duration   int32
+	offset     atomic.Int64 // server clock minus local clock, ns
+	lastHold   string
 }
 
-// NewKubeLeases builds the store for Lease name of EtcdCluster cluster (UID parentUID), held by holder.
-func NewKubeLeases(cfg *rest.Config, namespace, cluster, name, parentUID, holder string, duration time.Duration) (*KubeLeases, error) {
-	k := &KubeLeases{namespace: namespace, name: name, cluster: cluster, parentUID: parentUID, holder: holder, duration: int32(duration / time.Second)}
+// NewKubeLeases builds the store for Lease name of EtcdCluster cluster (UID clusterUID), held by holder.
+func NewKubeLeases(cfg *rest.Config, namespace, cluster, name, clusterUID, holder string, duration time.Duration) (*KubeLeases, error) {
+	k := &KubeLeases{namespace: namespace, name: name, cluster: cluster, clusterUID: clusterUID, holder: holder, duration: int32(duration / time.Second)}
 	cfg = rest.CopyConfig(cfg)
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &dateTracker{rt: rt, k: k} })
 	c, err := kubernetes.NewForConfig(cfg)
@@ -78,10 +78,10 @@ func (k *KubeLeases) Read(ctx context.Context) (Intent, error) {
 	}
 	owned := false
 	for _, r := range l.OwnerReferences {
-		owned = owned || string(r.UID) == k.parentUID
+		owned = owned || string(r.UID) == k.clusterUID
 	}
 	if !owned {
-		return Intent{}, fmt.Errorf("Lease %s/%s is not owned by EtcdCluster %s (UID %s)", k.namespace, k.name, k.cluster, k.parentUID)
+		return Intent{}, fmt.Errorf("Lease %s/%s is not owned by EtcdCluster %s (UID %s)", k.namespace, k.name, k.cluster, k.clusterUID)
 	}
 	return intentFromAnnotations(l.Annotations), nil
 }
@@ -138,7 +138,7 @@ func (k *KubeLeases) Peers(ctx context.Context) ([]api.Report, error) {
 	now := k.Now()
 	var out []api.Report
 	err := k.eachLease(ctx, func(l *coordv1.Lease) {
-		if l.Annotations[api.AnnParentUID] != k.parentUID || l.Spec.RenewTime == nil {
+		if l.Annotations[api.AnnClusterUID] != k.clusterUID || l.Spec.RenewTime == nil {
 			return
 		}
 		d := 30 * time.Second
@@ -161,7 +161,7 @@ func (k *KubeLeases) Peers(ctx context.Context) ([]api.Report, error) {
 func (k *KubeLeases) ClusterIDs(ctx context.Context) ([]string, error) {
 	seen := map[string]bool{}
 	err := k.eachLease(ctx, func(l *coordv1.Lease) {
-		if l.Annotations[api.AnnParentUID] == k.parentUID && l.Annotations[api.AnnClusterID] != "" {
+		if l.Annotations[api.AnnClusterUID] == k.clusterUID && l.Annotations[api.AnnClusterID] != "" {
 			seen[l.Annotations[api.AnnClusterID]] = true
 		}
 	})

@@ -80,7 +80,7 @@ func TestKubeLeasesVerbs(t *testing.T) {
 			ObjectMeta: metav1.ObjectMeta{Name: n.Lease(i), Namespace: "ns",
 				OwnerReferences: []metav1.OwnerReference{{UID: types.UID("uid")}},
 				Annotations: map[string]string{api.AnnIntent: api.IntentMember,
-					api.AnnParentUID: "uid", api.AnnClusterID: cid}},
+					api.AnnClusterUID: "uid", api.AnnClusterID: cid}},
 		}
 	}
 	server := &apiServer{leases: map[string]*coordv1.Lease{n.Lease(0): lease(0, "00000000000000c1"), n.Lease(2): lease(2, "00000000000000c1")}}
@@ -93,8 +93,8 @@ func TestKubeLeasesVerbs(t *testing.T) {
 	in, err := k.Read(ctx)
 	require.NoError(t, err)
 	require.Equal(t, api.IntentMember, in.Intent)
-	require.NoError(t, k.Write(ctx, api.Report{ParentUID: "uid", Role: api.RoleVoter}))
-	require.NoError(t, k.Write(ctx, api.Report{ParentUID: "uid", Role: api.RoleLeader}))
+	require.NoError(t, k.Write(ctx, api.Report{ClusterUID: "uid", Role: api.RoleVoter}))
+	require.NoError(t, k.Write(ctx, api.Report{ClusterUID: "uid", Role: api.RoleLeader}))
 	ids, err := k.ClusterIDs(ctx)
 	require.NoError(t, err)
 	require.Equal(t, []string{"00000000000000c1"}, ids)
@@ -108,7 +108,7 @@ func TestKubeLeasesVerbs(t *testing.T) {
 	server.leases[n.Lease(0)].Annotations[api.AnnMemberID] = "00000000000000a0"
 	server.leases[n.Lease(2)].Spec = coordv1.LeaseSpec{RenewTime: &old, LeaseDurationSeconds: &dur}
 	other := lease(3, "00000000000000c2")
-	other.Annotations[api.AnnParentUID] = "another-uid"
+	other.Annotations[api.AnnClusterUID] = "another-uid"
 	other.Spec = coordv1.LeaseSpec{RenewTime: &now, LeaseDurationSeconds: &dur}
 	server.leases[n.Lease(3)] = other
 	server.mu.Unlock()

@@ -17,10 +17,10 @@ import (
 // EtcdCluster (not as its controller: they are not Metacontroller children, so no hook answer can
 // delete them) and go with it when it is deleted.
 type KubeSecrets struct {
-	Client    kubernetes.Interface
-	Namespace string
-	Cluster   string
-	ParentUID string
+	Client     kubernetes.Interface
+	Namespace  string
+	Cluster    string
+	ClusterUID string
 }
 
 func (k *KubeSecrets) Get(ctx context.Context, name string) (map[string][]byte, string, bool, error) {
@@ -34,7 +34,7 @@ func (k *KubeSecrets) Get(ctx context.Context, name string) (map[string][]byte, 
 	// A Secret of another EtcdCluster of the same name (deleted and re-created: garbage collection
 	// removes the old one soon): never used, never replaced.
 	for _, o := range s.OwnerReferences {
-		if o.Kind == api.Kind && string(o.UID) != k.ParentUID {
+		if o.Kind == api.Kind && string(o.UID) != k.ClusterUID {
 			return nil, "", false, fmt.Errorf("Secret %s belongs to another EtcdCluster (UID %s): waiting for it to be garbage-collected", name, o.UID)
 		}
 	}
@@ -48,7 +48,7 @@ func (k *KubeSecrets) Create(ctx context.Context, name string, data map[string][
 			Name: name, Namespace: k.Namespace,
 			Labels: n.ObjectLabels(api.ComponentEtcd),
 			OwnerReferences: []metav1.OwnerReference{{
-				APIVersion: api.APIVersion, Kind: api.Kind, Name: k.Cluster, UID: types.UID(k.ParentUID),
+				APIVersion: api.APIVersion, Kind: api.Kind, Name: k.Cluster, UID: types.UID(k.ClusterUID),
 			}},
 		},
 		Type: corev1.SecretTypeTLS,

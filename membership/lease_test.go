@@ -131,9 +131,9 @@ func TestWithProblems(t *testing.T) {
 func TestReportRenewalCadence(t *testing.T) {
 	leases := NewMemLeases()
 	leases.SetIntent("c-0-member", api.IntentMember, false, 0)
-	a := &Agent{Cfg: Self{ParentUID: "uid", LeaseDuration: 30 * time.Second}, Store: leases.Store("c-0-member", "pod"), Log: slog.New(slog.DiscardHandler)}
-	healthy := api.Report{ParentUID: "uid", Role: api.RoleLeader, Healthy: true, MemberID: "a"}
-	learner := api.Report{ParentUID: "uid", Role: api.RoleLearner, MemberID: "a"}
+	a := &Agent{Cfg: Self{ClusterUID: "uid", LeaseDuration: 30 * time.Second}, Store: leases.Store("c-0-member", "pod"), Log: slog.New(slog.DiscardHandler)}
+	healthy := api.Report{ClusterUID: "uid", Role: api.RoleLeader, Healthy: true, MemberID: "a"}
+	learner := api.Report{ClusterUID: "uid", Role: api.RoleLearner, MemberID: "a"}
 	for _, tc := range []struct {
 		name   string
 		last   api.Report

@@ -108,7 +108,7 @@ func TestMembershipGrowShrink(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, c.memberID(2), api.FormatID(df.MemberID))
 		require.Equal(t, cid, api.FormatID(df.ClusterID))
-		require.Equal(t, c.parent, df.Binding.ParentUID)
+		require.Equal(t, c.parent, df.Binding.ClusterUID)
 		for i := 4; i >= 1; i-- {
 			w.Step("shrink " + itoa(i+1) + "->" + itoa(i))
 			// The ID before the intent: the agent may remove itself before the ID is read.
@@ -187,7 +187,7 @@ func TestMembershipCrashWindows(t *testing.T) {
 		c.waitFor("m3 promoted after restart", stepMax, func() bool { return c.voters(0, 1, 2, 3) })
 		w.Step("crash during join discovery (member/ without a WAL)")
 		s := c.slots[4]
-		require.NoError(t, WriteBinding(s.dataDir(), Binding{ParentUID: c.parent, PeerURL: s.peerURL}))
+		require.NoError(t, WriteBinding(s.dataDir(), Binding{ClusterUID: c.parent, PeerURL: s.peerURL}))
 		require.NoError(t, os.MkdirAll(filepath.Join(s.dataDir(), "member", "snap"), 0o755))
 		c.grow(4)
 		_, err = os.Stat(s.dataDir() + ".removed-1")
@@ -275,7 +275,7 @@ func TestMembershipLeaveParkRestartForeign(t *testing.T) {
 		w.Step("foreign data refused")
 		s := c.slots[4]
 		require.NoError(t, os.MkdirAll(filepath.Join(s.dataDir(), "member", "wal"), 0o755))
-		require.NoError(t, WriteBinding(s.dataDir(), Binding{ParentUID: "another-cluster", ClusterID: "aaaaaaaaaaaaaaaa"}))
+		require.NoError(t, WriteBinding(s.dataDir(), Binding{ClusterUID: "another-cluster", ClusterID: "aaaaaaaaaaaaaaaa"}))
 		c.intent(4, api.IntentMember, false, permit)
 		c.start(4, 0)
 		c.waitFor("ForeignData", stepMax, func() bool {

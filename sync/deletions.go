@@ -104,7 +104,7 @@ func (p *plan) knownJob(name string) bool {
 			}
 		}
 	}
-	for _, js := range p.f.pvcJobs {
+	for _, js := range p.f.deleteVolumeJobs {
 		for _, jv := range js {
 			if jv.job.Name == name {
 				return true

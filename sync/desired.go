@@ -51,7 +51,7 @@ func (p *plan) desired() *render.Desired {
 // the outcome is known.
 func (p *plan) templateInput() *render.Desired {
 	d := &render.Desired{
-		Names: p.f.names, UID: p.f.uid, Spec: p.spec,
+		Names: p.f.names, ClusterUID: p.f.clusterUID, Spec: p.spec,
 		Image: p.opts.Image, ImagePullPolicy: p.opts.ImagePullPolicy,
 	}
 	d.Template.TLS = p.renderTLS()

@@ -144,7 +144,7 @@ func TestVersionFloorFromRecord(t *testing.T) {
 	w.converge(60)
 	w.status = api.ClusterStatus{}
 	for _, l := range w.leases {
-		l.report = api.Report{ParentUID: w.uid, Role: api.RoleNone}
+		l.report = api.Report{ClusterUID: w.uid, Role: api.RoleNone}
 	}
 	w.setSpec(func(s *api.ClusterSpec) { s.Version = "3.5.21" })
 	resp, err := Compute(w.request(), w.now, w.opts)

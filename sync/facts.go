@@ -97,11 +97,11 @@ const (
 
 // facts is everything the decision reads, derived once from the request.
 type facts struct {
-	now    time.Time
-	names  api.Names
-	parent *api.EtcdCluster
-	uid    string
-	obs    *Observed
+	now        time.Time
+	names      api.Names
+	parent     *api.EtcdCluster
+	clusterUID string
+	obs        *Observed
 
 	sts    *appsv1.StatefulSet
 	cm     *corev1.ConfigMap
@@ -150,8 +150,8 @@ type facts struct {
 	// every report and record (all members restarting, status wiped, the ConfigMap edited).
 	imageVersions []api.SemVer
 
-	removeJobs map[string][]*jobView // by member ID, attempts ascending
-	pvcJobs    map[int][]*jobView    // by ordinal, attempts ascending
+	removeJobs       map[string][]*jobView // by member ID, attempts ascending
+	deleteVolumeJobs map[int][]*jobView    // by ordinal, attempts ascending
 	// Volume growth (volumes.go): claim-growing Jobs by ordinal, and the Jobs re-creating the StatefulSet
 	// for its claim template; attempts ascending.
 	growJobs     map[int][]*jobView

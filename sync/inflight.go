@@ -32,8 +32,8 @@ func (p *plan) stepInFlight() (what string, volume bool) {
 			return fmt.Sprintf("member %s to leave the member list after Job %s", id, last.job.Name), false
 		}
 	}
-	for _, i := range sortedKeys(f.pvcJobs) {
-		js := f.pvcJobs[i]
+	for _, i := range sortedKeys(f.deleteVolumeJobs) {
+		js := f.deleteVolumeJobs[i]
 		if js[len(js)-1].state == jobActive {
 			return fmt.Sprintf("Job %s deleting the volume of %s", js[len(js)-1].job.Name, f.names.Pod(i)), true
 		}

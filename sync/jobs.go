@@ -36,8 +36,8 @@ func (p *plan) keepJobs() {
 			}
 		}
 	}
-	for _, i := range sortedKeys(f.pvcJobs) {
-		js := f.pvcJobs[i]
+	for _, i := range sortedKeys(f.deleteVolumeJobs) {
+		js := f.deleteVolumeJobs[i]
 		last := js[len(js)-1]
 		pvc := f.pvcs[i]
 		gone := pvc == nil || pvc.DeletionTimestamp != nil

@@ -19,18 +19,18 @@ import (
 func newFacts(o *Observed, now time.Time) *facts {
 	p := &o.Parent
 	f := &facts{
-		now:        now,
-		names:      api.Names{Cluster: p.Name, Namespace: p.Namespace},
-		parent:     p,
-		uid:        string(p.UID),
-		obs:        o,
-		leases:     map[int]*leaseView{},
-		pods:       map[int]*corev1.Pod{},
-		pvcs:       map[int]*corev1.PersistentVolumeClaim{},
-		primary:    map[int]*memberView{},
-		removeJobs: map[string][]*jobView{},
-		pvcJobs:    map[int][]*jobView{},
-		growJobs:   map[int][]*jobView{},
+		now:              now,
+		names:            api.Names{Cluster: p.Name, Namespace: p.Namespace},
+		parent:           p,
+		clusterUID:       string(p.UID),
+		obs:              o,
+		leases:           map[int]*leaseView{},
+		pods:             map[int]*corev1.Pod{},
+		pvcs:             map[int]*corev1.PersistentVolumeClaim{},
+		primary:          map[int]*memberView{},
+		removeJobs:       map[string][]*jobView{},
+		deleteVolumeJobs: map[int][]*jobView{},
+		growJobs:         map[int][]*jobView{},
 	}
 	// Before anything reads a value carried inside a string or a status list (bounds.go).
 	f.distrusted = boundObserved(o, f.names.ConfigMap())
@@ -173,7 +173,7 @@ func (f *facts) readLeases() {
 			lv.joinPermitted, lv.joinDeadline = "", ""
 		}
 		// A report from another parent (a deleted cluster of the same name) says nothing about ours.
-		if lv.report.ParentUID != "" && lv.report.ParentUID != f.uid {
+		if lv.report.ClusterUID != "" && lv.report.ClusterUID != f.clusterUID {
 			lv.report = api.Report{Error: lv.report.Error, Role: api.RoleNone}
 		}
 		// Nor does a report of a cluster an in-place restore replaced (its member has not restarted yet).
@@ -237,7 +237,7 @@ func (f *facts) readClusterID() {
 	// With adoptExistingData, kept claims of an old cluster of this name above ordinal 0 are the same
 	// evidence: their data is a cluster to adopt, never one to seed beside.
 	for i, pvc := range f.pvcs {
-		if i > 0 && (pvc.Labels[api.LabelClusterUID] == f.uid || f.parent.Spec.AdoptExistingData) {
+		if i > 0 && (pvc.Labels[api.LabelClusterUID] == f.clusterUID || f.parent.Spec.AdoptExistingData) {
 			f.bootstrapped = true
 		}
 	}
@@ -419,7 +419,7 @@ func (f *facts) countVoters() {
 
 func (f *facts) readJobs() {
 	rmPrefix := f.names.Cluster + "-rm-"
-	pvcPrefix := f.names.Cluster + "-pvc-"
+	deleteVolumePrefix := f.names.Cluster + "-pvc-"
 	growPrefix := f.names.Cluster + "-grow-"
 	templatePrefix := f.names.Cluster + "-vct-"
 	for _, j := range f.obs.Jobs {
@@ -436,8 +436,8 @@ func (f *facts) readJobs() {
 			}
 			jv.memberID, jv.attempt = id, n
 			f.removeJobs[id] = append(f.removeJobs[id], jv)
-		case strings.HasPrefix(j.Name, pvcPrefix):
-			addOrdinalJob(f.pvcJobs, jv, strings.TrimPrefix(j.Name, pvcPrefix), false)
+		case strings.HasPrefix(j.Name, deleteVolumePrefix):
+			addOrdinalJob(f.deleteVolumeJobs, jv, strings.TrimPrefix(j.Name, deleteVolumePrefix), false)
 		case strings.HasPrefix(j.Name, growPrefix):
 			addOrdinalJob(f.growJobs, jv, strings.TrimPrefix(j.Name, growPrefix), true)
 		case strings.HasPrefix(j.Name, templatePrefix):
@@ -456,7 +456,7 @@ func (f *facts) readJobs() {
 	for _, js := range f.removeJobs {
 		sort.Slice(js, func(a, b int) bool { return js[a].attempt < js[b].attempt })
 	}
-	for _, js := range f.pvcJobs {
+	for _, js := range f.deleteVolumeJobs {
 		sort.Slice(js, func(a, b int) bool { return js[a].attempt < js[b].attempt })
 	}
 }

@@ -38,13 +38,13 @@ func (p *plan) deleteVolume() bool {
 		// the cluster grows back from one member onto the old volumes (their agents move the replaced
 		// data aside), and a shrink reversed before its volumes went re-creates them.
 		if i < int(p.replicas) || i < p.target() || f.primary[i] != nil || f.pods[i] != nil || pvc.DeletionTimestamp != nil ||
-			pvc.Labels[api.LabelClusterUID] != f.uid {
+			pvc.Labels[api.LabelClusterUID] != f.clusterUID {
 			continue
 		}
 		if f.sts == nil || f.sts.Spec.Replicas == nil || int(*f.sts.Spec.Replicas) > i {
 			continue // the StatefulSet has not been lowered yet
 		}
-		js := f.pvcJobs[i]
+		js := f.deleteVolumeJobs[i]
 		attempt := 1
 		if len(js) > 0 {
 			last := js[len(js)-1]
@@ -128,7 +128,7 @@ func (p *plan) scaleUp() bool {
 		p.wait("%s", why)
 		return true
 	}
-	if js := f.pvcJobs[i]; len(js) > 0 && js[len(js)-1].state == jobActive {
+	if js := f.deleteVolumeJobs[i]; len(js) > 0 && js[len(js)-1].state == jobActive {
 		p.wait("the old claim of %s to be deleted", f.names.Pod(i))
 		return true
 	}
@@ -202,7 +202,7 @@ func (p *plan) claimDeleting(i int) bool {
 	if pvc := p.f.pvcs[i]; pvc != nil && pvc.DeletionTimestamp != nil {
 		return true
 	}
-	js := p.f.pvcJobs[i]
+	js := p.f.deleteVolumeJobs[i]
 	return len(js) > 0 && js[len(js)-1].state == jobActive
 }
 
@@ -227,7 +227,7 @@ func (p *plan) noteCleanup() {
 	}
 	for _, i := range sortedKeys(f.pvcs) {
 		pvc := f.pvcs[i]
-		if i >= int(p.replicas) && f.primary[i] == nil && f.pods[i] == nil && pvc.DeletionTimestamp == nil && pvc.Labels[api.LabelClusterUID] == f.uid {
+		if i >= int(p.replicas) && f.primary[i] == nil && f.pods[i] == nil && pvc.DeletionTimestamp == nil && pvc.Labels[api.LabelClusterUID] == f.clusterUID {
 			p.cleanup = true
 			p.wait("claim %s of the removed member to be deleted", pvc.Name)
 		}

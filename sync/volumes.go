@@ -103,7 +103,7 @@ func (p *plan) growVolumes() bool {
 		}
 	}
 	if below >= 0 {
-		if uid := f.pvcs[below].Labels[api.LabelClusterUID]; uid != f.uid {
+		if uid := f.pvcs[below].Labels[api.LabelClusterUID]; uid != f.clusterUID {
 			// The Job acts only on this cluster's claims (§8.10): an adopted one (adoptExistingData) is
 			// grown by hand, and the template waits for it.
 			p.wait("claim %s carries EtcdCluster UID %q, not this cluster's (adopted data): grow it by hand to %s (kubectl patch pvc %s -p '{\"spec\":{\"resources\":{\"requests\":{\"storage\":\"%s\"}}}}')",

@@ -906,7 +906,7 @@ func (w *world) learnerCount() int {
 
 func (w *world) report(i int, quorum bool) {
 	p := w.pods[i]
-	r := api.Report{ParentUID: w.uid, ClusterID: w.etcd.clusterID, Version: strings.TrimPrefix(p.image[strings.LastIndex(p.image, ":")+1:], "v"), Role: api.RoleNone}
+	r := api.Report{ClusterUID: w.uid, ClusterID: w.etcd.clusterID, Version: strings.TrimPrefix(p.image[strings.LastIndex(p.image, ":")+1:], "v"), Role: api.RoleNone}
 	m := w.etcd.byPeer(w.peerURL(i))
 	ann := w.leaseIntent(i)
 	switch {

@@ -177,7 +177,7 @@ func runRestore(args []string) error {
 	if *uid != "" && !*verifyOnly {
 		// Bound before the data is in place, as the agent binds its own restore (docs/design/16-backup-restore.md §16.4).
 		req.Bind = func(res membership.RestoreResult) error {
-			return membership.WriteBinding(*dataDir, membership.Binding{ParentUID: *uid, PeerURL: *peerURL,
+			return membership.WriteBinding(*dataDir, membership.Binding{ClusterUID: *uid, PeerURL: *peerURL,
 				Restored: &membership.Restored{URL: res.URL, Revision: res.Revision}})
 		}
 	}

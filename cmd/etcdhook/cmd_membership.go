@@ -66,7 +66,7 @@ func runAgent(args []string) error {
 	// client-go's default 5 requests/s a fast look (250 ms) would be throttled to one every 2 s.
 	kcfg.QPS, kcfg.Burst = 50, 100
 	duration := time.Duration(cfg.LeaseDurationSeconds) * time.Second
-	store, err := membership.NewKubeLeases(kcfg, ns, cfg.Cluster, names.Lease(ordinal), cfg.ParentUID, podUID, duration)
+	store, err := membership.NewKubeLeases(kcfg, ns, cfg.Cluster, names.Lease(ordinal), cfg.ClusterUID, podUID, duration)
 	if err != nil {
 		return err
 	}
@@ -75,7 +75,7 @@ func runAgent(args []string) error {
 		return err
 	}
 	// Events on the EtcdCluster (by the parent UID, which `kubectl describe` selects on).
-	events := membership.NewKubeRecorder(kube, ns, cfg.Cluster, cfg.ParentUID, "etcdhook-agent", log)
+	events := membership.NewKubeRecorder(kube, ns, cfg.Cluster, cfg.ClusterUID, "etcdhook-agent", log)
 	defer func() {
 		events.Flush(2 * time.Second) // a member that just left says so before the pod goes
 		events.Close()
@@ -87,7 +87,7 @@ func runAgent(args []string) error {
 			ClientURL:     fmt.Sprintf("%s127.0.0.1:%d", names.Scheme(), cfg.ClientPort),
 			Endpoints:     []string{names.ClientEndpoint()},
 			DataDir:       cfg.DataDir,
-			ParentUID:     cfg.ParentUID,
+			ClusterUID:    cfg.ClusterUID,
 			Adopt:         cfg.AdoptExistingData,
 			LeaseDuration: duration,
 			EtcdCommand:   etcdCmd,
@@ -177,7 +177,7 @@ func agentCerts(kcfg *rest.Config, cfg api.AgentConfig, names api.Names, ordinal
 		ips = append(ips, ip)
 	}
 	return &membership.Certs{
-		Store:    &membership.KubeSecrets{Client: kube, Namespace: names.Namespace, Cluster: names.Cluster, ParentUID: cfg.ParentUID},
+		Store:    &membership.KubeSecrets{Client: kube, Namespace: names.Namespace, Cluster: names.Cluster, ClusterUID: cfg.ClusterUID},
 		CASecret: cfg.TLS.CASecret, ClientSecret: cfg.TLS.ClientSecret,
 		CADuration: caDur, CertDuration: certDur, ClientGrace: grace,
 		PeerDir: api.TLSPeerDir, ClientDir: api.TLSClientDir,
@@ -190,7 +190,7 @@ func agentCerts(kcfg *rest.Config, cfg api.AgentConfig, names api.Names, ordinal
 		// as ForeignData, or adopted), may: that cluster's CA went with it.
 		MayCreateCA: func() bool {
 			d, err := membership.ReadData(cfg.DataDir)
-			return err == nil && (!d.Present || d.Binding == nil || d.Binding.ParentUID != cfg.ParentUID)
+			return err == nil && (!d.Present || d.Binding == nil || d.Binding.ClusterUID != cfg.ClusterUID)
 		},
 		Log: log,
 	}, nil

@@ -76,7 +76,7 @@ func backupJob(d *Desired, name, token string) *batchv1.Job {
 	args := []string{"backup",
 		"--cluster=" + n.Cluster,
 		"--namespace=" + n.Namespace,
-		"--cluster-uid=" + d.UID,
+		"--cluster-uid=" + d.ClusterUID,
 		"--endpoints=" + n.ClientEndpoint(),
 		"--destination=" + b.Destination,
 		"--lease=" + n.BackupName(),

@@ -14,11 +14,11 @@ import (
 func AgentConfig(d *Desired) api.AgentConfig {
 	n := d.Names
 	return api.AgentConfig{
-		Cluster: n.Cluster, Namespace: n.Namespace, ParentUID: d.UID,
+		Cluster: n.Cluster, Namespace: n.Namespace, ClusterUID: d.ClusterUID,
 		PeerService: n.PeerService(),
 		ClientPort:  api.ClientPort, PeerPort: api.PeerPort, ProbePort: api.ProbePort, EtcdMetricsPort: api.EtcdMetricsPort,
 		DataDir:              api.DataDir,
-		Token:                api.Token(n.Namespace, n.Cluster, d.UID),
+		Token:                api.Token(n.Namespace, n.Cluster, d.ClusterUID),
 		LeaseDurationSeconds: api.DefaultLeaseDurationSeconds,
 		AdoptExistingData:    d.Spec.AdoptExistingData,
 		TLS:                  agentTLS(d),

@@ -15,9 +15,9 @@ import (
 // Desired is one sync's whole decision as data: what every child must be.
 type Desired struct {
 	// Names name every child; Names.TLS is the scheme every member serves on its client port now (the
-	// Jobs' and agents' endpoints). UID is the EtcdCluster's.
-	Names api.Names
-	UID   string
+	// Jobs' and agents' endpoints). ClusterUID is the EtcdCluster's metadata.uid.
+	Names      api.Names
+	ClusterUID string
 	// Spec is the spec the children are rendered from (the applied one, not always the parent's).
 	Spec api.ClusterSpec
 	// Image and ImagePullPolicy are the hook's own (the agent and the Jobs run its binary).

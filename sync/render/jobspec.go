@@ -65,7 +65,7 @@ func (j Job) Name(n api.Names) string {
 	case JobRemove:
 		return n.RemoveJob(j.MemberID, j.Attempt)
 	case JobDeleteVolume:
-		return n.PVCJob(j.Ordinal, j.Attempt)
+		return n.DeleteVolumeJob(j.Ordinal, j.Attempt)
 	case JobGrowVolume:
 		return n.GrowJob(j.Ordinal, j.Attempt)
 	case JobClaimTemplate:

@@ -87,7 +87,7 @@ func PodTemplate(d *Desired) corev1.PodTemplateSpec {
 	if transition != "" {
 		command = append(command, api.AgentFlagTLSTransition+transition)
 	}
-	command = append(append(command, "--", api.EtcdBinary), EtcdArgs(n, d.UID, s, transition)...)
+	command = append(append(command, "--", api.EtcdBinary), EtcdArgs(n, d.ClusterUID, s, transition)...)
 	etcd := corev1.Container{
 		Name:            "etcd",
 		Image:           fmt.Sprintf("%s:v%s", s.Repository, s.Version),
@@ -257,7 +257,7 @@ func StatefulSet(d *Desired) *appsv1.StatefulSet {
 	}
 	if s.Storage.EmptyDir == nil {
 		claimLabels := n.Labels()
-		claimLabels[api.LabelClusterUID] = d.UID
+		claimLabels[api.LabelClusterUID] = d.ClusterUID
 		sts.Spec.VolumeClaimTemplates = []corev1.PersistentVolumeClaim{{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},
 			ObjectMeta: metav1.ObjectMeta{Name: "data", Labels: claimLabels},
