@@ -11,35 +11,47 @@ import (
 	"github.com/etcdhook/etcdhook/api"
 )
 
-// backupStatus is status.backup from the backup Lease (the Jobs' reports) and the on-demand Job,
-// nil without spec.backup. A report that does not parse or claims a time ahead of the hook's clock is
-// ignored and named (InputIgnored): the Lease is writable by the backup Jobs and by hand.
-func (p *plan) backupStatus() *api.BackupStatus {
-	b := p.spec.Backup
+// readBackupReports reads, with the spec chosen, what the backup Jobs reported on the backup Lease, for
+// status to render. Without spec.backup the Lease is not read, and an on-demand backup asked anyway is
+// named (InputIgnored).
+func (p *plan) readBackupReports() {
 	if !p.hasSpec {
-		return nil
+		return
 	}
-	if b == nil {
+	f := p.f
+	if p.spec.Backup == nil {
 		if token := p.backupToken(); token != "" {
-			p.f.distrusted = append(p.f.distrusted, fmt.Sprintf("annotation %s=%q asks for a backup, but spec.backup names no destination: ignored", api.AnnBackupNow, token))
+			f.distrusted = append(f.distrusted, fmt.Sprintf("annotation %s=%q asks for a backup, but spec.backup names no destination: ignored", api.AnnBackupNow, token))
 		}
+		return
+	}
+	l := f.obs.Leases[f.names.BackupName()]
+	if l == nil {
+		return
+	}
+	read := func(key string) *api.BackupReport {
+		return leaseReport(f, l, key, api.ParseBackupReport, func(*api.BackupReport) bool { return true },
+			func(r *api.BackupReport) time.Time { return r.Time })
+	}
+	p.backupSuccess, p.backupFailure = read(api.AnnBackupSuccess), read(api.AnnBackupFailure)
+}
+
+// backupStatus is status.backup from the backup Lease's reports (readBackupReports: one that does not
+// parse or claims a time ahead of the hook's clock is ignored and named there, since the Lease is
+// writable by the backup Jobs and by hand) and the on-demand Job, nil without spec.backup.
+func (p *plan) backupStatus() *api.BackupStatus {
+	if !p.hasSpec || p.spec.Backup == nil {
 		return nil
 	}
 	f, n := p.f, p.f.names
 	st := &api.BackupStatus{}
-	if l := f.obs.Leases[n.BackupName()]; l != nil {
-		read := func(key string) *api.BackupReport {
-			return leaseReport(f, l, key, api.ParseBackupReport, func(*api.BackupReport) bool { return true },
-				func(r *api.BackupReport) time.Time { return r.Time })
-		}
-		if r := read(api.AnnBackupSuccess); r != nil {
-			st.LastSuccessTime = &metav1.Time{Time: r.Time.UTC()}
-			st.LastSnapshot, st.Revision, st.Size = r.Snapshot, r.Revision, r.Size
-		}
-		if r := read(api.AnnBackupFailure); r != nil {
-			st.LastFailureTime = &metav1.Time{Time: r.Time.UTC()}
-			st.LastFailure = r.Message
-		}
+	if r := p.backupSuccess; r != nil {
+		st.LastSuccessTime = &metav1.Time{Time: r.Time.UTC()}
+		st.LastSnapshot, st.Revision, st.Size = r.Snapshot, r.Revision, r.Size
+	}
+	if r := p.backupFailure; r != nil {
+		st.LastFailureTime = &metav1.Time{Time: r.Time.UTC()}
+		st.LastFailure = r.Message
 	}
 	if token := p.backupToken(); token != "" {
 		name := n.BackupJob(token)

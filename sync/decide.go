@@ -12,8 +12,14 @@ import (
 // observed (carry), re-derives the hook's own Lease halves (normalizeIntents), latches the spec
 // (chooseSpec) and takes at most one membership step (reconcile). Step families are in their own files
 // (members.go, scale.go, roll.go, volumes.go, tlsswitch.go, carotation.go, defrag.go, inplace.go).
-func decide(f *facts, opts Options) (*plan, error) {
-	p := &plan{f: f, opts: opts.withDefaults(), leases: map[int]*api.Intent{}}
+func decide(f *facts, opts Options) (p *plan, err error) {
+	p = &plan{f: f, opts: opts.withDefaults(), leases: map[int]*api.Intent{}}
+	// Whatever path the sync takes, the backup Lease is read for status with the spec chosen.
+	defer func() {
+		if err == nil {
+			p.readBackupReports()
+		}
+	}()
 	p.carry()
 	// Intents are judged against the spec in force when they were written (the applied one): a
 	// hand-edited intent must not even make a step look in flight.

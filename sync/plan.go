@@ -2,6 +2,7 @@ package sync
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -75,6 +76,9 @@ type plan struct {
 	tlsSw         tlsSwitchState
 	tlsWaitsForCA bool
 
+	// backupSuccess, backupFailure: the backup Lease's reports (readBackupReports), for status.
+	backupSuccess, backupFailure *api.BackupReport
+
 	// In-place restore (inplace.go): the record to write; restoring while one runs; why it is stuck.
 	inPlace        *inPlaceRecord
 	restoring      bool
@@ -82,13 +86,15 @@ type plan struct {
 }
 
 func (p *plan) wait(format string, args ...any) {
-	msg := fmt.Sprintf(format, args...)
-	for _, w := range p.waiting {
-		if w == msg {
-			return
-		}
+	p.waiting = addWait(p.waiting, fmt.Sprintf(format, args...))
+}
+
+// addWait adds msg to waits unless it is there already.
+func addWait(waits []string, msg string) []string {
+	if slices.Contains(waits, msg) {
+		return waits
 	}
-	p.waiting = append(p.waiting, msg)
+	return append(waits, msg)
 }
 
 // target is the latched size; 0 when there is no spec to render from.

@@ -189,13 +189,16 @@ func (p *plan) status() *api.ClusterStatus {
 	}
 	st.Conditions = carryTransitions(conds, f.parent.Status.Conditions, f.now)
 	st.Phase = p.phase(available, len(unhealthy) > 0)
+	// The message adds what holds the spec to the plan's waits; it changes nothing the plan decided
+	// (the resync pace among them).
+	waits := slices.Clip(p.waiting)
 	if p.hasSpec && len(p.problems) > 0 {
-		p.wait("a valid spec (%s)", p.problems[0].Message)
+		waits = addWait(waits, fmt.Sprintf("a valid spec (%s)", p.problems[0].Message))
 	}
 	if p.hasSpec && p.certBlocked {
-		p.wait("usable TLS Secrets (%s)", p.certProblems[0])
+		waits = addWait(waits, fmt.Sprintf("usable TLS Secrets (%s)", p.certProblems[0]))
 	}
-	st.Message = p.message()
+	st.Message = strings.Join(waits, "; ")
 	if !p.hasSpec && p.paused {
 		st.Message = "paused: nothing is created until spec.paused is false"
 	}
