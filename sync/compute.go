@@ -109,9 +109,7 @@ func decideAnswer(ctx context.Context, o *Observed, now time.Time, opts Options)
 	if err != nil {
 		return nil, err
 	}
-	// Before status, which adds its own waits (status.go).
-	resync := p.resyncAfter()
-	return &Response{Status: p.status(), Children: children, ResyncAfterSeconds: resync, Deleted: deleted, writer: writer}, nil
+	return &Response{Status: p.status(), Children: children, ResyncAfterSeconds: p.resyncAfter(), Deleted: deleted, writer: writer}, nil
 }
 
 // children renders every child in a fixed order, each as its JSON (render.go), and says which it

@@ -103,8 +103,7 @@ func referenceCompute(req *Request, now time.Time, opts Options) (*Response, err
 	if err != nil {
 		return nil, err
 	}
-	resync := p.resyncAfter()
-	return &Response{Status: p.status(), Children: children, ResyncAfterSeconds: resync, Deleted: deleted}, nil
+	return &Response{Status: p.status(), Children: children, ResyncAfterSeconds: p.resyncAfter(), Deleted: deleted}, nil
 }
 
 func referenceDecode(req *Request) (*Observed, error) {
