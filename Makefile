@@ -12,7 +12,7 @@ LDFLAGS := -s -w -X main.version=$(VERSION)
 # "context deadline exceeded" without any failing input (CI at aae6fd5, 581 seeds).
 FUZZTIME ?= 2000x
 
-.PHONY: build run test chart rules servers unit fuzz fixtures bench loadtest simulate timings image lint e2e-local clean
+.PHONY: build run test chart rules servers unit fuzz fixtures bench loadtest simulate timings image lint e2e-local plugin-dist clean
 
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o bin/etcdhook ./cmd/etcdhook
@@ -94,6 +94,16 @@ timings:
 
 image:
 	docker build --build-arg VERSION=$(VERSION) -t $(IMAGE) .
+
+# The kubectl plugin's krew release in dist/, built by cmd/kubectl-etcd/dist: kubectl-etcd cross-built
+# (CGO_ENABLED=0, -trimpath) for linux and darwin on amd64 and arm64 and for windows/amd64, one
+# kubectl-etcd_<version>_<os>_<arch>.tar.gz each (the binary and LICENSE), sha256sums.txt, and etcd.yaml:
+# cmd/kubectl-etcd/krew.yaml rendered with each archive's release URL and sha256, checked as krew checks
+# a manifest. PLUGIN_VERSION is the release tag (krew wants vX.Y.Z, which VERSION's git describe is not).
+# Install: kubectl krew install --manifest=dist/etcd.yaml --archive=dist/kubectl-etcd_<version>_<os>_<arch>.tar.gz
+PLUGIN_VERSION ?= v0.1.0
+plugin-dist:
+	$(GO) run ./cmd/kubectl-etcd/dist -version $(PLUGIN_VERSION) -out dist -go $(GO)
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

@@ -4,7 +4,8 @@
 //	kubectl etcd etcdctl NAME [--member POD] [-i] -- get /foo
 //
 // Install with `go install github.com/etcdhook/etcdhook/cmd/kubectl-etcd@latest` (kubectl finds
-// kubectl-etcd on PATH), or with krew from krew.yaml.
+// kubectl-etcd on PATH), or with krew from the archives and manifest `make plugin-dist` builds into dist/
+// (./dist, README.md).
 //
 // # status
 //

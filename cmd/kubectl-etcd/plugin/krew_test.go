@@ -10,7 +10,8 @@ import (
 )
 
 // The krew template, rendered as krew-release-bot would (the template actions replaced), is a krew
-// Plugin for the kubectl-etcd binary on every platform it lists.
+// Plugin for the kubectl-etcd binary on every platform it lists, installing the binary and LICENSE.
+// cmd/kubectl-etcd/dist renders it with the real archives' sha256 and checks them (dist_test.go).
 func TestKrewTemplate(t *testing.T) {
 	b, err := os.ReadFile("../krew.yaml")
 	require.NoError(t, err)
@@ -25,6 +26,7 @@ func TestKrewTemplate(t *testing.T) {
 			Platforms                                                 []struct {
 				URI, Sha256, Bin string
 				Selector         struct{ MatchLabels map[string]string }
+				Files            []struct{ From, To string }
 			}
 		}
 	}
@@ -37,5 +39,6 @@ func TestKrewTemplate(t *testing.T) {
 	for _, p := range m.Spec.Platforms {
 		require.Regexp(t, `^kubectl-etcd(\.exe)?$`, p.Bin)
 		require.Regexp(t, `/v0\.1\.0/kubectl-etcd_v0\.1\.0_`+p.Selector.MatchLabels["os"]+`_`+p.Selector.MatchLabels["arch"]+`\.tar\.gz$`, p.URI)
+		require.Equal(t, []struct{ From, To string }{{p.Bin, "."}, {"LICENSE", "."}}, p.Files)
 	}
 }
