@@ -115,4 +115,4 @@ e2e-local:
 	bash e2e/local.sh
 
 clean:
-	rm -rf bin
+	rm -rf bin dist
