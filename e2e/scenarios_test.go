@@ -32,6 +32,12 @@ func spec(size int, version string) map[string]any {
 func TestCreate(t *testing.T) {
 	for _, n := range []int{1, 3, 5} {
 		t.Run(fmt.Sprintf("size-%d", n), func(t *testing.T) {
+			floor := ""
+			var floorTook time.Duration
+			if n > 1 {
+				// The floor, in the same run, just before (floor_test.go).
+				floorTook = newScenario(t, fmt.Sprintf("floor%d", n)).createFloor(n)
+			}
 			s := newScenario(t, fmt.Sprintf("create%d", n))
 			phases := s.watchPhases()
 			s.apply(spec(n, *etcdVersion))
@@ -53,7 +59,11 @@ func TestCreate(t *testing.T) {
 				idle = "; child updates by Metacontroller over an idle minute: 0"
 				s.checkMemberLeasePolicy()
 			}
-			w.Finish(fmt.Sprintf("apply to Available with %d healthy members: %s (phases %s)%s\n\n", n,
+			if floorTook > 0 {
+				floor = fmt.Sprintf("create %d: %.1fx the floor (floor: a bare %d-member StatefulSet bootstrapped statically, apply to every member answering: %s)\n\n",
+					n, took.Seconds()/floorTook.Seconds(), n, floorTook.Round(100*time.Millisecond))
+			}
+			w.Finish(fmt.Sprintf("%sapply to Available with %d healthy members: %s (phases %s)%s\n\n", floor, n,
 				took.Round(100*time.Millisecond), strings.Join(seen, " → "), idle))
 		})
 	}
