@@ -31,16 +31,16 @@ func (s *scenario) createFloor(n int) time.Duration {
 	for i := range n {
 		initial = append(initial, fmt.Sprintf("%s-%d=http://%s:2380", name, i, host(i)))
 	}
-	labels := map[string]string{"app": name}
+	labels := map[string]string{"app": name, floorMember: "true"}
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.ns}, Spec: corev1.ServiceSpec{
-		ClusterIP: corev1.ClusterIPNone, PublishNotReadyAddresses: true, Selector: labels,
+		ClusterIP: corev1.ClusterIPNone, PublishNotReadyAddresses: true, Selector: map[string]string{floorMember: "true"},
 		Ports: []corev1.ServicePort{{Name: "client", Port: 2379}, {Name: "peer", Port: 2380}},
 	}}
 	replicas, uid := int32(n), int64(65532)
 	f, tr := false, true
 	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.ns}, Spec: appsv1.StatefulSetSpec{
 		ServiceName: name, Replicas: &replicas, PodManagementPolicy: appsv1.ParallelPodManagement,
-		Selector: &metav1.LabelSelector{MatchLabels: labels},
+		Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
 		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
 			SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: &tr, RunAsUser: &uid, RunAsGroup: &uid,
 				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
@@ -75,33 +75,116 @@ func (s *scenario) createFloor(n int) time.Duration {
 	if err != nil {
 		s.t.Fatalf("creating the floor's StatefulSet: %v", err)
 	}
-	for time.Since(start) < stepTimeout {
-		if s.floorAnswers(name, n) {
-			took := time.Since(start)
-			// Gone before the measurement it is compared with starts: on two cores its pods would compete.
-			_ = s.e.kube.AppsV1().StatefulSets(s.ns).Delete(s.ctx, name, metav1.DeleteOptions{})
-			for gone := time.Now(); time.Since(gone) < time.Minute; time.Sleep(500 * time.Millisecond) {
-				if pods, err := s.e.kube.CoreV1().Pods(s.ns).List(s.ctx, metav1.ListOptions{LabelSelector: "app=" + name}); err == nil && len(pods.Items) == 0 {
-					break
-				}
-			}
-			return took
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	s.t.Fatalf("the floor's %d members did not all answer within %s", n, stepTimeout)
-	return 0
+	s.waitForFloor(fmt.Sprintf("the floor's %d members to answer", n), n, "")
+	return time.Since(start)
 }
 
-// floorAnswers: each of the n pods answers Status on its own IP, all with one cluster ID and a leader.
-func (s *scenario) floorAnswers(name string, n int) bool {
-	pods, err := s.e.kube.CoreV1().Pods(s.ns).List(s.ctx, metav1.ListOptions{LabelSelector: "app=" + name})
+// floorMember labels the floor's member pods: the StatefulSet's and the one added by floorAddMember.
+const floorMember = "floor-member"
+
+// floorPodDeleted deletes pod floor-i of an n-member floor and times it until a new pod answers with the
+// others: the pod's own stop and start, the floor of the hook's pod-delete figure.
+func (s *scenario) floorPodDeleted(n, i int) time.Duration {
+	s.t.Helper()
+	name := fmt.Sprintf("floor-%d", i)
+	old, err := s.e.kube.CoreV1().Pods(s.ns).Get(s.ctx, name, metav1.GetOptions{})
+	if err != nil {
+		s.t.Fatalf("reading pod %s: %v", name, err)
+	}
+	start := time.Now()
+	if err := s.e.kube.CoreV1().Pods(s.ns).Delete(s.ctx, name, metav1.DeleteOptions{}); err != nil {
+		s.t.Fatalf("deleting pod %s: %v", name, err)
+	}
+	s.waitForFloor("pod "+name+" back", n, string(old.UID))
+	return time.Since(start)
+}
+
+// floorAddMember adds member n to an n-member floor as etcd's documentation does (member add, then one
+// pod started with the new member list and --initial-cluster-state=existing, on a claim of the same
+// class and size) and times it until every member answers: the floor of the hook's scale +1 figure.
+func (s *scenario) floorAddMember(n int) time.Duration {
+	s.t.Helper()
+	sts, err := s.e.kube.AppsV1().StatefulSets(s.ns).Get(s.ctx, "floor", metav1.GetOptions{})
+	if err != nil {
+		s.t.Fatalf("reading the floor: %v", err)
+	}
+	pods, err := s.e.kube.CoreV1().Pods(s.ns).List(s.ctx, metav1.ListOptions{LabelSelector: floorMember + "=true"})
+	if err != nil || len(pods.Items) == 0 {
+		s.t.Fatalf("listing the floor's pods: %v", err)
+	}
+	name := fmt.Sprintf("floor-%d", n)
+	peer := fmt.Sprintf("http://%s.floor.%s.svc.cluster.local:2380", name, s.ns)
+	spec := sts.Spec.Template.Spec.DeepCopy()
+	spec.Hostname, spec.Subdomain = name, "floor"
+	c := &spec.Containers[0]
+	for k, a := range c.Args {
+		switch {
+		case strings.HasPrefix(a, "--initial-cluster="):
+			c.Args[k] = a + "," + name + "=" + peer
+		case a == "--initial-cluster-state=new":
+			c.Args[k] = "--initial-cluster-state=existing"
+		}
+	}
+	spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data-" + name}}}}
+	claim := sts.Spec.VolumeClaimTemplates[0].DeepCopy()
+	claim.Name, claim.Namespace = "data-"+name, s.ns
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.ns, Labels: map[string]string{floorMember: "true"}}, Spec: *spec}
+	// etcd refuses a member add within 5 s of a member's start (its strict reconfiguration check): the
+	// cluster the hook grows has been up for longer, so the floor's is too before the clock starts.
+	time.Sleep(6 * time.Second)
+	start := time.Now()
+	cl, err := clientv3.New(clientv3.Config{Endpoints: []string{"http://" + pods.Items[0].Status.PodIP + ":2379"}, DialTimeout: 3 * time.Second, Logger: zap.NewNop()})
+	if err == nil {
+		ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
+		_, err = cl.MemberAdd(ctx, []string{peer})
+		cancel()
+		cl.Close()
+	}
+	if err == nil {
+		_, err = s.e.kube.CoreV1().PersistentVolumeClaims(s.ns).Create(s.ctx, claim, metav1.CreateOptions{})
+	}
+	if err == nil {
+		_, err = s.e.kube.CoreV1().Pods(s.ns).Create(s.ctx, pod, metav1.CreateOptions{})
+	}
+	if err != nil {
+		s.t.Fatalf("adding member %s to the floor: %v", name, err)
+	}
+	s.waitForFloor("member "+name+" to answer", n+1, "")
+	return time.Since(start)
+}
+
+// removeFloor deletes the floor and waits for its pods to be gone: on two cores they would compete
+// with the measurement the floor is compared with.
+func (s *scenario) removeFloor() {
+	_ = s.e.kube.AppsV1().StatefulSets(s.ns).Delete(s.ctx, "floor", metav1.DeleteOptions{})
+	_ = s.e.kube.CoreV1().Pods(s.ns).DeleteCollection(s.ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: floorMember + "=true"})
+	for gone := time.Now(); time.Since(gone) < time.Minute; time.Sleep(500 * time.Millisecond) {
+		if pods, err := s.e.kube.CoreV1().Pods(s.ns).List(s.ctx, metav1.ListOptions{LabelSelector: floorMember + "=true"}); err == nil && len(pods.Items) == 0 {
+			return
+		}
+	}
+}
+
+func (s *scenario) waitForFloor(what string, n int, notUID string) {
+	s.t.Helper()
+	for start := time.Now(); time.Since(start) < stepTimeout; time.Sleep(100 * time.Millisecond) {
+		if s.floorAnswers(n, notUID) {
+			return
+		}
+	}
+	s.t.Fatalf("timed out after %s waiting for %s", stepTimeout, what)
+}
+
+// floorAnswers: each of the n member pods (none of them the pod notUID) answers Status on its own IP,
+// all with one cluster ID and a leader.
+func (s *scenario) floorAnswers(n int, notUID string) bool {
+	pods, err := s.e.kube.CoreV1().Pods(s.ns).List(s.ctx, metav1.ListOptions{LabelSelector: floorMember + "=true"})
 	if err != nil || len(pods.Items) != n {
 		return false
 	}
 	cluster := uint64(0)
 	for _, p := range pods.Items {
-		if p.Status.PodIP == "" {
+		if p.Status.PodIP == "" || string(p.UID) == notUID || p.DeletionTimestamp != nil {
 			return false
 		}
 		ep := "http://" + p.Status.PodIP + ":2379"

@@ -36,7 +36,9 @@ func TestCreate(t *testing.T) {
 			var floorTook time.Duration
 			if n > 1 {
 				// The floor, in the same run, just before (floor_test.go).
-				floorTook = newScenario(t, fmt.Sprintf("floor%d", n)).createFloor(n)
+				fs := newScenario(t, fmt.Sprintf("floor%d", n))
+				floorTook = fs.createFloor(n)
+				fs.removeFloor()
 			}
 			s := newScenario(t, fmt.Sprintf("create%d", n))
 			phases := s.watchPhases()
@@ -71,9 +73,15 @@ func TestCreate(t *testing.T) {
 
 // 2. Scale 1->3->4->5->4->3->1, timing each step (single steps: +1 and −1 as the speed targets name them), checking the member list and the claims after each.
 func TestScale(t *testing.T) {
+	// The floor of +1 (floor_test.go), in the same run, before the cluster compared with it exists.
+	fs := newScenario(t, "floor-add")
+	fs.createFloor(3)
+	floorAdd := fs.floorAddMember(3)
+	fs.removeFloor()
 	s := settledScenario(t, "scale", 1)
 	w := s.startWriter("scale 1->3")
 	var timings []string
+	plusOne := ""
 	prev := 1
 	for k, n := range []int{3, 4, 5, 4, 3, 1} {
 		if k > 0 {
@@ -83,6 +91,10 @@ func TestScale(t *testing.T) {
 		s.apply(map[string]any{"size": int64(n)})
 		took := s.waitFor(fmt.Sprintf("size %d", n), stepTimeout, s.settled(n))
 		timings = append(timings, fmt.Sprintf("to %d: %s", n, took.Round(100*time.Millisecond)))
+		if n == 4 && k == 1 {
+			plusOne = fmt.Sprintf("scale +1: %.1fx the floor (3 -> 4 in %s; floor: etcd's member add and one pod started with the new member list, to every member answering: %s)\n\n",
+				took.Seconds()/floorAdd.Seconds(), took.Round(100*time.Millisecond), floorAdd.Round(100*time.Millisecond))
+		}
 		require.Len(t, s.memberList(), n)
 		want := []string{}
 		for i := 0; i < n; i++ {
@@ -93,11 +105,16 @@ func TestScale(t *testing.T) {
 	// kubectl describe etcdcluster tells the story (docs/operations.md §4.1).
 	s.checkEvents(membership.EventClusterBootstrapped, membership.EventCACreated, membership.EventCertificateIssued,
 		membership.EventMemberAdded, membership.EventMemberPromoted, membership.EventMemberLeft, membership.EventClaimDeleted)
-	w.Finish("step times (apply to settled): " + strings.Join(timings, ", ") + "; events seen: ClusterBootstrapped, CACreated, CertificateIssued, MemberAdded, MemberPromoted, MemberLeft, ClaimDeleted\n\n")
+	w.Finish(plusOne + "step times (apply to settled): " + strings.Join(timings, ", ") + "; events seen: ClusterBootstrapped, CACreated, CertificateIssued, MemberAdded, MemberPromoted, MemberLeft, ClaimDeleted\n\n")
 }
 
 // 3. Delete a member pod (not a scale-down): size and members stay.
 func TestDeleteMemberPod(t *testing.T) {
+	// The floor (floor_test.go), in the same run, before the cluster compared with it exists.
+	fs := newScenario(t, "floor-podkill")
+	fs.createFloor(3)
+	floorRestart := fs.floorPodDeleted(3, 1)
+	fs.removeFloor()
 	s := settledScenario(t, "podkill", 3)
 	before := s.memberIDs()
 	old, err := s.e.kube.CoreV1().Pods(s.ns).Get(s.ctx, s.names().Pod(1), metav1.GetOptions{})
@@ -114,7 +131,8 @@ func TestDeleteMemberPod(t *testing.T) {
 	})
 	took := time.Since(deleted)
 	require.Equal(t, before, s.memberIDs(), "the same members come back with their data")
-	w.Finish(fmt.Sprintf("pod deleted to settled: %s\n\n", took.Round(100*time.Millisecond)))
+	w.Finish(fmt.Sprintf("pod delete: %.1fx the floor (floor: a bare StatefulSet's pod deleted to its new pod answering with the others: %s)\n\npod deleted to settled: %s\n\n",
+		took.Seconds()/floorRestart.Seconds(), floorRestart.Round(100*time.Millisecond), took.Round(100*time.Millisecond)))
 }
 
 // volumeDir finds the directory behind a member claim (hostPath volumes: localkube, Kind's local-path).
