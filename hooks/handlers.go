@@ -77,7 +77,8 @@ func (s *Server) handleSync(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out, err := resp.AppendJSON(getBuffer(0))
-	resp.Release() // the children are copied into out
+	children := len(resp.Children) // counted before Release gives them back
+	resp.Release()                 // the children are copied into out
 	defer putBuffer(out)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, "encoding response: "+err.Error())
@@ -98,7 +99,7 @@ func (s *Server) handleSync(w http.ResponseWriter, r *http.Request) {
 	}
 	s.cfg.Logger.Info("sync",
 		"parent", parent, "finalizing", resp.Finalizing, "phase", resp.Status.Phase,
-		"message", resp.Status.Message, "children", len(resp.Children),
+		"message", resp.Status.Message, "children", children,
 		"duration", time.Since(start).String())
 	writeBody(w, http.StatusOK, append(out, '\n'))
 }
