@@ -17,21 +17,9 @@ import (
 // started or finished and per condition raised or cleared, naming cluster, namespace, step and why;
 // the next sync, whose parent carries the status that answer wrote, logs none.
 func TestAuditTrail(t *testing.T) {
-	var logs bytes.Buffer
-	srv := New(Config{
-		Options: etcdsync.Options{Image: fixtureImage},
-		Now:     func() time.Time { return fixtureNow },
-		Logger:  slog.New(slog.NewJSONHandler(&logs, nil)),
-	})
+	srv, logs := loggingServer()
 	audit := func() []map[string]any {
-		var out []map[string]any
-		for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
-			var m map[string]any
-			require.NoError(t, json.Unmarshal([]byte(line), &m), line)
-			if m["msg"] == "audit" {
-				out = append(out, m)
-			}
-		}
+		out := logLines(t, logs, "audit")
 		logs.Reset()
 		return out
 	}
@@ -66,4 +54,28 @@ func TestAuditTrail(t *testing.T) {
 	rec = post(t, srv, "/sync", "application/json", b)
 	require.Equal(t, 200, rec.Code, rec.Body.String())
 	require.Empty(t, audit())
+}
+
+// loggingServer is the fixture server with its log kept as JSON lines.
+func loggingServer() (*Server, *bytes.Buffer) {
+	logs := &bytes.Buffer{}
+	return New(Config{
+		Options: etcdsync.Options{Image: fixtureImage},
+		Now:     func() time.Time { return fixtureNow },
+		Logger:  slog.New(slog.NewJSONHandler(logs, nil)),
+	}), logs
+}
+
+// logLines are the logged lines whose msg is msg, decoded.
+func logLines(t *testing.T, logs *bytes.Buffer, msg string) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &m), line)
+		if m["msg"] == msg {
+			out = append(out, m)
+		}
+	}
+	return out
 }
