@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/internal/testsupport"
 )
 
 // The floor of creation (issue 26): a bare etcd StatefulSet of n members bootstrapped statically
@@ -158,21 +159,17 @@ func (s *scenario) floorAddMember(n int) time.Duration {
 func (s *scenario) removeFloor() {
 	_ = s.e.kube.AppsV1().StatefulSets(s.ns).Delete(s.ctx, "floor", metav1.DeleteOptions{})
 	_ = s.e.kube.CoreV1().Pods(s.ns).DeleteCollection(s.ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: floorMember + "=true"})
-	for gone := time.Now(); time.Since(gone) < time.Minute; time.Sleep(500 * time.Millisecond) {
-		if pods, err := s.e.kube.CoreV1().Pods(s.ns).List(s.ctx, metav1.ListOptions{LabelSelector: floorMember + "=true"}); err == nil && len(pods.Items) == 0 {
-			return
-		}
-	}
+	testsupport.Poll(time.Minute, 500*time.Millisecond, func() bool {
+		pods, err := s.e.kube.CoreV1().Pods(s.ns).List(s.ctx, metav1.ListOptions{LabelSelector: floorMember + "=true"})
+		return err == nil && len(pods.Items) == 0
+	})
 }
 
 func (s *scenario) waitForFloor(what string, n int, notUID string) {
 	s.t.Helper()
-	for start := time.Now(); time.Since(start) < stepTimeout; time.Sleep(100 * time.Millisecond) {
-		if s.floorAnswers(n, notUID) {
-			return
-		}
+	if _, ok := testsupport.Poll(stepTimeout, 100*time.Millisecond, func() bool { return s.floorAnswers(n, notUID) }); !ok {
+		s.t.Fatalf("timed out after %s waiting for %s", stepTimeout, what)
 	}
-	s.t.Fatalf("timed out after %s waiting for %s", stepTimeout, what)
 }
 
 // floorAnswers: each of the n member pods (none of them the pod notUID) answers Status on its own IP,
