@@ -46,6 +46,10 @@ type AgentConfig struct {
 	TLS *AgentTLS `json:"tls,omitempty"`
 	// Restore is set for a cluster created from a snapshot: the seed restores it before its first start.
 	Restore *AgentRestore `json:"restore,omitempty"`
+	// Bootstrap is StaticBootstrap(N) for a cluster created statically, "" for one bootstrapped by a
+	// seed: an agent starts from the static initial cluster only when its Lease says the same, so that
+	// one hand edit cannot make members of one creation start two ways (docs/design/07-steps.md §7.1).
+	Bootstrap string `json:"bootstrap,omitempty"`
 	// RetiredClusters are the cluster IDs an in-place restore replaced (docs/design/16-backup-restore.md §16.8): data of
 	// one of them is moved aside, and a report or member list naming one is not this cluster's.
 	RetiredClusters []string `json:"retiredClusters,omitempty"`

@@ -17,6 +17,9 @@ type Intent struct {
 	Since string
 	// Seed: AnnBootstrap is BootstrapSeed (the member that bootstraps a new cluster alone).
 	Seed bool
+	// Static: AnnBootstrap is StaticBootstrap(Static), the member count of a static creation (every
+	// member starts at once from one initial cluster); 0 none. Never set with Seed.
+	Static int
 	// Join is the join permission's window (AnnJoinPermitted, AnnJoinDeadline), zero when none.
 	Join JoinWindow
 	// Defrag: the defragmentation pass this member is asked to execute ("" none).
@@ -40,6 +43,8 @@ func (i Intent) Annotations() map[string]string {
 	}
 	if i.Seed {
 		ann[AnnBootstrap] = BootstrapSeed
+	} else if i.Static > 0 {
+		ann[AnnBootstrap] = StaticBootstrap(i.Static)
 	}
 	set := func(k, v string) {
 		if v != "" {
@@ -60,6 +65,11 @@ func (i Intent) Annotations() map[string]string {
 // member, the hook re-derives it).
 func ParseIntent(ann map[string]string) (in Intent, problems []string) {
 	in = Intent{Kind: ann[AnnIntent], Since: ann[AnnIntentSince], Seed: ann[AnnBootstrap] == BootstrapSeed, Defrag: ann[AnnDefrag]}
+	if n, ok, err := ParseStaticBootstrap(ann[AnnBootstrap]); err != nil {
+		problems = append(problems, err.Error()+": ignored")
+	} else if ok {
+		in.Static = n
+	}
 	// A mark the hook could not have written asks for nothing: a hand edit must not make every agent
 	// renew at every look.
 	if v := ann[AnnRenewal]; v != "" {

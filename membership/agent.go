@@ -50,6 +50,10 @@ type Self struct {
 	// Restore, when set, is the snapshot the seed of a new cluster starts from (DataDir, Name, PeerURL
 	// and Token filled in); nil for a cluster bootstrapped empty.
 	Restore *RestoreRequest
+	// Bootstrap is agent.json's bootstrap (api.StaticBootstrap(N) for a static creation, "" otherwise), and
+	// StaticPeers the members of a static creation of n (names and peer URLs, this member's among them).
+	Bootstrap   string
+	StaticPeers func(n int) []api.Member
 	// Retired are cluster IDs an in-place restore replaced: a Lease or member list naming one is not
 	// this cluster's, and data of one is moved aside (docs/design/16-backup-restore.md §16.8).
 	Retired map[uint64]bool

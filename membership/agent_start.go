@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -60,6 +61,7 @@ func (a *Agent) decide(ctx context.Context) (Decision, StartFacts, error) {
 		}
 	}
 	f.Retired = a.Cfg.Retired
+	f.Static = a.staticPeers(in, df, &problems)
 	var idProblems []string
 	f.ClusterID, idProblems = LeaseClusterID(a.current(ids))
 	a.leaseProblems = append(problems, idProblems...)
@@ -68,7 +70,7 @@ func (a *Agent) decide(ctx context.Context) (Decision, StartFacts, error) {
 	// which has no ready endpoint yet: nobody answering is the expected outcome there, and the full bound
 	// cost every create 5 s. Anywhere else a slow answer matters and gets the full bound.
 	listTimeout := 6 * time.Second
-	if in.Seed && !df.Present && len(ids) == 0 {
+	if (in.Seed || f.Static != nil) && !df.Present && len(ids) == 0 {
 		listTimeout = time.Second
 	}
 	lctx, cancel := context.WithTimeout(ctx, listTimeout)
@@ -93,6 +95,33 @@ func (a *Agent) decide(ctx context.Context) (Decision, StartFacts, error) {
 		}
 	}
 	return DecideStart(f), f, nil
+}
+
+// staticPeers is the static initial cluster the Lease asks this member to start with, nil when it asks
+// none or cannot be followed (problems says why). The count must be the one agent.json records (both
+// are the hook's, written at the creation: a hand edit of one is not enough to start a second way), this
+// member must be one of it, and a cluster restored from a snapshot starts from its seed only.
+func (a *Agent) staticPeers(in Intent, df DataFacts, problems *[]string) []api.Member {
+	if in.Static == 0 {
+		return nil
+	}
+	want := api.StaticBootstrap(in.Static)
+	switch {
+	case a.Cfg.Bootstrap != want:
+		*problems = append(*problems, fmt.Sprintf("the Lease asks %s but agent.json says %q: not starting from a static initial cluster", want, a.Cfg.Bootstrap))
+		return nil
+	case a.Cfg.Restore != nil:
+		*problems = append(*problems, "the Lease asks "+want+" but the cluster is restored from a snapshot: only its seed starts it")
+		return nil
+	case a.Cfg.StaticPeers == nil:
+		return nil
+	}
+	peers := a.Cfg.StaticPeers(in.Static)
+	if !slices.ContainsFunc(peers, func(m api.Member) bool { return samePeer(m.PeerURL, a.Cfg.PeerURL) }) {
+		*problems = append(*problems, fmt.Sprintf("the Lease asks %s but this member is not one of them: not starting from it", want))
+		return nil
+	}
+	return peers
 }
 
 // current drops the cluster IDs an in-place restore retired: those Leases report a member that has not
@@ -128,7 +157,7 @@ func (a *Agent) start(ctx context.Context, d Decision, f StartFacts) error {
 	state := "existing"
 	var initial []api.Member
 	a.peerURL = a.startPeerURL(f)
-	if d.Action == StartNew || d.Action == Join || d.Action == Replace {
+	if d.Action == StartNew || d.Action == StartStatic || d.Action == Join || d.Action == Replace {
 		a.peerURL = a.Cfg.PeerURL // the URL it is about to be added (or bootstrapped) under
 	}
 	if d.Action != StartExisting {
@@ -142,7 +171,11 @@ func (a *Agent) start(ctx context.Context, d Decision, f StartFacts) error {
 		state = "new"
 		initial = []api.Member{{Name: a.Cfg.Name, PeerURL: a.Cfg.PeerURL}}
 		a.event(EventClusterBootstrapped, "Bootstrap", false, "seed of a new cluster: starting etcd as its first member")
-	case StartLearner:
+	case StartStatic:
+		state = "new"
+		initial = f.Static
+		a.event(EventClusterBootstrapped, "Bootstrap", false, "one of %d members of a new cluster: starting etcd from a static initial cluster", len(f.Static))
+	case StartLearner, StartListed:
 		initial = f.Members
 	case Join, Replace:
 		// A join never outlives its permission: past the deadline the hook counts the step as over.

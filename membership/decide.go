@@ -14,6 +14,9 @@ type StartFacts struct {
 	Intent string
 	// Seed: the hook marks this pod as the seed of a cluster not bootstrapped yet.
 	Seed bool
+	// Static: the initial cluster of a static creation this member may start with (every member of it,
+	// this one included), nil when the Lease does not ask for one or agent.json does not say the same.
+	Static []api.Member
 	// JoinPermitted: a join permission whose deadline has not passed (by the API server's clock);
 	// JoinDeadline is that deadline on this machine's clock.
 	JoinPermitted bool
@@ -45,6 +48,11 @@ const (
 	StartNew
 	// StartLearner: start as the learner already in the member list that never started.
 	StartLearner
+	// StartStatic: start (state new) as one of the members of a static initial cluster, all at once.
+	StartStatic
+	// StartListed: start (state existing) as the voter already in the member list that never started: a
+	// member of a static creation whose others formed the cluster before it came up.
+	StartListed
 	// Join: add this peer URL as a learner, then start (existing) with the live member list.
 	Join
 	// Replace: remove the old ID at this peer URL (its data is gone), then Join.
@@ -58,7 +66,7 @@ const (
 )
 
 func (a Action) String() string {
-	return [...]string{"wait", "start-existing", "start-new", "start-learner", "join", "replace", "move-aside", "park", "refuse"}[a]
+	return [...]string{"wait", "start-existing", "start-new", "start-learner", "start-static", "start-listed", "join", "replace", "move-aside", "park", "refuse"}[a]
 }
 
 // Decision is an action with its reason (reported in the Lease as "<Reason>: <detail>").
@@ -66,7 +74,7 @@ type Decision struct {
 	Action Action
 	Reason string
 	Detail string
-	// Member is the list entry the action concerns (StartLearner, Replace), nil otherwise.
+	// Member is the list entry the action concerns (StartLearner, StartListed, Replace), nil otherwise.
 	Member *api.Member
 }
 
@@ -124,6 +132,11 @@ func DecideStart(f StartFacts) Decision {
 	}
 	// No data from here on.
 	if !f.Bootstrapped {
+		if len(f.Static) > 0 {
+			// No cluster ID on any Lease and no voter answers: the members of a static creation start
+			// together, and etcd itself refuses a member that published itself once (isMemberBootstrapped).
+			return Decision{Action: StartStatic, Reason: "Bootstrapping", Detail: fmt.Sprintf("one of %d members of a new cluster, starting together", len(f.Static))}
+		}
 		if f.Seed {
 			return Decision{Action: StartNew, Reason: "Bootstrapping", Detail: "seed of a new cluster"}
 		}
@@ -131,6 +144,11 @@ func DecideStart(f StartFacts) Decision {
 	}
 	if f.Members == nil {
 		return Decision{Action: Wait, Reason: api.ReasonWaitingForJoin, Detail: "no data and no voter answers"}
+	}
+	if self != nil && !self.Learner && !self.Started {
+		// A voter in the list that never published itself has no data anywhere: starting it is no
+		// membership change (only a static creation, or a human's member add, makes one).
+		return Decision{Action: StartListed, Reason: "Starting", Detail: "as member " + self.ID + ", listed but never started", Member: self}
 	}
 	if !f.JoinPermitted {
 		return Decision{Action: Wait, Reason: api.ReasonWaitingForJoin, Detail: "no data, waiting for join-permitted"}

@@ -20,6 +20,7 @@ func TestDecideStart(t *testing.T) {
 		return DataFacts{Present: true, MemberID: id, ClusterID: 0xc, Binding: bound}
 	}
 	list := []api.Member{{ID: api.FormatID(1), PeerURL: other, Started: true, Name: "m0"}, {ID: api.FormatID(2), PeerURL: me, Started: true, Name: "m1"}}
+	static := []api.Member{{Name: "m0", PeerURL: other}, {Name: "m1", PeerURL: me}, {Name: "m2", PeerURL: "http://m2:2380"}}
 	for _, tc := range []struct {
 		name string
 		f    StartFacts
@@ -68,6 +69,22 @@ func TestDecideStart(t *testing.T) {
 			Retired: map[uint64]bool{0xc: true}, Data: DataFacts{Present: true, MemberID: 1, ClusterID: 0xc, Binding: &Binding{ClusterUID: "p", PeerURL: other}}, PeerURL: me}, Refuse},
 		{"the restored data, only replaced IDs on the Leases (dropped)", StartFacts{Intent: "member", Bootstrapped: true,
 			Retired: map[uint64]bool{0xc: true}, Data: DataFacts{Present: true, MemberID: 7, ClusterID: 0xd, Binding: bound}, PeerURL: me}, StartExisting},
+		// A static creation (docs/design/07-steps.md §7.1): every member starts together, only while no
+		// cluster ID is known and no voter answers; a listed voter that never started starts on the list.
+		{"static, nothing anywhere", StartFacts{Intent: "member", Static: static}, StartStatic},
+		{"static, no intent yet", StartFacts{Static: static}, Wait},
+		{"static mark, cluster ID known, nobody answers: never new", StartFacts{Intent: "member", Static: static, Bootstrapped: true, ClusterID: 0xc}, Wait},
+		{"static mark, others formed, listed and never started", StartFacts{Intent: "member", Static: static, Bootstrapped: true, ClusterID: 0xc,
+			Members: []api.Member{list[0], {ID: "3", PeerURL: me}}}, StartListed},
+		{"listed voter never started, no mark, no permission", StartFacts{Intent: "member", Bootstrapped: true, ClusterID: 0xc,
+			Members: []api.Member{list[0], {ID: "3", PeerURL: me}}}, StartListed},
+		{"static mark, own data lost after it started: replaced under a permission", StartFacts{Intent: "member", Static: static, Bootstrapped: true,
+			JoinPermitted: true, ClusterID: 0xc, Members: list}, Replace},
+		{"static mark, own data lost after it started, no permission", StartFacts{Intent: "member", Static: static, Bootstrapped: true,
+			ClusterID: 0xc, Members: list}, Wait},
+		{"static mark, own data", StartFacts{Intent: "member", Static: static, Data: data(2), ClusterID: 0xc}, StartExisting},
+		{"static mark, foreign data", StartFacts{Intent: "member", Static: static, ClusterUID: "q", Data: data(2)}, Refuse},
+		{"static mark, leave", StartFacts{Intent: "leave", Static: static}, Park},
 		{"data bound to another ordinal", StartFacts{Intent: "member", Bootstrapped: true, ClusterID: 0xc,
 			Data: DataFacts{Present: true, MemberID: 1, ClusterID: 0xc, Binding: &Binding{ClusterUID: "p", PeerURL: other}}, Members: list}, Refuse},
 	} {

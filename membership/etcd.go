@@ -157,8 +157,9 @@ func toMembers(ms []*etcdserverpb.Member) []api.Member {
 		if len(m.ClientURLs) > 0 {
 			em.ClientURL = m.ClientURLs[0]
 		}
-		// A member added but never started has no name and no client URLs.
-		em.Started = m.Name != "" || len(m.ClientURLs) > 0
+		// A member added but never started has no client URLs (etcd publishes its name and client URLs
+		// together at its first start). It may have a name: a static initial cluster names every member.
+		em.Started = len(m.ClientURLs) > 0
 		out = append(out, em)
 	}
 	return out

@@ -189,6 +189,9 @@ type tcluster struct {
 	// loadRetired, when set, is how the agents read them again (the file as the kubelet refreshes it).
 	retired     map[uint64]bool
 	loadRetired func() (map[uint64]bool, error)
+	// static, when set, is the member count of a static creation as agent.json records it (the Leases
+	// ask for it with setStatic).
+	static int
 }
 
 // newCluster is a cluster as the product makes it by default: TLS on both planes.
@@ -333,6 +336,16 @@ func (c *tcluster) start(i int, tick time.Duration) {
 		a.Certs.MayCreateCA = func() bool {
 			d, err := ReadData(s.dataDir())
 			return err == nil && (!d.Present || d.Binding == nil || d.Binding.ClusterUID != c.parent) || a.PeersPlaintext()
+		}
+	}
+	if c.static > 0 {
+		a.Cfg.Bootstrap = api.StaticBootstrap(c.static)
+		a.Cfg.StaticPeers = func(n int) []api.Member {
+			var out []api.Member
+			for _, s := range c.slots[:min(n, len(c.slots))] {
+				out = append(out, api.Member{Name: s.name, PeerURL: s.peerURL})
+			}
+			return out
 		}
 	}
 	if c.restore != nil && i == 0 {

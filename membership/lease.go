@@ -21,6 +21,8 @@ type Intent struct {
 	Intent      string
 	IntentSince string
 	Seed        bool
+	// Static: the member count of a static creation the Lease asks this member to start with (0 none).
+	Static int
 	// Join is the permission's window, zero unless usable (api.ParseJoinWindow).
 	Join api.JoinWindow
 	// Defrag: the defragmentation pass this member is asked to execute ("" none).
@@ -75,7 +77,7 @@ type LeaseStore interface {
 func intentFromAnnotations(ann map[string]string) Intent {
 	parsed, problems := api.ParseIntent(ann)
 	in := Intent{
-		Intent: parsed.Kind, IntentSince: parsed.Since, Seed: parsed.Seed, Join: parsed.Join, Defrag: parsed.Defrag,
+		Intent: parsed.Kind, IntentSince: parsed.Since, Seed: parsed.Seed, Static: parsed.Static, Join: parsed.Join, Defrag: parsed.Defrag,
 		Renewal: parsed.Renewal, CARotation: parsed.CARotation, CARestart: parsed.CARestart, PeerScheme: parsed.PeerScheme,
 		Problems: problems,
 	}

@@ -92,6 +92,8 @@ func runAgent(args []string) error {
 			LeaseDuration: duration,
 			EtcdCommand:   etcdCmd,
 			Transition:    transition,
+			Bootstrap:     cfg.Bootstrap,
+			StaticPeers:   staticPeers(names),
 		},
 		Store:  store,
 		Etcd:   &membership.Etcd{Log: log},
@@ -336,6 +338,18 @@ func refusal(err error) error {
 		return refusalError{err}
 	}
 	return err
+}
+
+// staticPeers lists the first n members of the cluster by pod name and peer URL: a static creation's
+// initial cluster, the same in every member (names carries the scheme of the pod's template).
+func staticPeers(names api.Names) func(n int) []api.Member {
+	return func(n int) []api.Member {
+		out := make([]api.Member, n)
+		for i := range out {
+			out[i] = api.Member{Name: names.Pod(i), PeerURL: names.PeerURL(i)}
+		}
+		return out
+	}
 }
 
 // retiredClusters parses agent.json's retiredClusters.
