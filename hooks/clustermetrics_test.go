@@ -121,7 +121,7 @@ func TestClusterGaugesFollowTheLastAnswer(t *testing.T) {
 	require.Equal(t, want("Scaling", "MembershipChange", false, true, 3, 3, 1, 2, 1, 1, 1, t0),
 		clusterSeries(t, reg, "prod", "demo"))
 
-	// A second cluster, in another namespace, bootstrapping: no members yet.
+	// A second cluster, in another namespace, bootstrapping (its 3 members start together): no members yet.
 	var other map[string]any
 	require.NoError(t, json.Unmarshal(readFixture(t, "sync/new-cluster"), &other))
 	meta := other["parent"].(map[string]any)["metadata"].(map[string]any)
@@ -130,7 +130,7 @@ func TestClusterGaugesFollowTheLastAnswer(t *testing.T) {
 	require.NoError(t, err)
 	t1 := advance(time.Second)
 	require.Equal(t, 200, post(t, srv, "/sync", "application/json", body).Code)
-	require.Equal(t, want("Creating", "Bootstrapping", false, false, 3, 1, 0, 0, 0, 0, 0, t1),
+	require.Equal(t, want("Creating", "Bootstrapping", false, false, 3, 3, 0, 0, 0, 0, 0, t1),
 		clusterSeries(t, reg, "staging", "other"))
 
 	// The same first cluster, later: its learner missed its deadline (a stalled step, no step in

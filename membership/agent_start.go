@@ -39,6 +39,12 @@ func (a *Agent) decide(ctx context.Context) (Decision, StartFacts, error) {
 	if permitProblem != "" {
 		problems = append(problems, permitProblem)
 	}
+	if in.Seed && a.Cfg.Bootstrap != "" {
+		// A cluster created statically has no seed: the mark is a hand edit, and a seed starting beside
+		// the static members could form a second cluster.
+		problems = append(problems, fmt.Sprintf("the Lease carries the seed mark but agent.json records %s: ignored", a.Cfg.Bootstrap))
+		in.Seed = false
+	}
 	f := StartFacts{
 		Intent: in.Intent, Seed: in.Seed, JoinPermitted: permitted,
 		ClusterUID: a.Cfg.ClusterUID, Adopt: a.Cfg.Adopt, Data: df, PeerURL: a.Cfg.PeerURL,

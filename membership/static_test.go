@@ -74,7 +74,8 @@ func TestMembershipStaticBootstrap(t *testing.T) {
 }
 
 // The Lease alone cannot make a member start from a static initial cluster: agent.json must record the
-// same creation (one hand edit is not enough to start a cluster a second way).
+// same creation; nor can a seed mark on a cluster agent.json records as static (one hand edit is not
+// enough to start a cluster a second way).
 func TestMembershipStaticNeedsTheRecord(t *testing.T) {
 	c := newPlainCluster(t, newestEtcd, 2)
 	c.static = 3 // agent.json says static/3
@@ -88,6 +89,17 @@ func TestMembershipStaticNeedsTheRecord(t *testing.T) {
 	_, err := os.Stat(c.slots[0].dataDir() + "/member")
 	require.True(t, os.IsNotExist(err), "etcd never ran: %v", err)
 	c.kill(0)
+	// Nor does a seed mark start a cluster that agent.json records as created statically.
+	c.intent(0, api.IntentMember, true, 0)
+	c.start(0, 0)
+	c.waitFor("m0 to ignore the seed mark", stepMax, func() bool {
+		r := c.leases.Report(c.slots[0].lease)
+		return r.Reason() == api.ReasonWaitingForSeed
+	})
+	_, err = os.Stat(c.slots[0].dataDir() + "/member")
+	require.True(t, os.IsNotExist(err), "etcd never ran: %v", err)
+	c.kill(0)
+	c.setStatic(0, 2)
 	c.static = 2
 	c.start(0, 0)
 	c.start(1, 0)

@@ -255,9 +255,18 @@ func (p *plan) normalizeIntents(ref api.ClusterSpec) {
 	}
 }
 
-// bootstrap: replicas 1, the seed may start "new" (docs/design/07-steps.md §7.1). Nothing else happens before a cluster ID exists.
+// bootstrap: every member at once from a static initial cluster at a fresh creation, else replicas 1 and
+// the seed may start "new" (docs/design/07-steps.md §7.1). Nothing else happens before a cluster ID exists.
 func (p *plan) bootstrap() {
 	f := p.f
+	if n := p.staticCreation(); n > 0 {
+		p.bootstrapStatic(n)
+		return
+	}
+	if f.staticRecord > 0 {
+		p.holdStatic()
+		return
+	}
 	p.replicas = p.adoptFloor(1)
 	p.setIntent(0, api.IntentMember)
 	p.lease(0).Seed = true
@@ -267,6 +276,55 @@ func (p *plan) bootstrap() {
 		return
 	}
 	p.wait("%s to bootstrap the cluster", f.names.Pod(0))
+}
+
+// staticCreation is the member count of the static creation this sync renders: the one the StatefulSet
+// records and still agrees with, the one the Leases ask for when nothing else of it was applied, or, at
+// a fresh creation, the spec's size. 0: the seed's way.
+func (p *plan) staticCreation() int {
+	f := p.f
+	switch {
+	case f.static > 0:
+		return f.static
+	case f.leaseRecord() > 0:
+		return f.leaseRecord()
+	case f.sts == nil && !p.opts.SeedBootstrap && f.freshCreation(p.spec):
+		return p.target()
+	}
+	return 0
+}
+
+// bootstrapStatic renders a static creation of n members: replicas n, every Lease asks its member to
+// start from the static initial cluster (the agents check it against agent.json). The marks go with the
+// first cluster ID: from then on a member without data joins as any member does.
+func (p *plan) bootstrapStatic(n int) {
+	f := p.f
+	p.staticN = n
+	p.replicas = int32(n)
+	for i := 0; i < n; i++ {
+		p.setIntent(i, api.IntentMember)
+		p.lease(i).Static = n
+	}
+	p.busy = "bootstrap"
+	for i := 0; i < n; i++ {
+		if lv := f.leases[i]; lv != nil && lv.report.Reason() == api.ReasonForeignData {
+			p.wait("%s refuses its volume: %s", f.names.Pod(i), lv.report.Error)
+		}
+	}
+	p.wait("%d members to start together and form the cluster", n)
+}
+
+// holdStatic: the StatefulSet records a static creation that the rest does not agree with (a hand
+// edit, InputIgnored says which). Until it agrees again no member is asked to start: a member that ran
+// already goes on (etcd forms the cluster by itself and its report ends the creation); nothing is
+// started a second way, from a seed or from another initial cluster.
+func (p *plan) holdStatic() {
+	p.staticN = p.f.staticRecord
+	for i := 0; i < int(p.replicas); i++ {
+		p.setIntent(i, api.IntentMember)
+	}
+	p.busy = "bootstrap"
+	p.wait("the record of a static creation of %d members does not agree with the StatefulSet or the Leases (see InputIgnored): no member is asked to start until it does", p.f.staticRecord)
 }
 
 // reconcile is the normal path: cluster bootstrapped, one cluster ID, a healthy voter's member list known.

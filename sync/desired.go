@@ -19,6 +19,9 @@ func (p *plan) desired() *render.Desired {
 	d.Template.SwitchAnnotation = p.tlsSw.switchAnnotation()
 	d.Replicas, d.Partition = p.replicas, p.partition
 	d.Live = f.sts
+	if n := max(p.staticN, f.staticRecord); n > 0 {
+		d.Bootstrap = api.StaticBootstrap(n)
+	}
 	d.PDBSize = p.pdbSize()
 	for _, i := range sortedKeys(p.leases) {
 		in := *p.leases[i]

@@ -133,6 +133,10 @@ type facts struct {
 	// inPlaceWithdrawn: the request was withdrawn while its restore Job runs.
 	inPlaceWithdrawn bool
 
+	// static: the member count of a static creation in force (staticfacts.go), 0 none; staticRecord: a
+	// valid record on the StatefulSet, in force or not (it is rendered again as it is).
+	static, staticRecord int
+
 	clusterID    string
 	splitBrain   bool
 	clusterIDs   []string

@@ -11,17 +11,25 @@ import (
 
 func init() {
 	addClaims(map[string]fixtureClaim{
-		"new-cluster": {"a new cluster starts its seed alone: one replica, ordinal 0 asked to bootstrap as a member", func(t *testing.T, a *fxAnswer) {
-			require.Equal(t, 1, a.replicas(t))
-			in, ok := a.intent(0)
-			require.True(t, ok)
-			require.True(t, in.Seed)
-			require.Equal(t, api.IntentMember, in.Kind)
-			_, ok = a.intent(1)
-			require.False(t, ok, "no other member yet")
+		"new-cluster": {"a fresh creation (no claim, pod, Lease or record anywhere) starts every member at once from one static initial cluster: replicas 3, each Lease asks static/3, the StatefulSet and agent.json record it", func(t *testing.T, a *fxAnswer) {
+			require.Equal(t, 3, a.replicas(t))
+			for i := 0; i < 3; i++ {
+				in, ok := a.intent(i)
+				require.True(t, ok)
+				require.Equal(t, api.IntentMember, in.Kind)
+				require.Equal(t, 3, in.Static, "demo-%d", i)
+				require.False(t, in.Seed)
+				require.True(t, in.Join.IsZero(), "no join permission: nobody joins")
+			}
+			_, ok := a.intent(3)
+			require.False(t, ok)
+			require.Equal(t, "static/3", dig(a.child(t, "StatefulSet", ""), "metadata", "annotations", api.AnnBootstrap))
+			require.Equal(t, "static/3", claimsBConfigJSON(t, a, api.ConfigKeyAgent)["bootstrap"])
+			require.Equal(t, "false", a.configData(t)["bootstrapped"])
+			a.conditionIs(t, "Progressing", "True", "Bootstrapping")
 		}},
-		"new-cluster-size-5-custom": {"a new cluster's spec reaches its children (v3.5.21 image, fast-ssd claims, options as etcd flags, PDB of 3) while the seed starts alone", func(t *testing.T, a *fxAnswer) {
-			require.Equal(t, 1, a.replicas(t))
+		"new-cluster-size-5-custom": {"a new cluster's spec reaches its children (v3.5.21 image, fast-ssd claims, options as etcd flags, PDB of 3) while its 5 members start together", func(t *testing.T, a *fxAnswer) {
+			require.Equal(t, 5, a.replicas(t))
 			require.Equal(t, "quay.io/coreos/etcd:v3.5.21", claimsAImage(t, a))
 			require.Equal(t, "fast-ssd", dig(a.child(t, "StatefulSet", ""), "spec", "volumeClaimTemplates", 0, "spec", "storageClassName"))
 			cmd := a.etcdCommand(t)
@@ -29,8 +37,8 @@ func init() {
 			require.Contains(t, cmd, "--auto-compaction-retention=1h")
 			require.Equal(t, 3, num(dig(a.child(t, "PodDisruptionBudget", ""), "spec", "minAvailable")))
 			require.Equal(t, 5, num(dig(a.status(), "target", "size")))
-			in, _ := a.intent(0)
-			require.True(t, in.Seed)
+			in, _ := a.intent(4)
+			require.Equal(t, 5, in.Static)
 		}},
 		"new-cluster-emptydir": {"storage.emptyDir gives the pods an emptyDir data volume and no claim template; a lone member's PDB allows it down", func(t *testing.T, a *fxAnswer) {
 			sts := a.child(t, "StatefulSet", "")

@@ -331,8 +331,8 @@ func init() {
 			}
 			in, ok := a.intent(0)
 			require.True(t, ok)
-			require.True(t, in.Seed)
-			require.Equal(t, 1, a.replicas(t))
+			require.Equal(t, 3, in.Static, "created statically")
+			require.Equal(t, 3, a.replicas(t))
 		}},
 		"tls-user-secrets-running": {"a cluster on usable user TLS Secrets settles Running with them mounted and no certificate condition", func(t *testing.T, a *fxAnswer) {
 			require.Equal(t, "Running", a.phase())

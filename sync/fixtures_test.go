@@ -186,11 +186,13 @@ func fixtures() []fixture {
 			w.spec.Storage.EmptyDir = &corev1EmptyDir
 		}},
 		{name: "seed-waiting", build: func(w *world) {
+			w.opts.SeedBootstrap = true
 			w.sync()
 			w.controllers()
 			w.now = w.now.Add(5 * time.Second)
 		}},
 		{name: "seed-reporting", build: func(w *world) {
+			w.opts.SeedBootstrap = true
 			w.sync()
 			w.controllers()
 			w.agents()

@@ -8,6 +8,9 @@ type Options struct {
 	Image string
 	// ImagePullPolicy applies to the etcdhook image and the etcd image.
 	ImagePullPolicy corev1.PullPolicy
+	// SeedBootstrap: new clusters bootstrap from a seed and joins, never statically (a static creation
+	// already recorded goes on).
+	SeedBootstrap bool
 }
 
 // DefaultImage is used when the server is not told its own image.

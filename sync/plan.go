@@ -38,9 +38,12 @@ type plan struct {
 
 	replicas  int32
 	partition int32
-	hash      string
-	leases    map[int]*api.Intent // the hook's half of each member Lease, by ordinal
-	jobs      []render.Job        // new Jobs and carried-over observed ones
+	// staticN: the static creation this sync renders (bootstrapStatic), 0 none; the StatefulSet keeps
+	// its record (facts.staticRecord) whatever this sync renders.
+	staticN int
+	hash    string
+	leases  map[int]*api.Intent // the hook's half of each member Lease, by ordinal
+	jobs    []render.Job        // new Jobs and carried-over observed ones
 
 	// busy names the membership change in flight ("" when none); action the change started this sync.
 	busy    string

@@ -59,6 +59,7 @@ func newFacts(o *Observed, now time.Time) *facts {
 	}
 	f.readInPlace()
 	f.readLeases()
+	f.readStatic()
 	f.readClusterID()
 	if f.chooseInPlace() {
 		// A restore starts or is abandoned: what is retired changed, and with it every report's worth.
@@ -222,9 +223,11 @@ func (f *facts) readClusterID() {
 	case len(f.clusterIDs) > 0:
 		f.clusterID = f.clusterIDs[0]
 	}
+	// Replicas above one are evidence of a bootstrap, except beside the record of a static creation,
+	// which renders every member at once (staticfacts.go).
 	f.bootstrapped = f.clusterID != "" || f.parent.Status.Bootstrapped ||
 		(f.cm != nil && f.cm.Data[api.ConfigKeyBootstrapped] == "true") ||
-		(f.sts != nil && f.sts.Spec.Replicas != nil && *f.sts.Spec.Replicas > 1)
+		(f.staticRecord == 0 && f.sts != nil && f.sts.Spec.Replicas != nil && *f.sts.Spec.Replicas > 1)
 	for _, lv := range f.leases {
 		switch lv.report.Role {
 		case api.RoleLeader, api.RoleVoter, api.RoleLearner, api.RoleLeft:
@@ -237,7 +240,9 @@ func (f *facts) readClusterID() {
 	// With adoptExistingData, kept claims of an old cluster of this name above ordinal 0 are the same
 	// evidence: their data is a cluster to adopt, never one to seed beside.
 	for i, pvc := range f.pvcs {
-		if i > 0 && (pvc.Labels[api.LabelClusterUID] == f.clusterUID || f.parent.Spec.AdoptExistingData) {
+		// A static creation in force makes every claim at once: they are evidence only beside a record
+		// that does not agree (then the creation is held, or over).
+		if i > 0 && f.static == 0 && (pvc.Labels[api.LabelClusterUID] == f.clusterUID || f.parent.Spec.AdoptExistingData) {
 			f.bootstrapped = true
 		}
 	}

@@ -10,14 +10,18 @@ import (
 )
 
 func TestBootstrapAndGrowToThree(t *testing.T) {
-	w := newWorld(t, 3)
-	w.converge(60)
-	require.Equal(t, []int{0, 1, 2}, w.voterOrdinals())
-	require.Equal(t, 3, w.replicas())
-	require.Equal(t, api.PhaseRunning, w.status.Phase)
-	require.Len(t, w.status.Members, 3)
-	require.NotEmpty(t, w.status.Leader)
-	require.Equal(t, "cdf818194e3a8c32", w.status.ClusterID)
+	// Statically (every member at once, the default for a fresh creation) and from a seed and joins.
+	for _, seed := range []bool{false, true} {
+		w := newWorld(t, 3)
+		w.opts.SeedBootstrap = seed
+		w.converge(60)
+		require.Equal(t, []int{0, 1, 2}, w.voterOrdinals(), "seed %t", seed)
+		require.Equal(t, 3, w.replicas())
+		require.Equal(t, api.PhaseRunning, w.status.Phase)
+		require.Len(t, w.status.Members, 3)
+		require.NotEmpty(t, w.status.Leader)
+		require.Equal(t, "cdf818194e3a8c32", w.status.ClusterID)
+	}
 }
 
 func TestScaleUpAndDown(t *testing.T) {

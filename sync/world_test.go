@@ -50,7 +50,10 @@ type world struct {
 	data      map[int]string // member ID recorded in ordinal i's volume ("" = empty)
 	owner     map[int]string // the parent UID ordinal i's volume is bound to
 	noPromote map[int]bool   // the learner at ordinal i never catches up
-	down      map[int]bool   // pod present but its agent and etcd are dead
+	// staticUp: ordinals whose etcd started from a static initial cluster and waits for a quorum of
+	// its members (membership.StartStatic) before the cluster exists.
+	staticUp map[int]bool
+	down     map[int]bool // pod present but its agent and etcd are dead
 	// peerSwitches: the ordinals whose peer URL moved to the other scheme, in order (a TLS switch).
 	peerSwitches []int
 	noJobs       bool // Jobs stay active (their pods cannot run)
@@ -177,7 +180,7 @@ func newWorldAt(t testing.TB, size int32, start time.Time) *world {
 		created:    map[string]time.Time{},
 		pods:       map[int]*simPod{}, pvcs: map[int]*simPVC{}, leases: map[int]*simLease{},
 		jobs: map[string]*simJob{}, data: map[int]string{}, down: map[int]bool{},
-		owner: map[int]string{}, noPromote: map[int]bool{},
+		owner: map[int]string{}, noPromote: map[int]bool{}, staticUp: map[int]bool{},
 		etcd: simEtcd{nextID: 0x8e9e05c52164694d},
 	}
 	w.spec.Size = ptr(size)
@@ -750,7 +753,8 @@ func (w *world) agents() {
 	}
 	q := w.quorum()
 	for _, i := range sortedKeys(w.pods) {
-		if w.alive(i) {
+		// An agent writes its report into its Lease, which only the hook creates.
+		if w.alive(i) && w.desired[KeyLease][w.names().Lease(i)] != nil {
 			w.report(i, q)
 		}
 	}
@@ -780,7 +784,9 @@ func (w *world) agent(i int) {
 		w.owner[i] = w.uid // adopted: the data is bound to this cluster from now on
 	}
 	if w.etcd.clusterID == "" {
-		if i == 0 && ann[api.AnnBootstrap] == api.BootstrapSeed && w.data[0] == "" && w.restoreFail == "" {
+		w.startStatic(i, ann)
+		// A seed mark beside agent.json's record of a static creation is ignored (a hand edit).
+		if i == 0 && ann[api.AnnBootstrap] == api.BootstrapSeed && w.agentBootstrap() == "" && w.data[0] == "" && w.restoreFail == "" {
 			w.owner[0] = w.uid
 			w.etcd.clusterID = "cdf818194e3a8c32"
 			id := w.etcd.add(url, false)
@@ -808,6 +814,12 @@ func (w *world) agent(i int) {
 		}
 		return
 	}
+	if m != nil && !m.Learner && !m.Started && w.quorum() {
+		// membership.StartListed: the voter a static initial cluster listed starts on the list.
+		w.data[i], w.owner[i] = m.ID, w.uid
+		m.Started = true
+		return
+	}
 	if ann[api.AnnJoinPermitted] == nil || !w.quorum() {
 		return
 	}
@@ -830,6 +842,54 @@ func (w *world) agent(i int) {
 	w.data[i], w.owner[i] = id, w.uid
 	nm := w.etcd.byID(id)
 	nm.Started, nm.Name = true, w.names().Pod(i)
+}
+
+// startStatic is membership.StartStatic: with the Lease's static/N mark, agent.json's record of the
+// same and no data, ordinal i's etcd starts and waits for its peers; once a quorum of the N runs, the
+// cluster exists with all N members listed (those not up yet unstarted, named by the initial cluster).
+func (w *world) startStatic(i int, ann map[string]any) {
+	v, _ := ann[api.AnnBootstrap].(string)
+	n, ok, err := api.ParseStaticBootstrap(v)
+	if !ok || err != nil || i >= n || w.agentBootstrap() != v || (w.data[i] != "" && !w.staticUp[i]) {
+		return
+	}
+	w.owner[i] = w.uid
+	w.staticUp[i] = true
+	up := 0
+	for j := 0; j < n; j++ {
+		if w.staticUp[j] && w.alive(j) {
+			up++
+		}
+	}
+	if up < n/2+1 {
+		return
+	}
+	w.etcd.clusterID = "cdf818194e3a8c32" // the seed's too: the fixtures name it
+	for j := 0; j < n; j++ {
+		id := w.etcd.add(w.peerURL(j), false)
+		m := w.etcd.byID(id)
+		m.Name = w.names().Pod(j)
+		if w.staticUp[j] && w.alive(j) {
+			m.Started, w.data[j] = true, id
+			if w.etcd.leader == "" {
+				w.etcd.leader = id
+			}
+		}
+	}
+}
+
+// agentBootstrap is agent.json's bootstrap as the pods mount it.
+func (w *world) agentBootstrap() string {
+	cm := w.desired[KeyConfigMap][w.names().ConfigMap()]
+	if cm == nil {
+		return ""
+	}
+	raw, _ := cm["data"].(map[string]any)[api.ConfigKeyAgent].(string)
+	var a api.AgentConfig
+	if json.Unmarshal([]byte(raw), &a) != nil {
+		return ""
+	}
+	return a.Bootstrap
 }
 
 // defragment is the agent's part of a defragmentation (membership.Agent.defragment): on a pass token

@@ -25,6 +25,7 @@ func runServe(args []string) error {
 	tlsCert := fs.String("tls-cert-file", "", "serve the hooks over TLS with this certificate (PEM; `etcdhook certs` writes it)")
 	tlsKey := fs.String("tls-key-file", "", "the certificate's private key (PEM)")
 	image := fs.String("image", envOr("ETCDHOOK_IMAGE", etcdsync.DefaultImage), "etcdhook image for the agent init container and Jobs (env ETCDHOOK_IMAGE)")
+	seedOnly := fs.Bool("seed-bootstrap", false, "bootstrap every new cluster from a seed and joins one at a time, never from a static initial cluster of every member (docs/design/07-steps.md §7.1)")
 	pull := fs.String("image-pull-policy", envOr("ETCDHOOK_IMAGE_PULL_POLICY", string(corev1.PullIfNotPresent)), "pull policy of member and Job images")
 	frozen := fs.String("frozen-clock", "", "answer as if the time were this RFC 3339 instant (fixtures and demos only)")
 	drain := fs.Duration("drain-delay", 5*time.Second, "on SIGTERM, fail /readyz this long before closing the listener")
@@ -69,7 +70,7 @@ func runServe(args []string) error {
 		log.Warn("clock frozen: answers use a fixed time", "now", t)
 	}
 	srv := hooks.New(hooks.Config{
-		Options:  etcdsync.Options{Image: *image, ImagePullPolicy: corev1.PullPolicy(*pull)},
+		Options:  etcdsync.Options{Image: *image, ImagePullPolicy: corev1.PullPolicy(*pull), SeedBootstrap: *seedOnly},
 		Now:      now,
 		Logger:   log,
 		LogLevel: &logLevel,

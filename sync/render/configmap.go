@@ -24,6 +24,7 @@ func AgentConfig(d *Desired) api.AgentConfig {
 		TLS:                  agentTLS(d),
 		Restore:              agentRestore(d.Spec.Restore),
 		RetiredClusters:      d.Config.RetiredClusters,
+		Bootstrap:            d.Bootstrap,
 	}
 }
 

@@ -30,6 +30,9 @@ type Desired struct {
 	Partition int32
 	// Live is the observed StatefulSet, nil before it exists: its immutable fields are kept.
 	Live *appsv1.StatefulSet
+	// Bootstrap is the record of a static creation (api.StaticBootstrap), "" for a cluster a seed
+	// bootstrapped: the StatefulSet and agent.json carry it for the cluster's life.
+	Bootstrap string
 
 	// PDBSize is the member count the quorum budget is computed on (never below the voters).
 	PDBSize int

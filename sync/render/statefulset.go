@@ -255,6 +255,9 @@ func StatefulSet(d *Desired) *appsv1.StatefulSet {
 	if a := d.Template.SwitchAnnotation; a != "" {
 		sts.Annotations[api.AnnTLSSwitch] = a
 	}
+	if d.Bootstrap != "" {
+		sts.Annotations[api.AnnBootstrap] = d.Bootstrap
+	}
 	if s.Storage.EmptyDir == nil {
 		claimLabels := n.Labels()
 		claimLabels[api.LabelClusterUID] = d.ClusterUID
