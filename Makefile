@@ -12,7 +12,7 @@ LDFLAGS := -s -w -X main.version=$(VERSION)
 # "context deadline exceeded" without any failing input (CI at aae6fd5, 581 seeds).
 FUZZTIME ?= 2000x
 
-.PHONY: build run test chart rules servers unit fuzz fixtures bench loadtest simulate timings image lint e2e-local plugin-dist clean
+.PHONY: build run test chart rules servers unit fuzz fixtures bench loadtest simulate timings image lint e2e-local e2e-full plugin-dist clean
 
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o bin/etcdhook ./cmd/etcdhook
@@ -110,8 +110,11 @@ lint:
 	  if [ -n "$$out" ]; then echo "gofmt would change: $$out"; exit 1; fi
 	$(GO) vet ./...
 
-# The e2e suite on the local cluster (localkube) under the real Metacontroller v4.17.2.
+# The e2e suite on the local cluster (localkube) under the real Metacontroller v4.17.2: CI's tier
+# (every scenario but the fleet), and the full tier (the fleet of 100 EtcdClusters too).
 e2e-local:
+	E2E_SKIP='^TestFleet$$' bash e2e/local.sh
+e2e-full:
 	bash e2e/local.sh
 
 clean:

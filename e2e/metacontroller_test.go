@@ -15,49 +15,66 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
-// Metacontroller as its release manifests install it: one StatefulSet pod in its own namespace.
+// Metacontroller as its release manifests install it, with the settings of metacontroller/settings:
+// a StatefulSet in its own namespace, two pods of which the leader syncs.
 const (
 	mcNamespace = "metacontroller"
-	mcPod       = "metacontroller-0"
+	mcSelector  = "app.kubernetes.io/name=metacontroller"
 )
 
-// restartMetacontroller deletes Metacontroller's pod and waits for the new one to be ready: it then works
-// from informer caches rebuilt from nothing, the way a crash or an upgrade of Metacontroller leaves it.
+// mcPods are Metacontroller's pods now.
+func (s *scenario) mcPods() []corev1.Pod {
+	s.t.Helper()
+	l := read(s, "Metacontroller's pods", func() (*corev1.PodList, error) {
+		return s.e.kube.CoreV1().Pods(mcNamespace).List(s.ctx, metav1.ListOptions{LabelSelector: mcSelector})
+	})
+	require.NotEmpty(s.t, l.Items, "no Metacontroller pod")
+	return l.Items
+}
+
+// restartMetacontroller deletes every Metacontroller pod and waits for as many new ones to be ready: it
+// then works from informer caches rebuilt from nothing, the way a crash or an upgrade of Metacontroller
+// leaves it (with leader election, the new leader also waits for the lease).
 func (s *scenario) restartMetacontroller() {
 	s.t.Helper()
-	old, err := s.e.kube.CoreV1().Pods(mcNamespace).Get(s.ctx, mcPod, metav1.GetOptions{})
-	require.NoError(s.t, err)
-	require.NoError(s.t, s.e.kube.CoreV1().Pods(mcNamespace).Delete(s.ctx, mcPod, metav1.DeleteOptions{}))
+	old := map[string]bool{}
+	for _, p := range s.mcPods() {
+		old[string(p.UID)] = true
+		require.NoError(s.t, s.e.kube.CoreV1().Pods(mcNamespace).Delete(s.ctx, p.Name, metav1.DeleteOptions{}))
+	}
 	s.waitFor("Metacontroller back", 2*time.Minute, func() bool {
-		p, err := s.e.kube.CoreV1().Pods(mcNamespace).Get(s.ctx, mcPod, metav1.GetOptions{})
-		if err != nil || p.UID == old.UID {
+		l, err := s.e.kube.CoreV1().Pods(mcNamespace).List(s.ctx, metav1.ListOptions{LabelSelector: mcSelector})
+		if err != nil || len(l.Items) != len(old) {
 			return false
 		}
-		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodReady {
-				return c.Status == corev1.ConditionTrue
+		for _, p := range l.Items {
+			if old[string(p.UID)] || !podReady(p) {
+				return false
 			}
 		}
-		return false
+		return true
 	})
 }
 
-// childUpdates counts the child updates Metacontroller logged for objects of namespace ns since a time:
-// its "Updating" line is written for every Update it sends after its 3-way merge found a difference.
+// childUpdates counts the child updates Metacontroller logged for objects of namespace ns since a time,
+// in every Metacontroller pod (whichever leads): its "Updating" line is written for every Update it sends
+// after its 3-way merge found a difference.
 func (s *scenario) childUpdates(since time.Time) (int, []string) {
 	s.t.Helper()
 	st := metav1.NewTime(since)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	raw, err := s.e.kube.CoreV1().Pods(mcNamespace).GetLogs(mcPod, &corev1.PodLogOptions{SinceTime: &st}).DoRaw(ctx)
-	require.NoError(s.t, err)
 	var lines []string
-	sc := bufio.NewScanner(bytes.NewReader(raw))
-	sc.Buffer(make([]byte, 1<<20), 16<<20)
-	for sc.Scan() {
-		l := sc.Text()
-		if strings.Contains(l, `"msg":"Updating"`) && strings.Contains(l, `"namespace":"`+s.ns+`"`) {
-			lines = append(lines, l)
+	for _, p := range s.mcPods() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		raw, err := s.e.kube.CoreV1().Pods(mcNamespace).GetLogs(p.Name, &corev1.PodLogOptions{SinceTime: &st}).DoRaw(ctx)
+		cancel()
+		require.NoError(s.t, err)
+		sc := bufio.NewScanner(bytes.NewReader(raw))
+		sc.Buffer(make([]byte, 1<<20), 16<<20)
+		for sc.Scan() {
+			l := sc.Text()
+			if strings.Contains(l, `"msg":"Updating"`) && strings.Contains(l, `"namespace":"`+s.ns+`"`) {
+				lines = append(lines, l)
+			}
 		}
 	}
 	return len(lines), lines
