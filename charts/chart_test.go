@@ -342,6 +342,16 @@ func TestChartWithMetacontroller(t *testing.T) {
 	podLabels := sub(sts, "spec", "template", "metadata", "labels")
 	cs := sub(sts, "spec", "template", "spec")["containers"].([]any)
 	require.Equal(t, "ghcr.io/metacontroller/metacontroller:v4.17.2", cs[0].(map[string]any)["image"])
+	// The settings install/ gives Metacontroller, in the chart's values too.
+	b, err := os.ReadFile("../install/metacontroller/settings.yaml")
+	require.NoError(t, err)
+	var settings map[string]any
+	require.NoError(t, yaml.Unmarshal(b, &settings))
+	require.EqualValues(t, sub(settings, "spec")["replicas"], sub(sts, "spec")["replicas"])
+	chartArgs := cs[0].(map[string]any)["args"]
+	for _, a := range sub(settings, "spec", "template", "spec")["containers"].([]any)[0].(map[string]any)["args"].([]any) {
+		require.Contains(t, chartArgs, a, "install/metacontroller/settings.yaml's args in the chart's metacontroller.commandArgs")
+	}
 
 	np := objs["networking.k8s.io/NetworkPolicy "+namespace+"/etcdhook"]
 	from := sub(np, "spec")["ingress"].([]any)[0].(map[string]any)["from"].([]any)
@@ -452,11 +462,21 @@ func TestChartMonitoring(t *testing.T) {
 	}
 }
 
-// install/ is the vendored Metacontroller release plus manifests/, nothing more or less.
+// install/ is the vendored Metacontroller release plus manifests/, nothing more or less, but for the
+// settings of install/metacontroller/settings.yaml on Metacontroller's StatefulSet (replicas, args).
 func TestInstallKustomization(t *testing.T) {
 	install := parse(t, mustTool(t, "kustomize", "build", "install"))
 	want := parse(t, mustTool(t, "kustomize", "build", "manifests"))
 	mc := parse(t, mustTool(t, "kustomize", "build", "install/metacontroller/v4.17.2"))
+	b, err := os.ReadFile("../install/metacontroller/settings.yaml")
+	require.NoError(t, err)
+	var settings map[string]any
+	require.NoError(t, yaml.Unmarshal(b, &settings))
+	mcSTS := mc["apps/StatefulSet metacontroller/metacontroller"]
+	sub(mcSTS, "spec")["replicas"] = sub(settings, "spec")["replicas"]
+	args := sub(settings, "spec", "template", "spec")["containers"].([]any)[0].(map[string]any)["args"]
+	sub(mcSTS, "spec", "template", "spec")["containers"].([]any)[0].(map[string]any)["args"] = args
+	require.Contains(t, args, "--leader-election")
 	for k, o := range mc {
 		require.NotContains(t, want, k, "Metacontroller's release and manifests/ both render it")
 		want[k] = o

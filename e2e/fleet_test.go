@@ -21,12 +21,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/yaml"
 
 	"github.com/etcdhook/etcdhook/api"
 )
 
 // The fleet scenario (issue 26 §2): many EtcdClusters under one Metacontroller, measured with the
-// settings metacontroller/settings ships and with the release's defaults, in the same run. It is the
+// settings install/metacontroller/settings.yaml ships and with the release's defaults, in the same run. It is the
 // full tier's (make e2e-full), not CI's: about 15 minutes, and a node near its pod limit.
 
 var (
@@ -142,7 +143,7 @@ func TestFleet(t *testing.T) {
 		t.Logf("%s\n%s", report[len(report)-2], report[len(report)-1])
 		round++
 	}
-	measure("shipped settings (metacontroller/settings)")
+	measure("shipped settings (install/metacontroller/settings.yaml)")
 	// The scaled clusters back to size 1 (not measured), then the same again under the release defaults.
 	for _, i := range scaling {
 		s.fleetMember(i).apply(map[string]any{"size": int64(1)})
@@ -280,9 +281,13 @@ func (s *scenario) setMetacontrollerDefaults(t *testing.T) {
 	s.patchMetacontroller(t, `{"spec":{"replicas":1,"template":{"spec":{"containers":[{"name":"metacontroller","args":["--zap-log-level=4","--discovery-interval=20s"]}]}}}}`)
 }
 
-// restoreMetacontrollerSettings puts metacontroller/settings back for the scenarios after this one.
+// restoreMetacontrollerSettings puts install/metacontroller/settings.yaml back for the scenarios after this one.
 func (s *scenario) restoreMetacontrollerSettings(t *testing.T) {
-	s.patchMetacontroller(t, `{"spec":{"replicas":2,"template":{"spec":{"containers":[{"name":"metacontroller","args":["--zap-log-level=4","--discovery-interval=20s","--workers=20","--client-go-qps=50","--client-go-burst=100","--leader-election","--leader-election-namespace=metacontroller"]}]}}}}`)
+	b, err := os.ReadFile("../install/metacontroller/settings.yaml")
+	require.NoError(t, err)
+	j, err := yaml.YAMLToJSON(b)
+	require.NoError(t, err)
+	s.patchMetacontroller(t, string(j))
 }
 
 func (s *scenario) patchMetacontroller(t *testing.T, patch string) {

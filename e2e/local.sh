@@ -40,10 +40,9 @@ step "etcd images ($ETCD_VERSIONS)"
 for v in $ETCD_VERSIONS; do "$LK" image etcd "$v"; done
 step "Metacontroller v4.17.2 (built from its source release, installed from its release manifests)"
 "$MC" install
-# With the settings docs/install.md gives users for Metacontroller (two replicas, leader election, 20
-# workers, client QPS 50): what the e2e figures are measured under (the fleet scenario also measures
-# the release's defaults).
-"$LK" kubectl -n metacontroller patch statefulset metacontroller --patch-file metacontroller/settings/metacontroller-settings.yaml
+# With the settings install/ gives Metacontroller (two replicas, leader election, 20 workers, client QPS
+# 50): what the e2e figures are measured under (the fleet scenario also measures the release's defaults).
+"$LK" kubectl -n metacontroller patch statefulset metacontroller --patch-file install/metacontroller/settings.yaml
 "$LK" kubectl -n metacontroller rollout status statefulset metacontroller --timeout=180s
 step "etcdhook binary, image and e2e test binary"
 make build

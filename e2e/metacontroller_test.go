@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
-// Metacontroller as its release manifests install it, with the settings of metacontroller/settings:
+// Metacontroller as its release manifests install it, with the settings of install/metacontroller/settings.yaml:
 // a StatefulSet in its own namespace, two pods of which the leader syncs.
 const (
 	mcNamespace = "metacontroller"

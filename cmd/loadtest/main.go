@@ -96,6 +96,12 @@ func main() {
 	flag.DurationVar(&sc.dur, "sim-duration", 40*time.Second, "simulation: length of the open-loop run (with 2 x -sim-calibrate at most 50s)")
 	flag.DurationVar(&sc.calDur, "sim-calibrate", 2*time.Second, "simulation: closed-loop measurement of each request's CPU")
 	flag.Float64Var(&sc.budget, "sim-budget", 0.7, "simulation: the share of a core the statement of clusters per replica lets the hook use")
+	project := flag.String("project", "1000,10000", "simulation: fleet sizes to project from the fleet scenario's costs (\"\" none)")
+	flag.Float64Var(&sc.fleet.syncRate, "fleet-sync-rate", fleetSyncRate, "projection: syncs/s per idle EtcdCluster under Metacontroller (e2e/RESULTS-fleet.md)")
+	flag.DurationVar(&sc.fleet.mcCPU, "fleet-mc-cpu", fleetMCCPU, "projection: Metacontroller CPU per sync")
+	flag.Float64Var(&sc.fleet.mcRSSPer, "fleet-mc-rss", fleetMCRSS, "projection: Metacontroller MiB per EtcdCluster")
+	flag.IntVar(&sc.fleet.workers, "fleet-workers", 20, "projection: Metacontroller --workers (install/metacontroller/settings.yaml)")
+	flag.DurationVar(&sc.fleet.syncWall, "fleet-sync-wall", fleetSyncWall, "projection: one sync's time in a Metacontroller worker")
 	flag.Parse()
 	if *serve != "" {
 		serveChild(*serve, *childWait)
@@ -103,6 +109,11 @@ func main() {
 	}
 	if *sim {
 		sc.busyReq, sc.busyResp, sc.deadline = c.reqFile, c.respFile, maxSimRun
+		var err error
+		if sc.project, err = parseSizes(*project); err != nil {
+			fmt.Fprintln(os.Stderr, "loadtest:", err)
+			os.Exit(2)
+		}
 		if err := sc.validate(); err != nil {
 			fmt.Fprintln(os.Stderr, "loadtest:", err)
 			os.Exit(2)

@@ -31,6 +31,9 @@ type simConfig struct {
 	calDur            time.Duration
 	budget            float64 // the share of a core the statement lets the hook use
 	deadline          time.Duration
+	// project: fleet sizes to project (project.go) from the fleet scenario's costs.
+	project []int
+	fleet   fleetCosts
 }
 
 // maxSimRun bounds the whole simulation: the open-loop run, the two calibrations and 10 s for the
@@ -274,4 +277,7 @@ func reportSim(w io.Writer, c simConfig, r simResult) {
 	fmt.Fprintf(w, "\nOne hook replica serves, per core it is given (at most %.0f%% busy, the rest for bursts): about %.0f idle 9-member clusters at %g sync/s, or %.0f scaling ones at %g sync/s, or a mix with idle/%.0f + scaling/%.0f <= 1. "+
 		"The measured mix (%d idle + %d scaling) used %.2f cores.\n",
 		100*c.budget, idlePerCore, c.idleRate, busyPerCore, c.busyRate, idlePerCore, busyPerCore, c.idle, c.busy, share)
+	if len(c.project) > 0 {
+		reportProjection(w, c.project, idleCost, c.budget, c.fleet)
+	}
 }

@@ -20,8 +20,8 @@ kubectl config use-context "kind-$CLUSTER"
 
 echo "installing Metacontroller $METACONTROLLER_VERSION"
 kubectl apply -k "https://github.com/metacontroller/metacontroller/manifests/production?ref=$METACONTROLLER_VERSION"
-# The settings docs/install.md gives users (metacontroller/settings), as e2e/local.sh applies them.
-kubectl -n metacontroller patch statefulset metacontroller --patch-file metacontroller/settings/metacontroller-settings.yaml
+# The settings install/ gives Metacontroller (install/metacontroller/settings.yaml), as e2e/local.sh applies them.
+kubectl -n metacontroller patch statefulset metacontroller --patch-file install/metacontroller/settings.yaml
 kubectl -n metacontroller rollout status statefulset/metacontroller --timeout=180s
 
 echo "building $IMAGE"
