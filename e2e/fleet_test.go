@@ -71,6 +71,9 @@ func TestFleet(t *testing.T) {
 	isPaused := func(i int) bool { return i >= three && i < three+paused }
 
 	// Created ten at a time, each batch settled before the next (a paused one only gets its status).
+	// The bound is the scheduler's: a pod found unschedulable while its claim was still being bound can
+	// wait up to 5 minutes for its next try on a loaded node (podMaxInUnschedulablePodsDuration).
+	const createTimeout = 7 * time.Minute
 	start := time.Now()
 	for b := 0; b < n; b += 10 {
 		for i := b; i < min(b+10, n); i++ {
@@ -79,10 +82,10 @@ func TestFleet(t *testing.T) {
 		for i := b; i < min(b+10, n); i++ {
 			m := s.fleetMember(i)
 			if isPaused(i) {
-				m.waitFor(m.name+" paused", stepTimeout, func() bool { return m.cluster().Status.Phase == api.PhasePaused })
+				m.waitFor(m.name+" paused", createTimeout, func() bool { return m.cluster().Status.Phase == api.PhasePaused })
 				continue
 			}
-			m.waitFor(m.name+" settled", stepTimeout, m.settled(sizeOf(i)))
+			m.waitFor(m.name+" settled", createTimeout, m.settled(sizeOf(i)))
 		}
 	}
 	created := time.Since(start)
