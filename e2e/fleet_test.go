@@ -159,7 +159,7 @@ func TestFleet(t *testing.T) {
 	t.Cleanup(func() { s.restoreMetacontrollerSettings(t) })
 	measure("release defaults (workers 5, QPS 5, burst 10, one replica)")
 
-	body := fmt.Sprintf("# Fleet under one Metacontroller\n\nWritten by TestFleet (make e2e-full) on %s. Fleet of %d EtcdClusters (%d of size 3, %d paused, %d of size 1; requests 10m CPU, 32Mi): created ten at a time in %s.\n\n"+
+	body := fmt.Sprintf("# Fleet under one Metacontroller\n\nWritten by TestFleet (make e2e-full) on %s: fleet of %d EtcdClusters (%d of size 3, %d paused, %d of size 1; requests 10m CPU, 32Mi): created ten at a time in %s.\n\n"+
 		"| Metacontroller | hook syncs/s, CPU and RSS of Metacontroller and the hook over the window (every replica) | spec change to StatefulSet updated, p50 / p99 | spec change to status observed, p50 / p99 |\n|---|---|---|---|\n%s\n",
 		time.Now().UTC().Format("2006-01-02"), n, three, paused, n-three-paused, created.Round(time.Second), strings.Join(report, "\n"))
 	require.NoError(t, os.WriteFile(*fleetResults, []byte(body), 0o644))

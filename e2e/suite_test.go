@@ -356,6 +356,11 @@ func (r *resultLog) write(path string) error {
 	if tl, err := os.ReadFile("TIMELINE.md"); err == nil {
 		body += "\n" + string(tl)
 	}
+	// CI's tier does not run the fleet (TestFleet, the full tier): its last figures, which that run
+	// wrote beside this file, are carried in, under their own date.
+	if fl, err := os.ReadFile(*fleetResults); err == nil {
+		body += "\n" + strings.Replace(string(fl), "# Fleet under one Metacontroller", "## fleet of EtcdClusters under one Metacontroller (the full tier's last run: "+*fleetResults+")", 1)
+	}
 	if path == "-" {
 		fmt.Println("----- RESULTS.md -----\n" + body + "----- end -----")
 		return nil
