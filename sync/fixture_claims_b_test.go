@@ -171,8 +171,9 @@ func init() {
 			require.NotContains(t, claimsBEtcdCommand(t, a), "--data-dir=/tmp")
 			claimsBNoRoll(t, a)
 		}},
-		"paused-running": {"a paused running cluster reports phase Paused and Progressing Waiting, and its children stay as they are", func(t *testing.T, a *fxAnswer) {
+		"paused-running": {"a paused running cluster reports phase Paused and Progressing Waiting, its children stay as they are, and it is asked again at the idle pace (it waits for a human, not for time)", func(t *testing.T, a *fxAnswer) {
 			require.Equal(t, "Paused", a.phase())
+			require.EqualValues(t, 60, a.resp["resyncAfterSeconds"])
 			a.conditionIs(t, "Paused", "True", "SpecPaused")
 			a.conditionIs(t, "Progressing", "False", "Waiting")
 			require.Equal(t, 3, a.replicas(t))

@@ -13,4 +13,5 @@ func (p *plan) pause() {
 		p.partition = p.replicas
 	}
 	p.wait("spec.paused to be false: no membership change, roll or spec change is started while paused")
+	p.pauseWaited = true
 }

@@ -31,8 +31,10 @@ type plan struct {
 	// because of them.
 	certProblems []certProblem
 	certBlocked  bool
-	// paused: spec.paused (pause.go).
-	paused bool
+	// paused: spec.paused (pause.go); pauseWaited: the pause's own wait is in waiting (nothing to look
+	// at again for: it ends by a spec change, which syncs at once).
+	paused      bool
+	pauseWaited bool
 	// pendingSpec: a valid new spec waits for the step in flight.
 	pendingSpec bool
 
