@@ -203,8 +203,15 @@ func (s *scenario) fleetIdleStart() *window { return &window{s: s, start: time.N
 func (w *window) stop() string {
 	b := w.s.procStats()
 	secs := time.Since(w.start).Seconds()
-	return fmt.Sprintf("%.1f syncs/s; Metacontroller %.0f%% CPU, %.0f MiB; hook %.0f%% CPU, %.0f MiB",
-		(b.syncs-w.a.syncs)/secs, 100*(b.mcCPU-w.a.mcCPU)/secs, b.mcRSS/(1<<20), 100*(b.hookCPU-w.a.hookCPU)/secs, b.hookRSS/(1<<20))
+	// A counter that went down is a process that restarted in the window: no figure, rather than a wrong one.
+	rate := func(from, to float64, unit string, scale float64) string {
+		if to < from {
+			return "n/a (a pod restarted in the window)"
+		}
+		return fmt.Sprintf("%.1f%s", scale*(to-from)/secs, unit)
+	}
+	return fmt.Sprintf("%s; Metacontroller %s CPU, %.0f MiB; hook %s CPU, %.0f MiB",
+		rate(w.a.syncs, b.syncs, " syncs/s", 1), rate(w.a.mcCPU, b.mcCPU, "%", 100), b.mcRSS/(1<<20), rate(w.a.hookCPU, b.hookCPU, "%", 100), b.hookRSS/(1<<20))
 }
 
 // fleetIdle measures a window of d in which nothing is changed.
