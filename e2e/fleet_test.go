@@ -198,7 +198,9 @@ type window struct {
 
 type procStats struct{ mcCPU, hookCPU, mcRSS, hookRSS, syncs float64 }
 
-func (s *scenario) fleetIdleStart() *window { return &window{s: s, start: time.Now(), a: s.procStats()} }
+func (s *scenario) fleetIdleStart() *window {
+	return &window{s: s, start: time.Now(), a: s.procStats()}
+}
 
 func (w *window) stop() string {
 	b := w.s.procStats()
