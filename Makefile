@@ -12,7 +12,7 @@ LDFLAGS := -s -w -X main.version=$(VERSION)
 # "context deadline exceeded" without any failing input (CI at aae6fd5, 581 seeds).
 FUZZTIME ?= 2000x
 
-.PHONY: build run test chart rules servers unit fuzz fixtures bench loadtest simulate timings image lint e2e-local e2e-full plugin-dist clean
+.PHONY: build run test chart rules servers unit fuzz fixtures bench loadtest simulate timings image lint e2e-local e2e plugin-dist clean
 
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o bin/etcdhook ./cmd/etcdhook
@@ -114,7 +114,7 @@ lint:
 # (every scenario but the fleet), and the full tier (the fleet of 100 EtcdClusters too).
 e2e-local:
 	E2E_SKIP='^TestFleet$$' bash e2e/local.sh
-e2e-full:
+e2e:
 	bash e2e/local.sh
 
 clean:

@@ -28,7 +28,7 @@ import (
 
 // The fleet scenario (issue 26 §2): many EtcdClusters under one Metacontroller, measured with the
 // settings install/metacontroller/settings.yaml ships and with the release's defaults, in the same run. It is the
-// full tier's (make e2e-full), not CI's: about 15 minutes, and a node near its pod limit.
+// full tier's (make e2e), not CI's: about 15 minutes, and a node near its pod limit.
 
 var (
 	fleetSize    = flag.Int("e2e.fleet", 100, "EtcdClusters in the fleet scenario (TestFleet)")
@@ -159,7 +159,7 @@ func TestFleet(t *testing.T) {
 	t.Cleanup(func() { s.restoreMetacontrollerSettings(t) })
 	measure("release defaults (workers 5, QPS 5, burst 10, one replica)")
 
-	body := fmt.Sprintf("# Fleet under one Metacontroller\n\nWritten by TestFleet (make e2e-full) on %s: fleet of %d EtcdClusters (%d of size 3, %d paused, %d of size 1; requests 10m CPU, 32Mi): created ten at a time in %s.\n\n"+
+	body := fmt.Sprintf("# Fleet under one Metacontroller\n\nWritten by TestFleet (make e2e) on %s: fleet of %d EtcdClusters (%d of size 3, %d paused, %d of size 1; requests 10m CPU, 32Mi): created ten at a time in %s.\n\n"+
 		"| Metacontroller | hook syncs/s, CPU and RSS of Metacontroller and the hook over the window (every replica) | spec change to StatefulSet updated, p50 / p99 | spec change to status observed, p50 / p99 |\n|---|---|---|---|\n%s\n",
 		time.Now().UTC().Format("2006-01-02"), n, three, paused, n-three-paused, created.Round(time.Second), strings.Join(report, "\n"))
 	require.NoError(t, os.WriteFile(*fleetResults, []byte(body), 0o644))
