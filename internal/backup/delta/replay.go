@@ -54,6 +54,7 @@ func Replay(ctx context.Context, snapshotFile string, chunks []Header, revsOf fu
 	}
 	cfg := embed.NewConfig()
 	cfg.Name, cfg.Dir, cfg.LogLevel = "replay", dataDir, "error"
+	cfg.LogOutputs = []string{os.DevNull} // its own shutdown logs errors that are not ours
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*peer}, []url.URL{*peer}
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*client}, []url.URL{*client}
 	cfg.InitialCluster = "replay=" + peer.String()

@@ -27,6 +27,7 @@ func startEtcd(t *testing.T, dataDir, name string) *clientv3.Client {
 	require.NoError(t, err)
 	cfg := embed.NewConfig()
 	cfg.Name, cfg.Dir, cfg.LogLevel = name, dataDir, "error"
+	cfg.LogOutputs = []string{os.DevNull}
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*peer}, []url.URL{*peer}
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*client}, []url.URL{*client}
 	cfg.InitialCluster = name + "=" + peer.String()
@@ -161,4 +162,84 @@ func TestReplayMatchesEtcdAtEveryPoint(t *testing.T) {
 	require.ErrorContains(t, err, "gap")
 	_, err = Replay(ctx, snap, heads, read, last+5, filepath.Join(t.TempDir(), "y.db"))
 	require.ErrorContains(t, err, "the chain ends at revision")
+}
+
+// memUploader keeps chunks in memory, in upload order.
+type memUploader struct {
+	heads []Header
+	blobs [][]byte
+}
+
+func (m *memUploader) Put(_ context.Context, h Header, b []byte) error {
+	m.heads, m.blobs = append(m.heads, h), append(m.blobs, append([]byte(nil), b...))
+	return nil
+}
+
+// A follower stopped half-way (its pod lost) and started again from the revision it returned loses
+// nothing and repeats nothing: its chunks form one chain that replays to etcd's own keyspace. A
+// compacted revision ends the chain instead.
+func TestFollowResumesWithoutGaps(t *testing.T) {
+	ctx := context.Background()
+	src := startEtcd(t, filepath.Join(t.TempDir(), "src"), "src")
+	for i := 0; i < 20; i++ {
+		_, err := src.Put(ctx, fmt.Sprintf("a%d", i), "x")
+		require.NoError(t, err)
+	}
+	snap := filepath.Join(t.TempDir(), "snap.db")
+	rc, err := src.Snapshot(ctx)
+	require.NoError(t, err)
+	f, err := os.Create(snap)
+	require.NoError(t, err)
+	_, err = io.Copy(f, rc)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	st, err := snapshot.NewV3(zap.NewNop()).Status(snap)
+	require.NoError(t, err)
+
+	up := &memUploader{}
+	fo := &Follower{Client: src, Uploader: up, ClusterID: "c1", ChainStart: st.Revision, MaxAge: 50 * time.Millisecond, MaxBytes: 300}
+	next := st.Revision + 1
+	for round := 0; round < 3; round++ {
+		fctx, stop := context.WithCancel(ctx)
+		done := make(chan struct{})
+		var got int64
+		var ferr error
+		go func() { got, ferr = fo.Follow(fctx, next); close(done) }()
+		for i := 0; i < 150; i++ {
+			_, err := src.Put(ctx, fmt.Sprintf("k%d", i%30), fmt.Sprintf("%d-%d", round, i))
+			require.NoError(t, err)
+			if i%40 == 0 {
+				_, err = src.Delete(ctx, "k1", clientv3.WithPrefix())
+				require.NoError(t, err)
+			}
+		}
+		time.Sleep(300 * time.Millisecond) // the last chunk's age passes, then the pod is lost
+		stop()
+		<-done
+		require.NoError(t, ferr)
+		next = got
+	}
+	end, err := src.Get(ctx, "none")
+	require.NoError(t, err)
+	require.Equal(t, end.Header.Revision+1, next, "every revision uploaded")
+	require.Greater(t, len(up.heads), 6, "chunks cut by size within each of the 3 rounds")
+	for i := 1; i < len(up.heads); i++ {
+		require.NoError(t, Follows(up.heads[i-1], up.heads[i]))
+	}
+	out := filepath.Join(t.TempDir(), "out.db")
+	_, err = Replay(ctx, snap, up.heads, func(i int) ([]Revision, error) {
+		_, rs, err := Read(bytes.NewReader(up.blobs[i]))
+		return rs, err
+	}, end.Header.Revision, out)
+	require.NoError(t, err)
+	dir := filepath.Join(t.TempDir(), "check")
+	require.NoError(t, snapshot.NewV3(zap.NewNop()).Restore(snapshot.RestoreConfig{SnapshotPath: out, Name: "check",
+		OutputDataDir: dir, PeerURLs: []string{"http://127.0.0.1:1"}, InitialCluster: "check=http://127.0.0.1:1", InitialClusterToken: "check"}))
+	require.Equal(t, keyspace(t, src, 0), keyspace(t, startEtcd(t, dir, "check"), 0))
+
+	// Compacted past where the follower would resume: the chain cannot go on.
+	_, err = src.Compact(ctx, end.Header.Revision)
+	require.NoError(t, err)
+	_, err = fo.Follow(ctx, st.Revision+2)
+	require.ErrorIs(t, err, ErrCompacted)
 }

@@ -1,0 +1,132 @@
+package delta
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"filippo.io/age"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// ErrCompacted: the revision to follow from is compacted away. The chain cannot go on: a full
+// snapshot must start a new one.
+var ErrCompacted = errors.New("the revisions to follow are compacted: a full snapshot must start a new chain")
+
+// Uploader keeps a chain's chunks (a destination of spec.backup, through gocloud.dev/blob). Put must not
+// return before the object is stored and read back identical.
+type Uploader interface {
+	Put(ctx context.Context, h Header, chunk []byte) error
+}
+
+// Follower follows a cluster's revisions after a chain's snapshot and uploads them as chunks: one every
+// MaxAge, or sooner once MaxBytes of events are held, so that memory stays bounded whatever the
+// database's size. It resumes from any revision (the last uploaded + 1): a follower whose pod is lost
+// loses nothing it uploaded and skips nothing.
+type Follower struct {
+	Client     *clientv3.Client
+	Uploader   Uploader
+	ClusterID  string
+	ChainStart int64
+	To         []age.Recipient
+	MaxAge     time.Duration
+	MaxBytes   int
+	// Now is the clock revisions are stamped with (time.Now by default).
+	Now func() time.Time
+}
+
+// Follow uploads every revision from next on until ctx ends (nil) or the chain cannot go on
+// (ErrCompacted, a gap, an upload that failed). It returns the next revision to follow from.
+func (f *Follower) Follow(ctx context.Context, next int64) (int64, error) {
+	if next <= f.ChainStart {
+		return next, fmt.Errorf("revision %d is not after the chain's snapshot at %d", next, f.ChainStart)
+	}
+	now := f.Now
+	if now == nil {
+		now = time.Now
+	}
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	wch := f.Client.Watch(wctx, "\x00", clientv3.WithFromKey(), clientv3.WithRev(next), clientv3.WithProgressNotify())
+	var held []Revision
+	size := 0
+	var since time.Time
+	flush := func() error {
+		if len(held) == 0 {
+			return nil
+		}
+		var b bytes.Buffer
+		h, err := Write(&b, f.ClusterID, f.ChainStart, held, f.To...)
+		if err != nil {
+			return err
+		}
+		if err := f.Uploader.Put(ctx, h, b.Bytes()); err != nil {
+			return fmt.Errorf("uploading revisions %d-%d: %w", h.First, h.Last, err)
+		}
+		next = h.Last + 1
+		held, size = nil, 0
+		return nil
+	}
+	// stop uploads what is held before returning, with a context of its own: a stop must not lose it.
+	stop := func() (int64, error) {
+		uctx, ucancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer ucancel()
+		ctx = uctx
+		return next, flush()
+	}
+	tick := time.NewTicker(max(f.MaxAge/4, 10*time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return stop()
+		case <-tick.C:
+			if len(held) > 0 && now().Sub(since) >= f.MaxAge {
+				if err := flush(); err != nil {
+					return next, err
+				}
+			}
+		case wr, ok := <-wch:
+			if !ok || ctx.Err() != nil && wr.Err() != nil {
+				if ctx.Err() != nil {
+					return stop() // the watch closes with the context it was opened under
+				}
+				return next, errors.New("the watch ended")
+			}
+			if errors.Is(wr.Err(), rpctypes.ErrCompacted) || wr.CompactRevision != 0 {
+				return next, ErrCompacted
+			}
+			if err := wr.Err(); err != nil {
+				return next, err
+			}
+			for _, ev := range wr.Events {
+				rev := ev.Kv.ModRevision
+				op := Op{Type: Put, Key: ev.Kv.Key, Value: ev.Kv.Value, Lease: ev.Kv.Lease}
+				if ev.Type == clientv3.EventTypeDelete {
+					op = Op{Type: Delete, Key: ev.Kv.Key}
+				}
+				if n := len(held); n > 0 && held[n-1].Rev == rev {
+					held[n-1].Ops = append(held[n-1].Ops, op)
+				} else {
+					want := next + int64(len(held))
+					if rev != want {
+						return next, fmt.Errorf("gap: revision %d arrived where %d was due", rev, want)
+					}
+					if len(held) == 0 {
+						since = now()
+					}
+					held = append(held, Revision{Rev: rev, Time: now().UTC(), Ops: []Op{op}})
+				}
+				size += len(ev.Kv.Key) + len(ev.Kv.Value)
+			}
+			if size >= f.MaxBytes {
+				if err := flush(); err != nil {
+					return next, err
+				}
+			}
+		}
+	}
+}
