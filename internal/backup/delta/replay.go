@@ -41,7 +41,7 @@ func Replay(ctx context.Context, snapshotFile string, chunks []Header, revsOf fu
 	if target < st.Revision {
 		return 0, fmt.Errorf("revision %d is before the chain's snapshot at %d", target, st.Revision)
 	}
-	peer, client, err := loopbackURLs()
+	peer, _, err := loopbackURLs()
 	if err != nil {
 		return 0, err
 	}
@@ -52,24 +52,11 @@ func Replay(ctx context.Context, snapshotFile string, chunks []Header, revsOf fu
 	}); err != nil {
 		return 0, fmt.Errorf("restoring the chain's snapshot: %w", err)
 	}
-	cfg := embed.NewConfig()
-	cfg.Name, cfg.Dir, cfg.LogLevel = "replay", dataDir, "error"
-	cfg.LogOutputs = []string{os.DevNull} // its own shutdown logs errors that are not ours
-	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*peer}, []url.URL{*peer}
-	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*client}, []url.URL{*client}
-	cfg.InitialCluster = "replay=" + peer.String()
-	e, err := embed.StartEtcd(cfg)
+	e, err := startAlone(ctx, dataDir, "replay", peer)
 	if err != nil {
-		return 0, fmt.Errorf("starting etcd on the snapshot: %w", err)
+		return 0, err
 	}
 	defer e.Close()
-	select {
-	case <-e.Server.ReadyNotify():
-	case <-ctx.Done():
-		return 0, ctx.Err()
-	case <-time.After(time.Minute):
-		return 0, fmt.Errorf("etcd on the snapshot did not become ready in a minute")
-	}
 	c := v3client.New(e.Server)
 	defer c.Close()
 
@@ -131,6 +118,35 @@ func Replay(ctx context.Context, snapshotFile string, chunks []Header, revsOf fu
 		return reached, err
 	}
 	return reached, f.Close()
+}
+
+// startAlone starts etcd's own server on dataDir as a one-member cluster named name, on loopback only,
+// and waits until it serves.
+func startAlone(ctx context.Context, dataDir, name string, peer *url.URL) (*embed.Etcd, error) {
+	_, client, err := loopbackURLs()
+	if err != nil {
+		return nil, err
+	}
+	cfg := embed.NewConfig()
+	cfg.Name, cfg.Dir, cfg.LogLevel = name, dataDir, "error"
+	cfg.LogOutputs = []string{os.DevNull} // its own shutdown logs errors that are not ours
+	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*peer}, []url.URL{*peer}
+	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*client}, []url.URL{*client}
+	cfg.InitialCluster = name + "=" + peer.String()
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("starting etcd on %s: %w", dataDir, err)
+	}
+	select {
+	case <-e.Server.ReadyNotify():
+		return e, nil
+	case <-ctx.Done():
+		e.Close()
+		return nil, ctx.Err()
+	case <-time.After(time.Minute):
+		e.Close()
+		return nil, fmt.Errorf("etcd on %s did not become ready in a minute", dataDir)
+	}
 }
 
 // loopbackURLs are a peer and a client URL on free loopback ports, for an etcd no one else reaches.

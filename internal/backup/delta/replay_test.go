@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net/url"
 	"os"
 	"path/filepath"
 	"testing"
@@ -15,7 +14,6 @@ import (
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/etcdutl/v3/snapshot"
-	"go.etcd.io/etcd/server/v3/embed"
 	"go.etcd.io/etcd/server/v3/etcdserver/api/v3client"
 	"go.uber.org/zap"
 )
@@ -23,25 +21,39 @@ import (
 // startEtcd runs an etcd of etcd's own libraries on loopback, on dataDir (restored or empty).
 func startEtcd(t *testing.T, dataDir, name string) *clientv3.Client {
 	t.Helper()
-	peer, client, err := loopbackURLs()
+	peer, _, err := loopbackURLs()
 	require.NoError(t, err)
-	cfg := embed.NewConfig()
-	cfg.Name, cfg.Dir, cfg.LogLevel = name, dataDir, "error"
-	cfg.LogOutputs = []string{os.DevNull}
-	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*peer}, []url.URL{*peer}
-	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*client}, []url.URL{*client}
-	cfg.InitialCluster = name + "=" + peer.String()
-	e, err := embed.StartEtcd(cfg)
+	e, err := startAlone(context.Background(), dataDir, name, peer)
 	require.NoError(t, err)
 	t.Cleanup(e.Close)
-	select {
-	case <-e.Server.ReadyNotify():
-	case <-time.After(time.Minute):
-		t.Fatal("etcd not ready")
-	}
 	c := v3client.New(e.Server)
 	t.Cleanup(func() { c.Close() })
 	return c
+}
+
+// saveSnapshot writes c's snapshot to a file, and returns it with its revision.
+func saveSnapshot(t *testing.T, c *clientv3.Client) (string, int64) {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "snap.db")
+	rc, err := c.Snapshot(context.Background())
+	require.NoError(t, err)
+	f, err := os.Create(file)
+	require.NoError(t, err)
+	_, err = io.Copy(f, rc)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	st, err := snapshot.NewV3(zap.NewNop()).Status(file)
+	require.NoError(t, err)
+	return file, st.Revision
+}
+
+// snapshotKeyspace is every key and value a snapshot file holds (restored and served alone).
+func snapshotKeyspace(t *testing.T, file string) map[string]string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "check")
+	require.NoError(t, snapshot.NewV3(zap.NewNop()).Restore(snapshot.RestoreConfig{SnapshotPath: file, Name: "check",
+		OutputDataDir: dir, PeerURLs: []string{"http://127.0.0.1:1"}, InitialCluster: "check=http://127.0.0.1:1", InitialClusterToken: "check"}))
+	return keyspace(t, startEtcd(t, dir, "check"), 0)
 }
 
 // keyspace is every key and its value at revision rev (0: now).
@@ -87,19 +99,10 @@ func TestReplayMatchesEtcdAtEveryPoint(t *testing.T) {
 	write(100)
 
 	// The chain's full snapshot, and the follower's watch from the revision after it.
-	snap := filepath.Join(t.TempDir(), "snap.db")
-	rc, err := src.Snapshot(ctx)
-	require.NoError(t, err)
-	f, err := os.Create(snap)
-	require.NoError(t, err)
-	_, err = io.Copy(f, rc)
-	require.NoError(t, err)
-	require.NoError(t, f.Close())
-	st, err := snapshot.NewV3(zap.NewNop()).Status(snap)
-	require.NoError(t, err)
+	snap, snapRev := saveSnapshot(t, src)
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	wch := src.Watch(wctx, "\x00", clientv3.WithFromKey(), clientv3.WithRev(st.Revision+1))
+	wch := src.Watch(wctx, "\x00", clientv3.WithFromKey(), clientv3.WithRev(snapRev+1))
 	write(300)
 	end, err := src.Get(ctx, "none")
 	require.NoError(t, err)
@@ -127,7 +130,7 @@ func TestReplayMatchesEtcdAtEveryPoint(t *testing.T) {
 	var blobs [][]byte
 	for i := 0; i < len(recorded); i += 37 {
 		var b bytes.Buffer
-		h, err := Write(&b, "c1", st.Revision, recorded[i:min(i+37, len(recorded))])
+		h, err := Write(&b, "c1", snapRev, recorded[i:min(i+37, len(recorded))])
 		require.NoError(t, err)
 		heads, blobs = append(heads, h), append(blobs, b.Bytes())
 	}
@@ -136,20 +139,16 @@ func TestReplayMatchesEtcdAtEveryPoint(t *testing.T) {
 		return rs, err
 	}
 
-	targets := []int64{st.Revision, st.Revision + 1, heads[0].Last, heads[1].First, last}
+	targets := []int64{snapRev, snapRev + 1, heads[0].Last, heads[1].First, last}
 	for range 3 {
-		targets = append(targets, st.Revision+1+rng.Int64N(last-st.Revision))
+		targets = append(targets, snapRev+1+rng.Int64N(last-snapRev))
 	}
 	for _, target := range targets {
 		out := filepath.Join(t.TempDir(), "out.db")
 		reached, err := Replay(ctx, snap, heads, read, target, out)
 		require.NoError(t, err, "target %d", target)
 		require.Equal(t, target, reached)
-		dir := filepath.Join(t.TempDir(), "check")
-		require.NoError(t, snapshot.NewV3(zap.NewNop()).Restore(snapshot.RestoreConfig{SnapshotPath: out, Name: "check",
-			OutputDataDir: dir, PeerURLs: []string{"http://127.0.0.1:1"}, InitialCluster: "check=http://127.0.0.1:1", InitialClusterToken: "check"}))
-		got := keyspace(t, startEtcd(t, dir, "check"), 0)
-		require.Equal(t, keyspace(t, src, target), got, "the keyspace at revision %d", target)
+		require.Equal(t, keyspace(t, src, target), snapshotKeyspace(t, out), "the keyspace at revision %d", target)
 	}
 
 	// A chain with a chunk missing in the middle, or past its end, is refused.
@@ -185,20 +184,11 @@ func TestFollowResumesWithoutGaps(t *testing.T) {
 		_, err := src.Put(ctx, fmt.Sprintf("a%d", i), "x")
 		require.NoError(t, err)
 	}
-	snap := filepath.Join(t.TempDir(), "snap.db")
-	rc, err := src.Snapshot(ctx)
-	require.NoError(t, err)
-	f, err := os.Create(snap)
-	require.NoError(t, err)
-	_, err = io.Copy(f, rc)
-	require.NoError(t, err)
-	require.NoError(t, f.Close())
-	st, err := snapshot.NewV3(zap.NewNop()).Status(snap)
-	require.NoError(t, err)
+	snap, snapRev := saveSnapshot(t, src)
 
 	up := &memUploader{}
-	fo := &Follower{Client: src, Uploader: up, ClusterID: "c1", ChainStart: st.Revision, MaxAge: 50 * time.Millisecond, MaxBytes: 300}
-	next := st.Revision + 1
+	fo := &Follower{Client: src, Uploader: up, ClusterID: "c1", ChainStart: snapRev, MaxAge: 50 * time.Millisecond, MaxBytes: 300}
+	next := snapRev + 1
 	for round := 0; round < 3; round++ {
 		fctx, stop := context.WithCancel(ctx)
 		done := make(chan struct{})
@@ -232,14 +222,11 @@ func TestFollowResumesWithoutGaps(t *testing.T) {
 		return rs, err
 	}, end.Header.Revision, out)
 	require.NoError(t, err)
-	dir := filepath.Join(t.TempDir(), "check")
-	require.NoError(t, snapshot.NewV3(zap.NewNop()).Restore(snapshot.RestoreConfig{SnapshotPath: out, Name: "check",
-		OutputDataDir: dir, PeerURLs: []string{"http://127.0.0.1:1"}, InitialCluster: "check=http://127.0.0.1:1", InitialClusterToken: "check"}))
-	require.Equal(t, keyspace(t, src, 0), keyspace(t, startEtcd(t, dir, "check"), 0))
+	require.Equal(t, keyspace(t, src, 0), snapshotKeyspace(t, out))
 
 	// Compacted past where the follower would resume: the chain cannot go on.
 	_, err = src.Compact(ctx, end.Header.Revision)
 	require.NoError(t, err)
-	_, err = fo.Follow(ctx, st.Revision+2)
+	_, err = fo.Follow(ctx, snapRev+2)
 	require.ErrorIs(t, err, ErrCompacted)
 }
