@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"filippo.io/age"
@@ -30,6 +31,9 @@ type OpType string
 const (
 	Put    OpType = "put"
 	Delete OpType = "delete"
+	// Grant: the lease a put of this revision is the first seen under, with its granted TTL (a
+	// lease grant makes no revision of its own: it travels with the first put that names it).
+	Grant OpType = "grant"
 )
 
 // Op is one event of a revision.
@@ -37,8 +41,10 @@ type Op struct {
 	Type  OpType `json:"type"`
 	Key   []byte `json:"key"`
 	Value []byte `json:"value,omitempty"`
-	// Lease is the lease the key was put under (0 none).
+	// Lease is the lease the key was put under (0 none), or the lease granted.
 	Lease int64 `json:"lease,omitempty"`
+	// TTL is a granted lease's TTL in seconds.
+	TTL int64 `json:"ttl,omitempty"`
 }
 
 // Revision is every event etcd committed at one revision (a transaction's events share it), and when
@@ -172,15 +178,18 @@ func (h Header) check(revs []Revision) error {
 		if want := h.First + int64(i); r.Rev != want {
 			return fmt.Errorf("revision %d where %d was due: revisions missing or out of order", r.Rev, want)
 		}
-		if len(r.Ops) == 0 {
+		if !slices.ContainsFunc(r.Ops, func(op Op) bool { return op.Type != Grant }) {
 			return fmt.Errorf("revision %d has no event", r.Rev)
 		}
 		if i > 0 && r.Time.Before(revs[i-1].Time) {
 			return fmt.Errorf("revision %d was received before revision %d", r.Rev, revs[i-1].Rev)
 		}
 		for _, op := range r.Ops {
-			if op.Type != Put && op.Type != Delete {
-				return fmt.Errorf("revision %d: event %q is neither put nor delete", r.Rev, op.Type)
+			switch {
+			case op.Type == Grant && (op.Lease == 0 || op.TTL <= 0):
+				return fmt.Errorf("revision %d: a lease grant without a lease ID or a TTL", r.Rev)
+			case op.Type != Put && op.Type != Delete && op.Type != Grant:
+				return fmt.Errorf("revision %d: event %q is neither put, delete nor grant", r.Rev, op.Type)
 			}
 		}
 	}

@@ -53,6 +53,9 @@ func (f *Follower) Follow(ctx context.Context, next int64) (int64, error) {
 	wch := f.Client.Watch(wctx, "\x00", clientv3.WithFromKey(), clientv3.WithRev(next), clientv3.WithProgressNotify())
 	var held []Revision
 	size := 0
+	// Leases seen by this follower: the first put under one carries its grant (a restarted follower
+	// records it again, which the replay takes as the lease it already granted).
+	leases := map[int64]bool{}
 	var since time.Time
 	flush := func() error {
 		if len(held) == 0 {
@@ -108,8 +111,13 @@ func (f *Follower) Follow(ctx context.Context, next int64) (int64, error) {
 				if ev.Type == clientv3.EventTypeDelete {
 					op = Op{Type: Delete, Key: ev.Kv.Key}
 				}
+				ops := []Op{op}
+				if id := ev.Kv.Lease; op.Type == Put && id != 0 && !leases[id] {
+					leases[id] = true
+					ops = append([]Op{{Type: Grant, Lease: id, TTL: f.grantedTTL(ctx, id)}}, op)
+				}
 				if n := len(held); n > 0 && held[n-1].Rev == rev {
-					held[n-1].Ops = append(held[n-1].Ops, op)
+					held[n-1].Ops = append(held[n-1].Ops, ops...)
 				} else {
 					want := next + int64(len(held))
 					if rev != want {
@@ -118,7 +126,7 @@ func (f *Follower) Follow(ctx context.Context, next int64) (int64, error) {
 					if len(held) == 0 {
 						since = now()
 					}
-					held = append(held, Revision{Rev: rev, Time: now().UTC(), Ops: []Op{op}})
+					held = append(held, Revision{Rev: rev, Time: now().UTC(), Ops: ops})
 				}
 				size += len(ev.Kv.Key) + len(ev.Kv.Value)
 			}
@@ -129,4 +137,17 @@ func (f *Follower) Follow(ctx context.Context, next int64) (int64, error) {
 			}
 		}
 	}
+}
+
+// unknownTTL is the TTL recorded for a lease gone before the follower could ask (revoked or expired:
+// the deletes of its keys follow in the stream all the same).
+const unknownTTL = 60
+
+// grantedTTL asks etcd the lease's granted TTL.
+func (f *Follower) grantedTTL(ctx context.Context, id int64) int64 {
+	r, err := f.Client.TimeToLive(ctx, clientv3.LeaseID(id))
+	if err != nil || r.GrantedTTL <= 0 {
+		return unknownTTL
+	}
+	return r.GrantedTTL
 }

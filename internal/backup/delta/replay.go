@@ -2,6 +2,7 @@ package delta
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -10,9 +11,12 @@ import (
 	"path/filepath"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/etcdutl/v3/snapshot"
 	"go.etcd.io/etcd/server/v3/embed"
+	"go.etcd.io/etcd/server/v3/lease"
 	"go.etcd.io/etcd/server/v3/etcdserver/api/v3client"
 	"go.uber.org/zap"
 )
@@ -25,8 +29,9 @@ import (
 //
 // chunks are read in order; each must follow the one before (Follows) and the first must start right
 // after the snapshot. A revision that does not land where it had landed stops the replay: the result
-// would not be etcd's answer at target. Leases are not carried yet: a key put under a lease after the
-// snapshot is restored without it (a follow-up of issue 27).
+// would not be etcd's answer at target. A lease granted after the snapshot is granted again under its
+// ID and TTL before the put that first names it; every lease is kept alive while the revisions are
+// applied.
 func Replay(ctx context.Context, snapshotFile string, chunks []Header, revsOf func(i int) ([]Revision, error), target int64, out string) (reached int64, err error) {
 	work, err := os.MkdirTemp(filepath.Dir(out), "replay-")
 	if err != nil {
@@ -59,6 +64,31 @@ func Replay(ctx context.Context, snapshotFile string, chunks []Header, revsOf fu
 	defer e.Close()
 	c := v3client.New(e.Server)
 	defer c.Close()
+	// Leases are kept alive while the revisions are applied: one expiring here would delete its keys at
+	// revisions the source never had. Those the snapshot holds, and those granted on the way.
+	kctx, stopKeepAlive := context.WithCancel(ctx)
+	defer stopKeepAlive()
+	keepAlive := func(id clientv3.LeaseID) error {
+		ch, err := c.KeepAlive(kctx, id)
+		if err != nil {
+			return err
+		}
+		go func() {
+			for range ch {
+			}
+		}()
+		return nil
+	}
+	held, err := c.Leases(ctx)
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range held.Leases {
+		if err := keepAlive(l.ID); err != nil {
+			return 0, fmt.Errorf("keeping lease %x alive: %w", l.ID, err)
+		}
+	}
+	granted := map[int64]bool{}
 
 	reached = st.Revision
 	var prev *Header
@@ -84,9 +114,27 @@ func Replay(ctx context.Context, snapshotFile string, chunks []Header, revsOf fu
 			}
 			ops := make([]clientv3.Op, 0, len(r.Ops))
 			for _, op := range r.Ops {
-				if op.Type == Put {
-					ops = append(ops, clientv3.OpPut(string(op.Key), string(op.Value)))
-				} else {
+				switch op.Type {
+				case Grant:
+					if granted[op.Lease] {
+						continue
+					}
+					// The server's own call: the client API grants under IDs of its choosing.
+					_, err := e.Server.LeaseGrant(ctx, &pb.LeaseGrantRequest{ID: op.Lease, TTL: op.TTL})
+					if err != nil && !errors.Is(err, lease.ErrLeaseExists) && !errors.Is(err, rpctypes.ErrLeaseExist) {
+						return reached, fmt.Errorf("granting lease %x at revision %d: %w", op.Lease, r.Rev, err)
+					}
+					if err := keepAlive(clientv3.LeaseID(op.Lease)); err != nil {
+						return reached, fmt.Errorf("keeping lease %x alive: %w", op.Lease, err)
+					}
+					granted[op.Lease] = true
+				case Put:
+					var opts []clientv3.OpOption
+					if op.Lease != 0 {
+						opts = append(opts, clientv3.WithLease(clientv3.LeaseID(op.Lease)))
+					}
+					ops = append(ops, clientv3.OpPut(string(op.Key), string(op.Value), opts...))
+				default:
 					ops = append(ops, clientv3.OpDelete(string(op.Key)))
 				}
 			}

@@ -230,3 +230,68 @@ func TestFollowResumesWithoutGaps(t *testing.T) {
 	_, err = fo.Follow(ctx, snapRev+2)
 	require.ErrorIs(t, err, ErrCompacted)
 }
+
+// Keys under leases: a lease granted after the snapshot is granted again under its ID before the put
+// that names it, and no lease expires while the replay runs (an expiry there would delete keys at
+// revisions the source never had); the expiry the source had arrives as its recorded deletes.
+func TestReplayCarriesLeases(t *testing.T) {
+	ctx := context.Background()
+	src := startEtcd(t, filepath.Join(t.TempDir(), "src"), "src")
+	old, err := src.Grant(ctx, 30)
+	require.NoError(t, err)
+	_, err = src.Put(ctx, "before", "x", clientv3.WithLease(old.ID))
+	require.NoError(t, err)
+	snap, snapRev := saveSnapshot(t, src)
+
+	up := &memUploader{}
+	fo := &Follower{Client: src, Uploader: up, ClusterID: "c1", ChainStart: snapRev, MaxAge: 50 * time.Millisecond, MaxBytes: 1 << 20}
+	fctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { _, err := fo.Follow(fctx, snapRev+1); done <- err }()
+
+	kept, err := src.Grant(ctx, 30)
+	require.NoError(t, err)
+	short, err := src.Grant(ctx, 2)
+	require.NoError(t, err)
+	_, err = src.Put(ctx, "kept", "1", clientv3.WithLease(kept.ID))
+	require.NoError(t, err)
+	_, err = src.Put(ctx, "short", "2", clientv3.WithLease(short.ID))
+	require.NoError(t, err)
+	mid, err := src.Put(ctx, "plain", "3")
+	require.NoError(t, err)
+	// The short lease expires on the source: its key's delete is in the stream.
+	require.Eventually(t, func() bool {
+		r, err := src.Get(ctx, "short")
+		return err == nil && len(r.Kvs) == 0
+	}, 10*time.Second, 100*time.Millisecond)
+	end, err := src.Put(ctx, "after", "4")
+	require.NoError(t, err)
+	time.Sleep(200 * time.Millisecond)
+	stop()
+	require.NoError(t, <-done)
+
+	read := func(i int) ([]Revision, error) {
+		_, rs, err := Read(bytes.NewReader(up.blobs[i]))
+		return rs, err
+	}
+	for _, target := range []int64{mid.Header.Revision, end.Header.Revision} {
+		out := filepath.Join(t.TempDir(), "out.db")
+		_, err := Replay(ctx, snap, up.heads, read, target, out)
+		require.NoError(t, err, "target %d", target)
+		require.Equal(t, keyspace(t, src, target), snapshotKeyspace(t, out), "the keyspace at revision %d", target)
+	}
+	// The leases themselves: the keys are attached to the leases the source had.
+	out := filepath.Join(t.TempDir(), "out.db")
+	_, err = Replay(ctx, snap, up.heads, read, mid.Header.Revision, out)
+	require.NoError(t, err)
+	dir := filepath.Join(t.TempDir(), "leases")
+	require.NoError(t, snapshot.NewV3(zap.NewNop()).Restore(snapshot.RestoreConfig{SnapshotPath: out, Name: "leases",
+		OutputDataDir: dir, PeerURLs: []string{"http://127.0.0.1:1"}, InitialCluster: "leases=http://127.0.0.1:1", InitialClusterToken: "leases"}))
+	got := startEtcd(t, dir, "leases")
+	for key, id := range map[string]clientv3.LeaseID{"before": old.ID, "kept": kept.ID, "short": short.ID} {
+		r, err := got.Get(ctx, key)
+		require.NoError(t, err)
+		require.Len(t, r.Kvs, 1, key)
+		require.EqualValues(t, id, r.Kvs[0].Lease, "%s's lease", key)
+	}
+}
