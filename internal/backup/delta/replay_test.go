@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -165,13 +166,27 @@ func TestReplayMatchesEtcdAtEveryPoint(t *testing.T) {
 
 // memUploader keeps chunks in memory, in upload order.
 type memUploader struct {
+	mu    sync.Mutex
 	heads []Header
 	blobs [][]byte
 }
 
 func (m *memUploader) Put(_ context.Context, h Header, b []byte) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	m.heads, m.blobs = append(m.heads, h), append(m.blobs, append([]byte(nil), b...))
 	return nil
+}
+
+// waitUploaded waits until a chunk ending at revision rev is uploaded: the follower received every
+// revision up to it, however late its watch delivers on a loaded machine.
+func (m *memUploader) waitUploaded(t *testing.T, rev int64) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		return len(m.heads) > 0 && m.heads[len(m.heads)-1].Last >= rev
+	}, 30*time.Second, 20*time.Millisecond, "revision %d uploaded", rev)
 }
 
 // A follower stopped half-way (its pod lost) and started again from the revision it returned loses
@@ -203,7 +218,9 @@ func TestFollowResumesWithoutGaps(t *testing.T) {
 				require.NoError(t, err)
 			}
 		}
-		time.Sleep(300 * time.Millisecond) // the last chunk's age passes, then the pod is lost
+		last, err := src.Get(ctx, "none")
+		require.NoError(t, err)
+		up.waitUploaded(t, last.Header.Revision) // the last chunk is cut by its age, then the pod is lost
 		stop()
 		<-done
 		require.NoError(t, ferr)
@@ -266,7 +283,7 @@ func TestReplayCarriesLeases(t *testing.T) {
 	}, 10*time.Second, 100*time.Millisecond)
 	end, err := src.Put(ctx, "after", "4")
 	require.NoError(t, err)
-	time.Sleep(200 * time.Millisecond)
+	up.waitUploaded(t, end.Header.Revision)
 	stop()
 	require.NoError(t, <-done)
 
