@@ -67,7 +67,7 @@ func (a *Agent) decide(ctx context.Context) (Decision, StartFacts, error) {
 		}
 	}
 	f.Retired = a.Cfg.Retired
-	f.Static = a.staticPeers(in, df, &problems)
+	f.Static = a.staticPeers(in, &problems)
 	var idProblems []string
 	f.ClusterID, idProblems = LeaseClusterID(a.current(ids))
 	a.leaseProblems = append(problems, idProblems...)
@@ -107,7 +107,7 @@ func (a *Agent) decide(ctx context.Context) (Decision, StartFacts, error) {
 // none or cannot be followed (problems says why). The count must be the one agent.json records (both
 // are the hook's, written at the creation: a hand edit of one is not enough to start a second way), this
 // member must be one of it, and a cluster restored from a snapshot starts from its seed only.
-func (a *Agent) staticPeers(in Intent, df DataFacts, problems *[]string) []api.Member {
+func (a *Agent) staticPeers(in Intent, problems *[]string) []api.Member {
 	if in.Static == 0 {
 		return nil
 	}

@@ -283,12 +283,13 @@ func (p *plan) bootstrap() {
 // a fresh creation, the spec's size. 0: the seed's way.
 func (p *plan) staticCreation() int {
 	f := p.f
-	switch {
-	case f.static > 0:
+	if f.static > 0 {
 		return f.static
-	case f.leaseRecord() > 0:
-		return f.leaseRecord()
-	case f.sts == nil && !p.opts.SeedBootstrap && f.freshCreation(p.spec):
+	}
+	if n := f.leaseRecord(); n > 0 {
+		return n
+	}
+	if f.sts == nil && !p.opts.SeedBootstrap && f.freshCreation(p.spec) {
 		return p.target()
 	}
 	return 0
@@ -319,7 +320,6 @@ func (p *plan) bootstrapStatic(n int) {
 // already goes on (etcd forms the cluster by itself and its report ends the creation); nothing is
 // started a second way, from a seed or from another initial cluster.
 func (p *plan) holdStatic() {
-	p.staticN = p.f.staticRecord
 	for i := 0; i < int(p.replicas); i++ {
 		p.setIntent(i, api.IntentMember)
 	}
