@@ -6,10 +6,8 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"math"
 	"net/http"
 	"os"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -24,6 +22,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/internal/percentile"
 )
 
 // The fleet scenario (issue 26 §2): many EtcdClusters under one Metacontroller, measured with the
@@ -319,12 +318,9 @@ func (s *scenario) patchMetacontroller(t *testing.T, patch string) {
 	m.waitFor("Metacontroller syncing again", 2*time.Minute, func() bool { return m.cluster().Status.ObservedGeneration > gen })
 }
 
-// q is the p-th percentile (nearest rank) of ds.
+// q is the p-th percentile (nearest rank) of ds, to a tenth of a second.
 func q(ds []time.Duration, p float64) time.Duration {
-	s := append([]time.Duration(nil), ds...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	k := int(math.Ceil(p/100*float64(len(s)))) - 1
-	return s[max(k, 0)].Round(100 * time.Millisecond)
+	return percentile.Of(ds, p).Round(100 * time.Millisecond)
 }
 
 func pct(ds []time.Duration) string { return fmt.Sprintf("%s / %s", q(ds, 50), q(ds, 99)) }

@@ -91,18 +91,17 @@ func Replay(ctx context.Context, snapshotFile string, chunks []Header, revsOf fu
 	granted := map[int64]bool{}
 
 	reached = st.Revision
-	var prev *Header
 	for i, h := range chunks {
 		if reached >= target {
 			break
 		}
-		if prev == nil && h.First != st.Revision+1 {
-			return reached, fmt.Errorf("the first chunk starts at revision %d, the snapshot is at %d", h.First, st.Revision)
+		// The snapshot is where the first chunk must follow on: its chain starts there.
+		prev := Header{ClusterID: h.ClusterID, ChainStart: st.Revision, Last: st.Revision}
+		if i > 0 {
+			prev = chunks[i-1]
 		}
-		if prev != nil {
-			if err := Follows(*prev, h); err != nil {
-				return reached, err
-			}
+		if err := Follows(prev, h); err != nil {
+			return reached, err
 		}
 		revs, err := revsOf(i)
 		if err != nil {
@@ -147,25 +146,29 @@ func Replay(ctx context.Context, snapshotFile string, chunks []Header, revsOf fu
 			}
 			reached = r.Rev
 		}
-		prev = &chunks[i]
 	}
 	if reached < target {
 		return reached, fmt.Errorf("the chain ends at revision %d, before %d", reached, target)
 	}
+	return reached, writeSnapshot(ctx, c, out)
+}
+
+// writeSnapshot writes c's snapshot (etcd's stream, its hash included) to the file out.
+func writeSnapshot(ctx context.Context, c *clientv3.Client, out string) error {
 	rc, err := c.Snapshot(ctx)
 	if err != nil {
-		return reached, err
+		return err
 	}
 	defer rc.Close()
 	f, err := os.Create(out)
 	if err != nil {
-		return reached, err
+		return err
 	}
 	if _, err := io.Copy(f, rc); err != nil {
 		f.Close()
-		return reached, err
+		return err
 	}
-	return reached, f.Close()
+	return f.Close()
 }
 
 // startAlone starts etcd's own server on dataDir as a one-member cluster named name, on loopback only,

@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -36,13 +34,7 @@ func startEtcd(t *testing.T, dataDir, name string) *clientv3.Client {
 func saveSnapshot(t *testing.T, c *clientv3.Client) (string, int64) {
 	t.Helper()
 	file := filepath.Join(t.TempDir(), "snap.db")
-	rc, err := c.Snapshot(context.Background())
-	require.NoError(t, err)
-	f, err := os.Create(file)
-	require.NoError(t, err)
-	_, err = io.Copy(f, rc)
-	require.NoError(t, err)
-	require.NoError(t, f.Close())
+	require.NoError(t, writeSnapshot(context.Background(), c, file))
 	st, err := snapshot.NewV3(zap.NewNop()).Status(file)
 	require.NoError(t, err)
 	return file, st.Revision
