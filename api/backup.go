@@ -42,3 +42,50 @@ func (r BackupReport) String() string {
 	b, _ := json.Marshal(r)                                  // plain fields: cannot fail
 	return string(b)
 }
+
+// ContinuousReport is what the continuous backup writer (issue 27, docs/design/16-backup-restore.md
+// §16.10) reports on the backup Lease under AnnBackupContinuous: the newest restorable point of the
+// chain it writes, and its last problem.
+type ContinuousReport struct {
+	// Time is when the writer wrote the report (its heartbeat: a report that stops moving is a writer
+	// that stopped).
+	Time time.Time `json:"time"`
+	// Snapshot is the URL of the full snapshot the chain starts from, ChainStart its manifest's revision.
+	Snapshot   string `json:"snapshot,omitempty"`
+	ChainStart int64  `json:"chainStart,omitempty"`
+	// Revision and RevisionTime: the chain holds every revision up to Revision, and nothing else was
+	// written until RevisionTime. A restore to any time up to RevisionTime is possible.
+	Revision     int64      `json:"revision,omitempty"`
+	RevisionTime *time.Time `json:"revisionTime,omitempty"`
+	// Message: the writer's last problem (a gap, a compaction, a store failing), empty once it writes again.
+	Message string `json:"message,omitempty"`
+}
+
+// ParseContinuousReport reads the annotation; empty is no report.
+func ParseContinuousReport(s string) (*ContinuousReport, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var r ContinuousReport
+	if err := json.Unmarshal([]byte(s), &r); err != nil {
+		return nil, err
+	}
+	switch {
+	case r.Time.IsZero():
+		return nil, fmt.Errorf("no time")
+	case r.Revision < 0 || r.ChainStart < 0 || r.Revision > 0 && r.Revision < r.ChainStart:
+		return nil, fmt.Errorf("revision %d is not in the chain from %d", r.Revision, r.ChainStart)
+	case r.Revision > 0 && r.RevisionTime == nil:
+		return nil, fmt.Errorf("revision %d without its time", r.Revision)
+	case r.RevisionTime != nil && r.RevisionTime.After(r.Time):
+		return nil, fmt.Errorf("restorable point %s after the report's own time %s", r.RevisionTime.Format(time.RFC3339), r.Time.Format(time.RFC3339))
+	}
+	return &r, nil
+}
+
+// String renders the report for its annotation.
+func (r ContinuousReport) String() string {
+	r.Message = Truncate(r.Message, BoundReportJSON.Bytes/8)
+	b, _ := json.Marshal(r) // plain fields: cannot fail
+	return string(b)
+}

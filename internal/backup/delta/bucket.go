@@ -92,7 +92,7 @@ func (c BlobChain) List(ctx context.Context, chainStart int64) (spans []Span, ne
 	next = chainStart + 1
 	for _, s := range spans {
 		if s.First != next {
-			return spans, next, fmt.Errorf("gap: chunk %s starts at revision %d where %d was due", s.Key, s.First, next)
+			return spans, next, fmt.Errorf("%w: chunk %s starts at revision %d where %d was due", ErrGap, s.Key, s.First, next)
 		}
 		next = s.Last + 1
 	}

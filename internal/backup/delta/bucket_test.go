@@ -53,6 +53,6 @@ func TestBlobChain(t *testing.T) {
 	// A chunk missing in the middle.
 	put(1200, 5)
 	_, next, err = c.List(ctx, 100)
-	require.ErrorContains(t, err, "gap")
+	require.ErrorIs(t, err, ErrGap)
 	require.EqualValues(t, 1109, next, "the chain replays up to the gap: revision 1108")
 }

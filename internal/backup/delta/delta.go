@@ -212,7 +212,7 @@ func Follows(prev, next Header) error {
 	case next.ChainStart != prev.ChainStart:
 		return fmt.Errorf("the chunk is of the chain from revision %d, not %d", next.ChainStart, prev.ChainStart)
 	case next.First != prev.Last+1:
-		return fmt.Errorf("gap: the chain ends at revision %d and the next chunk starts at %d", prev.Last, next.First)
+		return fmt.Errorf("%w: the chain ends at revision %d and the next chunk starts at %d", ErrGap, prev.Last, next.First)
 	}
 	return nil
 }

@@ -16,6 +16,10 @@ import (
 // snapshot must start a new one.
 var ErrCompacted = errors.New("the revisions to follow are compacted: a full snapshot must start a new chain")
 
+// ErrGap: a revision is missing from the stream or from the stored chain. The chain cannot be replayed
+// past it: a full snapshot must start a new one.
+var ErrGap = errors.New("gap")
+
 // Uploader keeps a chain's chunks (a destination of spec.backup, through gocloud.dev/blob). Put must not
 // return before the object is stored and read back identical.
 type Uploader interface {
@@ -36,6 +40,10 @@ type Follower struct {
 	MaxBytes   int
 	// Now is the clock revisions are stamped with (time.Now by default).
 	Now func() time.Time
+	// Covered, when set, is told each time the chain is known to hold every revision up to rev and
+	// nothing else was written until at: after an upload, and when a progress notification shows an
+	// idle cluster. It is the newest restorable point, and must not block.
+	Covered func(rev int64, at time.Time)
 }
 
 // Follow uploads every revision from next on until ctx ends (nil) or the chain cannot go on
@@ -56,7 +64,12 @@ func (f *Follower) Follow(ctx context.Context, next int64) (int64, error) {
 	// Leases seen by this follower: the first put under one carries its grant (a restarted follower
 	// records it again, which the replay takes as the lease it already granted).
 	leases := map[int64]bool{}
-	var since time.Time
+	var since, checked time.Time
+	covered := func(rev int64) {
+		if f.Covered != nil {
+			f.Covered(rev, now().UTC())
+		}
+	}
 	flush := func() error {
 		if len(held) == 0 {
 			return nil
@@ -71,6 +84,7 @@ func (f *Follower) Follow(ctx context.Context, next int64) (int64, error) {
 		}
 		next = h.Last + 1
 		held, size = nil, 0
+		covered(h.Last)
 		return nil
 	}
 	// stop uploads what is held before returning, with a context of its own: a stop must not lose it.
@@ -92,6 +106,16 @@ func (f *Follower) Follow(ctx context.Context, next int64) (int64, error) {
 					return next, err
 				}
 			}
+			if len(held) == 0 && f.Covered != nil && now().Sub(checked) >= f.MaxAge {
+				// An idle cluster sends no event. A linearizable read's revision says whether
+				// anything was written since the last revision uploaded. Not a progress
+				// notification: etcd's server-side interval is ten minutes, and a requested one is
+				// not sent to a watch started past the current revision until something is written.
+				checked = now()
+				if r, err := f.Client.Get(ctx, "\x00", clientv3.WithKeysOnly(), clientv3.WithLimit(1)); err == nil && r.Header.Revision == next-1 {
+					covered(next - 1)
+				}
+			}
 		case wr, ok := <-wch:
 			if !ok || ctx.Err() != nil && wr.Err() != nil {
 				if ctx.Err() != nil {
@@ -104,6 +128,9 @@ func (f *Follower) Follow(ctx context.Context, next int64) (int64, error) {
 			}
 			if err := wr.Err(); err != nil {
 				return next, err
+			}
+			if wr.IsProgressNotify() && len(held) == 0 && wr.Header.Revision == next-1 {
+				covered(next - 1)
 			}
 			for _, ev := range wr.Events {
 				rev := ev.Kv.ModRevision
@@ -121,7 +148,7 @@ func (f *Follower) Follow(ctx context.Context, next int64) (int64, error) {
 				} else {
 					want := next + int64(len(held))
 					if rev != want {
-						return next, fmt.Errorf("gap: revision %d arrived where %d was due", rev, want)
+						return next, fmt.Errorf("%w: revision %d arrived where %d was due", ErrGap, rev, want)
 					}
 					if len(held) == 0 {
 						since = now()

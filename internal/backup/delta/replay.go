@@ -28,11 +28,13 @@ import (
 // goes through the restore every snapshot takes (integrity checks, the seed, the joins).
 //
 // chunks are read in order; each must follow the one before (Follows) and the first must start right
-// after the snapshot. A revision that does not land where it had landed stops the replay: the result
+// after chainStart, the revision the chain's manifest names. A snapshot's manifest revision is a lower
+// bound (etcd's snapshot stream carries no revision: the backup reads it just before), so the file may
+// hold a few revisions more: those are skipped, they are in the snapshot already. A revision that does not land where it had landed stops the replay: the result
 // would not be etcd's answer at target. A lease granted after the snapshot is granted again under its
 // ID and TTL before the put that first names it; every lease is kept alive while the revisions are
 // applied.
-func Replay(ctx context.Context, snapshotFile string, chunks []Header, revsOf func(i int) ([]Revision, error), target int64, out string) (reached int64, err error) {
+func Replay(ctx context.Context, snapshotFile string, chainStart int64, chunks []Header, revsOf func(i int) ([]Revision, error), target int64, out string) (reached int64, err error) {
 	work, err := os.MkdirTemp(filepath.Dir(out), "replay-")
 	if err != nil {
 		return 0, err
@@ -45,6 +47,9 @@ func Replay(ctx context.Context, snapshotFile string, chunks []Header, revsOf fu
 	}
 	if target < st.Revision {
 		return 0, fmt.Errorf("revision %d is before the chain's snapshot at %d", target, st.Revision)
+	}
+	if chainStart > st.Revision {
+		return 0, fmt.Errorf("the chain starts at revision %d, after its snapshot's %d: not this snapshot's chain", chainStart, st.Revision)
 	}
 	peer, _, err := loopbackURLs()
 	if err != nil {
@@ -95,8 +100,8 @@ func Replay(ctx context.Context, snapshotFile string, chunks []Header, revsOf fu
 		if reached >= target {
 			break
 		}
-		// The snapshot is where the first chunk must follow on: its chain starts there.
-		prev := Header{ClusterID: h.ClusterID, ChainStart: st.Revision, Last: st.Revision}
+		// The chain's start is where the first chunk must follow on.
+		prev := Header{ClusterID: h.ClusterID, ChainStart: chainStart, Last: chainStart}
 		if i > 0 {
 			prev = chunks[i-1]
 		}
@@ -110,6 +115,9 @@ func Replay(ctx context.Context, snapshotFile string, chunks []Header, revsOf fu
 		for _, r := range revs {
 			if r.Rev > target {
 				break
+			}
+			if r.Rev <= st.Revision {
+				continue // in the snapshot already
 			}
 			ops := make([]clientv3.Op, 0, len(r.Ops))
 			for _, op := range r.Ops {

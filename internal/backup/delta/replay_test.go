@@ -91,11 +91,15 @@ func TestReplayMatchesEtcdAtEveryPoint(t *testing.T) {
 	}
 	write(100)
 
-	// The chain's full snapshot, and the follower's watch from the revision after it.
+	// The chain's full snapshot, and the follower's watch from the revision after the chain's start.
+	// The chain starts 10 revisions before the snapshot's own revision, as it does when a backup's
+	// manifest (read just before etcd's stream opens) is behind the file: the replay skips what the
+	// snapshot already holds.
 	snap, snapRev := saveSnapshot(t, src)
+	chainStart := snapRev - 10
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	wch := src.Watch(wctx, "\x00", clientv3.WithFromKey(), clientv3.WithRev(snapRev+1))
+	wch := src.Watch(wctx, "\x00", clientv3.WithFromKey(), clientv3.WithRev(chainStart+1))
 	write(300)
 	end, err := src.Get(ctx, "none")
 	require.NoError(t, err)
@@ -123,7 +127,7 @@ func TestReplayMatchesEtcdAtEveryPoint(t *testing.T) {
 	var blobs [][]byte
 	for i := 0; i < len(recorded); i += 37 {
 		var b bytes.Buffer
-		h, err := Write(&b, "c1", snapRev, recorded[i:min(i+37, len(recorded))])
+		h, err := Write(&b, "c1", chainStart, recorded[i:min(i+37, len(recorded))])
 		require.NoError(t, err)
 		heads, blobs = append(heads, h), append(blobs, b.Bytes())
 	}
@@ -138,21 +142,21 @@ func TestReplayMatchesEtcdAtEveryPoint(t *testing.T) {
 	}
 	for _, target := range targets {
 		out := filepath.Join(t.TempDir(), "out.db")
-		reached, err := Replay(ctx, snap, heads, read, target, out)
+		reached, err := Replay(ctx, snap, chainStart, heads, read, target, out)
 		require.NoError(t, err, "target %d", target)
 		require.Equal(t, target, reached)
 		require.Equal(t, keyspace(t, src, target), snapshotKeyspace(t, out), "the keyspace at revision %d", target)
 	}
 
 	// A chain with a chunk missing in the middle, or past its end, is refused.
-	_, err = Replay(ctx, snap, append([]Header{heads[0]}, heads[2:]...), func(i int) ([]Revision, error) {
+	_, err = Replay(ctx, snap, chainStart, append([]Header{heads[0]}, heads[2:]...), func(i int) ([]Revision, error) {
 		if i == 0 {
 			return read(0)
 		}
 		return read(i + 1)
 	}, last, filepath.Join(t.TempDir(), "x.db"))
 	require.ErrorContains(t, err, "gap")
-	_, err = Replay(ctx, snap, heads, read, last+5, filepath.Join(t.TempDir(), "y.db"))
+	_, err = Replay(ctx, snap, chainStart, heads, read, last+5, filepath.Join(t.TempDir(), "y.db"))
 	require.ErrorContains(t, err, "the chain ends at revision")
 }
 
@@ -222,16 +226,35 @@ func TestFollowResumesWithoutGaps(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, end.Header.Revision+1, next, "every revision uploaded")
 	require.Greater(t, len(up.heads), 6, "chunks cut by size within each of the 3 rounds")
+	uploaded := len(up.heads)
 	for i := 1; i < len(up.heads); i++ {
 		require.NoError(t, Follows(up.heads[i-1], up.heads[i]))
 	}
 	out := filepath.Join(t.TempDir(), "out.db")
-	_, err = Replay(ctx, snap, up.heads, func(i int) ([]Revision, error) {
+	_, err = Replay(ctx, snap, snapRev, up.heads, func(i int) ([]Revision, error) {
 		_, rs, err := Read(bytes.NewReader(up.blobs[i]))
 		return rs, err
 	}, end.Header.Revision, out)
 	require.NoError(t, err)
 	require.Equal(t, keyspace(t, src, 0), snapshotKeyspace(t, out))
+
+	// An idle cluster: nothing to upload, and the progress notification the follower asks for says
+	// the chain holds everything up to now.
+	covered := make(chan int64, 100)
+	idle := &Follower{Client: src, Uploader: up, ClusterID: "c1", ChainStart: snapRev, MaxAge: 50 * time.Millisecond, MaxBytes: 300,
+		Covered: func(rev int64, _ time.Time) {
+			select {
+			case covered <- rev:
+			default:
+			}
+		}}
+	ictx, istop := context.WithCancel(ctx)
+	idone := make(chan struct{})
+	go func() { _, _ = idle.Follow(ictx, next); close(idone) }()
+	require.Equal(t, next-1, <-covered, "covered up to the last revision, with no write")
+	istop()
+	<-idone
+	require.Len(t, up.heads, uploaded, "an idle follower uploads nothing")
 
 	// Compacted past where the follower would resume: the chain cannot go on.
 	_, err = src.Compact(ctx, end.Header.Revision)
@@ -285,13 +308,13 @@ func TestReplayCarriesLeases(t *testing.T) {
 	}
 	for _, target := range []int64{mid.Header.Revision, end.Header.Revision} {
 		out := filepath.Join(t.TempDir(), "out.db")
-		_, err := Replay(ctx, snap, up.heads, read, target, out)
+		_, err := Replay(ctx, snap, snapRev, up.heads, read, target, out)
 		require.NoError(t, err, "target %d", target)
 		require.Equal(t, keyspace(t, src, target), snapshotKeyspace(t, out), "the keyspace at revision %d", target)
 	}
 	// The leases themselves: the keys are attached to the leases the source had.
 	out := filepath.Join(t.TempDir(), "out.db")
-	_, err = Replay(ctx, snap, up.heads, read, mid.Header.Revision, out)
+	_, err = Replay(ctx, snap, snapRev, up.heads, read, mid.Header.Revision, out)
 	require.NoError(t, err)
 	dir := filepath.Join(t.TempDir(), "leases")
 	require.NoError(t, snapshot.NewV3(zap.NewNop()).Restore(snapshot.RestoreConfig{SnapshotPath: out, Name: "leases",
