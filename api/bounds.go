@@ -107,13 +107,14 @@ func checkJSON(s string, b Bound) error {
 // annotationBounds are the bounds of the annotations the hook and the agents read; any other etcd.io/
 // annotation read gets BoundToken.
 var annotationBounds = map[string]Bound{
-	AnnMembers:       BoundMembers,
-	AnnError:         BoundText,
-	AnnRestoreFrom:   BoundURL,
-	AnnRestoredFrom:  BoundURL,
-	AnnBackupSuccess: BoundReportJSON,
-	AnnBackupFailure: BoundReportJSON,
-	AnnRestoreReport: BoundReportJSON,
+	AnnMembers:          BoundMembers,
+	AnnError:            BoundText,
+	AnnRestoreFrom:      BoundURL,
+	AnnRestoredFrom:     BoundURL,
+	AnnBackupSuccess:    BoundReportJSON,
+	AnnBackupFailure:    BoundReportJSON,
+	AnnBackupContinuous: BoundReportJSON,
+	AnnRestoreReport:    BoundReportJSON,
 	// Alarms: up to two types on every member. CAs: the fingerprints (65 bytes each) a member trusts,
 	// a user's bundle included.
 	AnnAlarms:    {Bytes: 2 * MaxReportedMembers * 64},

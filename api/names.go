@@ -68,6 +68,8 @@ const (
 	// AnnBackupSuccess and AnnBackupFailure: the backup Jobs' reports on the backup Lease (JSON).
 	AnnBackupSuccess = "etcd.io/backup-last-success"
 	AnnBackupFailure = "etcd.io/backup-last-failure"
+	// AnnBackupContinuous: the continuous backup writer's report on the backup Lease (JSON).
+	AnnBackupContinuous = "etcd.io/backup-continuous"
 	// AnnDefragNow on the EtcdCluster asks for one defragmentation pass of every member per distinct
 	// value (any token), whatever the thresholds say.
 	AnnDefragNow = "etcd.io/defrag-now"

@@ -21,12 +21,16 @@ const (
 	EventSnapshotVerified    = "SnapshotVerified"
 	EventBackupSucceeded     = "BackupSucceeded"
 	EventBackupFailed        = "BackupFailed"
-	EventDefragmented        = "Defragmented"
-	EventAlarmRaised         = "AlarmRaised"
-	EventAlarmDisarmed       = "AlarmDisarmed"
-	EventDefragFailed        = "DefragFailed"
-	EventVolumeGrown         = "VolumeGrown"
-	EventPeerURLUpdated      = "PeerURLUpdated"
+	// The continuous backup writer's: a chain that cannot go on (a gap, a compaction), and the full
+	// snapshot that starts the next.
+	EventBackupChainBroken  = "BackupChainBroken"
+	EventBackupChainStarted = "BackupChainStarted"
+	EventDefragmented       = "Defragmented"
+	EventAlarmRaised        = "AlarmRaised"
+	EventAlarmDisarmed      = "AlarmDisarmed"
+	EventDefragFailed       = "DefragFailed"
+	EventVolumeGrown        = "VolumeGrown"
+	EventPeerURLUpdated     = "PeerURLUpdated"
 )
 
 // Recorder posts an Event on the member's EtcdCluster. reason is one of the Event* constants, action

@@ -19,6 +19,7 @@ commands:
   statefulset orphan
                    delete the StatefulSet, keeping its pods and claims, for a new claim template
   backup           snapshot the cluster into its destination and apply retention (the backup Jobs)
+  backup-follow    follow the revisions after the newest snapshot and upload them beside it (continuous backup)
   restore          restore a snapshot into a new data directory (what a restored cluster's seed does)
   certs            create or renew the hook's serving certificate (the hook pod's init container)
   install DEST     copy this binary to DEST (the member pod's init container)
@@ -27,15 +28,16 @@ commands:
 
 // commands are the subcommands, but for version and help; each gets the arguments after its name.
 var commands = map[string]func(args []string) error{
-	"serve":       runServe,
-	"agent":       runAgent,
-	"member":      runMember,
-	"pvc":         runPVC,
-	"statefulset": runStatefulSet,
-	"backup":      runBackup,
-	"restore":     runRestore,
-	"certs":       runCerts,
-	"install":     runInstall,
+	"serve":         runServe,
+	"agent":         runAgent,
+	"member":        runMember,
+	"pvc":           runPVC,
+	"statefulset":   runStatefulSet,
+	"backup":        runBackup,
+	"backup-follow": runBackupFollow,
+	"restore":       runRestore,
+	"certs":         runCerts,
+	"install":       runInstall,
 }
 
 // version is set by the build (-ldflags "-X main.version=…").

@@ -132,3 +132,25 @@ func List(ctx context.Context, b *blob.Bucket, namespace, name string) ([]Manife
 	})
 	return out, skipped, nil
 }
+
+// ChainsDir is the folder of one etcd cluster's chains of revisions (continuous backup), inside its
+// EtcdCluster's folder: by etcd cluster ID, since a cluster restored or re-created under the same name
+// starts its revisions again, and two chains from the same revision must not meet.
+func ChainsDir(namespace, name, etcdClusterID string) string {
+	return ClusterDir(namespace, name) + "chains/" + etcdClusterID
+}
+
+// ChainsPrefix is the folder of the chains beside m's snapshot (of m's etcd cluster), wherever the
+// snapshot was read from: a folder copied whole keeps its chains.
+func (m Manifest) ChainsPrefix() string {
+	return path.Dir(m.Key) + "/chains/" + m.EtcdClusterID
+}
+
+// ChainDir is the folder of the chain that starts at m's snapshot.
+func (m Manifest) ChainDir() string {
+	return fmt.Sprintf("%s/%0*d/", m.ChainsPrefix(), RevisionDigits, m.Revision)
+}
+
+// RevisionDigits pads revisions in chain names: etcd revisions are int64, at most 19 digits, and
+// zero-padded names sort by revision.
+const RevisionDigits = 19

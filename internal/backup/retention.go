@@ -44,14 +44,31 @@ func Expired(ms []Manifest, clusterUID string, r Retention, now time.Time) []Man
 }
 
 // Delete removes a snapshot, its manifest first: a snapshot whose manifest is gone is never restored
-// from, so a delete cut short leaves nothing that looks complete but is not.
+// from, so a delete cut short leaves nothing that looks complete but is not. Then the chain of
+// revisions that starts at it (continuous backup): a chain is pruned whole with its snapshot, since it
+// cannot be replayed without it.
 func Delete(ctx context.Context, b *blob.Bucket, m Manifest) error {
 	for _, key := range []string{m.Key, m.SnapshotKey()} {
 		if err := b.Delete(ctx, key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
 			return fmt.Errorf("deleting %s: %w", key, err)
 		}
 	}
-	return nil
+	if m.EtcdClusterID == "" {
+		return nil
+	}
+	it := b.List(&blob.ListOptions{Prefix: m.ChainDir()})
+	for {
+		o, err := it.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("listing %s: %w", m.ChainDir(), err)
+		}
+		if err := b.Delete(ctx, o.Key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+			return fmt.Errorf("deleting %s: %w", o.Key, err)
+		}
+	}
 }
 
 // Prune deletes what retention drops, after the newest snapshot was written and verified (the caller's

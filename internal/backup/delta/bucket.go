@@ -14,12 +14,15 @@ import (
 
 	"filippo.io/age"
 	"gocloud.dev/blob"
+
+	"github.com/etcdhook/etcdhook/internal/backup"
 )
 
 // ReadOptions: the keys that open an encrypted chain (none for a chain stored in the clear).
 type ReadOptions struct{ Identities []age.Identity }
 
-// BlobChain keeps chains in a bucket of spec.backup's destination: chain <Prefix>/<snapshot revision>/
+// BlobChain keeps chains in a bucket of spec.backup's destination (Prefix is backup.ChainsDir): chain
+// <Prefix>/<snapshot revision>/
 // holds one object per chunk, named by its first and last revisions (zero-padded, so that names sort
 // by revision): what a follower resumes from and a restore lists, without reading every chunk.
 type BlobChain struct {
@@ -29,16 +32,13 @@ type BlobChain struct {
 
 const chunkSuffix = ".delta"
 
-// revDigits pads revisions in names: etcd revisions are int64, at most 19 digits.
-const revDigits = 19
-
 func (c BlobChain) dir(chainStart int64) string {
-	return path.Join(c.Prefix, fmt.Sprintf("%0*d", revDigits, chainStart)) + "/"
+	return path.Join(c.Prefix, fmt.Sprintf("%0*d", backup.RevisionDigits, chainStart)) + "/"
 }
 
 // Key is where the chunk h is stored.
 func (c BlobChain) Key(h Header) string {
-	return fmt.Sprintf("%s%0*d-%0*d%s", c.dir(h.ChainStart), revDigits, h.First, revDigits, h.Last, chunkSuffix)
+	return fmt.Sprintf("%s%0*d-%0*d%s", c.dir(h.ChainStart), backup.RevisionDigits, h.First, backup.RevisionDigits, h.Last, chunkSuffix)
 }
 
 // Put stores a chunk and reads it back: an object that does not read back identical is deleted and

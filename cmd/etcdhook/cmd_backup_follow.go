@@ -1,0 +1,78 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/internal/backup"
+	"github.com/etcdhook/etcdhook/membership"
+)
+
+// runBackupFollow is the continuous backup writer (spec.backup.continuous, docs/design/16-backup-restore.md
+// §16.10): it follows the cluster's revisions after the newest full snapshot and uploads them beside it,
+// until SIGTERM (what it holds is uploaded before it exits). Its reports go to the backup Lease, where the
+// hook reads the newest restorable point for status.backup.continuous.
+func runBackupFollow(args []string) error {
+	fs := flag.NewFlagSet("backup-follow", flag.ContinueOnError)
+	cluster := fs.String("cluster", "", "the EtcdCluster's name (the snapshots' folder)")
+	ns := fs.String("namespace", "", "its namespace")
+	uid := fs.String("cluster-uid", "", "its UID (chains start only from this UID's snapshots)")
+	endpoints := fs.String("endpoints", "", "comma-separated client URLs (the client Service)")
+	dest := fs.String("destination", "", "s3://bucket/prefix?…, gs://bucket/prefix or file:///dir")
+	fileRoot := fs.String("file-root", "", "where a file destination's claim is mounted")
+	creds := fs.String("credentials-dir", "", "the mounted credentials Secret")
+	lease := fs.String("lease", "", "the backup Lease to report on (none: report to stderr only)")
+	keepLast := fs.Int("keep-last", 0, "retention of the full snapshots this writer takes (0: no count limit)")
+	maxAge := fs.Duration("max-age", 0, "retention by age of the full snapshots this writer takes (0: none)")
+	interval := fs.Duration("chunk-interval", 5*time.Second, "upload what arrived at least this often")
+	chunkBytes := fs.Int("chunk-bytes", 4<<20, "upload sooner once this many bytes of keys and values are held (bounds memory)")
+	recheck := fs.Duration("recheck", 30*time.Second, "how often to look for a newer full snapshot (a new chain)")
+	reportEvery := fs.Duration("report-every", 15*time.Second, "how often to report the restorable point on the Lease")
+	tlsDir := fs.String("tls-dir", "", "client certificate directory when the cluster runs TLS")
+	if err := parseFlags(fs, args, "cluster", "namespace", "cluster-uid", "endpoints", "destination"); err != nil {
+		return err
+	}
+	if *interval <= 0 || *chunkBytes <= 0 || *recheck <= 0 {
+		return usageError{fmt.Errorf("--chunk-interval, --chunk-bytes and --recheck must be positive")}
+	}
+	d, err := backup.ParseDestination(*dest)
+	if err != nil {
+		return usageError{fmt.Errorf("--destination %q %v", *dest, err)}
+	}
+	log := jsonLogger().With("cluster", *cluster)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	events, flush := jobRecorder(*cluster, *ns, *uid, "etcdhook-backup", log)
+	defer flush()
+	report := leaseReporter(*ns, *lease, "etcdhook-backup", log)
+
+	if err := backup.LoadCredentials(*creds); err != nil {
+		return err
+	}
+	local := d
+	if *fileRoot != "" {
+		local = d.Under(*fileRoot)
+	}
+	b, err := local.Open(ctx)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	membership.Continuous(ctx, &membership.Etcd{Log: log, TLSDir: *tlsDir}, b, log, membership.ContinuousRequest{
+		Backup: membership.BackupRequest{
+			Endpoints: strings.Split(*endpoints, ","), Destination: d, Namespace: *ns, Cluster: *cluster, ClusterUID: *uid,
+			Retention: backup.Retention{KeepLast: *keepLast, MaxAge: *maxAge},
+		},
+		ChunkInterval: *interval, ChunkBytes: *chunkBytes, Recheck: *recheck, ReportEvery: *reportEvery,
+		Report: func(r api.ContinuousReport) { report(api.AnnBackupContinuous, r) },
+		Events: events,
+	})
+	return nil
+}
