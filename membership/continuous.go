@@ -44,7 +44,7 @@ type ContinuousRequest struct {
 // reported and retried with a backoff, a chain that cannot go on is ended by a full snapshot that
 // starts the next.
 func Continuous(ctx context.Context, e *Etcd, b *blob.Bucket, log *slog.Logger, req ContinuousRequest) {
-	w := &writer{e: e, b: b, log: log, req: req, events: recorderOr(req.Events)}
+	w := &chainWriter{e: e, b: b, log: log, req: req, events: recorderOr(req.Events)}
 	backoff := func() wait.Backoff {
 		return wait.Backoff{Duration: 2 * time.Second, Factor: 2, Jitter: 0.1, Cap: 2 * time.Minute, Steps: math.MaxInt32}
 	}
@@ -69,8 +69,8 @@ func Continuous(ctx context.Context, e *Etcd, b *blob.Bucket, log *slog.Logger, 
 	}
 }
 
-// writer is one Continuous run's state: the chain it writes and what it last reported.
-type writer struct {
+// chainWriter is one Continuous run's state: the chain it writes and what it last reported.
+type chainWriter struct {
 	e      *Etcd
 	b      *blob.Bucket
 	log    *slog.Logger
@@ -83,7 +83,7 @@ type writer struct {
 
 // once writes the current chain until it must change: a newer full snapshot (nil), a gap or a
 // compaction (a full snapshot taken, nil), or a failure. progressed says whether anything was stored.
-func (w *writer) once(ctx context.Context) (progressed bool, err error) {
+func (w *chainWriter) once(ctx context.Context) (progressed bool, err error) {
 	c, err := w.e.client(w.req.Backup.Endpoints)
 	if err != nil {
 		return false, err
@@ -150,7 +150,7 @@ func (w *writer) once(ctx context.Context) (progressed bool, err error) {
 // newest is the newest full snapshot of this EtcdCluster (by UID) and of etcd cluster id: the head
 // of the chain to write. A snapshot of an earlier etcd cluster of the same EtcdCluster (before a
 // restore) cannot start a chain of this one.
-func (w *writer) newest(ctx context.Context, id string) (backup.Manifest, bool, error) {
+func (w *chainWriter) newest(ctx context.Context, id string) (backup.Manifest, bool, error) {
 	r := w.req.Backup
 	ms, _, err := backup.List(ctx, w.b, r.Namespace, r.Cluster)
 	if err != nil {
@@ -166,7 +166,7 @@ func (w *writer) newest(ctx context.Context, id string) (backup.Manifest, bool, 
 
 // watchNewer lists the store every Recheck and stops the follower once a newer full snapshot of the
 // same etcd cluster exists (its chain starts from it: a restore to a later point then replays less).
-func (w *writer) watchNewer(ctx context.Context, id string, cur backup.Manifest, out chan<- backup.Manifest, stop func()) {
+func (w *chainWriter) watchNewer(ctx context.Context, id string, cur backup.Manifest, out chan<- backup.Manifest, stop func()) {
 	t := time.NewTicker(w.req.Recheck)
 	defer t.Stop()
 	for {
@@ -185,7 +185,7 @@ func (w *writer) watchNewer(ctx context.Context, id string, cur backup.Manifest,
 }
 
 // fullSnapshot ends a chain that cannot go on (why) with a full snapshot, which starts the next.
-func (w *writer) fullSnapshot(ctx context.Context, why string, broken bool) (bool, error) {
+func (w *chainWriter) fullSnapshot(ctx context.Context, why string, broken bool) (bool, error) {
 	if broken {
 		w.events.Event(EventBackupChainBroken, "Follow", why+"; taking a full snapshot to start a new chain", true)
 	}
@@ -207,7 +207,7 @@ func (w *writer) fullSnapshot(ctx context.Context, why string, broken bool) (boo
 }
 
 // problem reports why the chain does not advance.
-func (w *writer) problem(msg string) {
+func (w *chainWriter) problem(msg string) {
 	if w.report.Message != msg {
 		w.report.Message = msg
 		w.publish(true)
@@ -215,7 +215,7 @@ func (w *writer) problem(msg string) {
 }
 
 // publish reports, at most every ReportEvery unless forced (a new chain, a new problem).
-func (w *writer) publish(force bool) {
+func (w *chainWriter) publish(force bool) {
 	now := time.Now().UTC()
 	if w.req.Report == nil || !force && now.Sub(w.reported) < w.req.ReportEvery {
 		return

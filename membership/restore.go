@@ -8,12 +8,14 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	"go.etcd.io/etcd/etcdutl/v3/snapshot"
 	"go.uber.org/zap"
 	"gocloud.dev/blob"
 
 	"github.com/etcdhook/etcdhook/internal/backup"
+	"github.com/etcdhook/etcdhook/internal/backup/delta"
 )
 
 // RestoreRequest restores a snapshot into the data directory of a new cluster's seed.
@@ -44,9 +46,16 @@ type RestoreRequest struct {
 	// ExpectSHA256, when set, is the snapshot a verification passed: a source that now resolves to
 	// another (a newer "latest") is refused rather than restored unverified.
 	ExpectSHA256 string
+	// Point is where the restored keyspace ends (issue 27): the zero Point restores a named snapshot as
+	// it is, and a destination's newest snapshot with the chain of revisions after it (continuous
+	// backup) to its end; a revision or a time restores the newest snapshot at or before it and
+	// replays its chain up to it (docs/design/16-backup-restore.md §16.10).
+	Point backup.Point
 	// VerifyOnly does everything but the last step: the snapshot is downloaded, checked and restored
 	// into a scratch directory beside DataDir, which is then removed. Nothing else is touched.
 	VerifyOnly bool
+	// ReadOptions open an encrypted chain.
+	ReadOptions delta.ReadOptions
 }
 
 // ErrForeignSnapshot: the snapshot's manifest names another EtcdCluster than the one restored in place.
@@ -68,8 +77,15 @@ func ManifestCluster(m backup.Manifest) string {
 // source it is the snapshot verified, newest first, whether or not a newer one was stored since: the
 // restore replaces the data with what passed, not with whatever came after.
 func findVerified(ctx context.Context, b *blob.Bucket, req RestoreRequest) (backup.Manifest, error) {
+	if req.Source.Snapshot == "" && !req.Point.IsZero() && req.ExpectSHA256 == "" {
+		return findBefore(ctx, b, req)
+	}
 	if req.ExpectSHA256 == "" || req.Source.Snapshot != "" {
-		return backup.Find(ctx, b, req.Source, req.Namespace, req.Cluster)
+		m, err := backup.Find(ctx, b, req.Source, req.Namespace, req.Cluster)
+		if err == nil && !req.Point.Reaches(m) {
+			err = fmt.Errorf("%w: snapshot %s (revision %d, %s) is after %s", backup.ErrNoSnapshot, m.Snapshot, m.Revision, m.Time.Format(time.RFC3339), req.Point)
+		}
+		return m, err
 	}
 	ms, _, err := backup.List(ctx, b, req.Namespace, req.Cluster)
 	if err != nil {
@@ -82,6 +98,22 @@ func findVerified(ctx context.Context, b *blob.Bucket, req RestoreRequest) (back
 	}
 	return backup.Manifest{}, fmt.Errorf("%w: no snapshot with SHA-256 %s is left under %s (retention pruned it?)", ErrSnapshotChanged, req.ExpectSHA256,
 		req.Source.Destination.ObjectURL(backup.ClusterDir(req.Namespace, req.Cluster)))
+}
+
+// findBefore is the newest snapshot of the folder at or before req.Point: the one whose chain replays
+// the least to reach it.
+func findBefore(ctx context.Context, b *blob.Bucket, req RestoreRequest) (backup.Manifest, error) {
+	ms, _, err := backup.List(ctx, b, req.Namespace, req.Cluster)
+	if err != nil {
+		return backup.Manifest{}, err
+	}
+	for _, m := range ms {
+		if req.Point.Reaches(m) {
+			return m, nil
+		}
+	}
+	return backup.Manifest{}, fmt.Errorf("%w: no complete snapshot of %s/%s under %s is at or before %s (%d snapshots, all later)", backup.ErrNoSnapshot,
+		req.Namespace, req.Cluster, req.Source.Destination.ObjectURL(backup.ClusterDir(req.Namespace, req.Cluster)), req.Point, len(ms))
 }
 
 // checkIdentity refuses a snapshot of another cluster than req's, unless req accepts that one.
@@ -118,9 +150,15 @@ type RestoreResult struct {
 	Manifest backup.Manifest
 	// URL is the snapshot's address.
 	URL string
-	// Revision is the snapshot's revision, read from the snapshot file itself; the restored store
-	// continues from Revision + RevisionBump.
+	// Revision is the restored keyspace's revision, read from the snapshot file itself (after the
+	// replay of a chain, the point reached); the restored store continues from Revision + RevisionBump.
 	Revision int64
+	// Time is when that revision was written, as far as the backups know: the snapshot's time, or the
+	// time the continuous writer received the revision. Keys is how many keys the keyspace holds.
+	Time time.Time
+	Keys int64
+	// Chunks is how many chunks of the chain were replayed after the snapshot (0: the snapshot alone).
+	Chunks int
 }
 
 // Restore downloads the snapshot into the data volume beside DataDir, checks it (size, SHA-256
@@ -176,7 +214,31 @@ func Restore(ctx context.Context, log *slog.Logger, req RestoreRequest) (Restore
 	if err != nil {
 		return res, fmt.Errorf("%w: %s is not an etcd database: %v", backup.ErrSnapshotDamaged, res.URL, err)
 	}
-	res.Revision = ds.Revision
+	res.Revision, res.Time, res.Keys = ds.Revision, m.Time, int64(ds.TotalKey)
+	if req.Source.Snapshot == "" || !req.Point.IsZero() {
+		// The chain of revisions after the snapshot, up to the point: replayed into a snapshot of the
+		// keyspace there, which then takes the same checks and restore as any snapshot.
+		plan, err := planReplay(ctx, b, m, req.Point, work, req.ReadOptions)
+		if err != nil {
+			return res, fmt.Errorf("the revisions after %s: %w", res.URL, err)
+		}
+		if plan.Target < ds.Revision && !req.Point.IsZero() {
+			// The manifest's revision is a lower bound: this snapshot holds writes after the point.
+			return res, fmt.Errorf("%w: snapshot %s holds revision %d, after %s (revision %d)", backup.ErrNoSnapshot, res.URL, ds.Revision, req.Point, plan.Target)
+		}
+		if len(plan.heads) > 0 && plan.Target > ds.Revision {
+			log.Info("replaying the revisions after the snapshot", "from", ds.Revision, "to", plan.Target, "chunks", len(plan.heads))
+			replayed := filepath.Join(work, "replayed.db")
+			if err := plan.replay(ctx, file, m.Revision, replayed, req.ReadOptions); err != nil {
+				return res, fmt.Errorf("replaying the revisions after %s up to %d: %w", res.URL, plan.Target, err)
+			}
+			if ds, err = mgr.Status(replayed); err != nil {
+				return res, fmt.Errorf("the replayed keyspace: %w", err)
+			}
+			file = replayed
+			res.Revision, res.Time, res.Keys, res.Chunks = ds.Revision, plan.TargetTime, int64(ds.TotalKey), len(plan.heads)
+		}
+	}
 	out := filepath.Join(work, "data")
 	err = mgr.Restore(snapshot.RestoreConfig{
 		SnapshotPath:        file,

@@ -99,20 +99,28 @@ func (c BlobChain) List(ctx context.Context, chainStart int64) (spans []Span, ne
 	return spans, next, nil
 }
 
+// Chunk is a stored chunk read and checked: its header, its revisions, and the object as stored (to
+// keep without reading the store again).
+type Chunk struct {
+	Header
+	Revisions []Revision
+	Raw       []byte
+}
+
 // ReadSpan reads a listed chunk and checks that its content is what its name says.
-func (c BlobChain) ReadSpan(ctx context.Context, s Span, chainStart int64, clusterID string, opts ReadOptions) (Header, []Revision, error) {
+func (c BlobChain) ReadSpan(ctx context.Context, s Span, chainStart int64, clusterID string, opts ReadOptions) (Chunk, error) {
 	b, err := c.Bucket.ReadAll(ctx, s.Key)
 	if err != nil {
-		return Header{}, nil, err
+		return Chunk{}, err
 	}
 	h, revs, err := Read(bytes.NewReader(b), opts.Identities...)
 	switch {
 	case err != nil:
-		return Header{}, nil, fmt.Errorf("%s: %w", s.Key, err)
+		return Chunk{}, fmt.Errorf("%s: %w", s.Key, err)
 	case h.First != s.First || h.Last != s.Last || h.ChainStart != chainStart:
-		return Header{}, nil, fmt.Errorf("%s holds revisions %d-%d of the chain from %d, not what its name says", s.Key, h.First, h.Last, h.ChainStart)
+		return Chunk{}, fmt.Errorf("%s holds revisions %d-%d of the chain from %d, not what its name says", s.Key, h.First, h.Last, h.ChainStart)
 	case h.ClusterID != clusterID:
-		return Header{}, nil, fmt.Errorf("%s is of cluster %s, not %s", s.Key, h.ClusterID, clusterID)
+		return Chunk{}, fmt.Errorf("%s is of cluster %s, not %s", s.Key, h.ClusterID, clusterID)
 	}
-	return h, revs, nil
+	return Chunk{Header: h, Revisions: revs, Raw: b}, nil
 }

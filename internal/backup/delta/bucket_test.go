@@ -33,11 +33,12 @@ func TestBlobChain(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, 1106, next)
 	require.Equal(t, []int64{101, 111}, []int64{spans[0].First, spans[1].First})
-	h, rs, err := c.ReadSpan(ctx, spans[1], 100, "c1", ReadOptions{})
+	ch, err := c.ReadSpan(ctx, spans[1], 100, "c1", ReadOptions{})
+	h, rs := ch.Header, ch.Revisions
 	require.NoError(t, err)
 	require.EqualValues(t, 1105, h.Last)
 	require.Len(t, rs, 995)
-	_, _, err = c.ReadSpan(ctx, spans[1], 100, "c2", ReadOptions{})
+	_, err = c.ReadSpan(ctx, spans[1], 100, "c2", ReadOptions{})
 	require.ErrorContains(t, err, "is of cluster c1, not c2")
 
 	// A chunk stored under another chunk's name (a copy by hand, a bucket mixed up).
@@ -47,7 +48,7 @@ func TestBlobChain(t *testing.T) {
 	require.NoError(t, b.WriteAll(ctx, c.Key(Header{ChainStart: 100, First: 1106, Last: 1108}), buf.Bytes(), nil))
 	spans, _, err = c.List(ctx, 100)
 	require.NoError(t, err)
-	_, _, err = c.ReadSpan(ctx, spans[2], 100, "c1", ReadOptions{})
+	_, err = c.ReadSpan(ctx, spans[2], 100, "c1", ReadOptions{})
 	require.ErrorContains(t, err, "not what its name says")
 
 	// A chunk missing in the middle.
