@@ -58,9 +58,12 @@ type AgentConfig struct {
 // AgentRestore is spec.restore as the agent needs it.
 type AgentRestore struct {
 	// From is spec.restore.from; FileRoot is where a file source's claim is mounted ("" for others).
-	From           string `json:"from"`
-	FileRoot       string `json:"fileRoot,omitempty"`
-	CredentialsDir string `json:"credentialsDir,omitempty"`
+	From string `json:"from"`
+	// ToRevision and ToTime: spec.restore's point, if any.
+	ToRevision     int64      `json:"toRevision,omitempty"`
+	ToTime         *time.Time `json:"toTime,omitempty"`
+	FileRoot       string     `json:"fileRoot,omitempty"`
+	CredentialsDir string     `json:"credentialsDir,omitempty"`
 }
 
 // AgentTLS is the TLS configuration as the agent needs it.

@@ -100,10 +100,26 @@ func (s *ClusterSpec) DeepCopy() *ClusterSpec {
 		if b.Retention.MaxAge != nil {
 			c.Retention.MaxAge = ptr.To(*b.Retention.MaxAge)
 		}
+		if k := b.Continuous; k != nil {
+			kc := *k
+			if k.ChunkInterval != nil {
+				kc.ChunkInterval = ptr.To(*k.ChunkInterval)
+			}
+			if k.MaxLag != nil {
+				kc.MaxLag = ptr.To(*k.MaxLag)
+			}
+			c.Continuous = &kc
+		}
 		out.Backup = &c
 	}
 	if r := s.Restore; r != nil {
 		c := *r
+		if r.ToRevision != nil {
+			c.ToRevision = ptr.To(*r.ToRevision)
+		}
+		if r.ToTime != nil {
+			c.ToTime = r.ToTime.DeepCopy()
+		}
 		out.Restore = &c
 	}
 	return &out

@@ -56,7 +56,9 @@ const (
 	ComponentEtcd   = "etcd"
 	ComponentOps    = "ops"
 	ComponentBackup = "backup"
-	ManagedBy       = "etcdhook"
+	// ComponentBackupWriter: the continuous backup writer's StatefulSet and pod.
+	ComponentBackupWriter = "backup-writer"
+	ManagedBy             = "etcdhook"
 )
 
 // Other annotations.
@@ -229,6 +231,9 @@ func (n Names) TemplateJob(attempt int) string {
 
 // BackupName names the backup CronJob, its Lease (where the backup Jobs report) and its account.
 func (n Names) BackupName() string { return n.Cluster + "-backup" }
+
+// BackupWriter names the continuous backup writer's StatefulSet (its pod is <name>-backup-writer-0).
+func (n Names) BackupWriter() string { return n.Cluster + "-backup-writer" }
 
 // HookOwnedSecret says whether name is a Secret the hook creates for this cluster (the built-in CA,
 // with its key, and the client Secret); HookOwnedClaim whether it is a member's data claim. A

@@ -86,9 +86,24 @@ type BackupSpec struct {
 	// RestoreOnQuorumLoss: when a quorum of the members runs without its data, restore the destination's
 	// newest snapshot in place (docs/design/16-backup-restore.md §16.9).
 	RestoreOnQuorumLoss bool `json:"restoreOnQuorumLoss,omitempty"`
+	// Continuous: besides the full snapshots, a writer that follows every revision after the newest
+	// one and uploads it every few seconds, for restores to any revision or time
+	// (docs/design/16-backup-restore.md §16.10); nil: off.
+	Continuous *ContinuousBackupSpec `json:"continuous,omitempty"`
 	// StoreAccess: opt-ins to reach the store in ways an editor of the namespace should not get by
 	// default (the node's rights, the node's own addresses).
 	StoreAccess `json:",inline"`
+}
+
+// ContinuousBackupSpec: how often the continuous backup writer uploads, and how far behind it may fall
+// before BackupLagging.
+type ContinuousBackupSpec struct {
+	// ChunkInterval: the revisions received are uploaded at least this often, the most a restore to the
+	// newest point loses while the writer runs. Default 5s; 1s to 1m.
+	ChunkInterval *metav1.Duration `json:"chunkInterval,omitempty"`
+	// MaxLag: BackupLagging (and the alert EtcdBackupLagging) when the newest restorable point is older
+	// than this while the cluster runs. Default 1m; 30s to 24h.
+	MaxLag *metav1.Duration `json:"maxLag,omitempty"`
 }
 
 // StoreAccess holds the explicit opt-ins of a backup destination or a restore source (issue 24 §5).
@@ -114,9 +129,15 @@ type BackupRetention struct {
 type RestoreSpec struct {
 	// From: a snapshot URL (as status.backup.lastSnapshot shows it) or a destination followed by
 	// /latest (the newest complete snapshot of this cluster's name and namespace).
-	From              string `json:"from"`
-	CredentialsSecret string `json:"credentialsSecret,omitempty"`
-	VolumeClaimName   string `json:"volumeClaimName,omitempty"`
+	From string `json:"from"`
+	// ToRevision or ToTime (one at most): restore the keyspace as it was at that revision, or at that
+	// time (the newest revision the backups hold at or before it), from the newest snapshot at or before
+	// it and the continuous backup's chain after it (docs/design/16-backup-restore.md §16.10). Neither:
+	// a named snapshot as it is, or /latest's newest snapshot and its chain to its end.
+	ToRevision        *int64       `json:"toRevision,omitempty"`
+	ToTime            *metav1.Time `json:"toTime,omitempty"`
+	CredentialsSecret string       `json:"credentialsSecret,omitempty"`
+	VolumeClaimName   string       `json:"volumeClaimName,omitempty"`
 	StoreAccess       `json:",inline"`
 }
 
@@ -266,6 +287,23 @@ type BackupStatus struct {
 	LastFailure     string       `json:"lastFailure,omitempty"`
 	// OnDemand: the backup the etcd.io/backup-now annotation asked for.
 	OnDemand *OnDemandBackup `json:"onDemand,omitempty"`
+	// Continuous: the continuous backup writer's newest restorable point, with spec.backup.continuous.
+	Continuous *ContinuousBackupStatus `json:"continuous,omitempty"`
+}
+
+// ContinuousBackupStatus is what the continuous backup writer last reported.
+type ContinuousBackupStatus struct {
+	// Snapshot (URL) and ChainStart (its revision): the full snapshot the current chain follows.
+	Snapshot   string `json:"snapshot,omitempty"`
+	ChainStart int64  `json:"chainStart,omitempty"`
+	// Revision and Time: the newest restorable point; spec.restore.toRevision and toTime reach up to
+	// these.
+	Revision int64        `json:"revision,omitempty"`
+	Time     *metav1.Time `json:"time,omitempty"`
+	// ReportTime: the writer's last report (it reports every 15 s while it runs).
+	ReportTime *metav1.Time `json:"reportTime,omitempty"`
+	// Message: the writer's last problem, empty while it uploads.
+	Message string `json:"message,omitempty"`
 }
 
 // OnDemandBackup is one etcd.io/backup-now token and how its Job fared.
@@ -412,6 +450,9 @@ const (
 	CondBackupFailing = "BackupFailing"
 	// CondBackupStale: no backup succeeded for two schedule periods.
 	CondBackupStale = "BackupStale"
+	// CondBackupLagging: the continuous backup's newest restorable point is older than
+	// spec.backup.continuous.maxLag.
+	CondBackupLagging = "BackupLagging"
 	// CondRestoreFailed: the seed cannot restore the snapshot it was given.
 	CondRestoreFailed = "RestoreFailed"
 	// CondDatabaseNearQuota: a member's database file is at or above DatabaseNearQuotaPercent of the

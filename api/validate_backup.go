@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/robfig/cron/v3"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/etcdhook/etcdhook/internal/backup"
@@ -23,11 +24,39 @@ func ParseSchedule(s string) (cron.Schedule, error) { return cronParser.Parse(s)
 // With five fields, they make every accepted schedule fire at most once a minute.
 var namedSchedules = map[string]bool{"@yearly": true, "@annually": true, "@monthly": true, "@weekly": true, "@daily": true, "@midnight": true, "@hourly": true}
 
-// Bounds of spec.backup.retention.
+// Bounds of spec.backup.retention and spec.backup.continuous.
 const (
-	maxKeepLast = 1000
-	minMaxAge   = time.Hour
+	maxKeepLast      = 1000
+	minMaxAge        = time.Hour
+	minChunkInterval = time.Second
+	maxChunkInterval = time.Minute
+	minMaxLag        = 30 * time.Second
+	maxMaxLag        = 24 * time.Hour
 )
+
+// Defaults of spec.backup.continuous, and how often its writer reports while nothing else changes
+// (each report is a write of the backup Lease, and so a sync of the EtcdCluster).
+const (
+	DefaultChunkInterval  = 5 * time.Second
+	DefaultMaxLag         = time.Minute
+	ContinuousReportEvery = 15 * time.Second
+)
+
+// Interval is the chunk interval in force.
+func (c ContinuousBackupSpec) Interval() time.Duration {
+	if c.ChunkInterval != nil {
+		return c.ChunkInterval.Duration
+	}
+	return DefaultChunkInterval
+}
+
+// Lag is the lag bound in force.
+func (c ContinuousBackupSpec) Lag() time.Duration {
+	if c.MaxLag != nil {
+		return c.MaxLag.Duration
+	}
+	return DefaultMaxLag
+}
 
 // scheduleProblem says why a cron schedule (UTC, as the CronJob and the defragmentation passes run it)
 // is refused, "" when it is usable.
@@ -78,6 +107,16 @@ func validateBackup(s ClusterSpec) []Problem {
 		if a := b.Retention.MaxAge; a != nil && a.Duration < minMaxAge {
 			add("InvalidBackup", "spec.backup.retention.maxAge %s is below %s", a.Duration, minMaxAge)
 		}
+		if c := b.Continuous; c != nil {
+			if i := c.ChunkInterval; i != nil && (i.Duration < minChunkInterval || i.Duration > maxChunkInterval) {
+				add("InvalidBackup", "spec.backup.continuous.chunkInterval %s is outside %s..%s", i.Duration, minChunkInterval, maxChunkInterval)
+			}
+			if l := c.MaxLag; l != nil && (l.Duration < minMaxLag || l.Duration > maxMaxLag) {
+				add("InvalidBackup", "spec.backup.continuous.maxLag %s is outside %s..%s", l.Duration, minMaxLag, maxMaxLag)
+			} else if l != nil && l.Duration < c.Interval()+ContinuousReportEvery {
+				add("InvalidBackup", "spec.backup.continuous.maxLag %s is below chunkInterval %s plus the writer's report period %s: it would always lag", l.Duration, c.Interval(), ContinuousReportEvery)
+			}
+		}
 		if b.RestoreOnQuorumLoss && s.Storage.EmptyDir != nil {
 			add("InvalidBackup", "spec.backup.restoreOnQuorumLoss needs volumes: storage.emptyDir has none to restore into")
 		}
@@ -91,6 +130,12 @@ func validateBackup(s ClusterSpec) []Problem {
 			CheckStoreAccess(add, "InvalidRestore", "spec.restore", src.Destination, r.CredentialsSecret, r.StoreAccess)
 		}
 		checkSecretName(add, "InvalidRestore", "spec.restore.credentialsSecret", r.CredentialsSecret)
+		switch {
+		case r.ToRevision != nil && r.ToTime != nil:
+			add("InvalidRestore", "spec.restore.toRevision and spec.restore.toTime: one point only")
+		case r.ToRevision != nil && *r.ToRevision < 1:
+			add("InvalidRestore", "spec.restore.toRevision %d: revisions start at 1", *r.ToRevision)
+		}
 	}
 	return ps
 }
@@ -136,7 +181,7 @@ func validateRestoreChange(applied *ClusterSpec, next ClusterSpec) []Problem {
 		return nil
 	}
 	a, b := applied.Restore, next.Restore
-	if a == nil && b == nil || a != nil && b != nil && *a == *b {
+	if a == nil && b == nil || a != nil && b != nil && equality.Semantic.DeepEqual(*a, *b) {
 		return nil
 	}
 	if a == nil {

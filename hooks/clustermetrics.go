@@ -67,6 +67,10 @@ type clusterSample struct {
 	// hasBackup: the cluster has backups (status.backup); backupSuccess its newest success (zero: none).
 	hasBackup     bool
 	backupSuccess time.Time
+	// restorable: the continuous backup's newest restorable point (zero: no report yet); lagging:
+	// BackupLagging is true.
+	restorable time.Time
+	lagging    bool
 }
 
 // clusterMetrics collects the samples and turns them into series at scrape time.
@@ -77,7 +81,7 @@ type clusterMetrics struct {
 	mu       sync.Mutex
 	clusters map[string]clusterSample // by "namespace/name"
 
-	phase, step, stalled, available, desired, replicas, ready, members, voters, healthyVoters, learners, lastSync, backupSuccess *prometheus.Desc
+	phase, step, stalled, available, desired, replicas, ready, members, voters, healthyVoters, learners, lastSync, backupSuccess, restorable, lagging *prometheus.Desc
 }
 
 func newClusterMetrics(reg prometheus.Registerer, now func() time.Time, ttl time.Duration) *clusterMetrics {
@@ -110,6 +114,10 @@ func newClusterMetrics(reg prometheus.Registerer, now func() time.Time, ttl time
 			"Learners (members not yet promoted)."),
 		lastSync: d("etcdhook_cluster_last_sync_timestamp_seconds",
 			"When this replica last answered a sync of the cluster (the hook's clock)."),
+		restorable: d("etcdhook_cluster_backup_restorable_timestamp_seconds",
+			"The continuous backup's newest restorable point (status.backup.continuous.time); absent until its writer reports."),
+		lagging: d("etcdhook_cluster_backup_lagging",
+			"1 while BackupLagging is true: the newest restorable point is older than spec.backup.continuous.maxLag; absent without spec.backup."),
 		backupSuccess: d("etcdhook_cluster_last_backup_timestamp_seconds",
 			"When the newest backup of the cluster succeeded (status.backup.lastSuccessTime); 0 until one did, absent without spec.backup."),
 	}
@@ -153,6 +161,9 @@ func sample(st *api.ClusterStatus) clusterSample {
 		if st.Backup.LastSuccessTime != nil {
 			s.backupSuccess = st.Backup.LastSuccessTime.Time
 		}
+		if c := st.Backup.Continuous; c != nil && c.Time != nil {
+			s.restorable = c.Time.Time
+		}
 	}
 	for i := range st.Members {
 		switch st.Members[i].Role {
@@ -170,6 +181,8 @@ func sample(st *api.ClusterStatus) clusterSample {
 		switch c.Type {
 		case api.CondAvailable:
 			s.available = c.Status == "True"
+		case api.CondBackupLagging:
+			s.lagging = c.Status == "True"
 		case api.CondProgressing:
 			if c.Status == "True" {
 				for j, r := range steps {
@@ -187,7 +200,7 @@ func sample(st *api.ClusterStatus) clusterSample {
 // Describe implements prometheus.Collector.
 func (m *clusterMetrics) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{m.phase, m.step, m.stalled, m.available, m.desired, m.replicas, m.ready,
-		m.members, m.voters, m.healthyVoters, m.learners, m.lastSync, m.backupSuccess} {
+		m.members, m.voters, m.healthyVoters, m.learners, m.lastSync, m.backupSuccess, m.restorable, m.lagging} {
 		ch <- d
 	}
 }
@@ -240,6 +253,10 @@ func (m *clusterMetrics) Collect(ch chan<- prometheus.Metric) {
 				v = float64(s.backupSuccess.Unix())
 			}
 			g(m.backupSuccess, v)
+			g(m.lagging, b2f(s.lagging))
+			if !s.restorable.IsZero() {
+				g(m.restorable, float64(s.restorable.UnixNano())/1e9)
+			}
 		}
 	}
 }

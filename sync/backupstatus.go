@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/internal/backup"
 )
 
 // readBackupReports reads, with the spec chosen, what the backup Jobs reported on the backup Lease, for
@@ -34,6 +35,30 @@ func (p *plan) readBackupReports() {
 			func(r *api.BackupReport) time.Time { return r.Time })
 	}
 	p.backupSuccess, p.backupFailure = read(api.AnnBackupSuccess), read(api.AnnBackupFailure)
+	if p.spec.Backup.Continuous != nil {
+		p.backupContinuous = leaseReport(f, l, api.AnnBackupContinuous, api.ParseContinuousReport, func(r *api.ContinuousReport) bool {
+			if r.Snapshot == "" || p.ownSnapshot(r.Snapshot) {
+				return true
+			}
+			f.distrusted = append(f.distrusted, fmt.Sprintf("Lease %s annotation %s names snapshot %s, not one of this cluster's folder in spec.backup.destination: ignored",
+				l.Name, api.AnnBackupContinuous, backup.Redact(r.Snapshot)))
+			return false
+		}, func(r *api.ContinuousReport) time.Time { return r.Time })
+	}
+}
+
+// ownSnapshot says whether url names a snapshot in this cluster's folder of spec.backup.destination,
+// as the writer names the snapshot its chain follows (a hand-edited report could name anything).
+func (p *plan) ownSnapshot(url string) bool {
+	d, err := backup.ParseDestination(p.spec.Backup.Destination)
+	if err != nil {
+		return false
+	}
+	src, err := backup.ParseSource(url)
+	if err != nil || src.Snapshot == "" {
+		return false
+	}
+	return d.ObjectURL(backup.ClusterDir(p.f.names.Namespace, p.f.names.Cluster)+src.Snapshot) == url
 }
 
 // backupStatus is status.backup from the backup Lease's reports (readBackupReports: one that does not
@@ -67,7 +92,50 @@ func (p *plan) backupStatus() *api.BackupStatus {
 		}
 		st.OnDemand = od
 	}
+	if r := p.backupContinuous; r != nil {
+		c := &api.ContinuousBackupStatus{Snapshot: r.Snapshot, ChainStart: r.ChainStart, Revision: r.Revision,
+			ReportTime: &metav1.Time{Time: r.Time.UTC()}, Message: r.Message}
+		if r.RevisionTime != nil {
+			c.Time = &metav1.Time{Time: r.RevisionTime.UTC()}
+		}
+		st.Continuous = c
+	}
 	return st
+}
+
+// continuousConditions: BackupLagging when the continuous backup's newest restorable point is older
+// than maxLag while the cluster runs, or the writer never reported within maxLag of its StatefulSet's
+// creation. The writer reports its point every 15 s even when nothing is written, so an old point is a
+// writer stopped, failing or behind, not an idle cluster.
+func (p *plan) continuousConditions(st *api.BackupStatus, add func(string, bool, string, string)) {
+	b := p.spec.Backup
+	if st == nil || b == nil || b.Continuous == nil || !p.f.bootstrapped || p.restoring {
+		return
+	}
+	lag := b.Continuous.Lag()
+	now := p.f.now
+	c := st.Continuous
+	if c == nil || c.Time == nil {
+		w := p.f.obs.StatefulSets[p.f.names.BackupWriter()]
+		if w == nil || w.CreationTimestamp.IsZero() || now.Sub(w.CreationTimestamp.Time) <= lag {
+			return // not yet rendered, or given maxLag to report
+		}
+		msg := fmt.Sprintf("the continuous backup writer (StatefulSet %s, created %s) has not reported a restorable point within spec.backup.continuous.maxLag %s",
+			w.Name, w.CreationTimestamp.UTC().Format(time.RFC3339), lag)
+		if c != nil && c.Message != "" {
+			msg += ": " + c.Message
+		}
+		add(api.CondBackupLagging, true, "NoRestorablePoint", msg)
+		return
+	}
+	if age := now.Sub(c.Time.Time); age > lag {
+		msg := fmt.Sprintf("the newest restorable point (revision %d at %s) is %s old, over spec.backup.continuous.maxLag %s",
+			c.Revision, c.Time.UTC().Format(time.RFC3339), age.Round(time.Second), lag)
+		if c.Message != "" {
+			msg += "; the writer reports: " + c.Message
+		}
+		add(api.CondBackupLagging, true, "Lagging", msg)
+	}
 }
 
 // backupConditions: BackupFailing when the newest attempt failed; BackupStale when a schedule has

@@ -258,7 +258,7 @@ func unexpectedCore(o *Observed) error {
 		return nil
 	}
 	for _, err := range []error{
-		check("StatefulSet", sortedKeys(o.StatefulSets), n.StatefulSet()),
+		check("StatefulSet", sortedKeys(o.StatefulSets), n.StatefulSet(), n.BackupWriter()),
 		check("Service", sortedKeys(o.Services), n.ClientService(), n.PeerService()),
 		check("PodDisruptionBudget", sortedKeys(o.PDBs), n.PDB()),
 		check("ConfigMap", sortedKeys(o.ConfigMaps), n.ConfigMap()),

@@ -43,6 +43,8 @@ func (p *plan) desired() *render.Desired {
 			Schedule:  p.spec.Backup.Schedule != "" && f.obs.CronJobsDeclared,
 			Suspended: p.restoring, // the members are down on purpose (inplace.go): a run would only fail
 			Runs:      p.backupRuns(),
+			// Nothing to follow before the cluster formed, nor while an in-place restore has it down.
+			Writer: p.spec.Backup.Continuous != nil && f.bootstrapped && !p.restoring,
 		}
 	}
 	d.NetworkPolicy = p.spec.Network.PolicyOn() && f.obs.NetworkPoliciesDeclared

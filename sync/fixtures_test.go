@@ -132,6 +132,19 @@ func backupsOn(w *world, schedule, destination string) {
 	w.step(5 * time.Second)
 }
 
+// continuousSnap is the snapshot the continuous fixtures' chain follows (in the cluster's folder).
+const continuousSnap = "s3://etcd-backups/prod/prod/demo/20260101T110000Z-r4242.db"
+
+// continuousOn settles with continuous backup on.
+func continuousOn(w *world) {
+	settle(w)
+	w.setSpec(func(s *api.ClusterSpec) {
+		withBackup("0 * * * *", "s3://etcd-backups/prod")(s)
+		s.Backup.Continuous = &api.ContinuousBackupSpec{}
+	})
+	w.step(5 * time.Second)
+}
+
 // backupOnDemandAsked settles with unscheduled backups, then asks for one (etcd.io/backup-now).
 func backupOnDemandAsked(w *world) {
 	backupsOn(w, "", "gs://etcd-backups/prod")
@@ -732,6 +745,43 @@ func fixtures() []fixture {
 		{name: "backup-removed", build: func(w *world) {
 			backupsOn(w, "0 * * * *", "s3://etcd-backups/prod")
 			w.setSpec(func(s *api.ClusterSpec) { s.Backup = nil })
+		}},
+		// Continuous backup (docs/design/16-backup-restore.md §16.10).
+		{name: "backup-continuous", build: func(w *world) {
+			continuousOn(w)
+			at := w.now.Add(-4 * time.Second)
+			w.backupAnn = map[string]string{api.AnnBackupContinuous: api.ContinuousReport{Time: w.now.Add(-time.Second),
+				Snapshot: continuousSnap, ChainStart: 4242, Revision: 9876, RevisionTime: &at}.String()}
+		}},
+		// The newest restorable point is five minutes old, and the writer says why.
+		{name: "backup-continuous-lagging", build: func(w *world) {
+			continuousOn(w)
+			at := w.now.Add(-5 * time.Minute)
+			w.backupAnn = map[string]string{api.AnnBackupContinuous: api.ContinuousReport{Time: w.now.Add(-time.Second),
+				Snapshot: continuousSnap, ChainStart: 4242, Revision: 9876, RevisionTime: &at,
+				Message: "uploading revisions 9877-9901: s3://etcd-backups/prod is not reachable"}.String()}
+		}},
+		// A report naming a snapshot outside the cluster's folder (a hand edit): ignored and named.
+		{name: "backup-continuous-report-distrusted", build: func(w *world) {
+			continuousOn(w)
+			at := w.now.Add(-4 * time.Second)
+			w.backupAnn = map[string]string{api.AnnBackupContinuous: api.ContinuousReport{Time: w.now.Add(-time.Second),
+				Snapshot: "s3://elsewhere/other/20260101T000000Z-r1.db", ChainStart: 1, Revision: 2, RevisionTime: &at}.String()}
+		}},
+		{name: "backup-continuous-invalid", build: func(w *world) {
+			settle(w)
+			w.setSpec(func(s *api.ClusterSpec) {
+				withBackup("", "s3://etcd-backups/prod")(s)
+				s.Backup.Continuous = &api.ContinuousBackupSpec{ChunkInterval: &metav1.Duration{Duration: 30 * time.Second}, MaxLag: &metav1.Duration{Duration: 40 * time.Second}}
+			})
+		}},
+		{name: "restore-to-time", build: func(w *world) {
+			w.spec.Restore = &api.RestoreSpec{From: "s3://etcd-backups/prod/latest", CredentialsSecret: "minio-credentials",
+				ToTime: &metav1.Time{Time: time.Date(2025, 12, 31, 23, 15, 0, 0, time.UTC)}}
+		}},
+		{name: "restore-two-points", build: func(w *world) {
+			w.spec.Restore = &api.RestoreSpec{From: "s3://etcd-backups/prod/latest", CredentialsSecret: "minio-credentials",
+				ToRevision: ptr(int64(100)), ToTime: &metav1.Time{Time: time.Date(2025, 12, 31, 23, 15, 0, 0, time.UTC)}}
 		}},
 		{name: "restore-new-cluster", build: func(w *world) {
 			w.spec.Restore = &api.RestoreSpec{From: "s3://etcd-backups/prod/latest?endpoint=https://minio.storage:9000&region=us-east-1&use_path_style=true", CredentialsSecret: "minio-credentials"}

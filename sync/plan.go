@@ -83,6 +83,8 @@ type plan struct {
 
 	// backupSuccess, backupFailure: the backup Lease's reports (readBackupReports), for status.
 	backupSuccess, backupFailure *api.BackupReport
+	// backupContinuous: the continuous backup writer's report on the same Lease.
+	backupContinuous *api.ContinuousReport
 
 	// In-place restore (inplace.go): the record to write; restoring while one runs; why it is stuck.
 	inPlace        *inPlaceRecord

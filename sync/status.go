@@ -153,6 +153,7 @@ func (p *plan) status() *api.ClusterStatus {
 	st.Storage = p.storageStatus()
 	p.tlsConditions(st.TLS, add)
 	p.backupConditions(st.Backup, add)
+	p.continuousConditions(st.Backup, add)
 	p.databaseConditions(add)
 	p.defragCondition(p.defrag, add)
 	if p.hasSpec && p.spec.Network.PolicyOn() && !f.obs.NetworkPoliciesDeclared {

@@ -156,8 +156,21 @@ func runRestore(args []string) error {
 	lease := fs.String("lease", "", "the backup Lease to report the outcome on (none: report to stdout only)")
 	job := fs.String("job", "", "the Job this runs in, named in the report")
 	timeout := fs.Duration("timeout", time.Hour, "give up after this long")
+	toRevision := fs.Int64("to-revision", 0, "restore the keyspace at this revision (the newest snapshot at or before it, and the continuous backup's chain after it)")
+	toTime := fs.String("to-time", "", "restore the keyspace at this time (RFC 3339): the newest revision the backups hold at or before it")
 	if err := parseFlags(fs, args, "from", "data-dir", "name", "peer-url"); err != nil {
 		return err
+	}
+	point := backup.Point{Revision: *toRevision}
+	if *toTime != "" {
+		t, err := time.Parse(time.RFC3339Nano, *toTime)
+		if err != nil {
+			return usageError{fmt.Errorf("--to-time %q is not an RFC 3339 time: %v", *toTime, err)}
+		}
+		point.Time = t
+	}
+	if err := point.Check(); err != nil {
+		return usageError{fmt.Errorf("--to-revision/--to-time %v", err)}
 	}
 	src, err := backup.ParseSource(*from)
 	if err != nil {
@@ -172,7 +185,7 @@ func runRestore(args []string) error {
 	req := membership.RestoreRequest{
 		Source: src, Namespace: *ns, Cluster: *cluster, DataDir: *dataDir, Name: *name, PeerURL: *peerURL, Token: *token,
 		CredentialsDir: *creds, Replace: *replace, VerifyOnly: *verifyOnly,
-		ClusterUID: *uid, AcceptCluster: *accept, ExpectSHA256: *expect,
+		ClusterUID: *uid, AcceptCluster: *accept, ExpectSHA256: *expect, Point: point,
 	}
 	if *uid != "" && !*verifyOnly {
 		// Bound before the data is in place, as the agent binds its own restore (docs/design/16-backup-restore.md §16.4).
@@ -202,7 +215,9 @@ func runRestore(args []string) error {
 	if err != nil {
 		return err
 	}
-	out, _ := json.Marshal(map[string]any{"snapshot": res.URL, "revision": res.Revision, "size": res.Manifest.Size, "sha256": res.Manifest.SHA256})
+	// What the result holds (with --verify-only, what it would hold): the dry run of a restore to a point.
+	out, _ := json.Marshal(map[string]any{"snapshot": res.URL, "revision": res.Revision, "time": res.Time, "keys": res.Keys,
+		"chunks": res.Chunks, "size": res.Manifest.Size, "sha256": res.Manifest.SHA256})
 	fmt.Println(string(out))
 	return nil
 }

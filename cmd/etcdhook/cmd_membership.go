@@ -378,8 +378,15 @@ func agentRestore(r *api.AgentRestore, cfg api.AgentConfig, names api.Names, ord
 	if r.FileRoot != "" {
 		src.Destination = src.Destination.Under(r.FileRoot)
 	}
+	point := backup.Point{Revision: r.ToRevision}
+	if r.ToTime != nil {
+		point.Time = *r.ToTime
+	}
+	if err := point.Check(); err != nil {
+		return nil, fmt.Errorf("restore point %v", err)
+	}
 	return &membership.RestoreRequest{
 		Source: src, Namespace: ns, Cluster: cfg.Cluster, CredentialsDir: r.CredentialsDir,
-		DataDir: cfg.DataDir, Name: pod, PeerURL: names.PeerURL(ordinal), Token: cfg.Token,
+		DataDir: cfg.DataDir, Name: pod, PeerURL: names.PeerURL(ordinal), Token: cfg.Token, Point: point,
 	}, nil
 }

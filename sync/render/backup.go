@@ -62,6 +62,9 @@ func BackupObjects(d *Desired) []any {
 			},
 		})
 	}
+	if d.Backup.Writer {
+		out = append(out, BackupWriter(d))
+	}
 	for _, r := range d.Backup.Runs {
 		// Kept while the annotation holds the token, or while an earlier token's Job still runs (the
 		// decision lists them).

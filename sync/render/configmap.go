@@ -34,6 +34,13 @@ func agentRestore(r *api.RestoreSpec) *api.AgentRestore {
 		return nil
 	}
 	a := &api.AgentRestore{From: r.From}
+	if r.ToRevision != nil {
+		a.ToRevision = *r.ToRevision
+	}
+	if r.ToTime != nil {
+		t := r.ToTime.UTC()
+		a.ToTime = &t
+	}
 	if r.CredentialsSecret != "" {
 		a.CredentialsDir = api.BackupCredentialsDir
 	}

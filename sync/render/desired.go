@@ -90,6 +90,9 @@ type Backup struct {
 	// Suspended while an in-place restore has the members down.
 	Schedule  bool
 	Suspended bool
+	// Writer: render the continuous backup writer (spec.backup.continuous, a cluster that has formed,
+	// its members not down on purpose).
+	Writer bool
 	// Runs are the on-demand backup Jobs: this token's and earlier ones still running.
 	Runs []BackupRun
 }

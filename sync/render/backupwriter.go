@@ -1,0 +1,72 @@
+package render
+
+import (
+	"strconv"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/etcdhook/etcdhook/api"
+)
+
+// BackupWriter is the continuous backup writer (docs/design/16-backup-restore.md §16.10): `etcdhook
+// backup-follow` in a one-replica StatefulSet. A StatefulSet rather than a Deployment: it never runs
+// two pods of the same ordinal, even while a node is unreachable (a Deployment starts the replacement
+// at once), and two writers of one chain would each upload the same revisions under their own times;
+// and StatefulSets are a child kind the registration already declares.
+func BackupWriter(d *Desired) *appsv1.StatefulSet {
+	n, b := d.Names, d.Spec.Backup
+	c := b.Continuous
+	args := []string{"backup-follow",
+		"--cluster=" + n.Cluster,
+		"--namespace=" + n.Namespace,
+		"--cluster-uid=" + d.ClusterUID,
+		"--endpoints=" + n.ClientEndpoint(),
+		"--destination=" + b.Destination,
+		"--lease=" + n.BackupName(),
+		"--chunk-interval=" + c.Interval().String(),
+		"--report-every=" + api.ContinuousReportEvery.String(),
+	}
+	// The full snapshots it takes itself (no chain yet, a gap, a compaction) follow the backups' retention.
+	if k := b.Retention.KeepLast; k != nil {
+		args = append(args, "--keep-last="+strconv.Itoa(int(*k)))
+	}
+	if a := b.Retention.MaxAge; a != nil {
+		args = append(args, "--max-age="+a.Duration.String())
+	}
+	job := opsJob(d, n.BackupWriter(), "backup-writer", n.BackupName(), nil)
+	pod := job.Spec.Template.Spec
+	pod.RestartPolicy = corev1.RestartPolicyAlways
+	// What it holds is uploaded on SIGTERM: one chunk, well within the default grace.
+	ct := &pod.Containers[0]
+	ct.Command = append(ct.Command[:1], append(args, ct.Command[1:]...)...)
+	vols, mounts, more := BackupStore(b.CredentialsSecret, b.VolumeClaimName)
+	ct.Command = append(ct.Command, more...)
+	ct.VolumeMounts = append(ct.VolumeMounts, mounts...)
+	pod.Volumes = append(pod.Volumes, vols...)
+	if b.VolumeClaimName != "" {
+		pod.SecurityContext.FSGroup = ptr(int64(65532))
+	}
+	// Memory is bounded by the chunk size (4 MiB of keys and values held at most), not the database's.
+	ct.Resources = corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
+		Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")},
+	}
+	labels := n.ObjectLabels(api.ComponentBackupWriter)
+	return &appsv1.StatefulSet{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "StatefulSet"},
+		ObjectMeta: meta(n, n.BackupWriter(), api.ComponentBackupWriter),
+		Spec: appsv1.StatefulSetSpec{
+			Replicas: ptr(int32(1)),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			// The peer Service's selector is the members': the writer gets no DNS record there.
+			ServiceName: n.PeerService(),
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       pod,
+			},
+		},
+	}
+}
