@@ -44,11 +44,14 @@ type Follower struct {
 	// nothing else was written until at: after an upload, and when a progress notification shows an
 	// idle cluster. It is the newest restorable point, and must not block.
 	Covered func(rev int64, at time.Time)
+	// held, for tests, is told each revision the follower holds (a test knows then what must be uploaded).
+	held func(rev int64)
 }
 
 // Follow uploads every revision from next on until ctx ends (nil) or the chain cannot go on
-// (ErrCompacted, a gap, an upload that failed). It returns the next revision to follow from.
-func (f *Follower) Follow(ctx context.Context, next int64) (int64, error) {
+// (ErrCompacted, a gap, an upload that failed), uploading what it holds in every case. It returns the
+// next revision to follow from.
+func (f *Follower) Follow(ctx context.Context, next int64) (reached int64, err error) {
 	if next <= f.ChainStart {
 		return next, fmt.Errorf("revision %d is not after the chain's snapshot at %d", next, f.ChainStart)
 	}
@@ -87,19 +90,24 @@ func (f *Follower) Follow(ctx context.Context, next int64) (int64, error) {
 		covered(h.Last)
 		return nil
 	}
-	// stop uploads what is held before returning, with a context of its own: a stop must not lose it.
-	stop := func() (int64, error) {
+	// Whatever ends the follow (a stop, a watch lost with the cluster's quorum, a compaction or a gap
+	// after them), what is held is uploaded first, with a context of its own: every held revision is
+	// etcd's, in order from next, and the last seconds before a disaster are the ones a restore wants.
+	defer func() {
 		uctx, ucancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer ucancel()
 		ctx = uctx
-		return next, flush()
-	}
+		if ferr := flush(); ferr != nil {
+			err = errors.Join(err, ferr)
+		}
+		reached = next
+	}()
 	tick := time.NewTicker(max(f.MaxAge/4, 10*time.Millisecond))
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return stop()
+			return next, nil
 		case <-tick.C:
 			if len(held) > 0 && now().Sub(since) >= f.MaxAge {
 				if err := flush(); err != nil {
@@ -119,7 +127,7 @@ func (f *Follower) Follow(ctx context.Context, next int64) (int64, error) {
 		case wr, ok := <-wch:
 			if !ok || ctx.Err() != nil && wr.Err() != nil {
 				if ctx.Err() != nil {
-					return stop() // the watch closes with the context it was opened under
+					return next, nil // the watch closes with the context it was opened under
 				}
 				return next, errors.New("the watch ended")
 			}
@@ -154,6 +162,9 @@ func (f *Follower) Follow(ctx context.Context, next int64) (int64, error) {
 						since = now()
 					}
 					held = append(held, Revision{Rev: rev, Time: now().UTC(), Ops: ops})
+					if f.held != nil {
+						f.held(rev)
+					}
 				}
 				size += len(ev.Kv.Key) + len(ev.Kv.Value)
 			}

@@ -327,3 +327,47 @@ func TestReplayCarriesLeases(t *testing.T) {
 		require.EqualValues(t, id, r.Kvs[0].Lease, "%s's lease", key)
 	}
 }
+
+// A follower holding revisions when its cluster goes (every member lost: no event will ever come
+// again, the watch only retries) uploads them at the chunk interval all the same: the last seconds
+// before a disaster are what a restore to the newest point needs.
+func TestFollowUploadsWhatItHoldsWhenTheClusterGoes(t *testing.T) {
+	ctx := context.Background()
+	peer, _, err := loopbackURLs()
+	require.NoError(t, err)
+	e, err := startAlone(ctx, filepath.Join(t.TempDir(), "src"), "src", peer)
+	require.NoError(t, err)
+	cl, err := clientv3.New(clientv3.Config{Endpoints: []string{e.Config().AdvertiseClientUrls[0].String()}, DialTimeout: time.Second})
+	require.NoError(t, err)
+	defer cl.Close()
+	_, err = cl.Put(ctx, "before", "the snapshot") // an empty store's snapshot says revision 0, its revision is 1
+	require.NoError(t, err)
+	_, snapRev := saveSnapshot(t, cl)
+	up := &memUploader{}
+	held := make(chan int64, 100)
+	fo := &Follower{Client: cl, Uploader: up, ClusterID: "c1", ChainStart: snapRev, MaxAge: 300 * time.Millisecond, MaxBytes: 1 << 30,
+		held: func(rev int64) { held <- rev }}
+	fctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { _, err := fo.Follow(fctx, snapRev+1); done <- err }()
+	var last int64
+	for i := range 50 {
+		r, err := cl.Put(ctx, fmt.Sprintf("k%d", i), "v")
+		require.NoError(t, err)
+		last = r.Header.Revision
+	}
+	for rev := range held {
+		if rev == last {
+			break
+		}
+	}
+	e.Close() // held, not yet uploaded (unless the interval passed meanwhile), and the cluster gone
+	up.waitUploaded(t, last)
+	stop()
+	require.NoError(t, <-done)
+	for i := 1; i < len(up.heads); i++ {
+		require.NoError(t, Follows(up.heads[i-1], up.heads[i]))
+	}
+	require.Equal(t, snapRev+1, up.heads[0].First)
+	require.Equal(t, last, up.heads[len(up.heads)-1].Last, "up to the last revision it received")
+}
