@@ -89,3 +89,28 @@ func (r ContinuousReport) String() string {
 	b, _ := json.Marshal(r) // plain fields: cannot fail
 	return string(b)
 }
+
+// Restorable is one full snapshot and the chain of revisions after it, as `etcdhook backup-list` prints
+// them and `kubectl etcd backups` shows them: a restore can end anywhere from the snapshot's revision to
+// the chain's last.
+type Restorable struct {
+	Snapshot      string    `json:"snapshot"`
+	Time          time.Time `json:"time"`
+	Revision      int64     `json:"revision"`
+	Size          int64     `json:"size"`
+	EtcdClusterID string    `json:"etcdClusterID"`
+	ClusterUID    string    `json:"clusterUID,omitempty"`
+	// Chain: the revisions stored after the snapshot, nil without continuous backup.
+	Chain *RestorableChain `json:"chain,omitempty"`
+}
+
+// RestorableChain is a chain's span: its first and last revisions and when the writer received them.
+type RestorableChain struct {
+	Chunks    int       `json:"chunks"`
+	First     int64     `json:"first"`
+	Last      int64     `json:"last"`
+	FirstTime time.Time `json:"firstTime"`
+	LastTime  time.Time `json:"lastTime"`
+	// Problem: why the chain cannot be replayed past Last (a gap, a chunk that does not read).
+	Problem string `json:"problem,omitempty"`
+}

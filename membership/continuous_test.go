@@ -254,6 +254,20 @@ func TestMembershipContinuousBackup(t *testing.T) {
 	require.Equal(t, last.Revision, res.Revision, "latest: the newest revision reported restorable")
 	require.Equal(t, keyspaceAt(t, cl, last.Revision), got)
 
+	// What is restorable, as kubectl etcd backups lists it: both snapshots, newest first, each with the
+	// span of its chain.
+	list, err := ListRestorable(ctx, b, d, "ns", "src", delta.ReadOptions{})
+	require.NoError(t, err)
+	require.Len(t, list, 2)
+	require.Equal(t, rep.ChainStart, list[0].Revision)
+	require.NotNil(t, list[0].Chain)
+	require.Equal(t, last.Revision, list[0].Chain.Last)
+	require.Equal(t, rep.ChainStart+1, list[0].Chain.First)
+	require.Empty(t, list[0].Chain.Problem)
+	require.Equal(t, first.ChainStart, list[1].Revision)
+	require.GreaterOrEqual(t, list[1].Chain.Last, rep.ChainStart, "the first chain went on until the writer moved")
+	require.False(t, list[1].Chain.LastTime.Before(list[1].Chain.FirstTime))
+
 	// Bad chains, each refused naming the object; the store is put back after each.
 	run.stop()
 	m, err := backup.Find(ctx, b, backup.Source{Destination: d}, "ns", "src")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/etcdhook/etcdhook/api"
 	"github.com/etcdhook/etcdhook/internal/backup"
+	"github.com/etcdhook/etcdhook/internal/backup/delta"
 	"github.com/etcdhook/etcdhook/membership"
 )
 
@@ -74,5 +76,52 @@ func runBackupFollow(args []string) error {
 		Report: func(r api.ContinuousReport) { report(api.AnnBackupContinuous, r) },
 		Events: events,
 	})
+	return nil
+}
+
+// runBackupList prints what a cluster's folder of a destination can be restored to (JSON, one
+// api.Restorable per snapshot, newest first): what `kubectl etcd backups` runs in a Job beside the
+// cluster, where the store and its credentials are.
+func runBackupList(args []string) error {
+	fs := flag.NewFlagSet("backup-list", flag.ContinueOnError)
+	cluster := fs.String("cluster", "", "the EtcdCluster's name (the snapshots' folder)")
+	ns := fs.String("namespace", "", "its namespace")
+	dest := fs.String("destination", "", "s3://bucket/prefix?…, gs://bucket/prefix or file:///dir")
+	fileRoot := fs.String("file-root", "", "where a file destination's claim is mounted")
+	creds := fs.String("credentials-dir", "", "the mounted credentials Secret")
+	timeout := fs.Duration("timeout", 5*time.Minute, "give up after this long")
+	if err := parseFlags(fs, args, "cluster", "namespace", "destination"); err != nil {
+		return err
+	}
+	d, err := backup.ParseDestination(*dest)
+	if err != nil {
+		return usageError{fmt.Errorf("--destination %q %v", *dest, err)}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	if err := backup.LoadCredentials(*creds); err != nil {
+		return err
+	}
+	local := d
+	if *fileRoot != "" {
+		local = d.Under(*fileRoot)
+	}
+	b, err := local.Open(ctx)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	if err := backup.Check(ctx, d, b); err != nil {
+		return err
+	}
+	list, err := membership.ListRestorable(ctx, b, d, *ns, *cluster, delta.ReadOptions{})
+	if err != nil {
+		return err
+	}
+	out, err := json.Marshal(list)
+	if err != nil {
+		return err
+	}
+	fmt.Println(string(out))
 	return nil
 }

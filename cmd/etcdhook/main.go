@@ -20,6 +20,7 @@ commands:
                    delete the StatefulSet, keeping its pods and claims, for a new claim template
   backup           snapshot the cluster into its destination and apply retention (the backup Jobs)
   backup-follow    follow the revisions after the newest snapshot and upload them beside it (continuous backup)
+  backup-list      print what a cluster's backups can be restored to (snapshots and their chains, JSON)
   restore          restore a snapshot into a new data directory (what a restored cluster's seed does)
   certs            create or renew the hook's serving certificate (the hook pod's init container)
   install DEST     copy this binary to DEST (the member pod's init container)
@@ -35,6 +36,7 @@ var commands = map[string]func(args []string) error{
 	"statefulset":   runStatefulSet,
 	"backup":        runBackup,
 	"backup-follow": runBackupFollow,
+	"backup-list":   runBackupList,
 	"restore":       runRestore,
 	"certs":         runCerts,
 	"install":       runInstall,

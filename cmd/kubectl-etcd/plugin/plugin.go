@@ -22,10 +22,12 @@ Usage:
   kubectl etcd status NAME [-o json] [--wait [--timeout 10m]]
   kubectl etcd etcdctl NAME [--member POD|ORDINAL] [-i] -- ETCDCTL ARGS...
   kubectl etcd backup NAME [--id TOKEN] [--wait=false] [--timeout 30m]
+  kubectl etcd backups NAME [-o json]
   kubectl etcd defrag NAME [--id TOKEN] [--wait=false] [--timeout 30m]
   kubectl etcd renew NAME [--id VALUE] [--wait=false] [--timeout 10m]
   kubectl etcd rotate-ca NAME [--id VALUE] [--wait=false] [--timeout 10m]
   kubectl etcd restore NAME (--from URL | --like CLUSTER) [--size N] [--version V]
+                       [--to-revision R | --to-time T]
                        [--credentials-secret S] [--claim PVC] [--wait=false] [--timeout 30m]
   kubectl etcd restore NAME --in-place [--from URL] [--wait=false] [--timeout 30m]
   kubectl etcd version
@@ -39,6 +41,8 @@ etcdctl  runs the member image's own etcdctl inside a ready member pod (containe
 backup   asks for one backup now (annotation etcd.io/backup-now=TOKEN, --id, default the current time) to
          the cluster's spec.backup destination and waits for its outcome: the snapshot's URL (usable
          as spec.restore.from of a new cluster), or the failure.
+backups  lists what the cluster's backups can be restored to: each full snapshot, newest first, and
+         with continuous backup the revisions and times its chain reaches (read by the writer pod).
 defrag   asks for one defragmentation pass of every member now (annotation etcd.io/defrag-now=TOKEN):
          one member at a time, the leader last; under NOSPACE the hook's own recovery comes first.
          Waits until the pass is over, printing its progress.
@@ -51,7 +55,9 @@ rotate-ca replaces the built-in CA (annotation etcd.io/rotate-ca=VALUE): the new
          the client Secret again (it carries both CAs during the rotation, the new one alone after).
 restore  creates the new cluster NAME from a snapshot (spec.restore, read only at creation: NAME
          must not exist). --like copies another cluster's spec and, without --from, restores its last
-         snapshot with its backup credentials. Waits until the cluster is Running, printing progress.
+         snapshot with its backup credentials. --to-revision or --to-time restores the keyspace at
+         that point (the newest snapshot before it and the continuous backup's chain after it).
+         Waits until the cluster is Running, printing progress.
          --in-place replaces the data of the existing cluster NAME instead (etcd.io/restore-from; its
          last snapshot without --from): every member stops, writes after the snapshot are lost; waits
          until the restored cluster has every member healthy, or the restore fails.
@@ -112,6 +118,7 @@ var commands = map[string]func(ctx context.Context, env Env, args []string) erro
 	"status":    runStatus,
 	"etcdctl":   runEtcdctlCmd,
 	"backup":    runBackup,
+	"backups":   runBackups,
 	"defrag":    runDefrag,
 	"restore":   runRestore,
 	"renew":     runRenew,

@@ -262,6 +262,7 @@ func TestStatusBackupAndStorage(t *testing.T) {
 		"lastSuccessTime": "2026-01-01T11:00:00Z", "lastSnapshot": "s3://b/prod/demo/20260101T110000Z-r4242.db",
 		"revision": int64(4242), "size": int64(2097152),
 		"lastFailureTime": "2025-12-31T12:00:00Z", "lastFailure": "AccessDenied",
+		"continuous": map[string]any{"revision": int64(9876), "time": "2026-01-01T11:59:55Z", "message": "store slow"},
 	}, "status", "backup"))
 	require.NoError(t, unstructured.SetNestedMap(c.Object, map[string]any{
 		"size": "20Gi", "claims": int64(3), "atSize": int64(1), "growing": "data-demo-1", "templateSize": "10Gi",
@@ -271,6 +272,7 @@ func TestStatusBackupAndStorage(t *testing.T) {
 	out := squeeze(te.out.String())
 	require.Contains(t, out, "Last backup: 2026-01-01T11:00:00Z (60m ago), revision 4242, 2097152 bytes: s3://b/prod/demo/20260101T110000Z-r4242.db\n")
 	require.Contains(t, out, "Last failure: 2025-12-31T12:00:00Z (24h ago): AccessDenied\n")
+	require.Contains(t, out, "Restorable to: revision 9876 at 2026-01-01T11:59:55Z (5s ago); writer: store slow\n")
 	require.NotContains(t, out, "Renewal")
 	require.Contains(t, out, "Storage: 20Gi per member; 1 of 3 claims at size; growing data-demo-1; new claims start at 10Gi until the StatefulSet is re-created\n")
 }

@@ -25,8 +25,11 @@ type restoreOpts struct {
 	wait, inPlace          bool
 	// acceptCluster: --in-place's opt-in to another cluster's snapshot (api.AnnRestoreForeignCluster).
 	acceptCluster string
-	timeout       time.Duration
-	kube          KubeFlags
+	// toRevision and toTime: spec.restore's point.
+	toRevision int64
+	toTime     string
+	timeout    time.Duration
+	kube       KubeFlags
 }
 
 // runRestore creates a new EtcdCluster whose seed restores a snapshot: spec.restore, which the hook reads
@@ -46,6 +49,8 @@ func runRestore(ctx context.Context, env Env, args []string) error {
 	fs.StringVar(&o.version, "version", "", fmt.Sprintf("etcd version (default: --like's, else %s); at least the snapshot's", api.DefaultVersion))
 	fs.BoolVar(&o.inPlace, "in-place", false, "replace the data of the existing cluster NAME with the snapshot (etcd.io/restore-from; without --from, its last snapshot): every member stops and writes after the snapshot are lost")
 	fs.StringVar(&o.acceptCluster, "accept-cluster", "", "with --in-place: accept a snapshot of this other cluster (the UID its refusal names; etcd.io/restore-foreign-cluster)")
+	fs.Int64Var(&o.toRevision, "to-revision", 0, "restore the keyspace at this revision (spec.restore.toRevision; needs continuous backup past the snapshot)")
+	fs.StringVar(&o.toTime, "to-time", "", "restore the keyspace at this time, RFC 3339 (spec.restore.toTime: the newest revision backed up at or before it)")
 	fs.BoolVarP(&o.wait, "wait", "w", true, "wait until the restored cluster is Running and Available")
 	fs.DurationVar(&o.timeout, "timeout", 30*time.Minute, "how long --wait waits")
 	if err := fs.Parse(args); err != nil {
@@ -54,6 +59,17 @@ func runRestore(ctx context.Context, env Env, args []string) error {
 	var err error
 	if o.name, err = oneName("restore", fs.Args()); err != nil {
 		return err
+	}
+	if o.toRevision != 0 && o.toTime != "" {
+		return &ExitError{Code: 2, Err: fmt.Errorf("restore: --to-revision or --to-time, not both")}
+	}
+	if o.toTime != "" {
+		if _, err := time.Parse(time.RFC3339Nano, o.toTime); err != nil {
+			return &ExitError{Code: 2, Err: fmt.Errorf("restore: --to-time %q is not an RFC 3339 time (2026-01-01T12:00:00Z)", o.toTime)}
+		}
+	}
+	if o.inPlace && (o.toRevision != 0 || o.toTime != "") {
+		return &ExitError{Code: 2, Err: fmt.Errorf("restore: --to-revision and --to-time are for a new cluster (spec.restore); a restore in place to a point is not built yet")}
 	}
 	if o.inPlace {
 		if o.like != "" || o.credentials != "" || o.claim != "" || o.size != 0 || o.version != "" {
@@ -105,6 +121,12 @@ func runRestore(ctx context.Context, env Env, args []string) error {
 	}
 	if o.localEndpoint {
 		restore["allowLocalEndpoint"] = true
+	}
+	if o.toRevision != 0 {
+		restore["toRevision"] = o.toRevision
+	}
+	if o.toTime != "" {
+		restore["toTime"] = o.toTime
 	}
 	spec["restore"] = restore
 	u := &unstructured.Unstructured{Object: map[string]any{

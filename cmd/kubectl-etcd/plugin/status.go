@@ -462,6 +462,13 @@ func writeText(w io.Writer, s *Snapshot, now time.Time) error {
 		if b.LastFailureTime != nil {
 			fmt.Fprintf(tw, "  Last failure:\t%s (%s ago): %s\n", b.LastFailureTime.UTC().Format(time.RFC3339), age(now.Sub(b.LastFailureTime.Time)), dash(b.LastFailure))
 		}
+		if c := b.Continuous; c != nil && c.Time != nil {
+			line := fmt.Sprintf("revision %d at %s (%s ago)", c.Revision, c.Time.UTC().Format(time.RFC3339), age(now.Sub(c.Time.Time)))
+			if c.Message != "" {
+				line += "; writer: " + c.Message
+			}
+			fmt.Fprintf(tw, "  Restorable to:\t%s\n", line)
+		}
 	}
 	if v := st.Storage; v != nil {
 		fmt.Fprintf(tw, "Storage:\t%s\n", storageLine(v))
