@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"sync"
 	"time"
 
 	"filippo.io/age"
@@ -77,8 +78,13 @@ type chainWriter struct {
 	req    ContinuousRequest
 	events Recorder
 
+	// mu guards the report: the follower's goroutine updates it, a timer may publish it.
+	mu       sync.Mutex
 	report   api.ContinuousReport
 	reported time.Time
+	// later: a publish held back by ReportEvery is armed to run when the period ends, so that the
+	// newest point is always reported in the end (the last upload before a disaster above all).
+	later *time.Timer
 }
 
 // once writes the current chain until it must change: a newer full snapshot (nil), a gap or a
@@ -112,10 +118,12 @@ func (w *chainWriter) once(ctx context.Context) (progressed bool, err error) {
 		return false, err
 	}
 	url := w.req.Backup.Destination.ObjectURL(m.SnapshotKey())
+	w.mu.Lock()
 	if w.report.Snapshot != url {
 		w.log.Info("following", "snapshot", url, "from", next)
 		w.report = api.ContinuousReport{Snapshot: url, ChainStart: m.Revision}
 	}
+	w.mu.Unlock()
 
 	fctx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -125,8 +133,10 @@ func (w *chainWriter) once(ctx context.Context) (progressed bool, err error) {
 		Client: c, Uploader: chain, ClusterID: id, ChainStart: m.Revision, To: w.req.To,
 		MaxAge: w.req.ChunkInterval, MaxBytes: w.req.ChunkBytes,
 		Covered: func(rev int64, at time.Time) {
+			w.mu.Lock()
 			progressed = progressed || rev > w.report.Revision
 			w.report.Revision, w.report.RevisionTime, w.report.Message = rev, &at, ""
+			w.mu.Unlock()
 			w.publish(false)
 		},
 	}
@@ -201,27 +211,46 @@ func (w *chainWriter) fullSnapshot(ctx context.Context, why string, broken bool)
 	url := w.req.Backup.Destination.ObjectURL(m.SnapshotKey())
 	w.events.Event(EventBackupChainStarted, "Snapshot", fmt.Sprintf("full snapshot %s (revision %d) starts a new chain: %s", url, m.Revision, why), false)
 	at := m.Time
+	w.mu.Lock()
 	w.report = api.ContinuousReport{Snapshot: url, ChainStart: m.Revision, Revision: m.Revision, RevisionTime: &at}
+	w.mu.Unlock()
 	w.publish(true)
 	return true, nil
 }
 
 // problem reports why the chain does not advance.
 func (w *chainWriter) problem(msg string) {
-	if w.report.Message != msg {
-		w.report.Message = msg
+	w.mu.Lock()
+	changed := w.report.Message != msg
+	w.report.Message = msg
+	w.mu.Unlock()
+	if changed {
 		w.publish(true)
 	}
 }
 
-// publish reports, at most every ReportEvery unless forced (a new chain, a new problem).
+// publish reports at most every ReportEvery unless forced (a new chain, a new problem); one held back is
+// published when the period ends, with whatever is newest then.
 func (w *chainWriter) publish(force bool) {
-	now := time.Now().UTC()
-	if w.req.Report == nil || !force && now.Sub(w.reported) < w.req.ReportEvery {
+	if w.req.Report == nil {
 		return
+	}
+	w.mu.Lock()
+	now := time.Now().UTC()
+	if wait := w.req.ReportEvery - now.Sub(w.reported); !force && wait > 0 {
+		if w.later == nil {
+			w.later = time.AfterFunc(wait, func() { w.publish(true) })
+		}
+		w.mu.Unlock()
+		return
+	}
+	if w.later != nil {
+		w.later.Stop()
+		w.later = nil
 	}
 	w.reported = now
 	r := w.report
 	r.Time = now
+	w.mu.Unlock()
 	w.req.Report(r)
 }

@@ -143,7 +143,8 @@ func (p *plan) children(ctx context.Context) ([]any, map[childID]bool, *childWri
 			return nil, nil, nil, fmt.Errorf("rendering %T: not a Kubernetes object", obj)
 		}
 		var v []byte
-		if _, isSTS := obj.(*appsv1.StatefulSet); isSTS {
+		if sts, isSTS := obj.(*appsv1.StatefulSet); isSTS && sts.Name == p.f.names.StatefulSet() {
+			// The members' claim templates, not the backup writer's (it has none).
 			v = vct
 		}
 		b, err := w.appendChild(obj, v)

@@ -28,6 +28,8 @@ func init() {
 			require.Equal(t, float64(1), dig(w, "spec", "replicas"))
 			require.Equal(t, "demo-backup", dig(w, "spec", "template", "spec", "serviceAccountName"))
 			require.Equal(t, "backup-writer", dig(w, "spec", "selector", "matchLabels", "app.kubernetes.io/component"))
+			require.Nil(t, dig(w, "spec", "volumeClaimTemplates"), "the members' claim templates are theirs alone")
+			require.NotNil(t, dig(a.children("StatefulSet")["demo"], "spec", "volumeClaimTemplates"))
 			c, _ := claimsCbackup(a)["continuous"].(map[string]any)
 			require.Equal(t, continuousSnap, c["snapshot"])
 			require.Equal(t, float64(9876), c["revision"])

@@ -259,7 +259,7 @@ func referenceChildren(p *plan) ([]any, map[childID]bool, error) {
 		if err != nil {
 			return nil, nil, fmt.Errorf("rendering %T: %w", obj, err)
 		}
-		if _, ok := obj.(*appsv1.StatefulSet); ok && p.f.sts != nil && vctRaw != nil {
+		if sts, ok := obj.(*appsv1.StatefulSet); ok && sts.Name == p.f.names.StatefulSet() && p.f.sts != nil && vctRaw != nil {
 			var vct any
 			if err := json.Unmarshal(vctRaw, &vct); err != nil {
 				return nil, nil, fmt.Errorf("observed volumeClaimTemplates: %w", err)

@@ -59,8 +59,9 @@ func BackupWriter(d *Desired) *appsv1.StatefulSet {
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "StatefulSet"},
 		ObjectMeta: meta(n, n.BackupWriter(), api.ComponentBackupWriter),
 		Spec: appsv1.StatefulSetSpec{
-			Replicas: ptr(int32(1)),
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Replicas:       ptr(int32(1)),
+			UpdateStrategy: appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType},
+			Selector:       &metav1.LabelSelector{MatchLabels: labels},
 			// The peer Service's selector is the members': the writer gets no DNS record there.
 			ServiceName: n.PeerService(),
 			Template: corev1.PodTemplateSpec{

@@ -62,7 +62,10 @@ func Replay(ctx context.Context, snapshotFile string, chainStart int64, chunks [
 	}); err != nil {
 		return 0, fmt.Errorf("restoring the chain's snapshot: %w", err)
 	}
-	e, err := startAlone(ctx, dataDir, "replay", peer)
+	// Without fsync: the scratch server is thrown away, and only its snapshot, read through its own
+	// backend after the last revision committed, is kept (and checked by its hash on restore). With fsync
+	// each revision waits for the disk (one transaction in flight: the order is the history's).
+	e, err := startAlone(ctx, dataDir, "replay", peer, func(c *embed.Config) { c.UnsafeNoFsync = true })
 	if err != nil {
 		return 0, err
 	}
@@ -119,7 +122,9 @@ func Replay(ctx context.Context, snapshotFile string, chainStart int64, chunks [
 			if r.Rev <= st.Revision {
 				continue // in the snapshot already
 			}
-			ops := make([]clientv3.Op, 0, len(r.Ops))
+			// Straight to the server (etcd's own Txn), not through the in-process client: a third of
+			// the time per revision went to the client's adapter.
+			ops := make([]*pb.RequestOp, 0, len(r.Ops))
 			for _, op := range r.Ops {
 				switch op.Type {
 				case Grant:
@@ -136,16 +141,12 @@ func Replay(ctx context.Context, snapshotFile string, chainStart int64, chunks [
 					}
 					granted[op.Lease] = true
 				case Put:
-					var opts []clientv3.OpOption
-					if op.Lease != 0 {
-						opts = append(opts, clientv3.WithLease(clientv3.LeaseID(op.Lease)))
-					}
-					ops = append(ops, clientv3.OpPut(string(op.Key), string(op.Value), opts...))
+					ops = append(ops, &pb.RequestOp{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: op.Key, Value: op.Value, Lease: op.Lease}}})
 				default:
-					ops = append(ops, clientv3.OpDelete(string(op.Key)))
+					ops = append(ops, &pb.RequestOp{Request: &pb.RequestOp_RequestDeleteRange{RequestDeleteRange: &pb.DeleteRangeRequest{Key: op.Key}}})
 				}
 			}
-			resp, err := c.Txn(ctx).Then(ops...).Commit()
+			resp, err := e.Server.Txn(ctx, &pb.TxnRequest{Success: ops})
 			if err != nil {
 				return reached, fmt.Errorf("applying revision %d: %w", r.Rev, err)
 			}
@@ -181,7 +182,7 @@ func writeSnapshot(ctx context.Context, c *clientv3.Client, out string) error {
 
 // startAlone starts etcd's own server on dataDir as a one-member cluster named name, on loopback only,
 // and waits until it serves.
-func startAlone(ctx context.Context, dataDir, name string, peer *url.URL) (*embed.Etcd, error) {
+func startAlone(ctx context.Context, dataDir, name string, peer *url.URL, tune ...func(*embed.Config)) (*embed.Etcd, error) {
 	_, client, err := loopbackURLs()
 	if err != nil {
 		return nil, err
@@ -192,6 +193,9 @@ func startAlone(ctx context.Context, dataDir, name string, peer *url.URL) (*embe
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*peer}, []url.URL{*peer}
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*client}, []url.URL{*client}
 	cfg.InitialCluster = name + "=" + peer.String()
+	for _, t := range tune {
+		t(cfg)
+	}
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("starting etcd on %s: %w", dataDir, err)
