@@ -2,11 +2,11 @@ package delta
 
 import (
 	"bytes"
-	"os"
-	"strconv"
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 )
