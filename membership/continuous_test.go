@@ -34,17 +34,23 @@ type continuousRun struct {
 	mu   sync.Mutex
 	last api.ContinuousReport
 	stop func()
+	// recheck: how often the writer looks for a newer snapshot (200 ms unless set).
+	recheck time.Duration
 }
 
 func (r *continuousRun) start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
+	recheck := r.recheck
+	if recheck == 0 {
+		recheck = 200 * time.Millisecond
+	}
 	go func() {
 		defer close(done)
 		Continuous(ctx, r.c.etcd(5*time.Second), r.b, r.c.log, ContinuousRequest{
 			Backup: BackupRequest{Endpoints: r.c.endpoints(-1), Destination: r.d, Namespace: "ns", Cluster: "src",
 				ClusterUID: r.c.parent, Retention: backup.Retention{KeepLast: 20}},
-			ChunkInterval: 100 * time.Millisecond, ChunkBytes: 8 << 10, Recheck: 200 * time.Millisecond,
+			ChunkInterval: 100 * time.Millisecond, ChunkBytes: 8 << 10, Recheck: recheck,
 			Report: func(rep api.ContinuousReport) {
 				r.mu.Lock()
 				defer r.mu.Unlock()
@@ -320,4 +326,18 @@ func TestMembershipContinuousBackup(t *testing.T) {
 	res, got = restoreTo(t, d, backup.Point{})
 	require.Equal(t, after.Revision, res.Revision)
 	require.Equal(t, keyspaceAt(t, cl, after.Revision), got)
+
+	// Right after a full snapshot, before the writer moves to it, the newest point is on the chain of
+	// the snapshot before: latest restores that one, not the new snapshot alone.
+	slow := &continuousRun{t: t, c: src, b: b, d: d, events: &MemRecorder{}, recheck: time.Hour}
+	slow.start()
+	defer slow.stop()
+	slow.waitCovered(r6)
+	_, err = src.backupOnce(d, backup.Retention{KeepLast: 20}, time.Now())
+	require.NoError(t, err)
+	r7 := workload(t, cl, rng, 100)
+	slow.waitCovered(r7)
+	res, got = restoreTo(t, d, backup.Point{})
+	require.Equal(t, r7, res.Revision, "latest: the older snapshot's chain reaches further than the new snapshot")
+	require.Equal(t, keyspaceAt(t, cl, r7), got)
 }

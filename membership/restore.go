@@ -80,6 +80,9 @@ func findVerified(ctx context.Context, b *blob.Bucket, req RestoreRequest) (back
 	if req.Source.Snapshot == "" && !req.Point.IsZero() && req.ExpectSHA256 == "" {
 		return findBefore(ctx, b, req)
 	}
+	if req.Source.Snapshot == "" && req.ExpectSHA256 == "" {
+		return findFurthest(ctx, b, req)
+	}
 	if req.ExpectSHA256 == "" || req.Source.Snapshot != "" {
 		m, err := backup.Find(ctx, b, req.Source, req.Namespace, req.Cluster)
 		if err == nil && !req.Point.Reaches(m) {
@@ -98,6 +101,51 @@ func findVerified(ctx context.Context, b *blob.Bucket, req RestoreRequest) (back
 	}
 	return backup.Manifest{}, fmt.Errorf("%w: no snapshot with SHA-256 %s is left under %s (retention pruned it?)", ErrSnapshotChanged, req.ExpectSHA256,
 		req.Source.Destination.ObjectURL(backup.ClusterDir(req.Namespace, req.Cluster)))
+}
+
+// findFurthest is, for /latest without a point, the snapshot whose chain reaches the newest revision of
+// the newest snapshot's etcd cluster: right after a full snapshot, its chain is still empty while the
+// chain of the one before goes on (the writer moves to a new snapshot within 30 s), and the newest
+// point is on that one. Ties go to the newer snapshot (less to replay). Only the chains' listings are
+// read here.
+func findFurthest(ctx context.Context, b *blob.Bucket, req RestoreRequest) (backup.Manifest, error) {
+	m, err := backup.Find(ctx, b, req.Source, req.Namespace, req.Cluster)
+	if err != nil || m.EtcdClusterID == "" {
+		return m, err
+	}
+	ms, _, err := backup.List(ctx, b, req.Namespace, req.Cluster)
+	if err != nil {
+		return backup.Manifest{}, err
+	}
+	best, bestEnd := m, chainEnd(ctx, b, m)
+	older := 0
+	for _, o := range ms {
+		if o.Key == m.Key || o.EtcdClusterID != m.EtcdClusterID || o.Revision > bestEnd {
+			continue
+		}
+		// The writer moves to a new snapshot within its recheck period: only the few before the
+		// newest can still be ahead of it.
+		if older++; older > 3 {
+			break
+		}
+		if end := chainEnd(ctx, b, o); end > bestEnd {
+			best, bestEnd = o, end
+		}
+	}
+	return best, nil
+}
+
+// chainEnd is the last revision m's chain reaches without a gap (m's own revision without a chain).
+func chainEnd(ctx context.Context, b *blob.Bucket, m backup.Manifest) int64 {
+	spans, _, _ := delta.BlobChain{Bucket: b, Prefix: m.ChainsPrefix()}.List(ctx, m.Revision)
+	end := m.Revision
+	for _, s := range spans {
+		if s.First != end+1 {
+			break
+		}
+		end = s.Last
+	}
+	return end
 }
 
 // findBefore is the newest snapshot of the folder at or before req.Point: the one whose chain replays

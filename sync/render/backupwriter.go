@@ -50,6 +50,9 @@ func BackupWriter(d *Desired) *appsv1.StatefulSet {
 		pod.SecurityContext.FSGroup = ptr(int64(65532))
 	}
 	// Memory is bounded by the chunk size (4 MiB of keys and values held at most), not the database's.
+	// GOMEMLIMIT keeps the Go heap near that bound after a full snapshot's stream (measured: anonymous
+	// memory 132 MiB after a snapshot without it, 60 MiB with it; docs/performance.md).
+	ct.Env = append(ct.Env, corev1.EnvVar{Name: "GOMEMLIMIT", Value: "64MiB"})
 	ct.Resources = corev1.ResourceRequirements{
 		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
 		Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")},

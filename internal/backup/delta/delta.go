@@ -69,6 +69,10 @@ type Header struct {
 	LastTime  time.Time `json:"lastTime"`
 }
 
+// maxDecoded bounds a chunk's decompressed size: a writer cuts a chunk at 4 MiB of keys and values
+// (one revision may exceed it: a transaction of up to etcd's request limit), far below.
+const maxDecoded = 256 << 20
+
 // ageMagic starts every age-encrypted file.
 var ageMagic = []byte("age-encryption.org/")
 
@@ -92,7 +96,9 @@ func Write(w io.Writer, clusterID string, chainStart int64, revs []Revision, to 
 		}
 		out = enc
 	}
-	zw, err := zstd.NewWriter(out)
+	// One goroutine and small buffers: a chunk is a few MiB at most, and the writer's memory must stay
+	// bounded (the library's defaults take a window of 8 MiB per core).
+	zw, err := zstd.NewWriter(out, zstd.WithEncoderConcurrency(1), zstd.WithLowerEncoderMem(true), zstd.WithWindowSize(1<<20))
 	if err != nil {
 		return Header{}, err
 	}
@@ -135,7 +141,9 @@ func Read(r io.Reader, ids ...age.Identity) (Header, []Revision, error) {
 		}
 		in = d
 	}
-	zr, err := zstd.NewReader(in)
+	// Bounded: a chunk that decompresses past maxDecoded (a damaged or hostile object) is refused
+	// rather than allowed to fill the restoring pod's memory.
+	zr, err := zstd.NewReader(in, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true), zstd.WithDecoderMaxMemory(maxDecoded))
 	if err != nil {
 		return Header{}, nil, fmt.Errorf("decompressing the chunk: %w", err)
 	}
