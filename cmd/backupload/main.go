@@ -353,7 +353,9 @@ func rssNow(pid int) string {
 }
 
 // resetPeak resets the process's VmHWM (clear_refs 5), so that each phase's peak is its own.
-func resetPeak(pid int) { _ = os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0o200) }
+func resetPeak(pid int) {
+	_ = os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0o200)
+}
 
 func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
 
@@ -853,4 +855,3 @@ func equalMaps(a, b map[string]string) bool {
 	}
 	return true
 }
-
