@@ -371,3 +371,33 @@ func TestFollowUploadsWhatItHoldsWhenTheClusterGoes(t *testing.T) {
 	require.Equal(t, snapRev+1, up.heads[0].First)
 	require.Equal(t, last, up.heads[len(up.heads)-1].Last, "up to the last revision it received")
 }
+
+// A chain from a new cluster's first snapshot: the store is empty (its snapshot says revision 0) and the
+// manifest says 1, the store's revision. The replay starts there all the same.
+func TestReplayFromAnEmptyStore(t *testing.T) {
+	ctx := context.Background()
+	src := startEtcd(t, filepath.Join(t.TempDir(), "src"), "src")
+	snap, snapRev := saveSnapshot(t, src)
+	require.Zero(t, snapRev, "an empty store's snapshot")
+	up := &memUploader{}
+	fo := &Follower{Client: src, Uploader: up, ClusterID: "c1", ChainStart: 1, MaxAge: 50 * time.Millisecond, MaxBytes: 1 << 20}
+	fctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { _, err := fo.Follow(fctx, 2); done <- err }()
+	var last int64
+	for i := range 20 {
+		r, err := src.Put(ctx, fmt.Sprintf("k%d", i%7), fmt.Sprint(i))
+		require.NoError(t, err)
+		last = r.Header.Revision
+	}
+	up.waitUploaded(t, last)
+	stop()
+	require.NoError(t, <-done)
+	out := filepath.Join(t.TempDir(), "out.db")
+	_, err := Replay(ctx, snap, 1, up.heads, func(i int) ([]Revision, error) {
+		_, rs, err := Read(bytes.NewReader(up.blobs[i]))
+		return rs, err
+	}, last, out)
+	require.NoError(t, err)
+	require.Equal(t, keyspace(t, src, 0), snapshotKeyspace(t, out))
+}
