@@ -207,6 +207,8 @@ type RestoreResult struct {
 	Keys int64
 	// Chunks is how many chunks of the chain were replayed after the snapshot (0: the snapshot alone).
 	Chunks int
+	// Took: how long each step took (for the logs and the measurements).
+	Took struct{ Download, Chain, Replay, Restore time.Duration }
 }
 
 // Restore downloads the snapshot into the data volume beside DataDir, checks it (size, SHA-256
@@ -254,9 +256,11 @@ func Restore(ctx context.Context, log *slog.Logger, req RestoreRequest) (Restore
 	defer os.RemoveAll(work)
 	file := filepath.Join(work, "snapshot.db")
 	log.Info("downloading the snapshot", "snapshot", res.URL, "size", m.Size, "revision", m.Revision)
+	t0 := time.Now()
 	if err := backup.Fetch(ctx, b, m, file); err != nil {
 		return res, err
 	}
+	res.Took.Download = time.Since(t0)
 	mgr := snapshot.NewV3(zap.NewNop())
 	ds, err := mgr.Status(file)
 	if err != nil {
@@ -266,7 +270,9 @@ func Restore(ctx context.Context, log *slog.Logger, req RestoreRequest) (Restore
 	if req.Source.Snapshot == "" || !req.Point.IsZero() {
 		// The chain of revisions after the snapshot, up to the point: replayed into a snapshot of the
 		// keyspace there, which then takes the same checks and restore as any snapshot.
+		t1 := time.Now()
 		plan, err := planReplay(ctx, b, m, req.Point, work, req.ReadOptions)
+		res.Took.Chain = time.Since(t1)
 		if err != nil {
 			return res, fmt.Errorf("the revisions after %s: %w", res.URL, err)
 		}
@@ -277,7 +283,10 @@ func Restore(ctx context.Context, log *slog.Logger, req RestoreRequest) (Restore
 		if len(plan.heads) > 0 && plan.Target > ds.Revision {
 			log.Info("replaying the revisions after the snapshot", "from", ds.Revision, "to", plan.Target, "chunks", len(plan.heads))
 			replayed := filepath.Join(work, "replayed.db")
-			if err := plan.replay(ctx, file, m.Revision, replayed, req.ReadOptions); err != nil {
+			t2 := time.Now()
+			err := plan.replay(ctx, file, m.Revision, replayed, req.ReadOptions)
+			res.Took.Replay = time.Since(t2)
+			if err != nil {
 				return res, fmt.Errorf("replaying the revisions after %s up to %d: %w", res.URL, plan.Target, err)
 			}
 			if ds, err = mgr.Status(replayed); err != nil {
@@ -288,6 +297,7 @@ func Restore(ctx context.Context, log *slog.Logger, req RestoreRequest) (Restore
 		}
 	}
 	out := filepath.Join(work, "data")
+	t3 := time.Now()
 	err = mgr.Restore(snapshot.RestoreConfig{
 		SnapshotPath:        file,
 		Name:                req.Name,
@@ -298,6 +308,8 @@ func Restore(ctx context.Context, log *slog.Logger, req RestoreRequest) (Restore
 		RevisionBump:        RevisionBump,
 		MarkCompacted:       true,
 	})
+	res.Took.Restore = time.Since(t3)
+
 	if err != nil {
 		var pathErr *os.PathError
 		if !errors.As(err, &pathErr) && !errors.Is(err, syscall.ENOSPC) && ctx.Err() == nil {

@@ -234,7 +234,8 @@ func startWriter(c config, s store, endpoint, prefix, cluster string, interval t
 	cmd := exec.Command(c.etcdhook, "backup-follow", "--cluster="+cluster, "--namespace=load", "--cluster-uid=uid-"+cluster,
 		"--endpoints="+endpoint, "--destination="+s.destination(prefix), "--credentials-dir="+s.creds,
 		"--chunk-interval="+interval.String(), "--report-every=1ms", "--keep-last=100")
-	cmd.Env = append(os.Environ(), os.Getenv("WRITER_ENV"))
+	// As the writer's pod runs it (sync/render/backupwriter.go).
+	cmd.Env = append(os.Environ(), "GOMEMLIMIT=64MiB")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		return nil, err
@@ -450,9 +451,10 @@ func restorableAfter(writes []acked, reps []api.ContinuousReport) []time.Duratio
 	return out
 }
 
-// uploadLatencies: for each stored chunk whose last revision a report names, the time from receiving
-// that revision to the upload confirmed (read back and compared).
-func uploadLatencies(ctx context.Context, s store, prefix, cluster string, reps []api.ContinuousReport) ([]time.Duration, error) {
+// uploadLatencies: for each stored chunk ending within revisions [from, to], the time from receiving its
+// last revision to the upload confirmed (read back and compared): the first report naming that revision
+// (later ones are the idle checks' and say nothing of the upload).
+func uploadLatencies(ctx context.Context, s store, prefix, cluster string, reps []api.ContinuousReport, from, to int64) ([]time.Duration, error) {
 	d, err := backup.ParseDestination(s.destination(prefix))
 	if err != nil {
 		return nil, err
@@ -480,7 +482,7 @@ func uploadLatencies(ctx context.Context, s store, prefix, cluster string, reps 
 		spans, _, _ := chain.List(ctx, m.Revision)
 		for _, sp := range spans {
 			at, ok := covered[sp.Last]
-			if !ok {
+			if !ok || sp.Last < from || sp.Last > to {
 				continue
 			}
 			ch, err := chain.ReadSpan(ctx, sp, m.Revision, m.EtcdClusterID, delta.ReadOptions{})
@@ -551,9 +553,10 @@ func costAndRestore(ctx context.Context, c config, s store) error {
 		}
 		elapsed := time.Since(tA)
 		cpuB, hwm := procStat(pid)
-		reps := w.reports()[startReps:]
-		lat := restorableAfter(writes, reps)
-		up, err := uploadLatencies(ctx, s, "cost", "cost", reps)
+		all := w.reports()
+		lat := restorableAfter(writes, all[startReps:])
+		firstRev := slices.MinFunc(writes, func(a, b acked) int { return int(a.rev - b.rev) }).rev
+		up, err := uploadLatencies(ctx, s, "cost", "cost", all, firstRev, last.rev)
 		if err != nil {
 			return err
 		}
@@ -644,8 +647,10 @@ func restoreTiming(ctx context.Context, c config, s store, cl *clientv3.Client, 
 	if rr.Revision != lastRev.Load() {
 		return fmt.Errorf("restored revision %d, the newest written %d", rr.Revision, lastRev.Load())
 	}
-	fmt.Printf("Restore of the newest point: snapshot %s (%s, revision %d) and %d revisions after it (%d chunks), downloaded from MinIO, replayed and restored with etcd's restore library: **%s** (%d keys).\n\n",
-		res.Manifest.Snapshot, mib(res.Manifest.Size), res.Manifest.Revision, rr.Revision-res.Manifest.Revision, rr.Chunks, took.Round(100*time.Millisecond), rr.Keys)
+	fmt.Printf("Restore of the newest point: snapshot %s (%s, revision %d) and %d revisions after it (%d chunks), downloaded from MinIO, replayed and restored with etcd's restore library: **%s** (%d keys): snapshot download and checks %s, chain read and checked %s, replay (restore without bump, %d revisions on etcd's server, its snapshot written) %s, etcd's restore of the result %s.\n\n",
+		res.Manifest.Snapshot, mib(res.Manifest.Size), res.Manifest.Revision, rr.Revision-res.Manifest.Revision, rr.Chunks, took.Round(100*time.Millisecond), rr.Keys,
+		rr.Took.Download.Round(100*time.Millisecond), rr.Took.Chain.Round(100*time.Millisecond), rr.Revision-res.Manifest.Revision,
+		rr.Took.Replay.Round(100*time.Millisecond), rr.Took.Restore.Round(100*time.Millisecond))
 	logf("restore took %s", took.Round(time.Second))
 	return os.RemoveAll(dir)
 }
