@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"gocloud.dev/blob"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -93,8 +94,19 @@ func successReport(d backup.Destination, res membership.BackupResult, now time.T
 
 // backupOnce opens the store as the pod sees it and runs one backup.
 func backupOnce(ctx context.Context, log *slog.Logger, d backup.Destination, fileRoot, creds string, req membership.BackupRequest, tlsDir string) (membership.BackupResult, error) {
-	if err := backup.LoadCredentials(creds); err != nil {
+	b, err := openStore(ctx, d, fileRoot, creds)
+	if err != nil {
 		return membership.BackupResult{}, err
+	}
+	defer b.Close()
+	return membership.Backup(ctx, &membership.Etcd{Log: log, TLSDir: tlsDir}, b, log, req)
+}
+
+// openStore opens a destination as the pod sees it (its credentials Secret loaded, a file destination
+// under the claim's mount) and checks it, so that a failure names the store's problem.
+func openStore(ctx context.Context, d backup.Destination, fileRoot, creds string) (*blob.Bucket, error) {
+	if err := backup.LoadCredentials(creds); err != nil {
+		return nil, err
 	}
 	local := d
 	if fileRoot != "" {
@@ -102,13 +114,13 @@ func backupOnce(ctx context.Context, log *slog.Logger, d backup.Destination, fil
 	}
 	b, err := local.Open(ctx)
 	if err != nil {
-		return membership.BackupResult{}, err
+		return nil, err
 	}
-	defer b.Close()
 	if err := backup.Check(ctx, d, b); err != nil {
-		return membership.BackupResult{}, err
+		b.Close()
+		return nil, err
 	}
-	return membership.Backup(ctx, &membership.Etcd{Log: log, TLSDir: tlsDir}, b, log, req)
+	return b, nil
 }
 
 // leaseReporter merge-patches one report annotation onto the backup Lease (the backup Jobs' success and

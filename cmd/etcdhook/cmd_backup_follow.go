@@ -55,14 +55,7 @@ func runBackupFollow(args []string) error {
 	defer flush()
 	report := leaseReporter(*ns, *lease, "etcdhook-backup", log)
 
-	if err := backup.LoadCredentials(*creds); err != nil {
-		return err
-	}
-	local := d
-	if *fileRoot != "" {
-		local = d.Under(*fileRoot)
-	}
-	b, err := local.Open(ctx)
+	b, err := openStore(ctx, d, *fileRoot, *creds)
 	if err != nil {
 		return err
 	}
@@ -99,21 +92,11 @@ func runBackupList(args []string) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	if err := backup.LoadCredentials(*creds); err != nil {
-		return err
-	}
-	local := d
-	if *fileRoot != "" {
-		local = d.Under(*fileRoot)
-	}
-	b, err := local.Open(ctx)
+	b, err := openStore(ctx, d, *fileRoot, *creds)
 	if err != nil {
 		return err
 	}
 	defer b.Close()
-	if err := backup.Check(ctx, d, b); err != nil {
-		return err
-	}
 	list, err := membership.ListRestorable(ctx, b, d, *ns, *cluster, delta.ReadOptions{})
 	if err != nil {
 		return err

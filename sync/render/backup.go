@@ -76,21 +76,7 @@ func BackupObjects(d *Desired) []any {
 // backupJob is one backup run: the scheduled template (token "") or an on-demand Job.
 func backupJob(d *Desired, name, token string) *batchv1.Job {
 	n, b := d.Names, d.Spec.Backup
-	args := []string{"backup",
-		"--cluster=" + n.Cluster,
-		"--namespace=" + n.Namespace,
-		"--cluster-uid=" + d.ClusterUID,
-		"--endpoints=" + n.ClientEndpoint(),
-		"--destination=" + b.Destination,
-		"--lease=" + n.BackupName(),
-		fmt.Sprintf("--timeout=%ds", backupJobDeadlineSeconds-60),
-	}
-	if k := b.Retention.KeepLast; k != nil {
-		args = append(args, "--keep-last="+strconv.Itoa(int(*k)))
-	}
-	if a := b.Retention.MaxAge; a != nil {
-		args = append(args, "--max-age="+a.Duration.String())
-	}
+	args := storeArgs(d, "backup", fmt.Sprintf("--timeout=%ds", backupJobDeadlineSeconds-60))
 	if token != "" {
 		args = append(args, "--token="+token)
 	}
@@ -118,6 +104,28 @@ func backupJob(d *Desired, name, token string) *batchv1.Job {
 		pod.SecurityContext.FSGroup = ptr(int64(65532))
 	}
 	return j
+}
+
+// storeArgs is a command that reaches the cluster and its destination and reports on the backup Lease
+// (the backup Jobs, the continuous backup writer): its own flags after the shared ones, retention last
+// (the snapshots either takes are pruned alike).
+func storeArgs(d *Desired, cmd string, own ...string) []string {
+	n, b := d.Names, d.Spec.Backup
+	args := append([]string{cmd,
+		"--cluster=" + n.Cluster,
+		"--namespace=" + n.Namespace,
+		"--cluster-uid=" + d.ClusterUID,
+		"--endpoints=" + n.ClientEndpoint(),
+		"--destination=" + b.Destination,
+		"--lease=" + n.BackupName(),
+	}, own...)
+	if k := b.Retention.KeepLast; k != nil {
+		args = append(args, "--keep-last="+strconv.Itoa(int(*k)))
+	}
+	if a := b.Retention.MaxAge; a != nil {
+		args = append(args, "--max-age="+a.Duration.String())
+	}
+	return args
 }
 
 // BackupStore is what a pod needs to reach a store: the credentials Secret and a file destination's

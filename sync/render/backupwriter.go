@@ -1,8 +1,6 @@
 package render
 
 import (
-	"strconv"
-
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -19,23 +17,8 @@ import (
 func BackupWriter(d *Desired) *appsv1.StatefulSet {
 	n, b := d.Names, d.Spec.Backup
 	c := b.Continuous
-	args := []string{"backup-follow",
-		"--cluster=" + n.Cluster,
-		"--namespace=" + n.Namespace,
-		"--cluster-uid=" + d.ClusterUID,
-		"--endpoints=" + n.ClientEndpoint(),
-		"--destination=" + b.Destination,
-		"--lease=" + n.BackupName(),
-		"--chunk-interval=" + c.Interval().String(),
-		"--report-every=" + api.ContinuousReportEvery.String(),
-	}
 	// The full snapshots it takes itself (no chain yet, a gap, a compaction) follow the backups' retention.
-	if k := b.Retention.KeepLast; k != nil {
-		args = append(args, "--keep-last="+strconv.Itoa(int(*k)))
-	}
-	if a := b.Retention.MaxAge; a != nil {
-		args = append(args, "--max-age="+a.Duration.String())
-	}
+	args := storeArgs(d, "backup-follow", "--chunk-interval="+c.Interval().String(), "--report-every="+api.ContinuousReportEvery.String())
 	job := opsJob(d, n.BackupWriter(), "backup-writer", n.BackupName(), nil)
 	pod := job.Spec.Template.Spec
 	pod.RestartPolicy = corev1.RestartPolicyAlways
