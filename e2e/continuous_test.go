@@ -173,7 +173,7 @@ func TestContinuousBackupRPO(t *testing.T) {
 		len(acks), w.sent, len(missing), window, rs.Revision)
 	results.add(t.Name(), fmt.Sprintf("| figure | value |\n|---|---|\n"+
 		"| writer | %d writes/s through the client Service, 4 clients, 30 s before the loss |\n"+
-		"| continuous backup: cluster settled to the first restorable point | %s |\n"+
+		"| continuous backup: the first restorable point reported, after the cluster settled | %s (0: already reported when it settled) |\n"+
 		"| writes acknowledged before the loss | %d (of %d sent, the rest failed with the loss) |\n"+
 		"| acknowledged writes missing after the restore | %d |\n"+
 		"| loss window (the loss minus the first missing write's acknowledgement; goal at most 5 s) | %s |\n"+
