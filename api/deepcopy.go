@@ -100,6 +100,14 @@ func (s *ClusterSpec) DeepCopy() *ClusterSpec {
 		if b.Retention.MaxAge != nil {
 			c.Retention.MaxAge = ptr.To(*b.Retention.MaxAge)
 		}
+		for _, f := range []struct{ in, out **int32 }{
+			{&b.Retention.KeepHourly, &c.Retention.KeepHourly}, {&b.Retention.KeepDaily, &c.Retention.KeepDaily},
+			{&b.Retention.KeepWeekly, &c.Retention.KeepWeekly}, {&b.Retention.KeepMonthly, &c.Retention.KeepMonthly},
+		} {
+			if *f.in != nil {
+				*f.out = ptr.To(**f.in)
+			}
+		}
 		if k := b.Continuous; k != nil {
 			kc := *k
 			if k.ChunkInterval != nil {

@@ -155,7 +155,7 @@ func Defaulted(s ClusterSpec) ClusterSpec {
 	if s.Timeouts.LeaveSeconds == nil {
 		s.Timeouts.LeaveSeconds = ptr.To(int32(DefaultLeaveSeconds))
 	}
-	if b := s.Backup; b != nil && b.Retention.KeepLast == nil && b.Retention.MaxAge == nil {
+	if b := s.Backup; b != nil && b.Retention.KeepLast == nil && b.Retention.MaxAge == nil && !b.Retention.Tiered() {
 		// Without a word on retention, a week of daily snapshots: never an unbounded bucket.
 		b.Retention.KeepLast = ptr.To(int32(DefaultBackupKeepLast))
 	}

@@ -118,11 +118,21 @@ type StoreAccess struct {
 	AllowLocalEndpoint bool `json:"allowLocalEndpoint,omitempty"`
 }
 
-// BackupRetention: the newest KeepLast snapshots are kept, none older than MaxAge, and never fewer
-// than one.
+// BackupRetention: the newest KeepLast snapshots are kept, and the newest of each of the last
+// KeepHourly hours, KeepDaily days, KeepWeekly weeks and KeepMonthly months (UTC) that have one; none
+// older than MaxAge, and never fewer than one. A chain of revisions goes with its snapshot.
 type BackupRetention struct {
-	KeepLast *int32           `json:"keepLast,omitempty"`
-	MaxAge   *metav1.Duration `json:"maxAge,omitempty"`
+	KeepLast    *int32           `json:"keepLast,omitempty"`
+	MaxAge      *metav1.Duration `json:"maxAge,omitempty"`
+	KeepHourly  *int32           `json:"keepHourly,omitempty"`
+	KeepDaily   *int32           `json:"keepDaily,omitempty"`
+	KeepWeekly  *int32           `json:"keepWeekly,omitempty"`
+	KeepMonthly *int32           `json:"keepMonthly,omitempty"`
+}
+
+// Tiered says whether a calendar tier is set (then an unset KeepLast keeps none by count).
+func (r BackupRetention) Tiered() bool {
+	return r.KeepHourly != nil || r.KeepDaily != nil || r.KeepWeekly != nil || r.KeepMonthly != nil
 }
 
 // RestoreSpec: the snapshot a new cluster's seed restores before it first starts.

@@ -104,6 +104,14 @@ func validateBackup(s ClusterSpec) []Problem {
 		if k := b.Retention.KeepLast; k != nil && (*k < 1 || *k > maxKeepLast) {
 			add("InvalidBackup", "spec.backup.retention.keepLast %d is outside 1..%d", *k, maxKeepLast)
 		}
+		for _, tier := range []struct {
+			field string
+			v     *int32
+		}{{"keepHourly", b.Retention.KeepHourly}, {"keepDaily", b.Retention.KeepDaily}, {"keepWeekly", b.Retention.KeepWeekly}, {"keepMonthly", b.Retention.KeepMonthly}} {
+			if tier.v != nil && (*tier.v < 1 || *tier.v > maxKeepLast) {
+				add("InvalidBackup", "spec.backup.retention.%s %d is outside 1..%d", tier.field, *tier.v, maxKeepLast)
+			}
+		}
 		if a := b.Retention.MaxAge; a != nil && a.Duration < minMaxAge {
 			add("InvalidBackup", "spec.backup.retention.maxAge %s is below %s", a.Duration, minMaxAge)
 		}

@@ -56,6 +56,17 @@ func init() {
 			require.Contains(t, msg, "spec.backup.continuous.maxLag 40s")
 			require.Nil(t, a.children("StatefulSet")["demo-backup-writer"])
 		}},
+		"backup-retention-tiers": {"retention tiers reach the CronJob's and the writer's commands as --keep-hourly/-daily/-weekly, with no keepLast default beside them", func(t *testing.T, a *fxAnswer) {
+			for _, cmd := range [][]string{claimsCjobCmd(a.children("CronJob")["demo-backup"]), claimsEwriterCmd(t, a)} {
+				require.Contains(t, cmd, "--keep-hourly=24")
+				require.Contains(t, cmd, "--keep-daily=7")
+				require.Contains(t, cmd, "--keep-weekly=4")
+				require.NotContains(t, cmd, "--keep-monthly=")
+				for _, arg := range cmd {
+					require.NotContains(t, arg, "--keep-last=", "tiers alone decide: no default count beside them")
+				}
+			}
+		}},
 		"restore-to-time": {"spec.restore.toTime reaches the seed's agent.json as restore.toTime", func(t *testing.T, a *fxAnswer) {
 			var agent map[string]any
 			require.NoError(t, json.Unmarshal([]byte(a.configData(t)["agent.json"].(string)), &agent))

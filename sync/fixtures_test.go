@@ -746,6 +746,16 @@ func fixtures() []fixture {
 			backupsOn(w, "0 * * * *", "s3://etcd-backups/prod")
 			w.setSpec(func(s *api.ClusterSpec) { s.Backup = nil })
 		}},
+		// Calendar retention tiers: the Jobs and the writer get them as flags; no keepLast default.
+		{name: "backup-retention-tiers", build: func(w *world) {
+			settle(w)
+			w.setSpec(func(s *api.ClusterSpec) {
+				withBackup("0 * * * *", "s3://etcd-backups/prod")(s)
+				s.Backup.Retention = api.BackupRetention{KeepHourly: ptr(int32(24)), KeepDaily: ptr(int32(7)), KeepWeekly: ptr(int32(4))}
+				s.Backup.Continuous = &api.ContinuousBackupSpec{}
+			})
+			w.step(5 * time.Second)
+		}},
 		// Continuous backup (docs/design/16-backup-restore.md §16.10).
 		{name: "backup-continuous", build: func(w *world) {
 			continuousOn(w)

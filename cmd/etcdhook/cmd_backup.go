@@ -33,6 +33,7 @@ func runBackup(args []string) error {
 	lease := fs.String("lease", "", "the backup Lease to report on (none: report to stderr only)")
 	keepLast := fs.Int("keep-last", 0, "keep the newest N snapshots (0: no count limit)")
 	maxAge := fs.Duration("max-age", 0, "drop snapshots older than this (0: no age limit)")
+	tiers := retentionTierFlags(fs)
 	token := fs.String("token", "", "the etcd.io/backup-now token this backup answers")
 	timeout := fs.Duration("timeout", time.Hour, "give up after this long")
 	tlsDir := fs.String("tls-dir", "", "client certificate directory when the cluster runs TLS")
@@ -52,7 +53,7 @@ func runBackup(args []string) error {
 
 	res, err := backupOnce(ctx, log, d, *fileRoot, *creds, membership.BackupRequest{
 		Endpoints: strings.Split(*endpoints, ","), Destination: d, Namespace: *ns, Cluster: *cluster, ClusterUID: *uid,
-		Retention: backup.Retention{KeepLast: *keepLast, MaxAge: *maxAge}, Token: *token,
+		Retention: tiers.retention(*keepLast, *maxAge), Token: *token,
 	}, *tlsDir)
 	now := time.Now().UTC()
 	if err != nil && res.Manifest.Key != "" {
@@ -252,4 +253,21 @@ func reportRestore(cluster, ns, uid, lease string, r api.RestoreReport, log *slo
 	case api.RestoreFailed:
 		events.Event(membership.EventRestoreFailed, "Restore", what+" failed (the Job retries): "+r.Message, true)
 	}
+}
+
+// tierFlags are retention's calendar tiers (--keep-hourly and the like), shared by the backup Job and
+// the continuous backup writer (whose own full snapshots are pruned alike).
+type tierFlags struct{ hourly, daily, weekly, monthly *int }
+
+func retentionTierFlags(fs *flag.FlagSet) tierFlags {
+	return tierFlags{
+		hourly:  fs.Int("keep-hourly", 0, "keep the newest snapshot of each of the last N hours that have one"),
+		daily:   fs.Int("keep-daily", 0, "keep the newest snapshot of each of the last N days that have one"),
+		weekly:  fs.Int("keep-weekly", 0, "keep the newest snapshot of each of the last N ISO weeks that have one"),
+		monthly: fs.Int("keep-monthly", 0, "keep the newest snapshot of each of the last N months that have one"),
+	}
+}
+
+func (t tierFlags) retention(keepLast int, maxAge time.Duration) backup.Retention {
+	return backup.Retention{KeepLast: keepLast, MaxAge: maxAge, Hourly: *t.hourly, Daily: *t.daily, Weekly: *t.weekly, Monthly: *t.monthly}
 }

@@ -33,6 +33,7 @@ func runBackupFollow(args []string) error {
 	lease := fs.String("lease", "", "the backup Lease to report on (none: report to stderr only)")
 	keepLast := fs.Int("keep-last", 0, "retention of the full snapshots this writer takes (0: no count limit)")
 	maxAge := fs.Duration("max-age", 0, "retention by age of the full snapshots this writer takes (0: none)")
+	tiers := retentionTierFlags(fs)
 	interval := fs.Duration("chunk-interval", 5*time.Second, "upload what arrived at least this often")
 	chunkBytes := fs.Int("chunk-bytes", 4<<20, "upload sooner once this many bytes of keys and values are held (bounds memory)")
 	recheck := fs.Duration("recheck", 30*time.Second, "how often to look for a newer full snapshot (a new chain)")
@@ -63,7 +64,7 @@ func runBackupFollow(args []string) error {
 	membership.Continuous(ctx, &membership.Etcd{Log: log, TLSDir: *tlsDir}, b, log, membership.ContinuousRequest{
 		Backup: membership.BackupRequest{
 			Endpoints: strings.Split(*endpoints, ","), Destination: d, Namespace: *ns, Cluster: *cluster, ClusterUID: *uid,
-			Retention: backup.Retention{KeepLast: *keepLast, MaxAge: *maxAge},
+			Retention: tiers.retention(*keepLast, *maxAge),
 		},
 		ChunkInterval: *interval, ChunkBytes: *chunkBytes, Recheck: *recheck, ReportEvery: *reportEvery,
 		Report: func(r api.ContinuousReport) { report(api.AnnBackupContinuous, r) },

@@ -118,6 +118,18 @@ func TestExpired(t *testing.T) {
 		{"no limits keep everything", all, Retention{}, nil},
 		{"the newest survives any age", []Manifest{m("x", "u", 100*time.Hour), m("y", "u", 200*time.Hour)}, Retention{MaxAge: time.Hour}, []string{"y.db"}},
 		{"another UID's snapshots are never candidates", []Manifest{m("z", "old-uid", 100*time.Hour)}, Retention{KeepLast: 1, MaxAge: time.Hour}, nil},
+		// Calendar tiers: the newest of each period that has one, as restic's --keep-daily.
+		{"daily 2: the newest of today and of the day before that has one", []Manifest{
+			m("t1", "u", time.Hour), m("t2", "u", 3*time.Hour), m("y1", "u", 20*time.Hour), m("y2", "u", 22*time.Hour),
+			m("d3", "u", 60*time.Hour)}, Retention{Daily: 2}, []string{"t2.db", "y2.db", "d3.db"}},
+		{"hourly and daily together: the union", []Manifest{
+			m("h0", "u", 10*time.Minute), m("h0b", "u", 20*time.Minute), m("h1", "u", 70*time.Minute), m("old", "u", 30*time.Hour)},
+			Retention{Hourly: 2, Daily: 2}, []string{"h0b.db"}},
+		{"keepLast with tiers: either keeps", []Manifest{
+			m("a", "u", time.Minute), m("b", "u", 2*time.Minute), m("c", "u", 3*time.Minute), m("w", "u", 8*24*time.Hour)},
+			Retention{KeepLast: 2, Weekly: 2}, []string{"c.db"}},
+		{"maxAge caps the tiers", []Manifest{m("a", "u", time.Minute), m("m1", "u", 40*24*time.Hour), m("m2", "u", 80*24*time.Hour)},
+			Retention{Monthly: 12, MaxAge: 60 * 24 * time.Hour}, []string{"m2.db"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			assert.Equal(t, tc.want, names(Expired(tc.in, "u", tc.r, now)))

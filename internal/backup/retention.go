@@ -16,29 +16,74 @@ import (
 
 // Retention is spec.backup.retention.
 type Retention struct {
-	// KeepLast keeps the newest n snapshots of the cluster (0: no count limit).
+	// KeepLast keeps the newest n snapshots of the cluster (0: no count limit, unless a tier is set:
+	// then the tiers alone decide).
 	KeepLast int
-	// MaxAge drops snapshots older than this (0: no age limit).
+	// MaxAge drops snapshots older than this (0: no age limit), whatever keeps them otherwise.
 	MaxAge time.Duration
+	// Hourly, Daily, Weekly, Monthly keep the newest snapshot of each of the last n hours, days, ISO
+	// weeks and months (UTC) that have one, as restic's --keep-hourly and the like: a snapshot kept by
+	// any rule is kept.
+	Hourly, Daily, Weekly, Monthly int
+}
+
+// tiered says whether any calendar tier is set.
+func (r Retention) tiered() bool { return r.Hourly+r.Daily+r.Weekly+r.Monthly > 0 }
+
+// tiers are the calendar tiers: how many periods each keeps, and the period a time falls in.
+func (r Retention) tiers() []struct {
+	n      int
+	period func(time.Time) string
+} {
+	return []struct {
+		n      int
+		period func(time.Time) string
+	}{
+		{r.Hourly, func(t time.Time) string { return t.UTC().Format("2006-01-02T15") }},
+		{r.Daily, func(t time.Time) string { return t.UTC().Format("2006-01-02") }},
+		{r.Weekly, func(t time.Time) string { y, w := t.UTC().ISOWeek(); return fmt.Sprintf("%d-W%02d", y, w) }},
+		{r.Monthly, func(t time.Time) string { return t.UTC().Format("2006-01") }},
+	}
 }
 
 // Expired picks the snapshots retention drops from ms (newest first, as List returns them). Only
 // snapshots of this EtcdCluster (by UID) are candidates: a predecessor's under the same name are the
 // user's to delete. The newest snapshot is never dropped, whatever its age: a cluster whose backups
-// fail for longer than MaxAge keeps its last good one.
+// fail for longer than MaxAge keeps its last good one. A snapshot is kept when any rule keeps it
+// (KeepLast, a tier), and none older than MaxAge but the newest.
 func Expired(ms []Manifest, clusterUID string, r Retention, now time.Time) []Manifest {
-	var out []Manifest
-	kept := 0
+	var own []Manifest
 	for _, m := range ms {
-		if m.ClusterUID != clusterUID {
-			continue
+		if m.ClusterUID == clusterUID {
+			own = append(own, m)
 		}
+	}
+	keep := make([]bool, len(own))
+	for i := range own {
+		switch {
+		case i == 0:
+			keep[i] = true
+		case r.KeepLast > 0:
+			keep[i] = i < r.KeepLast
+		default:
+			keep[i] = !r.tiered() // no count limit, unless the tiers decide
+		}
+	}
+	for _, tier := range r.tiers() {
+		seen := map[string]bool{}
+		for i, m := range own {
+			if p := tier.period(m.Time); len(seen) < tier.n && !seen[p] {
+				seen[p] = true
+				keep[i] = true
+			}
+		}
+	}
+	var out []Manifest
+	for i, m := range own {
 		old := r.MaxAge > 0 && now.Sub(m.Time) > r.MaxAge
-		if kept == 0 || ((r.KeepLast == 0 || kept < r.KeepLast) && !old) {
-			kept++
-			continue
+		if i > 0 && (!keep[i] || old) {
+			out = append(out, m)
 		}
-		out = append(out, m)
 	}
 	return out
 }

@@ -125,6 +125,14 @@ func storeArgs(d *Desired, cmd string, own ...string) []string {
 	if a := b.Retention.MaxAge; a != nil {
 		args = append(args, "--max-age="+a.Duration.String())
 	}
+	for _, tier := range []struct {
+		flag string
+		v    *int32
+	}{{"--keep-hourly=", b.Retention.KeepHourly}, {"--keep-daily=", b.Retention.KeepDaily}, {"--keep-weekly=", b.Retention.KeepWeekly}, {"--keep-monthly=", b.Retention.KeepMonthly}} {
+		if tier.v != nil {
+			args = append(args, tier.flag+strconv.Itoa(int(*tier.v)))
+		}
+	}
 	return args
 }
 
