@@ -105,6 +105,17 @@ func Backup(ctx context.Context, e *Etcd, b *blob.Bucket, log *slog.Logger, req 
 	}
 	defer snap.Snapshot.Close()
 	key := backup.SnapshotKey(req.Namespace, req.Cluster, at, st.Header.Revision)
+	// Two backups of one revision in one second (the continuous writer's own snapshot and a Job's) would
+	// have one key, and the store refuses the second at the end of its upload: the next free second
+	// instead (keys sort by time, the manifest's time follows the key).
+	for i := 0; i < 10; i++ {
+		exists, err := b.Exists(ctx, key)
+		if err != nil || !exists {
+			break
+		}
+		at = at.Add(time.Second)
+		key = backup.SnapshotKey(req.Namespace, req.Cluster, at, st.Header.Revision)
+	}
 	stored, err := backup.Upload(ctx, b, key, snap.Snapshot, req.ClusterUID)
 	if err != nil {
 		return BackupResult{}, err

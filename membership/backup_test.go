@@ -543,3 +543,19 @@ func TestMembershipRestoreVerifyTouchesNothing(t *testing.T) {
 	_, err = cl.Put(ctx, "/data/still-serving", "x")
 	require.NoError(t, err)
 }
+
+// Two backups of one revision in one second (the continuous writer's snapshot and a Job's) get two
+// keys: the second takes the next free second, instead of the store refusing it at the end of its
+// upload (CI saw the 412 from MinIO).
+func TestMembershipBackupSameSecondSameRevision(t *testing.T) {
+	d := startMinIO(t, "etcd-same-second").destination(t)
+	src := bootstrapped(t, newestEtcd, 1)
+	at := time.Now()
+	first, err := src.backupOnce(d, backup.Retention{KeepLast: 5}, at)
+	require.NoError(t, err)
+	second, err := src.backupOnce(d, backup.Retention{KeepLast: 5}, at)
+	require.NoError(t, err)
+	require.Equal(t, first.Manifest.Revision, second.Manifest.Revision, "nothing was written between")
+	require.NotEqual(t, first.Manifest.Key, second.Manifest.Key)
+	require.Equal(t, first.Manifest.Time.Add(time.Second), second.Manifest.Time)
+}
