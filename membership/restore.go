@@ -109,13 +109,17 @@ func findVerified(ctx context.Context, b *blob.Bucket, req RestoreRequest) (back
 // point is on that one. Ties go to the newer snapshot (less to replay). Only the chains' listings are
 // read here.
 func findFurthest(ctx context.Context, b *blob.Bucket, req RestoreRequest) (backup.Manifest, error) {
-	m, err := backup.Find(ctx, b, req.Source, req.Namespace, req.Cluster)
-	if err != nil || m.EtcdClusterID == "" {
-		return m, err
-	}
+	// One listing (every manifest is a read): Find's own only for its refusal of an empty folder.
 	ms, _, err := backup.List(ctx, b, req.Namespace, req.Cluster)
 	if err != nil {
 		return backup.Manifest{}, err
+	}
+	if len(ms) == 0 {
+		return backup.Find(ctx, b, req.Source, req.Namespace, req.Cluster)
+	}
+	m := ms[0]
+	if m.EtcdClusterID == "" {
+		return m, nil
 	}
 	best, bestEnd := m, chainEnd(ctx, b, m)
 	older := 0
