@@ -23,13 +23,10 @@ import (
 // status.backup (docs/design/16-backup-restore.md §16).
 func runBackup(args []string) error {
 	fs := flag.NewFlagSet("backup", flag.ContinueOnError)
-	cluster := fs.String("cluster", "", "the EtcdCluster's name (the snapshots' folder)")
-	ns := fs.String("namespace", "", "its namespace")
+	st := storeFlags(fs)
+	cluster, ns, dest, fileRoot, creds := st.cluster, st.namespace, st.destination, st.fileRoot, st.credentials
 	uid := fs.String("cluster-uid", "", "its UID (in the manifest; retention drops only this UID's snapshots)")
 	endpoints := fs.String("endpoints", "", "comma-separated client URLs (the client Service)")
-	dest := fs.String("destination", "", "s3://bucket/prefix?…, gs://bucket/prefix or file:///dir")
-	fileRoot := fs.String("file-root", "", "where a file destination's claim is mounted")
-	creds := fs.String("credentials-dir", "", "the mounted credentials Secret")
 	lease := fs.String("lease", "", "the backup Lease to report on (none: report to stderr only)")
 	keepLast := fs.Int("keep-last", 0, "keep the newest N snapshots (0: no count limit)")
 	maxAge := fs.Duration("max-age", 0, "drop snapshots older than this (0: no age limit)")
@@ -270,4 +267,18 @@ func retentionTierFlags(fs *flag.FlagSet) tierFlags {
 
 func (t tierFlags) retention(keepLast int, maxAge time.Duration) backup.Retention {
 	return backup.Retention{KeepLast: keepLast, MaxAge: maxAge, Hourly: *t.hourly, Daily: *t.daily, Weekly: *t.weekly, Monthly: *t.monthly}
+}
+
+// storeFlagSet is how the backup commands name their cluster's folder in a destination and reach it
+// as the pod mounts it (the backup Job, the continuous writer, backup-list).
+type storeFlagSet struct{ cluster, namespace, destination, fileRoot, credentials *string }
+
+func storeFlags(fs *flag.FlagSet) storeFlagSet {
+	return storeFlagSet{
+		cluster:     fs.String("cluster", "", "the EtcdCluster's name (the snapshots' folder)"),
+		namespace:   fs.String("namespace", "", "its namespace"),
+		destination: fs.String("destination", "", "s3://bucket/prefix?…, gs://bucket/prefix or file:///dir"),
+		fileRoot:    fs.String("file-root", "", "where a file destination's claim is mounted"),
+		credentials: fs.String("credentials-dir", "", "the mounted credentials Secret"),
+	}
 }

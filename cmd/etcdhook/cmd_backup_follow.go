@@ -23,13 +23,10 @@ import (
 // hook reads the newest restorable point for status.backup.continuous.
 func runBackupFollow(args []string) error {
 	fs := flag.NewFlagSet("backup-follow", flag.ContinueOnError)
-	cluster := fs.String("cluster", "", "the EtcdCluster's name (the snapshots' folder)")
-	ns := fs.String("namespace", "", "its namespace")
+	st := storeFlags(fs)
+	cluster, ns, dest, fileRoot, creds := st.cluster, st.namespace, st.destination, st.fileRoot, st.credentials
 	uid := fs.String("cluster-uid", "", "its UID (chains start only from this UID's snapshots)")
 	endpoints := fs.String("endpoints", "", "comma-separated client URLs (the client Service)")
-	dest := fs.String("destination", "", "s3://bucket/prefix?…, gs://bucket/prefix or file:///dir")
-	fileRoot := fs.String("file-root", "", "where a file destination's claim is mounted")
-	creds := fs.String("credentials-dir", "", "the mounted credentials Secret")
 	lease := fs.String("lease", "", "the backup Lease to report on (none: report to stderr only)")
 	keepLast := fs.Int("keep-last", 0, "retention of the full snapshots this writer takes (0: no count limit)")
 	maxAge := fs.Duration("max-age", 0, "retention by age of the full snapshots this writer takes (0: none)")
@@ -78,11 +75,8 @@ func runBackupFollow(args []string) error {
 // cluster, where the store and its credentials are.
 func runBackupList(args []string) error {
 	fs := flag.NewFlagSet("backup-list", flag.ContinueOnError)
-	cluster := fs.String("cluster", "", "the EtcdCluster's name (the snapshots' folder)")
-	ns := fs.String("namespace", "", "its namespace")
-	dest := fs.String("destination", "", "s3://bucket/prefix?…, gs://bucket/prefix or file:///dir")
-	fileRoot := fs.String("file-root", "", "where a file destination's claim is mounted")
-	creds := fs.String("credentials-dir", "", "the mounted credentials Secret")
+	st := storeFlags(fs)
+	cluster, ns, dest, fileRoot, creds := st.cluster, st.namespace, st.destination, st.fileRoot, st.credentials
 	timeout := fs.Duration("timeout", 5*time.Minute, "give up after this long")
 	if err := parseFlags(fs, args, "cluster", "namespace", "destination"); err != nil {
 		return err
