@@ -110,6 +110,7 @@ var annotationBounds = map[string]Bound{
 	AnnMembers:          BoundMembers,
 	AnnError:            BoundText,
 	AnnRestoreFrom:      BoundURL,
+	AnnRestoreTo:        BoundUserToken,
 	AnnRestoredFrom:     BoundURL,
 	AnnBackupSuccess:    BoundReportJSON,
 	AnnBackupFailure:    BoundReportJSON,

@@ -78,6 +78,11 @@ const (
 	// AnnRestoreFrom on the EtcdCluster asks for the running cluster's data to be replaced by a snapshot
 	// (a URL as spec.restore.from takes it), once per distinct value (docs/design/16-backup-restore.md §16.8).
 	AnnRestoreFrom = "etcd.io/restore-from"
+	// AnnRestoreTo beside AnnRestoreFrom restores the keyspace at a point rather than the snapshot as it
+	// is: a revision (a positive integer) or a time (RFC 3339), as spec.restore.toRevision and toTime
+	// take them (issue 27; docs/design/16-backup-restore.md §16.10). The pair is one request: changing
+	// either withdraws a restore not yet committed and asks for another.
+	AnnRestoreTo = "etcd.io/restore-to"
 	// AnnRenewCertificates on the EtcdCluster asks for every built-in certificate (members' and the
 	// client Secret's) to be renewed now, for a value never used before (any token): the renewed
 	// certificates carry its mark, so a value used again finds them renewed already. Member keys are

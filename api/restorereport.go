@@ -50,6 +50,11 @@ type RestoreReport struct {
 	SHA256   string `json:"sha256,omitempty"`
 	Revision int64  `json:"revision,omitempty"`
 	Size     int64  `json:"size,omitempty"`
+	// AtRevision and AtTime: the revision the restored keyspace is at (with a point, or a chain replayed
+	// after the snapshot), and when the continuous backup writer received it. The restore Job of an
+	// in-place restore to a point is pinned to the AtRevision its verification found.
+	AtRevision int64      `json:"atRevision,omitempty"`
+	AtTime     *time.Time `json:"atTime,omitempty"`
 	// Message: why, for Refused and Failed.
 	Message string `json:"message,omitempty"`
 }

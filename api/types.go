@@ -327,9 +327,14 @@ type OnDemandBackup struct {
 // RestoreStatus: where a restored cluster's data came from.
 type RestoreStatus struct {
 	Source string `json:"source"`
-	// Snapshot and Revision: the snapshot restored and its revision, once the seed reports them.
+	// Snapshot and Revision: the snapshot restored and the revision the restored keyspace is at (the
+	// snapshot's, or the point's, or the newest its chain reaches), once the seed reports them.
 	Snapshot string `json:"snapshot,omitempty"`
 	Revision int64  `json:"revision,omitempty"`
+	// ToRevision and ToTime: the point asked (spec.restore's, or the etcd.io/restore-to annotation's);
+	// Revision is then the revision the restored keyspace is at.
+	ToRevision int64        `json:"toRevision,omitempty"`
+	ToTime     *metav1.Time `json:"toTime,omitempty"`
 	// Phase: Restoring until the seed has restored, then Restored.
 	Phase string `json:"phase"`
 	// Message: why the seed could not restore yet (RestoreFailed), empty otherwise.

@@ -192,7 +192,10 @@ func (p *plan) restoreStatus(add func(string, bool, string, string)) *api.Restor
 		return nil
 	}
 	f := p.f
-	rs := &api.RestoreStatus{Source: p.spec.Restore.From, Phase: "Restoring"}
+	rs := &api.RestoreStatus{Source: p.spec.Restore.From, Phase: "Restoring", ToTime: p.spec.Restore.ToTime.DeepCopy()}
+	if r := p.spec.Restore.ToRevision; r != nil {
+		rs.ToRevision = *r
+	}
 	if f.bootstrapped {
 		rs.Phase = "Restored"
 	}

@@ -2,6 +2,7 @@ package sync
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -72,6 +73,31 @@ func init() {
 			require.NoError(t, json.Unmarshal([]byte(a.configData(t)["agent.json"].(string)), &agent))
 			require.Equal(t, "2025-12-31T23:15:00Z", dig(agent, "restore", "toTime"))
 			require.Nil(t, dig(agent, "restore", "toRevision"))
+			require.Equal(t, "2025-12-31T23:15:00Z", claimsDStatus(a, "restore", "toTime"), "status.restore names the point")
+		}},
+		"restore-in-place-to-time-verifying": {"etcd.io/restore-to beside restore-from: the verify Job looks for that time while the members serve; status.restore names it", func(t *testing.T, a *fxAnswer) {
+			jobs := a.jobs("demo-restore")
+			require.Len(t, jobs, 1)
+			require.Contains(t, claimsCjobCmd(a.children("Job")[jobs[0]]), "--to-time=2026-01-01T00:55:00Z")
+			require.Contains(t, claimsCjobCmd(a.children("Job")[jobs[0]]), "--verify-only")
+			require.Equal(t, "Verifying", claimsDStatus(a, "restore", "phase"))
+			require.Equal(t, "2026-01-01T00:55:00Z", claimsDStatus(a, "restore", "toTime"))
+			require.Equal(t, 3, a.replicas(t))
+		}},
+		"restore-in-place-to-time-job": {"the restore Job to a time restores the revision its verification found (--to-revision), never the time again", func(t *testing.T, a *fxAnswer) {
+			require.Equal(t, 0, a.replicas(t))
+			var restore []string
+			for _, name := range a.jobs("demo-restore") {
+				if !strings.HasPrefix(name, "demo-restore-v") {
+					restore = claimsCjobCmd(a.children("Job")[name])
+				}
+			}
+			require.Contains(t, restore, "--to-revision=5017")
+			for _, arg := range restore {
+				require.NotContains(t, arg, "--to-time")
+			}
+			require.Equal(t, "Restoring", claimsDStatus(a, "restore", "phase"))
+			require.Equal(t, "2026-01-01T00:55:00Z", claimsDStatus(a, "restore", "toTime"))
 		}},
 		"restore-two-points": {"spec.restore with both toRevision and toTime is InvalidRestore (one point only); nothing is created", func(t *testing.T, a *fxAnswer) {
 			a.conditionIs(t, "InvalidSpec", "True", "InvalidRestore")

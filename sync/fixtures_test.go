@@ -842,6 +842,22 @@ func fixtures() []fixture {
 				w.step(5 * time.Second)
 			}
 		}},
+		// To a point (etcd.io/restore-to): the verify Job looks for the time; once it passed and the
+		// members stopped, the restore Job restores the revision the verification found.
+		{name: "restore-in-place-to-time-verifying", build: func(w *world) {
+			inPlaceRestoreAsked(w)
+			w.parentAnn = map[string]string{api.AnnRestoreFrom: "s3://etcd-backups/prod/latest", api.AnnRestoreTo: "2026-01-01T00:55:00Z"}
+		}},
+		{name: "restore-in-place-to-time-job", build: func(w *world) {
+			inPlaceRestoreAsked(w)
+			w.parentAnn = map[string]string{api.AnnRestoreFrom: "s3://etcd-backups/prod/latest", api.AnnRestoreTo: "2026-01-01T00:55:00Z"}
+			w.pointRevision = 5017
+			w.step(5 * time.Second) // the verify Job passes
+			w.noJobs = true
+			for range 3 {
+				w.step(5 * time.Second)
+			}
+		}},
 		{name: "restore-in-place-starting", build: func(w *world) {
 			inPlaceRestoreAsked(w)
 			for range 4 {

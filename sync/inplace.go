@@ -9,6 +9,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 
 	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/internal/backup"
 	"github.com/etcdhook/etcdhook/sync/render"
 )
 
@@ -170,6 +171,7 @@ func (p *plan) inPlaceStatus(add func(string, bool, string, string)) *api.Restor
 		return nil
 	}
 	rs := &api.RestoreStatus{Source: rec.Request, Phase: p.inPlacePhase(), InPlace: true, ReplacedClusterIDs: slices.Clone(rec.Retired), LostMembers: slices.Clone(rec.Lost)}
+	rs.ToRevision, rs.ToTime = statusPointFields(rec.point())
 	if lv := p.f.leases[0]; lv != nil && rec.Committed && lv.report.RestoredFrom != "" {
 		rs.Snapshot = lv.report.RestoredFrom
 		fmt.Sscan(lv.report.RestoredRevision, &rs.Revision)
@@ -191,9 +193,16 @@ func (p *plan) inPlaceStatus(add func(string, bool, string, string)) *api.Restor
 }
 
 // restoreJobSpec asks for rec's verify or restore Job.
+// The verify Job looks for the point asked; the restore Job restores the revision the verification
+// found (a time point's revision does not move with chunks uploaded in between).
 func (p *plan) restoreJobSpec(kind render.JobKind, rec *inPlaceRecord) render.Job {
+	point := rec.point()
+	if kind == render.JobRestore && rec.Target > 0 {
+		point = backup.Point{Revision: rec.Target}
+	}
 	return render.Job{Kind: kind, Restore: &render.RestoreJob{
 		Request: rec.Request, Key: rec.key(), SHA256: rec.SHA256, AcceptCluster: rec.AcceptCluster, OnQuorumLoss: len(rec.Lost) > 0,
+		Point: point,
 	}}
 }
 

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/etcdhook/etcdhook/api"
 	"github.com/etcdhook/etcdhook/internal/backup"
 )
@@ -28,7 +30,11 @@ func (f *facts) readInPlace() {
 			// A value written by an older hook may carry a secret (a refused URL with credentials): from
 			// here on only its fingerprint is kept.
 			rec.scrub()
-			f.inPlace = &rec
+			if why := rec.pointProblem(); why != "" {
+				f.distrusted = append(f.distrusted, fmt.Sprintf("ConfigMap %s key %s: %s: the record is ignored", f.names.ConfigMap(), api.ConfigKeyRestoreInPlace, why))
+			} else {
+				f.inPlace = &rec
+			}
 		}
 	}
 	// A restore status shows Verifying has neither stopped nor retired anything: it is not rebuilt, and
@@ -38,7 +44,7 @@ func (f *facts) readInPlace() {
 		// on the parent now counts as seen (a restore is never started from a record half lost).
 		f.inPlace = &inPlaceRecord{Request: r.Source, Retired: r.ReplacedClusterIDs, Lost: r.LostMembers,
 			Committed: r.Phase == inPlaceStarting || r.Phase == inPlaceRestored, Done: r.Phase == inPlaceRestored,
-			Seen: remember(nil, backup.Fingerprint(f.restoreFrom()))}
+			Point: statusPoint(r).Value(), Seen: remember(nil, backup.Fingerprint(askKey(f.restoreAsk())))}
 	}
 	f.setRetired()
 }
@@ -86,9 +92,12 @@ func (f *facts) setRetired() {
 func (f *facts) chooseInPlace() bool {
 	rec := f.inPlace
 	changed := false
-	req := f.restoreFrom()
+	req, point := f.restoreAsk()
+	if req == "" && point != "" {
+		f.distrusted = append(f.distrusted, fmt.Sprintf("annotation %s %q without %s: it names a point, not a source; nothing to restore", api.AnnRestoreTo, point, api.AnnRestoreFrom))
+	}
 	live := slices.Clone(f.clusterIDs)
-	if rec.inFlight() && !rec.Committed && f.withdrawn(rec, req) {
+	if rec.inFlight() && !rec.Committed && f.withdrawn(rec, req, point) {
 		if j := f.obs.Jobs[f.names.RestoreJob(rec.key())]; j != nil {
 			if state, _ := jobStatus(j); state == jobActive {
 				f.inPlaceWithdrawn = true
@@ -112,11 +121,11 @@ func (f *facts) chooseInPlace() bool {
 		rec, changed = &c, true
 	}
 	paused := f.parent.Spec.Paused
-	if !rec.inFlight() && req != "" && !rec.seen(req) && !paused {
+	if ask := askKey(req, point); !rec.inFlight() && req != "" && !rec.seen(ask) && !paused {
 		next := rec.memory()
-		next.Seen = remember(next.Seen, backup.Fingerprint(req))
-		if problem := f.restoreRequestProblem(req, live); problem == "" {
-			next.Request, next.Replacing, next.Verifying, next.Prior = req, live, true, rec.withoutPrior()
+		next.Seen = remember(next.Seen, backup.Fingerprint(ask))
+		if problem := f.restoreRequestProblem(req, point, live); problem == "" {
+			next.Request, next.Point, next.Replacing, next.Verifying, next.Prior = req, point, live, true, rec.withoutPrior()
 			next.AcceptCluster = f.acceptCluster()
 		} else {
 			// Refused: the last restore stays what status shows.
@@ -125,7 +134,7 @@ func (f *facts) chooseInPlace() bool {
 				keep = rec.withoutPrior()
 				keep.Prior = rec.Prior
 			}
-			keep.Seen, keep.Refused, keep.RefusedWhy = next.Seen, backup.Fingerprint(req), problem
+			keep.Seen, keep.Refused, keep.RefusedWhy = next.Seen, backup.Fingerprint(ask), problem
 			next = keep
 		}
 		rec, changed = next, true
@@ -146,10 +155,10 @@ func (f *facts) chooseInPlace() bool {
 	return true
 }
 
-// withdrawn: the restore is no longer asked for. One the annotation asked for, when its value is gone
-// or another; an automatic one, when restoreOnQuorumLoss was switched off, or (while its snapshot is
+// withdrawn: the restore is no longer asked for. One the annotations asked for, when the source is gone
+// or another, or the point another; an automatic one, when restoreOnQuorumLoss was switched off, or (while its snapshot is
 // being verified, nothing stopped yet) when the quorum it would replace is no longer lost.
-func (f *facts) withdrawn(rec *inPlaceRecord, req string) bool {
+func (f *facts) withdrawn(rec *inPlaceRecord, req, point string) bool {
 	if len(rec.Lost) > 0 {
 		if rec.Verifying {
 			if _, lost := f.quorumDataLost(); len(lost) == 0 {
@@ -158,7 +167,7 @@ func (f *facts) withdrawn(rec *inPlaceRecord, req string) bool {
 		}
 		return !f.restoreOnQuorumLoss()
 	}
-	return req != rec.Request
+	return req != rec.Request || point != rec.Point
 }
 
 // acceptCluster is the etcd.io/restore-foreign-cluster value on the parent, "" when none.
@@ -186,7 +195,7 @@ func (f *facts) judgeRestoreJobs(rec *inPlaceRecord) (*inPlaceRecord, bool) {
 	report := f.restoreReport(name)
 	refuse := func(why string) (*inPlaceRecord, bool) {
 		back, _ := rec.back(nil)
-		back.Refused, back.RefusedWhy = backup.Fingerprint(rec.Request), why
+		back.Refused, back.RefusedWhy = backup.Fingerprint(askKey(rec.Request, rec.Point)), why
 		back.RefusedLost = len(rec.Lost) > 0
 		return back, true
 	}
@@ -195,9 +204,17 @@ func (f *facts) judgeRestoreJobs(rec *inPlaceRecord) (*inPlaceRecord, bool) {
 		if report == nil || report.Outcome != api.RestoreVerified || !api.IsSHA256(report.SHA256) {
 			return refuse(fmt.Sprintf("verify Job %s succeeded, but its report on Lease %s (annotation %s) is missing or says otherwise: the snapshot is not trusted", name, f.names.BackupName(), api.AnnRestoreReport))
 		}
+		if rec.Point != "" && report.AtRevision < 1 {
+			return refuse(fmt.Sprintf("verify Job %s succeeded, but its report on Lease %s (annotation %s) names no revision the keyspace is at: the restore to %s is not pinned, and is not carried out", name, f.names.BackupName(), api.AnnRestoreReport, rec.Point))
+		}
 		next := *rec
 		next.Verifying, next.Retired, next.Replacing = false, remember(rec.Retired, rec.Replacing...), nil
 		next.Snapshot, next.SHA256 = backup.Redact(report.Snapshot), report.SHA256
+		if rec.Point != "" {
+			// The restore Job restores exactly what passed: a time point pinned to its revision, so
+			// that chunks uploaded since the verification do not move it.
+			next.Target = report.AtRevision
+		}
 		return &next, true
 	case rec.Verifying && state == jobFailed:
 		why := fmt.Sprintf("verify Job %s failed (kubectl logs job/%s)", name, name)
@@ -284,10 +301,13 @@ func (f *facts) finishInPlace() {
 // restoreRequestProblem says why an etcd.io/restore-from value cannot be carried out, "" when it can.
 // The snapshot is reached with spec.backup's credentials (and claim, for file://): a cluster restores
 // from the store it backs up to. The spec is the applied one (the children are rendered from it).
-func (f *facts) restoreRequestProblem(req string, live []string) string {
+func (f *facts) restoreRequestProblem(req, point string, live []string) string {
 	src, err := backup.ParseSource(req)
 	if err != nil {
 		return fmt.Sprintf("annotation %s %q %v", api.AnnRestoreFrom, backup.Redact(req), err)
+	}
+	if _, err := backup.ParsePoint(point); err != nil {
+		return fmt.Sprintf("annotation %s %q %v", api.AnnRestoreTo, point, err)
 	}
 	spec := api.Defaulted(f.parent.Spec)
 	if f.applied != nil {
@@ -326,14 +346,14 @@ func (f *facts) restoreRequestProblem(req string, live []string) string {
 // refusal is why the etcd.io/restore-from value on the parent (or restoreOnQuorumLoss's restore) was
 // refused, "" when it was not.
 func (f *facts) refusal() string {
-	req := f.restoreFrom()
+	req, point := f.restoreAsk()
 	r := f.inPlace
 	switch {
 	case r == nil || r.Refused == "":
 		return ""
 	case r.RefusedLost && f.restoreOnQuorumLoss():
 		return "spec.backup.restoreOnQuorumLoss: " + r.RefusedWhy + " (restore by hand with " + api.AnnRestoreFrom + ", or switch restoreOnQuorumLoss off and on to try again)"
-	case !r.RefusedLost && req != "" && r.Refused == backup.Fingerprint(req):
+	case !r.RefusedLost && req != "" && r.Refused == backup.Fingerprint(askKey(req, point)):
 		return r.RefusedWhy
 	}
 	return ""
@@ -342,4 +362,40 @@ func (f *facts) refusal() string {
 // restoreFrom is the etcd.io/restore-from value on the parent, "" when none.
 func (f *facts) restoreFrom() string {
 	return strings.TrimSpace(f.parent.Annotations[api.AnnRestoreFrom])
+}
+
+// restoreAsk is the in-place restore the parent's annotations ask for: the source and the point
+// (etcd.io/restore-to, spelled as backup.Point.Value spells it when it parses, as given otherwise, so
+// that restoreRequestProblem names it).
+func (f *facts) restoreAsk() (req, point string) {
+	point = strings.TrimSpace(f.parent.Annotations[api.AnnRestoreTo])
+	if p, err := backup.ParsePoint(point); err == nil {
+		point = p.Value()
+	}
+	return f.restoreFrom(), point
+}
+
+// askKey is one request as the record remembers it (Seen, Refused): its source, and its point if any.
+func askKey(req, point string) string {
+	if point == "" {
+		return req
+	}
+	return req + " to " + point
+}
+
+// statusPointFields is p as status.restore shows it.
+func statusPointFields(p backup.Point) (int64, *metav1.Time) {
+	if p.Time.IsZero() {
+		return p.Revision, nil
+	}
+	return p.Revision, &metav1.Time{Time: p.Time}
+}
+
+// statusPoint is the point status.restore shows.
+func statusPoint(r *api.RestoreStatus) backup.Point {
+	p := backup.Point{Revision: r.ToRevision}
+	if r.ToTime != nil {
+		p.Time = r.ToTime.UTC()
+	}
+	return p
 }

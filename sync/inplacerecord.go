@@ -1,6 +1,7 @@
 package sync
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 
@@ -20,6 +21,10 @@ type inPlaceRecord struct {
 	// Request is the source of the last restore: the etcd.io/restore-from value, or <destination>/latest
 	// for an automatic one.
 	Request string `json:"request,omitempty"`
+	// Point is the etcd.io/restore-to value asked with it (backup.Point.Value), "" for the snapshot as
+	// it is; Target the revision its verification found the keyspace at: what the restore Job restores.
+	Point  string `json:"point,omitempty"`
+	Target int64  `json:"target,omitempty"`
 	// Retired are the cluster IDs restores replaced, this one's included (the IDs known when it
 	// started), newest last: no report, member list or data directory of theirs counts again.
 	Retired []string `json:"retired,omitempty"`
@@ -88,7 +93,27 @@ func (r *inPlaceRecord) seen(v string) bool {
 // second disaster, from the same /latest) gets another Job and other member and cluster IDs.
 func (r *inPlaceRecord) key() string {
 	// The IDs it replaces, retired or not yet (while Verifying): one key from its start to its end.
-	return r.Request + " " + strings.Join(remember(r.Retired, r.Replacing...), ",")
+	return askKey(r.Request, r.Point) + " " + strings.Join(remember(r.Retired, r.Replacing...), ",")
+}
+
+// point is the record's point (the zero point without one, or one that does not parse: pointProblem
+// refuses the record that holds it when it is read).
+func (r *inPlaceRecord) point() backup.Point {
+	p, _ := backup.ParsePoint(r.Point)
+	return p
+}
+
+// pointProblem says why a record's point cannot be the hook's own ("" when it can): a hand edit.
+func (r *inPlaceRecord) pointProblem() string {
+	for ; r != nil; r = r.Prior {
+		if p, err := backup.ParsePoint(r.Point); err != nil || p.Value() != r.Point {
+			return fmt.Sprintf("point %q is not one the hook writes", r.Point)
+		}
+		if r.Target < 0 || r.Target > 0 && r.Point == "" {
+			return fmt.Sprintf("target revision %d without a point, or below 0", r.Target)
+		}
+	}
+	return ""
 }
 
 // memory is the record without its last restore: what a new one starts from.

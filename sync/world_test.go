@@ -6,6 +6,7 @@ import (
 	"hash/fnv"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -63,6 +64,12 @@ type world struct {
 	snapshotDamaged, snapshotChanged bool
 	snapshotOwner                    string
 	verified                         int
+	// pointRevision is the revision a verify Job's restore to a time point ends at (what the chain
+	// holds at that time); verifyFlags and restoreFlags the last verify and restore Jobs' flags.
+	// noAtRevision: the verify Job's report names no revision (an older agent).
+	pointRevision             int64
+	verifyFlags, restoreFlags map[string]string
+	noAtRevision              bool
 	// noResizer: a grown claim's capacity stays (no volume driver grows it); stsOrphaned counts the
 	// StatefulSets deleted with their pods orphaned.
 	noResizer   bool
@@ -1079,6 +1086,18 @@ func (w *world) runJobs() {
 			// (A "latest" resolves to the destination's newest snapshot of the cluster.)
 			snapshot := strings.Replace(flags["from"], "/latest", "/prod/demo/20260101T000000Z-r4242.db", 1)
 			r := api.RestoreReport{Time: w.now.UTC(), Job: name, Outcome: api.RestoreVerified, Snapshot: snapshot, SHA256: strings.Repeat("ab", 32), Revision: 4242, Size: 2 << 20}
+			// Where the keyspace would end: the snapshot's revision, the revision asked, or the
+			// chain's newest at a time.
+			r.AtRevision = 4242
+			if rev := flags["to-revision"]; rev != "" {
+				r.AtRevision, _ = strconv.ParseInt(rev, 10, 64)
+			} else if flags["to-time"] != "" {
+				r.AtRevision = w.pointRevision
+			}
+			if w.noAtRevision {
+				r.AtRevision = 0
+			}
+			w.verifyFlags = flags
 			owner := w.snapshotOwner
 			switch {
 			case w.snapshotDamaged:
@@ -1099,6 +1118,7 @@ func (w *world) runJobs() {
 			// The in-place restore Job (etcdhook restore --replace): it refuses while a member pod runs
 			// on the volume; then ordinal 0's volume holds a new one-member cluster (etcd derives its IDs
 			// from the token, which differs per request).
+			w.restoreFlags = flags
 			if w.pods[0] != nil {
 				j.state, j.finished = jobFailed, w.now
 				continue

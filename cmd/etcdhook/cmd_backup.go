@@ -209,6 +209,13 @@ func runRestore(args []string) error {
 	if res.Manifest.Key != "" || res.URL != "" {
 		r.Snapshot, r.SHA256, r.Revision, r.Size = res.URL, res.Manifest.SHA256, res.Manifest.Revision, res.Manifest.Size
 	}
+	if err == nil && res.Revision > 0 {
+		r.AtRevision = res.Revision
+		if !res.Time.IsZero() {
+			at := res.Time.UTC()
+			r.AtTime = &at
+		}
+	}
 	if *verifyOnly {
 		r.Outcome = api.RestoreVerified
 	}

@@ -2,6 +2,8 @@ package backup
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -47,4 +49,36 @@ func (p Point) Reaches(m Manifest) bool {
 		return !m.Time.After(p.Time)
 	}
 	return true
+}
+
+// ParsePoint reads a point as the etcd.io/restore-to annotation gives it: a revision (decimal, from
+// 1) or a time (RFC 3339). Empty is the zero point (the newest).
+func ParsePoint(s string) (Point, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return Point{}, nil
+	}
+	if rev, err := strconv.ParseInt(s, 10, 64); err == nil {
+		if rev < 1 {
+			return Point{}, fmt.Errorf("revision %d: revisions start at 1", rev)
+		}
+		return Point{Revision: rev}, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return Point{}, fmt.Errorf("is neither a revision (a positive integer) nor an RFC 3339 time")
+	}
+	return Point{Time: t.UTC()}, nil
+}
+
+// Value is the point as ParsePoint reads it ("" for the zero point): one spelling per point, so that a
+// value kept in a record compares equal to the same point asked again.
+func (p Point) Value() string {
+	switch {
+	case p.Revision > 0:
+		return strconv.FormatInt(p.Revision, 10)
+	case !p.Time.IsZero():
+		return p.Time.UTC().Format(time.RFC3339Nano)
+	}
+	return ""
 }

@@ -231,6 +231,11 @@ func restoreJobOf(d *Desired, name string, r *RestoreJob, more []string) *batchv
 	if r.AcceptCluster != "" {
 		args = append(args, "--accept-cluster="+r.AcceptCluster)
 	}
+	if r.Point.Revision > 0 {
+		args = append(args, fmt.Sprintf("--to-revision=%d", r.Point.Revision))
+	} else if !r.Point.Time.IsZero() {
+		args = append(args, "--to-time="+r.Point.Value())
+	}
 	reason := "restore-from"
 	if r.OnQuorumLoss {
 		reason = "restore-on-quorum-loss"

@@ -5,6 +5,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/internal/backup"
 )
 
 // JobKind is what a Job the decision asks for does.
@@ -57,6 +58,8 @@ type RestoreJob struct {
 	SHA256, AcceptCluster string
 	// OnQuorumLoss: started by restoreOnQuorumLoss, not by a request.
 	OnQuorumLoss bool
+	// Point is where the restored keyspace ends (the zero point: the source as it is).
+	Point backup.Point
 }
 
 // Name is the Job's name.

@@ -66,7 +66,8 @@ func TestRestoreToAPoint(t *testing.T) {
 	for _, args := range [][]string{
 		{"restore", "x", "--from", "s3://b/p/latest", "--to-time", "2026-01-01T11:42:00Z", "--to-revision", "5"},
 		{"restore", "x", "--from", "s3://b/p/latest", "--to-time", "yesterday"},
-		{"restore", "demo", "--in-place", "--to-revision", "5"},
+		{"restore", "x", "--from", "s3://b/p/latest", "--to-revision", "-5"},
+		{"restore", "x", "--from", "s3://b/p/latest", "--dry-run"},
 	} {
 		te := newTestEnv(newDynamic(), fake.NewClientset())
 		require.Equal(t, 2, te.run(args...), "%v", args)

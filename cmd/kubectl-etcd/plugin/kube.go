@@ -29,6 +29,8 @@ type Clients struct {
 	Dynamic   dynamic.Interface
 	// Exec runs a command in a container and streams its output (kubectl exec without a TTY).
 	Exec Executor
+	// Logs is a container's log (kubectl logs).
+	Logs func(ctx context.Context, namespace, pod, container string) (string, error)
 }
 
 // Executor runs cmd in namespace/pod/container; stdin may be nil.
@@ -74,7 +76,11 @@ func NewClients(cfg *rest.Config, ns string) (*Clients, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Clients{Namespace: ns, Kube: kube, Dynamic: dyn, Exec: podExecutor(cfg, kube)}, nil
+	logs := func(ctx context.Context, namespace, pod, container string) (string, error) {
+		b, err := kube.CoreV1().Pods(namespace).GetLogs(pod, &corev1.PodLogOptions{Container: container}).DoRaw(ctx)
+		return string(b), err
+	}
+	return &Clients{Namespace: ns, Kube: kube, Dynamic: dyn, Exec: podExecutor(cfg, kube), Logs: logs}, nil
 }
 
 // podExecutor is kubectl exec's transport: WebSocket first, SPDY when the API server (older than 1.30,

@@ -58,9 +58,12 @@ restore  creates the new cluster NAME from a snapshot (spec.restore, read only a
          snapshot with its backup credentials. --to-revision or --to-time restores the keyspace at
          that point (the newest snapshot before it and the continuous backup's chain after it).
          Waits until the cluster is Running, printing progress.
-         --in-place replaces the data of the existing cluster NAME instead (etcd.io/restore-from; its
-         last snapshot without --from): every member stops, writes after the snapshot are lost; waits
-         until the restored cluster has every member healthy, or the restore fails.
+         --in-place replaces the data of the existing cluster NAME instead (etcd.io/restore-from and,
+         to a point, etcd.io/restore-to; without --from, its last snapshot, or to a point its
+         destination's latest): every member stops, writes after the snapshot or point are lost;
+         waits until the restored cluster has every member healthy, or the restore fails.
+         --dry-run (with --in-place or --like) prints what the restore would hold (snapshot,
+         revision, time, keys) from a Job that restores into scratch space: nothing is touched.
 
 Connection flags as kubectl's: --kubeconfig, --context, -n/--namespace, --cluster, --user, --server,
 --token, --as, ... (run 'kubectl etcd status --help' for all).

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -777,7 +778,12 @@ func TestRestoreInPlace(t *testing.T) {
 				_ = unstructured.SetNestedSlice(cur.Object, []any{map[string]any{"type": api.CondRestoreFailed, "status": "True", "reason": "RestoreFailed", "message": "restore Job demo-restore-1 failed", "lastTransitionTime": "2026-01-01T12:00:00Z"}}, "status", "conditions")
 			default:
 				_ = unstructured.SetNestedField(cur.Object, "new1", "status", "clusterID")
-				_ = unstructured.SetNestedMap(cur.Object, map[string]any{"source": from, "snapshot": from, "revision": int64(9), "phase": "Restored", "inPlace": true, "replacedClusterIDs": []any{"old1"}}, "status", "restore")
+				restored := map[string]any{"source": from, "snapshot": from, "revision": int64(9), "phase": "Restored", "inPlace": true, "replacedClusterIDs": []any{"old1"}}
+				if to := cur.GetAnnotations()[api.AnnRestoreTo]; to != "" {
+					rev, _ := strconv.ParseInt(to, 10, 64)
+					restored["toRevision"], restored["revision"] = rev, rev
+				}
+				_ = unstructured.SetNestedMap(cur.Object, restored, "status", "restore")
 				var members []any
 				for i := range 3 {
 					members = append(members, map[string]any{"name": fmt.Sprintf("demo-%d", i), "id": fmt.Sprint(i + 1), "role": "voter", "healthy": true})
@@ -799,6 +805,24 @@ func TestRestoreInPlace(t *testing.T) {
 		require.NoError(t, err)
 		require.NotContains(t, obj.(*unstructured.Unstructured).GetAnnotations(), api.AnnRestoreFrom, "removed once done")
 		require.Contains(t, te.out.String(), "restored in place: s3://b/prod/demo/x-r9.db (revision 9) on prod/demo, 3 members, cluster ID new1 (replaced [old1])")
+	})
+	t.Run("to a revision: source and point in one patch, both removed once done", func(t *testing.T) {
+		dyn := newDynamic(cluster())
+		hook(dyn, false)
+		te := newTestEnv(dyn, fake.NewClientset())
+		require.Equal(t, 0, te.run("restore", "demo", "--in-place", "--to-revision", "7000"), te.err.String())
+		var patches []string
+		for _, a := range dyn.Actions() {
+			if p, ok := a.(k8stesting.PatchAction); ok {
+				patches = append(patches, string(p.GetPatch()))
+			}
+		}
+		require.Len(t, patches, 2)
+		require.JSONEq(t, `{"metadata":{"annotations":{"etcd.io/restore-from":"s3://b/latest","etcd.io/restore-to":"7000"}}}`, patches[0],
+			"to a point without --from: the destination's newest snapshot before it and its chain")
+		require.JSONEq(t, `{"metadata":{"annotations":{"etcd.io/restore-from":null,"etcd.io/restore-to":null}}}`, patches[1])
+		require.Contains(t, te.out.String(), "restoring s3://b/latest to 7000 into prod/demo in place")
+		require.Contains(t, te.out.String(), "(revision 7000)")
 	})
 	t.Run("failure", func(t *testing.T) {
 		dyn := newDynamic(cluster())
@@ -838,7 +862,7 @@ func TestRestoreInPlace(t *testing.T) {
 		u.SetAnnotations(map[string]string{api.AnnRestoreFrom: "s3://b/prod/demo/x-r9.db"})
 		te := newTestEnv(newDynamic(u), fake.NewClientset())
 		require.Equal(t, 1, te.run("restore", "demo", "--in-place"))
-		require.Contains(t, te.err.String(), "a value is restored once")
+		require.Contains(t, te.err.String(), "a request is acted on once")
 	})
 }
 

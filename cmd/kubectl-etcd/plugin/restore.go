@@ -22,7 +22,7 @@ type restoreOpts struct {
 	ambient, localEndpoint bool
 	version                string
 	size                   int32
-	wait, inPlace          bool
+	wait, inPlace, dryRun  bool
 	// acceptCluster: --in-place's opt-in to another cluster's snapshot (api.AnnRestoreForeignCluster).
 	acceptCluster string
 	// toRevision and toTime: spec.restore's point.
@@ -49,8 +49,9 @@ func runRestore(ctx context.Context, env Env, args []string) error {
 	fs.StringVar(&o.version, "version", "", fmt.Sprintf("etcd version (default: --like's, else %s); at least the snapshot's", api.DefaultVersion))
 	fs.BoolVar(&o.inPlace, "in-place", false, "replace the data of the existing cluster NAME with the snapshot (etcd.io/restore-from; without --from, its last snapshot): every member stops and writes after the snapshot are lost")
 	fs.StringVar(&o.acceptCluster, "accept-cluster", "", "with --in-place: accept a snapshot of this other cluster (the UID its refusal names; etcd.io/restore-foreign-cluster)")
-	fs.Int64Var(&o.toRevision, "to-revision", 0, "restore the keyspace at this revision (spec.restore.toRevision; needs continuous backup past the snapshot)")
-	fs.StringVar(&o.toTime, "to-time", "", "restore the keyspace at this time, RFC 3339 (spec.restore.toTime: the newest revision backed up at or before it)")
+	fs.Int64Var(&o.toRevision, "to-revision", 0, "restore the keyspace at this revision (spec.restore.toRevision, or etcd.io/restore-to with --in-place; needs continuous backup past the snapshot)")
+	fs.StringVar(&o.toTime, "to-time", "", "restore the keyspace at this time, RFC 3339 (spec.restore.toTime, or etcd.io/restore-to with --in-place: the newest revision backed up at or before it)")
+	fs.BoolVar(&o.dryRun, "dry-run", false, "print what the restore would hold (snapshot, revision, time, keys) without touching anything: a Job restores into scratch space with the store access of NAME (with --in-place) or of --like")
 	fs.BoolVarP(&o.wait, "wait", "w", true, "wait until the restored cluster is Running and Available")
 	fs.DurationVar(&o.timeout, "timeout", 30*time.Minute, "how long --wait waits")
 	if err := fs.Parse(args); err != nil {
@@ -64,12 +65,17 @@ func runRestore(ctx context.Context, env Env, args []string) error {
 		return &ExitError{Code: 2, Err: fmt.Errorf("restore: --to-revision or --to-time, not both")}
 	}
 	if o.toTime != "" {
-		if _, err := time.Parse(time.RFC3339Nano, o.toTime); err != nil {
+		t, err := time.Parse(time.RFC3339Nano, o.toTime)
+		if err != nil {
 			return &ExitError{Code: 2, Err: fmt.Errorf("restore: --to-time %q is not an RFC 3339 time (2026-01-01T12:00:00Z)", o.toTime)}
 		}
+		o.toTime = backup.Point{Time: t}.Value()
 	}
-	if o.inPlace && (o.toRevision != 0 || o.toTime != "") {
-		return &ExitError{Code: 2, Err: fmt.Errorf("restore: --to-revision and --to-time are for a new cluster (spec.restore); a restore in place to a point is not built yet")}
+	if o.toRevision < 0 {
+		return &ExitError{Code: 2, Err: fmt.Errorf("restore: --to-revision %d: revisions start at 1", o.toRevision)}
+	}
+	if o.dryRun && !o.inPlace && o.like == "" {
+		return &ExitError{Code: 2, Err: fmt.Errorf("restore --dry-run reads the store as an existing cluster's backups do: use it with --in-place (NAME's) or --like")}
 	}
 	if o.inPlace {
 		if o.like != "" || o.credentials != "" || o.claim != "" || o.size != 0 || o.version != "" {
@@ -78,6 +84,16 @@ func runRestore(ctx context.Context, env Env, args []string) error {
 		c, err := env.Connect(&o.kube)
 		if err != nil {
 			return err
+		}
+		if o.dryRun {
+			u, err := getCluster(ctx, c, o.name)
+			if err != nil {
+				return err
+			}
+			if err := o.defaultSource(u, c.Namespace+"/"+o.name); err != nil {
+				return err
+			}
+			return o.runDryRun(ctx, env, c, o.name, string(u.GetUID()))
 		}
 		return o.runInPlace(ctx, env, c)
 	}
@@ -90,6 +106,13 @@ func runRestore(ctx context.Context, env Env, args []string) error {
 	c, err := env.Connect(&o.kube)
 	if err != nil {
 		return err
+	}
+	if o.dryRun {
+		// The source --like would give, read with --like's store access, into scratch space.
+		if _, err := o.fromLike(ctx, c); err != nil {
+			return err
+		}
+		return o.runDryRun(ctx, env, c, o.like, "")
 	}
 	switch _, err := getCluster(ctx, c, o.name); {
 	case err == nil:
@@ -168,15 +191,12 @@ func (o *restoreOpts) runInPlace(ctx context.Context, env Env, c *Clients) error
 	if err != nil {
 		return err
 	}
-	if o.from == "" {
-		last, _, _ := unstructured.NestedString(u.Object, "status", "backup", "lastSnapshot")
-		if last == "" {
-			return fmt.Errorf("restore: %s/%s has no successful backup (status.backup.lastSnapshot is empty): name the snapshot with --from", c.Namespace, o.name)
-		}
-		o.from = last
+	if err := o.defaultSource(u, c.Namespace+"/"+o.name); err != nil {
+		return err
 	}
-	if u.GetAnnotations()[api.AnnRestoreFrom] == o.from {
-		return fmt.Errorf("restore: %s/%s already carries %s=%s: a value is restored once (status.restore says how it went)", c.Namespace, o.name, api.AnnRestoreFrom, o.from)
+	ann := u.GetAnnotations()
+	if ann[api.AnnRestoreFrom] == o.from && ann[api.AnnRestoreTo] == o.point() {
+		return fmt.Errorf("restore: %s/%s already carries %s=%s%s: a request is acted on once (status.restore says how it went)", c.Namespace, o.name, api.AnnRestoreFrom, o.from, o.pointSuffix())
 	}
 	if o.acceptCluster != "" {
 		// Before the request: the hook reads the opt-in when the restore starts.
@@ -184,16 +204,25 @@ func (o *restoreOpts) runInPlace(ctx context.Context, env Env, c *Clients) error
 			return err
 		}
 	}
-	if err := annotate(ctx, c, o.name, api.AnnRestoreFrom, &o.from); err != nil {
+	// Source and point in one patch: the hook must never see the source without the point it goes with.
+	var to *string
+	if p := o.point(); p != "" {
+		to = &p
+	}
+	if err := annotateAll(ctx, c, o.name, map[string]*string{api.AnnRestoreFrom: &o.from, api.AnnRestoreTo: to}); err != nil {
 		return err
 	}
-	fmt.Fprintf(env.Out, "restoring %s into %s/%s in place: every member stops, writes after the snapshot are lost\n", o.from, c.Namespace, o.name)
+	after := "the snapshot"
+	if o.point() != "" {
+		after = "the point"
+	}
+	fmt.Fprintf(env.Out, "restoring %s%s into %s/%s in place: every member stops, writes after %s are lost\n", o.from, o.pointSuffix(), c.Namespace, o.name, after)
 	if !o.wait {
 		return nil
 	}
 	mine := func(s *Snapshot) bool {
 		r := s.status.Restore
-		return r != nil && r.InPlace && r.Source == o.from
+		return r != nil && r.InPlace && r.Source == o.from && statusPoint(r) == o.point()
 	}
 	failed := func(s *Snapshot) error {
 		// A refusal names the value it refused: one still shown for an earlier value is not ours.
@@ -218,14 +247,68 @@ func (o *restoreOpts) runInPlace(ctx context.Context, env Env, c *Clients) error
 		r.Snapshot, r.Revision, c.Namespace, o.name, len(snap.status.Members), snap.status.ClusterID, r.ReplacedClusterIDs)
 	// The hook's record keeps the value (carried out once); the annotation left behind would travel
 	// with a copy of this object's manifest and restore the snapshot over a re-created cluster's data.
-	if err := annotate(ctx, c, o.name, api.AnnRestoreFrom, nil); err != nil {
-		return fmt.Errorf("restored, but removing the %s annotation failed (remove it by hand): %w", api.AnnRestoreFrom, err)
+	if err := annotateAll(ctx, c, o.name, map[string]*string{api.AnnRestoreFrom: nil, api.AnnRestoreTo: nil}); err != nil {
+		return fmt.Errorf("restored, but removing the %s and %s annotations failed (remove them by hand): %w", api.AnnRestoreFrom, api.AnnRestoreTo, err)
 	}
 	if o.acceptCluster != "" {
 		if err := annotate(ctx, c, o.name, api.AnnRestoreForeignCluster, nil); err != nil {
 			return fmt.Errorf("restored, but removing the %s annotation failed (remove it by hand): %w", api.AnnRestoreForeignCluster, err)
 		}
 	}
+	return nil
+}
+
+// point is the point asked, as etcd.io/restore-to spells it ("" for none).
+func (o *restoreOpts) point() string {
+	return backup.Point{Revision: o.toRevision, Time: parsedTime(o.toTime)}.Value()
+}
+
+// pointSuffix names the point in a message.
+func (o *restoreOpts) pointSuffix() string {
+	if p := o.point(); p != "" {
+		return " to " + p
+	}
+	return ""
+}
+
+// parsedTime is s (validated RFC 3339) as a time, zero for "".
+func parsedTime(s string) time.Time {
+	t, _ := time.Parse(time.RFC3339Nano, s)
+	return t
+}
+
+// statusPoint is status.restore's point, spelled as point() spells it.
+func statusPoint(r *api.RestoreStatus) string {
+	p := backup.Point{Revision: r.ToRevision}
+	if r.ToTime != nil {
+		p.Time = r.ToTime.Time
+	}
+	return p.Value()
+}
+
+// defaultSource is the source without --from: to a point, the newest snapshot before it and its chain
+// (<destination>/latest); otherwise the cluster's last snapshot.
+func (o *restoreOpts) defaultSource(u *unstructured.Unstructured, name string) error {
+	if o.from != "" {
+		return nil
+	}
+	if o.point() != "" {
+		d, _, _ := unstructured.NestedString(u.Object, "spec", "backup", "destination")
+		if d == "" {
+			return fmt.Errorf("restore: %s has no spec.backup.destination to restore a point from: name the source with --from", name)
+		}
+		latest, err := latestOf(d)
+		if err != nil {
+			return fmt.Errorf("restore: %s's spec.backup.destination %w", name, err)
+		}
+		o.from = latest
+		return nil
+	}
+	last, _, _ := unstructured.NestedString(u.Object, "status", "backup", "lastSnapshot")
+	if last == "" {
+		return fmt.Errorf("restore: %s has no successful backup (status.backup.lastSnapshot is empty): name the snapshot with --from", name)
+	}
+	o.from = last
 	return nil
 }
 
@@ -242,12 +325,8 @@ func (o *restoreOpts) fromLike(ctx context.Context, c *Clients) (map[string]any,
 	}
 	delete(spec, "restore")
 	delete(spec, "paused")
-	if o.from == "" {
-		last, _, _ := unstructured.NestedString(other.Object, "status", "backup", "lastSnapshot")
-		if last == "" {
-			return nil, fmt.Errorf("restore: %s/%s has no successful backup (status.backup.lastSnapshot is empty): name the snapshot with --from", c.Namespace, o.like)
-		}
-		o.from = last
+	if err := o.defaultSource(other, c.Namespace+"/"+o.like); err != nil {
+		return nil, err
 	}
 	if o.credentials == "" {
 		o.credentials, _, _ = unstructured.NestedString(spec, "backup", "credentialsSecret")

@@ -73,6 +73,13 @@ func annotate(ctx context.Context, c *Clients, name, key string, value *string) 
 	return err
 }
 
+// annotateAll sets (nil: removes) several annotations in one merge patch.
+func annotateAll(ctx context.Context, c *Clients, name string, values map[string]*string) error {
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": values}})
+	_, err := c.Dynamic.Resource(GVR).Namespace(c.Namespace).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+	return err
+}
+
 // snapshotOf decodes an EtcdCluster object (without the Leases).
 func snapshotOf(u *unstructured.Unstructured) (*Snapshot, error) {
 	s := &Snapshot{Namespace: u.GetNamespace(), Name: u.GetName(), Generation: u.GetGeneration()}
