@@ -64,6 +64,8 @@ type AgentRestore struct {
 	ToTime         *time.Time `json:"toTime,omitempty"`
 	FileRoot       string     `json:"fileRoot,omitempty"`
 	CredentialsDir string     `json:"credentialsDir,omitempty"`
+	// EncryptionDir is where spec.restore.encryption's Secret is mounted ("" without one).
+	EncryptionDir string `json:"encryptionDir,omitempty"`
 }
 
 // AgentTLS is the TLS configuration as the agent needs it.

@@ -118,6 +118,10 @@ func (s *ClusterSpec) DeepCopy() *ClusterSpec {
 			}
 			c.Continuous = &kc
 		}
+		if e := b.Encryption; e != nil {
+			ec := *e
+			c.Encryption = &ec
+		}
 		out.Backup = &c
 	}
 	if r := s.Restore; r != nil {
@@ -127,6 +131,10 @@ func (s *ClusterSpec) DeepCopy() *ClusterSpec {
 		}
 		if r.ToTime != nil {
 			c.ToTime = r.ToTime.DeepCopy()
+		}
+		if e := r.Encryption; e != nil {
+			ec := *e
+			c.Encryption = &ec
 		}
 		out.Restore = &c
 	}

@@ -36,12 +36,14 @@ const (
 	// Secret; BackupMount where they mount the claim of a file:// destination.
 	BackupCredentialsDir = "/etc/etcdhook/backup-credentials"
 	BackupMount          = "/backup"
-	DataMount            = "/var/lib/etcd"
-	DataDir              = DataMount + "/data"
-	EtcdBinary           = "/usr/local/bin/etcd"
-	HookBinary           = "/etcdhook"
-	MaxSize              = 9
-	MaxNameLength        = 40
+	// BackupEncryptionDir is where the backup pods and a restoring seed mount the encryption Secret.
+	BackupEncryptionDir = "/etc/etcdhook/backup-encryption"
+	DataMount           = "/var/lib/etcd"
+	DataDir             = DataMount + "/data"
+	EtcdBinary          = "/usr/local/bin/etcd"
+	HookBinary          = "/etcdhook"
+	MaxSize             = 9
+	MaxNameLength       = 40
 )
 
 // Labels on every object the hook renders.

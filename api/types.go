@@ -90,9 +90,22 @@ type BackupSpec struct {
 	// one and uploads it every few seconds, for restores to any revision or time
 	// (docs/design/16-backup-restore.md §16.10); nil: off.
 	Continuous *ContinuousBackupSpec `json:"continuous,omitempty"`
+	// Encryption: snapshots and chunks are encrypted at rest with age, with the keys of this Secret
+	// (docs/design/16-backup-restore.md §16.11); nil: stored in the clear. In-place restores read with it too.
+	Encryption *EncryptionSpec `json:"encryption,omitempty"`
 	// StoreAccess: opt-ins to reach the store in ways an editor of the namespace should not get by
 	// default (the node's rights, the node's own addresses).
 	StoreAccess `json:",inline"`
+}
+
+// EncryptionSpec names the Secret holding the age keys of backups at rest. The hook never reads it: the
+// backup pods mount it.
+type EncryptionSpec struct {
+	// SecretName: a Secret of the cluster's namespace with the key "identity" (age identities,
+	// AGE-SECRET-KEY-1..., one per line: the first encrypts, every one decrypts, so a key is rotated by
+	// putting the new one first) and optionally "recipients" (more age1... recipients every backup is
+	// encrypted to as well: an offline recovery key).
+	SecretName string `json:"secretName"`
 }
 
 // ContinuousBackupSpec: how often the continuous backup writer uploads, and how far behind it may fall
@@ -148,7 +161,9 @@ type RestoreSpec struct {
 	ToTime            *metav1.Time `json:"toTime,omitempty"`
 	CredentialsSecret string       `json:"credentialsSecret,omitempty"`
 	VolumeClaimName   string       `json:"volumeClaimName,omitempty"`
-	StoreAccess       `json:",inline"`
+	// Encryption: the Secret whose identities open encrypted backups (as spec.backup.encryption).
+	Encryption  *EncryptionSpec `json:"encryption,omitempty"`
+	StoreAccess `json:",inline"`
 }
 
 // MaintenanceSpec holds what keeps a long-running etcd healthy.

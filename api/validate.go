@@ -175,10 +175,16 @@ func validateUserNames(name string, s ClusterSpec) []Problem {
 	if b := s.Backup; b != nil {
 		check("InvalidBackup", "spec.backup.credentialsSecret", b.CredentialsSecret, n.HookOwnedSecret)
 		check("InvalidBackup", "spec.backup.volumeClaimName", b.VolumeClaimName, n.HookOwnedClaim)
+		if e := b.Encryption; e != nil {
+			check("InvalidBackup", "spec.backup.encryption.secretName", e.SecretName, n.HookOwnedSecret)
+		}
 	}
 	if r := s.Restore; r != nil {
 		check("InvalidRestore", "spec.restore.credentialsSecret", r.CredentialsSecret, n.HookOwnedSecret)
 		check("InvalidRestore", "spec.restore.volumeClaimName", r.VolumeClaimName, n.HookOwnedClaim)
+		if e := r.Encryption; e != nil {
+			check("InvalidRestore", "spec.restore.encryption.secretName", e.SecretName, n.HookOwnedSecret)
+		}
 	}
 	check("InvalidTLS", "spec.security.tls.peer.secretName", s.Security.TLS.Peer.SecretName, n.HookOwnedSecret)
 	check("InvalidTLS", "spec.security.tls.client.secretName", s.Security.TLS.Client.SecretName, n.HookOwnedSecret)

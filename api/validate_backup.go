@@ -101,6 +101,7 @@ func validateBackup(s ClusterSpec) []Problem {
 			}
 		}
 		checkSecretName(add, "InvalidBackup", "spec.backup.credentialsSecret", b.CredentialsSecret)
+		checkEncryption(add, "InvalidBackup", "spec.backup.encryption", b.Encryption)
 		if k := b.Retention.KeepLast; k != nil && (*k < 1 || *k > maxKeepLast) {
 			add("InvalidBackup", "spec.backup.retention.keepLast %d is outside 1..%d", *k, maxKeepLast)
 		}
@@ -138,6 +139,7 @@ func validateBackup(s ClusterSpec) []Problem {
 			CheckStoreAccess(add, "InvalidRestore", "spec.restore", src.Destination, r.CredentialsSecret, r.StoreAccess)
 		}
 		checkSecretName(add, "InvalidRestore", "spec.restore.credentialsSecret", r.CredentialsSecret)
+		checkEncryption(add, "InvalidRestore", "spec.restore.encryption", r.Encryption)
 		switch {
 		case r.ToRevision != nil && r.ToTime != nil:
 			add("InvalidRestore", "spec.restore.toRevision and spec.restore.toTime: one point only")
@@ -170,6 +172,17 @@ func checkClaim(add func(string, string, ...any), reason, field string, d backup
 		add(reason, "%s.volumeClaimName is only for file:// destinations, not %s://", field, d.Scheme)
 	case claim != "":
 		checkSecretName(add, reason, field+".volumeClaimName", claim)
+	}
+}
+
+// checkEncryption: an encryption block names its Secret.
+func checkEncryption(add func(string, string, ...any), reason, field string, e *EncryptionSpec) {
+	switch {
+	case e == nil:
+	case e.SecretName == "":
+		add(reason, "%s.secretName is required (the Secret with the age identity)", field)
+	default:
+		checkSecretName(add, reason, field+".secretName", e.SecretName)
 	}
 }
 

@@ -37,6 +37,12 @@ func TestValidateBackup(t *testing.T) {
 		{"file without claim", func(s *ClusterSpec) { s.Backup.Destination = "file:///etcd" }, "InvalidBackup", "spec.backup.volumeClaimName"},
 		{"claim with s3", func(s *ClusterSpec) { s.Backup.VolumeClaimName = "x" }, "InvalidBackup", "spec.backup.volumeClaimName"},
 		{"bad secret name", func(s *ClusterSpec) { s.Backup.CredentialsSecret = "Not_A_Name" }, "InvalidBackup", "spec.backup.credentialsSecret"},
+		{"encryption", func(s *ClusterSpec) { s.Backup.Encryption = &EncryptionSpec{SecretName: "backup-keys"} }, "", ""},
+		{"encryption without a Secret", func(s *ClusterSpec) { s.Backup.Encryption = &EncryptionSpec{} }, "InvalidBackup", "spec.backup.encryption.secretName is required"},
+		{"encryption bad Secret name", func(s *ClusterSpec) { s.Backup.Encryption = &EncryptionSpec{SecretName: "Keys!"} }, "InvalidBackup", "spec.backup.encryption.secretName"},
+		{"restore encryption bad Secret name", func(s *ClusterSpec) {
+			s.Restore = &RestoreSpec{From: "gs://b/p/latest", CredentialsSecret: "creds", Encryption: &EncryptionSpec{SecretName: "Keys!"}}
+		}, "InvalidRestore", "spec.restore.encryption.secretName"},
 		{"keepLast 0", func(s *ClusterSpec) { s.Backup.Retention.KeepLast = ptrTo(int32(0)) }, "InvalidBackup", "spec.backup.retention.keepLast"},
 		{"maxAge 10m", func(s *ClusterSpec) { s.Backup.Retention.MaxAge = &metav1.Duration{Duration: 10 * time.Minute} }, "InvalidBackup", "spec.backup.retention.maxAge"},
 		{"restoreOnQuorumLoss on emptyDir", func(s *ClusterSpec) {

@@ -28,6 +28,8 @@ type BackupRequest struct {
 	// Token is the etcd.io/backup-now token this backup answers, empty for a scheduled one.
 	Token string
 	Now   func() time.Time
+	// Keys encrypt the snapshot (none: stored in the clear).
+	Keys backup.Keys
 }
 
 // BackupResult is what a backup stored and pruned.
@@ -116,7 +118,7 @@ func Backup(ctx context.Context, e *Etcd, b *blob.Bucket, log *slog.Logger, req 
 		at = at.Add(time.Second)
 		key = backup.SnapshotKey(req.Namespace, req.Cluster, at, st.Header.Revision)
 	}
-	stored, err := backup.Upload(ctx, b, key, snap.Snapshot, req.ClusterUID)
+	stored, err := backup.Upload(ctx, b, key, snap.Snapshot, req.ClusterUID, req.Keys)
 	if err != nil {
 		return BackupResult{}, err
 	}
@@ -124,7 +126,7 @@ func Backup(ctx context.Context, e *Etcd, b *blob.Bucket, log *slog.Logger, req 
 		Cluster: req.Cluster, Namespace: req.Namespace, ClusterUID: req.ClusterUID,
 		EtcdClusterID: api.FormatID(st.Header.ClusterId), Member: m.Name,
 		Revision: st.Header.Revision, EtcdVersion: st.Version,
-		Size: stored.Size, SHA256: stored.SHA256, Time: at,
+		Size: stored.Size, SHA256: stored.SHA256, Encryption: stored.Encryption, Time: at,
 		Snapshot: path.Base(key), Key: backup.ManifestKey(key), Token: req.Token,
 	}
 	if err := backup.WriteManifest(ctx, b, man); err != nil {

@@ -36,6 +36,8 @@ type continuousRun struct {
 	stop func()
 	// recheck: how often the writer looks for a newer snapshot (200 ms unless set).
 	recheck time.Duration
+	// keys encrypt what the writer stores (none: in the clear).
+	keys backup.Keys
 }
 
 func (r *continuousRun) start() {
@@ -49,8 +51,8 @@ func (r *continuousRun) start() {
 		defer close(done)
 		Continuous(ctx, r.c.etcd(5*time.Second), r.b, r.c.log, ContinuousRequest{
 			Backup: BackupRequest{Endpoints: r.c.endpoints(-1), Destination: r.d, Namespace: "ns", Cluster: "src",
-				ClusterUID: r.c.parent, Retention: backup.Retention{KeepLast: 20}},
-			ChunkInterval: 100 * time.Millisecond, ChunkBytes: 8 << 10, Recheck: recheck,
+				ClusterUID: r.c.parent, Retention: backup.Retention{KeepLast: 20}, Keys: r.keys},
+			To: r.keys.Recipients, ChunkInterval: 100 * time.Millisecond, ChunkBytes: 8 << 10, Recheck: recheck,
 			Report: func(rep api.ContinuousReport) {
 				r.mu.Lock()
 				defer r.mu.Unlock()
@@ -142,13 +144,18 @@ func keyspaceAt(t *testing.T, cl *clientv3.Client, rev int64) map[string]string 
 // restoreTo restores the destination's backups to p into a new data directory and serves it with
 // etcd's own server in the test process: the keyspace the restored seed would start with.
 func restoreTo(t *testing.T, d backup.Destination, p backup.Point) (RestoreResult, map[string]string) {
+	return restoreWith(t, d, p, backup.Keys{})
+}
+
+// restoreWith is restoreTo with the keys of an encrypted destination.
+func restoreWith(t *testing.T, d backup.Destination, p backup.Point, keys backup.Keys) (RestoreResult, map[string]string) {
 	port := freePort(t)
 	peer := fmt.Sprintf("http://127.0.0.1:%d", port)
 	dir := filepath.Join(t.TempDir(), "data")
 	src, err := backup.ParseSource(d.ObjectURL(backup.Latest))
 	require.NoError(t, err)
 	res, err := Restore(context.Background(), slog.New(slog.DiscardHandler), RestoreRequest{Source: src, Namespace: "ns", Cluster: "src",
-		DataDir: dir, Name: "p", PeerURL: peer, Token: "t", Point: p})
+		DataDir: dir, Name: "p", PeerURL: peer, Token: "t", Point: p, Keys: keys})
 	require.NoError(t, err, "restoring to %s", p)
 	client := fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
 	cfg := embed.NewConfig()

@@ -54,8 +54,8 @@ type RestoreRequest struct {
 	// VerifyOnly does everything but the last step: the snapshot is downloaded, checked and restored
 	// into a scratch directory beside DataDir, which is then removed. Nothing else is touched.
 	VerifyOnly bool
-	// ReadOptions open an encrypted chain.
-	ReadOptions delta.ReadOptions
+	// Keys open an encrypted snapshot and chain (their identities).
+	Keys backup.Keys
 }
 
 // ErrForeignSnapshot: the snapshot's manifest names another EtcdCluster than the one restored in place.
@@ -185,7 +185,7 @@ func checkIdentity(m backup.Manifest, req RestoreRequest) error {
 // changed or foreign snapshot), as opposed to a store's or the volume's hiccup.
 func Refused(err error) bool {
 	return errors.Is(err, backup.ErrSnapshotDamaged) || errors.Is(err, backup.ErrNoSnapshot) ||
-		errors.Is(err, ErrForeignSnapshot) || errors.Is(err, ErrSnapshotChanged)
+		errors.Is(err, ErrForeignSnapshot) || errors.Is(err, ErrSnapshotChanged) || errors.Is(err, backup.ErrNoKey)
 }
 
 // RevisionBump is added to the restored store's revision, and the store is marked compacted up to the
@@ -261,7 +261,7 @@ func Restore(ctx context.Context, log *slog.Logger, req RestoreRequest) (Restore
 	file := filepath.Join(work, "snapshot.db")
 	log.Info("downloading the snapshot", "snapshot", res.URL, "size", m.Size, "revision", m.Revision)
 	t0 := time.Now()
-	if err := backup.Fetch(ctx, b, m, file); err != nil {
+	if err := backup.Fetch(ctx, b, m, file, req.Keys.Identities); err != nil {
 		return res, err
 	}
 	res.Took.Download = time.Since(t0)
@@ -275,7 +275,7 @@ func Restore(ctx context.Context, log *slog.Logger, req RestoreRequest) (Restore
 		// The chain of revisions after the snapshot, up to the point: replayed into a snapshot of the
 		// keyspace there, which then takes the same checks and restore as any snapshot.
 		t1 := time.Now()
-		plan, err := planReplay(ctx, b, m, req.Point, work, req.ReadOptions)
+		plan, err := planReplay(ctx, b, m, req.Point, work, delta.ReadOptions{Identities: req.Keys.Identities})
 		res.Took.Chain = time.Since(t1)
 		if err != nil {
 			return res, fmt.Errorf("the revisions after %s: %w", res.URL, err)
@@ -288,7 +288,7 @@ func Restore(ctx context.Context, log *slog.Logger, req RestoreRequest) (Restore
 			log.Info("replaying the revisions after the snapshot", "from", ds.Revision, "to", plan.Target, "chunks", len(plan.heads))
 			replayed := filepath.Join(work, "replayed.db")
 			t2 := time.Now()
-			err := plan.replay(ctx, file, m.Revision, replayed, req.ReadOptions)
+			err := plan.replay(ctx, file, m.Revision, replayed, delta.ReadOptions{Identities: req.Keys.Identities})
 			res.Took.Replay = time.Since(t2)
 			if err != nil {
 				return res, fmt.Errorf("replaying the revisions after %s up to %d: %w", res.URL, plan.Target, err)

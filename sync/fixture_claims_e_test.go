@@ -99,6 +99,28 @@ func init() {
 			require.Equal(t, "Restoring", claimsDStatus(a, "restore", "phase"))
 			require.Equal(t, "2026-01-01T00:55:00Z", claimsDStatus(a, "restore", "toTime"))
 		}},
+		"backup-encrypted": {"spec.backup.encryption: the backup CronJob and the writer mount the Secret read-only and pass --encryption-dir; no key, only its Secret's name", func(t *testing.T, a *fxAnswer) {
+			for name, pod := range map[string]map[string]any{
+				"CronJob demo-backup":            dig(a.children("CronJob")["demo-backup"], "spec", "jobTemplate", "spec", "template", "spec").(map[string]any),
+				"StatefulSet demo-backup-writer": dig(a.children("StatefulSet")["demo-backup-writer"], "spec", "template", "spec").(map[string]any),
+			} {
+				c := dig(pod, "containers", 0).(map[string]any)
+				envs, _ := c["env"].([]any)
+				for _, e := range envs {
+					require.Nil(t, dig(e, "valueFrom", "secretKeyRef"), "%s: a key is a file, never an environment variable", name)
+				}
+				require.Contains(t, strs(c["command"]), "--encryption-dir=/etc/etcdhook/backup-encryption", name)
+				require.Contains(t, c["volumeMounts"], map[string]any{"name": "backup-encryption", "mountPath": "/etc/etcdhook/backup-encryption", "readOnly": true}, name)
+				require.Contains(t, pod["volumes"], map[string]any{"name": "backup-encryption", "secret": map[string]any{"secretName": "backup-keys", "defaultMode": float64(0o444)}}, name)
+			}
+		}},
+		"restore-encrypted": {"spec.restore.encryption: the members mount the Secret and the seed's agent.json names where (encryptionDir)", func(t *testing.T, a *fxAnswer) {
+			var agent map[string]any
+			require.NoError(t, json.Unmarshal([]byte(a.configData(t)["agent.json"].(string)), &agent))
+			require.Equal(t, "/etc/etcdhook/backup-encryption", dig(agent, "restore", "encryptionDir"))
+			pod := dig(a.children("StatefulSet")["demo"], "spec", "template", "spec").(map[string]any)
+			require.Contains(t, pod["volumes"], map[string]any{"name": "backup-encryption", "secret": map[string]any{"secretName": "backup-keys", "defaultMode": float64(0o444)}})
+		}},
 		"restore-two-points": {"spec.restore with both toRevision and toTime is InvalidRestore (one point only); nothing is created", func(t *testing.T, a *fxAnswer) {
 			a.conditionIs(t, "InvalidSpec", "True", "InvalidRestore")
 			msg, _ := a.condition("InvalidSpec")["message"].(string)

@@ -763,6 +763,21 @@ func fixtures() []fixture {
 			w.backupAnn = map[string]string{api.AnnBackupContinuous: api.ContinuousReport{Time: w.now.Add(-time.Second),
 				Snapshot: continuousSnap, ChainStart: 4242, Revision: 9876, RevisionTime: &at}.String()}
 		}},
+		// Encrypted at rest (§16.11): every backup pod mounts the encryption Secret; only its name is in
+		// the answer.
+		{name: "backup-encrypted", build: func(w *world) {
+			settle(w)
+			w.setSpec(func(s *api.ClusterSpec) {
+				withBackup("0 * * * *", "s3://etcd-backups/prod")(s)
+				s.Backup.Continuous = &api.ContinuousBackupSpec{}
+				s.Backup.Encryption = &api.EncryptionSpec{SecretName: "backup-keys"}
+			})
+			w.step(5 * time.Second)
+		}},
+		{name: "restore-encrypted", build: func(w *world) {
+			w.spec.Restore = &api.RestoreSpec{From: "s3://etcd-backups/prod/latest", CredentialsSecret: "minio-credentials",
+				Encryption: &api.EncryptionSpec{SecretName: "backup-keys"}, ToRevision: ptr(int64(9000))}
+		}},
 		// The newest restorable point is five minutes old, and the writer says why.
 		{name: "backup-continuous-lagging", build: func(w *world) {
 			continuousOn(w)

@@ -41,6 +41,10 @@ func runBackup(args []string) error {
 	if err != nil {
 		return usageError{fmt.Errorf("--destination %q %v", *dest, err)}
 	}
+	keys, err := st.keys()
+	if err != nil {
+		return err
+	}
 	log := jsonLogger().With("cluster", *cluster)
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
@@ -50,7 +54,7 @@ func runBackup(args []string) error {
 
 	res, err := backupOnce(ctx, log, d, *fileRoot, *creds, membership.BackupRequest{
 		Endpoints: strings.Split(*endpoints, ","), Destination: d, Namespace: *ns, Cluster: *cluster, ClusterUID: *uid,
-		Retention: tiers.retention(*keepLast, *maxAge), Token: *token,
+		Retention: tiers.retention(*keepLast, *maxAge), Token: *token, Keys: keys,
 	}, *tlsDir)
 	now := time.Now().UTC()
 	if err != nil && res.Manifest.Key != "" {
@@ -168,6 +172,7 @@ func runRestore(args []string) error {
 	timeout := fs.Duration("timeout", time.Hour, "give up after this long")
 	toRevision := fs.Int64("to-revision", 0, "restore the keyspace at this revision (the newest snapshot at or before it, and the continuous backup's chain after it)")
 	toTime := fs.String("to-time", "", "restore the keyspace at this time (RFC 3339): the newest revision the backups hold at or before it")
+	encryption := encryptionFlag(fs)
 	if err := parseFlags(fs, args, "from", "data-dir", "name", "peer-url"); err != nil {
 		return err
 	}
@@ -186,6 +191,10 @@ func runRestore(args []string) error {
 	if err != nil {
 		return usageError{fmt.Errorf("--from %q %v", backup.Redact(*from), err)}
 	}
+	keys, err := backup.LoadKeysDir(*encryption)
+	if err != nil {
+		return err
+	}
 	if *fileRoot != "" {
 		src.Destination = src.Destination.Under(*fileRoot)
 	}
@@ -195,7 +204,7 @@ func runRestore(args []string) error {
 	req := membership.RestoreRequest{
 		Source: src, Namespace: *ns, Cluster: *cluster, DataDir: *dataDir, Name: *name, PeerURL: *peerURL, Token: *token,
 		CredentialsDir: *creds, Replace: *replace, VerifyOnly: *verifyOnly,
-		ClusterUID: *uid, AcceptCluster: *accept, ExpectSHA256: *expect, Point: point,
+		ClusterUID: *uid, AcceptCluster: *accept, ExpectSHA256: *expect, Point: point, Keys: keys,
 	}
 	if *uid != "" && !*verifyOnly {
 		// Bound before the data is in place, as the agent binds its own restore (docs/design/16-backup-restore.md §16.4).
@@ -278,7 +287,7 @@ func (t tierFlags) retention(keepLast int, maxAge time.Duration) backup.Retentio
 
 // storeFlagSet is how the backup commands name their cluster's folder in a destination and reach it
 // as the pod mounts it (the backup Job, the continuous writer, backup-list).
-type storeFlagSet struct{ cluster, namespace, destination, fileRoot, credentials *string }
+type storeFlagSet struct{ cluster, namespace, destination, fileRoot, credentials, encryption *string }
 
 func storeFlags(fs *flag.FlagSet) storeFlagSet {
 	return storeFlagSet{
@@ -287,5 +296,14 @@ func storeFlags(fs *flag.FlagSet) storeFlagSet {
 		destination: fs.String("destination", "", "s3://bucket/prefix?…, gs://bucket/prefix or file:///dir"),
 		fileRoot:    fs.String("file-root", "", "where a file destination's claim is mounted"),
 		credentials: fs.String("credentials-dir", "", "the mounted credentials Secret"),
+		encryption:  encryptionFlag(fs),
 	}
 }
+
+// encryptionFlag is where the encryption Secret is mounted (spec.backup.encryption).
+func encryptionFlag(fs *flag.FlagSet) *string {
+	return fs.String("encryption-dir", "", "the mounted encryption Secret: its "+backup.KeyIdentity+" (age identities: the first encrypts, all decrypt) and optional "+backup.KeyRecipients+" (more recipients to encrypt to)")
+}
+
+// keys are the encryption keys the flags name (none: in the clear).
+func (s storeFlagSet) keys() (backup.Keys, error) { return backup.LoadKeysDir(*s.encryption) }

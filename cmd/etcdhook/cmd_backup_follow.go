@@ -46,6 +46,10 @@ func runBackupFollow(args []string) error {
 	if err != nil {
 		return usageError{fmt.Errorf("--destination %q %v", *dest, err)}
 	}
+	keys, err := st.keys()
+	if err != nil {
+		return err
+	}
 	log := jsonLogger().With("cluster", *cluster)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
@@ -61,9 +65,9 @@ func runBackupFollow(args []string) error {
 	membership.Continuous(ctx, &membership.Etcd{Log: log, TLSDir: *tlsDir}, b, log, membership.ContinuousRequest{
 		Backup: membership.BackupRequest{
 			Endpoints: strings.Split(*endpoints, ","), Destination: d, Namespace: *ns, Cluster: *cluster, ClusterUID: *uid,
-			Retention: tiers.retention(*keepLast, *maxAge),
+			Retention: tiers.retention(*keepLast, *maxAge), Keys: keys,
 		},
-		ChunkInterval: *interval, ChunkBytes: *chunkBytes, Recheck: *recheck, ReportEvery: *reportEvery,
+		To: keys.Recipients, ChunkInterval: *interval, ChunkBytes: *chunkBytes, Recheck: *recheck, ReportEvery: *reportEvery,
 		Report: func(r api.ContinuousReport) { report(api.AnnBackupContinuous, r) },
 		Events: events,
 	})
@@ -85,6 +89,10 @@ func runBackupList(args []string) error {
 	if err != nil {
 		return usageError{fmt.Errorf("--destination %q %v", *dest, err)}
 	}
+	keys, err := st.keys()
+	if err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
 	b, err := openStore(ctx, d, *fileRoot, *creds)
@@ -92,7 +100,7 @@ func runBackupList(args []string) error {
 		return err
 	}
 	defer b.Close()
-	list, err := membership.ListRestorable(ctx, b, d, *ns, *cluster, delta.ReadOptions{})
+	list, err := membership.ListRestorable(ctx, b, d, *ns, *cluster, delta.ReadOptions{Identities: keys.Identities})
 	if err != nil {
 		return err
 	}

@@ -385,8 +385,12 @@ func agentRestore(r *api.AgentRestore, cfg api.AgentConfig, names api.Names, ord
 	if err := point.Check(); err != nil {
 		return nil, fmt.Errorf("restore point %v", err)
 	}
+	keys, err := backup.LoadKeysDir(r.EncryptionDir)
+	if err != nil {
+		return nil, err
+	}
 	return &membership.RestoreRequest{
 		Source: src, Namespace: ns, Cluster: cfg.Cluster, CredentialsDir: r.CredentialsDir,
-		DataDir: cfg.DataDir, Name: pod, PeerURL: names.PeerURL(ordinal), Token: cfg.Token, Point: point,
+		DataDir: cfg.DataDir, Name: pod, PeerURL: names.PeerURL(ordinal), Token: cfg.Token, Point: point, Keys: keys,
 	}, nil
 }

@@ -236,7 +236,7 @@ func TestFetchReadsAtMostTheManifestsSize(t *testing.T) {
 	m := Manifest{Namespace: "ns", Cluster: "c", Snapshot: "a-r1.db", Size: 100, Key: "ns/c/a-r1.db.json"}
 	require.NoError(t, b.WriteAll(ctx, m.SnapshotKey(), make([]byte, 8<<20), nil))
 	dst := filepath.Join(t.TempDir(), "snapshot.db")
-	err = Fetch(ctx, b, m, dst)
+	err = Fetch(ctx, b, m, dst, nil)
 	require.ErrorIs(t, err, ErrSnapshotDamaged)
 	require.ErrorContains(t, err, "has 101 bytes, its manifest says 100")
 	require.NoFileExists(t, dst)

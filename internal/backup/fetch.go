@@ -2,19 +2,29 @@ package backup
 
 import (
 	"context"
+	"errors"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"io"
 	"os"
 
+	"filippo.io/age"
 	"gocloud.dev/blob"
+	"gocloud.dev/gcerrors"
 )
 
-// Fetch downloads m's snapshot to file dst and checks it against the manifest (size, SHA-256) and
-// against etcd's own trailing hash. On any mismatch dst is removed and the error wraps
-// ErrSnapshotDamaged: no data directory is ever written from a bad snapshot.
-func Fetch(ctx context.Context, b *blob.Bucket, m Manifest, dst string) (err error) {
+// Fetch downloads m's snapshot to file dst and checks it against the manifest (size, SHA-256 of the
+// stored object) and against etcd's own trailing hash; an encrypted one is decrypted on the way with
+// ids. On any mismatch dst is removed and the error wraps ErrSnapshotDamaged (ErrNoKey when no identity
+// opens it): no data directory is ever written from a bad snapshot.
+func Fetch(ctx context.Context, b *blob.Bucket, m Manifest, dst string, ids []age.Identity) (err error) {
+	switch {
+	case m.Encryption == EncryptionAge && len(ids) == 0:
+		return fmt.Errorf("%w: %s is encrypted (age) and no encryption key was given (spec.restore.encryption, or spec.backup.encryption in place)", ErrNoKey, m.Snapshot)
+	case m.Encryption != "" && m.Encryption != EncryptionAge:
+		return fmt.Errorf("%w: %s's manifest names encryption %q, which this version does not know", ErrSnapshotDamaged, m.Snapshot, m.Encryption)
+	}
 	r, err := b.NewReader(ctx, m.SnapshotKey(), nil)
 	if err != nil {
 		return fmt.Errorf("reading %s: %w", m.SnapshotKey(), err)
@@ -32,10 +42,29 @@ func Fetch(ctx context.Context, b *blob.Bucket, m Manifest, dst string) (err err
 			_ = os.Remove(dst)
 		}
 	}()
-	sum, check := sha256.New(), newEtcdHash()
+	sum, check, stored := sha256.New(), newEtcdHash(), &counter{}
 	// At most one byte more than the manifest says: an object larger than its manifest is damaged
 	// whatever follows, and a store (or whoever wrote to it) must not make the seed fill its disk.
-	n, err := io.Copy(io.MultiWriter(f, sum, check), io.LimitReader(r, max(m.Size, 0)+1))
+	raw := io.TeeReader(io.LimitReader(r, max(m.Size, 0)+1), io.MultiWriter(sum, stored))
+	plain := raw
+	if m.Encryption == EncryptionAge {
+		d, err := age.Decrypt(raw, ids...)
+		if err != nil {
+			var none *age.NoIdentityMatchError
+			if errors.As(err, &none) {
+				return fmt.Errorf("%w: %s is encrypted to other keys than the ones given", ErrNoKey, m.Snapshot)
+			}
+			return fmt.Errorf("%w: %s cannot be decrypted: %v", ErrSnapshotDamaged, m.Snapshot, err)
+		}
+		plain = d
+	}
+	if _, err = io.Copy(io.MultiWriter(f, check), plain); err == nil {
+		_, err = io.Copy(io.Discard, raw) // the whole object is hashed, whatever age left unread
+	}
+	n := stored.n
+	if err != nil && m.Encryption == EncryptionAge && !isStoreReadErr(err) {
+		return fmt.Errorf("%w: %s does not decrypt: %v", ErrSnapshotDamaged, m.Snapshot, err)
+	}
 	if err != nil {
 		return fmt.Errorf("downloading %s: %w", m.Snapshot, err)
 	}
@@ -49,3 +78,6 @@ func Fetch(ctx context.Context, b *blob.Bucket, m Manifest, dst string) (err err
 	}
 	return f.Sync()
 }
+
+// isStoreReadErr: reading the store failed (worth another attempt), not the content.
+func isStoreReadErr(err error) bool { return gcerrors.Code(err) != gcerrors.Unknown }

@@ -1,6 +1,7 @@
 package backup
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -26,9 +27,11 @@ type Manifest struct {
 	// Revision is the store's revision at the snapshot, EtcdVersion the version of the member's server.
 	Revision    int64  `json:"revision"`
 	EtcdVersion string `json:"etcdVersion"`
-	// Size and SHA256 are the snapshot object's as stored (etcd's own trailing hash included).
-	Size   int64  `json:"size"`
-	SHA256 string `json:"sha256"`
+	// Size and SHA256 are the snapshot object's as stored (etcd's own trailing hash included; encrypted,
+	// when it is). Encryption is how it is encrypted: "" in the clear, EncryptionAge.
+	Size       int64  `json:"size"`
+	SHA256     string `json:"sha256"`
+	Encryption string `json:"encryption,omitempty"`
 	// Time is when the snapshot stream was opened.
 	Time time.Time `json:"time"`
 	// Snapshot is the snapshot's file name: it sits beside the manifest, wherever both are copied.
@@ -65,7 +68,20 @@ func WriteManifest(ctx context.Context, b *blob.Bucket, m Manifest) error {
 	if err != nil {
 		return err
 	}
-	return b.WriteAll(ctx, m.Key, data, &blob.WriterOptions{ContentType: "application/json"})
+	if err := b.WriteAll(ctx, m.Key, data, &blob.WriterOptions{ContentType: "application/json"}); err != nil {
+		return err
+	}
+	// Read back, as every object (§16.11): a manifest the store did not keep whole would make its
+	// snapshot invisible, or worse, describe it wrongly.
+	back, err := b.ReadAll(ctx, m.Key)
+	if err != nil {
+		return fmt.Errorf("reading %s back: %w", m.Key, err)
+	}
+	if !bytes.Equal(back, data) {
+		_ = b.Delete(ctx, m.Key)
+		return fmt.Errorf("%s read back as %d bytes other than the %d written", m.Key, len(back), len(data))
+	}
+	return nil
 }
 
 // ReadManifest reads one manifest by its key (or its snapshot's key).

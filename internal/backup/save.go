@@ -10,6 +10,7 @@ import (
 	"hash"
 	"io"
 
+	"filippo.io/age"
 	"gocloud.dev/blob"
 )
 
@@ -53,19 +54,22 @@ func (e *etcdHash) Valid() bool {
 // ErrSnapshotDamaged: a snapshot whose etcd hash, size or SHA-256 does not match.
 var ErrSnapshotDamaged = errors.New("snapshot damaged")
 
-// Stored is what Upload wrote.
+// Stored is what Upload wrote: the object's size and SHA-256 as stored (encrypted, if it is), and its
+// encryption (Manifest.Encryption).
 type Stored struct {
-	Size   int64
-	SHA256 string
+	Size       int64
+	SHA256     string
+	Encryption string
 }
 
 // Upload streams a snapshot into key without holding it in memory or on a local disk (the stores'
-// writers buffer one part at a time), checks etcd's trailing hash on the way, and then checks that the
-// store holds as many bytes as were sent. A snapshot that fails either check is deleted: no manifest
-// is ever written for it.
+// writers buffer one part at a time), checks etcd's trailing hash on the way (encrypted to keys'
+// recipients after the check, when there are any), and then reads the object back and checks that the
+// store holds exactly the bytes sent (size and SHA-256). A snapshot that fails any check is deleted: no
+// manifest is ever written for it.
 // The object carries its EtcdCluster's UID (MetaClusterUID): if the upload is cut short after the store
 // kept it, or its manifest is later deleted without it, the next backups know whose leftover it is.
-func Upload(ctx context.Context, b *blob.Bucket, key string, src io.Reader, clusterUID string) (Stored, error) {
+func Upload(ctx context.Context, b *blob.Bucket, key string, src io.Reader, clusterUID string, keys Keys) (Stored, error) {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	// IfNotExist: two backups in the same second at the same revision (an on-demand and a scheduled one
@@ -75,10 +79,23 @@ func Upload(ctx context.Context, b *blob.Bucket, key string, src io.Reader, clus
 	if err != nil {
 		return Stored{}, fmt.Errorf("writing %s: %w", key, err)
 	}
-	sum, check := sha256.New(), newEtcdHash()
-	n, err := io.Copy(io.MultiWriter(w, sum, check), src)
+	sum, check, stored := sha256.New(), newEtcdHash(), &counter{}
+	out := io.MultiWriter(w, sum, stored)
+	var enc io.WriteCloser
+	if keys.Encrypts() {
+		if enc, err = age.Encrypt(out, keys.Recipients...); err != nil {
+			cancel()
+			_ = w.Close()
+			return Stored{}, fmt.Errorf("encrypting %s: %w", key, err)
+		}
+		out = enc
+	}
+	n, err := io.Copy(io.MultiWriter(out, check), src)
 	if err == nil && !check.Valid() {
 		err = fmt.Errorf("%w: the stream from etcd ended after %d bytes without a valid trailing hash", ErrSnapshotDamaged, n)
+	}
+	if err == nil && enc != nil {
+		err = enc.Close() // age's last chunk
 	}
 	if err != nil {
 		cancel() // a cancelled writer's Close discards the upload
@@ -88,13 +105,40 @@ func Upload(ctx context.Context, b *blob.Bucket, key string, src io.Reader, clus
 	if err := w.Close(); err != nil {
 		return Stored{}, fmt.Errorf("completing %s: %w", key, err)
 	}
-	attrs, err := b.Attributes(ctx, key)
-	if err != nil {
-		return Stored{}, fmt.Errorf("verifying %s: %w", key, err)
+	res := Stored{Size: stored.n, SHA256: hex.EncodeToString(sum.Sum(nil))}
+	if enc != nil {
+		res.Encryption = EncryptionAge
 	}
-	if attrs.Size != n {
+	if err := readBack(ctx, b, key, res); err != nil {
 		_ = b.Delete(ctx, key)
-		return Stored{}, fmt.Errorf("%w: %s holds %d bytes, %d were sent", ErrSnapshotDamaged, key, attrs.Size, n)
+		return Stored{}, err
 	}
-	return Stored{Size: n, SHA256: hex.EncodeToString(sum.Sum(nil))}, nil
+	return res, nil
+}
+
+// readBack reads the stored object whole and compares its size and SHA-256 with what was sent: a store
+// that acknowledged bytes it did not keep is found before a manifest makes the snapshot count.
+func readBack(ctx context.Context, b *blob.Bucket, key string, want Stored) error {
+	r, err := b.NewReader(ctx, key, nil)
+	if err != nil {
+		return fmt.Errorf("reading %s back: %w", key, err)
+	}
+	defer r.Close()
+	sum := sha256.New()
+	n, err := io.Copy(sum, io.LimitReader(r, want.Size+1))
+	if err != nil {
+		return fmt.Errorf("reading %s back: %w", key, err)
+	}
+	if got := hex.EncodeToString(sum.Sum(nil)); n != want.Size || got != want.SHA256 {
+		return fmt.Errorf("%w: %s read back as %d bytes with SHA-256 %s, %d were sent with %s", ErrSnapshotDamaged, key, n, got, want.Size, want.SHA256)
+	}
+	return nil
+}
+
+// counter counts the bytes written through it.
+type counter struct{ n int64 }
+
+func (c *counter) Write(p []byte) (int, error) {
+	c.n += int64(len(p))
+	return len(p), nil
 }

@@ -94,7 +94,7 @@ func backupJob(d *Desired, name, token string) *batchv1.Job {
 	j.Spec.ActiveDeadlineSeconds = ptr(int64(backupJobDeadlineSeconds))
 	c := &j.Spec.Template.Spec.Containers[0]
 	c.Command = append(c.Command[:1], append(args, c.Command[1:]...)...)
-	vols, mounts, more := BackupStore(b.CredentialsSecret, b.VolumeClaimName)
+	vols, mounts, more := BackupStore(Store{b.CredentialsSecret, b.VolumeClaimName, encryptionName(b.Encryption)})
 	c.Command = append(c.Command, more...)
 	c.VolumeMounts = append(c.VolumeMounts, mounts...)
 	pod := &j.Spec.Template.Spec
@@ -136,9 +136,22 @@ func storeArgs(d *Desired, cmd string, own ...string) []string {
 	return args
 }
 
-// BackupStore is what a pod needs to reach a store: the credentials Secret and a file destination's
-// claim, as volumes, mounts and the flags that point the command at them.
-func BackupStore(secret, claim string) (vols []corev1.Volume, mounts []corev1.VolumeMount, args []string) {
+// Store is how a pod reaches a store: the credentials Secret, a file destination's claim, and the
+// encryption Secret (spec.backup.encryption), each "" when there is none.
+type Store struct{ Credentials, Claim, Encryption string }
+
+// encryptionName is e's Secret, "" for none.
+func encryptionName(e *api.EncryptionSpec) string {
+	if e == nil {
+		return ""
+	}
+	return e.SecretName
+}
+
+// BackupStore is what a pod needs to reach a store: the credentials Secret, a file destination's
+// claim and the encryption keys, as volumes, mounts and the flags that point the command at them.
+func BackupStore(s Store) (vols []corev1.Volume, mounts []corev1.VolumeMount, args []string) {
+	secret, claim := s.Credentials, s.Claim
 	if secret != "" {
 		args = append(args, "--credentials-dir="+api.BackupCredentialsDir)
 		vols = append(vols, corev1.Volume{Name: "backup-credentials", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
@@ -152,6 +165,14 @@ func BackupStore(secret, claim string) (vols []corev1.Volume, mounts []corev1.Vo
 			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim},
 		}})
 		mounts = append(mounts, corev1.VolumeMount{Name: "backup-volume", MountPath: api.BackupMount})
+	}
+	if s.Encryption != "" {
+		// The keys as files: never an environment variable (which a pod's description shows).
+		args = append(args, "--encryption-dir="+api.BackupEncryptionDir)
+		vols = append(vols, corev1.Volume{Name: "backup-encryption", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName: s.Encryption, DefaultMode: ptr(int32(0o444)),
+		}}})
+		mounts = append(mounts, corev1.VolumeMount{Name: "backup-encryption", MountPath: api.BackupEncryptionDir, ReadOnly: true})
 	}
 	return vols, mounts, args
 }

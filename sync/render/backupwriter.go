@@ -25,7 +25,7 @@ func BackupWriter(d *Desired) *appsv1.StatefulSet {
 	// What it holds is uploaded on SIGTERM: one chunk, well within the default grace.
 	ct := &pod.Containers[0]
 	ct.Command = append(ct.Command[:1], append(args, ct.Command[1:]...)...)
-	vols, mounts, more := BackupStore(b.CredentialsSecret, b.VolumeClaimName)
+	vols, mounts, more := BackupStore(Store{b.CredentialsSecret, b.VolumeClaimName, encryptionName(b.Encryption)})
 	ct.Command = append(ct.Command, more...)
 	ct.VolumeMounts = append(ct.VolumeMounts, mounts...)
 	pod.Volumes = append(pod.Volumes, vols...)

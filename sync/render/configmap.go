@@ -47,6 +47,9 @@ func agentRestore(r *api.RestoreSpec) *api.AgentRestore {
 	if r.VolumeClaimName != "" {
 		a.FileRoot = api.BackupMount
 	}
+	if r.Encryption != nil {
+		a.EncryptionDir = api.BackupEncryptionDir
+	}
 	return a
 }
 

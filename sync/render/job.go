@@ -254,14 +254,15 @@ func restoreJobOf(d *Desired, name string, r *RestoreJob, more []string) *batchv
 	}}}
 	c := &j.Spec.Template.Spec.Containers[0]
 	c.Command = append([]string{api.HookBinary}, args...)
-	var secret, claim string
+	var store Store
 	if b := d.Spec.Backup; b != nil {
-		secret, claim = b.CredentialsSecret, b.VolumeClaimName
+		store = Store{b.CredentialsSecret, b.VolumeClaimName, encryptionName(b.Encryption)}
 	}
 	if src, err := backup.ParseSource(r.Request); err == nil && src.Destination.Scheme != "file" {
-		claim = ""
+		store.Claim = ""
 	}
-	vols, mounts, storeArgs := BackupStore(secret, claim)
+	claim := store.Claim
+	vols, mounts, storeArgs := BackupStore(store)
 	c.Command = append(c.Command, storeArgs...)
 	c.VolumeMounts = append(c.VolumeMounts, mounts...)
 	pod := &j.Spec.Template.Spec

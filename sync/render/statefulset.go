@@ -137,7 +137,7 @@ func PodTemplate(d *Desired) corev1.PodTemplateSpec {
 	// set at creation and never changes, so this never rolls a running cluster.
 	var restoreVolumes []corev1.Volume
 	if r := s.Restore; r != nil {
-		vols, mounts, _ := BackupStore(r.CredentialsSecret, r.VolumeClaimName)
+		vols, mounts, _ := BackupStore(Store{r.CredentialsSecret, r.VolumeClaimName, encryptionName(r.Encryption)})
 		restoreVolumes = vols
 		etcd.VolumeMounts = append(etcd.VolumeMounts, mounts...)
 	}

@@ -46,7 +46,7 @@ func runBackups(ctx context.Context, env Env, args []string) error {
 	}
 	cmd := []string{api.HookBinary, "backup-list"}
 	for _, a := range p.Spec.Containers[0].Command {
-		for _, f := range []string{"--cluster=", "--namespace=", "--destination=", "--credentials-dir=", "--file-root="} {
+		for _, f := range []string{"--cluster=", "--namespace=", "--destination=", "--credentials-dir=", "--file-root=", "--encryption-dir="} {
 			if strings.HasPrefix(a, f) {
 				cmd = append(cmd, a)
 			}

@@ -127,7 +127,7 @@ func (o *restoreOpts) runDryRun(ctx context.Context, env Env, c *Clients, cluste
 	if o.toTime != "" {
 		cmd = append(cmd, "--to-time="+o.toTime)
 	}
-	for _, f := range []string{"credentials-dir", "file-root"} {
+	for _, f := range []string{"credentials-dir", "file-root", "encryption-dir"} {
 		if v := storeFlag(t, f); v != "" {
 			cmd = append(cmd, "--"+f+"="+v)
 		}
