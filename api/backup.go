@@ -90,6 +90,48 @@ func (r ContinuousReport) String() string {
 	return string(b)
 }
 
+// CopyReport is what the pod that keeps spec.backup.copy up to date (the continuous backup writer, or
+// the backup Job without one) reports on the backup Lease under AnnBackupCopy after each pass
+// (docs/design/16-backup-restore.md §16.12).
+type CopyReport struct {
+	Time time.Time `json:"time"`
+	// Snapshot is the newest snapshot the copy holds (its URL there), Revision the newest revision its
+	// chain reaches there.
+	Snapshot string `json:"snapshot,omitempty"`
+	Revision int64  `json:"revision,omitempty"`
+	// Copied and Pruned: the snapshots and chunks this pass copied, the snapshots the copy's retention
+	// dropped.
+	Copied int `json:"copied,omitempty"`
+	Pruned int `json:"pruned,omitempty"`
+	// Message: why the pass failed (the copy is behind), empty when it succeeded.
+	Message string `json:"message,omitempty"`
+}
+
+// ParseCopyReport reads the annotation; empty is no report.
+func ParseCopyReport(s string) (*CopyReport, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var r CopyReport
+	if err := json.Unmarshal([]byte(s), &r); err != nil {
+		return nil, err
+	}
+	switch {
+	case r.Time.IsZero():
+		return nil, fmt.Errorf("no time")
+	case r.Revision < 0 || r.Copied < 0 || r.Pruned < 0:
+		return nil, fmt.Errorf("negative counts")
+	}
+	return &r, nil
+}
+
+// String renders the report for its annotation.
+func (r CopyReport) String() string {
+	r.Message = Truncate(r.Message, BoundReportJSON.Bytes/8)
+	b, _ := json.Marshal(r) // plain fields: cannot fail
+	return string(b)
+}
+
 // Restorable is one full snapshot and the chain of revisions after it, as `etcdhook backup-list` prints
 // them and `kubectl etcd backups` shows them: a restore can end anywhere from the snapshot's revision to
 // the chain's last.

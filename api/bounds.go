@@ -115,6 +115,7 @@ var annotationBounds = map[string]Bound{
 	AnnBackupSuccess:    BoundReportJSON,
 	AnnBackupFailure:    BoundReportJSON,
 	AnnBackupContinuous: BoundReportJSON,
+	AnnBackupCopy:       BoundReportJSON,
 	AnnRestoreReport:    BoundReportJSON,
 	// Alarms: up to two types on every member. CAs: the fingerprints (65 bytes each) a member trusts,
 	// a user's bundle included.

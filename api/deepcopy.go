@@ -94,20 +94,7 @@ func (s *ClusterSpec) DeepCopy() *ClusterSpec {
 	}
 	if b := s.Backup; b != nil {
 		c := *b
-		if b.Retention.KeepLast != nil {
-			c.Retention.KeepLast = ptr.To(*b.Retention.KeepLast)
-		}
-		if b.Retention.MaxAge != nil {
-			c.Retention.MaxAge = ptr.To(*b.Retention.MaxAge)
-		}
-		for _, f := range []struct{ in, out **int32 }{
-			{&b.Retention.KeepHourly, &c.Retention.KeepHourly}, {&b.Retention.KeepDaily, &c.Retention.KeepDaily},
-			{&b.Retention.KeepWeekly, &c.Retention.KeepWeekly}, {&b.Retention.KeepMonthly, &c.Retention.KeepMonthly},
-		} {
-			if *f.in != nil {
-				*f.out = ptr.To(**f.in)
-			}
-		}
+		c.Retention = b.Retention.deepCopy()
 		if k := b.Continuous; k != nil {
 			kc := *k
 			if k.ChunkInterval != nil {
@@ -121,6 +108,14 @@ func (s *ClusterSpec) DeepCopy() *ClusterSpec {
 		if e := b.Encryption; e != nil {
 			ec := *e
 			c.Encryption = &ec
+		}
+		if cp := b.Copy; cp != nil {
+			cc := *cp
+			if r := cp.Retention; r != nil {
+				rc := r.deepCopy()
+				cc.Retention = &rc
+			}
+			c.Copy = &cc
 		}
 		out.Backup = &c
 	}
@@ -139,4 +134,24 @@ func (s *ClusterSpec) DeepCopy() *ClusterSpec {
 		out.Restore = &c
 	}
 	return &out
+}
+
+// deepCopy is r with its own pointers.
+func (r BackupRetention) deepCopy() BackupRetention {
+	c := r
+	if r.KeepLast != nil {
+		c.KeepLast = ptr.To(*r.KeepLast)
+	}
+	if r.MaxAge != nil {
+		c.MaxAge = ptr.To(*r.MaxAge)
+	}
+	for _, f := range []struct{ in, out **int32 }{
+		{&r.KeepHourly, &c.KeepHourly}, {&r.KeepDaily, &c.KeepDaily},
+		{&r.KeepWeekly, &c.KeepWeekly}, {&r.KeepMonthly, &c.KeepMonthly},
+	} {
+		if *f.in != nil {
+			*f.out = ptr.To(**f.in)
+		}
+	}
+	return c
 }

@@ -36,6 +36,8 @@ const (
 	// Secret; BackupMount where they mount the claim of a file:// destination.
 	BackupCredentialsDir = "/etc/etcdhook/backup-credentials"
 	BackupMount          = "/backup"
+	// CopyCredentialsDir is where the backup pods mount spec.backup.copy's credentials Secret.
+	CopyCredentialsDir = "/etc/etcdhook/copy-credentials"
 	// BackupEncryptionDir is where the backup pods and a restoring seed mount the encryption Secret.
 	BackupEncryptionDir = "/etc/etcdhook/backup-encryption"
 	DataMount           = "/var/lib/etcd"
@@ -74,6 +76,8 @@ const (
 	AnnBackupFailure = "etcd.io/backup-last-failure"
 	// AnnBackupContinuous: the continuous backup writer's report on the backup Lease (JSON).
 	AnnBackupContinuous = "etcd.io/backup-continuous"
+	// AnnBackupCopy: the report of the last pass that kept spec.backup.copy up to date (JSON).
+	AnnBackupCopy = "etcd.io/backup-copy"
 	// AnnDefragNow on the EtcdCluster asks for one defragmentation pass of every member per distinct
 	// value (any token), whatever the thresholds say.
 	AnnDefragNow = "etcd.io/defrag-now"

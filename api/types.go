@@ -5,6 +5,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 )
 
 // Group, version and kind of the parent resource.
@@ -93,9 +94,33 @@ type BackupSpec struct {
 	// Encryption: snapshots and chunks are encrypted at rest with age, with the keys of this Secret
 	// (docs/design/16-backup-restore.md §16.11); nil: stored in the clear. In-place restores read with it too.
 	Encryption *EncryptionSpec `json:"encryption,omitempty"`
+	// Copy: a second destination (another region's bucket) kept up to date with this one's snapshots
+	// and chains, with a retention of its own (docs/design/16-backup-restore.md §16.12); nil: none.
+	Copy *BackupCopySpec `json:"copy,omitempty"`
 	// StoreAccess: opt-ins to reach the store in ways an editor of the namespace should not get by
 	// default (the node's rights, the node's own addresses).
 	StoreAccess `json:",inline"`
+}
+
+// BackupCopySpec is the second destination: an s3:// or gs:// one (a claim is one place, not another
+// region), reached with its own credentials, pruned by its own retention (absent: spec.backup's).
+type BackupCopySpec struct {
+	Destination       string           `json:"destination"`
+	CredentialsSecret string           `json:"credentialsSecret,omitempty"`
+	Retention         *BackupRetention `json:"retention,omitempty"`
+	StoreAccess       `json:",inline"`
+}
+
+// RetentionOf is the copy's retention: its own, else spec.backup's.
+func (c *BackupCopySpec) RetentionOf(b *BackupSpec) BackupRetention {
+	if r := c.Retention; r != nil && (r.KeepLast != nil || r.MaxAge != nil || r.Tiered()) {
+		return *r
+	}
+	if c.Retention != nil {
+		// Said, but empty: as spec.backup's default, never an unbounded bucket.
+		return BackupRetention{KeepLast: ptr.To(int32(DefaultBackupKeepLast))}
+	}
+	return b.Retention
 }
 
 // EncryptionSpec names the Secret holding the age keys of backups at rest. The hook never reads it: the
@@ -314,6 +339,20 @@ type BackupStatus struct {
 	OnDemand *OnDemandBackup `json:"onDemand,omitempty"`
 	// Continuous: the continuous backup writer's newest restorable point, with spec.backup.continuous.
 	Continuous *ContinuousBackupStatus `json:"continuous,omitempty"`
+	// Copy: the last pass that kept spec.backup.copy up to date.
+	Copy *BackupCopyStatus `json:"copy,omitempty"`
+}
+
+// BackupCopyStatus is the second destination as the last copy pass left it.
+type BackupCopyStatus struct {
+	// Snapshot (its URL in the copy) and Revision: the newest snapshot the copy holds and the newest
+	// revision its chain reaches there; a restore from the copy reaches that far.
+	Snapshot string `json:"snapshot,omitempty"`
+	Revision int64  `json:"revision,omitempty"`
+	// Time: the pass (every 30 s with continuous backup, after each backup otherwise).
+	Time *metav1.Time `json:"time,omitempty"`
+	// Message: why the last pass failed, empty when it succeeded.
+	Message string `json:"message,omitempty"`
 }
 
 // ContinuousBackupStatus is what the continuous backup writer last reported.
@@ -483,6 +522,8 @@ const (
 	// CondBackupLagging: the continuous backup's newest restorable point is older than
 	// spec.backup.continuous.maxLag.
 	CondBackupLagging = "BackupLagging"
+	// CondBackupCopyFailing: the last pass that keeps spec.backup.copy up to date failed.
+	CondBackupCopyFailing = "BackupCopyFailing"
 	// CondRestoreFailed: the seed cannot restore the snapshot it was given.
 	CondRestoreFailed = "RestoreFailed"
 	// CondDatabaseNearQuota: a member's database file is at or above DatabaseNearQuotaPercent of the

@@ -178,6 +178,9 @@ func validateUserNames(name string, s ClusterSpec) []Problem {
 		if e := b.Encryption; e != nil {
 			check("InvalidBackup", "spec.backup.encryption.secretName", e.SecretName, n.HookOwnedSecret)
 		}
+		if c := b.Copy; c != nil {
+			check("InvalidBackup", "spec.backup.copy.credentialsSecret", c.CredentialsSecret, n.HookOwnedSecret)
+		}
 	}
 	if r := s.Restore; r != nil {
 		check("InvalidRestore", "spec.restore.credentialsSecret", r.CredentialsSecret, n.HookOwnedSecret)

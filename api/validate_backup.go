@@ -102,19 +102,9 @@ func validateBackup(s ClusterSpec) []Problem {
 		}
 		checkSecretName(add, "InvalidBackup", "spec.backup.credentialsSecret", b.CredentialsSecret)
 		checkEncryption(add, "InvalidBackup", "spec.backup.encryption", b.Encryption)
-		if k := b.Retention.KeepLast; k != nil && (*k < 1 || *k > maxKeepLast) {
-			add("InvalidBackup", "spec.backup.retention.keepLast %d is outside 1..%d", *k, maxKeepLast)
-		}
-		for _, tier := range []struct {
-			field string
-			v     *int32
-		}{{"keepHourly", b.Retention.KeepHourly}, {"keepDaily", b.Retention.KeepDaily}, {"keepWeekly", b.Retention.KeepWeekly}, {"keepMonthly", b.Retention.KeepMonthly}} {
-			if tier.v != nil && (*tier.v < 1 || *tier.v > maxKeepLast) {
-				add("InvalidBackup", "spec.backup.retention.%s %d is outside 1..%d", tier.field, *tier.v, maxKeepLast)
-			}
-		}
-		if a := b.Retention.MaxAge; a != nil && a.Duration < minMaxAge {
-			add("InvalidBackup", "spec.backup.retention.maxAge %s is below %s", a.Duration, minMaxAge)
+		checkRetention(add, "spec.backup.retention", b.Retention)
+		if c := b.Copy; c != nil {
+			checkCopy(add, c, b.Destination)
 		}
 		if c := b.Continuous; c != nil {
 			if i := c.ChunkInterval; i != nil && (i.Duration < minChunkInterval || i.Duration > maxChunkInterval) {
@@ -172,6 +162,46 @@ func checkClaim(add func(string, string, ...any), reason, field string, d backup
 		add(reason, "%s.volumeClaimName is only for file:// destinations, not %s://", field, d.Scheme)
 	case claim != "":
 		checkSecretName(add, reason, field+".volumeClaimName", claim)
+	}
+}
+
+// checkRetention: counts within bounds, an age no shorter than the smallest a schedule can keep.
+func checkRetention(add func(string, string, ...any), field string, r BackupRetention) {
+	if k := r.KeepLast; k != nil && (*k < 1 || *k > maxKeepLast) {
+		add("InvalidBackup", "%s.keepLast %d is outside 1..%d", field, *k, maxKeepLast)
+	}
+	for _, tier := range []struct {
+		field string
+		v     *int32
+	}{{"keepHourly", r.KeepHourly}, {"keepDaily", r.KeepDaily}, {"keepWeekly", r.KeepWeekly}, {"keepMonthly", r.KeepMonthly}} {
+		if tier.v != nil && (*tier.v < 1 || *tier.v > maxKeepLast) {
+			add("InvalidBackup", "%s.%s %d is outside 1..%d", field, tier.field, *tier.v, maxKeepLast)
+		}
+	}
+	if a := r.MaxAge; a != nil && a.Duration < minMaxAge {
+		add("InvalidBackup", "%s.maxAge %s is below %s", field, a.Duration, minMaxAge)
+	}
+}
+
+// checkCopy: the second destination is another store (s3:// or gs://, not the primary's folder),
+// reached as the primary's rules say, with a retention that holds.
+func checkCopy(add func(string, string, ...any), c *BackupCopySpec, primary string) {
+	d, err := backup.ParseDestination(c.Destination)
+	switch {
+	case err != nil:
+		add("InvalidBackup", "spec.backup.copy.destination %q %v", backup.Redact(c.Destination), err)
+		return
+	case d.Scheme == "file":
+		add("InvalidBackup", "spec.backup.copy.destination %q: a copy goes to another store (s3:// or gs://), not a claim", backup.Redact(c.Destination))
+		return
+	}
+	if p, err := backup.ParseDestination(primary); err == nil && p.String() == d.String() {
+		add("InvalidBackup", "spec.backup.copy.destination is spec.backup.destination itself: a copy must be elsewhere")
+	}
+	CheckStoreAccess(add, "InvalidBackup", "spec.backup.copy", d, c.CredentialsSecret, c.StoreAccess)
+	checkSecretName(add, "InvalidBackup", "spec.backup.copy.credentialsSecret", c.CredentialsSecret)
+	if c.Retention != nil {
+		checkRetention(add, "spec.backup.copy.retention", *c.Retention)
 	}
 }
 

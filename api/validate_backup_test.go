@@ -38,6 +38,21 @@ func TestValidateBackup(t *testing.T) {
 		{"claim with s3", func(s *ClusterSpec) { s.Backup.VolumeClaimName = "x" }, "InvalidBackup", "spec.backup.volumeClaimName"},
 		{"bad secret name", func(s *ClusterSpec) { s.Backup.CredentialsSecret = "Not_A_Name" }, "InvalidBackup", "spec.backup.credentialsSecret"},
 		{"encryption", func(s *ClusterSpec) { s.Backup.Encryption = &EncryptionSpec{SecretName: "backup-keys"} }, "", ""},
+		{"copy", func(s *ClusterSpec) {
+			s.Backup.Copy = &BackupCopySpec{Destination: "gs://dr-bucket/etcd", CredentialsSecret: "gcs", Retention: &BackupRetention{KeepDaily: ptrTo(int32(30))}}
+		}, "", ""},
+		{"copy to a claim", func(s *ClusterSpec) {
+			s.Backup.Copy = &BackupCopySpec{Destination: "file:///etcd"}
+		}, "InvalidBackup", "spec.backup.copy.destination"},
+		{"copy to itself", func(s *ClusterSpec) {
+			s.Backup.Copy = &BackupCopySpec{Destination: s.Backup.Destination, CredentialsSecret: "creds"}
+		}, "InvalidBackup", "spec.backup.copy.destination is spec.backup.destination itself"},
+		{"copy without credentials", func(s *ClusterSpec) {
+			s.Backup.Copy = &BackupCopySpec{Destination: "gs://dr/etcd"}
+		}, "InvalidBackup", "spec.backup.copy.credentialsSecret is required"},
+		{"copy retention", func(s *ClusterSpec) {
+			s.Backup.Copy = &BackupCopySpec{Destination: "gs://dr/etcd", CredentialsSecret: "gcs", Retention: &BackupRetention{KeepLast: ptrTo(int32(0))}}
+		}, "InvalidBackup", "spec.backup.copy.retention.keepLast"},
 		{"encryption without a Secret", func(s *ClusterSpec) { s.Backup.Encryption = &EncryptionSpec{} }, "InvalidBackup", "spec.backup.encryption.secretName is required"},
 		{"encryption bad Secret name", func(s *ClusterSpec) { s.Backup.Encryption = &EncryptionSpec{SecretName: "Keys!"} }, "InvalidBackup", "spec.backup.encryption.secretName"},
 		{"restore encryption bad Secret name", func(s *ClusterSpec) {

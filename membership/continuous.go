@@ -39,6 +39,10 @@ type ContinuousRequest struct {
 	To     []age.Recipient
 	Report func(api.ContinuousReport)
 	Events Recorder
+	// CopyPass, when set, keeps the second destination up to date (§16.12): run every Recheck beside
+	// the chain, each pass reported with ReportCopy.
+	CopyPass   func(context.Context) api.CopyReport
+	ReportCopy func(api.CopyReport)
 }
 
 // Continuous writes the chain until ctx ends. It never returns early: a store or etcd failing is
@@ -46,6 +50,20 @@ type ContinuousRequest struct {
 // starts the next.
 func Continuous(ctx context.Context, e *Etcd, b *blob.Bucket, log *slog.Logger, req ContinuousRequest) {
 	w := &chainWriter{e: e, b: b, log: log, req: req, events: recorderOr(req.Events)}
+	if req.CopyPass != nil {
+		copied := make(chan struct{})
+		defer func() { <-copied }()
+		go func() {
+			defer close(copied)
+			// Beside the chain, never in its way: a slow second store delays only the copy.
+			wait.UntilWithContext(ctx, func(ctx context.Context) {
+				r := req.CopyPass(ctx)
+				if ctx.Err() == nil && req.ReportCopy != nil {
+					req.ReportCopy(r)
+				}
+			}, req.Recheck)
+		}()
+	}
 	backoff := func() wait.Backoff {
 		return wait.Backoff{Duration: 2 * time.Second, Factor: 2, Jitter: 0.1, Cap: 2 * time.Minute, Steps: math.MaxInt32}
 	}

@@ -38,6 +38,9 @@ type continuousRun struct {
 	recheck time.Duration
 	// keys encrypt what the writer stores (none: in the clear).
 	keys backup.Keys
+	// copyPass and reportCopy: a second destination kept beside the chain (none: no copy).
+	copyPass   func(context.Context) api.CopyReport
+	reportCopy func(api.CopyReport)
 }
 
 func (r *continuousRun) start() {
@@ -58,7 +61,8 @@ func (r *continuousRun) start() {
 				defer r.mu.Unlock()
 				r.last = rep
 			},
-			Events: r.events,
+			Events:   r.events,
+			CopyPass: r.copyPass, ReportCopy: r.reportCopy,
 		})
 	}()
 	r.stop = func() { cancel(); <-done }

@@ -45,12 +45,25 @@ func (p *plan) readBackupReports() {
 			return false
 		}, func(r *api.ContinuousReport) time.Time { return r.Time })
 	}
+	if c := p.spec.Backup.Copy; c != nil {
+		p.backupCopy = leaseReport(f, l, api.AnnBackupCopy, api.ParseCopyReport, func(r *api.CopyReport) bool {
+			if r.Snapshot == "" || inFolder(c.Destination, f.names, r.Snapshot) {
+				return true
+			}
+			f.distrusted = append(f.distrusted, fmt.Sprintf("Lease %s annotation %s names snapshot %s, not one of this cluster's folder in spec.backup.copy.destination: ignored",
+				l.Name, api.AnnBackupCopy, backup.Redact(r.Snapshot)))
+			return false
+		}, func(r *api.CopyReport) time.Time { return r.Time })
+	}
 }
 
 // ownSnapshot says whether url names a snapshot in this cluster's folder of spec.backup.destination,
 // as the writer names the snapshot its chain follows (a hand-edited report could name anything).
-func (p *plan) ownSnapshot(url string) bool {
-	d, err := backup.ParseDestination(p.spec.Backup.Destination)
+func (p *plan) ownSnapshot(url string) bool { return inFolder(p.spec.Backup.Destination, p.f.names, url) }
+
+// inFolder says whether url names a snapshot in the cluster's folder of destination.
+func inFolder(destination string, n api.Names, url string) bool {
+	d, err := backup.ParseDestination(destination)
 	if err != nil {
 		return false
 	}
@@ -58,7 +71,7 @@ func (p *plan) ownSnapshot(url string) bool {
 	if err != nil || src.Snapshot == "" {
 		return false
 	}
-	return d.ObjectURL(backup.ClusterDir(p.f.names.Namespace, p.f.names.Cluster)+src.Snapshot) == url
+	return d.ObjectURL(backup.ClusterDir(n.Namespace, n.Cluster)+src.Snapshot) == url
 }
 
 // backupStatus is status.backup from the backup Lease's reports (readBackupReports: one that does not
@@ -100,7 +113,19 @@ func (p *plan) backupStatus() *api.BackupStatus {
 		}
 		st.Continuous = c
 	}
+	if r := p.backupCopy; r != nil {
+		st.Copy = &api.BackupCopyStatus{Snapshot: r.Snapshot, Revision: r.Revision, Time: &metav1.Time{Time: r.Time.UTC()}, Message: r.Message}
+	}
 	return st
+}
+
+// copyConditions: BackupCopyFailing while the last copy pass failed (its message); the next pass that
+// succeeds clears it.
+func (p *plan) copyConditions(st *api.BackupStatus, add func(string, bool, string, string)) {
+	if st == nil || st.Copy == nil || p.spec.Backup == nil || p.spec.Backup.Copy == nil || st.Copy.Message == "" {
+		return
+	}
+	add(api.CondBackupCopyFailing, true, "CopyFailed", st.Copy.Message+" (the next pass tries again; the primary's backups are not affected)")
 }
 
 // continuousConditions: BackupLagging when the continuous backup's newest restorable point is older

@@ -75,6 +75,11 @@ func (p *plan) deletions(rendered map[childID]bool) ([]Deletion, error) {
 				}
 			case KeyServiceAccount, KeyRole, KeyRoleBinding, KeyCronJob:
 				reason, ok = "not a name etcdhook renders", true
+			case KeyStatefulSet:
+				if c.name == p.f.names.BackupWriter() {
+					reason = p.writerWanted()
+					ok = reason != ""
+				}
 			case KeyNetworkPolicy:
 				if c.name != p.f.names.NetworkPolicy() {
 					reason, ok = "not a name etcdhook renders", true

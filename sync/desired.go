@@ -43,8 +43,7 @@ func (p *plan) desired() *render.Desired {
 			Schedule:  p.spec.Backup.Schedule != "" && f.obs.CronJobsDeclared,
 			Suspended: p.restoring, // the members are down on purpose (inplace.go): a run would only fail
 			Runs:      p.backupRuns(),
-			// Nothing to follow before the cluster formed, nor while an in-place restore has it down.
-			Writer: p.spec.Backup.Continuous != nil && f.bootstrapped && !p.restoring,
+			Writer: p.writerWanted() == "",
 		}
 	}
 	d.NetworkPolicy = p.spec.Network.PolicyOn() && f.obs.NetworkPoliciesDeclared
@@ -158,4 +157,20 @@ func runningRecord(vs []api.SemVer) string {
 		out[i] = v.String()
 	}
 	return strings.Join(out, " ")
+}
+
+// writerWanted says why the continuous backup writer is not to run ("" when it is): continuous backup
+// off, nothing to follow before the cluster formed, nor while an in-place restore has it down. The
+// same reason lets Metacontroller delete a writer that runs (deletions): it resumes its chain when it
+// is rendered again.
+func (p *plan) writerWanted() string {
+	switch {
+	case !p.hasSpec || p.spec.Backup == nil || p.spec.Backup.Continuous == nil:
+		return "spec.backup.continuous is off"
+	case !p.f.bootstrapped:
+		return "the cluster has not formed: nothing to follow yet"
+	case p.restoring:
+		return "an in-place restore has the members down: the writer stops until it is done"
+	}
+	return ""
 }

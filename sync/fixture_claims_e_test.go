@@ -114,6 +114,38 @@ func init() {
 				require.Contains(t, pod["volumes"], map[string]any{"name": "backup-encryption", "secret": map[string]any{"secretName": "backup-keys", "defaultMode": float64(0o444)}}, name)
 			}
 		}},
+		"backup-copy": {"spec.backup.copy: the CronJob and the writer get the copy's destination, its own retention and its credentials mounted apart; status.backup.copy shows the last pass", func(t *testing.T, a *fxAnswer) {
+			for name, pod := range map[string]map[string]any{
+				"CronJob demo-backup":            dig(a.children("CronJob")["demo-backup"], "spec", "jobTemplate", "spec", "template", "spec").(map[string]any),
+				"StatefulSet demo-backup-writer": dig(a.children("StatefulSet")["demo-backup-writer"], "spec", "template", "spec").(map[string]any),
+			} {
+				c := dig(pod, "containers", 0).(map[string]any)
+				cmd := strs(c["command"])
+				require.Contains(t, cmd, "--copy-destination=gs://dr-etcd/prod", name)
+				require.Contains(t, cmd, "--copy-keep-daily=30", name)
+				require.Contains(t, cmd, "--copy-credentials-dir=/etc/etcdhook/copy-credentials", name)
+				require.Contains(t, cmd, "--keep-last=7", "%s: the primary keeps its own retention", name)
+				for _, arg := range cmd {
+					require.NotContains(t, arg, "--copy-keep-last", "%s: the copy's retention is its own, not the primary's default", name)
+				}
+				require.Contains(t, pod["volumes"], map[string]any{"name": "copy-credentials", "secret": map[string]any{"secretName": "dr-credentials", "defaultMode": float64(0o444)}}, name)
+			}
+			require.Equal(t, "gs://dr-etcd/prod/prod/demo/20260101T110000Z-r4242.db", claimsDStatus(a, "backup", "copy", "snapshot"))
+			require.Equal(t, float64(9876), claimsDStatus(a, "backup", "copy", "revision"))
+			require.Nil(t, a.condition("BackupCopyFailing"))
+		}},
+		"backup-copy-failing": {"a failed copy pass is BackupCopyFailing with its message, and nothing else about backups changes", func(t *testing.T, a *fxAnswer) {
+			a.conditionIs(t, "BackupCopyFailing", "True", "CopyFailed")
+			msg, _ := a.condition("BackupCopyFailing")["message"].(string)
+			require.Contains(t, msg, "bucket doesn't exist")
+			require.Contains(t, msg, "primary's backups are not affected")
+			require.Nil(t, a.condition("BackupFailing"))
+		}},
+		"backup-copy-report-distrusted": {"a copy report naming a snapshot outside the copy's folder for this cluster is ignored and named in InputIgnored", func(t *testing.T, a *fxAnswer) {
+			require.Nil(t, claimsDStatus(a, "backup", "copy"))
+			a.conditionIs(t, "InputIgnored", "True", "")
+			require.Contains(t, a.condition("InputIgnored")["message"], "spec.backup.copy.destination: ignored")
+		}},
 		"restore-encrypted": {"spec.restore.encryption: the members mount the Secret and the seed's agent.json names where (encryptionDir)", func(t *testing.T, a *fxAnswer) {
 			var agent map[string]any
 			require.NoError(t, json.Unmarshal([]byte(a.configData(t)["agent.json"].(string)), &agent))

@@ -135,6 +135,18 @@ func backupsOn(w *world, schedule, destination string) {
 // continuousSnap is the snapshot the continuous fixtures' chain follows (in the cluster's folder).
 const continuousSnap = "s3://etcd-backups/prod/prod/demo/20260101T110000Z-r4242.db"
 
+// copyOn settles with continuous backup and a copy to a second destination with its own retention.
+func copyOn(w *world) {
+	settle(w)
+	w.setSpec(func(s *api.ClusterSpec) {
+		withBackup("0 * * * *", "s3://etcd-backups/prod")(s)
+		s.Backup.Continuous = &api.ContinuousBackupSpec{}
+		s.Backup.Copy = &api.BackupCopySpec{Destination: "gs://dr-etcd/prod", CredentialsSecret: "dr-credentials",
+			Retention: &api.BackupRetention{KeepDaily: ptr(int32(30))}}
+	})
+	w.step(5 * time.Second)
+}
+
 // continuousOn settles with continuous backup on.
 func continuousOn(w *world) {
 	settle(w)
@@ -773,6 +785,24 @@ func fixtures() []fixture {
 				s.Backup.Encryption = &api.EncryptionSpec{SecretName: "backup-keys"}
 			})
 			w.step(5 * time.Second)
+		}},
+		// A copy in a second destination (§16.12): the backup pods get its flags and credentials; its
+		// last pass in status; a failing pass is BackupCopyFailing; a report naming another folder is
+		// distrusted.
+		{name: "backup-copy", build: func(w *world) {
+			copyOn(w)
+			w.backupAnn = map[string]string{api.AnnBackupCopy: api.CopyReport{Time: w.now.Add(-time.Second),
+				Snapshot: "gs://dr-etcd/prod/prod/demo/20260101T110000Z-r4242.db", Revision: 9876, Copied: 3}.String()}
+		}},
+		{name: "backup-copy-failing", build: func(w *world) {
+			copyOn(w)
+			w.backupAnn = map[string]string{api.AnnBackupCopy: api.CopyReport{Time: w.now.Add(-time.Second),
+				Message: "copy to gs://dr-etcd/prod: listing the copy: storage: bucket doesn't exist"}.String()}
+		}},
+		{name: "backup-copy-report-distrusted", build: func(w *world) {
+			copyOn(w)
+			w.backupAnn = map[string]string{api.AnnBackupCopy: api.CopyReport{Time: w.now.Add(-time.Second),
+				Snapshot: "gs://elsewhere/x/20260101T110000Z-r4242.db", Revision: 9876}.String()}
 		}},
 		{name: "restore-encrypted", build: func(w *world) {
 			w.spec.Restore = &api.RestoreSpec{From: "s3://etcd-backups/prod/latest", CredentialsSecret: "minio-credentials",

@@ -126,3 +126,30 @@ func TestRestoreInPlacePointRefused(t *testing.T) {
 	require.Contains(t, conditionMessage(w.status, api.CondInputIgnored), `annotation etcd.io/restore-to "4300" without etcd.io/restore-from`)
 	require.Nil(t, verifyJobOf(w))
 }
+
+// With continuous backup on, the writer stops while an in-place restore has the members down (its
+// StatefulSet released, with the reason), and is back once the restored cluster runs: before, the answer
+// that stopped the members was refused (500) for leaving the writer out without a reason, and the
+// restore never started (found by the e2e RPO scenario). Switching continuous backup off releases it too.
+func TestRestoreInPlaceWithContinuousBackup(t *testing.T) {
+	w := newWorld(t, 3)
+	w.spec.Backup = inPlaceBackup()
+	w.spec.Backup.Continuous = &api.ContinuousBackupSpec{}
+	w.converge(60)
+	writer := w.name + "-backup-writer"
+	require.NotNil(t, w.desired[KeyStatefulSet][writer], "the writer runs")
+	w.parentAnn = map[string]string{api.AnnRestoreFrom: "s3://etcd-backups/prod/latest", api.AnnRestoreTo: "4300"}
+	stepUntilStopping(t, w, 10)
+	w.step(5 * time.Second)
+	require.Nil(t, w.desired[KeyStatefulSet][writer], "no writer while the members are down")
+	stepAtMostUntil(w, 100, func() bool { return restoredAndRunning(w) })
+	require.True(t, restoredAndRunning(w))
+	w.converge(20)
+	require.NotNil(t, w.desired[KeyStatefulSet][writer], "the writer is back on the restored cluster")
+
+	w.spec.Backup.Continuous = nil
+	w.generation++
+	resp := w.step(5 * time.Second)
+	require.Nil(t, w.desired[KeyStatefulSet][writer])
+	require.NotNil(t, resp)
+}

@@ -85,6 +85,8 @@ type plan struct {
 	backupSuccess, backupFailure *api.BackupReport
 	// backupContinuous: the continuous backup writer's report on the same Lease.
 	backupContinuous *api.ContinuousReport
+	// backupCopy: the last copy pass's report (spec.backup.copy).
+	backupCopy *api.CopyReport
 
 	// In-place restore (inplace.go): the record to write; restoring while one runs; why it is stuck.
 	inPlace        *inPlaceRecord

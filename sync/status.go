@@ -154,6 +154,7 @@ func (p *plan) status() *api.ClusterStatus {
 	p.tlsConditions(st.TLS, add)
 	p.backupConditions(st.Backup, add)
 	p.continuousConditions(st.Backup, add)
+	p.copyConditions(st.Backup, add)
 	p.databaseConditions(add)
 	p.defragCondition(p.defrag, add)
 	if p.hasSpec && p.spec.Network.PolicyOn() && !f.obs.NetworkPoliciesDeclared {

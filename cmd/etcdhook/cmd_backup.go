@@ -31,6 +31,7 @@ func runBackup(args []string) error {
 	keepLast := fs.Int("keep-last", 0, "keep the newest N snapshots (0: no count limit)")
 	maxAge := fs.Duration("max-age", 0, "drop snapshots older than this (0: no age limit)")
 	tiers := retentionTierFlags(fs)
+	copyTo := copyFlags(fs)
 	token := fs.String("token", "", "the etcd.io/backup-now token this backup answers")
 	timeout := fs.Duration("timeout", time.Hour, "give up after this long")
 	tlsDir := fs.String("tls-dir", "", "client certificate directory when the cluster runs TLS")
@@ -84,9 +85,33 @@ func runBackup(args []string) error {
 		note += fmt.Sprintf("; %d leftovers without a manifest deleted", len(res.Orphans))
 	}
 	events.Event(membership.EventBackupSucceeded, "Backup", note, false)
+	if *copyTo.destination != "" {
+		// The copy after the backup it copies; its failure is its own report, not the backup's.
+		report(api.AnnBackupCopy, copyOnce(ctx, log, d, *fileRoot, *creds, copyTo, *ns, *cluster, *uid, events))
+	}
 	out, _ := json.Marshal(r)
 	fmt.Println(string(out))
 	return nil
+}
+
+// copyOnce opens both stores (the primary first: its credentials, then the copy's) and runs one copy pass.
+func copyOnce(ctx context.Context, log *slog.Logger, d backup.Destination, fileRoot, creds string, c copyFlagSet, ns, name, uid string, events membership.Recorder) api.CopyReport {
+	fail := func(err error) api.CopyReport {
+		msg := "copy to " + backup.Redact(*c.destination) + ": " + err.Error()
+		events.Event(membership.EventBackupCopyFailed, "Copy", msg, true)
+		return api.CopyReport{Time: time.Now().UTC(), Message: msg}
+	}
+	b, err := openStore(ctx, d, fileRoot, creds)
+	if err != nil {
+		return fail(err)
+	}
+	defer b.Close()
+	to, err := c.open(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	defer to.Bucket.Close()
+	return membership.CopyBackups(ctx, b, *to, ns, name, uid, time.Now(), log, events)
 }
 
 func successReport(d backup.Destination, res membership.BackupResult, now time.Time, token string) api.BackupReport {
@@ -272,13 +297,86 @@ func reportRestore(cluster, ns, uid, lease string, r api.RestoreReport, log *slo
 // the continuous backup writer (whose own full snapshots are pruned alike).
 type tierFlags struct{ hourly, daily, weekly, monthly *int }
 
-func retentionTierFlags(fs *flag.FlagSet) tierFlags {
+func retentionTierFlags(fs *flag.FlagSet) tierFlags { return prefixedTierFlags(fs, "") }
+
+// prefixedTierFlags are the tier flags under a prefix ("copy-": the second destination's).
+func prefixedTierFlags(fs *flag.FlagSet, prefix string) tierFlags {
 	return tierFlags{
-		hourly:  fs.Int("keep-hourly", 0, "keep the newest snapshot of each of the last N hours that have one"),
-		daily:   fs.Int("keep-daily", 0, "keep the newest snapshot of each of the last N days that have one"),
-		weekly:  fs.Int("keep-weekly", 0, "keep the newest snapshot of each of the last N ISO weeks that have one"),
-		monthly: fs.Int("keep-monthly", 0, "keep the newest snapshot of each of the last N months that have one"),
+		hourly:  fs.Int(prefix+"keep-hourly", 0, "keep the newest snapshot of each of the last N hours that have one"),
+		daily:   fs.Int(prefix+"keep-daily", 0, "keep the newest snapshot of each of the last N days that have one"),
+		weekly:  fs.Int(prefix+"keep-weekly", 0, "keep the newest snapshot of each of the last N ISO weeks that have one"),
+		monthly: fs.Int(prefix+"keep-monthly", 0, "keep the newest snapshot of each of the last N months that have one"),
 	}
+}
+
+// copyFlagSet is spec.backup.copy as the backup Job and the writer take it (§16.12).
+type copyFlagSet struct {
+	destination, credentials *string
+	keepLast                 *int
+	maxAge                   *time.Duration
+	tiers                    tierFlags
+}
+
+func copyFlags(fs *flag.FlagSet) copyFlagSet {
+	return copyFlagSet{
+		destination: fs.String("copy-destination", "", "a second destination kept up to date with this one (s3:// or gs://)"),
+		credentials: fs.String("copy-credentials-dir", "", "the second destination's mounted credentials Secret"),
+		keepLast:    fs.Int("copy-keep-last", 0, "the second destination's retention: keep the newest N snapshots"),
+		maxAge:      fs.Duration("copy-max-age", 0, "the second destination's retention: drop snapshots older than this"),
+		tiers:       prefixedTierFlags(fs, "copy-"),
+	}
+}
+
+// passes is the writer's copy pass (nil without --copy-destination): the second destination is opened at
+// the first pass, and again after a failure, so that a copy that cannot be reached is reported and tried
+// again without ever stopping the chain. close closes what is open.
+func (c copyFlagSet) passes(b *blob.Bucket, ns, name, uid string, log *slog.Logger, events membership.Recorder) (pass func(context.Context) api.CopyReport, close func()) {
+	if *c.destination == "" {
+		return nil, func() {}
+	}
+	var to *membership.BackupCopy
+	closeTo := func() {
+		if to != nil {
+			to.Bucket.Close()
+			to = nil
+		}
+	}
+	return func(ctx context.Context) api.CopyReport {
+		if to == nil {
+			var err error
+			if to, err = c.open(ctx); err != nil {
+				msg := "copy to " + backup.Redact(*c.destination) + ": " + err.Error()
+				events.Event(membership.EventBackupCopyFailed, "Copy", msg, true)
+				return api.CopyReport{Time: time.Now().UTC(), Message: msg}
+			}
+		}
+		r := membership.CopyBackups(ctx, b, *to, ns, name, uid, time.Now(), log, events)
+		if r.Message != "" {
+			closeTo()
+		}
+		return r
+	}, closeTo
+}
+
+// open is the second destination, opened with its own credentials (after the primary: see
+// backup.Destination.OpenWith); nil without --copy-destination.
+func (c copyFlagSet) open(ctx context.Context) (*membership.BackupCopy, error) {
+	if *c.destination == "" {
+		return nil, nil
+	}
+	d, err := backup.ParseDestination(*c.destination)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("--copy-destination %q %v", backup.Redact(*c.destination), err)}
+	}
+	b, err := d.OpenWith(ctx, *c.credentials)
+	if err != nil {
+		return nil, fmt.Errorf("the copy's destination: %w", err)
+	}
+	if err := backup.Check(ctx, d, b); err != nil {
+		b.Close()
+		return nil, fmt.Errorf("the copy's destination: %w", err)
+	}
+	return &membership.BackupCopy{Bucket: b, Destination: d, Retention: c.tiers.retention(*c.keepLast, *c.maxAge)}, nil
 }
 
 func (t tierFlags) retention(keepLast int, maxAge time.Duration) backup.Retention {

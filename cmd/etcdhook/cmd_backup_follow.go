@@ -31,6 +31,7 @@ func runBackupFollow(args []string) error {
 	keepLast := fs.Int("keep-last", 0, "retention of the full snapshots this writer takes (0: no count limit)")
 	maxAge := fs.Duration("max-age", 0, "retention by age of the full snapshots this writer takes (0: none)")
 	tiers := retentionTierFlags(fs)
+	copyTo := copyFlags(fs)
 	interval := fs.Duration("chunk-interval", 5*time.Second, "upload what arrived at least this often")
 	chunkBytes := fs.Int("chunk-bytes", 4<<20, "upload sooner once this many bytes of keys and values are held (bounds memory)")
 	recheck := fs.Duration("recheck", 30*time.Second, "how often to look for a newer full snapshot (a new chain)")
@@ -62,14 +63,18 @@ func runBackupFollow(args []string) error {
 		return err
 	}
 	defer b.Close()
+	copyPass, closeCopy := copyTo.passes(b, *ns, *cluster, *uid, log, events)
+	defer closeCopy()
 	membership.Continuous(ctx, &membership.Etcd{Log: log, TLSDir: *tlsDir}, b, log, membership.ContinuousRequest{
 		Backup: membership.BackupRequest{
 			Endpoints: strings.Split(*endpoints, ","), Destination: d, Namespace: *ns, Cluster: *cluster, ClusterUID: *uid,
 			Retention: tiers.retention(*keepLast, *maxAge), Keys: keys,
 		},
 		To: keys.Recipients, ChunkInterval: *interval, ChunkBytes: *chunkBytes, Recheck: *recheck, ReportEvery: *reportEvery,
-		Report: func(r api.ContinuousReport) { report(api.AnnBackupContinuous, r) },
-		Events: events,
+		Report:     func(r api.ContinuousReport) { report(api.AnnBackupContinuous, r) },
+		Events:     events,
+		CopyPass:   copyPass,
+		ReportCopy: func(r api.CopyReport) { report(api.AnnBackupCopy, r) },
 	})
 	return nil
 }

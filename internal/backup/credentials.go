@@ -1,12 +1,18 @@
 package backup
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"gocloud.dev/blob"
+	"gocloud.dev/blob/gcsblob"
+	"gocloud.dev/gcp"
+	"golang.org/x/oauth2/google"
 )
 
 // Keys of a credentials Secret, mounted as files (docs/design/16-backup-restore.md §16.3). S3 takes the AWS SDK's
@@ -63,4 +69,38 @@ func CredentialVar(k string) bool {
 		return true
 	}
 	return false
+}
+
+// OpenWith opens d with the credentials in dir (a mounted Secret), for a process that reaches two
+// stores with different credentials (spec.backup.copy). S3 reads the variables LoadCredentials sets when
+// a bucket is opened, and keeps them; GCS's default opener fetches its credentials once per process, so
+// a service account key of its own is given to a client built for this bucket alone.
+func (d Destination) OpenWith(ctx context.Context, dir string) (*blob.Bucket, error) {
+	sa := filepath.Join(dir, KeyGCSServiceAccount)
+	if _, err := os.Stat(sa); d.Scheme != "gs" || dir == "" || err != nil {
+		if err := LoadCredentials(dir); err != nil {
+			return nil, err
+		}
+		return d.Open(ctx)
+	}
+	data, err := os.ReadFile(sa)
+	if err != nil {
+		return nil, fmt.Errorf("credentials: %w", err)
+	}
+	creds, err := google.CredentialsFromJSON(ctx, data, "https://www.googleapis.com/auth/devstorage.read_write")
+	if err != nil {
+		return nil, fmt.Errorf("credentials: %s: %w", KeyGCSServiceAccount, err)
+	}
+	client, err := gcp.NewHTTPClient(gcp.DefaultTransport(), gcp.CredentialsTokenSource(creds))
+	if err != nil {
+		return nil, err
+	}
+	b, err := gcsblob.OpenBucket(ctx, client, d.Bucket, nil)
+	if err != nil {
+		return nil, fmt.Errorf("opening %s: %w", d, err)
+	}
+	if d.Prefix != "" {
+		b = blob.PrefixedBucket(b, d.Prefix+"/")
+	}
+	return b, nil
 }

@@ -95,10 +95,11 @@ func backupJob(d *Desired, name, token string) *batchv1.Job {
 	c := &j.Spec.Template.Spec.Containers[0]
 	c.Command = append(c.Command[:1], append(args, c.Command[1:]...)...)
 	vols, mounts, more := BackupStore(Store{b.CredentialsSecret, b.VolumeClaimName, encryptionName(b.Encryption)})
-	c.Command = append(c.Command, more...)
-	c.VolumeMounts = append(c.VolumeMounts, mounts...)
+	cvols, cmounts, cmore := CopyStore(b)
+	c.Command = append(append(c.Command, more...), cmore...)
+	c.VolumeMounts = append(append(c.VolumeMounts, mounts...), cmounts...)
 	pod := &j.Spec.Template.Spec
-	pod.Volumes = append(pod.Volumes, vols...)
+	pod.Volumes = append(append(pod.Volumes, vols...), cvols...)
 	if b.VolumeClaimName != "" {
 		// The claim's files belong to the backup user's group.
 		pod.SecurityContext.FSGroup = ptr(int64(65532))
@@ -119,21 +120,47 @@ func storeArgs(d *Desired, cmd string, own ...string) []string {
 		"--destination=" + b.Destination,
 		"--lease=" + n.BackupName(),
 	}, own...)
-	if k := b.Retention.KeepLast; k != nil {
-		args = append(args, "--keep-last="+strconv.Itoa(int(*k)))
+	args = append(args, retentionArgs("--", b.Retention)...)
+	if c := b.Copy; c != nil {
+		args = append(args, "--copy-destination="+c.Destination)
+		args = append(args, retentionArgs("--copy-", c.RetentionOf(b))...)
 	}
-	if a := b.Retention.MaxAge; a != nil {
-		args = append(args, "--max-age="+a.Duration.String())
+	return args
+}
+
+// retentionArgs are r's flags under prefix ("--", or "--copy-" for the second destination).
+func retentionArgs(prefix string, r api.BackupRetention) []string {
+	var args []string
+	if k := r.KeepLast; k != nil {
+		args = append(args, prefix+"keep-last="+strconv.Itoa(int(*k)))
+	}
+	if a := r.MaxAge; a != nil {
+		args = append(args, prefix+"max-age="+a.Duration.String())
 	}
 	for _, tier := range []struct {
 		flag string
 		v    *int32
-	}{{"--keep-hourly=", b.Retention.KeepHourly}, {"--keep-daily=", b.Retention.KeepDaily}, {"--keep-weekly=", b.Retention.KeepWeekly}, {"--keep-monthly=", b.Retention.KeepMonthly}} {
+	}{{"keep-hourly=", r.KeepHourly}, {"keep-daily=", r.KeepDaily}, {"keep-weekly=", r.KeepWeekly}, {"keep-monthly=", r.KeepMonthly}} {
 		if tier.v != nil {
-			args = append(args, tier.flag+strconv.Itoa(int(*tier.v)))
+			args = append(args, prefix+tier.flag+strconv.Itoa(int(*tier.v)))
 		}
 	}
 	return args
+}
+
+// CopyStore is what a pod needs to reach spec.backup.copy: its credentials Secret, mounted apart from
+// the primary's.
+func CopyStore(b *api.BackupSpec) (vols []corev1.Volume, mounts []corev1.VolumeMount, args []string) {
+	c := b.Copy
+	if c == nil || c.CredentialsSecret == "" {
+		return nil, nil, nil
+	}
+	args = append(args, "--copy-credentials-dir="+api.CopyCredentialsDir)
+	vols = append(vols, corev1.Volume{Name: "copy-credentials", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+		SecretName: c.CredentialsSecret, DefaultMode: ptr(int32(0o444)),
+	}}})
+	mounts = append(mounts, corev1.VolumeMount{Name: "copy-credentials", MountPath: api.CopyCredentialsDir, ReadOnly: true})
+	return vols, mounts, args
 }
 
 // Store is how a pod reaches a store: the credentials Secret, a file destination's claim, and the

@@ -26,9 +26,10 @@ func BackupWriter(d *Desired) *appsv1.StatefulSet {
 	ct := &pod.Containers[0]
 	ct.Command = append(ct.Command[:1], append(args, ct.Command[1:]...)...)
 	vols, mounts, more := BackupStore(Store{b.CredentialsSecret, b.VolumeClaimName, encryptionName(b.Encryption)})
-	ct.Command = append(ct.Command, more...)
-	ct.VolumeMounts = append(ct.VolumeMounts, mounts...)
-	pod.Volumes = append(pod.Volumes, vols...)
+	cvols, cmounts, cmore := CopyStore(b)
+	ct.Command = append(append(ct.Command, more...), cmore...)
+	ct.VolumeMounts = append(append(ct.VolumeMounts, mounts...), cmounts...)
+	pod.Volumes = append(append(pod.Volumes, vols...), cvols...)
 	if b.VolumeClaimName != "" {
 		pod.SecurityContext.FSGroup = ptr(int64(65532))
 	}
