@@ -59,7 +59,9 @@ func (p *plan) readBackupReports() {
 
 // ownSnapshot says whether url names a snapshot in this cluster's folder of spec.backup.destination,
 // as the writer names the snapshot its chain follows (a hand-edited report could name anything).
-func (p *plan) ownSnapshot(url string) bool { return inFolder(p.spec.Backup.Destination, p.f.names, url) }
+func (p *plan) ownSnapshot(url string) bool {
+	return inFolder(p.spec.Backup.Destination, p.f.names, url)
+}
 
 // inFolder says whether url names a snapshot in the cluster's folder of destination.
 func inFolder(destination string, n api.Names, url string) bool {

@@ -43,7 +43,7 @@ func (p *plan) desired() *render.Desired {
 			Schedule:  p.spec.Backup.Schedule != "" && f.obs.CronJobsDeclared,
 			Suspended: p.restoring, // the members are down on purpose (inplace.go): a run would only fail
 			Runs:      p.backupRuns(),
-			Writer: p.writerWanted() == "",
+			Writer:    p.writerWanted() == "",
 		}
 	}
 	d.NetworkPolicy = p.spec.Network.PolicyOn() && f.obs.NetworkPoliciesDeclared
