@@ -154,6 +154,13 @@ func (f *Follower) Follow(ctx context.Context, next int64) (reached int64, err e
 				if n := len(held); n > 0 && held[n-1].Rev == rev {
 					held[n-1].Ops = append(held[n-1].Ops, ops...)
 				} else {
+					// Cut at a revision's boundary once MaxBytes are held, inside a watch response too:
+					// a response can carry thousands of revisions, and memory is bounded by the chunk.
+					if size >= f.MaxBytes {
+						if err := flush(); err != nil {
+							return next, err
+						}
+					}
 					want := next + int64(len(held))
 					if rev != want {
 						return next, fmt.Errorf("%w: revision %d arrived where %d was due", ErrGap, rev, want)
