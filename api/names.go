@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Ports every member uses. The agent serves ProbePort and proxies it to etcd's metrics listener on
@@ -372,3 +373,16 @@ func (n Names) ObjectLabels(component string) map[string]string {
 
 // Quorum is the number of voters a cluster of n voters needs to commit.
 func Quorum(n int) int { return n/2 + 1 }
+
+// The member's readiness probe (sync/render/statefulset.go) and what a drain waits for it (issue 28,
+// docs/design/07-steps.md §7.14): the kubelet marks a pod not ready after ReadinessFailures failures
+// ReadinessPeriodSeconds apart, and the endpoints need EndpointPropagation more to reach every node's
+// proxy.
+const (
+	ReadinessPeriodSeconds = 1
+	ReadinessFailures      = 5
+	EndpointPropagation    = 2 * time.Second
+)
+
+// DrainWait is how long a member whose pod stays answers not ready before etcd stops on purpose.
+const DrainWait = time.Duration(ReadinessPeriodSeconds*ReadinessFailures)*time.Second + EndpointPropagation

@@ -39,6 +39,12 @@ type Self struct {
 	FastTick time.Duration
 	// StopGrace bounds the wait for etcd after SIGTERM before SIGKILL.
 	StopGrace time.Duration
+	// DrainWait is how long a member stopped on purpose while its pod stays (a restart in place, a
+	// removal) answers not ready before etcd stops: long enough for the kubelet to count the readiness
+	// failures and the Service's endpoints to drop it (drain.go). TerminatingWait is the same when the
+	// pod itself is being deleted (the endpoints drop a terminating pod at once; only their propagation
+	// is waited for). Zero: no wait.
+	DrainWait, TerminatingWait time.Duration
 	// JoinTimeout bounds one join (add, start, promote) before the agent starts over.
 	JoinTimeout time.Duration
 	// EtcdOutput receives etcd's stdout and stderr (default: the agent's stderr).
@@ -90,6 +96,11 @@ type Agent struct {
 	pid     int
 	killed  bool
 	left    bool // this member removed itself on intent leave
+	// draining: why this member answers not ready while etcd still runs (drain.go), "" when it does not.
+	draining string
+	// stopRunning stops the etcd the agent runs now (nil when none): the leave stops it before the
+	// removal (drain.go).
+	stopRunning func()
 	// crashLoop: etcd keeps failing; the Lease is no longer renewed (only changes are written).
 	crashLoop bool
 	last      api.Report
@@ -158,6 +169,9 @@ func (a *Agent) isKilled() bool {
 func (a *Agent) setState(s string, running bool) {
 	a.mu.Lock()
 	a.state, a.running = s, running
+	if s == "starting" {
+		a.draining = "" // a new etcd: ready again once it says so
+	}
 	a.mu.Unlock()
 }
 

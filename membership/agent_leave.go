@@ -9,13 +9,19 @@ import (
 
 // Leaving: a member the hook asks to leave removes itself, then parks (its pod idles until removed).
 
-// leave moves leadership away, checks the quorum rule and removes this member.
-func (a *Agent) leave(ctx context.Context, members []api.Member, leader, self uint64, r *api.Report) bool {
+// leave checks the quorum rule, moves leadership away, takes this member out of the client Service and
+// stops its etcd (drain.go), and only then removes it through the other voters: a member removed while
+// it serves fails its clients' requests in flight with "raft: stopped" (a write the e2e suite counted
+// lost in each shrink step); stopped first, etcd finishes them and closes its connections, and the
+// clients reconnect to the others. A removal that fails after the stop leaves a stopped member that is
+// still listed: the run ends in an error and the agent decides again (it starts as the member it still
+// is, and the leave is tried again; the hook's remove Job is the fallback past spec.timeouts.leaveSeconds).
+func (a *Agent) leave(ctx context.Context, members []api.Member, leader, self uint64, r *api.Report) observation {
 	id := api.FormatID(self)
 	healthy := a.Etcd.Health(ctx, members)
 	if err := QuorumAllows(members, healthy, id); err != nil {
 		r.SetError(api.ReasonLeaving, err.Error())
-		return false
+		return stillRunning
 	}
 	if leader == self {
 		for _, m := range members {
@@ -23,22 +29,32 @@ func (a *Agent) leave(ctx context.Context, members []api.Member, leader, self ui
 				to, _ := api.ParseID(m.ID)
 				if err := a.Etcd.MoveLeader(ctx, a.Cfg.ClientURL, to); err != nil {
 					r.SetError(api.ReasonLeaving, "moving leadership away: "+err.Error())
-					return false
+					return stillRunning
 				}
 				a.Log.Info("moved leadership away before leaving", "to", m.ID)
 				break
 			}
 		}
 	}
+	stopped := false
+	if a.stopRunning != nil {
+		a.drain("leaving the cluster", a.Cfg.DrainWait)
+		a.stopRunning()
+		stopped = true
+	}
 	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if err := a.Etcd.Remove(rctx, voterEndpoints(members, id), self); err != nil {
 		r.SetError(api.ReasonLeaving, err.Error())
-		return false
+		if stopped {
+			a.report(ctx, *r, true)
+			return stoppedToLeave
+		}
+		return stillRunning
 	}
 	a.Log.Info("removed itself from the cluster", "member", id)
 	a.markLeft(ctx, *r)
-	return true
+	return selfRemoved
 }
 
 func (a *Agent) markLeft(ctx context.Context, r api.Report) {

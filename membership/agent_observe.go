@@ -111,8 +111,8 @@ func (a *Agent) observe(ctx context.Context, bound *bool) observation {
 		a.known = l.Members
 	}
 	if ierr == nil && leaving(in) && err == nil {
-		if a.leave(ctx, l.Members, st.Leader, self, &r) {
-			return selfRemoved
+		if o := a.leave(ctx, l.Members, st.Leader, self, &r); o != stillRunning {
+			return o
 		}
 	} else if err == nil {
 		a.maybeDefragment(ctx, in, ierr, st, l.Members, &r)

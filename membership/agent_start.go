@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -296,6 +297,13 @@ func (a *Agent) runEtcd(ctx context.Context, state string, initial []api.Member)
 	// discovery is not killed by the liveness probe.
 	a.setState("starting", false)
 	defer a.setState("stopped", false)
+	// stop stops etcd once, whoever asks (a leave stops it before removing the member: drain.go).
+	var stopOnce sync.Once
+	var stopDone bool
+	stop := func() { stopOnce.Do(func() { a.stopEtcd(cmd, exited); stopDone = true }) }
+	stopped := func() bool { return stopDone }
+	a.stopRunning = stop
+	defer func() { a.stopRunning = nil }()
 	bound := false
 	started := time.Now()
 	for {
@@ -307,7 +315,10 @@ func (a *Agent) runEtcd(ctx context.Context, state string, initial []api.Member)
 				<-exited
 				return ctx.Err()
 			}
-			a.stopEtcd(cmd, exited)
+			// The pod is being deleted (a roll, a node drain): its endpoint is already terminating;
+			// new connections must have stopped arriving before etcd closes the ones it has.
+			a.drain("the pod is being deleted", a.Cfg.TerminatingWait)
+			stop()
 			return ctx.Err()
 		case <-time.After(a.nextLook(started)):
 		}
@@ -327,7 +338,8 @@ func (a *Agent) runEtcd(ctx context.Context, state string, initial []api.Member)
 			r := a.keptReport()
 			r.SetError(api.ReasonRestartingForCA, "restarting etcd to trust the CAs of the CA Secret")
 			a.report(ctx, r, true)
-			a.stopEtcd(cmd, exited)
+			a.drain("restarting to trust the CAs of the CA Secret", a.Cfg.DrainWait)
+			stop()
 			a.certChecked = time.Time{}
 			return errRestartForCA
 		}
@@ -346,21 +358,27 @@ func (a *Agent) runEtcd(ctx context.Context, state string, initial []api.Member)
 				continue
 			}
 			a.Log.Info("restarting etcd to listen on the new peer URL", "peerURL", a.peerURL)
-			a.stopEtcd(cmd, exited)
+			a.drain("restarting on the new peer URL", a.Cfg.DrainWait)
+			stop()
 			return errPeerMoved
 		}
 		switch a.observe(ctx, &bound) {
 		case selfRemoved:
-			// This member removed itself: etcd stops on its own; make sure of it.
-			select {
-			case <-exited:
-			case <-time.After(10 * time.Second):
-				a.stopEtcd(cmd, exited)
+			// This member removed itself, after its drain stopped etcd (a learner's etcd stops on its own
+			// once removed): make sure of it.
+			if !stopped() {
+				select {
+				case <-exited:
+				case <-time.After(10 * time.Second):
+					stop()
+				}
 			}
 			return nil
 		case removedByOthers:
-			a.stopEtcd(cmd, exited)
+			stop()
 			return errors.New("this member is no longer in the member list: stopped etcd to decide again")
+		case stoppedToLeave:
+			return errors.New("etcd stopped to leave, but the removal failed: deciding again")
 		}
 	}
 }
@@ -423,6 +441,8 @@ const (
 	stillRunning observation = iota
 	selfRemoved
 	removedByOthers
+	// stoppedToLeave: etcd was stopped for a leave whose removal then failed (drain.go).
+	stoppedToLeave
 )
 
 // etcdEnv is the agent's environment without what the restore loaded for the store (backup

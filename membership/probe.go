@@ -58,6 +58,11 @@ func probeHandler(a *Agent, etcdMetrics string, timeout time.Duration) (http.Han
 			return
 		}
 		state, running := a.State()
+		if why := a.drainingFor(); why != "" && r.URL.Path == "/readyz" {
+			// Out of the client Service before etcd stops on purpose (drain.go).
+			http.Error(w, "draining: "+why, http.StatusServiceUnavailable)
+			return
+		}
 		if running {
 			// The deadline covers the body too (a /metrics scrape), which ResponseHeaderTimeout does not.
 			ctx, cancel := context.WithTimeout(r.Context(), timeout)

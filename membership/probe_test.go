@@ -2,6 +2,7 @@ package membership
 
 import (
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -141,4 +142,34 @@ func TestProbeServerTimeouts(t *testing.T) {
 	require.NotZero(t, s.IdleTimeout)
 	require.NotZero(t, s.MaxHeaderBytes)
 	require.Greater(t, s.WriteTimeout, probeUpstreamTimeout, "a forwarded answer must fit in the write timeout")
+}
+
+// A member drained before a planned stop answers /readyz 503 while etcd still runs (the client Service
+// drops it), without asking etcd; /livez and /metrics still reach etcd (it is alive, and scraped). A new
+// etcd start is ready again when etcd says so.
+func TestProbeWhileDraining(t *testing.T) {
+	up := &upstream{}
+	etcd := httptest.NewServer(up)
+	t.Cleanup(etcd.Close)
+	a := &Agent{Log: slog.New(slog.DiscardHandler)}
+	a.setState("running", true)
+	h, err := probeHandler(a, etcd.URL, time.Second)
+	require.NoError(t, err)
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+
+	a.drain("restarting to trust the CAs of the CA Secret", 0)
+	code, body := probeGet(t, srv, "GET", "/readyz")
+	require.Equal(t, 503, code)
+	require.Contains(t, body, "draining: restarting to trust the CAs")
+	for _, p := range []string{"/livez", "/metrics"} {
+		code, _ := probeGet(t, srv, "GET", p)
+		require.Equal(t, 200, code, p)
+	}
+	require.Equal(t, []string{"GET /livez", "GET /metrics"}, up.seen(), "/readyz is answered by the agent while draining")
+
+	a.setState("starting", false)
+	a.setState("running", true)
+	code, _ = probeGet(t, srv, "GET", "/readyz")
+	require.Equal(t, 200, code, "a new etcd is not draining")
 }

@@ -110,7 +110,7 @@ func PodTemplate(d *Desired) corev1.PodTemplateSpec {
 		// every step, by up to 10 s. Readiness is probed every second: the hook waits for it before
 		// each next step (docs/design/07-steps.md §7.4).
 		LivenessProbe:            probe("/livez", 10, 3),
-		ReadinessProbe:           probe("/readyz", 1, 5),
+		ReadinessProbe:           probe("/readyz", api.ReadinessPeriodSeconds, api.ReadinessFailures),
 		SecurityContext:          restricted(),
 		TerminationMessagePath:   corev1.TerminationMessagePathDefault,
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
