@@ -10,6 +10,14 @@ import (
 
 // Claims of the continuous backup and point-in-time restore fixtures (issue 27).
 
+// claimsEbackupPods are the pod specs that reach the store: the backup CronJob's and the writer's.
+func claimsEbackupPods(a *fxAnswer) map[string]map[string]any {
+	return map[string]map[string]any{
+		"CronJob demo-backup":            dig(a.children("CronJob")["demo-backup"], "spec", "jobTemplate", "spec", "template", "spec").(map[string]any),
+		"StatefulSet demo-backup-writer": dig(a.children("StatefulSet")["demo-backup-writer"], "spec", "template", "spec").(map[string]any),
+	}
+}
+
 // claimsEwriterCmd is the continuous backup writer's command, failing when it is not rendered.
 func claimsEwriterCmd(t *testing.T, a *fxAnswer) []string {
 	t.Helper()
@@ -100,10 +108,7 @@ func init() {
 			require.Equal(t, "2026-01-01T00:55:00Z", claimsDStatus(a, "restore", "toTime"))
 		}},
 		"backup-encrypted": {"spec.backup.encryption: the backup CronJob and the writer mount the Secret read-only and pass --encryption-dir; no key, only its Secret's name", func(t *testing.T, a *fxAnswer) {
-			for name, pod := range map[string]map[string]any{
-				"CronJob demo-backup":            dig(a.children("CronJob")["demo-backup"], "spec", "jobTemplate", "spec", "template", "spec").(map[string]any),
-				"StatefulSet demo-backup-writer": dig(a.children("StatefulSet")["demo-backup-writer"], "spec", "template", "spec").(map[string]any),
-			} {
+			for name, pod := range claimsEbackupPods(a) {
 				c := dig(pod, "containers", 0).(map[string]any)
 				envs, _ := c["env"].([]any)
 				for _, e := range envs {
@@ -115,10 +120,7 @@ func init() {
 			}
 		}},
 		"backup-copy": {"spec.backup.copy: the CronJob and the writer get the copy's destination, its own retention and its credentials mounted apart; status.backup.copy shows the last pass", func(t *testing.T, a *fxAnswer) {
-			for name, pod := range map[string]map[string]any{
-				"CronJob demo-backup":            dig(a.children("CronJob")["demo-backup"], "spec", "jobTemplate", "spec", "template", "spec").(map[string]any),
-				"StatefulSet demo-backup-writer": dig(a.children("StatefulSet")["demo-backup-writer"], "spec", "template", "spec").(map[string]any),
-			} {
+			for name, pod := range claimsEbackupPods(a) {
 				c := dig(pod, "containers", 0).(map[string]any)
 				cmd := strs(c["command"])
 				require.Contains(t, cmd, "--copy-destination=gs://dr-etcd/prod", name)
