@@ -11,7 +11,6 @@ import (
 
 	"filippo.io/age"
 	"gocloud.dev/blob"
-	"gocloud.dev/gcerrors"
 )
 
 // Fetch downloads m's snapshot to file dst and checks it against the manifest (size, SHA-256 of the
@@ -62,7 +61,7 @@ func Fetch(ctx context.Context, b *blob.Bucket, m Manifest, dst string, ids []ag
 		_, err = io.Copy(io.Discard, raw) // the whole object is hashed, whatever age left unread
 	}
 	n := stored.n
-	if err != nil && m.Encryption == EncryptionAge && !isStoreReadErr(err) {
+	if err != nil && m.Encryption == EncryptionAge && !isStoreError(err) {
 		return fmt.Errorf("%w: %s does not decrypt: %v", ErrSnapshotDamaged, m.Snapshot, err)
 	}
 	if err != nil {
@@ -78,6 +77,3 @@ func Fetch(ctx context.Context, b *blob.Bucket, m Manifest, dst string, ids []ag
 	}
 	return f.Sync()
 }
-
-// isStoreReadErr: reading the store failed (worth another attempt), not the content.
-func isStoreReadErr(err error) bool { return gcerrors.Code(err) != gcerrors.Unknown }

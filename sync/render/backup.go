@@ -151,16 +151,21 @@ func retentionArgs(prefix string, r api.BackupRetention) []string {
 // CopyStore is what a pod needs to reach spec.backup.copy: its credentials Secret, mounted apart from
 // the primary's.
 func CopyStore(b *api.BackupSpec) (vols []corev1.Volume, mounts []corev1.VolumeMount, args []string) {
-	c := b.Copy
-	if c == nil || c.CredentialsSecret == "" {
-		return nil, nil, nil
+	if c := b.Copy; c != nil && c.CredentialsSecret != "" {
+		return secretMount(nil, nil, nil, "copy-credentials", c.CredentialsSecret, api.CopyCredentialsDir, "--copy-credentials-dir")
 	}
-	args = append(args, "--copy-credentials-dir="+api.CopyCredentialsDir)
-	vols = append(vols, corev1.Volume{Name: "copy-credentials", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-		SecretName: c.CredentialsSecret, DefaultMode: ptr(int32(0o444)),
+	return nil, nil, nil
+}
+
+// secretMount adds a Secret mounted read-only at dir, and the flag that names dir. Mode 0444: the
+// files are read by the pod's user (65532) only, as the client Secret's; a file, never an environment
+// variable (which a pod's description shows).
+func secretMount(vols []corev1.Volume, mounts []corev1.VolumeMount, args []string, name, secret, dir, flag string) ([]corev1.Volume, []corev1.VolumeMount, []string) {
+	vols = append(vols, corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+		SecretName: secret, DefaultMode: ptr(int32(0o444)),
 	}}})
-	mounts = append(mounts, corev1.VolumeMount{Name: "copy-credentials", MountPath: api.CopyCredentialsDir, ReadOnly: true})
-	return vols, mounts, args
+	mounts = append(mounts, corev1.VolumeMount{Name: name, MountPath: dir, ReadOnly: true})
+	return vols, mounts, append(args, flag+"="+dir)
 }
 
 // Store is how a pod reaches a store: the credentials Secret, a file destination's claim, and the
@@ -178,15 +183,10 @@ func encryptionName(e *api.EncryptionSpec) string {
 // BackupStore is what a pod needs to reach a store: the credentials Secret, a file destination's
 // claim and the encryption keys, as volumes, mounts and the flags that point the command at them.
 func BackupStore(s Store) (vols []corev1.Volume, mounts []corev1.VolumeMount, args []string) {
-	secret, claim := s.Credentials, s.Claim
-	if secret != "" {
-		args = append(args, "--credentials-dir="+api.BackupCredentialsDir)
-		vols = append(vols, corev1.Volume{Name: "backup-credentials", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-			SecretName: secret, DefaultMode: ptr(int32(0o444)), // read by 65532 only, as the client Secret
-		}}})
-		mounts = append(mounts, corev1.VolumeMount{Name: "backup-credentials", MountPath: api.BackupCredentialsDir, ReadOnly: true})
+	if s.Credentials != "" {
+		vols, mounts, args = secretMount(vols, mounts, args, "backup-credentials", s.Credentials, api.BackupCredentialsDir, "--credentials-dir")
 	}
-	if claim != "" {
+	if claim := s.Claim; claim != "" {
 		args = append(args, "--file-root="+api.BackupMount)
 		vols = append(vols, corev1.Volume{Name: "backup-volume", VolumeSource: corev1.VolumeSource{
 			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim},
@@ -194,12 +194,7 @@ func BackupStore(s Store) (vols []corev1.Volume, mounts []corev1.VolumeMount, ar
 		mounts = append(mounts, corev1.VolumeMount{Name: "backup-volume", MountPath: api.BackupMount})
 	}
 	if s.Encryption != "" {
-		// The keys as files: never an environment variable (which a pod's description shows).
-		args = append(args, "--encryption-dir="+api.BackupEncryptionDir)
-		vols = append(vols, corev1.Volume{Name: "backup-encryption", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-			SecretName: s.Encryption, DefaultMode: ptr(int32(0o444)),
-		}}})
-		mounts = append(mounts, corev1.VolumeMount{Name: "backup-encryption", MountPath: api.BackupEncryptionDir, ReadOnly: true})
+		vols, mounts, args = secretMount(vols, mounts, args, "backup-encryption", s.Encryption, api.BackupEncryptionDir, "--encryption-dir")
 	}
 	return vols, mounts, args
 }
