@@ -32,13 +32,21 @@ func CopyBackups(ctx context.Context, b *blob.Bucket, c BackupCopy, namespace, n
 		r.Snapshot = c.Destination.ObjectURL(res.Newest.SnapshotKey())
 	}
 	if err != nil {
-		r.Message = "copy to " + c.Destination.String() + ": " + err.Error()
 		log.Warn("backup copy", "error", err)
-		recorderOr(events).Event(EventBackupCopyFailed, "Copy", r.Message, true)
+		f := CopyFailed(c.Destination.String(), err, events)
+		r.Time, r.Message = f.Time, f.Message
 		return r
 	}
 	if r.Copied > 0 || r.Pruned > 0 {
 		log.Info("backup copy", "destination", c.Destination.String(), "copied", r.Copied, "pruned", r.Pruned, "revision", r.Revision)
 	}
 	return r
+}
+
+// CopyFailed is the report of a copy pass that failed (to reach destination, or in it), posted as an
+// Event too.
+func CopyFailed(destination string, err error, events Recorder) api.CopyReport {
+	msg := "copy to " + destination + ": " + err.Error()
+	recorderOr(events).Event(EventBackupCopyFailed, "Copy", msg, true)
+	return api.CopyReport{Time: time.Now().UTC(), Message: msg}
 }

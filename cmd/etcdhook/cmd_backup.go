@@ -97,9 +97,7 @@ func runBackup(args []string) error {
 // copyOnce opens both stores (the primary first: its credentials, then the copy's) and runs one copy pass.
 func copyOnce(ctx context.Context, log *slog.Logger, d backup.Destination, fileRoot, creds string, c copyFlagSet, ns, name, uid string, events membership.Recorder) api.CopyReport {
 	fail := func(err error) api.CopyReport {
-		msg := "copy to " + backup.Redact(*c.destination) + ": " + err.Error()
-		events.Event(membership.EventBackupCopyFailed, "Copy", msg, true)
-		return api.CopyReport{Time: time.Now().UTC(), Message: msg}
+		return membership.CopyFailed(backup.Redact(*c.destination), err, events)
 	}
 	b, err := openStore(ctx, d, fileRoot, creds)
 	if err != nil {
@@ -345,9 +343,7 @@ func (c copyFlagSet) passes(b *blob.Bucket, ns, name, uid string, log *slog.Logg
 		if to == nil {
 			var err error
 			if to, err = c.open(ctx); err != nil {
-				msg := "copy to " + backup.Redact(*c.destination) + ": " + err.Error()
-				events.Event(membership.EventBackupCopyFailed, "Copy", msg, true)
-				return api.CopyReport{Time: time.Now().UTC(), Message: msg}
+				return membership.CopyFailed(backup.Redact(*c.destination), err, events)
 			}
 		}
 		r := membership.CopyBackups(ctx, b, *to, ns, name, uid, time.Now(), log, events)
