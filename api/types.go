@@ -6,6 +6,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/etcdhook/etcdhook/internal/backup"
 )
 
 // Group, version and kind of the parent resource.
@@ -400,6 +402,23 @@ type RestoreStatus struct {
 	// LostMembers: the members that ran without their data when spec.backup.restoreOnQuorumLoss started
 	// this restore (empty when the annotation asked for it).
 	LostMembers []string `json:"lostMembers,omitempty"`
+}
+
+// Point is the point asked, as backup.Point (the zero point without one).
+func (r *RestoreStatus) Point() backup.Point {
+	p := backup.Point{Revision: r.ToRevision}
+	if r.ToTime != nil {
+		p.Time = r.ToTime.UTC()
+	}
+	return p
+}
+
+// SetPoint shows p as the point asked.
+func (r *RestoreStatus) SetPoint(p backup.Point) {
+	r.ToRevision, r.ToTime = p.Revision, nil
+	if !p.Time.IsZero() {
+		r.ToTime = &metav1.Time{Time: p.Time}
+	}
 }
 
 // StorageStatus: the member claims against spec.storage.size (docs/design/17-growing-volumes.md §17); absent with emptyDir.

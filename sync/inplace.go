@@ -171,7 +171,7 @@ func (p *plan) inPlaceStatus(add func(string, bool, string, string)) *api.Restor
 		return nil
 	}
 	rs := &api.RestoreStatus{Source: rec.Request, Phase: p.inPlacePhase(), InPlace: true, ReplacedClusterIDs: slices.Clone(rec.Retired), LostMembers: slices.Clone(rec.Lost)}
-	rs.ToRevision, rs.ToTime = statusPointFields(rec.point())
+	rs.SetPoint(rec.point())
 	if lv := p.f.leases[0]; lv != nil && rec.Committed && lv.report.RestoredFrom != "" {
 		rs.Snapshot = lv.report.RestoredFrom
 		fmt.Sscan(lv.report.RestoredRevision, &rs.Revision)

@@ -8,8 +8,6 @@ import (
 	"strings"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/etcdhook/etcdhook/api"
 	"github.com/etcdhook/etcdhook/internal/backup"
 )
@@ -44,7 +42,7 @@ func (f *facts) readInPlace() {
 		// on the parent now counts as seen (a restore is never started from a record half lost).
 		f.inPlace = &inPlaceRecord{Request: r.Source, Retired: r.ReplacedClusterIDs, Lost: r.LostMembers,
 			Committed: r.Phase == inPlaceStarting || r.Phase == inPlaceRestored, Done: r.Phase == inPlaceRestored,
-			Point: statusPoint(r).Value(), Seen: remember(nil, backup.Fingerprint(askKey(f.restoreAsk())))}
+			Point: r.Point().Value(), Seen: remember(nil, backup.Fingerprint(askKey(f.restoreAsk())))}
 	}
 	f.setRetired()
 }
@@ -381,21 +379,4 @@ func askKey(req, point string) string {
 		return req
 	}
 	return req + " to " + point
-}
-
-// statusPointFields is p as status.restore shows it.
-func statusPointFields(p backup.Point) (int64, *metav1.Time) {
-	if p.Time.IsZero() {
-		return p.Revision, nil
-	}
-	return p.Revision, &metav1.Time{Time: p.Time}
-}
-
-// statusPoint is the point status.restore shows.
-func statusPoint(r *api.RestoreStatus) backup.Point {
-	p := backup.Point{Revision: r.ToRevision}
-	if r.ToTime != nil {
-		p.Time = r.ToTime.UTC()
-	}
-	return p
 }

@@ -222,7 +222,7 @@ func (o *restoreOpts) runInPlace(ctx context.Context, env Env, c *Clients) error
 	}
 	mine := func(s *Snapshot) bool {
 		r := s.status.Restore
-		return r != nil && r.InPlace && r.Source == o.from && statusPoint(r) == o.point()
+		return r != nil && r.InPlace && r.Source == o.from && r.Point().Value() == o.point()
 	}
 	failed := func(s *Snapshot) error {
 		// A refusal names the value it refused: one still shown for an earlier value is not ours.
@@ -277,14 +277,6 @@ func parsedTime(s string) time.Time {
 	return t
 }
 
-// statusPoint is status.restore's point, spelled as point() spells it.
-func statusPoint(r *api.RestoreStatus) string {
-	p := backup.Point{Revision: r.ToRevision}
-	if r.ToTime != nil {
-		p.Time = r.ToTime.Time
-	}
-	return p.Value()
-}
 
 // defaultSource is the source without --from: to a point, the newest snapshot before it and its chain
 // (<destination>/latest); otherwise the cluster's last snapshot.
