@@ -277,7 +277,6 @@ func parsedTime(s string) time.Time {
 	return t
 }
 
-
 // defaultSource is the source without --from: to a point, the newest snapshot before it and its chain
 // (<destination>/latest); otherwise the cluster's last snapshot.
 func (o *restoreOpts) defaultSource(u *unstructured.Unstructured, name string) error {
