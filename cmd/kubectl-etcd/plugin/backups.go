@@ -45,11 +45,9 @@ func runBackups(ctx context.Context, env Env, args []string) error {
 		return err
 	}
 	cmd := []string{api.HookBinary, "backup-list"}
-	for _, a := range p.Spec.Containers[0].Command {
-		for _, f := range []string{"--cluster=", "--namespace=", "--destination=", "--credentials-dir=", "--file-root=", "--encryption-dir="} {
-			if strings.HasPrefix(a, f) {
-				cmd = append(cmd, a)
-			}
+	for _, f := range []string{"cluster", "namespace", "destination", "credentials-dir", "file-root", "encryption-dir"} {
+		if v := storeFlag(p.Spec.Containers[0].Command, f); v != "" {
+			cmd = append(cmd, "--"+f+"="+v)
 		}
 	}
 	var out, errOut bytes.Buffer

@@ -61,9 +61,9 @@ func storeTemplate(ctx context.Context, c *Clients, cluster string) (*corev1.Pod
 		c.Namespace, cluster, n.BackupWriter(), n.BackupName())
 }
 
-// storeFlag is the value of flag (--destination and the like) on the template's command, "" if absent.
-func storeFlag(t *corev1.PodTemplateSpec, flag string) string {
-	for _, a := range t.Spec.Containers[0].Command {
+// storeFlag is the value of flag (--destination and the like) on a backup pod's command, "" if absent.
+func storeFlag(command []string, flag string) string {
+	for _, a := range command {
 		if v, ok := strings.CutPrefix(a, "--"+flag+"="); ok {
 			return v
 		}
@@ -105,7 +105,7 @@ func (o *restoreOpts) runDryRun(ctx context.Context, env Env, c *Clients, cluste
 		return fmt.Errorf("restore --dry-run: %w", err)
 	}
 	if o.from == "" {
-		d := storeFlag(t, "destination")
+		d := storeFlag(t.Spec.Containers[0].Command, "destination")
 		if d == "" {
 			return fmt.Errorf("restore --dry-run: %s/%s's backup pod names no destination: name the snapshot with --from", c.Namespace, cluster)
 		}
@@ -128,7 +128,7 @@ func (o *restoreOpts) runDryRun(ctx context.Context, env Env, c *Clients, cluste
 		cmd = append(cmd, "--to-time="+o.toTime)
 	}
 	for _, f := range []string{"credentials-dir", "file-root", "encryption-dir"} {
-		if v := storeFlag(t, f); v != "" {
+		if v := storeFlag(t.Spec.Containers[0].Command, f); v != "" {
 			cmd = append(cmd, "--"+f+"="+v)
 		}
 	}
