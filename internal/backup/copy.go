@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"path"
+	"slices"
 	"time"
 
 	"gocloud.dev/blob"
@@ -98,7 +99,7 @@ func Copy(ctx context.Context, from, to *blob.Bucket, namespace, name, clusterUI
 		errs = append(errs, err)
 	}
 	for _, m := range dst {
-		if !contains(pruned, m) && m.ClusterUID == clusterUID && (res.Newest.Key == "" || m.Time.After(res.Newest.Time)) {
+		if !slices.ContainsFunc(pruned, func(o Manifest) bool { return o.Key == m.Key }) && m.ClusterUID == clusterUID && (res.Newest.Key == "" || m.Time.After(res.Newest.Time)) {
 			res.Newest = m
 		}
 	}
@@ -109,15 +110,6 @@ func Copy(ctx context.Context, from, to *blob.Bucket, namespace, name, clusterUI
 		}
 	}
 	return res, errors.Join(errs...)
-}
-
-func contains(ms []Manifest, m Manifest) bool {
-	for _, o := range ms {
-		if o.Key == m.Key {
-			return true
-		}
-	}
-	return false
 }
 
 // copySnapshot streams m's snapshot object into the copy, then reads it back there against m.
