@@ -92,6 +92,19 @@ func (s *ClusterSpec) DeepCopy() *ClusterSpec {
 		}
 		out.Maintenance.Defrag = &c
 	}
+	if sp := s.Maintenance.Space; sp != nil {
+		c := *sp
+		if sp.ActAtPercent != nil {
+			c.ActAtPercent = ptr.To(*sp.ActAtPercent)
+		}
+		if sp.MaxQuota != nil {
+			c.MaxQuota = ptr.To(sp.MaxQuota.DeepCopy())
+		}
+		if sp.MaxStorage != nil {
+			c.MaxStorage = ptr.To(sp.MaxStorage.DeepCopy())
+		}
+		out.Maintenance.Space = &c
+	}
 	if b := s.Backup; b != nil {
 		c := *b
 		c.Retention = b.Retention.deepCopy()

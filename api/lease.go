@@ -68,6 +68,9 @@ const (
 	AnnDefragging = "etcd.io/defragging"
 	AnnDefragDone = "etcd.io/defrag-done"
 	AnnLastDefrag = "etcd.io/last-defrag"
+	// AnnQuota: the backend quota, in bytes, the member's etcd runs with (its --quota-backend-bytes, or
+	// etcd's default): a raise of spec.maintenance.space shows here member by member (§15.6).
+	AnnQuota = "etcd.io/quota-bytes"
 )
 
 // NoSpacePass is the defragmentation pass token of the NOSPACE recovery (docs/design/15-maintenance.md §15.5).
@@ -139,6 +142,8 @@ type Report struct {
 	// DBSize and DBSizeInUse in bytes; 0 when unknown (etcd not answering, or an old agent).
 	DBSize      int64
 	DBSizeInUse int64
+	// QuotaBytes: the quota the member's etcd runs with; 0 when unknown (no quota, or an old agent).
+	QuotaBytes int64
 	// Alarms: "<TYPE>@<member ID>", sorted; nil when none.
 	Alarms []string
 	// Defragging, DefragDone, LastDefrag: see AnnDefragging.
@@ -258,6 +263,7 @@ func (r Report) Annotations() map[string]string {
 
 		AnnDBSize:      formatSize(r.DBSize),
 		AnnDBSizeInUse: formatSize(r.DBSizeInUse),
+		AnnQuota:       formatSize(r.QuotaBytes),
 		AnnAlarms:      strings.Join(r.Alarms, ","),
 
 		AnnDefragging: r.Defragging,
@@ -306,6 +312,7 @@ func ParseReportUsing(ann map[string]string, lists map[string][]Member) (Report,
 		// silence the quota warning.
 		DBSize:      parseSize(ann[AnnDBSize]),
 		DBSizeInUse: parseSize(ann[AnnDBSizeInUse]),
+		QuotaBytes:  parseSize(ann[AnnQuota]),
 
 		Defragging: ann[AnnDefragging],
 		DefragDone: ann[AnnDefragDone],

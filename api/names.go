@@ -129,6 +129,11 @@ const (
 	// request, the cluster IDs it replaces, whether the data was replaced (committed) and whether the
 	// restored member runs (done). Absent until a first in-place restore.
 	ConfigKeyRestoreInPlace = "restore-in-place"
+	// ConfigKeySpaceQuota and ConfigKeySpaceStorage record the quota (bytes) and the claim size
+	// (a quantity) spec.maintenance.space raised them to (docs/design/15-maintenance.md §15.6); absent
+	// while the spec's are in force. Read back bounded by the spec.
+	ConfigKeySpaceQuota   = "space-quota"
+	ConfigKeySpaceStorage = "space-storage"
 )
 
 // Names derives every object name from the cluster's name and namespace.

@@ -199,6 +199,9 @@ type MaintenanceSpec struct {
 	// Defrag: scheduled defragmentation passes, one member at a time (docs/design/15-maintenance.md §15.5); nil: none
 	// scheduled (the annotation etcd.io/defrag-now still asks for one).
 	Defrag *DefragSpec `json:"defrag,omitempty"`
+	// Space: storage that never fills (docs/design/15-maintenance.md §15.6); nil: defragment at 70% of
+	// the quota, never raise it.
+	Space *SpaceSpec `json:"space,omitempty"`
 }
 
 // DefragSpec: when a pass runs, and which members it defragments.
@@ -324,6 +327,7 @@ type ClusterStatus struct {
 	Backup             *BackupStatus      `json:"backup,omitempty"`
 	Restore            *RestoreStatus     `json:"restore,omitempty"`
 	Storage            *StorageStatus     `json:"storage,omitempty"`
+	Space              *SpaceStatus       `json:"space,omitempty"`
 	Conditions         []metav1.Condition `json:"conditions,omitempty"`
 }
 
@@ -433,6 +437,18 @@ type StorageStatus struct {
 	// TemplateSize is the StatefulSet's claim template: the size a new member's claim starts with
 	// (it is grown after it joins until the template is re-created at Size).
 	TemplateSize string `json:"templateSize,omitempty"`
+}
+
+// SpaceStatus is where spec.maintenance.space stands (docs/design/15-maintenance.md §15.6): shown once
+// the quota or the storage was raised, or while a member's data asks for room.
+type SpaceStatus struct {
+	// QuotaBytes: the quota the members are rendered with; SpecQuotaBytes: the spec's.
+	QuotaBytes     int64 `json:"quotaBytes"`
+	SpecQuotaBytes int64 `json:"specQuotaBytes"`
+	// Storage: the claim size raised for the quota, empty while spec.storage.size is in force.
+	Storage string `json:"storage,omitempty"`
+	// Message: the step taken or waited for, or why none can be.
+	Message string `json:"message,omitempty"`
 }
 
 // Target is the latched (size, version) the hook is working towards.

@@ -6,7 +6,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 )
 
 func TestValidateReasons(t *testing.T) {
@@ -75,6 +77,31 @@ func TestValidateReasons(t *testing.T) {
 		}, "demo", "InvalidCompaction"},
 		{"compaction in options and spec", func(s *ClusterSpec) { s.Options = map[string]string{"auto-compaction-retention": "2h"} }, "demo", "ManagedOption"},
 		{"managed option", func(s *ClusterSpec) { s.Options = map[string]string{"data-dir": "/x"} }, "demo", "ManagedOption"},
+		{"space defaults", func(s *ClusterSpec) { s.Maintenance.Space = &SpaceSpec{} }, "demo", ""},
+		{"space raising", func(s *ClusterSpec) {
+			s.Maintenance.Space = &SpaceSpec{ActAtPercent: ptr.To(int32(60)), MaxQuota: ptr.To(resource.MustParse("8Gi")), MaxStorage: ptr.To(resource.MustParse("20Gi"))}
+		}, "demo", ""},
+		{"space line too high", func(s *ClusterSpec) { s.Maintenance.Space = &SpaceSpec{ActAtPercent: ptr.To(int32(95))} }, "demo", "InvalidSpace"},
+		{"space max below the quota", func(s *ClusterSpec) {
+			s.Maintenance.Space = &SpaceSpec{MaxQuota: ptr.To(resource.MustParse("1Gi"))}
+		}, "demo", "InvalidSpace"},
+		{"space max past 8 GiB", func(s *ClusterSpec) {
+			s.Maintenance.Space = &SpaceSpec{MaxQuota: ptr.To(resource.MustParse("9Gi"))}
+		}, "demo", "InvalidSpace"},
+		{"space max without a quota", func(s *ClusterSpec) {
+			s.Options = map[string]string{"quota-backend-bytes": "-1"}
+			s.Maintenance.Space = &SpaceSpec{MaxQuota: ptr.To(resource.MustParse("4Gi"))}
+		}, "demo", "InvalidSpace"},
+		{"space storage without a quota max", func(s *ClusterSpec) {
+			s.Maintenance.Space = &SpaceSpec{MaxStorage: ptr.To(resource.MustParse("20Gi"))}
+		}, "demo", "InvalidSpace"},
+		{"space storage below the size", func(s *ClusterSpec) {
+			s.Maintenance.Space = &SpaceSpec{MaxQuota: ptr.To(resource.MustParse("4Gi")), MaxStorage: ptr.To(resource.MustParse("1Gi"))}
+		}, "demo", "InvalidSpace"},
+		{"space storage on emptyDir", func(s *ClusterSpec) {
+			s.Storage = StorageSpec{EmptyDir: &corev1.EmptyDirVolumeSource{}}
+			s.Maintenance.Space = &SpaceSpec{MaxQuota: ptr.To(resource.MustParse("4Gi")), MaxStorage: ptr.To(resource.MustParse("20Gi"))}
+		}, "demo", "InvalidSpace"},
 		{"option with dashes", func(s *ClusterSpec) { s.Options = map[string]string{"--snapshot-count": "1"} }, "demo", "InvalidOption"},
 		{"multi-line option", func(s *ClusterSpec) { s.Options = map[string]string{"log-level": "info\n--force-new-cluster"} }, "demo", "InvalidOption"},
 		{"free option", func(s *ClusterSpec) { s.Options = map[string]string{"snapshot-count": "10000"} }, "demo", ""},

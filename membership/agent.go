@@ -125,6 +125,14 @@ type Agent struct {
 	// noSpaceAt: this member's last NOSPACE defragmentation; noSpaceStuck: it left the file at the quota.
 	noSpaceAt    time.Time
 	noSpaceStuck bool
+	// spaceAt: this member's last space defragmentation, spaceStuck: it left the file wanting another
+	// (then the next waits a defragRetry); spacePct: the line
+	// of the last space pass asked (api.DefaultSpaceActAtPercent before one), which keepSizes watches.
+	spaceAt    time.Time
+	spacePct   int32
+	spaceStuck bool
+	// quotaRead: the quota of the Lease's earlier report was compared with this etcd's (QuotaChanged).
+	quotaRead bool
 	// ownAlarms: the alarms this member raised, as last seen (events on a change).
 	ownAlarms map[string]bool
 	// known: the last member list this agent read (the start decision's, or its running etcd's).

@@ -32,6 +32,7 @@ func (a *Agent) observe(ctx context.Context, bound *bool) observation {
 		r.LeaderID = ""
 	}
 	r.DBSize, r.DBSizeInUse = st.DbSize, st.DbSizeInUse
+	r.QuotaBytes = quotaOf(a.Cfg.EtcdCommand)
 	if len(st.Errors) > 0 {
 		// Status lists alarms among its errors as protobuf text; the alarm list says them plainly. Asked
 		// only in trouble: a healthy member's look stays one Status call.
@@ -49,6 +50,7 @@ func (a *Agent) observe(ctx context.Context, bound *bool) observation {
 	}
 	in, ierr := a.Store.Read(ctx)
 	if ierr == nil {
+		a.quotaChanged(in.Report.QuotaBytes, r.QuotaBytes)
 		a.leaseProblems = in.Problems
 		a.askRenewal(in.Renewal)
 		a.askRotation(in)
@@ -193,7 +195,7 @@ func (a *Agent) report(ctx context.Context, r api.Report, force bool) {
 	// A file crossing the quota line (api.OverQuota) is written whatever the step: the NOSPACE recovery
 	// judges a member done by that line, on the hook's side from this report, on the agent's from etcd,
 	// and the two must agree or the hook keeps asking a member that has nothing left to do.
-	if keepSizes(a.last, r, quotaOf(a.Cfg.EtcdCommand)) {
+	if keepSizes(a.last, r, quotaOf(a.Cfg.EtcdCommand), a.spaceLine()) {
 		r.DBSize, r.DBSizeInUse = a.last.DBSize, a.last.DBSizeInUse
 	}
 	renew := api.RenewInterval(r, a.Cfg.LeaseDuration)

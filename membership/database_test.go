@@ -129,6 +129,66 @@ func (c *tcluster) defragPass(token string, order []int) []api.Report {
 	return out
 }
 
+// The space pass (docs/design/15-maintenance.md §15.6) against real etcd, every version: asked while
+// a member's file is past 70% of the quota with an eighth of it to give back, the agent defragments
+// and its report says the file is below the line; asked again when nothing is left to give back, it
+// does not defragment; and every report carries the quota etcd runs with.
+func TestMembershipSpacePass(t *testing.T) {
+	const quota = 16 << 20
+	forEachVersion(t, func(t *testing.T, v string) {
+		c := quotaCluster(t, v, quota)
+		cl := c.client()
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		// 12 MiB of history over 4 MiB of keys, then compacted: past the 11.2 MiB line, 8 MiB free.
+		val := strings.Repeat("s", 64<<10)
+		var rev int64
+		for round := 0; round < 3; round++ {
+			for n := 0; n < 64; n++ {
+				resp, err := cl.Put(ctx, "space/"+strconv.Itoa(n), val)
+				require.NoError(t, err)
+				rev = resp.Header.Revision
+			}
+		}
+		_, err := cl.Compact(ctx, rev, clientv3.WithCompactPhysical())
+		require.NoError(t, err)
+		token := api.SpacePass(api.DefaultSpaceActAtPercent)
+		wants := func(r api.Report) bool {
+			return api.SpaceWantsDefrag(r.DBSize, r.DBSizeInUse, quota, api.DefaultSpaceActAtPercent)
+		}
+		c.waitFor("every report past the line with room to give back", stepMax, func() bool {
+			if _, err := cl.Put(ctx, "nudge", "1"); err != nil { // bbolt frees pages at the next write
+				return false
+			}
+			for _, s := range c.slots {
+				if !wants(c.leases.Report(s.lease)) {
+					return false
+				}
+			}
+			return true
+		})
+		for i, s := range c.slots {
+			r := c.leases.Report(s.lease)
+			require.Equal(t, int64(quota), r.QuotaBytes, "slot %d reports its quota", i)
+			before := r.DBSize
+			c.leases.SetDefrag(s.lease, token)
+			c.waitFor("slot "+itoa(i)+" below the line", stepMax, func() bool { return !wants(c.leases.Report(s.lease)) })
+			after := c.leases.Report(s.lease)
+			require.Less(t, after.DBSize, before-(4<<20), "slot %d gave the free pages back", i)
+			require.Less(t, after.DBSize*100, int64(quota)*api.DefaultSpaceActAtPercent, "slot %d below the line", i)
+			last := after.LastDefrag
+			require.NotEmpty(t, last)
+			// Asked again with nothing to give back: the agent looks and does nothing.
+			time.Sleep(1500 * time.Millisecond) // five looks
+			require.Equal(t, last, c.leases.Report(s.lease).LastDefrag, "slot %d not defragmented again", i)
+			c.leases.SetDefrag(s.lease, "")
+		}
+		got, err := cl.Get(ctx, "space/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+		require.NoError(t, err)
+		require.Equal(t, int64(64), got.Count, "every key kept")
+	})
+}
+
 // Defragmentation through the Lease, against real etcd, every version: a fragmented file shrinks on
 // each member in turn, the leader hands leadership over before its own, every acknowledged write
 // stays readable; and a cluster full at its quota (NOSPACE) is recovered by the same pass: compacted,

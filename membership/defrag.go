@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -52,6 +53,8 @@ func (a *Agent) maybeDefragment(ctx context.Context, in Intent, inErr error, st 
 	switch {
 	case in.Defrag == api.NoSpacePass:
 		err = a.recoverNoSpace(ctx, st, members, r)
+	case isSpace(in.Defrag):
+		err = a.spaceDefrag(ctx, in.Defrag, st, members, r)
 	case in.Defrag != a.defragDone:
 		err = a.defragment(ctx, in.Defrag, st, members, r, "")
 	}
@@ -228,8 +231,85 @@ func (a *Agent) defragment(ctx context.Context, token string, st *clientv3.Statu
 }
 
 // keepSizes says whether a report keeps the sizes last written rather than now's: neither moved by a
-// significant step (api.SizeMoved) and the file is on the same side of the quota line (api.OverQuota).
-func keepSizes(last, now api.Report, quota int64) bool {
+// significant step (api.SizeMoved), the file is on the same side of the quota line (api.OverQuota), and
+// the space pass at pct would judge both alike (api.SpaceWantsDefrag): the hook and the agent judge
+// those two passes by the member's state, the one from the report and the other from etcd.
+func keepSizes(last, now api.Report, quota int64, pct int32) bool {
 	return !api.SizeMoved(last.DBSize, now.DBSize) && !api.SizeMoved(last.DBSizeInUse, now.DBSizeInUse) &&
-		api.OverQuota(last.DBSize, quota) == api.OverQuota(now.DBSize, quota)
+		api.OverQuota(last.DBSize, quota) == api.OverQuota(now.DBSize, quota) &&
+		api.SpaceWantsDefrag(last.DBSize, last.DBSizeInUse, quota, pct) == api.SpaceWantsDefrag(now.DBSize, now.DBSizeInUse, quota, pct)
+}
+
+// isSpace says whether token is a space pass (api.SpacePass).
+func isSpace(token string) bool {
+	_, ok := api.ParseSpacePass(token)
+	return ok
+}
+
+// spaceLine is the line of the last space pass asked, the default before one.
+func (a *Agent) spaceLine() int32 {
+	if a.spacePct > 0 {
+		return a.spacePct
+	}
+	return api.DefaultSpaceActAtPercent
+}
+
+// spaceDefrag is this member's turn in a space pass (docs/design/15-maintenance.md §15.6), asked while
+// its reported file is past the line with room to give back, and acted on only while etcd's own figures
+// say so (api.SpaceWantsDefrag); after one that left it wanting (nothing the pages freed could give
+// back), not again for a defragRetry. Under revision compaction a compaction
+// that is behind (the auto-compactor runs every five minutes) is caught up first: the history it would
+// drop is room the defragmentation then gives back. A periodic compactor's revision at the retention's
+// start is not known to the agent; that history stays until the compactor's next run.
+func (a *Agent) spaceDefrag(ctx context.Context, token string, st *clientv3.StatusResponse, members []api.Member, r *api.Report) error {
+	pct, _ := api.ParseSpacePass(token)
+	a.spacePct = pct
+	quota := quotaOf(a.Cfg.EtcdCommand)
+	if !api.SpaceWantsDefrag(st.DbSize, st.DbSizeInUse, quota, pct) || (a.spaceStuck && time.Since(a.spaceAt) < defragRetry) {
+		return nil
+	}
+	a.spaceAt = time.Now()
+	if keep, ok := revisionRetention(a.Cfg.EtcdCommand); ok && st.Header.Revision > keep {
+		if err := a.Etcd.Compact(ctx, a.Cfg.ClientURL, st.Header.Revision-keep); err != nil {
+			return err
+		}
+	}
+	if err := a.defragment(ctx, token, st, members, r, ""); err != nil {
+		return err
+	}
+	a.spaceStuck = api.SpaceWantsDefrag(r.DBSize, r.DBSizeInUse, quota, pct)
+	return nil
+}
+
+// revisionRetention is the revisions etcd keeps under --auto-compaction-mode=revision; false otherwise.
+func revisionRetention(command []string) (int64, bool) {
+	mode, retention := "", ""
+	for _, arg := range command {
+		if v, ok := strings.CutPrefix(arg, "--auto-compaction-mode="); ok {
+			mode = v
+		}
+		if v, ok := strings.CutPrefix(arg, "--auto-compaction-retention="); ok {
+			retention = v
+		}
+	}
+	n, err := strconv.ParseInt(retention, 10, 64)
+	return n, mode == "revision" && err == nil && n > 0
+}
+
+// quotaChanged posts QuotaChanged once, at the first look, when this etcd runs with another quota
+// than the Lease's earlier report said (reported 0: a first start, or an agent from before the key).
+func (a *Agent) quotaChanged(reported, now int64) {
+	if a.quotaRead {
+		return
+	}
+	a.quotaRead = true
+	if reported <= 0 || now <= 0 || reported == now {
+		return
+	}
+	verb := "raised"
+	if now < reported {
+		verb = "lowered"
+	}
+	a.Log.Info("etcd runs with another backend quota", "from", reported, "to", now)
+	a.event(EventQuotaChanged, "Restart", false, "backend quota %s from %d to %d bytes (spec.maintenance.space, or spec.options quota-backend-bytes)", verb, reported, now)
 }

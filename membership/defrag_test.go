@@ -33,8 +33,8 @@ func TestOwnAlarm(t *testing.T) {
 	require.False(t, ownAlarm(nil, 0xabc))
 }
 
-// Sizes are rewritten on a significant move, and whenever the file crosses the quota line, however
-// little: the hook's view of the line must be the agent's.
+// Sizes are rewritten on a significant move, and whenever the file crosses the quota line or the space
+// pass's judgement flips, however little: the hook's view of both must be the agent's.
 func TestKeepSizes(t *testing.T) {
 	const quota = 2 << 30 // the line is at 1.875 GiB
 	rep := func(size, inUse int64) api.Report { return api.Report{DBSize: size, DBSizeInUse: inUse} }
@@ -49,8 +49,12 @@ func TestKeepSizes(t *testing.T) {
 		{"below the line after a small defragmentation (40 MiB of 1.9 GiB)", rep(1946<<20, 1900<<20), rep(1906<<20, 1900<<20), false},
 		{"above the line by a few pages", rep(1919<<20, 1900<<20), rep(1921<<20, 1900<<20), false},
 		{"both above the line", rep(1930<<20, 1900<<20), rep(1931<<20, 1900<<20), true},
+		// The space line (70%: 1433.6 MiB) with 256 MiB (an eighth of the quota) to give back.
+		{"a space defragmentation stops being worth it", rep(1440<<20, 1180<<20), rep(1440<<20, 1185<<20), false},
+		{"a file crosses the space line", rep(1433<<20, 1100<<20), rep(1434<<20, 1100<<20), false},
+		{"past the space line, both worth it", rep(1440<<20, 1100<<20), rep(1441<<20, 1100<<20), true},
 	} {
-		require.Equal(t, tc.keep, keepSizes(tc.last, tc.now, quota), tc.name)
+		require.Equal(t, tc.keep, keepSizes(tc.last, tc.now, quota, api.DefaultSpaceActAtPercent), tc.name)
 	}
 }
 

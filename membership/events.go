@@ -30,7 +30,10 @@ const (
 	EventAlarmDisarmed      = "AlarmDisarmed"
 	EventDefragFailed       = "DefragFailed"
 	EventVolumeGrown        = "VolumeGrown"
-	EventPeerURLUpdated     = "PeerURLUpdated"
+	// EventQuotaChanged: this member's etcd started with another backend quota than the Lease last
+	// reported (spec.maintenance.space raised it, or the spec changed it).
+	EventQuotaChanged   = "QuotaChanged"
+	EventPeerURLUpdated = "PeerURLUpdated"
 )
 
 // Recorder posts an Event on the member's EtcdCluster. reason is one of the Event* constants, action

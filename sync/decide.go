@@ -34,6 +34,7 @@ func decide(f *facts, opts Options) (p *plan, err error) {
 	if !p.hasSpec {
 		return p, nil
 	}
+	p.decideSpace()
 	// Every URL the plan renders (Job endpoints, status) has the scheme every member serves now.
 	p.decideTLSMode()
 	f.names.TLS = p.clientHTTPS()

@@ -38,6 +38,10 @@ func (p *plan) defragPass() (token string, forced bool) {
 	if v := strings.TrimSpace(p.f.parent.Annotations[api.AnnDefragNow]); v != "" && v != p.f.defragNowDone {
 		return "now:" + v, true
 	}
+	if p.hasSpec && p.space.on && len(p.spaceDefragTodo()) > 0 {
+		// Before the schedule: a file past the line is a NOSPACE to come (§15.6).
+		return api.SpacePass(p.spec.SpaceActAt()), true
+	}
 	d := p.spec.Maintenance.Defrag
 	if d == nil || d.Schedule == "" {
 		return "", false
@@ -95,7 +99,7 @@ func (p *plan) decideDefrag() defragState {
 			continue
 		}
 		r := lv.report
-		if token == NoSpacePass && !raisers[m.ID] && !api.OverQuota(m.dbSize, quota) || token != NoSpacePass && r.DefragDone == token {
+		if p.passDone(token, m, r, raisers[m.ID], quota) {
 			st.done++
 			continue
 		}
@@ -181,12 +185,46 @@ func (p *plan) decideDefrag() defragState {
 	return st
 }
 
+// passDone says whether member m (reporting r) is done with the pass token. The NOSPACE recovery and
+// the space pass judge the member's state (its alarm, its file), the same token serving every
+// occurrence; every other pass the token the member reports done.
+func (p *plan) passDone(token string, m *memberView, r api.Report, raiser bool, quota int64) bool {
+	if token == NoSpacePass {
+		return !raiser && !api.OverQuota(m.dbSize, quota)
+	}
+	if pct, ok := api.ParseSpacePass(token); ok {
+		return !api.SpaceWantsDefrag(m.dbSize, m.dbSizeInUse, quota, pct)
+	}
+	return r.DefragDone == token
+}
+
+// stateBased: the pass's turns are judged by the members' state (passDone), not by a reported token: a
+// member asked is not known to execute (its agent acts only while its state calls for it).
+func stateBased(token string) bool {
+	_, space := api.ParseSpacePass(token)
+	return token == NoSpacePass || space
+}
+
+// spaceDefragTodo are the ordinals of members (fresh reports) whose file is past the space line and
+// would give back room to a defragmentation (api.SpaceWantsDefrag).
+func (p *plan) spaceDefragTodo() []int {
+	var out []int
+	pct := p.spec.SpaceActAt()
+	for _, i := range sortedKeys(p.f.primary) {
+		m, lv := p.f.primary[i], p.f.leases[i]
+		if lv != nil && lv.fresh && lv.report.MemberID == m.ID && api.SpaceWantsDefrag(m.dbSize, m.dbSizeInUse, p.space.quota, pct) {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
 // unfinishedPass finds a member on a pass other than token (pendingPass): its ordinal and that pass
 // (-1 when none). The NOSPACE recovery waits only for a member executing a pass, not for one merely
 // asked (whose agent may keep failing it).
 func (p *plan) unfinishedPass(token string) (int, string) {
 	for _, i := range sortedKeys(p.f.primary) {
-		if other, running := p.pendingPass(i); other != "" && other != token && (running || token != NoSpacePass) {
+		if other, running := p.pendingPass(i); other != "" && other != token && (running || !stateBased(token)) {
 			return i, other
 		}
 	}

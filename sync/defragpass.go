@@ -20,7 +20,7 @@ func (p *plan) pendingPass(i int) (token string, running bool) {
 	if r.Defragging != "" {
 		return r.Defragging, true
 	}
-	if lv.defrag != "" && lv.defrag != NoSpacePass && r.DefragDone != lv.defrag && mayExecute(m, r) {
+	if lv.defrag != "" && !stateBased(lv.defrag) && r.DefragDone != lv.defrag && mayExecute(m, r) {
 		return lv.defrag, false
 	}
 	return "", false

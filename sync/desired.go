@@ -2,6 +2,7 @@ package sync
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/etcdhook/etcdhook/api"
@@ -37,6 +38,13 @@ func (p *plan) desired() *render.Desired {
 		DefragNowDone:   p.defragNowDone(),
 		RestoreInPlace:  p.inPlaceRecordJSON(),
 		RetiredClusters: p.retiredClusters(),
+	}
+	d.SpecRecord = p.userSpec
+	if p.space.quota > p.space.specQuota {
+		d.Config.SpaceQuota = strconv.FormatInt(p.space.quota, 10)
+	}
+	if p.space.storage != nil {
+		d.Config.SpaceStorage = p.space.storage.String()
 	}
 	if p.spec.Backup != nil {
 		d.Backup = &render.Backup{

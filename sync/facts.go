@@ -11,6 +11,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	coordv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/etcdhook/etcdhook/api"
@@ -120,6 +121,10 @@ type facts struct {
 	formed bool
 	// defragNowDone: the last etcd.io/defrag-now value whose pass completed (the ConfigMap's record).
 	defragNowDone string
+	// spaceQuota and spaceStorage: the raised quota and claim size recorded (ConfigKeySpaceQuota,
+	// ConfigKeySpaceStorage); 0 and nil when absent or ignored (space.go).
+	spaceQuota   int64
+	spaceStorage *resource.Quantity
 	// alarms: the cluster's alarms as the fresh reports read them, by type, each the member IDs that
 	// raised it (readAlarms); an alarm naming no member of the cluster is ignored (distrusted).
 	alarms map[string][]string

@@ -251,6 +251,26 @@ func init() {
 			require.Contains(t, msg, "2.0 GiB quota")
 			require.Contains(t, msg, "demo-2 1.7 GiB (84%")
 			require.Nil(t, a.condition("DatabaseFull"))
+			// 1.4 GiB of it free: the space pass gives it back, one member at a time.
+			require.Len(t, claimsDDefrags(a), 1)
+			for _, tok := range claimsDDefrags(a) {
+				require.Equal(t, "space:70", tok)
+			}
+		}},
+		"space-quota-raised": {"live data past 70% of a 32 MiB quota raises it to 64 MiB: the flag, the record, status.space; the spec's record keeps 32 MiB, and no defragmentation is asked", func(t *testing.T, a *fxAnswer) {
+			require.Contains(t, a.etcdCommand(t), "--quota-backend-bytes=67108864")
+			require.Equal(t, "67108864", a.configData(t)[api.ConfigKeySpaceQuota])
+			require.Contains(t, a.configData(t)["spec.json"], `"quota-backend-bytes":"33554432"`)
+			require.Equal(t, float64(64<<20), claimsDStatus(a, "space", "quotaBytes"))
+			require.Equal(t, float64(32<<20), claimsDStatus(a, "space", "specQuotaBytes"))
+			require.Contains(t, claimsDStatus(a, "space", "message"), "quota raised from 32.0 MiB to 64.0 MiB")
+			require.Empty(t, claimsDDefrags(a))
+		}},
+		"space-at-max": {"the same data at maxQuota: the quota stays, status.space says why, no record is written", func(t *testing.T, a *fxAnswer) {
+			require.Contains(t, a.etcdCommand(t), "--quota-backend-bytes=33554432")
+			require.NotContains(t, a.configData(t), api.ConfigKeySpaceQuota)
+			require.Contains(t, claimsDStatus(a, "space", "message"), "the quota is at spec.maintenance.space.maxQuota")
+			require.Equal(t, float64(32<<20), claimsDStatus(a, "space", "quotaBytes"))
 		}},
 		"database-sizes-under-quota": {"the same 1.7 GiB under an 8 GiB quota-backend-bytes option raises no DatabaseNearQuota", func(t *testing.T, a *fxAnswer) {
 			require.Equal(t, float64(1740<<20), claimsDStatus(a, "members", 0, "dbSize"))

@@ -945,6 +945,23 @@ func fixtures() []fixture {
 			w.dbSize, w.dbSizeInUse = 1740<<20, 300<<20
 			w.step(5 * time.Second)
 		}},
+		// spec.maintenance.space: live data past 70% of a 32 MiB quota raises it to 64 MiB (the StatefulSet's
+		// flag, the ConfigMap's space-quota, status.space), and the roll starts.
+		{name: "space-quota-raised", build: func(w *world) {
+			withSpace(32<<20, "128Mi", "")(&w.spec)
+			settle(w)
+			w.dbSize, w.dbSizeInUse = 25<<20, 23<<20
+			w.step(5 * time.Second)
+			w.step(5 * time.Second)
+		}},
+		// The same at the maximum: nothing is raised and status says what to do.
+		{name: "space-at-max", build: func(w *world) {
+			withSpace(32<<20, "32Mi", "")(&w.spec)
+			settle(w)
+			w.dbSize, w.dbSizeInUse = 25<<20, 23<<20
+			w.step(5 * time.Second)
+			w.step(5 * time.Second)
+		}},
 		// NOSPACE raised by two members: DatabaseFull names them; the members stay healthy voters (no
 		// false QuorumLost) and the cluster Available.
 		{name: "database-full", build: func(w *world) {

@@ -46,6 +46,7 @@ func newFacts(o *Observed, now time.Time) *facts {
 		v, ok := f.cm.Data[api.ConfigKeyFormed]
 		f.formed = v == "true" || !ok
 		f.defragNowDone = f.cm.Data[api.ConfigKeyDefragNowDone]
+		f.readSpaceRecords()
 	}
 	for _, pod := range o.Pods {
 		if i := f.names.PodOrdinal(pod.Name); i >= 0 && ownedByStatefulSet(pod, f.names.StatefulSet()) {

@@ -151,6 +151,7 @@ func (p *plan) status() *api.ClusterStatus {
 	}
 	st.TLS = p.tlsStatus()
 	st.Storage = p.storageStatus()
+	st.Space = p.spaceStatus()
 	p.tlsConditions(st.TLS, add)
 	p.backupConditions(st.Backup, add)
 	p.continuousConditions(st.Backup, add)

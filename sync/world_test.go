@@ -127,6 +127,8 @@ type simPod struct {
 	// tls: its template hands etcd certificates (the agent issues them and reports its files).
 	tls   bool
 	ready bool
+	// quota: the backend quota its template's etcd flags give (what its agent reports).
+	quota int64
 	// readyAt is when ready last changed as the API server shows it (the Ready condition's
 	// lastTransitionTime), for readyWas and readyUID (a new pod is a transition).
 	readyAt  time.Time
@@ -429,6 +431,19 @@ func (w *world) stsImage() string {
 	return c.(map[string]any)["image"].(string)
 }
 
+// stsQuota is the backend quota the StatefulSet's etcd flags give (etcd's default without the flag).
+func (w *world) stsQuota() int64 {
+	c := w.sts()["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0]
+	options := map[string]string{}
+	for _, arg := range c.(map[string]any)["command"].([]any) {
+		if v, ok := strings.CutPrefix(arg.(string), "--quota-backend-bytes="); ok {
+			options["quota-backend-bytes"] = v
+		}
+	}
+	q, _ := api.QuotaBackendBytes(options)
+	return q
+}
+
 func (w *world) stsStatus() map[string]any {
 	ready, updated := 0, 0
 	cur := w.updateRevision()
@@ -590,7 +605,7 @@ func (w *world) controllers() {
 		if i < part {
 			rev = w.currentRevisionFor(i)
 		}
-		w.pods[i] = &simPod{uid: w.newUID("pod"), revision: rev, image: w.stsImage()}
+		w.pods[i] = &simPod{uid: w.newUID("pod"), revision: rev, image: w.stsImage(), quota: w.stsQuota()}
 		w.pods[i].peerScheme, w.pods[i].transition, w.pods[i].tls = w.stsSchemes()
 		if emptyDir {
 			w.data[i] = ""
@@ -605,7 +620,7 @@ func (w *world) controllers() {
 	for i := r - 1; i >= part; i-- {
 		p := w.pods[i]
 		if p.revision != w.updateRevision() {
-			w.pods[i] = &simPod{uid: w.newUID("pod"), revision: w.updateRevision(), image: w.stsImage()}
+			w.pods[i] = &simPod{uid: w.newUID("pod"), revision: w.updateRevision(), image: w.stsImage(), quota: w.stsQuota()}
 			w.pods[i].peerScheme, w.pods[i].transition, w.pods[i].tls = w.stsSchemes()
 			if emptyDir {
 				w.data[i] = ""
@@ -912,9 +927,13 @@ func (w *world) defragment(i int, ann map[string]any, r *api.Report) {
 		r.DBSize = r.DBSizeInUse
 	}
 	ownAlarm := slices.Contains(w.alarms, api.AlarmNoSpace+"@"+r.MemberID)
-	quota, _ := api.QuotaBackendBytes(api.Defaulted(w.spec).Options)
+	quota := w.pods[i].quota
 	tok, _ := ann[api.AnnDefrag].(string)
 	due := tok != "" && w.defragDone[i] != tok
+	if pct, ok := api.ParseSpacePass(tok); ok {
+		// The space pass (membership.Agent.spaceDefrag): whenever asked and the file calls for it.
+		due = api.SpaceWantsDefrag(r.DBSize, r.DBSizeInUse, quota, pct)
+	}
 	if tok == api.NoSpacePass {
 		due = ownAlarm || api.OverQuota(r.DBSize, quota)
 		if !due && !w.down[i] && !w.noDefrag {
@@ -956,7 +975,7 @@ func (w *world) loseVolumes(ordinals ...int) {
 	for _, i := range ordinals {
 		old := w.pods[i]
 		w.data[i] = ""
-		w.pods[i] = &simPod{uid: w.newUID("pod"), revision: old.revision, image: old.image,
+		w.pods[i] = &simPod{uid: w.newUID("pod"), revision: old.revision, image: old.image, quota: old.quota,
 			peerScheme: old.peerScheme, transition: old.transition, tls: old.tls} // the same template
 	}
 }
@@ -1012,6 +1031,7 @@ func (w *world) report(i int, quorum bool) {
 	}
 	if r.MemberID != "" && r.Role != api.RoleLeft {
 		r.DBSize, r.DBSizeInUse, r.Alarms = w.dbSize, w.dbSizeInUse, w.alarms
+		r.QuotaBytes = p.quota
 		w.defragment(i, ann, &r)
 	}
 	if p.tls {

@@ -125,7 +125,7 @@ func ConfigMap(d *Desired) *corev1.ConfigMap {
 		ObjectMeta: meta(d.Names, d.Names.ConfigMap(), api.ComponentEtcd),
 		Data: map[string]string{
 			api.ConfigKeyAgent:        string(agent) + "\n",
-			api.ConfigKeySpec:         string(SpecJSON(d.Spec)),
+			api.ConfigKeySpec:         string(SpecJSON(d.SpecRecord)),
 			api.ConfigKeyBootstrapped: fmt.Sprint(d.Config.Bootstrapped),
 			api.ConfigKeyClusterID:    d.Config.ClusterID,
 			api.ConfigKeyRunning:      d.Config.Running,
@@ -135,6 +135,12 @@ func ConfigMap(d *Desired) *corev1.ConfigMap {
 	}
 	if v := d.Config.DefragNowDone; v != "" {
 		cm.Data[api.ConfigKeyDefragNowDone] = v
+	}
+	if v := d.Config.SpaceQuota; v != "" {
+		cm.Data[api.ConfigKeySpaceQuota] = v
+	}
+	if v := d.Config.SpaceStorage; v != "" {
+		cm.Data[api.ConfigKeySpaceStorage] = v
 	}
 	if v := d.Config.RestoreInPlace; v != "" {
 		cm.Data[api.ConfigKeyRestoreInPlace] = v

@@ -18,8 +18,11 @@ type Desired struct {
 	// Jobs' and agents' endpoints). ClusterUID is the EtcdCluster's metadata.uid.
 	Names      api.Names
 	ClusterUID string
-	// Spec is the spec the children are rendered from (the applied one, not always the parent's).
-	Spec api.ClusterSpec
+	// Spec is the spec the children are rendered from (the applied one, not always the parent's, with
+	// a quota and claim size spec.maintenance.space raised); SpecRecord is the applied one as written,
+	// which the ConfigMap records.
+	Spec       api.ClusterSpec
+	SpecRecord api.ClusterSpec
 	// Image and ImagePullPolicy are the hook's own (the agent and the Jobs run its binary).
 	Image           string
 	ImagePullPolicy corev1.PullPolicy
@@ -82,6 +85,8 @@ type Config struct {
 	RestoreInPlace string
 	// RetiredClusters: the cluster IDs in-place restores replaced, as the agents get them.
 	RetiredClusters []string
+	// SpaceQuota and SpaceStorage: the raised quota and claim size, written only when set.
+	SpaceQuota, SpaceStorage string
 }
 
 // Backup is what the backup children render from (spec.backup is Desired.Spec.Backup).

@@ -1,0 +1,294 @@
+package sync
+
+import (
+	"fmt"
+	"maps"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/etcdhook/etcdhook/api"
+)
+
+// Storage that never fills (docs/design/15-maintenance.md §15.6). A member whose database file passes
+// spec.maintenance.space.actAtPercent of the quota is defragmented when that gives room back (the
+// space pass, defrag.go); when it would not, the live data needs room and the quota is raised, doubling,
+// within maxQuota, after the volumes grew within maxStorage where the raised quota needs them to. The
+// raised quota and storage are the hook's records (ConfigMap space-quota, space-storage), bounded by
+// the spec at every read; the rendered spec (p.spec) carries them, the recorded one (p.userSpec) never.
+
+// spaceState is what decideSpace found, for the overlay, the records and status.
+type spaceState struct {
+	// on: the spec has a quota to manage (not disabled, parses).
+	on bool
+	// specQuota: the spec's quota; quota: the one rendered (raised or the spec's).
+	specQuota, quota int64
+	// storage: the claim size rendered when it is above the spec's (a growth for the quota), else nil.
+	storage *resource.Quantity
+	// The figures it decided by, for the message (spaceMessage).
+	pct        int32
+	maxQuota   int64
+	maxStorage *resource.Quantity
+	volumes    bool
+}
+
+// readSpaceRecords reads the raised quota and storage the hook recorded. A value that does not parse
+// is ignored, and said: the records only ever raise, so dropping one renders the spec's (smaller)
+// figure, which the next sync raises again if the data still needs it.
+func (f *facts) readSpaceRecords() {
+	if v := f.configValue(api.ConfigKeySpaceQuota); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n <= 0 {
+			f.distrusted = append(f.distrusted, fmt.Sprintf("ConfigMap %s key %s %q is ignored: not a positive number of bytes", f.names.ConfigMap(), api.ConfigKeySpaceQuota, v))
+		} else {
+			f.spaceQuota = n
+		}
+	}
+	if v := f.configValue(api.ConfigKeySpaceStorage); v != "" {
+		q, err := resource.ParseQuantity(v)
+		if err != nil || q.Sign() <= 0 {
+			f.distrusted = append(f.distrusted, fmt.Sprintf("ConfigMap %s key %s %q is ignored: not a positive quantity", f.names.ConfigMap(), api.ConfigKeySpaceStorage, v))
+		} else {
+			f.spaceStorage = &q
+		}
+	}
+}
+
+// decideSpace bounds the records by the adopted spec, raises them when a member's data needs room, and
+// overlays the result on p.spec (p.userSpec keeps the spec as adopted, for the record).
+func (p *plan) decideSpace() {
+	f := p.f
+	p.userSpec = p.spec
+	s := p.spec
+	specQuota, ok := api.QuotaBackendBytes(s.Options)
+	if !ok || specQuota <= 0 {
+		return // no quota: nothing fills
+	}
+	st := spaceState{on: true, specQuota: specQuota, quota: specQuota}
+	var maxQuota int64
+	var maxStorage *resource.Quantity
+	if sp := s.Maintenance.Space; sp != nil {
+		if sp.MaxQuota != nil {
+			maxQuota = sp.MaxQuota.Value()
+		}
+		maxStorage = sp.MaxStorage
+	}
+	// The records, re-derived and bounded. The quota is the larger of the record and what a member
+	// reports running: a record lost or edited by hand must not lower a quota the data already needs
+	// (the roll back would end in NOSPACE). Never below the spec (a user's raise wins), never above its
+	// maximum (a user's lowered maximum wins; no record or report goes past it).
+	if raised := max(f.spaceQuota, p.reportedQuota()); raised > specQuota && maxQuota > specQuota {
+		st.quota = min(raised, maxQuota)
+	}
+	volumes := s.Storage.EmptyDir == nil && s.Storage.Size != nil
+	if volumes && maxStorage != nil {
+		// The same for the claim size: the claims never shrink, so the largest one asked is a floor.
+		raised := f.storageFloor()
+		if r := f.spaceStorage; r != nil && (raised == nil || r.Cmp(*raised) > 0) {
+			raised = r
+		}
+		if raised != nil && raised.Cmp(*s.Storage.Size) > 0 {
+			q := minQuantity(*raised, *maxStorage)
+			if q.Cmp(*s.Storage.Size) > 0 {
+				st.storage = &q
+			}
+		}
+	}
+	pct := s.SpaceActAt()
+	if need := p.spaceNeeders(st.quota, pct); len(need) > 0 && maxQuota > st.quota && !p.paused {
+		p.raiseSpace(&st, maxQuota, maxStorage, volumes)
+	}
+	st.pct, st.maxQuota, st.maxStorage, st.volumes = pct, maxQuota, maxStorage, volumes
+	p.space = st
+	if st.quota != specQuota {
+		p.spec.Options = maps.Clone(s.Options)
+		if p.spec.Options == nil {
+			p.spec.Options = map[string]string{}
+		}
+		p.spec.Options["quota-backend-bytes"] = strconv.FormatInt(st.quota, 10)
+	}
+	if st.storage != nil {
+		q := st.storage.DeepCopy()
+		p.spec.Storage.Size = &q
+	}
+}
+
+// raiseSpace raises the quota (doubling, within maxQuota) as far as the members' volumes hold it now
+// (SpaceQuotaFor of the smallest claim's capacity), and the storage record when the volumes must grow
+// for the rest (within maxStorage, whole GiB): what does not fit waits for the volumes.
+func (p *plan) raiseSpace(st *spaceState, maxQuota int64, maxStorage *resource.Quantity, volumes bool) {
+	next := min(2*st.quota, maxQuota)
+	if !volumes {
+		st.quota = next
+		return
+	}
+	if api.SpaceVolumeFor(next) > p.spaceCapacity(st) && maxStorage != nil {
+		target := minQuantity(roundUpGi(api.SpaceVolumeFor(next)), *maxStorage)
+		if cur := p.renderedStorage(st); target.Cmp(cur) > 0 {
+			st.storage = &target
+		}
+	}
+	st.quota = max(st.quota, min(next, api.SpaceQuotaFor(p.spaceCapacity(st))))
+}
+
+// spaceWait says why a member past the line still waits for room.
+func (p *plan) spaceWait(st spaceState) string {
+	maxQuota, maxStorage, volumes := st.maxQuota, st.maxStorage, st.volumes
+	switch {
+	case maxQuota == 0:
+		return "set spec.maintenance.space.maxQuota to let the hook raise the quota"
+	case maxQuota <= st.quota:
+		return "the quota is at spec.maintenance.space.maxQuota: delete data, shorten spec.maintenance.compaction, or raise maxQuota"
+	case p.paused:
+		return "the quota is raised once spec.paused is cleared"
+	case !volumes:
+		return "the quota is raised at the next sync"
+	}
+	next := min(2*st.quota, maxQuota)
+	cur := p.renderedStorage(&st)
+	switch {
+	case api.SpaceVolumeFor(next) <= p.spaceCapacity(&st):
+		return "the quota is raised at the next sync"
+	case cur.Value() >= api.SpaceVolumeFor(next) || (maxStorage != nil && cur.Cmp(*maxStorage) < 0):
+		return fmt.Sprintf("the quota waits for the volumes to grow to %s", cur.String())
+	case maxStorage != nil:
+		return fmt.Sprintf("a %s quota needs %s volumes and spec.maintenance.space.maxStorage is %s", humanBytes(next), humanBytes(api.SpaceVolumeFor(next)), maxStorage.String())
+	}
+	return fmt.Sprintf("a %s quota needs %s volumes: set spec.maintenance.space.maxStorage to let the hook grow them", humanBytes(next), humanBytes(api.SpaceVolumeFor(next)))
+}
+
+// renderedStorage is the claim size rendered: the raised one, else the spec's.
+func (p *plan) renderedStorage(st *spaceState) resource.Quantity {
+	if st.storage != nil {
+		return *st.storage
+	}
+	return *p.spec.Storage.Size
+}
+
+// spaceClaims says how many member claims have size.
+func (p *plan) spaceClaims(size resource.Quantity) string {
+	n, of := 0, 0
+	for i, pvc := range p.f.pvcs {
+		if int32(i) >= p.replicas || pvc.DeletionTimestamp != nil {
+			continue
+		}
+		of++
+		if api.ClaimAtSize(pvc, size) {
+			n++
+		}
+	}
+	return fmt.Sprintf("%d of %d claims have it", n, of)
+}
+
+// spaceNeeders names the members whose file is past the line with too little to give back to a
+// defragmentation (api.SpaceWantsQuota), by fresh reports only: a stale one may be hours old.
+func (p *plan) spaceNeeders(quota int64, pct int32) []string {
+	f := p.f
+	var out []string
+	for _, i := range sortedKeys(f.primary) {
+		m, lv := f.primary[i], f.leases[i]
+		if lv == nil || !lv.fresh || lv.report.MemberID != m.ID {
+			continue
+		}
+		if api.SpaceWantsQuota(m.dbSize, m.dbSizeInUse, quota, pct) {
+			out = append(out, fmt.Sprintf("%s (%s, %s in use)", memberName(f, m), humanBytes(m.dbSize), humanBytes(m.dbSizeInUse)))
+		}
+	}
+	return out
+}
+
+// reportedQuota is the largest quota a member's agent reports its etcd running with (fresh or not: a
+// member down still has the quota it will start with again).
+func (p *plan) reportedQuota() int64 {
+	var q int64
+	for _, lv := range p.f.leases {
+		if lv != nil && lv.report.MemberID != "" {
+			q = max(q, lv.report.QuotaBytes)
+		}
+	}
+	return q
+}
+
+// spaceCapacity is the smallest volume a member has: the claims' reported capacity (their request
+// until the provisioner reports one), the claim size rendered when no claim is observed.
+func (p *plan) spaceCapacity(st *spaceState) int64 {
+	var have int64 = -1
+	for i, pvc := range p.f.pvcs {
+		if int32(i) >= p.replicas || pvc.DeletionTimestamp != nil {
+			continue
+		}
+		q, ok := pvc.Status.Capacity[corev1.ResourceStorage]
+		if !ok {
+			q, ok = pvc.Spec.Resources.Requests[corev1.ResourceStorage]
+		}
+		if ok && (have < 0 || q.Value() < have) {
+			have = q.Value()
+		}
+	}
+	if have < 0 {
+		r := p.renderedStorage(st)
+		have = r.Value()
+	}
+	return have
+}
+
+// spaceRunning says how many members run the quota (their reports).
+func (p *plan) spaceRunning(quota int64) string {
+	n := 0
+	for _, i := range sortedKeys(p.f.primary) {
+		if lv := p.f.leases[i]; lv != nil && lv.report.QuotaBytes == quota {
+			n++
+		}
+	}
+	return fmt.Sprintf("%d of %d members run it", n, len(p.f.primary))
+}
+
+// spaceMessage says where the raises stand and why a member past the line still waits, from the state
+// reached, not from the step taken: the next sync, which reads the records, says the same (status is a
+// fixed point too).
+func (p *plan) spaceMessage() string {
+	st := p.space
+	var say []string
+	if st.quota > st.specQuota {
+		say = append(say, fmt.Sprintf("quota raised from %s to %s (%s)", humanBytes(st.specQuota), humanBytes(st.quota), p.spaceRunning(st.quota)))
+	}
+	if st.storage != nil {
+		say = append(say, fmt.Sprintf("volumes raised to %s for the quota (%s)", st.storage.String(), p.spaceClaims(*st.storage)))
+	}
+	if need := p.spaceNeeders(st.quota, st.pct); len(need) > 0 {
+		say = append(say, fmt.Sprintf("%s past %d%% of the %s quota with little to defragment: %s", strings.Join(need, ", "), st.pct, humanBytes(st.quota), p.spaceWait(st)))
+	}
+	return strings.Join(say, "; ")
+}
+
+// spaceStatus is status.space: nil while nothing was raised and nothing is asked.
+func (p *plan) spaceStatus() *api.SpaceStatus {
+	st := p.space
+	if !st.on {
+		return nil
+	}
+	msg := p.spaceMessage()
+	if st.quota == st.specQuota && st.storage == nil && msg == "" {
+		return nil
+	}
+	out := &api.SpaceStatus{QuotaBytes: st.quota, SpecQuotaBytes: st.specQuota, Message: msg}
+	if st.storage != nil {
+		out.Storage = st.storage.String()
+	}
+	return out
+}
+
+func minQuantity(a, b resource.Quantity) resource.Quantity {
+	if a.Cmp(b) <= 0 {
+		return a.DeepCopy()
+	}
+	return b.DeepCopy()
+}
+
+// roundUpGi is bytes rounded up to a whole GiB: claim sizes a person reads.
+func roundUpGi(bytes int64) resource.Quantity {
+	const gi = 1 << 30
+	return resource.MustParse(strconv.FormatInt((bytes+gi-1)/gi, 10) + "Gi")
+}
