@@ -22,13 +22,13 @@ const (
 
 // plan is the outcome of one decision: what to render and what to say in status.
 type plan struct {
-	f        *facts
-	opts     Options
-	spec     api.ClusterSpec // rendered from: the adopted spec with the raised quota and storage (space.go)
+	f    *facts
+	opts Options
+	spec api.ClusterSpec // rendered from: the adopted spec with the raised quota and storage (space.go)
 	// userSpec: the adopted spec as the user wrote it (defaulted), which the ConfigMap records.
 	userSpec api.ClusterSpec
 	// space: where spec.maintenance.space stands (space.go).
-	space spaceState
+	space    spaceState
 	hasSpec  bool
 	problems []api.Problem // why the user's spec is not (yet) applied
 	// certProblems: what is wrong with the user's TLS Secrets; certBlocked: the spec was not adopted
