@@ -92,6 +92,10 @@ func (s *ClusterSpec) DeepCopy() *ClusterSpec {
 		}
 		out.Maintenance.Defrag = &c
 	}
+	if r := s.Recovery; r != nil {
+		c := *r
+		out.Recovery = &c
+	}
 	if sp := s.Maintenance.Space; sp != nil {
 		c := *sp
 		if sp.ActAtPercent != nil {

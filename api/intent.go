@@ -32,6 +32,8 @@ type Intent struct {
 	CARestart  string
 	// PeerScheme: the scheme this member may move its peer URL to now ("http", "https"; "" none).
 	PeerScheme string
+	// Recover: this member's part in a recovery from the freshest survivor (zero: none).
+	Recover RecoverIntent
 }
 
 // Annotations are the Lease annotations the hook writes for the intent: the intent and its time always
@@ -56,6 +58,7 @@ func (i Intent) Annotations() map[string]string {
 	set(AnnCARotation, i.CARotation.String())
 	set(AnnCARestart, i.CARestart)
 	set(AnnPeerScheme, i.PeerScheme)
+	set(AnnRecover, i.Recover.String())
 	return ann
 }
 
@@ -96,6 +99,11 @@ func ParseIntent(ann map[string]string) (in Intent, problems []string) {
 		in.PeerScheme = v
 	default:
 		problems = append(problems, fmt.Sprintf("%s %q is neither http nor https: ignored", AnnPeerScheme, v))
+	}
+	if r, err := ParseRecoverIntent(ann[AnnRecover]); err != nil {
+		problems = append(problems, err.Error()+": ignored")
+	} else {
+		in.Recover = r
 	}
 	// The window is read as the hook counts it: a permission the hook does not count starts no join.
 	var p string

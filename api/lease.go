@@ -71,6 +71,12 @@ const (
 	// AnnQuota: the backend quota, in bytes, the member's etcd runs with (its --quota-backend-bytes, or
 	// etcd's default): a raise of spec.maintenance.space shows here member by member (§15.6).
 	AnnQuota = "etcd.io/quota-bytes"
+	// AnnRevision and AnnRaftTerm: the member's revision and raft term, written only while it knows no
+	// leader (writes cannot move them then): what a recovery plan compares (docs/design/19-recovery.md).
+	AnnRevision = "etcd.io/revision"
+	AnnRaftTerm = "etcd.io/raft-term"
+	// AnnRecovered: the recovery token whose part this member carried out (forced or fenced).
+	AnnRecovered = "etcd.io/recovered"
 )
 
 // NoSpacePass is the defragmentation pass token of the NOSPACE recovery (docs/design/15-maintenance.md §15.5).
@@ -144,6 +150,10 @@ type Report struct {
 	DBSizeInUse int64
 	// QuotaBytes: the quota the member's etcd runs with; 0 when unknown (no quota, or an old agent).
 	QuotaBytes int64
+	// Revision and RaftTerm while the member knows no leader, 0 otherwise; Recovered: see AnnRecovered.
+	Revision  int64
+	RaftTerm  int64
+	Recovered string
 	// Alarms: "<TYPE>@<member ID>", sorted; nil when none.
 	Alarms []string
 	// Defragging, DefragDone, LastDefrag: see AnnDefragging.
@@ -264,6 +274,9 @@ func (r Report) Annotations() map[string]string {
 		AnnDBSize:      formatSize(r.DBSize),
 		AnnDBSizeInUse: formatSize(r.DBSizeInUse),
 		AnnQuota:       formatSize(r.QuotaBytes),
+		AnnRevision:    formatSize(r.Revision),
+		AnnRaftTerm:    formatSize(r.RaftTerm),
+		AnnRecovered:   r.Recovered,
 		AnnAlarms:      strings.Join(r.Alarms, ","),
 
 		AnnDefragging: r.Defragging,
@@ -313,6 +326,9 @@ func ParseReportUsing(ann map[string]string, lists map[string][]Member) (Report,
 		DBSize:      parseSize(ann[AnnDBSize]),
 		DBSizeInUse: parseSize(ann[AnnDBSizeInUse]),
 		QuotaBytes:  parseSize(ann[AnnQuota]),
+		Revision:    parseSize(ann[AnnRevision]),
+		RaftTerm:    parseSize(ann[AnnRaftTerm]),
+		Recovered:   ann[AnnRecovered],
 
 		Defragging: ann[AnnDefragging],
 		DefragDone: ann[AnnDefragDone],

@@ -50,6 +50,8 @@ type ClusterSpec struct {
 	Backup *BackupSpec `json:"backup,omitempty"`
 	// Restore: the snapshot a new cluster starts from; set only when the cluster is created.
 	Restore *RestoreSpec `json:"restore,omitempty"`
+	// Recovery: what the hook does when a quorum of the voters lost their data (docs/design/19-recovery.md).
+	Recovery *RecoverySpec `json:"recovery,omitempty"`
 	// Network: the cluster's NetworkPolicy (docs/design/15-maintenance.md §15.4).
 	Network NetworkSpec `json:"network,omitempty"`
 }
@@ -328,6 +330,7 @@ type ClusterStatus struct {
 	Restore            *RestoreStatus     `json:"restore,omitempty"`
 	Storage            *StorageStatus     `json:"storage,omitempty"`
 	Space              *SpaceStatus       `json:"space,omitempty"`
+	Recovery           *RecoveryStatus    `json:"recovery,omitempty"`
 	Conditions         []metav1.Condition `json:"conditions,omitempty"`
 }
 

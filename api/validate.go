@@ -158,6 +158,7 @@ func Validate(name string, s ClusterSpec) []Problem {
 	ps = append(ps, validateUserNames(name, s)...)
 	ps = append(ps, validateBackup(s)...)
 	ps = append(ps, validateDefrag(s)...)
+	ps = append(ps, validateRecovery(s)...)
 	ps = append(ps, validateSpace(s)...)
 	return append(ps, validateNetwork(s)...)
 }

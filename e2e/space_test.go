@@ -144,7 +144,11 @@ func TestStorageNeverFills(t *testing.T) {
 	require.NotZero(t, filled, "every member's file reached twice the initial quota (largest seen %d bytes)", maxSize)
 	var log []string
 	for _, st := range steps {
-		log = append(log, fmt.Sprintf("%d MiB raised at %s, every member on it at %s", st.quota>>20, st.raised.Round(time.Second), st.rolled.Round(time.Second)))
+		rolled := "not yet when the fill ended"
+		if st.rolled > 0 {
+			rolled = st.rolled.Round(time.Second).String()
+		}
+		log = append(log, fmt.Sprintf("%d MiB raised at %s, every member on it at %s", st.quota>>20, st.raised.Round(time.Second), rolled))
 	}
 	t.Logf("quota steps: %s", strings.Join(log, "; "))
 	require.GreaterOrEqual(t, len(steps), 2, "twice the quota needs two raises at 50%%: 16 -> 32 -> 64 MiB")

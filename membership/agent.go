@@ -131,6 +131,13 @@ type Agent struct {
 	spaceAt    time.Time
 	spacePct   int32
 	spaceStuck bool
+	// forcing: the recovery token etcd is being started for with --force-new-cluster ("" none);
+	// recovered: the recovery token whose part this member carried out, reported (read back from the
+	// Lease at the agent's start).
+	forcing   string
+	recovered string
+	// boundRecovered: the binding's Recovered as read at the last start decision (a rewrite keeps it).
+	boundRecovered string
 	// quotaRead: the quota of the Lease's earlier report was compared with this etcd's (QuotaChanged).
 	quotaRead bool
 	// ownAlarms: the alarms this member raised, as last seen (events on a change).
@@ -220,6 +227,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	if in, err := a.Store.Read(ctx); err == nil {
 		a.askRenewal(in.Renewal)
 		a.askRotation(in)
+		a.recovered = in.Report.Recovered
 	}
 	for {
 		if ctx.Err() != nil || a.isKilled() {
@@ -273,6 +281,9 @@ func (a *Agent) Run(ctx context.Context) error {
 			if aside != "" {
 				a.event(EventDataMovedAside, "MoveAside", false, "%s (kept as %s)", d.Detail, aside)
 			}
+			if d.Reason == "Fenced" {
+				a.recovered = facts.Recover.Token
+			}
 			continue
 		}
 		if d.Action == StartNew && a.Cfg.Restore != nil {
@@ -286,7 +297,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		if ctx.Err() != nil || a.isKilled() {
 			return nil
 		}
-		if errors.Is(err, errRestartForCA) || errors.Is(err, errPeerMoved) {
+		if errors.Is(err, errRestartForCA) || errors.Is(err, errPeerMoved) || errors.Is(err, errRecovery) {
 			failures = 0
 			continue
 		}

@@ -33,6 +33,7 @@ func (a *Agent) observe(ctx context.Context, bound *bool) observation {
 	}
 	r.DBSize, r.DBSizeInUse = st.DbSize, st.DbSizeInUse
 	r.QuotaBytes = quotaOf(a.Cfg.EtcdCommand)
+	leaderless(st, &r)
 	if len(st.Errors) > 0 {
 		// Status lists alarms among its errors as protobuf text; the alarm list says them plainly. Asked
 		// only in trouble: a healthy member's look stays one Status call.
@@ -44,11 +45,18 @@ func (a *Agent) observe(ctx context.Context, bound *bool) observation {
 		a.alarmEvents(nil, st.Header.MemberId)
 	}
 	if !*bound {
-		if err := WriteBinding(a.Cfg.DataDir, Binding{ClusterUID: a.Cfg.ClusterUID, ClusterID: r.ClusterID, MemberID: r.MemberID, PeerURL: a.peerURL, Restored: a.restored}); err == nil {
+		b := Binding{ClusterUID: a.Cfg.ClusterUID, ClusterID: r.ClusterID, MemberID: r.MemberID, PeerURL: a.peerURL, Restored: a.restored, Recovered: a.boundRecovered}
+		a.forcedUp(&b)
+		if err := WriteBinding(a.Cfg.DataDir, b); err == nil {
 			*bound = true
+			a.boundRecovered = b.Recovered
 		}
 	}
 	in, ierr := a.Store.Read(ctx)
+	if ierr == nil && a.recoveryAsked(in, r.MemberID) {
+		a.Log.Info("stopping etcd for this member's part in a recovery", "recovery", in.Recover.String())
+		return stopForRecovery
+	}
 	if ierr == nil {
 		a.quotaChanged(in.Report.QuotaBytes, r.QuotaBytes)
 		a.leaseProblems = in.Problems
@@ -178,6 +186,9 @@ func (a *Agent) report(ctx context.Context, r api.Report, force bool) {
 		r.ClusterUID = a.Cfg.ClusterUID
 	}
 	a.certFacts.fill(&r)
+	if a.recovered != "" {
+		r.Recovered = a.recovered
+	}
 	if a.restored != nil {
 		r.RestoredFrom, r.RestoredRevision = a.restored.URL, strconv.FormatInt(a.restored.Revision, 10)
 	}

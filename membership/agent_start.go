@@ -34,6 +34,7 @@ func (a *Agent) decide(ctx context.Context) (Decision, StartFacts, error) {
 	}
 	if df.Binding != nil {
 		a.restored = df.Binding.Restored
+		a.boundRecovered = df.Binding.Recovered
 	}
 	permitted, permitProblem := in.Join.OpenAt(a.Store.Now())
 	problems := append([]string(nil), in.Problems...)
@@ -47,7 +48,7 @@ func (a *Agent) decide(ctx context.Context) (Decision, StartFacts, error) {
 		in.Seed = false
 	}
 	f := StartFacts{
-		Intent: in.Intent, Seed: in.Seed, JoinPermitted: permitted,
+		Intent: in.Intent, Seed: in.Seed, JoinPermitted: permitted, Recover: in.Recover,
 		ClusterUID: a.Cfg.ClusterUID, Adopt: a.Cfg.Adopt, Data: df, PeerURL: a.Cfg.PeerURL,
 	}
 	ids, err := a.Store.ClusterIDs(ctx)
@@ -167,13 +168,17 @@ func (a *Agent) start(ctx context.Context, d Decision, f StartFacts) error {
 	if d.Action == StartNew || d.Action == StartStatic || d.Action == Join || d.Action == Replace {
 		a.peerURL = a.Cfg.PeerURL // the URL it is about to be added (or bootstrapped) under
 	}
-	if d.Action != StartExisting {
+	if d.Action != StartExisting && d.Action != ForceNew {
 		// The binding is written before etcd writes anything, so that data without one is never ours.
 		if err := WriteBinding(a.Cfg.DataDir, Binding{ClusterUID: a.Cfg.ClusterUID, PeerURL: a.peerURL}); err != nil {
 			return fmt.Errorf("writing the data binding: %w", err)
 		}
 	}
+	a.forcing = ""
 	switch d.Action {
+	case ForceNew:
+		a.forcing = f.Recover.Token
+		a.event(EventRecoveryForced, "ForceNewCluster", true, "%s; the other members' data was lost or set aside", d.Detail)
 	case StartNew:
 		state = "new"
 		initial = []api.Member{{Name: a.Cfg.Name, PeerURL: a.Cfg.PeerURL}}
@@ -260,6 +265,11 @@ func (a *Agent) runEtcd(ctx context.Context, state string, initial []api.Member)
 		args = peerArgs(args, a.peerURL)
 	}
 	args = append(args, "--initial-cluster-state="+state)
+	if a.forcing != "" {
+		// Once, for the recovery's token: the binding records it at the first look that finds etcd up
+		// (recovery.go), and no later start repeats it.
+		args = append(args, "--force-new-cluster")
+	}
 	if len(initial) > 0 {
 		args = append(args, "--initial-cluster="+a.initialCluster(initial))
 	}
@@ -379,6 +389,9 @@ func (a *Agent) runEtcd(ctx context.Context, state string, initial []api.Member)
 			return errors.New("this member is no longer in the member list: stopped etcd to decide again")
 		case stoppedToLeave:
 			return errors.New("etcd stopped to leave, but the removal failed: deciding again")
+		case stopForRecovery:
+			stop()
+			return errRecovery
 		}
 	}
 }
@@ -443,6 +456,9 @@ const (
 	removedByOthers
 	// stoppedToLeave: etcd was stopped for a leave whose removal then failed (drain.go).
 	stoppedToLeave
+	// stopForRecovery: the hook asks this member's part in a recovery (fence or survivor): etcd stops
+	// and the start decision carries it out (recovery.go).
+	stopForRecovery
 )
 
 // etcdEnv is the agent's environment without what the restore loaded for the store (backup

@@ -38,6 +38,10 @@ type Binding struct {
 	// Restored is the snapshot this data directory was restored from (the seed of a restored cluster;
 	// nil for every other), kept so the member reports it across restarts.
 	Restored *Restored `json:"restored,omitempty"`
+	// Recovered: the recovery token (api.RecoveryToken) this data directory was restarted on as a
+	// one-member cluster: --force-new-cluster is given once per token, never again on a later start
+	// (it would remove every member that joined since).
+	Recovered string `json:"recovered,omitempty"`
 }
 
 // Restored names the snapshot a data directory was restored from.

@@ -31,6 +31,8 @@ type StartFacts struct {
 	// Members is the linearizable member list read through a voter; nil when no voter answered.
 	Members []api.Member
 	PeerURL string
+	// Recover: this member's part in a recovery from the freshest survivor (zero: none).
+	Recover api.RecoverIntent
 	// Retired are cluster IDs an in-place restore replaced (docs/design/16-backup-restore.md §16.8): their data is moved
 	// aside, never started on or refused.
 	Retired map[uint64]bool
@@ -63,10 +65,13 @@ const (
 	Park
 	// Refuse: the data belongs to another cluster (ForeignData).
 	Refuse
+	// ForceNew: restart on this member's data as a one-member cluster (--force-new-cluster): the
+	// survivor of a recovery, once per token.
+	ForceNew
 )
 
 func (a Action) String() string {
-	return [...]string{"wait", "start-existing", "start-new", "start-learner", "start-static", "start-listed", "join", "replace", "move-aside", "park", "refuse"}[a]
+	return [...]string{"wait", "start-existing", "start-new", "start-learner", "start-static", "start-listed", "join", "replace", "move-aside", "park", "refuse", "force-new"}[a]
 }
 
 // Decision is an action with its reason (reported in the Lease as "<Reason>: <detail>").
@@ -107,6 +112,9 @@ func DecideStart(f StartFacts) Decision {
 	}
 	if f.Intent != api.IntentMember {
 		return Decision{Action: Wait, Reason: api.ReasonWaitingForLease, Detail: "no intent on the member Lease yet"}
+	}
+	if d, ok := f.recovery(); ok {
+		return d
 	}
 	if f.Data.Present && f.retiredData() {
 		return Decision{Action: MoveAside, Reason: "ReplacedData", Detail: "the data is of cluster " + api.FormatID(f.Data.ClusterID) + ", which an in-place restore replaced: moved aside"}
@@ -160,6 +168,29 @@ func DecideStart(f StartFacts) Decision {
 		return Decision{Action: Replace, Reason: "Joining", Detail: "member " + self.ID + " lost its data: replacing it", Member: self}
 	}
 	return Decision{Action: Join, Reason: "Joining", Detail: "adding a learner"}
+}
+
+// recovery is this member's part in a recovery (docs/design/19-recovery.md), asked on its Lease: only
+// on data of the member the plan saw (a later start's data is never fenced or forced), of this
+// EtcdCluster, and only once per token.
+func (f StartFacts) recovery() (Decision, bool) {
+	rc := f.Recover
+	if rc.Token == "" || !f.Data.Present || api.FormatID(f.Data.MemberID) != rc.MemberID {
+		return Decision{}, false
+	}
+	if _, foreign := f.foreign(); foreign {
+		return Decision{}, false
+	}
+	if b := f.Data.Binding; b != nil && b.Recovered == rc.Token {
+		return Decision{}, false
+	}
+	switch rc.Role {
+	case api.RecoverFence:
+		return Decision{Action: MoveAside, Reason: "Fenced", Detail: "member " + rc.MemberID + "'s data is set aside for the recovery " + rc.Token + " (it rejoins as a learner)"}, true
+	case api.RecoverSurvivor:
+		return Decision{Action: ForceNew, Reason: "Recovering", Detail: "member " + rc.MemberID + " restarts on its data as a one-member cluster (recovery " + rc.Token + ")"}, true
+	}
+	return Decision{}, false
 }
 
 func (f StartFacts) self() *api.Member {

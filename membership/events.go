@@ -10,6 +10,8 @@ const (
 	EventMemberLeft          = "MemberLeft"
 	EventDataLossDetected    = "DataLossDetected"
 	EventDataMovedAside      = "DataMovedAside"
+	// EventRecoveryForced: the survivor of a recovery restarts on its data as a one-member cluster.
+	EventRecoveryForced      = "RecoveryForced"
 	EventClaimDeleted        = "ClaimDeleted"
 	EventCACreated           = "CACreated"
 	EventCertificateIssued   = "CertificateIssued"

@@ -70,6 +70,11 @@ func (m *MemLeases) SetPeerScheme(name, scheme string) {
 	m.setAnnotations(name, map[string]string{api.AnnPeerScheme: scheme})
 }
 
+// SetRecover writes (or, with a zero intent, removes) the hook's etcd.io/recover on a Lease.
+func (m *MemLeases) SetRecover(name string, rc api.RecoverIntent) {
+	m.setAnnotations(name, map[string]string{api.AnnRecover: rc.String()})
+}
+
 // setAnnotations writes the hook's annotations on a Lease: each key with its value, or removed where
 // the value is "".
 func (m *MemLeases) setAnnotations(name string, anns map[string]string) {

@@ -7,6 +7,7 @@ package writer
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -159,6 +160,18 @@ func (w *Writer) Verify(ctx context.Context, cl *clientv3.Client) (rev int64, ac
 		}
 	}
 	return resp.Header.Revision, len(w.acked), lost, nil
+}
+
+// AckedKeys are the acknowledged keys in the order written (keys are numbered).
+func (w *Writer) AckedKeys() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	keys := make([]string, 0, len(w.acked))
+	for k := range w.acked {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 // Table is a Markdown table of the steps.

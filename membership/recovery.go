@@ -1,0 +1,44 @@
+package membership
+
+import (
+	"errors"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdhook/etcdhook/api"
+)
+
+// Recovery from the freshest survivor (docs/design/19-recovery.md), the agent's part. The hook asks one
+// member to restart on its data as a one-member cluster (role survivor) once every other member that
+// holds data of the cluster set it aside (role fence); the others rejoin as learners through the usual
+// join. The start decision (DecideStart, StartFacts.recovery) carries both out; a running member asked
+// stops etcd first.
+
+// errRecovery: etcd was stopped for this member's part in a recovery; the start decision carries it out.
+var errRecovery = errors.New("stopped for a recovery from the freshest survivor")
+
+// recoveryAsked says whether the Lease asks this running member (self) for a part it has not carried
+// out yet.
+func (a *Agent) recoveryAsked(in Intent, self string) bool {
+	rc := in.Recover
+	return rc.Token != "" && rc.MemberID == self && rc.Token != a.recovered
+}
+
+// leaderless fills what a recovery plan compares while the member knows no leader: its revision and raft
+// term. Written only then: with a leader they move at the write rate, and nothing compares them.
+func leaderless(st *clientv3.StatusResponse, r *api.Report) {
+	if st.Leader == 0 {
+		r.Revision, r.RaftTerm = st.Header.Revision, int64(st.RaftTerm)
+	}
+}
+
+// forcedUp records, at the first look that finds etcd up after a --force-new-cluster start, that the
+// token is done: in the binding (the start decision never forces again for it) and in the report.
+func (a *Agent) forcedUp(b *Binding) {
+	if a.forcing == "" {
+		return
+	}
+	b.Recovered = a.forcing
+	a.recovered, a.forcing = a.forcing, ""
+	a.Log.Info("running as a one-member cluster on this member's data", "recovery", a.recovered)
+}
