@@ -162,9 +162,10 @@ func TestStorageNeverFills(t *testing.T) {
 }
 
 const (
-	// spaceFillEvery paces the filler at about 100 KiB/s: a quota step is a roll of 3 members (a drain
-	// and a restart each); at 50% the headroom is 8 MiB of a 16 MiB quota, 80 s at this pace.
-	spaceFillEvery = 150 * time.Millisecond
+	// spaceFillEvery paces the filler at about 160 KiB/s: a quota step is a roll of 3 members (a drain
+	// and a restart each: 17-18 s measured); at 50% the headroom is 8 MiB of a 16 MiB quota, 50 s at
+	// this pace.
+	spaceFillEvery = 100 * time.Millisecond
 	// spaceFillMax bounds the filler: 4,000 writes of 16 KiB is 62.5 MiB, twice what the files need.
 	spaceFillMax = 4000
 )

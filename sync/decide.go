@@ -61,6 +61,7 @@ func decide(f *facts, opts Options) (p *plan, err error) {
 		p.wait("two cluster IDs %v are reported: no membership change is made until a human resolves it", f.clusterIDs)
 	case !f.truthKnown():
 		p.quorumLost = true
+		p.decideRecovery()
 		p.wait("no voting member reports a healthy cluster; waiting for quorum (see README: Recovering from quorum loss)")
 		p.roll(false)
 	default:

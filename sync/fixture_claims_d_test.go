@@ -257,6 +257,27 @@ func init() {
 				require.Equal(t, "space:70", tok)
 			}
 		}},
+		"recovery-planned": {"Manual: two of three members lost for good; status.recovery plans demo-0 (revision 100) with its token, says what each holds and asks nothing of any member", func(t *testing.T, a *fxAnswer) {
+			require.Equal(t, api.RecoveryPlanned, claimsDStatus(a, "recovery", "phase"))
+			require.Equal(t, "demo-0", claimsDStatus(a, "recovery", "survivor"))
+			require.Equal(t, float64(100), claimsDStatus(a, "recovery", "revision"))
+			require.Contains(t, claimsDStatus(a, "recovery", "token"), "@100")
+			require.Equal(t, "no data (lost for good)", claimsDStatus(a, "recovery", "members", 1, "holds"))
+			require.Contains(t, claimsDStatus(a, "recovery", "message"), "kubectl etcd recover NAME --apply")
+			for i := 0; i < 3; i++ {
+				in, _ := a.intent(i)
+				require.Empty(t, in.Recover.Token, "nothing asked of demo-%d", i)
+			}
+		}},
+		"recovery-fencing": {"FromSurvivor, five members, three lost: demo-4 (revision 130) survives; demo-1 (120) is fenced first, the survivor not asked yet", func(t *testing.T, a *fxAnswer) {
+			require.Equal(t, api.RecoveryFencing, claimsDStatus(a, "recovery", "phase"))
+			require.Equal(t, "demo-4", claimsDStatus(a, "recovery", "survivor"))
+			require.Contains(t, claimsDStatus(a, "recovery", "loses"), "(demo-4 is the freshest)")
+			in1, _ := a.intent(1)
+			require.Equal(t, api.RecoverFence, in1.Recover.Role)
+			in4, _ := a.intent(4)
+			require.Empty(t, in4.Recover.Token, "the survivor waits for the fence")
+		}},
 		"space-quota-raised": {"live data past 70% of a 32 MiB quota raises it to 64 MiB: the flag, the record, status.space; the spec's record keeps 32 MiB, and no defragmentation is asked", func(t *testing.T, a *fxAnswer) {
 			require.Contains(t, a.etcdCommand(t), "--quota-backend-bytes=67108864")
 			require.Equal(t, "67108864", a.configData(t)[api.ConfigKeySpaceQuota])

@@ -928,6 +928,27 @@ func fixtures() []fixture {
 				w.step(5 * time.Second)
 			}
 		}},
+		// spec.recovery Manual (the default): two of three members lost their data for deadMemberSeconds;
+		// the plan is shown (demo-0 survives at revision 100) and nothing is asked of any member.
+		{name: "recovery-planned", build: func(w *world) {
+			settle(w)
+			w.loseVolumes(1, 2)
+			for range 60 {
+				w.step(5 * time.Second)
+			}
+		}},
+		// FromSurvivor, five members, three lost: demo-4 holds the newer revision and survives; demo-1,
+		// which holds data too, is asked to set it aside first.
+		{name: "recovery-fencing", build: func(w *world) {
+			w.spec.Size = ptr(int32(5))
+			withRecovery(api.QuorumLossFromSurvivor)(&w.spec)
+			settle(w)
+			w.loseVolumes(0, 2, 3)
+			w.revision[1], w.revision[4] = 120, 130
+			for range 60 {
+				w.step(5 * time.Second)
+			}
+		}},
 		{name: "restore-in-place-invalid", build: func(w *world) {
 			settle(w)
 			w.parentAnn = map[string]string{api.AnnRestoreFrom: "s3://etcd-backups/prod/prod/demo/snapshot.db#x"}

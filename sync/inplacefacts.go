@@ -238,7 +238,7 @@ func (f *facts) restoreReport(job string) *api.RestoreReport {
 
 // restoreOnQuorumLoss: the applied spec asks for automatic restores.
 func (f *facts) restoreOnQuorumLoss() bool {
-	return f.applied != nil && f.applied.Backup != nil && f.applied.Backup.RestoreOnQuorumLoss
+	return f.applied != nil && f.applied.Backup != nil && f.applied.QuorumLossMode() == api.QuorumLossFromBackup
 }
 
 // quorumDataLost is spec.backup.restoreOnQuorumLoss's trigger: the source (the destination's newest

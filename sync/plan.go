@@ -28,7 +28,9 @@ type plan struct {
 	// userSpec: the adopted spec as the user wrote it (defaulted), which the ConfigMap records.
 	userSpec api.ClusterSpec
 	// space: where spec.maintenance.space stands (space.go).
-	space    spaceState
+	space spaceState
+	// recovery: the plan for a quorum that lost its data (recovery.go).
+	recovery recoveryState
 	hasSpec  bool
 	problems []api.Problem // why the user's spec is not (yet) applied
 	// certProblems: what is wrong with the user's TLS Secrets; certBlocked: the spec was not adopted

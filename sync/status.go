@@ -152,6 +152,7 @@ func (p *plan) status() *api.ClusterStatus {
 	st.TLS = p.tlsStatus()
 	st.Storage = p.storageStatus()
 	st.Space = p.spaceStatus()
+	st.Recovery = p.recoveryStatus()
 	p.tlsConditions(st.TLS, add)
 	p.backupConditions(st.Backup, add)
 	p.continuousConditions(st.Backup, add)

@@ -51,6 +51,10 @@ type world struct {
 	data      map[int]string // member ID recorded in ordinal i's volume ("" = empty)
 	owner     map[int]string // the parent UID ordinal i's volume is bound to
 	noPromote map[int]bool   // the learner at ordinal i never catches up
+	// revision: what ordinal i's agent reports as its revision while it knows no leader (default 100);
+	// recovered: the recovery token whose part it carried out (membership.Agent.recovered).
+	revision  map[int]int64
+	recovered map[int]string
 	// staticUp: ordinals whose etcd started from a static initial cluster and waits for a quorum of
 	// its members (membership.StartStatic) before the cluster exists.
 	staticUp map[int]bool
@@ -190,6 +194,7 @@ func newWorldAt(t testing.TB, size int32, start time.Time) *world {
 		pods:       map[int]*simPod{}, pvcs: map[int]*simPVC{}, leases: map[int]*simLease{},
 		jobs: map[string]*simJob{}, data: map[int]string{}, down: map[int]bool{},
 		owner: map[int]string{}, noPromote: map[int]bool{}, staticUp: map[int]bool{},
+		revision: map[int]int64{}, recovered: map[int]string{},
 		etcd: simEtcd{nextID: 0x8e9e05c52164694d},
 	}
 	w.spec.Size = ptr(size)
@@ -805,6 +810,9 @@ func (w *world) agent(i int) {
 		}
 		w.owner[i] = w.uid // adopted: the data is bound to this cluster from now on
 	}
+	if w.recover(i, ann) {
+		return
+	}
 	if w.etcd.clusterID == "" {
 		w.startStatic(i, ann)
 		// A seed mark beside agent.json's record of a static creation is ignored (a hand edit).
@@ -864,6 +872,26 @@ func (w *world) agent(i int) {
 	w.data[i], w.owner[i] = id, w.uid
 	nm := w.etcd.byID(id)
 	nm.Started, nm.Name = true, w.names().Pod(i)
+}
+
+// recover is the agent's part in a recovery (membership.StartFacts.recovery): on data of the member the
+// intent names, once per token, a fence sets the data aside and a survivor restarts it as a one-member
+// cluster (etcd's --force-new-cluster keeps the cluster and member IDs).
+func (w *world) recover(i int, ann map[string]any) bool {
+	v, _ := ann[api.AnnRecover].(string)
+	rc, err := api.ParseRecoverIntent(v)
+	if err != nil || rc.Token == "" || w.data[i] != rc.MemberID || w.recovered[i] == rc.Token {
+		return false
+	}
+	w.recovered[i] = rc.Token
+	switch rc.Role {
+	case api.RecoverFence:
+		w.data[i] = ""
+	case api.RecoverSurvivor:
+		m := *w.etcd.byID(rc.MemberID)
+		w.etcd.members, w.etcd.leader = []api.Member{m}, m.ID
+	}
+	return true
 }
 
 // startStatic is membership.StartStatic: with the Lease's static/N mark, agent.json's record of the
@@ -1009,6 +1037,13 @@ func (w *world) report(i int, quorum bool) {
 		}
 		r.Healthy = quorum
 		r.LeaderID = w.etcd.leader
+		if !quorum {
+			// membership.leaderless: the revision and raft term while no leader is known.
+			r.Revision, r.RaftTerm = 100, 3
+			if rev, ok := w.revision[i]; ok {
+				r.Revision = rev
+			}
+		}
 		if quorum && !m.Learner {
 			r.Members = append([]api.Member{}, w.etcd.members...)
 		}
@@ -1029,6 +1064,7 @@ func (w *world) report(i int, quorum bool) {
 	if i == 0 && w.restored != "" && r.MemberID != "" {
 		r.RestoredFrom, r.RestoredRevision = w.restored, "4242"
 	}
+	r.Recovered = w.recovered[i]
 	if r.MemberID != "" && r.Role != api.RoleLeft {
 		r.DBSize, r.DBSizeInUse, r.Alarms = w.dbSize, w.dbSizeInUse, w.alarms
 		r.QuotaBytes = p.quota

@@ -30,6 +30,7 @@ Usage:
                        [--to-revision R | --to-time T]
                        [--credentials-secret S] [--claim PVC] [--wait=false] [--timeout 30m]
   kubectl etcd restore NAME --in-place [--from URL] [--wait=false] [--timeout 30m]
+  kubectl etcd recover NAME [--plan | --apply [--id TOKEN] [--wait=false] [--timeout 30m]]
   kubectl etcd version
 
 status   phase, message, conditions, members (from the status and the agents' member Leases), the
@@ -64,6 +65,12 @@ restore  creates the new cluster NAME from a snapshot (spec.restore, read only a
          waits until the restored cluster has every member healthy, or the restore fails.
          --dry-run (with --in-place or --like) prints what the restore would hold (snapshot,
          revision, time, keys) from a Job that restores into scratch space: nothing is touched.
+
+recover  shows the plan for a quorum that lost its data for good (status.recovery): the survivor (the
+         freshest member, by revision then raft term), what each member holds, what would be lost.
+         --apply carries it out (annotation etcd.io/recover-apply=TOKEN; --id refuses a plan that
+         changed since): the others' data is set aside, the survivor restarts alone on its data,
+         the others rejoin as learners. Waits until every member is back.
 
 Connection flags as kubectl's: --kubeconfig, --context, -n/--namespace, --cluster, --user, --server,
 --token, --as, ... (run 'kubectl etcd status --help' for all).
@@ -126,6 +133,7 @@ var commands = map[string]func(ctx context.Context, env Env, args []string) erro
 	"restore":   runRestore,
 	"renew":     runRenew,
 	"rotate-ca": runRotateCA,
+	"recover":   runRecover,
 }
 
 // Run runs one command; errors are for the user.

@@ -1,0 +1,274 @@
+package sync
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/etcdhook/etcdhook/api"
+)
+
+// Recovery from the freshest survivor (docs/design/19-recovery.md). Derived afresh at every sync from
+// the reports, never from a record of its own: the plan is a function of what the members say, so a lost
+// ConfigMap or status cannot make a second plan that disagrees with the first.
+//
+// It is allowed only when a quorum of the last known voters lost their data for good (their agents, in
+// their current pods, report no data for deadMemberSeconds): the others together are then fewer than a
+// quorum of the old membership and can never form one again, whoever comes back. Among them the member
+// with the highest revision, then raft term (both reported while it knows no leader), then the lowest
+// ordinal survives. Every other member that holds data is fenced first (its agent sets the data aside,
+// never deletes it); members not heard from are waited for deadMemberSeconds, then fenced in their Lease
+// for when they return. Then the survivor restarts as a one-member cluster on its data, and the others
+// rejoin as learners through the usual grow, one at a time.
+
+// recoveryState is the plan, for the Lease intents and status.recovery.
+type recoveryState struct {
+	status   *api.RecoveryStatus
+	token    string
+	survivor int // ordinal asked to force, -1 none
+	// survivorID: the survivor's member ID, as its data holds it.
+	survivorID string
+	fence      map[int]string // ordinal -> the member ID whose data it sets aside
+}
+
+// recoveryVoter is one last known voter as the plan sees it.
+type recoveryVoter struct {
+	name, id string
+	ordinal  int
+	report   *api.Report // fresh report of the member's agent in its current pod; nil otherwise
+	lost     bool        // reports no data for deadMemberSeconds
+	holds    bool        // reports this member's data (its member ID) and its revision
+	since    time.Duration
+}
+
+// decideRecovery plans and, when the mode or etcd.io/recover-apply allows, carries out the recovery,
+// writing its intents. Called with the quorum lost (no fresh report of a healthy voter).
+func (p *plan) decideRecovery() {
+	st := p.planRecovery()
+	p.recovery = st
+	if st.status == nil || st.token == "" {
+		return
+	}
+	for i, id := range st.fence {
+		p.lease(i).Recover = api.RecoverIntent{Token: st.token, Role: api.RecoverFence, MemberID: id}
+	}
+	if st.survivor >= 0 {
+		p.lease(st.survivor).Recover = api.RecoverIntent{Token: st.token, Role: api.RecoverSurvivor, MemberID: st.survivorID}
+	}
+}
+
+// planRecovery is decideRecovery's pure part.
+func (p *plan) planRecovery() recoveryState {
+	f := p.f
+	out := recoveryState{survivor: -1}
+	if !p.hasSpec || !f.bootstrapped || !f.formed {
+		return out
+	}
+	// The spec in force this sync (adopted now, or latched), not the record: the answer that adopts a
+	// changed mode must say what the next one says.
+	mode := p.spec.QuorumLossMode()
+	if mode == api.QuorumLossFromBackup {
+		return out // the snapshot restore (inplacefacts.go) answers it
+	}
+	deadAfter := time.Duration(*p.spec.Timeouts.DeadMemberSeconds) * time.Second
+	voters := p.recoveryVoters(deadAfter)
+	st := &api.RecoveryStatus{Phase: api.RecoveryWaiting}
+	out.status = st
+	var lost, holders, unheard []recoveryVoter
+	for _, v := range voters {
+		m := api.RecoveryMember{Name: v.name, MemberID: v.id}
+		switch {
+		case v.lost:
+			m.Holds = "no data (lost for good)"
+			lost = append(lost, v)
+		case v.holds:
+			m.Holds = fmt.Sprintf("revision %d, raft term %d", v.report.Revision, v.report.RaftTerm)
+			if v.report.MemberID != v.id {
+				m.Holds += " (as member " + v.report.MemberID + ")"
+			}
+			holders = append(holders, v)
+		case v.report != nil && v.report.MemberID == "":
+			m.Holds = fmt.Sprintf("no data for %s (lost after %s)", v.since.Round(time.Second), deadAfter)
+			unheard = append(unheard, v)
+		default:
+			m.Holds = "not heard from"
+			if v.since > 0 {
+				m.Holds = fmt.Sprintf("not heard from for %s", v.since.Round(time.Second))
+			}
+			unheard = append(unheard, v)
+		}
+		st.Members = append(st.Members, m)
+	}
+	if len(voters) == 0 {
+		st.Message = "no record of the voters (status.members): nothing can be planned"
+		return out
+	}
+	if q := api.Quorum(len(voters)); len(lost) < q {
+		var soon []string
+		for _, v := range unheard {
+			if v.report != nil && v.report.MemberID == "" {
+				soon = append(soon, v.name)
+			}
+		}
+		if len(lost)+len(soon) >= q {
+			st.Message = fmt.Sprintf("%s report no data: they count as lost after %s without a ready pod (spec.timeouts.deadMemberSeconds)", strings.Join(soon, ", "), deadAfter)
+			return out
+		}
+		st.Message = fmt.Sprintf("%d of %d voters lost their data for good, fewer than a quorum (%d): the others may still come back with theirs, and etcd recovers by itself then", len(lost), len(voters), q)
+		return out
+	}
+	if len(holders) == 0 {
+		st.Message = "no member that reports its data is left: restore from a backup (kubectl etcd restore NAME --in-place)"
+		return out
+	}
+	sort.SliceStable(holders, func(a, b int) bool {
+		ra, rb := holders[a].report, holders[b].report
+		if ra.Revision != rb.Revision {
+			return ra.Revision > rb.Revision
+		}
+		if ra.RaftTerm != rb.RaftTerm {
+			return ra.RaftTerm > rb.RaftTerm
+		}
+		return holders[a].ordinal < holders[b].ordinal
+	})
+	s := holders[0]
+	out.token, out.survivorID = api.RecoveryToken(s.report.MemberID, s.report.Revision), s.report.MemberID
+	st.Token, st.Survivor, st.Revision, st.RaftTerm = out.token, s.name, s.report.Revision, s.report.RaftTerm
+	st.Loses = p.recoveryLoses(s, holders[1:], unheard)
+	for _, v := range unheard {
+		if v.since < deadAfter {
+			st.Message = fmt.Sprintf("%s: waiting %s for it before the plan is carried out (it may hold newer data)", v.name, (deadAfter - v.since).Round(time.Second))
+			return out
+		}
+	}
+	apply := strings.TrimSpace(f.parent.Annotations[api.AnnRecoverApply])
+	switch {
+	case mode == api.QuorumLossFromSurvivor:
+	case apply == out.token:
+	case apply != "":
+		st.Phase = api.RecoveryPlanned
+		st.Message = fmt.Sprintf("annotation %s %q is not this plan (%s): nothing done; kubectl etcd recover NAME --plan shows it", api.AnnRecoverApply, apply, out.token)
+		return out
+	default:
+		st.Phase = api.RecoveryPlanned
+		st.Message = "spec.recovery.quorumLoss is Manual: kubectl etcd recover NAME --apply carries this plan out"
+		return out
+	}
+	if p.paused {
+		st.Message = "spec.paused to be cleared"
+		return out
+	}
+	// Fence every other member that holds data (and, for when they return, those not heard from), then
+	// force the survivor once all that can answer set theirs aside.
+	out.fence = map[int]string{}
+	pending := []string{}
+	for _, v := range append(append([]recoveryVoter{}, holders[1:]...), unheard...) {
+		id := v.id
+		if v.holds {
+			id = v.report.MemberID // the data's member, which the agent checks
+		}
+		if v.ordinal < 0 || id == "" {
+			continue
+		}
+		out.fence[v.ordinal] = id
+		if v.holds {
+			pending = append(pending, v.name)
+		}
+	}
+	if len(pending) > 0 {
+		st.Phase = api.RecoveryFencing
+		st.Message = fmt.Sprintf("%s to set its data aside before %s restarts alone on its data", strings.Join(pending, ", "), s.name)
+		return out
+	}
+	st.Phase = api.RecoveryForcing
+	st.Message = fmt.Sprintf("%s restarts on its data as a one-member cluster; the others rejoin as learners, one at a time", s.name)
+	out.survivor = s.ordinal
+	return out
+}
+
+// recoveryVoters are the last known voters (status.members: the hook keeps them while no member list
+// is known), each with what its agent says.
+func (p *plan) recoveryVoters(deadAfter time.Duration) []recoveryVoter {
+	f := p.f
+	var out []recoveryVoter
+	for _, m := range f.parent.Status.Members {
+		if m.Role != api.RoleLeader && m.Role != api.RoleVoter {
+			continue
+		}
+		v := recoveryVoter{name: m.Name, id: m.ID, ordinal: f.names.PodOrdinal(m.Name)}
+		i := v.ordinal
+		if i < 0 {
+			out = append(out, v)
+			continue
+		}
+		lv, pod := f.leases[i], f.pods[i]
+		if lv != nil && !lv.renewed.IsZero() {
+			v.since = f.now.Sub(lv.renewed)
+		}
+		if lv == nil || pod == nil || !lv.fresh || lv.holder != string(pod.UID) || lv.report.ClusterUID != "" && lv.report.ClusterUID != f.clusterUID {
+			out = append(out, v)
+			continue
+		}
+		r := lv.report
+		v.report = &r
+		v.since = 0
+		switch {
+		case r.MemberID == "" && r.Reason() == api.ReasonWaitingForJoin:
+			v.since = f.notReadyFor(i)
+			v.lost = v.since >= deadAfter
+		case r.MemberID != "" && r.Revision > 0 && !r.Healthy && (r.ClusterID == "" || f.clusterID == "" || r.ClusterID == f.clusterID):
+			// Its own data (an ordinal's data is the member its peer URL names; a member ID other than the
+			// record's is one that rejoined since: still this ordinal's data of this cluster).
+			v.holds = true
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// recoveryLoses says what the plan loses, as far as the reports tell: the revisions another member
+// holds beyond the survivor (none when it is the freshest of all that report), and whatever members not
+// heard from hold.
+func (p *plan) recoveryLoses(s recoveryVoter, others, unheard []recoveryVoter) string {
+	var parts []string
+	var ahead int64
+	for _, v := range others {
+		ahead = max(ahead, v.report.Revision-s.report.Revision)
+	}
+	if ahead > 0 {
+		parts = append(parts, fmt.Sprintf("up to %d revisions another member holds", ahead))
+	} else {
+		parts = append(parts, "no revision another member that reports holds ("+s.name+" is the freshest)")
+	}
+	if len(unheard) > 0 {
+		var names []string
+		for _, v := range unheard {
+			names = append(names, v.name)
+		}
+		parts = append(parts, "whatever "+strings.Join(names, ", ")+" (not heard from) may hold beyond revision "+fmt.Sprint(s.report.Revision))
+	}
+	parts = append(parts, "writes acknowledged by the lost members only, after the survivor's last entry")
+	return strings.Join(parts, "; ")
+}
+
+// recoveryStatus is status.recovery: the plan while the quorum is lost; Recovered while a member still
+// reports the survivor's token and the cluster has not its size again; nil otherwise.
+func (p *plan) recoveryStatus() *api.RecoveryStatus {
+	if p.recovery.status != nil {
+		return p.recovery.status
+	}
+	f := p.f
+	if !f.truthKnown() || !p.hasSpec || len(f.primary) >= p.target() {
+		return nil
+	}
+	for _, i := range sortedKeys(f.primary) {
+		m, lv := f.primary[i], f.leases[i]
+		if lv == nil || !lv.fresh || lv.report.MemberID != m.ID || lv.report.Recovered == "" || !strings.HasPrefix(lv.report.Recovered, m.ID+"@") {
+			continue
+		}
+		return &api.RecoveryStatus{Phase: api.RecoveryRecovered, Token: lv.report.Recovered, Survivor: memberName(f, m),
+			Message: fmt.Sprintf("%s runs on its data; the others rejoin as learners, one at a time (%d of %d members)", memberName(f, m), len(f.primary), p.target())}
+	}
+	return nil
+}
