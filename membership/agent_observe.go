@@ -53,7 +53,7 @@ func (a *Agent) observe(ctx context.Context, bound *bool) observation {
 		}
 	}
 	in, ierr := a.Store.Read(ctx)
-	if ierr == nil && a.recoveryAsked(in, r.MemberID) {
+	if ierr == nil && a.recoveryAsked(in, r.MemberID, st.Leader) {
 		a.Log.Info("stopping etcd for this member's part in a recovery", "recovery", in.Recover.String())
 		return stopForRecovery
 	}

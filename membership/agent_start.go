@@ -81,6 +81,11 @@ func (a *Agent) decide(ctx context.Context) (Decision, StartFacts, error) {
 	if (in.Seed || f.Static != nil) && !df.Present && len(ids) == 0 {
 		listTimeout = time.Second
 	}
+	if rc := in.Recover; rc.Token != "" && df.Present && api.FormatID(df.MemberID) == rc.MemberID {
+		// A recovery's part on this member's data: asked because no quorum answers, and decided without
+		// the member list (StartFacts.recovery).
+		listTimeout = time.Second
+	}
 	lctx, cancel := context.WithTimeout(ctx, listTimeout)
 	l, err := a.Etcd.MemberList(lctx, a.Cfg.Endpoints)
 	cancel()

@@ -172,10 +172,11 @@ func DecideStart(f StartFacts) Decision {
 
 // recovery is this member's part in a recovery (docs/design/19-recovery.md), asked on its Lease: only
 // on data of the member the plan saw (a later start's data is never fenced or forced), of this
-// EtcdCluster, and only once per token.
+// EtcdCluster, only once per token, and only while no voter answers the member list: a cluster with a
+// quorum is never forced beside (the hook asks only then; a hand-edited Lease must not split it).
 func (f StartFacts) recovery() (Decision, bool) {
 	rc := f.Recover
-	if rc.Token == "" || !f.Data.Present || api.FormatID(f.Data.MemberID) != rc.MemberID {
+	if rc.Token == "" || !f.Data.Present || api.FormatID(f.Data.MemberID) != rc.MemberID || f.Members != nil {
 		return Decision{}, false
 	}
 	if _, foreign := f.foreign(); foreign {

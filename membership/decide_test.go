@@ -56,6 +56,19 @@ func TestDecideStart(t *testing.T) {
 		{"unknown intent, no data, permitted", StartFacts{Intent: "memeber", Bootstrapped: true, JoinPermitted: true, Members: list[:1], PeerURL: me}, Join},
 		{"unknown intent, seed", StartFacts{Intent: "Member", Seed: true}, StartNew},
 		{"unknown intent, own data of a removed member", StartFacts{Intent: "x", Bootstrapped: true, ClusterID: 0xc, Data: data(9), Members: list}, MoveAside},
+		// A recovery from the freshest survivor (docs/design/19-recovery.md): only on data of the member the
+		// intent names, of this EtcdCluster, once per token.
+		{"recovery: survivor on its data", StartFacts{Intent: "member", Bootstrapped: true, ClusterID: 0xc, Data: data(2), Recover: api.RecoverIntent{Token: "0000000000000002@9", Role: api.RecoverSurvivor, MemberID: api.FormatID(2)}}, ForceNew},
+		{"recovery: survivor already forced for the token", StartFacts{Intent: "member", Bootstrapped: true, ClusterID: 0xc,
+			Data:    DataFacts{Present: true, MemberID: 2, ClusterID: 0xc, Binding: &Binding{ClusterUID: "p", Recovered: "0000000000000002@9"}},
+			Recover: api.RecoverIntent{Token: "0000000000000002@9", Role: api.RecoverSurvivor, MemberID: api.FormatID(2)}}, StartExisting},
+		{"recovery: fence on its data", StartFacts{Intent: "member", Bootstrapped: true, ClusterID: 0xc, Data: data(2), Recover: api.RecoverIntent{Token: "0000000000000001@9", Role: api.RecoverFence, MemberID: api.FormatID(2)}}, MoveAside},
+		{"recovery: fence names another member's data", StartFacts{Intent: "member", Bootstrapped: true, ClusterID: 0xc, Data: data(2), Recover: api.RecoverIntent{Token: "0000000000000001@9", Role: api.RecoverFence, MemberID: api.FormatID(7)}}, StartExisting},
+		{"recovery: survivor on data of another parent", StartFacts{Intent: "member", ClusterUID: "q", Data: data(2), Recover: api.RecoverIntent{Token: "0000000000000002@9", Role: api.RecoverSurvivor, MemberID: api.FormatID(2)}}, Refuse},
+		{"recovery: fence, no data", StartFacts{Intent: "member", Bootstrapped: true, Recover: api.RecoverIntent{Token: "0000000000000001@9", Role: api.RecoverFence, MemberID: api.FormatID(2)}}, Wait},
+		{"recovery: a voter answers (a quorum): never forced", StartFacts{Intent: "member", Bootstrapped: true, ClusterID: 0xc, Data: data(2), Members: list, Recover: api.RecoverIntent{Token: "0000000000000002@9", Role: api.RecoverSurvivor, MemberID: api.FormatID(2)}}, StartExisting},
+		{"recovery: a voter answers: never fenced", StartFacts{Intent: "member", Bootstrapped: true, ClusterID: 0xc, Data: data(2), Members: list, Recover: api.RecoverIntent{Token: "0000000000000001@9", Role: api.RecoverFence, MemberID: api.FormatID(2)}}, StartExisting},
+		{"recovery: leave wins", StartFacts{Intent: "leave", Data: data(9), Members: list, PeerURL: me, Recover: api.RecoverIntent{Token: "0000000000000009@9", Role: api.RecoverSurvivor, MemberID: api.FormatID(9)}}, Park},
 		// An in-place restore retired cluster 0xc (docs/design/16-backup-restore.md §16.8).
 		{"data of a replaced cluster, the restored one answers", StartFacts{Intent: "member", Bootstrapped: true, ClusterID: 0xd,
 			Retired: map[uint64]bool{0xc: true}, Data: data(2), Members: list, PeerURL: me}, MoveAside},

@@ -18,10 +18,10 @@ import (
 var errRecovery = errors.New("stopped for a recovery from the freshest survivor")
 
 // recoveryAsked says whether the Lease asks this running member (self) for a part it has not carried
-// out yet.
-func (a *Agent) recoveryAsked(in Intent, self string) bool {
+// out yet, while it knows no leader (leader 0): a member of a cluster with a quorum never stops for one.
+func (a *Agent) recoveryAsked(in Intent, self string, leader uint64) bool {
 	rc := in.Recover
-	return rc.Token != "" && rc.MemberID == self && rc.Token != a.recovered
+	return rc.Token != "" && rc.MemberID == self && rc.Token != a.recovered && leader == 0
 }
 
 // leaderless fills what a recovery plan compares while the member knows no leader: its revision and raft
