@@ -310,6 +310,14 @@ func lastBackup(b *api.BackupStatus, now time.Time) string {
 }
 
 // storageLine: the member claims against spec.storage.size, and a growth under way.
+// dashPrefix is "; msg", or "" for an empty msg.
+func dashPrefix(msg string) string {
+	if msg == "" {
+		return ""
+	}
+	return "; " + msg
+}
+
 func storageLine(v *api.StorageStatus) string {
 	out := fmt.Sprintf("%s per member; %d of %d claims at size", v.Size, v.AtSize, v.Claims)
 	if v.Growing != "" {
@@ -479,6 +487,12 @@ func writeText(w io.Writer, s *Snapshot, now time.Time) error {
 	}
 	if v := st.Storage; v != nil {
 		fmt.Fprintf(tw, "Storage:\t%s\n", storageLine(v))
+	}
+	if v := st.Space; v != nil {
+		fmt.Fprintf(tw, "Space:\tquota %d bytes (spec %d)%s\n", v.QuotaBytes, v.SpecQuotaBytes, dashPrefix(v.Message))
+	}
+	if v := st.Recovery; v != nil {
+		fmt.Fprintf(tw, "Recovery:\t%s%s (kubectl etcd recover %s --plan)\n", v.Phase, dashPrefix(v.Message), s.Name)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
