@@ -47,6 +47,12 @@ func TestRecoverFromSurvivor(t *testing.T) {
 			for _, i := range lost {
 				require.NoError(t, s.e.kube.CoreV1().Pods(s.ns).Delete(s.ctx, s.names().Pod(i), metav1.DeleteOptions{}))
 			}
+			// The status still says Running for a moment: the loss first, then the way back.
+			s.waitFor("the quorum loss reported", 5*time.Minute, func() bool {
+				ec := s.cluster()
+				c := condition(ec, api.CondQuorumLost)
+				return ec.Status.Recovery != nil || c != nil && c.Status == metav1.ConditionTrue
+			})
 			var phases []string
 			took := s.waitFor("recovered", 15*time.Minute, func() bool {
 				ec := s.cluster()
