@@ -50,6 +50,8 @@ type leaseView struct {
 	caRestart  string
 	// peerScheme: the scheme this Lease lets its member move its peer URL to (observed).
 	peerScheme string
+	// recover: the recovery part this Lease asks of its member (observed; recovery.go).
+	recover api.RecoverIntent
 }
 
 // permitLive: the Lease carries a join permission whose deadline has not passed.

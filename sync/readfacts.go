@@ -170,6 +170,7 @@ func (f *facts) readLeases() {
 		lv.defrag = in.Defrag
 		lv.caRotation, lv.caRestart = in.CARotation, in.CARestart
 		lv.peerScheme = in.PeerScheme
+		lv.recover = in.Recover
 		// Read as the agent reads it: a window the agent would not join under is no permission here.
 		if lv.join, _ = api.ParseJoinWindow(lv.joinPermitted, lv.joinDeadline); lv.join.IsZero() {
 			lv.joinPermitted, lv.joinDeadline = "", ""

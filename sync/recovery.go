@@ -37,9 +37,13 @@ type recoveryVoter struct {
 	name, id string
 	ordinal  int
 	report   *api.Report // fresh report of the member's agent in its current pod; nil otherwise
-	lost     bool        // reports no data for deadMemberSeconds
+	lost     bool        // reports no data for deadMemberSeconds, or set its data aside for a recovery
+	fenced   string      // the recovery token it set its data aside for ("" none)
 	holds    bool        // reports this member's data (its member ID) and its revision
-	since    time.Duration
+	// forcing: the last answer asked it to restart alone (observed) and it does not report healthy yet:
+	// the plan keeps it while it restarts (its report says no revision meanwhile).
+	forcing api.RecoverIntent
+	since   time.Duration
 }
 
 // decideRecovery plans and, when the mode or etcd.io/recover-apply allows, carries out the recovery,
@@ -75,13 +79,19 @@ func (p *plan) planRecovery() recoveryState {
 	voters := p.recoveryVoters(deadAfter)
 	st := &api.RecoveryStatus{Phase: api.RecoveryWaiting}
 	out.status = st
-	var lost, holders, unheard []recoveryVoter
+	var lost, holders, unheard, forcing []recoveryVoter
 	for _, v := range voters {
 		m := api.RecoveryMember{Name: v.name, MemberID: v.id}
 		switch {
+		case v.fenced != "":
+			m.Holds = "data set aside (recovery " + v.fenced + ")"
+			lost = append(lost, v)
 		case v.lost:
 			m.Holds = "no data (lost for good)"
 			lost = append(lost, v)
+		case v.forcing.Token != "":
+			m.Holds = "restarting alone on its data (recovery " + v.forcing.Token + ")"
+			forcing = append(forcing, v)
 		case v.holds:
 			m.Holds = fmt.Sprintf("revision %d, raft term %d", v.report.Revision, v.report.RaftTerm)
 			if v.report.MemberID != v.id {
@@ -116,6 +126,15 @@ func (p *plan) planRecovery() recoveryState {
 			return out
 		}
 		st.Message = fmt.Sprintf("%d of %d voters lost their data for good, fewer than a quorum (%d): the others may still come back with theirs, and etcd recovers by itself then", len(lost), len(voters), q)
+		return out
+	}
+	if len(forcing) > 0 {
+		// The survivor asked restarts: its report has no revision until it answers again. The plan
+		// stays the one asked, never a new one beside it.
+		v := forcing[0]
+		out.token, out.survivorID, out.survivor = v.forcing.Token, v.forcing.MemberID, v.ordinal
+		st.Phase, st.Token, st.Survivor = api.RecoveryForcing, out.token, v.name
+		st.Message = fmt.Sprintf("%s restarts on its data as a one-member cluster; the others rejoin as learners, one at a time", v.name)
 		return out
 	}
 	if len(holders) == 0 {
@@ -214,6 +233,11 @@ func (p *plan) recoveryVoters(deadAfter time.Duration) []recoveryVoter {
 		v.report = &r
 		v.since = 0
 		switch {
+		case r.MemberID == "" && r.Recovered != "":
+			// Its data is set aside (fenced): it can only rejoin as a new member.
+			v.lost, v.fenced = true, r.Recovered
+		case r.MemberID != "" && r.Revision == 0 && !r.Healthy && lv.recover.Role == api.RecoverSurvivor && lv.recover.MemberID == r.MemberID:
+			v.forcing = lv.recover
 		case r.MemberID == "" && r.Reason() == api.ReasonWaitingForJoin:
 			v.since = f.notReadyFor(i)
 			v.lost = v.since >= deadAfter

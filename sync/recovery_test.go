@@ -60,6 +60,31 @@ func TestRecoverFromSurvivor(t *testing.T) {
 	require.Empty(t, recoverIntents(w))
 }
 
+// The survivor's restart takes several looks, its report without a revision meanwhile: the plan keeps
+// asking it (never withdraws the intent, never plans anew) until it runs alone.
+func TestRecoverSurvivorKeepsItsTurnWhileRestarting(t *testing.T) {
+	w := newWorld(t, 3)
+	w.setSpec(withRecovery(api.QuorumLossFromSurvivor))
+	w.converge(60)
+	w.loseVolumes(1, 2)
+	w.forceSteps = 4
+	asked := 0
+	stepAtMostUntil(w, 100, func() bool {
+		if v, ok := recoverIntents(w)[0]; ok {
+			asked++
+			require.Contains(t, v, " survivor ")
+		} else if asked > 0 && w.recovered[0] == "" {
+			t.Fatalf("the survivor's intent was withdrawn while it restarted")
+		}
+		if w.forcing[0] {
+			require.Equal(t, api.RecoveryForcing, w.status.Recovery.Phase)
+		}
+		return w.recovered[0] != ""
+	})
+	require.NotEmpty(t, w.recovered[0])
+	require.Greater(t, asked, 3, "asked at every look of the restart")
+}
+
 // 5 members, three lost: of the two holding data the one with the higher revision survives; the other
 // is fenced first and the survivor is asked only once it set its data aside.
 func TestRecoverFencesTheOtherFirst(t *testing.T) {

@@ -55,6 +55,10 @@ type world struct {
 	// recovered: the recovery token whose part it carried out (membership.Agent.recovered).
 	revision  map[int]int64
 	recovered map[int]string
+	// forceSteps: how many looks a survivor's restart takes (its report has no revision meanwhile);
+	// forcing: the ordinal restarting so.
+	forceSteps int
+	forcing    map[int]bool
 	// staticUp: ordinals whose etcd started from a static initial cluster and waits for a quorum of
 	// its members (membership.StartStatic) before the cluster exists.
 	staticUp map[int]bool
@@ -194,7 +198,7 @@ func newWorldAt(t testing.TB, size int32, start time.Time) *world {
 		pods:       map[int]*simPod{}, pvcs: map[int]*simPVC{}, leases: map[int]*simLease{},
 		jobs: map[string]*simJob{}, data: map[int]string{}, down: map[int]bool{},
 		owner: map[int]string{}, noPromote: map[int]bool{}, staticUp: map[int]bool{},
-		revision: map[int]int64{}, recovered: map[int]string{},
+		revision: map[int]int64{}, recovered: map[int]string{}, forcing: map[int]bool{},
 		etcd: simEtcd{nextID: 0x8e9e05c52164694d},
 	}
 	w.spec.Size = ptr(size)
@@ -883,6 +887,12 @@ func (w *world) recover(i int, ann map[string]any) bool {
 	if err != nil || rc.Token == "" || w.data[i] != rc.MemberID || w.recovered[i] == rc.Token {
 		return false
 	}
+	if rc.Role == api.RecoverSurvivor && w.forceSteps > 0 {
+		w.forceSteps--
+		w.forcing[i] = true // etcd stopped, starting again with --force-new-cluster
+		return true
+	}
+	delete(w.forcing, i)
 	w.recovered[i] = rc.Token
 	switch rc.Role {
 	case api.RecoverFence:
@@ -1042,6 +1052,9 @@ func (w *world) report(i int, quorum bool) {
 			r.Revision, r.RaftTerm = 100, 3
 			if rev, ok := w.revision[i]; ok {
 				r.Revision = rev
+			}
+			if w.forcing[i] {
+				r.Revision, r.RaftTerm = 0, 0
 			}
 		}
 		if quorum && !m.Learner {
