@@ -13,11 +13,14 @@ import (
 )
 
 // defragIntents lists the ordinals whose rendered Lease asks for a defragmentation.
-func defragIntents(w *world) map[int]string {
+func defragIntents(w *world) map[int]string { return leaseAnnotation(w, api.AnnDefrag) }
+
+// leaseAnnotation is the hook-owned annotation key on the rendered member Leases, by ordinal, where set.
+func leaseAnnotation(w *world, key string) map[int]string {
 	out := map[int]string{}
 	for i := range 9 {
-		if tok, _ := w.leaseIntent(i)[api.AnnDefrag].(string); tok != "" {
-			out[i] = tok
+		if v, _ := w.leaseIntent(i)[key].(string); v != "" {
+			out[i] = v
 		}
 	}
 	return out

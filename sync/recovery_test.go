@@ -14,15 +14,7 @@ func withRecovery(mode string) func(*api.ClusterSpec) {
 }
 
 // recoverIntents are the etcd.io/recover values the rendered Leases carry, by ordinal.
-func recoverIntents(w *world) map[int]string {
-	out := map[int]string{}
-	for i := range 9 {
-		if v, _ := w.leaseIntent(i)[api.AnnRecover].(string); v != "" {
-			out[i] = v
-		}
-	}
-	return out
-}
+func recoverIntents(w *world) map[int]string { return leaseAnnotation(w, api.AnnRecover) }
 
 // 3 members, two lost for good, FromSurvivor: nothing before deadMemberSeconds; then the survivor
 // restarts alone on its data (same cluster ID) and the others rejoin one at a time as learners.

@@ -162,6 +162,33 @@ func (w *Writer) Verify(ctx context.Context, cl *clientv3.Client) (rev int64, ac
 	return resp.Header.Revision, len(w.acked), lost, nil
 }
 
+// Kept stops the writer and reads every acknowledged key back through cl: present counts those there,
+// missing those not. Without a quorum's loss every one is there; after a recovery from a survivor
+// (docs/design/19-recovery.md) the missing ones must be the newest, the writes it had not applied: an
+// error says so when a key is there although one written before it is not.
+func (w *Writer) Kept(ctx context.Context, cl *clientv3.Client) (present, missing int, err error) {
+	w.Stop()
+	first := ""
+	for _, k := range w.AckedKeys() {
+		resp, err := cl.Get(ctx, k)
+		if err != nil {
+			return present, missing, err
+		}
+		if len(resp.Kvs) == 0 {
+			missing++
+			if first == "" {
+				first = k
+			}
+			continue
+		}
+		if first != "" {
+			return present, missing, fmt.Errorf("acknowledged %s is there although %s, written before it, is not: the missing writes are not the newest", k, first)
+		}
+		present++
+	}
+	return present, missing, nil
+}
+
 // AckedKeys are the acknowledged keys in the order written (keys are numbered).
 func (w *Writer) AckedKeys() []string {
 	w.mu.Lock()
