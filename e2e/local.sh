@@ -6,7 +6,7 @@
 # CRD is Established.
 # Usage: e2e/local.sh [go test -run pattern]   (env: LOCALKUBE, METACONTROLLER, KEEP_CLUSTER=1 to leave it up,
 # E2E_SERIAL=1 to run every scenario alone: the ones marked beside() otherwise run two at a time,
-# E2E_SKIP: a go test -skip pattern; CI's tier skips '^TestFleet$', the full tier (make e2e) nothing)
+# E2E_SKIP: a go test -skip pattern; CI's tier skips the fleet and the 5-member recovery (.ci/run), the full tier (make e2e) nothing)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 shared=$(cd .. && pwd)/shared

@@ -25,6 +25,17 @@ func forEachVersion(t *testing.T, run func(t *testing.T, version string)) {
 	}
 }
 
+// forEachVersionParallel is forEachVersion with the versions run side by side (go test's -parallel
+// bounds how many): for a test whose clusters mostly wait, and that shares nothing but the port cursor.
+func forEachVersionParallel(t *testing.T, run func(t *testing.T, version string)) {
+	for _, v := range etcdVersions {
+		t.Run(v, func(t *testing.T) {
+			t.Parallel()
+			run(t, v)
+		})
+	}
+}
+
 // underWrites runs scenario on every etcd version against a cluster of n slots bootstrapped to grown
 // voters under the continuous writer, then checks that no acknowledged write was lost.
 func underWrites(t *testing.T, n, grown int, scenario func(t *testing.T, c *tcluster, w *twriter)) {

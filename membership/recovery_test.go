@@ -98,7 +98,9 @@ func survivorKeeps(t *testing.T, c *tcluster, w *twriter) (present, missing int)
 // write the survivor held is there, the missing ones are the newest; a restart of the survivor afterwards
 // does not force again.
 func TestMembershipRecoverFencesTheOthers(t *testing.T) {
-	forEachVersion(t, func(t *testing.T, v string) {
+	// The versions side by side: each is five members mostly waiting on etcd's timers, and the three in
+	// turn cost CI four minutes (docs/design/19-recovery.md §19.5).
+	forEachVersionParallel(t, func(t *testing.T, v string) {
 		c := newCluster(t, v, 5)
 		var w *twriter
 		c.bootstrap(&w, 5)

@@ -225,6 +225,14 @@ func (p *plan) recoveryVoters(deadAfter time.Duration) []recoveryVoter {
 		if lv != nil && !lv.renewed.IsZero() {
 			v.since = f.now.Sub(lv.renewed)
 		}
+		if lv != nil && lv.recover.Role == api.RecoverSurvivor && !lv.report.Healthy && (lv.report.Revision == 0 || !lv.fresh) &&
+			(lv.report.MemberID == lv.recover.MemberID || lv.report.MemberID == "" && m.ID == lv.recover.MemberID) {
+			// The survivor asked restarts alone: its report has no revision meanwhile, and its Lease may go
+			// unrenewed while etcd stops. The plan stays the one asked, never a new one beside it.
+			v.forcing = lv.recover
+			out = append(out, v)
+			continue
+		}
 		if lv == nil || pod == nil || !lv.fresh || lv.holder != string(pod.UID) || lv.report.ClusterUID != "" && lv.report.ClusterUID != f.clusterUID {
 			out = append(out, v)
 			continue
@@ -236,8 +244,6 @@ func (p *plan) recoveryVoters(deadAfter time.Duration) []recoveryVoter {
 		case r.MemberID == "" && r.Recovered != "":
 			// Its data is set aside (fenced): it can only rejoin as a new member.
 			v.lost, v.fenced = true, r.Recovered
-		case r.MemberID != "" && r.Revision == 0 && !r.Healthy && lv.recover.Role == api.RecoverSurvivor && lv.recover.MemberID == r.MemberID:
-			v.forcing = lv.recover
 		case r.MemberID == "" && r.Reason() == api.ReasonWaitingForJoin:
 			v.since = f.notReadyFor(i)
 			v.lost = v.since >= deadAfter

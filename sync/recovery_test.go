@@ -52,14 +52,14 @@ func TestRecoverFromSurvivor(t *testing.T) {
 	require.Empty(t, recoverIntents(w))
 }
 
-// The survivor's restart takes several looks, its report without a revision meanwhile: the plan keeps
-// asking it (never withdraws the intent, never plans anew) until it runs alone.
+// The survivor's restart takes several looks, its Lease unrenewed meanwhile until it goes stale: the
+// plan keeps asking it (never withdraws the intent, never plans anew) until it runs alone.
 func TestRecoverSurvivorKeepsItsTurnWhileRestarting(t *testing.T) {
 	w := newWorld(t, 3)
 	w.setSpec(withRecovery(api.QuorumLossFromSurvivor))
 	w.converge(60)
 	w.loseVolumes(1, 2)
-	w.forceSteps = 4
+	w.forceSteps = 10 // 50 s: past the Lease's 30 s
 	asked := 0
 	stepAtMostUntil(w, 100, func() bool {
 		if v, ok := recoverIntents(w)[0]; ok {

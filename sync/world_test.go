@@ -784,8 +784,9 @@ func (w *world) agents() {
 	}
 	q := w.quorum()
 	for _, i := range sortedKeys(w.pods) {
-		// An agent writes its report into its Lease, which only the hook creates.
-		if w.alive(i) && w.desired[KeyLease][w.names().Lease(i)] != nil {
+		// An agent writes its report into its Lease, which only the hook creates; one stopping etcd for a
+		// forced restart renews nothing until it is done (membership.Agent.stopEtcd blocks).
+		if w.alive(i) && !w.forcing[i] && w.desired[KeyLease][w.names().Lease(i)] != nil {
 			w.report(i, q)
 		}
 	}
