@@ -27,7 +27,7 @@ func (p *plan) databaseConditions(add func(typ string, ok bool, reason, msg stri
 			}
 		}
 		if len(near) > 0 {
-			add(api.CondDatabaseNearQuota, true, "NearQuota", fmt.Sprintf("of a %s quota: %s; at the quota etcd refuses writes (NOSPACE): defragment (spec.maintenance.defrag, or the annotation etcd.io/defrag-now; operations.md §5.12) or raise spec.options quota-backend-bytes",
+			add(api.CondDatabaseNearQuota, true, "NearQuota", fmt.Sprintf("of a %s quota: %s; at the quota etcd refuses writes (NOSPACE): defragment (spec.maintenance.defrag, or the annotation etcd.io/defrag-now; operations.md §5.12) or raise spec.options quota-backend-bytes (spec.maintenance.space.maxQuota lets the hook raise it, docs/spec.md)",
 				humanBytes(quota), strings.Join(near, ", ")))
 		}
 	}
