@@ -265,12 +265,7 @@ func (f *facts) quorumDataLost() (string, []string) {
 			continue
 		}
 		voters++
-		i := f.names.PodOrdinal(m.Name)
-		lv, pod := f.leases[i], f.pods[i]
-		if i < 0 || lv == nil || pod == nil || !lv.fresh || lv.holder != string(pod.UID) {
-			continue
-		}
-		if lv.report.MemberID == "" && lv.report.Reason() == api.ReasonWaitingForJoin && f.notReadyFor(i) >= deadAfter {
+		if d, ok := f.withoutData(f.names.PodOrdinal(m.Name)); ok && d >= deadAfter {
 			lost = append(lost, m.Name)
 		}
 	}
@@ -283,6 +278,27 @@ func (f *facts) quorumDataLost() (string, []string) {
 	}
 	sort.Strings(lost)
 	return d.ObjectURL(backup.Latest), lost
+}
+
+// agentReport is ordinal i's report when its Lease is fresh and held by the ordinal's current pod: what
+// the agent running there now says. False for anything else (no pod, a stale Lease, a former pod's).
+func (f *facts) agentReport(i int) (api.Report, bool) {
+	lv, pod := f.leases[i], f.pods[i]
+	if i < 0 || lv == nil || pod == nil || !lv.fresh || lv.holder != string(pod.UID) {
+		return api.Report{}, false
+	}
+	return lv.report, true
+}
+
+// withoutData says whether ordinal i's agent (agentReport) waits to join with no data (an unreadable
+// directory is reported otherwise, never as no data), and for how long its pod has not been ready: a
+// member whose data is lost for good once that reaches deadMemberSeconds.
+func (f *facts) withoutData(i int) (time.Duration, bool) {
+	r, ok := f.agentReport(i)
+	if !ok || r.MemberID != "" || r.Reason() != api.ReasonWaitingForJoin {
+		return 0, false
+	}
+	return f.notReadyFor(i), true
 }
 
 // finishInPlace marks a committed restore done once a healthy voter of the restored cluster reports

@@ -221,7 +221,7 @@ func (p *plan) recoveryVoters(deadAfter time.Duration) []recoveryVoter {
 			out = append(out, v)
 			continue
 		}
-		lv, pod := f.leases[i], f.pods[i]
+		lv := f.leases[i]
 		if lv != nil && !lv.renewed.IsZero() {
 			v.since = f.now.Sub(lv.renewed)
 		}
@@ -233,20 +233,21 @@ func (p *plan) recoveryVoters(deadAfter time.Duration) []recoveryVoter {
 			out = append(out, v)
 			continue
 		}
-		if lv == nil || pod == nil || !lv.fresh || lv.holder != string(pod.UID) || lv.report.ClusterUID != "" && lv.report.ClusterUID != f.clusterUID {
+		// (A report of another parent reads empty already: readfacts.)
+		r, ok := f.agentReport(i)
+		if !ok {
 			out = append(out, v)
 			continue
 		}
-		r := lv.report
 		v.report = &r
 		v.since = 0
+		waiting, noData := f.withoutData(i)
 		switch {
 		case r.MemberID == "" && r.Recovered != "":
 			// Its data is set aside (fenced): it can only rejoin as a new member.
 			v.lost, v.fenced = true, r.Recovered
-		case r.MemberID == "" && r.Reason() == api.ReasonWaitingForJoin:
-			v.since = f.notReadyFor(i)
-			v.lost = v.since >= deadAfter
+		case noData:
+			v.since, v.lost = waiting, waiting >= deadAfter
 		case r.MemberID != "" && r.Revision > 0 && !r.Healthy && (r.ClusterID == "" || f.clusterID == "" || r.ClusterID == f.clusterID):
 			// Its own data (an ordinal's data is the member its peer URL names; a member ID other than the
 			// record's is one that rejoined since: still this ordinal's data of this cluster).

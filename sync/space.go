@@ -167,21 +167,6 @@ func (p *plan) renderedStorage(st *spaceState) resource.Quantity {
 	return *p.spec.Storage.Size
 }
 
-// spaceClaims says how many member claims have size.
-func (p *plan) spaceClaims(size resource.Quantity) string {
-	n, of := 0, 0
-	for i, pvc := range p.f.pvcs {
-		if int32(i) >= p.replicas || pvc.DeletionTimestamp != nil {
-			continue
-		}
-		of++
-		if api.ClaimAtSize(pvc, size) {
-			n++
-		}
-	}
-	return fmt.Sprintf("%d of %d claims have it", n, of)
-}
-
 // spaceNeeders names the members whose file is past the line with too little to give back to a
 // defragmentation (api.SpaceWantsQuota), by fresh reports only: a stale one may be hours old.
 func (p *plan) spaceNeeders(quota int64, pct int32) []string {
@@ -255,7 +240,8 @@ func (p *plan) spaceMessage() string {
 		say = append(say, fmt.Sprintf("quota raised from %s to %s (%s)", humanBytes(st.specQuota), humanBytes(st.quota), p.spaceRunning(st.quota)))
 	}
 	if st.storage != nil {
-		say = append(say, fmt.Sprintf("volumes raised to %s for the quota (%s)", st.storage.String(), p.spaceClaims(*st.storage)))
+		at, claims := p.claimsAtSize(*st.storage)
+		say = append(say, fmt.Sprintf("volumes raised to %s for the quota (%d of %d claims have it)", st.storage.String(), at, claims))
 	}
 	if need := p.spaceNeeders(st.quota, st.pct); len(need) > 0 {
 		say = append(say, fmt.Sprintf("%s past %d%% of the %s quota with little to defragment: %s", strings.Join(need, ", "), st.pct, humanBytes(st.quota), p.spaceWait(st)))

@@ -222,6 +222,22 @@ func (p *plan) keepVolumeJobs() {
 	}
 }
 
+// claimsAtSize counts the member claims (ordinals below replicas, not being deleted) and those among them
+// that ask for and have size.
+func (p *plan) claimsAtSize(size resource.Quantity) (atSize, claims int32) {
+	for i := 0; i < int(p.replicas); i++ {
+		pvc := p.f.pvcs[i]
+		if pvc == nil || pvc.DeletionTimestamp != nil {
+			continue
+		}
+		claims++
+		if api.ClaimAtSize(pvc, size) {
+			atSize++
+		}
+	}
+	return atSize, claims
+}
+
 // storageStatus is status.storage: the member claims against the size in force.
 func (p *plan) storageStatus() *api.StorageStatus {
 	size, ok := p.storageSize()
@@ -230,16 +246,7 @@ func (p *plan) storageStatus() *api.StorageStatus {
 	}
 	f := p.f
 	st := &api.StorageStatus{Size: size.String()}
-	for i := 0; i < int(p.replicas); i++ {
-		pvc := f.pvcs[i]
-		if pvc == nil || pvc.DeletionTimestamp != nil {
-			continue
-		}
-		st.Claims++
-		if api.ClaimAtSize(pvc, size) {
-			st.AtSize++
-		}
-	}
+	st.AtSize, st.Claims = p.claimsAtSize(size)
 	for _, i := range sortedKeys(f.growJobs) {
 		js := f.growJobs[i]
 		if js[len(js)-1].state == jobActive {
