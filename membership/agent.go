@@ -281,7 +281,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			if aside != "" {
 				a.event(EventDataMovedAside, "MoveAside", false, "%s (kept as %s)", d.Detail, aside)
 			}
-			if d.Reason == "Fenced" {
+			if d.Reason == reasonFenced {
 				a.recovered = facts.Recover.Token
 			}
 			continue

@@ -170,6 +170,9 @@ func DecideStart(f StartFacts) Decision {
 	return Decision{Action: Join, Reason: "Joining", Detail: "adding a learner"}
 }
 
+// reasonFenced: a MoveAside that is this member's fence in a recovery (the agent reports the token).
+const reasonFenced = "Fenced"
+
 // recovery is this member's part in a recovery (docs/design/19-recovery.md), asked on its Lease: only
 // on data of the member the plan saw (a later start's data is never fenced or forced), of this
 // EtcdCluster, only once per token, and only while no voter answers the member list: a cluster with a
@@ -187,7 +190,7 @@ func (f StartFacts) recovery() (Decision, bool) {
 	}
 	switch rc.Role {
 	case api.RecoverFence:
-		return Decision{Action: MoveAside, Reason: "Fenced", Detail: "member " + rc.MemberID + "'s data is set aside for the recovery " + rc.Token + " (it rejoins as a learner)"}, true
+		return Decision{Action: MoveAside, Reason: reasonFenced, Detail: "member " + rc.MemberID + "'s data is set aside for the recovery " + rc.Token + " (it rejoins as a learner)"}, true
 	case api.RecoverSurvivor:
 		return Decision{Action: ForceNew, Reason: "Recovering", Detail: "member " + rc.MemberID + " restarts on its data as a one-member cluster (recovery " + rc.Token + ")"}, true
 	}

@@ -150,16 +150,25 @@ func (a *Agent) disarmOrphans(ctx context.Context, ids []uint64) error {
 // default without it); 0 when the flag does not parse, which the hook refuses before it renders it.
 func quotaOf(command []string) int64 {
 	options := map[string]string{}
-	for i, arg := range command {
-		switch {
-		case strings.HasPrefix(arg, "--quota-backend-bytes="):
-			options["quota-backend-bytes"] = strings.TrimPrefix(arg, "--quota-backend-bytes=")
-		case arg == "--quota-backend-bytes" && i+1 < len(command):
-			options["quota-backend-bytes"] = command[i+1]
-		}
+	if v, ok := etcdFlag(command, "quota-backend-bytes"); ok {
+		options["quota-backend-bytes"] = v
 	}
 	quota, _ := api.QuotaBackendBytes(options)
 	return quota
+}
+
+// etcdFlag is the value of etcd's flag --name in command (--name=v or --name v; the last one counts,
+// as etcd's own flag parsing takes it); false when absent.
+func etcdFlag(command []string, name string) (value string, ok bool) {
+	for i, arg := range command {
+		switch {
+		case strings.HasPrefix(arg, "--"+name+"="):
+			value, ok = strings.TrimPrefix(arg, "--"+name+"="), true
+		case arg == "--"+name && i+1 < len(command):
+			value, ok = command[i+1], true
+		}
+	}
+	return value, ok
 }
 
 // defragment defragments this member for the pass token, the leader handing over first. noSpace is
@@ -283,15 +292,8 @@ func (a *Agent) spaceDefrag(ctx context.Context, token string, st *clientv3.Stat
 
 // revisionRetention is the revisions etcd keeps under --auto-compaction-mode=revision; false otherwise.
 func revisionRetention(command []string) (int64, bool) {
-	mode, retention := "", ""
-	for _, arg := range command {
-		if v, ok := strings.CutPrefix(arg, "--auto-compaction-mode="); ok {
-			mode = v
-		}
-		if v, ok := strings.CutPrefix(arg, "--auto-compaction-retention="); ok {
-			retention = v
-		}
-	}
+	mode, _ := etcdFlag(command, "auto-compaction-mode")
+	retention, _ := etcdFlag(command, "auto-compaction-retention")
 	n, err := strconv.ParseInt(retention, 10, 64)
 	return n, mode == "revision" && err == nil && n > 0
 }

@@ -26,6 +26,30 @@ func TestQuotaOf(t *testing.T) {
 	}
 }
 
+// The revisions a revision compactor keeps, read from the agent's etcd flags (either flag form, the last
+// one counting); none under periodic compaction or with a retention that is not a count.
+func TestRevisionRetention(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		command []string
+		keep    int64
+		ok      bool
+	}{
+		{"revision", []string{"etcd", "--auto-compaction-mode=revision", "--auto-compaction-retention=1000"}, 1000, true},
+		{"flag value", []string{"etcd", "--auto-compaction-mode", "revision", "--auto-compaction-retention", "50"}, 50, true},
+		{"the last one counts", []string{"etcd", "--auto-compaction-mode=periodic", "--auto-compaction-mode=revision", "--auto-compaction-retention=7"}, 7, true},
+		{"periodic", []string{"etcd", "--auto-compaction-mode=periodic", "--auto-compaction-retention=1h"}, 0, false},
+		{"no mode", []string{"etcd", "--auto-compaction-retention=1000"}, 0, false},
+		{"zero", []string{"etcd", "--auto-compaction-mode=revision", "--auto-compaction-retention=0"}, 0, false},
+	} {
+		keep, ok := revisionRetention(tc.command)
+		require.Equal(t, tc.ok, ok, tc.name)
+		if ok {
+			require.Equal(t, tc.keep, keep, tc.name)
+		}
+	}
+}
+
 func TestOwnAlarm(t *testing.T) {
 	alarms := []string{"CORRUPT@1", api.AlarmNoSpace + "@" + api.FormatID(0xabc)}
 	require.True(t, ownAlarm(alarms, 0xabc))
