@@ -73,14 +73,18 @@ func SpaceOverLine(size, quota int64, percent int32) bool {
 
 // SpaceWantsDefrag: the file is over the line and a defragmentation gives back SpaceReclaimMin.
 func SpaceWantsDefrag(size, inUse, quota int64, percent int32) bool {
-	return SpaceOverLine(size, quota, percent) && inUse >= 0 && inUse <= size && size-inUse >= SpaceReclaimMin(quota)
+	return spaceSizes(size, inUse) && SpaceOverLine(size, quota, percent) && size-inUse >= SpaceReclaimMin(quota)
 }
 
 // SpaceWantsQuota: the file is over the line and a defragmentation would not give back enough: the live
 // data (and the history the compaction keeps) needs a larger quota.
 func SpaceWantsQuota(size, inUse, quota int64, percent int32) bool {
-	return SpaceOverLine(size, quota, percent) && !SpaceWantsDefrag(size, inUse, quota, percent)
+	return spaceSizes(size, inUse) && SpaceOverLine(size, quota, percent) && size-inUse < SpaceReclaimMin(quota)
 }
+
+// spaceSizes: sizes etcd could report (the part in use within the file). Anything else is a hand edit
+// of the report, which asks for neither a defragmentation nor a larger quota.
+func spaceSizes(size, inUse int64) bool { return inUse >= 0 && inUse <= size }
 
 // SpaceVolumeFor is the volume a member needs under quota: the database file, the copy a
 // defragmentation writes beside it, and spaceVolumeReserve.

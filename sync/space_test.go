@@ -251,6 +251,7 @@ func TestSpaceFigures(t *testing.T) {
 	require.True(t, api.SpaceWantsQuota(24*mib, 21*mib, q, 70))
 	require.False(t, api.SpaceWantsQuota(20*mib, 20*mib, q, 70), "below the line: nothing")
 	require.False(t, api.SpaceWantsDefrag(24*mib, 30*mib, q, 70), "in use above the size: a hand edit")
+	require.False(t, api.SpaceWantsQuota(24*mib, 30*mib, q, 70), "a hand edit raises no quota either")
 	require.Equal(t, int64(2*mib), api.SpaceReclaimMin(4*mib), "a floor that always moves the report")
 	require.Equal(t, int64(1<<30), api.SpaceQuotaFor(api.SpaceVolumeFor(1<<30)))
 	for _, tok := range []string{"space:0", "space:100", "space:x", "nospace", "now:space:70"} {
