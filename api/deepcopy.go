@@ -1,6 +1,8 @@
 package api
 
 import (
+	"slices"
+
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/utils/ptr"
 )
@@ -95,6 +97,17 @@ func (s *ClusterSpec) DeepCopy() *ClusterSpec {
 	if r := s.Recovery; r != nil {
 		c := *r
 		out.Recovery = &c
+	}
+	if a := s.Auth; a != nil {
+		c := AuthSpec{Enabled: a.Enabled}
+		for _, r := range a.Roles {
+			c.Roles = append(c.Roles, AuthRole{Name: r.Name, Permissions: slices.Clone(r.Permissions)})
+		}
+		for _, u := range a.Users {
+			u.Roles = slices.Clone(u.Roles)
+			c.Users = append(c.Users, u)
+		}
+		out.Auth = &c
 	}
 	if sp := s.Maintenance.Space; sp != nil {
 		c := *sp

@@ -259,7 +259,7 @@ func (n Names) BackupWriter() string { return n.Cluster + "-backup-writer" }
 // mounted the CA key there. Names of other kinds (the Services, the Leases) do not collide: a Secret
 // named <cluster>-peer is the user's own.
 func (n Names) HookOwnedSecret(name string) bool {
-	return name == n.CASecret() || name == n.ClientSecret()
+	return name == n.CASecret() || name == n.ClientSecret() || name == n.RootSecret()
 }
 
 // HookOwnedClaim: see HookOwnedSecret.

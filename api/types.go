@@ -52,6 +52,8 @@ type ClusterSpec struct {
 	Restore *RestoreSpec `json:"restore,omitempty"`
 	// Recovery: what the hook does when a quorum of the voters lost their data (docs/design/19-recovery.md).
 	Recovery *RecoverySpec `json:"recovery,omitempty"`
+	// Auth: etcd's users and roles, declared (docs/design/20-auth.md); nil: the hook leaves etcd's auth alone.
+	Auth *AuthSpec `json:"auth,omitempty"`
 	// Network: the cluster's NetworkPolicy (docs/design/15-maintenance.md §15.4).
 	Network NetworkSpec `json:"network,omitempty"`
 }

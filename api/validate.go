@@ -160,6 +160,7 @@ func Validate(name string, s ClusterSpec) []Problem {
 	ps = append(ps, validateDefrag(s)...)
 	ps = append(ps, validateRecovery(s)...)
 	ps = append(ps, validateSpace(s)...)
+	ps = append(ps, validateAuth(name, s)...)
 	return append(ps, validateNetwork(s)...)
 }
 

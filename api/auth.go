@@ -1,0 +1,305 @@
+package api
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// etcd users and roles, declared (docs/design/20-auth.md): spec.auth says which roles exist with which
+// key ranges, and which users hold which roles. Users authenticate by a client certificate whose CN is
+// the user name, issued by the cluster's CA into the user's Secret; the operator's own access (agents,
+// Jobs, the plugin) uses a dedicated root identity (Names.RootSecret) that no application Secret carries.
+
+// RootUser is etcd's administrator, and RootRole its role: reserved, never declared by a user.
+const (
+	RootUser = "root"
+	RootRole = "root"
+)
+
+// Access kinds of a permission (spec.auth.roles[].permissions[].access).
+const (
+	AccessRead      = "read"
+	AccessWrite     = "write"
+	AccessReadWrite = "readwrite"
+)
+
+// Bounds of spec.auth: etcd keeps every user and role in memory and checks each request against the
+// user's ranges; these keep a hand-made spec from making that check or the agent's reconcile slow.
+const (
+	MaxAuthRoles       = 64
+	MaxAuthUsers       = 64
+	MaxRolePermissions = 32
+	MaxAuthKeyBytes    = 1024
+	maxAuthNameBytes   = 64
+)
+
+// AuthSpec declares etcd's authentication: the roles, the users and whether etcd enforces them.
+type AuthSpec struct {
+	// Enabled: etcd enforces authentication (etcd's auth enable). Roles and users are reconciled also
+	// while it is false, so that applications can take their Secrets before it is switched on.
+	Enabled bool       `json:"enabled,omitempty"`
+	Roles   []AuthRole `json:"roles,omitempty"`
+	Users   []AuthUser `json:"users,omitempty"`
+}
+
+// AuthRole is a named set of key-range permissions.
+type AuthRole struct {
+	Name        string           `json:"name"`
+	Permissions []AuthPermission `json:"permissions,omitempty"`
+}
+
+// AuthPermission is one key (or, with Prefix, every key under it) and what may be done to it.
+type AuthPermission struct {
+	Key    string `json:"key"`
+	Prefix bool   `json:"prefix,omitempty"`
+	// Access: read, write or readwrite.
+	Access string `json:"access"`
+}
+
+// AuthUser is an application's identity: a certificate with CN Name, in SecretName.
+type AuthUser struct {
+	Name  string   `json:"name"`
+	Roles []string `json:"roles,omitempty"`
+	// SecretName receives the user's certificate, key and the CA (cert-manager's layout); default
+	// <cluster>-user-<name>. It must start with <cluster>-: the member Role may update it.
+	SecretName string `json:"secretName,omitempty"`
+}
+
+// UserSecret is the Secret a user's credentials are written to.
+func (n Names) UserSecret(u AuthUser) string {
+	if u.SecretName != "" {
+		return u.SecretName
+	}
+	return n.Cluster + "-user-" + u.Name
+}
+
+// RootSecret holds the operator's root identity (CN root): agents, Jobs and the plugin use it once
+// spec.auth is set. No application Secret carries it.
+func (n Names) RootSecret() string { return n.Cluster + "-root-tls" }
+
+// RangeEnd is the etcd range end of a permission: "" for one key, the prefix's end for a prefix.
+func (p AuthPermission) RangeEnd() string {
+	if !p.Prefix {
+		return ""
+	}
+	return PrefixEnd(p.Key)
+}
+
+// PrefixEnd is the first key after every key that starts with prefix (clientv3.GetPrefixRangeEnd);
+// "\x00" (every key from prefix on) when prefix is all 0xff bytes.
+func PrefixEnd(prefix string) string {
+	end := []byte(prefix)
+	for i := len(end) - 1; i >= 0; i-- {
+		if end[i] < 0xff {
+			end[i]++
+			return string(end[:i+1])
+		}
+	}
+	return "\x00"
+}
+
+// overlaps says whether two permissions' key ranges share a key.
+func overlaps(a, b AuthPermission) bool {
+	aEnd, bEnd := rangeEndExclusive(a), rangeEndExclusive(b)
+	return a.Key < bEnd && b.Key < aEnd
+}
+
+// rangeEndExclusive is the first key after the permission's range, for comparisons ("\x00" sorts
+// before every key, so "to the end" is represented by a key above every valid one).
+func rangeEndExclusive(p AuthPermission) string {
+	if !p.Prefix {
+		return p.Key + "\x00"
+	}
+	if e := PrefixEnd(p.Key); e != "\x00" {
+		return e
+	}
+	return strings.Repeat("\xff", MaxAuthKeyBytes+1)
+}
+
+var authNameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@-]*$`)
+
+// validateAuth checks spec.auth: names, ranges, role references and Secret names.
+func validateAuth(cluster string, s ClusterSpec) []Problem {
+	a := s.Auth
+	if a == nil {
+		return nil
+	}
+	var ps []Problem
+	add := func(format string, args ...any) {
+		ps = append(ps, Problem{"InvalidAuth", fmt.Sprintf(format, args...)})
+	}
+	t := s.Security.TLS
+	switch {
+	case !t.TLSOn():
+		add("spec.auth needs spec.security.tls.enabled: users authenticate by client certificate")
+	case !t.ClientAuth():
+		add("spec.auth needs spec.security.tls.client.auth: etcd takes the user from the client certificate only when it requires one")
+	case t.Client.SecretName != "":
+		add("spec.auth needs the built-in CA on the client plane (spec.security.tls.client.secretName is set): the agents issue the users' certificates from it")
+	}
+	if len(a.Roles) > MaxAuthRoles {
+		add("spec.auth.roles has %d roles, more than %d", len(a.Roles), MaxAuthRoles)
+	}
+	if len(a.Users) > MaxAuthUsers {
+		add("spec.auth.users has %d users, more than %d", len(a.Users), MaxAuthUsers)
+	}
+	checkName := func(field, v string) bool {
+		switch {
+		case v == "":
+			add("%s is empty", field)
+		case len(v) > maxAuthNameBytes || !authNameRe.MatchString(v):
+			add("%s %q must be at most %d characters of letters, digits, '.', '_', '@' and '-', starting with a letter or digit", field, v, maxAuthNameBytes)
+		case v == RootRole:
+			add("%s %q is reserved for etcdhook's own root identity", field, v)
+		default:
+			return true
+		}
+		return false
+	}
+	roles := map[string]bool{}
+	for i, r := range a.Roles {
+		f := fmt.Sprintf("spec.auth.roles[%d]", i)
+		if checkName(f+".name", r.Name) {
+			if roles[r.Name] {
+				add("%s.name %q is declared twice", f, r.Name)
+			}
+			roles[r.Name] = true
+		}
+		if len(r.Permissions) > MaxRolePermissions {
+			add("%s.permissions has %d entries, more than %d", f, len(r.Permissions), MaxRolePermissions)
+		}
+		for j, p := range r.Permissions {
+			pf := fmt.Sprintf("%s.permissions[%d]", f, j)
+			switch {
+			case p.Key == "" && !p.Prefix:
+				add("%s.key is empty (every key is key \"\" with prefix: true)", pf)
+			case len(p.Key) > MaxAuthKeyBytes:
+				add("%s.key is %d bytes, more than %d", pf, len(p.Key), MaxAuthKeyBytes)
+			case strings.ContainsRune(p.Key, 0):
+				add("%s.key contains a NUL byte", pf)
+			}
+			switch p.Access {
+			case AccessRead, AccessWrite, AccessReadWrite:
+			default:
+				add("%s.access %q is none of read, write, readwrite", pf, p.Access)
+			}
+			for k := 0; k < j; k++ {
+				if overlaps(r.Permissions[k], p) {
+					add("%s (%s) overlaps %s.permissions[%d] (%s): give each key one permission", pf, p.describe(), f, k, r.Permissions[k].describe())
+					break
+				}
+			}
+		}
+	}
+	n := Names{Cluster: cluster}
+	users, secrets := map[string]bool{}, map[string]string{}
+	for i, u := range a.Users {
+		f := fmt.Sprintf("spec.auth.users[%d]", i)
+		if checkName(f+".name", u.Name) {
+			if users[u.Name] {
+				add("%s.name %q is declared twice", f, u.Name)
+			}
+			users[u.Name] = true
+		}
+		for j, r := range u.Roles {
+			if !roles[r] {
+				add("%s.roles[%d] %q is not declared in spec.auth.roles", f, j, r)
+			}
+		}
+		sec := n.UserSecret(u)
+		switch {
+		case len(sec) > 253 || !dnsSubdomainRe.MatchString(sec):
+			add("%s.secretName %q is not a DNS subdomain name", f, sec)
+		case !strings.HasPrefix(sec, cluster+"-"):
+			add("%s.secretName %q must start with %q: the members' Role may update it, so it cannot name another application's Secret", f, sec, cluster+"-")
+		case n.HookOwnedSecret(sec) || sec == n.RootSecret():
+			add("%s.secretName %q is a Secret etcdhook owns for this cluster: name your own", f, sec)
+		case secrets[sec] != "":
+			add("%s.secretName %q is user %q's Secret too", f, sec, secrets[sec])
+		default:
+			secrets[sec] = u.Name
+		}
+	}
+	return ps
+}
+
+var dnsSubdomainRe = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
+
+func (p AuthPermission) describe() string {
+	if p.Prefix {
+		return fmt.Sprintf("prefix %q", p.Key)
+	}
+	return fmt.Sprintf("key %q", p.Key)
+}
+
+// AuthConfig is spec.auth as the agents apply it (ConfigMap key auth.json): the roles with their
+// permissions and the users with their roles, each sorted, so that one spec gives one Hash whatever
+// order the user wrote it in.
+type AuthConfig struct {
+	Enabled bool       `json:"enabled"`
+	Roles   []AuthRole `json:"roles"`
+	Users   []AuthUser `json:"users"`
+	// Hash identifies the rest: an agent reports the hash it applied (Report.AuthApplied).
+	Hash string `json:"hash"`
+}
+
+// DesiredAuth is the normalised AuthConfig of a valid spec, nil without spec.auth. Secret names are
+// filled in.
+func DesiredAuth(n Names, a *AuthSpec) *AuthConfig {
+	if a == nil {
+		return nil
+	}
+	c := &AuthConfig{Enabled: a.Enabled, Roles: []AuthRole{}, Users: []AuthUser{}}
+	for _, r := range a.Roles {
+		ps := slices.Clone(r.Permissions)
+		sort.Slice(ps, func(i, j int) bool {
+			return ps[i].Key < ps[j].Key || ps[i].Key == ps[j].Key && !ps[i].Prefix && ps[j].Prefix
+		})
+		if ps == nil {
+			ps = []AuthPermission{}
+		}
+		c.Roles = append(c.Roles, AuthRole{Name: r.Name, Permissions: ps})
+	}
+	sort.Slice(c.Roles, func(i, j int) bool { return c.Roles[i].Name < c.Roles[j].Name })
+	for _, u := range a.Users {
+		rs := slices.Clone(u.Roles)
+		sort.Strings(rs)
+		rs = slices.Compact(rs)
+		if rs == nil {
+			rs = []string{}
+		}
+		c.Users = append(c.Users, AuthUser{Name: u.Name, Roles: rs, SecretName: n.UserSecret(u)})
+	}
+	sort.Slice(c.Users, func(i, j int) bool { return c.Users[i].Name < c.Users[j].Name })
+	b, _ := json.Marshal(c) // typed: cannot fail; Hash is still empty here
+	h := sha256.Sum256(b)
+	c.Hash = hex.EncodeToString(h[:6])
+	return c
+}
+
+// ParseAuthConfig reads auth.json as the agent does: a document that does not decode, or whose hash
+// does not match its content (a hand edit of the ConfigMap), is refused, never applied.
+func ParseAuthConfig(b []byte) (*AuthConfig, error) {
+	var c AuthConfig
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.DisallowUnknownFields()
+	if err := d.Decode(&c); err != nil {
+		return nil, fmt.Errorf("auth.json: %w", err)
+	}
+	want := c.Hash
+	c.Hash = ""
+	b2, _ := json.Marshal(c)
+	h := sha256.Sum256(b2)
+	if got := hex.EncodeToString(h[:6]); got != want {
+		return nil, fmt.Errorf("auth.json: hash %q does not match its content (%s): not written by the hook", want, got)
+	}
+	c.Hash = want
+	return &c, nil
+}
