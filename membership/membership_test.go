@@ -75,11 +75,15 @@ func bootstrapped(t testing.TB, v string, n int) *tcluster {
 	return c
 }
 
+// grow permits slot i to join, starts it and, once it is a voter, drops the permission as the hook does
+// (a permission left behind would let the slot join again by itself after a later loss of its data).
 func (c *tcluster) grow(i int) time.Duration {
 	c.intent(i, api.IntentMember, false, permit)
 	c.start(i, 0)
 	want := c.live()
-	return c.waitFor("member "+itoa(i)+" to join", stepMax, func() bool { return c.voters(want...) })
+	took := c.waitFor("member "+itoa(i)+" to join", stepMax, func() bool { return c.voters(want...) })
+	c.intent(i, api.IntentMember, false, 0)
+	return took
 }
 
 // loseData wipes slot i's volume under a killed agent and restarts it (the seed with the seed mark
