@@ -31,12 +31,15 @@ const (
 )
 
 // Bounds of spec.auth: etcd keeps every user and role in memory and checks each request against the
-// user's ranges; these keep a hand-made spec from making that check or the agent's reconcile slow.
+// user's ranges, and the spec is recorded whole in spec.json (BoundSpecRecord: 64 KiB, 4096 tokens):
+// a spec at every bound stays within that record with room for the rest of the spec.
 const (
-	MaxAuthRoles       = 64
-	MaxAuthUsers       = 64
-	MaxRolePermissions = 32
+	MaxAuthRoles       = 32
+	MaxAuthUsers       = 32
+	MaxRolePermissions = 16
+	MaxAuthPermissions = 128
 	MaxAuthKeyBytes    = 1024
+	MaxAuthKeyTotal    = 8 << 10
 	maxAuthNameBytes   = 64
 )
 
@@ -163,6 +166,19 @@ func validateAuth(cluster string, s ClusterSpec) []Problem {
 		}
 		return false
 	}
+	perms, keyBytes := 0, 0
+	for _, r := range a.Roles {
+		perms += len(r.Permissions)
+		for _, p := range r.Permissions {
+			keyBytes += len(p.Key)
+		}
+	}
+	if perms > MaxAuthPermissions {
+		add("spec.auth.roles hold %d permissions in all, more than %d", perms, MaxAuthPermissions)
+	}
+	if keyBytes > MaxAuthKeyTotal {
+		add("spec.auth.roles' keys are %d bytes in all, more than %d", keyBytes, MaxAuthKeyTotal)
+	}
 	roles := map[string]bool{}
 	for i, r := range a.Roles {
 		f := fmt.Sprintf("spec.auth.roles[%d]", i)
@@ -246,17 +262,28 @@ type AuthConfig struct {
 	Enabled bool       `json:"enabled"`
 	Roles   []AuthRole `json:"roles"`
 	Users   []AuthUser `json:"users"`
+	// RootSecret: the root identity's Secret (Names.RootSecret), which the agents keep once they read this.
+	RootSecret string `json:"rootSecret"`
+	// Rotations: the rotation mark each user's certificate must carry (AnnRotateUser; absent: none).
+	// A certificate without its user's mark is replaced, with a new key.
+	Rotations map[string]string `json:"rotations,omitempty"`
 	// Hash identifies the rest: an agent reports the hash it applied (Report.AuthApplied).
 	Hash string `json:"hash"`
 }
 
 // DesiredAuth is the normalised AuthConfig of a valid spec, nil without spec.auth. Secret names are
 // filled in.
-func DesiredAuth(n Names, a *AuthSpec) *AuthConfig {
+func DesiredAuth(n Names, a *AuthSpec) *AuthConfig { return DesiredAuthRotated(n, a, nil) }
+
+// DesiredAuthRotated is DesiredAuth with the users' rotation marks (user name to mark).
+func DesiredAuthRotated(n Names, a *AuthSpec, rotations map[string]string) *AuthConfig {
 	if a == nil {
 		return nil
 	}
-	c := &AuthConfig{Enabled: a.Enabled, Roles: []AuthRole{}, Users: []AuthUser{}}
+	c := &AuthConfig{Enabled: a.Enabled, Roles: []AuthRole{}, Users: []AuthUser{}, RootSecret: n.RootSecret()}
+	if len(rotations) > 0 {
+		c.Rotations = rotations
+	}
 	for _, r := range a.Roles {
 		ps := slices.Clone(r.Permissions)
 		sort.Slice(ps, func(i, j int) bool {
@@ -302,4 +329,95 @@ func ParseAuthConfig(b []byte) (*AuthConfig, error) {
 	}
 	c.Hash = want
 	return &c, nil
+}
+
+// AnnAuth is the leader's agent's report of etcd's authentication (AuthReport as JSON); empty on the
+// other members' Leases.
+const AnnAuth = "etcd.io/auth"
+
+// BoundAuthReport bounds AnnAuth: a user's entries are under 200 bytes.
+var BoundAuthReport = Bound{Bytes: 24 << 10, Depth: 3, Tokens: 16 + 4*MaxAuthUsers}
+
+// AuthReport is what the leader's agent says of etcd's authentication.
+type AuthReport struct {
+	// Applied: the hash of the auth config (AuthConfig.Hash) etcd holds in full; "" until one is.
+	Applied string `json:"applied,omitempty"`
+	// Enabled: etcd enforces authentication.
+	Enabled bool `json:"enabled"`
+	// Reverted: the hand edits last put back, after the time they were found ("<RFC 3339> <change>; …").
+	Reverted string `json:"reverted,omitempty"`
+	// Error: why the last reconcile did not finish.
+	Error string `json:"error,omitempty"`
+	// Expires: each user's certificate expiry (RFC 3339); UserErrors: why a user's Secret is not kept.
+	Expires    map[string]string `json:"expires,omitempty"`
+	UserErrors map[string]string `json:"userErrors,omitempty"`
+}
+
+// String is the annotation's value ("" for nil).
+func (r *AuthReport) String() string {
+	if r == nil {
+		return ""
+	}
+	c := *r
+	c.Reverted, c.Error = Truncate(c.Reverted, BoundText.Bytes/2), Truncate(c.Error, BoundText.Bytes/2)
+	b, _ := json.Marshal(c) // typed: cannot fail
+	return string(b)
+}
+
+// ParseAuthReport reads AnnAuth; "" is nil. A value over its bound or that does not decode is a hand
+// edit and is ignored (nil, with the error).
+func ParseAuthReport(s string) (*AuthReport, error) {
+	if s == "" {
+		return nil, nil
+	}
+	if err := BoundAuthReport.Check(s); err != nil {
+		return nil, err
+	}
+	var r AuthReport
+	if err := json.Unmarshal([]byte(s), &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// AnnRotateUser on the EtcdCluster asks for a new key and certificate for one user: "<user>=<token>"
+// (kubectl etcd rotate-user). Each new token rotates again; the old certificate stays valid until it
+// expires (etcd checks no revocation list).
+const AnnRotateUser = "etcd.io/rotate-user"
+
+// ParseRotateUser reads AnnRotateUser: the user and its token.
+func ParseRotateUser(v string) (user, token string, err error) {
+	user, token, ok := strings.Cut(strings.TrimSpace(v), "=")
+	if !ok || user == "" || token == "" {
+		return "", "", fmt.Errorf("%s %q is not <user>=<token>", AnnRotateUser, v)
+	}
+	return user, token, nil
+}
+
+// CondAuthOutOfSync is True while etcd's users and roles are not as spec.auth declares (being applied,
+// or failing), or a user's Secret cannot be kept; False (InSync) once the leader's agent reports the
+// declaration applied. Absent without spec.auth.
+const CondAuthOutOfSync = "AuthOutOfSync"
+
+// AuthStatus is where spec.auth stands (docs/design/20-auth.md).
+type AuthStatus struct {
+	// Enabled: etcd enforces authentication, as the leader's agent reports it.
+	Enabled bool `json:"enabled"`
+	// Declared: the hash of what spec.auth declares; Applied: the one etcd holds in full.
+	Declared string `json:"declared"`
+	Applied  string `json:"applied,omitempty"`
+	// Users: each declared user's Secret and certificate expiry.
+	Users []AuthUserStatus `json:"users,omitempty"`
+	// LastReverted: the last hand edit put back ("<RFC 3339> <change>; …").
+	LastReverted string `json:"lastReverted,omitempty"`
+}
+
+// AuthUserStatus is one declared user.
+type AuthUserStatus struct {
+	Name       string `json:"name"`
+	SecretName string `json:"secretName"`
+	// NotAfter: the certificate's expiry, once issued.
+	NotAfter string `json:"notAfter,omitempty"`
+	// Problem: why its Secret is not kept (a Secret of that name that another application owns).
+	Problem string `json:"problem,omitempty"`
 }

@@ -131,3 +131,16 @@ func TestPrefixEnd(t *testing.T) {
 	require.Equal(t, "\x00", PrefixEnd("\xff\xff"))
 	require.Equal(t, "", AuthPermission{Key: "/a"}.RangeEnd())
 }
+
+// Removing spec.auth while it is enforced is refused: the Jobs would lose their root identity.
+func TestValidateAuthRemoval(t *testing.T) {
+	on := authSpec()
+	next := authSpec()
+	next.Auth = nil
+	ps := ValidateChange(&on, next, nil, nil, nil)
+	require.Len(t, ps, 1)
+	require.Equal(t, "InvalidAuth", ps[0].Reason)
+	require.Contains(t, ps[0].Message, "set enabled: false first")
+	on.Auth.Enabled = false
+	require.Empty(t, ValidateChange(&on, next, nil, nil, nil))
+}

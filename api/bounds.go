@@ -121,6 +121,7 @@ var annotationBounds = map[string]Bound{
 	// a user's bundle included.
 	AnnAlarms:    {Bytes: 2 * MaxReportedMembers * 64},
 	AnnTLSCAs:    BoundText,
+	AnnAuth:      BoundAuthReport,
 	AnnCARestart: BoundText,
 	// A user's token on the EtcdCluster is carried into Lease annotations with a prefix ("now:" for
 	// defrag-now): half of BoundToken leaves room for it.
@@ -146,6 +147,8 @@ var configBounds = map[string]Bound{
 	// agent.json is written for the agents and never read back by the hook; its bound only keeps a
 	// hand edit from being parsed at length anywhere.
 	ConfigKeyAgent: {Bytes: 64 << 10},
+	// auth.json: spec.auth within its own bounds (MaxAuthPermissions, MaxAuthKeyTotal) is far below this.
+	ConfigKeyAuth: {Bytes: 64 << 10, Depth: 6, Tokens: 4096},
 }
 
 // ConfigBound is the bound of the hook's ConfigMap key.

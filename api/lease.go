@@ -160,6 +160,8 @@ type Report struct {
 	Defragging string
 	DefragDone string
 	LastDefrag string
+	// Auth: etcd's authentication as the leader's agent reconciles it (AnnAuth); nil on other members.
+	Auth *AuthReport
 }
 
 // SizeMoved says whether a database size moved far enough from the reported one to be written: by at
@@ -282,6 +284,7 @@ func (r Report) Annotations() map[string]string {
 		AnnDefragging: r.Defragging,
 		AnnDefragDone: r.DefragDone,
 		AnnLastDefrag: r.LastDefrag,
+		AnnAuth:       r.Auth.String(),
 	}
 	// Only the seed of a restored cluster says where its data came from; a fact of the cluster's
 	// origin, never cleared, so other members' Leases need not carry the keys.
@@ -334,6 +337,8 @@ func ParseReportUsing(ann map[string]string, lists map[string][]Member) (Report,
 		DefragDone: ann[AnnDefragDone],
 		LastDefrag: ann[AnnLastDefrag],
 	}
+	// A report that does not decode is ignored: the status then says nothing of auth, never a wrong hash.
+	r.Auth, _ = ParseAuthReport(ann[AnnAuth])
 	if a := ann[AnnAlarms]; a != "" {
 		// The annotation's bound (AnnotationBound) bounds the entries: each is at least 3 bytes.
 		r.Alarms = strings.Split(a, ",")

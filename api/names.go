@@ -29,6 +29,8 @@ const (
 	TLSDir       = "/var/run/etcdhook/tls"
 	TLSPeerDir   = TLSDir + "/peer"
 	TLSClientDir = TLSDir + "/client"
+	// TLSRootDir: the root identity's files (spec.auth), which the agent's own etcd calls present.
+	TLSRootDir = TLSDir + "/root"
 	// SecretSourceDir is where a user's Secrets are mounted (peer/, client/), for the agent to check.
 	SecretSourceDir = "/etc/etcdhook/secrets"
 	// ClientTLSDir is where a Job mounts the client certificate Secret.
@@ -132,7 +134,10 @@ const (
 	// ConfigKeySpaceQuota and ConfigKeySpaceStorage record the quota (bytes) and the claim size
 	// (a quantity) spec.maintenance.space raised them to (docs/design/15-maintenance.md §15.6); absent
 	// while the spec's are in force. Read back bounded by the spec.
-	ConfigKeySpaceQuota   = "space-quota"
+	ConfigKeySpaceQuota = "space-quota"
+	// ConfigKeyAuth is spec.auth as the agents apply it (AuthConfig, docs/design/20-auth.md): written by the
+	// hook for the agents, which read it through the API; never read back by the hook.
+	ConfigKeyAuth         = "auth.json"
 	ConfigKeySpaceStorage = "space-storage"
 )
 

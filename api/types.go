@@ -333,6 +333,7 @@ type ClusterStatus struct {
 	Storage            *StorageStatus     `json:"storage,omitempty"`
 	Space              *SpaceStatus       `json:"space,omitempty"`
 	Recovery           *RecoveryStatus    `json:"recovery,omitempty"`
+	Auth               *AuthStatus        `json:"auth,omitempty"`
 	Conditions         []metav1.Condition `json:"conditions,omitempty"`
 }
 

@@ -217,6 +217,11 @@ func ValidateChange(applied *ClusterSpec, next ClusterSpec, running, images []Se
 			ps = append(ps, Problem{"TLSSecretChange", fmt.Sprintf("spec.security.tls peer/client secretName must stay %q/%q while TLS is switched off (the members move to plaintext on the certificates they use now); got %q/%q", a.Peer.SecretName, a.Client.SecretName, b.Peer.SecretName, b.Client.SecretName)})
 		}
 	}
+	if applied != nil && applied.Auth != nil && applied.Auth.Enabled && next.Auth == nil {
+		// etcd would go on enforcing auth while the Jobs fall back to the shared client Secret, whose CN
+		// is no etcd user: every membership step would be refused (docs/design/20-auth.md §20.6).
+		ps = append(ps, Problem{"InvalidAuth", "spec.auth cannot be removed while spec.auth.enabled is true: set enabled: false first, then remove it"})
+	}
 	ps = append(ps, validateRestoreChange(applied, next)...)
 	to, err := ParseVersion(next.Version)
 	if err != nil {

@@ -69,6 +69,12 @@ type Self struct {
 	// Transition is the scheme a TLS switch leaves ("" none; the pod runs the transition template,
 	// docs/design/14-tls.md §14.8): the agent moves its peer URL to the other scheme when its Lease asks.
 	Transition string
+	// AuthSource reads the declared auth (the ConfigMap's auth.json, docs/design/20-auth.md): nil without
+	// spec.auth. Nil: the agent never touches etcd's auth.
+	AuthSource func(ctx context.Context) (*api.AuthConfig, error)
+	// AuthLook: how often the declared auth is read and etcd's auth revision looked at (default
+	// authRead and authLook).
+	AuthLook time.Duration
 }
 
 // Agent supervises etcd in a member pod (docs/design/01-components.md §1.3, §7.2-§7.3).
@@ -149,6 +155,8 @@ type Agent struct {
 	// move that did not commit (retried 10 s later).
 	peerURL, peerAsk string
 	peerMoveFailed   time.Time
+	// auth: the reconcile of etcd's users and roles (agent_auth.go).
+	auth authState
 }
 
 // event posts a Kubernetes Event on the EtcdCluster; notes start with the pod so that the cluster's

@@ -52,6 +52,8 @@ func (a *Agent) refreshCerts(ctx context.Context) error {
 		return errors.New(a.certErr)
 	}
 	a.certChecked = time.Now()
+	// Every agent knows the declared users: a CA rotation's drop step waits for their Secrets too.
+	a.readAuthWant(ctx)
 	// Bounded: a hung Secret read must not hold up the supervision of etcd.
 	ectx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	f, err := a.Certs.Ensure(ectx)
@@ -71,5 +73,6 @@ func (a *Agent) refreshCerts(ctx context.Context) error {
 		return err
 	}
 	a.certErr, a.certsReady = "", true
+	a.useRootIdentity()
 	return nil
 }

@@ -127,6 +127,11 @@ func (a *Agent) observe(ctx context.Context, bound *bool) observation {
 	} else if err == nil {
 		a.maybeDefragment(ctx, in, ierr, st, l.Members, &r)
 	}
+	if r.Role == api.RoleLeader && r.Healthy {
+		a.reconcileAuth(ctx, &r)
+	} else {
+		a.stopAuth()
+	}
 	a.report(ctx, r, false)
 	return stillRunning
 }

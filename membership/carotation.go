@@ -157,10 +157,15 @@ func (c *Certs) dropOldCA(ctx context.Context, sec caSecret, signer pki.KeyPair,
 	if f, err := factsOf(member); err != nil || f.Issuer != next {
 		return nil
 	}
-	// The client Secret: issued by the new CA long enough ago for mounted copies to have it.
-	if c.ClientSecret != "" {
-		client, _, found, err := c.Store.Get(ctx, c.ClientSecret)
-		if err != nil || !found || !issuedBefore(client, sec.next.Cert, c.now().Add(-c.clientGrace())) {
+	// The client, root and users' Secrets: issued by the new CA long enough ago for mounted copies to
+	// have it (an application holding an old user certificate would be refused once the old CA goes).
+	// A user's Secret name held by another application is skipped: nobody holds that user's certificate.
+	for _, id := range c.identities() {
+		data, _, found, err := c.getIdentity(ctx, id)
+		if errors.Is(err, ErrSecretNotOwned) {
+			continue
+		}
+		if err != nil || !found || !issuedBefore(data, sec.next.Cert, c.now().Add(-c.clientGrace())) {
 			return nil
 		}
 	}

@@ -26,7 +26,16 @@ import (
 var (
 	ErrSecretExists   = errors.New("secret already exists")
 	ErrSecretConflict = errors.New("secret changed since it was read")
+	// ErrSecretNotOwned: a Secret of the name exists and is not this EtcdCluster's (OwnedStore).
+	ErrSecretNotOwned = errors.New("exists and is not this EtcdCluster's: not overwritten")
 )
+
+// OwnedStore is a SecretStore that can tell its cluster's Secrets from others': GetOwned is Get,
+// except that a Secret this cluster does not own is ErrSecretNotOwned. A store without it (tests) owns
+// every Secret.
+type OwnedStore interface {
+	GetOwned(ctx context.Context, name string) (data map[string][]byte, version string, found bool, err error)
+}
 
 // SecretStore is the agent's access to its cluster's two Secrets (CA, client certificate).
 type SecretStore interface {
@@ -53,6 +62,20 @@ type Certs struct {
 	PeerDir, ClientDir string
 	// PeerSource and ClientSource: a user's Secret for that plane, mounted; empty for the built-in CA.
 	PeerSource, ClientSource string
+	// RootSecret: the root identity's Secret (CN root, docs/design/20-auth.md §20.2), kept like the client
+	// Secret; RootDir receives its files for the agent's own etcd client. Empty without spec.auth.
+	RootSecret, RootDir string
+	// Users: the declared users, whose Secrets the agents keep (set from the auth config at each look).
+	// IssueUsers: this agent issues and renews them (the leader's agent); every agent checks them before
+	// a CA rotation drops the old CA.
+	Users      []api.AuthUser
+	IssueUsers bool
+	// Rotations: the rotation mark each user's certificate must carry (api.AuthConfig.Rotations).
+	Rotations map[string]string
+	// UserNotAfter and UserErrors: each user's certificate expiry, or why its Secret could not be kept,
+	// as last ensured by this agent.
+	UserNotAfter map[string]time.Time
+	UserErrors   map[string]string
 	// CommonName, DNSNames and IPs of a built-in member certificate.
 	CommonName string
 	DNSNames   []string
@@ -290,6 +313,20 @@ func (c *Certs) Ensure(ctx context.Context) (CertFacts, error) {
 				return c.facts(), err
 			}
 		}
+		if c.RootSecret != "" {
+			data, err := c.ensureIdentity(ctx, signer, sec.trustPEM(), identity{secret: c.RootSecret, cn: api.RootUser, what: "root identity"})
+			if err != nil {
+				return c.facts(), err
+			}
+			if c.RootDir != "" {
+				if _, err := c.writeIfChanged(c.RootDir, data); err != nil {
+					return c.facts(), err
+				}
+			}
+		}
+		if c.IssueUsers {
+			c.ensureUsers(ctx, signer, sec.trustPEM())
+		}
 	}
 	var errs []error
 	for _, plane := range []struct{ source, dir, name string }{{c.PeerSource, c.PeerDir, "peer"}, {c.ClientSource, c.ClientDir, "client"}} {
@@ -453,45 +490,125 @@ func (c *Certs) ensureCA(ctx context.Context) (caSecret, error) {
 	return caSecret{}, fmt.Errorf("Secret %s: created and deleted again while being read", c.CASecret)
 }
 
-// ensureClient keeps the client certificate Secret signed by ca and within its renewal time. Losing a
-// race to another agent is fine: its certificate is as good.
+// identity is a client certificate Secret the agents keep: the shared client Secret (CN etcdhook),
+// the root identity (CN root) and each declared user's (CN the user name).
+type identity struct {
+	secret, cn string
+	// owned: the Secret is written only if it is this cluster's (a name the user chose).
+	owned bool
+	// what names it in logs and Events.
+	what string
+	// mark: the renewal mark it must carry instead of Renewal (a user's rotation); "" none.
+	mark string
+}
+
+// ensureClient keeps the client certificate Secret signed by ca and within its renewal time.
 func (c *Certs) ensureClient(ctx context.Context, ca pki.KeyPair, trust []byte) error {
-	data, version, found, err := c.Store.Get(ctx, c.ClientSecret)
+	_, err := c.ensureIdentity(ctx, ca, trust, identity{secret: c.ClientSecret, cn: pki.Organization, what: "client certificate"})
+	return err
+}
+
+// ensureIdentity keeps an identity's Secret signed by ca, trusting trust, for its CN and within its
+// renewal time, and returns its data. Losing a race to another agent is fine: its certificate is as good.
+func (c *Certs) ensureIdentity(ctx context.Context, ca pki.KeyPair, trust []byte, id identity) (map[string][]byte, error) {
+	data, version, found, err := c.getIdentity(ctx, id)
 	if err != nil {
-		return fmt.Errorf("reading Secret %s: %w", c.ClientSecret, err)
+		return nil, fmt.Errorf("reading Secret %s: %w", id.secret, err)
 	}
-	if found && c.current(data, ca, trust, pki.Usage{Client: true}, nil) {
-		return nil
+	mark := c.Renewal
+	if id.mark != "" {
+		mark = id.mark
 	}
-	kp, err := pki.Issue(ca, pki.LeafRequest{CommonName: pki.Organization, Client: true, Lifetime: c.CertDuration, Renewal: c.Renewal}, c.now())
+	if found && c.currentFor(data, ca, trust, pki.Usage{Client: true}, nil, mark) && commonName(data) == id.cn {
+		return data, nil
+	}
+	kp, err := pki.Issue(ca, pki.LeafRequest{CommonName: id.cn, Client: true, Lifetime: c.CertDuration, Renewal: mark}, c.now())
 	if err != nil {
-		return err
+		return nil, err
 	}
 	next := map[string][]byte{pki.KeyCert: kp.CertPEM, pki.KeyKey: kp.KeyPEM, pki.KeyCA: trust}
 	if !found {
-		err = c.Store.Create(ctx, c.ClientSecret, next)
+		err = c.Store.Create(ctx, id.secret, next)
 	} else {
-		err = c.Store.Update(ctx, c.ClientSecret, version, next)
+		err = c.Store.Update(ctx, id.secret, version, next)
 	}
 	switch {
 	case err == nil:
-		c.log().Info("issued the client certificate", "secret", c.ClientSecret, "notAfter", kp.Cert.NotAfter)
+		c.log().Info("issued the "+id.what, "secret", id.secret, "notAfter", kp.Cert.NotAfter)
 		if found {
-			c.event(EventCertificateRenewed, "RenewClientCertificate", "renewed the client certificate in Secret %s (expires %s)", c.ClientSecret, kp.Cert.NotAfter.UTC().Format(time.RFC3339))
+			c.event(EventCertificateRenewed, "RenewClientCertificate", "renewed the %s in Secret %s (expires %s)", id.what, id.secret, kp.Cert.NotAfter.UTC().Format(time.RFC3339))
 		} else {
-			c.event(EventCertificateIssued, "IssueClientCertificate", "issued the client certificate in Secret %s (expires %s)", c.ClientSecret, kp.Cert.NotAfter.UTC().Format(time.RFC3339))
+			c.event(EventCertificateIssued, "IssueClientCertificate", "issued the %s in Secret %s (expires %s)", id.what, id.secret, kp.Cert.NotAfter.UTC().Format(time.RFC3339))
 		}
-		return nil
+		return next, nil
 	case errors.Is(err, ErrSecretExists), errors.Is(err, ErrSecretConflict):
-		return nil // another agent renewed it at the same moment
+		// Another agent wrote it at the same moment: read its version at the next look.
+		data, _, _, err := c.getIdentity(ctx, id)
+		return data, err
 	default:
-		return fmt.Errorf("writing Secret %s: %w", c.ClientSecret, err)
+		return nil, fmt.Errorf("writing Secret %s: %w", id.secret, err)
 	}
+}
+
+// ensureUsers keeps each declared user's Secret. A user's problem (a Secret of that name owned by
+// another application) is that user's, reported through the auth report, never the member's.
+func (c *Certs) ensureUsers(ctx context.Context, ca pki.KeyPair, trust []byte) {
+	c.UserNotAfter, c.UserErrors = map[string]time.Time{}, map[string]string{}
+	for _, id := range c.identities() {
+		if !id.owned {
+			continue
+		}
+		data, err := c.ensureIdentity(ctx, ca, trust, id)
+		if err != nil {
+			c.UserErrors[id.cn] = err.Error()
+			continue
+		}
+		if leafs, err := pki.ParseCertificates(data[pki.KeyCert]); err == nil && len(leafs) > 0 {
+			c.UserNotAfter[id.cn] = leafs[0].NotAfter
+		}
+	}
+}
+
+// identities are the client certificates the agents keep in Secrets besides the members' own.
+func (c *Certs) identities() []identity {
+	var out []identity
+	if c.ClientSecret != "" {
+		out = append(out, identity{secret: c.ClientSecret, cn: pki.Organization, what: "client certificate"})
+	}
+	if c.RootSecret != "" {
+		out = append(out, identity{secret: c.RootSecret, cn: api.RootUser, what: "root identity"})
+	}
+	for _, u := range c.Users {
+		out = append(out, identity{secret: u.SecretName, cn: u.Name, owned: true, what: "certificate of user " + u.Name, mark: c.Rotations[u.Name]})
+	}
+	return out
+}
+
+// getIdentity reads an identity's Secret; one the cluster does not own is ErrSecretNotOwned.
+func (c *Certs) getIdentity(ctx context.Context, id identity) (map[string][]byte, string, bool, error) {
+	if o, ok := c.Store.(OwnedStore); ok && id.owned {
+		return o.GetOwned(ctx, id.secret)
+	}
+	return c.Store.Get(ctx, id.secret)
+}
+
+// commonName is the CN of a Secret's certificate ("" when it does not parse).
+func commonName(data map[string][]byte) string {
+	leafs, err := pki.ParseCertificates(data[pki.KeyCert])
+	if err != nil || len(leafs) == 0 {
+		return ""
+	}
+	return leafs[0].Subject.CommonName
 }
 
 // current says whether a cert-manager-layout set of files is signed by ca, trusts exactly trust, is
 // usable now for usage, covers names, and is not yet due for renewal (2/3 of its lifetime).
 func (c *Certs) current(data map[string][]byte, ca pki.KeyPair, trust []byte, usage pki.Usage, names []string) bool {
+	return c.currentFor(data, ca, trust, usage, names, c.Renewal)
+}
+
+// currentFor is current with the renewal mark asked for given ("" asks for none).
+func (c *Certs) currentFor(data map[string][]byte, ca pki.KeyPair, trust []byte, usage pki.Usage, names []string, renewal string) bool {
 	if string(data[pki.KeyCA]) != string(trust) {
 		return false // a CA added or dropped by a rotation (or a start after one)
 	}
@@ -502,7 +619,7 @@ func (c *Certs) current(data map[string][]byte, ca pki.KeyPair, trust []byte, us
 	if err := pki.Verify(leaf, []*x509.Certificate{ca.Cert}, usage, c.now()); err != nil {
 		return false
 	}
-	if c.Renewal != "" && pki.RenewalOf(leaf) != c.Renewal {
+	if renewal != "" && pki.RenewalOf(leaf) != renewal {
 		return false // issued before the renewal asked for (etcd.io/renew-certificates)
 	}
 	return c.now().Before(pki.RenewAt(leaf))

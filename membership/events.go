@@ -11,7 +11,11 @@ const (
 	EventDataLossDetected    = "DataLossDetected"
 	EventDataMovedAside      = "DataMovedAside"
 	// EventRecoveryForced: the survivor of a recovery restarts on its data as a one-member cluster.
-	EventRecoveryForced      = "RecoveryForced"
+	EventRecoveryForced = "RecoveryForced"
+	// EventAuthChanged: etcd's users and roles were brought to what spec.auth declares; EventAuthReverted
+	// (warning): a hand edit of them was put back.
+	EventAuthChanged         = "AuthChanged"
+	EventAuthReverted        = "AuthReverted"
 	EventClaimDeleted        = "ClaimDeleted"
 	EventCACreated           = "CACreated"
 	EventCertificateIssued   = "CertificateIssued"

@@ -73,14 +73,17 @@ func etcdBinary(t testing.TB, version string) string {
 			return
 		}
 		start := time.Now()
-		cmd := exec.Command("go", "build", "-o", out+".tmp", ".")
+		// A temporary name of this process: two test processes building at once must not rename each
+		// other's file away.
+		tmp := fmt.Sprintf("%s.tmp-%d", out, os.Getpid())
+		cmd := exec.Command("go", "build", "-o", tmp, ".")
 		cmd.Dir = src
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-mod=mod")
 		if msg, err := cmd.CombinedOutput(); err != nil {
 			b.err = fmt.Errorf("building etcd %s: %v\n%s", version, err, msg)
 			return
 		}
-		b.err = os.Rename(out+".tmp", out)
+		b.err = os.Rename(tmp, out)
 		b.path = out
 		fmt.Fprintf(os.Stderr, "built etcd %s in %s\n", version, time.Since(start).Round(time.Second))
 	})
@@ -146,14 +149,14 @@ func (c *tcluster) clientReady() bool {
 	if !c.tls {
 		return true
 	}
-	_, _, found, _ := c.secrets.Get(context.Background(), "m-client-tls")
+	_, _, found, _ := c.secrets.Get(context.Background(), c.identity())
 	return found
 }
 
 // clientTLS writes the client Secret the agents keep into a directory, as a Job's volume holds it.
 func (c *tcluster) clientTLS() string {
 	c.t.Helper()
-	data, _, found, err := c.secrets.Get(context.Background(), "m-client-tls")
+	data, _, found, err := c.secrets.Get(context.Background(), c.identity())
 	require.NoError(c.t, err)
 	require.True(c.t, found, "the agents create the client Secret before etcd starts")
 	require.NoError(c.t, os.MkdirAll(c.clientDir, 0o700))
@@ -192,6 +195,28 @@ type tcluster struct {
 	// static, when set, is the member count of a static creation as agent.json records it (the Leases
 	// ask for it with setStatic).
 	static int
+	// auth, when set, is the declared auth the agents read (the ConfigMap's auth.json): they then keep
+	// the root identity (m-root-tls), use it for their own calls, and the leader's agent reconciles etcd's
+	// users and roles. The tests' own clients use the root identity too.
+	auth *atomic.Pointer[api.AuthConfig]
+}
+
+// identity is the Secret the tests' own clients present: the client Secret, or the root identity once
+// the cluster declares auth.
+func (c *tcluster) identity() string {
+	if c.auth != nil {
+		return "m-root-tls"
+	}
+	return "m-client-tls"
+}
+
+// declareAuth makes the cluster's agents keep auth as declared (nil: spec.auth removed); before the
+// first start, it turns the root identity on.
+func (c *tcluster) declareAuth(want *api.AuthConfig) {
+	if c.auth == nil {
+		c.auth = &atomic.Pointer[api.AuthConfig]{}
+	}
+	c.auth.Store(want)
 }
 
 // newCluster is a cluster as the product makes it by default: TLS on both planes.
@@ -329,6 +354,14 @@ func (c *tcluster) start(i int, tick time.Duration) {
 			Now: func() time.Time { return time.Now().Add(time.Duration(c.certShift.Load())) },
 			Log: log,
 		}
+	}
+	if c.tls {
+		a.Certs.RootDir = s.tlsDir() + "/root"
+	}
+	if c.tls && c.auth != nil {
+		auth := c.auth
+		a.Cfg.AuthSource = func(context.Context) (*api.AuthConfig, error) { return auth.Load(), nil }
+		a.Cfg.AuthLook = time.Second
 	}
 	if c.tls {
 		// As the agent's command wires it: a member with data of this cluster never makes a missing CA,
@@ -602,7 +635,7 @@ func (c *tcluster) newClient(eps []string, secure bool) *clientv3.Client {
 	cfg := clientv3.Config{Endpoints: eps, DialTimeout: 2 * time.Second, Logger: zap.NewNop()}
 	if secure {
 		cfg.TLS = ReloadingClientTLS(func() (map[string][]byte, error) {
-			data, _, _, err := c.secrets.Get(context.Background(), "m-client-tls")
+			data, _, _, err := c.secrets.Get(context.Background(), c.identity())
 			return data, err
 		})
 	}

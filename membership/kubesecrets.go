@@ -41,6 +41,25 @@ func (k *KubeSecrets) Get(ctx context.Context, name string) (map[string][]byte, 
 	return s.Data, s.ResourceVersion, true, nil
 }
 
+// GetOwned is Get for a Secret the agent writes to under a name the user chose (a user's credentials,
+// docs/design/20-auth.md): one that exists without this EtcdCluster as its owner is another application's,
+// and is never read or overwritten (ErrSecretNotOwned).
+func (k *KubeSecrets) GetOwned(ctx context.Context, name string) (map[string][]byte, string, bool, error) {
+	s, err := k.Client.CoreV1().Secrets(k.Namespace).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, "", false, nil
+	}
+	if err != nil {
+		return nil, "", false, err
+	}
+	for _, o := range s.OwnerReferences {
+		if o.Kind == api.Kind && string(o.UID) == k.ClusterUID {
+			return s.Data, s.ResourceVersion, true, nil
+		}
+	}
+	return nil, "", false, fmt.Errorf("Secret %s: %w", name, ErrSecretNotOwned)
+}
+
 func (k *KubeSecrets) Create(ctx context.Context, name string, data map[string][]byte) error {
 	n := api.Names{Cluster: k.Cluster, Namespace: k.Namespace}
 	s := &corev1.Secret{

@@ -2,6 +2,7 @@ package membership
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"sync"
 )
@@ -12,6 +13,8 @@ type MemSecrets struct {
 	mu      sync.Mutex
 	seq     int
 	secrets map[string]memSecret
+	// foreign: Secrets another application owns (GetOwned refuses them).
+	foreign map[string]bool
 }
 
 type memSecret struct {
@@ -26,6 +29,28 @@ func (m *MemSecrets) Get(_ context.Context, name string) (map[string][]byte, str
 	defer m.mu.Unlock()
 	s, ok := m.secrets[name]
 	return copyData(s.data), s.version, ok, nil
+}
+
+func (m *MemSecrets) GetOwned(ctx context.Context, name string) (map[string][]byte, string, bool, error) {
+	m.mu.Lock()
+	foreign := m.foreign[name]
+	m.mu.Unlock()
+	if foreign {
+		return nil, "", false, fmt.Errorf("Secret %s: %w", name, ErrSecretNotOwned)
+	}
+	return m.Get(ctx, name)
+}
+
+// PutForeign stores a Secret another application owns.
+func (m *MemSecrets) PutForeign(name string, data map[string][]byte) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.foreign == nil {
+		m.foreign = map[string]bool{}
+	}
+	m.foreign[name] = true
+	m.seq++
+	m.secrets[name] = memSecret{data: copyData(data), version: strconv.Itoa(m.seq)}
 }
 
 func (m *MemSecrets) Create(_ context.Context, name string, data map[string][]byte) error {

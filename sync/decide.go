@@ -35,6 +35,7 @@ func decide(f *facts, opts Options) (p *plan, err error) {
 		return p, nil
 	}
 	p.decideSpace()
+	p.auth = p.decideAuth()
 	// Every URL the plan renders (Job endpoints, status) has the scheme every member serves now.
 	p.decideTLSMode()
 	f.names.TLS = p.clientHTTPS()

@@ -55,6 +55,7 @@ func (p *plan) desired() *render.Desired {
 		}
 	}
 	d.NetworkPolicy = p.spec.Network.PolicyOn() && f.obs.NetworkPoliciesDeclared
+	d.Auth = p.auth
 	d.Jobs = p.jobs
 	return d
 }

@@ -31,6 +31,8 @@ type plan struct {
 	space spaceState
 	// recovery: the plan for a quorum that lost its data (recovery.go).
 	recovery recoveryState
+	// auth: the auth config the agents apply (auth.go); nil without spec.auth.
+	auth     *api.AuthConfig
 	hasSpec  bool
 	problems []api.Problem // why the user's spec is not (yet) applied
 	// certProblems: what is wrong with the user's TLS Secrets; certBlocked: the spec was not adopted

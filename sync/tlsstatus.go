@@ -79,7 +79,7 @@ func (p *plan) renewalMark() string {
 // tlsConditions: CertificatesExpiring when a certificate in use expires within api.CertExpiringDays
 // (built-in ones are replaced at 2/3 of their lifetime, 30 days ahead with the defaults, so this means
 // renewal is failing); CertificatesInvalid when an agent reports certificates it cannot use.
-func (p *plan) tlsConditions(st *api.TLSStatus, add func(typ string, ok bool, reason, msg string)) {
+func (p *plan) tlsConditions(st *api.TLSStatus, add func(typ string, ok bool, reason, msg string), users []string) {
 	soon := p.f.now.Add(api.CertExpiringDays * 24 * time.Hour)
 	var expiring []string
 	if st != nil && st.CANotAfter != nil && st.CANotAfter.Time.Before(soon) {
@@ -88,6 +88,7 @@ func (p *plan) tlsConditions(st *api.TLSStatus, add func(typ string, ok bool, re
 	if st != nil && st.CertNotAfter != nil && st.CertNotAfter.Time.Before(soon) {
 		expiring = append(expiring, "a member certificate expires "+st.CertNotAfter.UTC().Format(time.RFC3339))
 	}
+	expiring = append(expiring, users...)
 	if len(expiring) > 0 {
 		add(api.CondCertificatesExpiring, true, "ExpiresSoon", strings.Join(expiring, "; "))
 	}

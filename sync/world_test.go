@@ -55,6 +55,10 @@ type world struct {
 	// recovered: the recovery token whose part it carried out (membership.Agent.recovered).
 	revision  map[int]int64
 	recovered map[int]string
+	// authApplies: the leader's agent applies the ConfigMap's auth.json as soon as it is there, and
+	// reports it with each user's certificate expiring at userNotAfter (membership.Agent.reconcileAuth).
+	authApplies  bool
+	userNotAfter time.Time
 	// forceSteps: how many looks a survivor's restart takes (its report has no revision meanwhile);
 	// forcing: the ordinal restarting so.
 	forceSteps int
@@ -1045,6 +1049,7 @@ func (w *world) report(i int, quorum bool) {
 			r.Role = api.RoleLearner
 		} else if m.ID == w.etcd.leader {
 			r.Role = api.RoleLeader
+			r.Auth = w.leaderAuthReport()
 		}
 		r.Healthy = quorum
 		r.LeaderID = w.etcd.leader
@@ -1285,4 +1290,25 @@ func (w *world) voterOrdinals() []int {
 	}
 	sort.Ints(out)
 	return out
+}
+
+// leaderAuthReport is what the leader's agent reports of auth.json, when the world applies it.
+func (w *world) leaderAuthReport() *api.AuthReport {
+	if !w.authApplies {
+		return nil
+	}
+	cm := w.desired[KeyConfigMap][w.names().ConfigMap()]
+	if cm == nil {
+		return nil
+	}
+	v, _ := cm["data"].(map[string]any)[api.ConfigKeyAuth].(string)
+	want, err := api.ParseAuthConfig([]byte(v))
+	if err != nil || want == nil {
+		return nil
+	}
+	rep := &api.AuthReport{Applied: want.Hash, Enabled: want.Enabled, Expires: map[string]string{}}
+	for _, u := range want.Users {
+		rep.Expires[u.Name] = w.userNotAfter.UTC().Format(time.RFC3339)
+	}
+	return rep
 }

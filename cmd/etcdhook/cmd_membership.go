@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -137,8 +139,11 @@ func runAgent(args []string) error {
 		if dataCheck := certs.MayCreateCA; transition == "http" {
 			certs.MayCreateCA = func() bool { return dataCheck() || agent.PeersPlaintext() }
 		}
-		// The client plane's certificate is also the agent's client certificate.
+		// The client plane's certificate is also the agent's client certificate, until spec.auth gives
+		// it the root identity (docs/design/20-auth.md §20.2).
 		agent.Etcd.TLSDir = api.TLSClientDir
+		certs.RootDir = api.TLSRootDir
+		agent.Cfg.AuthSource = authSource(kube, ns, names.ConfigMap())
 	}
 	probe, err := membership.ProbeHandler(agent, fmt.Sprintf("http://127.0.0.1:%d", cfg.EtcdMetricsPort))
 	if err != nil {
@@ -152,6 +157,28 @@ func runAgent(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	return agent.Run(ctx)
+}
+
+// authSource reads the declared auth (the ConfigMap's auth.json) through the API, not the mounted file:
+// the kubelet refreshes a ConfigMap volume only within a minute or so. No key: spec.auth is not set.
+// The member Role may read the ConfigMap only while spec.auth is set; a refusal is then "not set".
+func authSource(kube kubernetes.Interface, ns, name string) func(context.Context) (*api.AuthConfig, error) {
+	return func(ctx context.Context) (*api.AuthConfig, error) {
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		cm, err := kube.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsForbidden(err) || apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		v, ok := cm.Data[api.ConfigKeyAuth]
+		if !ok {
+			return nil, nil
+		}
+		return api.ParseAuthConfig([]byte(v))
+	}
 }
 
 // agentCerts configures the member's certificates from the agent configuration (docs/design/14-tls.md §14).

@@ -105,6 +105,11 @@ func userSecretsOf(t api.TLSSpec) []userSecret {
 // clientIdentitySecret is the Secret whose certificate the Jobs present to etcd: the user's client-plane
 // Secret, or the built-in client Secret.
 func clientIdentitySecret(d *Desired) string {
+	if d.Auth != nil {
+		// With spec.auth the Jobs act as root (membership changes, snapshots): the shared client
+		// Secret's CN is no etcd user.
+		return d.Names.RootSecret()
+	}
 	if s := d.Spec.Security.TLS.Client.SecretName; s != "" {
 		return s
 	}
@@ -144,6 +149,10 @@ func ConfigMap(d *Desired) *corev1.ConfigMap {
 	}
 	if v := d.Config.RestoreInPlace; v != "" {
 		cm.Data[api.ConfigKeyRestoreInPlace] = v
+	}
+	if d.Auth != nil {
+		b, _ := json.Marshal(d.Auth) // typed: cannot fail
+		cm.Data[api.ConfigKeyAuth] = string(b)
 	}
 	return cm
 }

@@ -48,6 +48,9 @@ type Desired struct {
 	NetworkPolicy bool
 	// Jobs: the membership and volume Jobs, new and carried (a name listed twice renders once).
 	Jobs []Job
+	// Auth: the auth config the agents apply (the ConfigMap's auth.json), nil without spec.auth; the
+	// Jobs then present the root identity, and the member Role may keep the users' Secrets.
+	Auth *api.AuthConfig
 }
 
 // Template is how the pod template renders TLS, and what the StatefulSet says about a TLS switch.

@@ -48,12 +48,27 @@ func RBAC(d *Desired) []any {
 		APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"},
 		ResourceNames: leases, Verbs: []string{"get", "patch"},
 	}, events}
+	if d.Auth != nil {
+		// The agents read the declared auth (auth.json) live: a ConfigMap volume is refreshed only
+		// within a minute or so, and agent.json is read once at start.
+		memberRules = append(memberRules, rbacv1.PolicyRule{
+			APIGroups: []string{""}, Resources: []string{"configmaps"},
+			ResourceNames: []string{n.ConfigMap()}, Verbs: []string{"get"},
+		})
+	}
 	// The agents keep the built-in Secrets while any pod may run with certificates: also through a TLS
 	// switch off, until every pod runs the plaintext template (Template.AgentTLS).
 	if t := d.Spec.Security.TLS.As(d.Template.AgentTLS); t.BuiltInNeeded() {
 		names := []string{n.CASecret()}
 		if t.Client.SecretName == "" {
 			names = append(names, n.ClientSecret())
+		}
+		if d.Auth != nil {
+			// The root identity and each user's credentials (docs/design/20-auth.md).
+			names = append(names, d.Auth.RootSecret)
+			for _, u := range d.Auth.Users {
+				names = append(names, u.SecretName)
+			}
 		}
 		// With built-in TLS the agents keep the cluster's CA and client Secrets: read and renew only those
 		// two. RBAC cannot limit create by name (the name is not known when it is authorised): the

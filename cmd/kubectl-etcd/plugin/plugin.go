@@ -26,6 +26,7 @@ Usage:
   kubectl etcd defrag NAME [--id TOKEN] [--wait=false] [--timeout 30m]
   kubectl etcd renew NAME [--id VALUE] [--wait=false] [--timeout 10m]
   kubectl etcd rotate-ca NAME [--id VALUE] [--wait=false] [--timeout 10m]
+  kubectl etcd rotate-user NAME USER [--id VALUE] [--wait=false] [--timeout 5m]
   kubectl etcd restore NAME (--from URL | --like CLUSTER) [--size N] [--version V]
                        [--to-revision R | --to-time T]
                        [--credentials-secret S] [--claim PVC] [--wait=false] [--timeout 30m]
@@ -54,6 +55,9 @@ rotate-ca replaces the built-in CA (annotation etcd.io/rotate-ca=VALUE): the new
          the old one, everything is reissued from it, the old one is dropped; each member's etcd
          restarts twice in place, one at a time, with the others healthy. Clients must read
          the client Secret again (it carries both CAs during the rotation, the new one alone after).
+rotate-user gives one user of spec.auth a new key and certificate in its Secret (annotation
+         etcd.io/rotate-user=USER=VALUE); the old certificate stays valid until it expires (etcd
+         checks no revocation list). Waits until the user's Secret holds the new one.
 restore  creates the new cluster NAME from a snapshot (spec.restore, read only at creation: NAME
          must not exist). --like copies another cluster's spec and, without --from, restores its last
          snapshot with its backup credentials. --to-revision or --to-time restores the keyspace at
@@ -125,15 +129,16 @@ var errSilent = errors.New("exit status reported by the remote command")
 
 // commands are the plugin's commands, but for version and help.
 var commands = map[string]func(ctx context.Context, env Env, args []string) error{
-	"status":    runStatus,
-	"etcdctl":   runEtcdctlCmd,
-	"backup":    runBackup,
-	"backups":   runBackups,
-	"defrag":    runDefrag,
-	"restore":   runRestore,
-	"renew":     runRenew,
-	"rotate-ca": runRotateCA,
-	"recover":   runRecover,
+	"status":      runStatus,
+	"etcdctl":     runEtcdctlCmd,
+	"backup":      runBackup,
+	"backups":     runBackups,
+	"defrag":      runDefrag,
+	"restore":     runRestore,
+	"renew":       runRenew,
+	"rotate-ca":   runRotateCA,
+	"rotate-user": runRotateUser,
+	"recover":     runRecover,
 }
 
 // Run runs one command; errors are for the user.

@@ -1,0 +1,196 @@
+package membership
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/internal/pki"
+)
+
+// etcd's users and roles (docs/design/20-auth.md): the agent of the leader keeps etcd's auth as spec.auth
+// declares it. One writer at a time (the leader's agent; a new leader's agent takes over), so two agents
+// never undo each other's steps.
+
+const (
+	// authRead: how often the declared auth (the ConfigMap's auth.json) is read again.
+	authRead = 10 * time.Second
+	// authLook: how often the leader's agent asks etcd for its auth revision: a hand edit moves it, and
+	// is put back at the next look.
+	authLook = 5 * time.Second
+	// authRetry: the wait after a reconcile that failed.
+	authRetry = 10 * time.Second
+)
+
+// authState is what the agent keeps between looks.
+type authState struct {
+	want   *api.AuthConfig
+	readAt time.Time
+	// wantErr: why the declared auth could not be read (the last good one is kept).
+	wantErr string
+	// lookAt: the last look at etcd; revision: the auth revision it held after the last reconcile that
+	// finished; applied: the hash of the config that reconcile made true.
+	lookAt   time.Time
+	revision uint64
+	applied  string
+	failedAt time.Time
+	report   api.AuthReport
+}
+
+// readAuthWant reads the declared auth at most every authRead; a failed read keeps the last one.
+func (a *Agent) readAuthWant(ctx context.Context) {
+	every := authRead
+	if a.Cfg.AuthLook > 0 {
+		every = a.Cfg.AuthLook
+	}
+	if a.Cfg.AuthSource == nil || time.Since(a.auth.readAt) < every && !a.auth.readAt.IsZero() {
+		return
+	}
+	a.auth.readAt = time.Now()
+	want, err := a.Cfg.AuthSource(ctx)
+	if err != nil {
+		a.auth.wantErr = err.Error()
+		return
+	}
+	if want != nil && (a.auth.want == nil || want.Hash != a.auth.want.Hash) {
+		a.certChecked = time.Time{} // new users get their Secrets at the next look, not a minute later
+	}
+	a.auth.wantErr, a.auth.want = "", want
+	if a.Certs != nil {
+		a.Certs.Users, a.Certs.Rotations = nil, nil
+		if want != nil {
+			a.Certs.Users, a.Certs.Rotations = want.Users, want.Rotations
+			// Kept for the agent's life once declared: the agent's own calls use the root identity from
+			// then on (useRootIdentity), which must go on being renewed.
+			a.Certs.RootSecret = want.RootSecret
+		}
+	}
+}
+
+// reconcileAuth runs on the leader's agent at each look: it reads etcd's auth revision every authLook
+// and, when the revision moved since the last reconcile or the declared auth changed, reads etcd's users
+// and roles and applies the difference. A difference found while the declaration did not change is a
+// hand edit: it is put back and reported (Event AuthReverted, report's reverted).
+func (a *Agent) reconcileAuth(ctx context.Context, r *api.Report) {
+	if a.Cfg.AuthSource == nil {
+		return
+	}
+	a.readAuthWant(ctx)
+	want := a.auth.want
+	if want == nil {
+		return // spec.auth not set: etcd's auth is not etcdhook's to keep
+	}
+	if a.Certs != nil && !a.Certs.IssueUsers {
+		// The leader's agent issues the users' certificates: at once, not at the next certificate look.
+		a.Certs.IssueUsers = true
+		a.certChecked = time.Time{}
+	}
+	defer func() {
+		rep := a.auth.report
+		rep.Expires, rep.UserErrors = nil, nil
+		if a.Certs != nil {
+			for u, t := range a.Certs.UserNotAfter {
+				if rep.Expires == nil {
+					rep.Expires = map[string]string{}
+				}
+				rep.Expires[u] = t.UTC().Format(time.RFC3339)
+			}
+			if len(a.Certs.UserErrors) > 0 {
+				rep.UserErrors = a.Certs.UserErrors
+			}
+		}
+		if a.auth.wantErr != "" && rep.Error == "" {
+			rep.Error = "reading the declared auth: " + a.auth.wantErr
+		}
+		r.Auth = &rep
+	}()
+	changed := want.Hash != a.auth.applied
+	look := authLook
+	if a.Cfg.AuthLook > 0 {
+		look = a.Cfg.AuthLook
+	}
+	if !changed && time.Since(a.auth.lookAt) < look {
+		return
+	}
+	retry := authRetry
+	if a.Cfg.AuthLook > 0 {
+		retry = a.Cfg.AuthLook
+	}
+	if !a.auth.failedAt.IsZero() && time.Since(a.auth.failedAt) < retry {
+		return
+	}
+	a.auth.lookAt = time.Now()
+	err := a.Etcd.onEndpoint(ctx, a.Cfg.ClientURL, 10*time.Second, func(ctx context.Context, cl *clientv3.Client) error {
+		if !changed {
+			s, err := cl.AuthStatus(ctx)
+			if err != nil {
+				return fmt.Errorf("auth status: %w", err)
+			}
+			if s.AuthRevision == a.auth.revision && s.Enabled == want.Enabled {
+				return nil
+			}
+		}
+		have, err := ReadAuth(ctx, cl)
+		if err != nil {
+			return err
+		}
+		steps := PlanAuth(want, have)
+		drift := !changed && len(steps) > 0
+		var made []string
+		err = ApplyAuth(ctx, cl, steps, func(s AuthStep) {
+			made = append(made, s.String())
+			a.Log.Info("auth change", "change", s.String(), "config", want.Hash, "handEdit", drift)
+		})
+		if len(made) > 0 {
+			if drift {
+				a.event(EventAuthReverted, "ReconcileAuth", true, "put back what a hand edit changed in etcd's users and roles: %s", strings.Join(made, "; "))
+				a.auth.report.Reverted = time.Now().UTC().Format(time.RFC3339) + " " + strings.Join(made, "; ")
+			} else {
+				a.event(EventAuthChanged, "ReconcileAuth", false, "etcd's users and roles now as spec.auth declares (%s): %s", want.Hash, strings.Join(made, "; "))
+			}
+		}
+		if err != nil {
+			return err
+		}
+		s, err := cl.AuthStatus(ctx)
+		if err != nil {
+			return fmt.Errorf("auth status: %w", err)
+		}
+		a.auth.revision, a.auth.applied = s.AuthRevision, want.Hash
+		a.auth.report.Applied, a.auth.report.Enabled = want.Hash, s.Enabled
+		return nil
+	})
+	if err != nil {
+		a.auth.failedAt = time.Now()
+		a.auth.report.Error = err.Error()
+		a.Log.Warn("auth reconcile", "error", err)
+		return
+	}
+	a.auth.failedAt, a.auth.report.Error = time.Time{}, ""
+}
+
+// stopAuth is called when this member is no longer the leader: another agent keeps etcd's auth, and
+// this one stops issuing the users' certificates.
+func (a *Agent) stopAuth() {
+	if a.Certs != nil {
+		a.Certs.IssueUsers = false
+	}
+	a.auth.applied, a.auth.revision = "", 0
+}
+
+// useRootIdentity points the agent's own etcd client at the root identity's files once the certificate
+// look wrote them: with auth on, only root may change membership, defragment or read the auth store.
+func (a *Agent) useRootIdentity() {
+	c := a.Certs
+	if c == nil || c.RootSecret == "" || c.RootDir == "" || a.Etcd.TLSDir == c.RootDir {
+		return
+	}
+	if _, err := pki.ReadFiles(c.RootDir, pki.KeyCert, pki.KeyKey, pki.KeyCA); err == nil {
+		a.Log.Info("the agent's etcd calls now use the root identity", "secret", c.RootSecret)
+		a.Etcd.TLSDir = c.RootDir
+	}
+}

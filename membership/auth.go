@@ -1,0 +1,289 @@
+package membership
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdhook/etcdhook/api"
+)
+
+// etcd's users and roles, reconciled (docs/design/20-auth.md): the agent of the leader reads what etcd
+// holds (ReadAuth), compares it with what spec.auth declares (PlanAuth, pure) and applies the
+// difference in the order etcd requires (ApplyAuth). A hand edit made with etcdctl is a difference
+// like any other: it is put back and reported.
+
+// Perm is one permission as etcd stores it: a key, a range end ("" for the key alone) and a type.
+type Perm struct {
+	Key, End string
+	Type     clientv3.PermissionType
+}
+
+// The permission types as clientv3 spells them in its calls.
+var (
+	permRead      = clientv3.PermissionType(clientv3.PermRead)
+	permWrite     = clientv3.PermissionType(clientv3.PermWrite)
+	permReadWrite = clientv3.PermissionType(clientv3.PermReadWrite)
+)
+
+func (p Perm) String() string {
+	kind := map[clientv3.PermissionType]string{permRead: api.AccessRead, permWrite: api.AccessWrite, permReadWrite: api.AccessReadWrite}[p.Type]
+	switch {
+	case p.End == "":
+		return fmt.Sprintf("%s on key %q", kind, p.Key)
+	case p.Key == "\x00" && p.End == "\x00":
+		return kind + " on every key"
+	case p.End == api.PrefixEnd(p.Key):
+		return fmt.Sprintf("%s on prefix %q", kind, p.Key)
+	default:
+		return fmt.Sprintf("%s on [%q, %q)", kind, p.Key, p.End)
+	}
+}
+
+// PermOf is a declared permission as etcd stores it. Every key is etcd's [\x00, \x00): etcd refuses an
+// empty key.
+func PermOf(p api.AuthPermission) Perm {
+	t := map[string]clientv3.PermissionType{api.AccessRead: permRead, api.AccessWrite: permWrite, api.AccessReadWrite: permReadWrite}[p.Access]
+	if p.Prefix && p.Key == "" {
+		return Perm{Key: "\x00", End: "\x00", Type: t}
+	}
+	return Perm{Key: p.Key, End: p.RangeEnd(), Type: t}
+}
+
+// AuthState is etcd's authentication as read: whether it is on, its revision, each role's permissions
+// and each user's roles.
+type AuthState struct {
+	Enabled  bool
+	Revision uint64
+	Roles    map[string][]Perm
+	Users    map[string][]string
+}
+
+// ReadAuth reads etcd's users and roles. It needs the root identity once auth is on.
+func ReadAuth(ctx context.Context, cl *clientv3.Client) (AuthState, error) {
+	st := AuthState{Roles: map[string][]Perm{}, Users: map[string][]string{}}
+	s, err := cl.AuthStatus(ctx)
+	if err != nil {
+		return st, fmt.Errorf("auth status: %w", err)
+	}
+	st.Enabled, st.Revision = s.Enabled, s.AuthRevision
+	roles, err := cl.RoleList(ctx)
+	if err != nil {
+		return st, fmt.Errorf("role list: %w", err)
+	}
+	for _, r := range roles.Roles {
+		g, err := cl.RoleGet(ctx, r)
+		if err != nil {
+			return st, fmt.Errorf("role %s: %w", r, err)
+		}
+		ps := []Perm{}
+		for _, p := range g.Perm {
+			ps = append(ps, Perm{Key: string(p.Key), End: string(p.RangeEnd), Type: clientv3.PermissionType(p.PermType)})
+		}
+		st.Roles[r] = ps
+	}
+	users, err := cl.UserList(ctx)
+	if err != nil {
+		return st, fmt.Errorf("user list: %w", err)
+	}
+	for _, u := range users.Users {
+		g, err := cl.UserGet(ctx, u)
+		if err != nil {
+			return st, fmt.Errorf("user %s: %w", u, err)
+		}
+		st.Users[u] = slices.Clone(g.Roles)
+	}
+	return st, nil
+}
+
+// AuthOp is the kind of one change to etcd's auth.
+type AuthOp string
+
+const (
+	OpAddRole     AuthOp = "add role"
+	OpGrantPerm   AuthOp = "grant"
+	OpRevokePerm  AuthOp = "revoke"
+	OpDeleteRole  AuthOp = "delete role"
+	OpAddUser     AuthOp = "add user"
+	OpGrantRole   AuthOp = "grant role"
+	OpRevokeRole  AuthOp = "revoke role"
+	OpDeleteUser  AuthOp = "delete user"
+	OpEnableAuth  AuthOp = "enable auth"
+	OpDisableAuth AuthOp = "disable auth"
+)
+
+// AuthStep is one change, in the order ApplyAuth makes them.
+type AuthStep struct {
+	Op   AuthOp
+	User string
+	Role string
+	Perm Perm
+}
+
+func (s AuthStep) String() string {
+	switch s.Op {
+	case OpAddRole, OpDeleteRole:
+		return fmt.Sprintf("%s %s", s.Op, s.Role)
+	case OpGrantPerm:
+		return fmt.Sprintf("grant role %s %s", s.Role, s.Perm)
+	case OpRevokePerm:
+		return fmt.Sprintf("revoke from role %s %s", s.Role, s.Perm)
+	case OpAddUser, OpDeleteUser:
+		return fmt.Sprintf("%s %s", s.Op, s.User)
+	case OpGrantRole:
+		return fmt.Sprintf("grant user %s role %s", s.User, s.Role)
+	case OpRevokeRole:
+		return fmt.Sprintf("revoke from user %s role %s", s.User, s.Role)
+	default:
+		return string(s.Op)
+	}
+}
+
+// PlanAuth is the list of changes that make have into want, in the order etcd requires: the root role
+// and user first (auth cannot be enabled without them), then roles and their permissions, then users
+// and their roles, then what is no longer declared, and the switch last. The root user and role are
+// never removed; a root role granted by hand to a declared user is revoked like any role not declared.
+func PlanAuth(want *api.AuthConfig, have AuthState) []AuthStep {
+	if want == nil {
+		return nil
+	}
+	var steps []AuthStep
+	if _, ok := have.Roles[api.RootRole]; !ok {
+		steps = append(steps, AuthStep{Op: OpAddRole, Role: api.RootRole})
+	}
+	if roles, ok := have.Users[api.RootUser]; !ok {
+		steps = append(steps, AuthStep{Op: OpAddUser, User: api.RootUser}, AuthStep{Op: OpGrantRole, User: api.RootUser, Role: api.RootRole})
+	} else if !slices.Contains(roles, api.RootRole) {
+		steps = append(steps, AuthStep{Op: OpGrantRole, User: api.RootUser, Role: api.RootRole})
+	}
+	declaredRoles := map[string]bool{api.RootRole: true}
+	for _, r := range want.Roles {
+		declaredRoles[r.Name] = true
+		held, ok := have.Roles[r.Name]
+		if !ok {
+			steps = append(steps, AuthStep{Op: OpAddRole, Role: r.Name})
+		}
+		wanted := map[[2]string]bool{}
+		for _, p := range r.Permissions {
+			ep := PermOf(p)
+			wanted[[2]string{ep.Key, ep.End}] = true
+			if !slices.Contains(held, ep) {
+				// Granting a range again with another type replaces it.
+				steps = append(steps, AuthStep{Op: OpGrantPerm, Role: r.Name, Perm: ep})
+			}
+		}
+		for _, p := range held {
+			if !wanted[[2]string{p.Key, p.End}] {
+				steps = append(steps, AuthStep{Op: OpRevokePerm, Role: r.Name, Perm: p})
+			}
+		}
+	}
+	declaredUsers := map[string]bool{api.RootUser: true}
+	for _, u := range want.Users {
+		declaredUsers[u.Name] = true
+		held, ok := have.Users[u.Name]
+		if !ok {
+			steps = append(steps, AuthStep{Op: OpAddUser, User: u.Name})
+		}
+		for _, r := range u.Roles {
+			if !slices.Contains(held, r) {
+				steps = append(steps, AuthStep{Op: OpGrantRole, User: u.Name, Role: r})
+			}
+		}
+		for _, r := range held {
+			if !slices.Contains(u.Roles, r) {
+				steps = append(steps, AuthStep{Op: OpRevokeRole, User: u.Name, Role: r})
+			}
+		}
+	}
+	for _, u := range sortedKeysOf(have.Users) {
+		if !declaredUsers[u] {
+			steps = append(steps, AuthStep{Op: OpDeleteUser, User: u})
+		}
+	}
+	for _, r := range sortedKeysOf(have.Roles) {
+		if !declaredRoles[r] {
+			steps = append(steps, AuthStep{Op: OpDeleteRole, Role: r})
+		}
+	}
+	switch {
+	case want.Enabled && !have.Enabled:
+		steps = append(steps, AuthStep{Op: OpEnableAuth})
+	case !want.Enabled && have.Enabled:
+		steps = append(steps, AuthStep{Op: OpDisableAuth})
+	}
+	return steps
+}
+
+func sortedKeysOf[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// ApplyAuth makes the steps in order and stops at the first that fails: the next reconcile reads
+// etcd again and plans from there. A step that finds its work done (another agent's, or a hand edit
+// racing it) counts as made.
+func ApplyAuth(ctx context.Context, cl *clientv3.Client, steps []AuthStep, done func(AuthStep)) error {
+	for _, s := range steps {
+		var err error
+		switch s.Op {
+		case OpAddRole:
+			_, err = cl.RoleAdd(ctx, s.Role)
+			if errors.Is(err, rpctypes.ErrRoleAlreadyExist) {
+				err = nil
+			}
+		case OpGrantPerm:
+			_, err = cl.RoleGrantPermission(ctx, s.Role, s.Perm.Key, s.Perm.End, s.Perm.Type)
+		case OpRevokePerm:
+			_, err = cl.RoleRevokePermission(ctx, s.Role, s.Perm.Key, s.Perm.End)
+			if errors.Is(err, rpctypes.ErrPermissionNotGranted) {
+				err = nil
+			}
+		case OpDeleteRole:
+			_, err = cl.RoleDelete(ctx, s.Role)
+			if errors.Is(err, rpctypes.ErrRoleNotFound) {
+				err = nil
+			}
+		case OpAddUser:
+			// Certificate users have no password: etcd then refuses a password login for them.
+			_, err = cl.UserAddWithOptions(ctx, s.User, "", &clientv3.UserAddOptions{NoPassword: true})
+			if errors.Is(err, rpctypes.ErrUserAlreadyExist) {
+				err = nil
+			}
+		case OpGrantRole:
+			_, err = cl.UserGrantRole(ctx, s.User, s.Role)
+		case OpRevokeRole:
+			_, err = cl.UserRevokeRole(ctx, s.User, s.Role)
+			if errors.Is(err, rpctypes.ErrRoleNotGranted) {
+				err = nil
+			}
+		case OpDeleteUser:
+			_, err = cl.UserDelete(ctx, s.User)
+			if errors.Is(err, rpctypes.ErrUserNotFound) {
+				err = nil
+			}
+		case OpEnableAuth:
+			_, err = cl.AuthEnable(ctx)
+		case OpDisableAuth:
+			_, err = cl.AuthDisable(ctx)
+		default:
+			err = errors.New("unknown step")
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", s, err)
+		}
+		if done != nil {
+			done(s)
+		}
+	}
+	return nil
+}
