@@ -71,8 +71,13 @@ func (s *scenario) newClient(eps []string) (*clientv3.Client, error) {
 // clientSecretName is the client identity's Secret: the client-plane Secret the spec names or the
 // built-in client Secret.
 func (s *scenario) clientSecretName() string {
-	if user := s.cluster().Spec.Security.TLS.Client.SecretName; user != "" {
+	ec := s.cluster()
+	if user := ec.Spec.Security.TLS.Client.SecretName; user != "" {
 		return user
+	}
+	if ec.Spec.Auth != nil {
+		// Under spec.auth the shared client Secret is no etcd user: the checks read as root.
+		return s.names().RootSecret()
 	}
 	return s.names().ClientSecret()
 }

@@ -85,7 +85,14 @@ func planEtcdctl(ctx context.Context, c *Clients, name, member string, args []st
 		}
 	}
 	add("endpoints", strings.Join(endpoints, ","))
-	if tls {
+	switch {
+	case tls && snap.Status["auth"] != nil:
+		// spec.auth: the member certificate's CN (the pod) is no etcd user; the agent keeps the root
+		// identity's files beside it (docs/design/20-auth.md §20.2).
+		add("cacert", api.TLSRootDir+"/ca.crt")
+		add("cert", api.TLSRootDir+"/tls.crt")
+		add("key", api.TLSRootDir+"/tls.key")
+	case tls:
 		add("cacert", etcdFlags["trusted-ca-file"])
 		add("cert", etcdFlags["cert-file"])
 		add("key", etcdFlags["key-file"])

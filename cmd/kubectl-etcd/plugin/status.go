@@ -491,6 +491,9 @@ func writeText(w io.Writer, s *Snapshot, now time.Time) error {
 	if v := st.Space; v != nil {
 		fmt.Fprintf(tw, "Space:\tquota %d bytes (spec %d)%s\n", v.QuotaBytes, v.SpecQuotaBytes, dashPrefix(v.Message))
 	}
+	if v := st.Auth; v != nil {
+		fmt.Fprintf(tw, "Auth:\t%s\n", authLine(v))
+	}
 	if v := st.Recovery; v != nil {
 		fmt.Fprintf(tw, "Recovery:\t%s%s (kubectl etcd recover %s --plan)\n", v.Phase, dashPrefix(v.Message), s.Name)
 	}
@@ -534,4 +537,26 @@ func writeText(w io.Writer, s *Snapshot, now time.Time) error {
 		fmt.Fprintf(w, "  (member Leases not read: %s)\n", clean(s.LeaseError))
 	}
 	return nil
+}
+
+// authLine is status.auth in one line: enforced or not, applied or not, each user's expiry or problem.
+func authLine(a *api.AuthStatus) string {
+	line := "not enforced"
+	if a.Enabled {
+		line = "enforced"
+	}
+	if a.Applied != a.Declared {
+		line += fmt.Sprintf(", applying %s (etcd holds %s)", a.Declared, dash(a.Applied))
+	}
+	for _, u := range a.Users {
+		switch {
+		case u.Problem != "":
+			line += fmt.Sprintf("; %s: %s", u.Name, u.Problem)
+		case u.NotAfter != "":
+			line += fmt.Sprintf("; %s until %s", u.Name, u.NotAfter)
+		default:
+			line += fmt.Sprintf("; %s: no certificate yet", u.Name)
+		}
+	}
+	return line
 }
