@@ -335,6 +335,9 @@ func ParseAuthConfig(b []byte) (*AuthConfig, error) {
 // other members' Leases.
 const AnnAuth = "etcd.io/auth"
 
+// AnnRootIdentity is "true" while the member's agent presents the root identity in its own etcd calls.
+const AnnRootIdentity = "etcd.io/root-identity"
+
 // BoundAuthReport bounds AnnAuth: a user's entries are under 200 bytes.
 var BoundAuthReport = Bound{Bytes: 24 << 10, Depth: 3, Tokens: 16 + 4*MaxAuthUsers}
 

@@ -162,6 +162,8 @@ type Report struct {
 	LastDefrag string
 	// Auth: etcd's authentication as the leader's agent reconciles it (AnnAuth); nil on other members.
 	Auth *AuthReport
+	// RootIdentity: the agent's own etcd calls present the root identity (AnnRootIdentity).
+	RootIdentity bool
 }
 
 // SizeMoved says whether a database size moved far enough from the reported one to be written: by at
@@ -281,10 +283,11 @@ func (r Report) Annotations() map[string]string {
 		AnnRecovered:   r.Recovered,
 		AnnAlarms:      strings.Join(r.Alarms, ","),
 
-		AnnDefragging: r.Defragging,
-		AnnDefragDone: r.DefragDone,
-		AnnLastDefrag: r.LastDefrag,
-		AnnAuth:       r.Auth.String(),
+		AnnDefragging:   r.Defragging,
+		AnnDefragDone:   r.DefragDone,
+		AnnLastDefrag:   r.LastDefrag,
+		AnnAuth:         r.Auth.String(),
+		AnnRootIdentity: map[bool]string{true: "true"}[r.RootIdentity],
 	}
 	// Only the seed of a restored cluster says where its data came from; a fact of the cluster's
 	// origin, never cleared, so other members' Leases need not carry the keys.
@@ -339,6 +342,7 @@ func ParseReportUsing(ann map[string]string, lists map[string][]Member) (Report,
 	}
 	// A report that does not decode is ignored: the status then says nothing of auth, never a wrong hash.
 	r.Auth, _ = ParseAuthReport(ann[AnnAuth])
+	r.RootIdentity = ann[AnnRootIdentity] == "true"
 	if a := ann[AnnAlarms]; a != "" {
 		// The annotation's bound (AnnotationBound) bounds the entries: each is at least 3 bytes.
 		r.Alarms = strings.Split(a, ",")

@@ -2,6 +2,7 @@ package membership
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -24,6 +25,8 @@ const (
 	authLook = 5 * time.Second
 	// authRetry: the wait after a reconcile that failed.
 	authRetry = 10 * time.Second
+	// authReadIdle: how often the declaration is read while there is none (spec.auth not set).
+	authReadIdle = time.Minute
 )
 
 // authState is what the agent keeps between looks.
@@ -44,6 +47,9 @@ type authState struct {
 // readAuthWant reads the declared auth at most every authRead; a failed read keeps the last one.
 func (a *Agent) readAuthWant(ctx context.Context) {
 	every := authRead
+	if a.auth.want == nil {
+		every = authReadIdle
+	}
 	if a.Cfg.AuthLook > 0 {
 		every = a.Cfg.AuthLook
 	}
@@ -124,6 +130,7 @@ func (a *Agent) reconcileAuth(ctx context.Context, r *api.Report) {
 		return
 	}
 	a.auth.lookAt = time.Now()
+	waitRoot := false
 	err := a.Etcd.onEndpoint(ctx, a.Cfg.ClientURL, 10*time.Second, func(ctx context.Context, cl *clientv3.Client) error {
 		if !changed {
 			s, err := cl.AuthStatus(ctx)
@@ -139,6 +146,12 @@ func (a *Agent) reconcileAuth(ctx context.Context, r *api.Report) {
 			return err
 		}
 		steps := PlanAuth(want, have)
+		if len(steps) > 0 && steps[len(steps)-1].Op == OpEnableAuth && !a.everyMemberUsesRoot(ctx) {
+			// Every agent's own calls (promotions, leadership moves, defragmentation) must present the
+			// root identity before etcd refuses the others: the rest is applied, the switch waits.
+			steps = steps[:len(steps)-1]
+			waitRoot = true
+		}
 		drift := !changed && len(steps) > 0
 		var made []string
 		err = ApplyAuth(ctx, cl, steps, func(s AuthStep) {
@@ -155,6 +168,9 @@ func (a *Agent) reconcileAuth(ctx context.Context, r *api.Report) {
 		}
 		if err != nil {
 			return err
+		}
+		if waitRoot {
+			return errors.New("auth is enabled once every member's agent presents the root identity (etcd.io/root-identity on its Lease)")
 		}
 		s, err := cl.AuthStatus(ctx)
 		if err != nil {
@@ -193,4 +209,19 @@ func (a *Agent) useRootIdentity() {
 		a.Log.Info("the agent's etcd calls now use the root identity", "secret", c.RootSecret)
 		a.Etcd.TLSDir = c.RootDir
 	}
+}
+
+// usesRootIdentity says whether this agent's own etcd calls present the root identity (reported: the
+// leader's agent enables auth only once every member's does, or their membership calls would be refused).
+func (a *Agent) usesRootIdentity() bool {
+	return a.Certs != nil && a.Certs.RootDir != "" && a.Etcd.TLSDir == a.Certs.RootDir
+}
+
+// everyMemberUsesRoot says whether every member of the cluster (the last member list read) reports
+// presenting the root identity; this agent's own included.
+func (a *Agent) everyMemberUsesRoot(ctx context.Context) bool {
+	if !a.usesRootIdentity() {
+		return false
+	}
+	return a.everyMember(ctx, func(r api.Report) bool { return r.RootIdentity })
 }

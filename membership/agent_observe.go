@@ -127,6 +127,9 @@ func (a *Agent) observe(ctx context.Context, bound *bool) observation {
 	} else if err == nil {
 		a.maybeDefragment(ctx, in, ierr, st, l.Members, &r)
 	}
+	// Every agent reads the declaration: a follower takes the root identity at its next certificate look,
+	// before the leader's agent enables auth (everyMemberUsesRoot).
+	a.readAuthWant(ctx)
 	if r.Role == api.RoleLeader && r.Healthy {
 		a.reconcileAuth(ctx, &r)
 	} else {
@@ -214,8 +217,9 @@ func (a *Agent) report(ctx context.Context, r api.Report, force bool) {
 	if keepSizes(a.last, r, quotaOf(a.Cfg.EtcdCommand), a.spaceLine()) {
 		r.DBSize, r.DBSizeInUse = a.last.DBSize, a.last.DBSizeInUse
 	}
+	r.RootIdentity = a.usesRootIdentity()
 	renew := api.RenewInterval(r, a.Cfg.LeaseDuration)
-	same := fmt.Sprint(r) == fmt.Sprint(a.last)
+	same := reportKey(r) == reportKey(a.last)
 	if same && !force && (time.Since(a.wrote) < renew || a.crashLoop) {
 		return
 	}
@@ -239,4 +243,12 @@ func (a *Agent) localTime(server time.Time) time.Time {
 		return server
 	}
 	return time.Now().Add(server.Sub(a.Store.Now()))
+}
+
+// reportKey is the report as compared for a change: the auth report by value (a pointer printed by
+// fmt would differ at every look, and every write wakes the hook).
+func reportKey(r api.Report) string {
+	auth := r.Auth.String()
+	r.Auth = nil
+	return fmt.Sprint(r) + auth
 }

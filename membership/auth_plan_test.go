@@ -59,3 +59,12 @@ func TestPlanAuth(t *testing.T) {
 	require.Equal(t, Perm{Key: "\x00", End: "\x00", Type: permRead}, PermOf(api.AuthPermission{Prefix: true, Access: api.AccessRead}), "every key")
 	require.Equal(t, "read on every key", PermOf(api.AuthPermission{Prefix: true, Access: api.AccessRead}).String())
 }
+
+// A report carrying the same auth report at another address is no change (no Lease write, no sync).
+func TestReportKeyComparesAuthByValue(t *testing.T) {
+	a := api.Report{Role: api.RoleLeader, Auth: &api.AuthReport{Applied: "h", Expires: map[string]string{"u": "t", "v": "t"}}}
+	b := api.Report{Role: api.RoleLeader, Auth: &api.AuthReport{Applied: "h", Expires: map[string]string{"v": "t", "u": "t"}}}
+	require.Equal(t, reportKey(a), reportKey(b))
+	b.Auth.Reverted = "x"
+	require.NotEqual(t, reportKey(a), reportKey(b))
+}
