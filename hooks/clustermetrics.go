@@ -71,6 +71,8 @@ type clusterSample struct {
 	// BackupLagging is true.
 	restorable time.Time
 	lagging    bool
+	// userCert: the earliest expiry of a spec.auth user's certificate (status.auth.users; zero: none).
+	userCert time.Time
 }
 
 // clusterMetrics collects the samples and turns them into series at scrape time.
@@ -81,7 +83,7 @@ type clusterMetrics struct {
 	mu       sync.Mutex
 	clusters map[string]clusterSample // by "namespace/name"
 
-	phase, step, stalled, available, desired, replicas, ready, members, voters, healthyVoters, learners, lastSync, backupSuccess, restorable, lagging *prometheus.Desc
+	phase, step, stalled, available, desired, replicas, ready, members, voters, healthyVoters, learners, lastSync, backupSuccess, restorable, lagging, userCert *prometheus.Desc
 }
 
 func newClusterMetrics(reg prometheus.Registerer, now func() time.Time, ttl time.Duration) *clusterMetrics {
@@ -118,6 +120,8 @@ func newClusterMetrics(reg prometheus.Registerer, now func() time.Time, ttl time
 			"The continuous backup's newest restorable point (status.backup.continuous.time); absent until its writer reports."),
 		lagging: d("etcdhook_cluster_backup_lagging",
 			"1 while BackupLagging is true: the newest restorable point is older than spec.backup.continuous.maxLag; absent without spec.backup."),
+		userCert: d("etcdhook_cluster_user_certificate_expiry_timestamp_seconds",
+			"The earliest expiry of a spec.auth user's certificate (status.auth.users); absent without spec.auth or before the first is issued."),
 		backupSuccess: d("etcdhook_cluster_last_backup_timestamp_seconds",
 			"When the newest backup of the cluster succeeded (status.backup.lastSuccessTime); 0 until one did, absent without spec.backup."),
 	}
@@ -165,6 +169,13 @@ func sample(st *api.ClusterStatus) clusterSample {
 			s.restorable = c.Time.Time
 		}
 	}
+	if a := st.Auth; a != nil {
+		for i := range a.Users {
+			if t, err := time.Parse(time.RFC3339, a.Users[i].NotAfter); err == nil && (s.userCert.IsZero() || t.Before(s.userCert)) {
+				s.userCert = t
+			}
+		}
+	}
 	for i := range st.Members {
 		switch st.Members[i].Role {
 		case api.RoleLearner:
@@ -200,7 +211,7 @@ func sample(st *api.ClusterStatus) clusterSample {
 // Describe implements prometheus.Collector.
 func (m *clusterMetrics) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{m.phase, m.step, m.stalled, m.available, m.desired, m.replicas, m.ready,
-		m.members, m.voters, m.healthyVoters, m.learners, m.lastSync, m.backupSuccess, m.restorable, m.lagging} {
+		m.members, m.voters, m.healthyVoters, m.learners, m.lastSync, m.backupSuccess, m.restorable, m.lagging, m.userCert} {
 		ch <- d
 	}
 }
@@ -246,6 +257,9 @@ func (m *clusterMetrics) Collect(ch chan<- prometheus.Metric) {
 		g(m.healthyVoters, float64(s.healthyVoters))
 		g(m.learners, float64(s.learners))
 		g(m.lastSync, float64(s.synced.UnixNano())/1e9)
+		if !s.userCert.IsZero() {
+			g(m.userCert, float64(s.userCert.Unix()))
+		}
 		if s.hasBackup {
 			// 0 until the first success: EtcdBackupStale then fires for backups that never succeed.
 			v := 0.0
