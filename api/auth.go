@@ -335,6 +335,12 @@ func ParseAuthConfig(b []byte) (*AuthConfig, error) {
 // other members' Leases.
 const AnnAuth = "etcd.io/auth"
 
+// AnnAuthDeclared on a member Lease is the hook's hint: the hash of the declared auth (Intent.Auth).
+const AnnAuthDeclared = "etcd.io/auth-declared"
+
+// authHashRe is AuthConfig.Hash as DesiredAuth writes it.
+var authHashRe = regexp.MustCompile(`^[0-9a-f]{12}$`)
+
 // AnnRootIdentity is "true" while the member's agent presents the root identity in its own etcd calls.
 const AnnRootIdentity = "etcd.io/root-identity"
 

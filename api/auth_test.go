@@ -144,3 +144,16 @@ func TestValidateAuthRemoval(t *testing.T) {
 	on.Auth.Enabled = false
 	require.Empty(t, ValidateChange(&on, next, nil, nil, nil))
 }
+
+// The hook's hint on the Lease round-trips; a value it could not have written is ignored and said.
+func TestIntentAuthHint(t *testing.T) {
+	h := DesiredAuth(Names{Cluster: "demo"}, authSpec().Auth).Hash
+	in, problems := ParseIntent(Intent{Kind: IntentMember, Auth: h}.Annotations())
+	require.Empty(t, problems)
+	require.Equal(t, h, in.Auth)
+	in, problems = ParseIntent(map[string]string{AnnIntent: IntentMember, AnnAuthDeclared: "read-it-now"})
+	require.Empty(t, in.Auth)
+	require.Len(t, problems, 1)
+	_, ok := Intent{Kind: IntentMember}.Annotations()[AnnAuthDeclared]
+	require.False(t, ok, "no spec.auth: no key")
+}

@@ -34,6 +34,9 @@ type Intent struct {
 	PeerScheme string
 	// Recover: this member's part in a recovery from the freshest survivor (zero: none).
 	Recover RecoverIntent
+	// Auth: the hash of the declared auth (AnnAuthDeclared, AuthConfig.Hash; "" without spec.auth): the
+	// agents read auth.json when it differs from what they hold, not on a timer.
+	Auth string
 }
 
 // Annotations are the Lease annotations the hook writes for the intent: the intent and its time always
@@ -59,6 +62,7 @@ func (i Intent) Annotations() map[string]string {
 	set(AnnCARestart, i.CARestart)
 	set(AnnPeerScheme, i.PeerScheme)
 	set(AnnRecover, i.Recover.String())
+	set(AnnAuthDeclared, i.Auth)
 	return ann
 }
 
@@ -104,6 +108,13 @@ func ParseIntent(ann map[string]string) (in Intent, problems []string) {
 		problems = append(problems, err.Error()+": ignored")
 	} else {
 		in.Recover = r
+	}
+	if v := ann[AnnAuthDeclared]; v != "" {
+		if authHashRe.MatchString(v) {
+			in.Auth = v
+		} else {
+			problems = append(problems, fmt.Sprintf("%s %q is not an auth hash: ignored", AnnAuthDeclared, v))
+		}
 	}
 	// The window is read as the hook counts it: a permission the hook does not count starts no join.
 	var p string

@@ -25,14 +25,17 @@ const (
 	authLook = 5 * time.Second
 	// authRetry: the wait after a reconcile that failed.
 	authRetry = 10 * time.Second
-	// authReadIdle: how often the declaration is read while there is none (spec.auth not set).
-	authReadIdle = time.Minute
+	// authReadIdle: how often the declaration is read while there is none and the Lease hints at none
+	// (a fallback: the hook's hint, etcd.io/auth-declared, makes the agents read it at once).
+	authReadIdle = 5 * time.Minute
 )
 
 // authState is what the agent keeps between looks.
 type authState struct {
 	want   *api.AuthConfig
 	readAt time.Time
+	// hint: the hash of the declaration the hook writes on the Lease (etcd.io/auth-declared).
+	hint string
 	// wantErr: why the declared auth could not be read (the last good one is kept).
 	wantErr string
 	// lookAt: the last look at etcd; revision: the auth revision it held after the last reconcile that
@@ -52,6 +55,11 @@ func (a *Agent) readAuthWant(ctx context.Context) {
 	}
 	if a.Cfg.AuthLook > 0 {
 		every = a.Cfg.AuthLook
+	}
+	// The Lease says the declaration changed: read it now (at most once a tick, and on the timer while
+	// reads fail: the ConfigMap may lag the Lease by a moment, or be unreadable).
+	if a.auth.hint != "" && (a.auth.want == nil || a.auth.want.Hash != a.auth.hint) && a.auth.wantErr == "" {
+		every = min(every, a.tick())
 	}
 	if a.Cfg.AuthSource == nil || time.Since(a.auth.readAt) < every && !a.auth.readAt.IsZero() {
 		return

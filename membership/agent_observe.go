@@ -63,6 +63,7 @@ func (a *Agent) observe(ctx context.Context, bound *bool) observation {
 		a.askRenewal(in.Renewal)
 		a.askRotation(in)
 		a.peerAsk = in.PeerScheme
+		a.auth.hint = in.AuthDeclared
 	}
 	listed := func(l List) bool {
 		for _, m := range l.Members {

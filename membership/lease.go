@@ -37,6 +37,8 @@ type Intent struct {
 	PeerScheme string
 	// Recover: this member's part in a recovery from the freshest survivor (zero: none).
 	Recover api.RecoverIntent
+	// AuthDeclared: the hash of the declared auth the hook hints at ("" none).
+	AuthDeclared string
 	// Report is the agent-owned half as last written (by this pod or its predecessor).
 	Report api.Report
 	// Problems: annotations that were present but unusable (reported in the Lease, never fatal).
@@ -81,7 +83,7 @@ func intentFromAnnotations(ann map[string]string) Intent {
 	in := Intent{
 		Intent: parsed.Kind, IntentSince: parsed.Since, Seed: parsed.Seed, Static: parsed.Static, Join: parsed.Join, Defrag: parsed.Defrag,
 		Renewal: parsed.Renewal, CARotation: parsed.CARotation, CARestart: parsed.CARestart, PeerScheme: parsed.PeerScheme,
-		Recover:  parsed.Recover,
+		Recover: parsed.Recover, AuthDeclared: parsed.Auth,
 		Problems: problems,
 	}
 	if _, p := StartIntent(in.Intent); p != "" {

@@ -27,6 +27,9 @@ func (p *plan) desired() *render.Desired {
 	for _, i := range sortedKeys(p.leases) {
 		in := *p.leases[i]
 		in.Renewal = p.renewalMark()
+		if p.auth != nil {
+			in.Auth = p.auth.Hash
+		}
 		d.Leases = append(d.Leases, render.MemberLease{Ordinal: i, Intent: in})
 	}
 	d.Config = render.Config{
