@@ -153,7 +153,8 @@ func validateAuth(cluster string, s ClusterSpec) []Problem {
 	if len(a.Users) > MaxAuthUsers {
 		add("spec.auth.users has %d users, more than %d", len(a.Users), MaxAuthUsers)
 	}
-	checkName := func(field, v string) bool {
+	// checkName checks a role's or user's name, and that seen does not hold it yet (then adds it).
+	checkName := func(field, v string, seen map[string]bool) {
 		switch {
 		case v == "":
 			add("%s is empty", field)
@@ -161,10 +162,11 @@ func validateAuth(cluster string, s ClusterSpec) []Problem {
 			add("%s %q must be at most %d characters of letters, digits, '.', '_', '@' and '-', starting with a letter or digit", field, v, maxAuthNameBytes)
 		case v == RootRole:
 			add("%s %q is reserved for etcdhook's own root identity", field, v)
+		case seen[v]:
+			add("%s %q is declared twice", field, v)
 		default:
-			return true
+			seen[v] = true
 		}
-		return false
 	}
 	perms, keyBytes := 0, 0
 	for _, r := range a.Roles {
@@ -182,12 +184,7 @@ func validateAuth(cluster string, s ClusterSpec) []Problem {
 	roles := map[string]bool{}
 	for i, r := range a.Roles {
 		f := fmt.Sprintf("spec.auth.roles[%d]", i)
-		if checkName(f+".name", r.Name) {
-			if roles[r.Name] {
-				add("%s.name %q is declared twice", f, r.Name)
-			}
-			roles[r.Name] = true
-		}
+		checkName(f+".name", r.Name, roles)
 		if len(r.Permissions) > MaxRolePermissions {
 			add("%s.permissions has %d entries, more than %d", f, len(r.Permissions), MaxRolePermissions)
 		}
@@ -218,12 +215,7 @@ func validateAuth(cluster string, s ClusterSpec) []Problem {
 	users, secrets := map[string]bool{}, map[string]string{}
 	for i, u := range a.Users {
 		f := fmt.Sprintf("spec.auth.users[%d]", i)
-		if checkName(f+".name", u.Name) {
-			if users[u.Name] {
-				add("%s.name %q is declared twice", f, u.Name)
-			}
-			users[u.Name] = true
-		}
+		checkName(f+".name", u.Name, users)
 		for j, r := range u.Roles {
 			if !roles[r] {
 				add("%s.roles[%d] %q is not declared in spec.auth.roles", f, j, r)

@@ -24,11 +24,8 @@ type KubeSecrets struct {
 }
 
 func (k *KubeSecrets) Get(ctx context.Context, name string) (map[string][]byte, string, bool, error) {
-	s, err := k.Client.CoreV1().Secrets(k.Namespace).Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil, "", false, nil
-	}
-	if err != nil {
+	s, err := k.read(ctx, name)
+	if s == nil || err != nil {
 		return nil, "", false, err
 	}
 	// A Secret of another EtcdCluster of the same name (deleted and re-created: garbage collection
@@ -41,15 +38,21 @@ func (k *KubeSecrets) Get(ctx context.Context, name string) (map[string][]byte, 
 	return s.Data, s.ResourceVersion, true, nil
 }
 
+// read is the Secret, nil when it does not exist.
+func (k *KubeSecrets) read(ctx context.Context, name string) (*corev1.Secret, error) {
+	s, err := k.Client.CoreV1().Secrets(k.Namespace).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	return s, err
+}
+
 // GetOwned is Get for a Secret the agent writes to under a name the user chose (a user's credentials,
 // docs/design/20-auth.md): one that exists without this EtcdCluster as its owner is another application's,
 // and is never read or overwritten (ErrSecretNotOwned).
 func (k *KubeSecrets) GetOwned(ctx context.Context, name string) (map[string][]byte, string, bool, error) {
-	s, err := k.Client.CoreV1().Secrets(k.Namespace).Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil, "", false, nil
-	}
-	if err != nil {
+	s, err := k.read(ctx, name)
+	if s == nil || err != nil {
 		return nil, "", false, err
 	}
 	for _, o := range s.OwnerReferences {
