@@ -220,7 +220,7 @@ func TestMemberLeasePolicy(t *testing.T) {
 		inCEL = append(inCEL, m[1])
 	}
 	hookOwned := []string{api.AnnIntent, api.AnnIntentSince, api.AnnJoinPermitted, api.AnnJoinDeadline, api.AnnBootstrap, api.AnnDefrag, api.AnnRenewal,
-		api.AnnCARotation, api.AnnCARestart, api.AnnPeerScheme, api.AnnRecover}
+		api.AnnCARotation, api.AnnCARestart, api.AnnPeerScheme, api.AnnRecover, api.AnnAuthDeclared}
 	sort.Strings(inCEL)
 	sort.Strings(hookOwned)
 	require.Equal(t, hookOwned, inCEL, "the policy's hookOwned list is the hook-owned Lease annotations")
