@@ -54,8 +54,8 @@ func (s *scenario) authApplied(what string, enabled bool) time.Duration {
 
 // spec.auth on a running 3-member cluster under the real Metacontroller (docs/design/20-auth.md): users
 // and roles declared first, two applications writing with their own certificates, then auth enabled;
-// a hand edit of a role put back; one user's credentials rotated. Each writer writes its own prefix
-// through the client Service; no acknowledged write is lost.
+// a hand edit of a role put back; one user's credentials rotated; auth disabled again. Each writer writes
+// its own prefix through the client Service; no acknowledged write is lost.
 func TestAuth(t *testing.T) {
 	beside(t)
 	s := settledScenario(t, "auth", 3)
@@ -129,10 +129,20 @@ func TestAuth(t *testing.T) {
 	require.NoError(t, err, "the new certificate is app-a")
 	time.Sleep(5 * time.Second)
 
+	// Off again, the applications still writing: the shared client Secret works again.
+	both("disable auth")
+	sp["auth"] = authSpec(false)
+	s.apply(sp)
+	disabled := s.authApplied("auth no longer enforced", false)
+	_, err = shared.Put(ctx, "app-a/x", "v")
+	require.NoError(t, err, "the shared client Secret writes once auth is off")
+	time.Sleep(5 * time.Second)
+
+	steps := []string{"enable auth", "hand edit reverted", "rotate app-a", "disable auth"}
 	summary := fmt.Sprintf("spec.auth on 3 members, two applications writing with their own certificates: declared (auth off) in %s; "+
-		"enabled in %s; a hand edit (app-a widened to every key) put back in %s; app-a's credentials rotated in %s; failed writes: app-a %d, app-b %d in the enable, edit and rotation steps\n\n",
+		"enabled in %s; a hand edit (app-a widened to every key) put back in %s; app-a's credentials rotated in %s; disabled in %s; failed writes: app-a %d, app-b %d in the enable, edit, rotation and disable steps\n\n",
 		declared.Round(100*time.Millisecond), enabled.Round(100*time.Millisecond), reverted.Round(100*time.Millisecond), rotated.Round(100*time.Millisecond),
-		a.Failed("enable auth", "hand edit reverted", "rotate app-a"), b.Failed("enable auth", "hand edit reverted", "rotate app-a"))
+		disabled.Round(100*time.Millisecond), a.Failed(steps...), b.Failed(steps...))
 	a.Finish("app-a: " + summary)
 	b.Finish("app-b (same run)\n\n")
 }
