@@ -297,9 +297,7 @@ func DesiredAuthRotated(n Names, a *AuthSpec, rotations map[string]string) *Auth
 		c.Users = append(c.Users, AuthUser{Name: u.Name, Roles: rs, SecretName: n.UserSecret(u)})
 	}
 	sort.Slice(c.Users, func(i, j int) bool { return c.Users[i].Name < c.Users[j].Name })
-	b, _ := json.Marshal(c) // typed: cannot fail; Hash is still empty here
-	h := sha256.Sum256(b)
-	c.Hash = hex.EncodeToString(h[:6])
+	c.Hash = c.contentHash()
 	return c
 }
 
@@ -312,15 +310,18 @@ func ParseAuthConfig(b []byte) (*AuthConfig, error) {
 	if err := d.Decode(&c); err != nil {
 		return nil, fmt.Errorf("auth.json: %w", err)
 	}
-	want := c.Hash
-	c.Hash = ""
-	b2, _ := json.Marshal(c)
-	h := sha256.Sum256(b2)
-	if got := hex.EncodeToString(h[:6]); got != want {
-		return nil, fmt.Errorf("auth.json: hash %q does not match its content (%s): not written by the hook", want, got)
+	if got := c.contentHash(); got != c.Hash {
+		return nil, fmt.Errorf("auth.json: hash %q does not match its content (%s): not written by the hook", c.Hash, got)
 	}
-	c.Hash = want
 	return &c, nil
+}
+
+// contentHash is the hash of everything but Hash: the one the hook writes and the agent checks.
+func (c AuthConfig) contentHash() string {
+	c.Hash = ""
+	b, _ := json.Marshal(c) // typed: cannot fail
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:6])
 }
 
 // AnnAuth is the leader's agent's report of etcd's authentication (AuthReport as JSON); empty on the

@@ -49,12 +49,9 @@ type authState struct {
 
 // readAuthWant reads the declared auth at most every authRead; a failed read keeps the last one.
 func (a *Agent) readAuthWant(ctx context.Context) {
-	every := authRead
+	every := a.authEvery(authRead)
 	if a.auth.want == nil {
-		every = authReadIdle
-	}
-	if a.Cfg.AuthLook > 0 {
-		every = a.Cfg.AuthLook
+		every = a.authEvery(authReadIdle)
 	}
 	// The Lease says the declaration changed: read it now (at most once a tick, and on the timer while
 	// reads fail: the ConfigMap may lag the Lease by a moment, or be unreadable).
@@ -123,18 +120,10 @@ func (a *Agent) reconcileAuth(ctx context.Context, r *api.Report) {
 		r.Auth = &rep
 	}()
 	changed := want.Hash != a.auth.applied
-	look := authLook
-	if a.Cfg.AuthLook > 0 {
-		look = a.Cfg.AuthLook
-	}
-	if !changed && time.Since(a.auth.lookAt) < look {
+	if !changed && time.Since(a.auth.lookAt) < a.authEvery(authLook) {
 		return
 	}
-	retry := authRetry
-	if a.Cfg.AuthLook > 0 {
-		retry = a.Cfg.AuthLook
-	}
-	if !a.auth.failedAt.IsZero() && time.Since(a.auth.failedAt) < retry {
+	if !a.auth.failedAt.IsZero() && time.Since(a.auth.failedAt) < a.authEvery(authRetry) {
 		return
 	}
 	a.auth.lookAt = time.Now()
@@ -232,4 +221,12 @@ func (a *Agent) everyMemberUsesRoot(ctx context.Context) bool {
 		return false
 	}
 	return a.everyMember(ctx, func(r api.Report) bool { return r.RootIdentity })
+}
+
+// authEvery is d, or Cfg.AuthLook when set (tests): one override for every auth interval.
+func (a *Agent) authEvery(d time.Duration) time.Duration {
+	if a.Cfg.AuthLook > 0 {
+		return a.Cfg.AuthLook
+	}
+	return d
 }
