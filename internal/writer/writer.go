@@ -36,6 +36,8 @@ type Writer struct {
 	acked map[string]string
 	stop  chan struct{}
 	done  chan struct{}
+	// term is the raft term of the last acknowledged write.
+	term uint64
 }
 
 type stats struct {
@@ -47,6 +49,11 @@ type stats struct {
 	// does not say whether a write timed out on a replaced pod, was refused, or found no leader.
 	firstErr string
 	firstAt  time.Duration
+	// termBefore and termAfter: the raft term of the last write acknowledged before the first failed one
+	// and of the first acknowledged after it (0 unknown). A change says leadership moved while that
+	// write was in flight: a leader drops the proposals forwarded to it during a transfer without an
+	// answer, and the client waits out its timeout (issue 28).
+	termBefore, termAfter uint64
 }
 
 // Start begins writing through cl in the step named first.
@@ -75,16 +82,20 @@ func (w *Writer) loop() {
 		w.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), w.lim.Timeout)
 		t0 := time.Now()
-		_, err := w.cl.Put(ctx, key, val)
+		resp, err := w.cl.Put(ctx, key, val)
 		lat := time.Since(t0)
 		cancel()
 		w.mu.Lock()
 		if err != nil {
 			if st.failed == 0 {
-				st.firstErr, st.firstAt = err.Error(), t0.Sub(st.began)
+				st.firstErr, st.firstAt, st.termBefore = err.Error(), t0.Sub(st.began), w.term
 			}
 			st.failed++
 		} else {
+			w.term = resp.Header.RaftTerm
+			if st.failed > 0 && st.termAfter == 0 {
+				st.termAfter = w.term
+			}
 			st.ok++
 			st.lat = append(st.lat, lat)
 			w.acked[key] = val
@@ -201,6 +212,19 @@ func (w *Writer) AckedKeys() []string {
 	return keys
 }
 
+// terms says whether leadership moved around the first failed write (raft terms of the acknowledged
+// writes around it), "" when a side is unknown.
+func (st *stats) terms() string {
+	switch {
+	case st.termBefore == 0 || st.termAfter == 0:
+		return ""
+	case st.termBefore == st.termAfter:
+		return fmt.Sprintf(" (raft term %d before and after it: no election)", st.termBefore)
+	default:
+		return fmt.Sprintf(" (raft term %d before it, %d after: leadership moved)", st.termBefore, st.termAfter)
+	}
+}
+
 // Table is a Markdown table of the steps.
 func (w *Writer) Table() string {
 	w.mu.Lock()
@@ -218,7 +242,7 @@ func (w *Writer) Table() string {
 			if len(msg) > 200 {
 				msg = msg[:200] + "…"
 			}
-			fmt.Fprintf(&b, "\nfirst failed write in %s, %s into the step: `%s`\n", name, st.firstAt.Round(10*time.Millisecond), strings.ReplaceAll(msg, "`", "'"))
+			fmt.Fprintf(&b, "\nfirst failed write in %s, %s into the step: `%s`%s\n", name, st.firstAt.Round(10*time.Millisecond), strings.ReplaceAll(msg, "`", "'"), st.terms())
 		}
 	}
 	return b.String()
