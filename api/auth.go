@@ -13,14 +13,23 @@ import (
 )
 
 // etcd users and roles, declared (docs/design/20-auth.md): spec.auth says which roles exist with which
-// key ranges, and which users hold which roles. Users authenticate by a client certificate whose CN is
-// the user name, issued by the cluster's CA into the user's Secret; the operator's own access (agents,
-// Jobs, the plugin) uses a dedicated root identity (Names.RootSecret) that no application Secret carries.
+// key ranges, and which users hold which roles. Each user's Secret carries a client certificate whose CN
+// is the user name, issued by the cluster's CA, and a generated password: with client certificates
+// required (spec.security.tls.client.auth) applications present the certificate; without, they log in
+// with the password. The operator's own access (agents, Jobs, the plugin) uses a dedicated root identity
+// (Names.RootSecret, a certificate and a password) that no application Secret carries.
 
 // RootUser is etcd's administrator, and RootRole its role: reserved, never declared by a user.
 const (
 	RootUser = "root"
 	RootRole = "root"
+)
+
+// Keys a user's Secret (and the root identity's) carries besides cert-manager's tls.crt, tls.key and
+// ca.crt: the etcd user name and its password (docs/design/20-auth.md §20.4).
+const (
+	SecretKeyUsername = "username"
+	SecretKeyPassword = "password"
 )
 
 // Access kinds of a permission (spec.auth.roles[].permissions[].access).
@@ -66,12 +75,13 @@ type AuthPermission struct {
 	Access string `json:"access"`
 }
 
-// AuthUser is an application's identity: a certificate with CN Name, in SecretName.
+// AuthUser is an application's identity: a certificate with CN Name and a password, in SecretName.
 type AuthUser struct {
 	Name  string   `json:"name"`
 	Roles []string `json:"roles,omitempty"`
-	// SecretName receives the user's certificate, key and the CA (cert-manager's layout); default
-	// <cluster>-user-<name>. It must start with <cluster>-: the member Role may update it.
+	// SecretName receives the user's certificate, key and the CA (cert-manager's layout), its name and
+	// its password; default <cluster>-user-<name>. It must start with <cluster>-: the member Role may
+	// update it.
 	SecretName string `json:"secretName,omitempty"`
 }
 
@@ -141,9 +151,7 @@ func validateAuth(cluster string, s ClusterSpec) []Problem {
 	t := s.Security.TLS
 	switch {
 	case !t.TLSOn():
-		add("spec.auth needs spec.security.tls.enabled: users authenticate by client certificate")
-	case !t.ClientAuth():
-		add("spec.auth needs spec.security.tls.client.auth: etcd takes the user from the client certificate only when it requires one")
+		add("spec.auth needs spec.security.tls.enabled: users' certificates and passwords must not cross the network in the clear")
 	case t.Client.SecretName != "":
 		add("spec.auth needs the built-in CA on the client plane (spec.security.tls.client.secretName is set): the agents issue the users' certificates from it")
 	}
@@ -256,6 +264,10 @@ type AuthConfig struct {
 	Users   []AuthUser `json:"users"`
 	// RootSecret: the root identity's Secret (Names.RootSecret), which the agents keep once they read this.
 	RootSecret string `json:"rootSecret"`
+	// Passwords: etcd does not require client certificates (spec.security.tls.client.auth false), so it
+	// takes no user from them: applications log in with their passwords, and etcdhook's own calls with
+	// root's (the root Secret's password, for a token).
+	Passwords bool `json:"passwords,omitempty"`
 	// Rotations: the rotation mark each user's certificate must carry (AnnRotateUser; absent: none).
 	// A certificate without its user's mark is replaced, with a new key.
 	Rotations map[string]string `json:"rotations,omitempty"`
@@ -265,14 +277,16 @@ type AuthConfig struct {
 
 // DesiredAuth is the normalised AuthConfig of a valid spec, nil without spec.auth. Secret names are
 // filled in.
-func DesiredAuth(n Names, a *AuthSpec) *AuthConfig { return DesiredAuthRotated(n, a, nil) }
+// The users authenticate by certificate.
+func DesiredAuth(n Names, a *AuthSpec) *AuthConfig { return DesiredAuthRotated(n, a, false, nil) }
 
-// DesiredAuthRotated is DesiredAuth with the users' rotation marks (user name to mark).
-func DesiredAuthRotated(n Names, a *AuthSpec, rotations map[string]string) *AuthConfig {
+// DesiredAuthRotated is DesiredAuth with the login (passwords: the client plane requires no
+// certificate, AuthConfig.Passwords) and the users' rotation marks (user name to mark).
+func DesiredAuthRotated(n Names, a *AuthSpec, passwords bool, rotations map[string]string) *AuthConfig {
 	if a == nil {
 		return nil
 	}
-	c := &AuthConfig{Enabled: a.Enabled, Roles: []AuthRole{}, Users: []AuthUser{}, RootSecret: n.RootSecret()}
+	c := &AuthConfig{Enabled: a.Enabled, Roles: []AuthRole{}, Users: []AuthUser{}, RootSecret: n.RootSecret(), Passwords: passwords}
 	if len(rotations) > 0 {
 		c.Rotations = rotations
 	}

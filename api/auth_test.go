@@ -33,7 +33,7 @@ func TestValidateAuth(t *testing.T) {
 		{"declared but off", func(s *ClusterSpec) { s.Auth.Enabled = false }, ""},
 		{"empty auth", func(s *ClusterSpec) { s.Auth = &AuthSpec{} }, ""},
 		{"plaintext", func(s *ClusterSpec) { s.Security.TLS.Enabled = ptrTo(false) }, "needs spec.security.tls.enabled"},
-		{"no client auth", func(s *ClusterSpec) { s.Security.TLS.Client.Auth = ptrTo(false) }, "needs spec.security.tls.client.auth"},
+		{"no client auth: passwords", func(s *ClusterSpec) { s.Security.TLS.Client.Auth = ptrTo(false) }, ""},
 		{"user's client CA", func(s *ClusterSpec) { s.Security.TLS.Client.SecretName = "my-client" }, "built-in CA"},
 		{"overlapping prefixes", func(s *ClusterSpec) {
 			s.Auth.Roles[0].Permissions = append(s.Auth.Roles[0].Permissions, AuthPermission{Key: "/orders/2026/", Prefix: true, Access: AccessRead})
@@ -143,6 +143,26 @@ func TestValidateAuthRemoval(t *testing.T) {
 	require.Contains(t, ps[0].Message, "set enabled: false first")
 	on.Auth.Enabled = false
 	require.Empty(t, ValidateChange(&on, next, nil, nil, nil))
+}
+
+// Switching between certificate and password logins under enforced auth is refused: etcd would take no
+// user from what the clients (and the agents) present for a while.
+func TestValidateAuthLoginChange(t *testing.T) {
+	on := authSpec()
+	next := authSpec()
+	next.Security.TLS.Client.Auth = ptrTo(false)
+	ps := ValidateChange(&on, next, nil, nil, nil)
+	require.Len(t, ps, 1)
+	require.Equal(t, "InvalidAuth", ps[0].Reason)
+	require.Contains(t, ps[0].Message, "spec.security.tls.client.auth cannot change while spec.auth.enabled is true")
+	require.Len(t, ValidateChange(&next, on, nil, nil, nil), 1, "nor the way back")
+	on.Auth.Enabled, next.Auth.Enabled = false, false
+	require.Empty(t, ValidateChange(&on, next, nil, nil, nil), "with auth not enforced it may change")
+	// The login is part of the declaration the agents apply.
+	require.False(t, DesiredAuthRotated(Names{Cluster: "demo"}, on.Auth, false, nil).Passwords)
+	pw := DesiredAuthRotated(Names{Cluster: "demo"}, on.Auth, true, nil)
+	require.True(t, pw.Passwords)
+	require.NotEqual(t, DesiredAuth(Names{Cluster: "demo"}, on.Auth).Hash, pw.Hash)
 }
 
 // The hook's hint on the Lease round-trips; a value it could not have written is ignored and said.

@@ -277,7 +277,8 @@ type ClientTLSSpec struct {
 	// the members' hosts, the client Service names, localhost and 127.0.0.1; its ca.crt is the CA that
 	// client certificates must chain to. Empty: the built-in CA.
 	SecretName string `json:"secretName,omitempty"`
-	// Auth: etcd requires a client certificate signed by the cluster's CA (--client-cert-auth).
+	// Auth: etcd requires a client certificate signed by the cluster's CA (--client-cert-auth); false
+	// asks for none (under spec.auth, clients then log in with a user name and password).
 	Auth *bool `json:"auth,omitempty"`
 }
 

@@ -222,6 +222,13 @@ func ValidateChange(applied *ClusterSpec, next ClusterSpec, running, images []Se
 		// is no etcd user: every membership step would be refused (docs/design/20-auth.md §20.6).
 		ps = append(ps, Problem{"InvalidAuth", "spec.auth cannot be removed while spec.auth.enabled is true: set enabled: false first, then remove it"})
 	}
+	if applied != nil && applied.Security.TLS.ClientAuth() != next.Security.TLS.ClientAuth() &&
+		(applied.Auth != nil && applied.Auth.Enabled || next.Auth != nil && next.Auth.Enabled) {
+		// With client certificates required etcd takes the user from the certificate, without it only from
+		// a password login: switched under enforced auth, every client (and every agent's own call, until
+		// its agent moves) would be refused for a while (docs/design/20-auth.md §20.6).
+		ps = append(ps, Problem{"InvalidAuth", "spec.security.tls.client.auth cannot change while spec.auth.enabled is true: set enabled: false first, change it, then enable auth again"})
+	}
 	ps = append(ps, validateRestoreChange(applied, next)...)
 	to, err := ParseVersion(next.Version)
 	if err != nil {

@@ -2,8 +2,12 @@ package membership
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -45,6 +49,11 @@ type authState struct {
 	applied  string
 	failedAt time.Time
 	report   api.AuthReport
+	// passwords: the fingerprint of the passwords that reconcile made true (a Secret's new password,
+	// after a rotation, is set at the next look); set: the password this agent last set for each user
+	// (with auth off, no login can check one).
+	passwords string
+	set       map[string]string
 }
 
 // readAuthWant reads the declared auth at most every authRead; a failed read keeps the last one.
@@ -119,7 +128,9 @@ func (a *Agent) reconcileAuth(ctx context.Context, r *api.Report) {
 		}
 		r.Auth = &rep
 	}()
-	changed := want.Hash != a.auth.applied
+	passwords := a.wantPasswords(want)
+	pwPrint := fingerprint(passwords)
+	changed := want.Hash != a.auth.applied || pwPrint != a.auth.passwords
 	if !changed && time.Since(a.auth.lookAt) < a.authEvery(authLook) {
 		return
 	}
@@ -142,7 +153,10 @@ func (a *Agent) reconcileAuth(ctx context.Context, r *api.Report) {
 		if err != nil {
 			return err
 		}
-		steps := PlanAuth(want, have)
+		if err := CheckPasswords(ctx, cl, &have, passwords, a.auth.set, have.Revision == a.auth.revision); err != nil {
+			return err
+		}
+		steps := PlanAuth(want, have, passwords)
 		if len(steps) > 0 && steps[len(steps)-1].Op == OpEnableAuth && !a.everyMemberUsesRoot(ctx) {
 			// Every agent's own calls (promotions, leadership moves, defragmentation) must present the
 			// root identity before etcd refuses the others: the rest is applied, the switch waits.
@@ -151,8 +165,18 @@ func (a *Agent) reconcileAuth(ctx context.Context, r *api.Report) {
 		}
 		drift := !changed && len(steps) > 0
 		var made []string
+		enabled := false
 		err = ApplyAuth(ctx, cl, steps, func(s AuthStep) {
 			made = append(made, s.String())
+			switch s.Op {
+			case OpAddUser, OpSetPassword:
+				if a.auth.set == nil {
+					a.auth.set = map[string]string{}
+				}
+				a.auth.set[s.User] = s.Password
+			case OpEnableAuth:
+				enabled = true
+			}
 			a.Log.Info("auth change", "change", s.String(), "config", want.Hash, "handEdit", drift)
 		})
 		if len(made) > 0 {
@@ -173,7 +197,12 @@ func (a *Agent) reconcileAuth(ctx context.Context, r *api.Report) {
 		if err != nil {
 			return fmt.Errorf("auth status: %w", err)
 		}
-		a.auth.revision, a.auth.applied = s.AuthRevision, want.Hash
+		a.auth.revision, a.auth.applied, a.auth.passwords = s.AuthRevision, want.Hash, pwPrint
+		if enabled {
+			// Passwords set while auth was off could not be checked: the next look logs in as each user
+			// (a hand edit made while it was off is then put back).
+			a.auth.revision = 0
+		}
 		a.auth.report.Applied, a.auth.report.Enabled = want.Hash, s.Enabled
 		return nil
 	})
@@ -192,26 +221,74 @@ func (a *Agent) stopAuth() {
 	if a.Certs != nil {
 		a.Certs.IssueUsers = false
 	}
-	a.auth.applied, a.auth.revision = "", 0
+	a.auth.applied, a.auth.revision, a.auth.passwords, a.auth.set = "", 0, "", nil
+}
+
+// wantPasswords are the passwords etcd must hold: root's and each declared user's, as their Secrets
+// hold them (Certs.Passwords); a user whose Secret this agent has not read yet is left out.
+func (a *Agent) wantPasswords(want *api.AuthConfig) map[string]string {
+	out := map[string]string{}
+	if a.Certs == nil {
+		return out
+	}
+	if pw := a.Certs.Passwords[api.RootUser]; pw != "" {
+		out[api.RootUser] = pw
+	}
+	for _, u := range want.Users {
+		if pw := a.Certs.Passwords[u.Name]; pw != "" {
+			out[u.Name] = pw
+		}
+	}
+	return out
+}
+
+// fingerprint identifies a set of passwords without keeping them (a SHA-256 prefix).
+func fingerprint(passwords map[string]string) string {
+	h := sha256.New()
+	for _, u := range sortedKeysOf(passwords) {
+		fmt.Fprintf(h, "%s\x00%s\x00", u, passwords[u])
+	}
+	return hex.EncodeToString(h.Sum(nil)[:8])
 }
 
 // useRootIdentity points the agent's own etcd client at the root identity's files once the certificate
 // look wrote them: with auth on, only root may change membership, defragment or read the auth store.
+// Without client certificates required (AuthConfig.Passwords) they log in as root with the root
+// Secret's password instead, which etcd then needs to take them for root.
 func (a *Agent) useRootIdentity() {
 	c := a.Certs
-	if c == nil || c.RootSecret == "" || c.RootDir == "" || a.Etcd.TLSDir == c.RootDir {
+	if c == nil || c.RootSecret == "" || c.RootDir == "" {
 		return
 	}
-	if _, err := pki.ReadFiles(c.RootDir, pki.KeyCert, pki.KeyKey, pki.KeyCA); err == nil {
-		a.Log.Info("the agent's etcd calls now use the root identity", "secret", c.RootSecret)
-		a.Etcd.TLSDir = c.RootDir
+	if a.Etcd.TLSDir != c.RootDir {
+		if _, err := pki.ReadFiles(c.RootDir, pki.KeyCert, pki.KeyKey, pki.KeyCA); err == nil {
+			a.Log.Info("the agent's etcd calls now use the root identity", "secret", c.RootSecret)
+			a.Etcd.TLSDir = c.RootDir
+		}
+	}
+	login := a.auth.want != nil && a.auth.want.Passwords
+	switch {
+	case login && a.Etcd.Login == nil:
+		file := filepath.Join(c.RootDir, api.SecretKeyPassword)
+		if _, err := os.Stat(file); err == nil {
+			a.Log.Info("the agent's etcd calls now log in as root (client certificates are not required)", "secret", c.RootSecret)
+			a.Etcd.Login, a.Etcd.LoginEndpoints = PasswordFile(file), a.Cfg.Endpoints
+		}
+	case !login && a.Etcd.Login != nil:
+		// Only while auth is not enforced (api.ValidateChange): the certificate says root again.
+		a.Log.Info("the agent's etcd calls present the root certificate again (client certificates are required)")
+		a.Etcd.Login = nil
+		a.Etcd.forgetToken()
 	}
 }
 
 // usesRootIdentity says whether this agent's own etcd calls present the root identity (reported: the
 // leader's agent enables auth only once every member's does, or their membership calls would be refused).
 func (a *Agent) usesRootIdentity() bool {
-	return a.Certs != nil && a.Certs.RootDir != "" && a.Etcd.TLSDir == a.Certs.RootDir
+	if a.Certs == nil || a.Certs.RootDir == "" || a.Etcd.TLSDir != a.Certs.RootDir {
+		return false
+	}
+	return a.auth.want == nil || !a.auth.want.Passwords || a.Etcd.Login != nil
 }
 
 // everyMemberUsesRoot says whether every member of the cluster (the last member list read) reports

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -62,6 +63,11 @@ type AuthState struct {
 	Revision uint64
 	Roles    map[string][]Perm
 	Users    map[string][]string
+	// PasswordOK: the users whose password is known to be the one their Secret holds (etcd never shows
+	// a password: checked by a login, or remembered from the last set; CheckPasswords). NoPassword: the
+	// users a login found made without a password, which no password change gives one.
+	PasswordOK map[string]bool
+	NoPassword map[string]bool
 }
 
 // ReadAuth reads etcd's users and roles. It needs the root identity once auth is on.
@@ -113,6 +119,11 @@ const (
 	OpGrantRole   AuthOp = "grant role"
 	OpRevokeRole  AuthOp = "revoke role"
 	OpDeleteUser  AuthOp = "delete user"
+	OpSetPassword AuthOp = "set password"
+	// OpRemakeUser deletes a user and adds it again with its password and roles: the only way to give a
+	// password to a user made without one (etcd keeps that option through a password change), and
+	// what sets a password while auth is off, when no login can tell whether the user has one.
+	OpRemakeUser  AuthOp = "remake user"
 	OpEnableAuth  AuthOp = "enable auth"
 	OpDisableAuth AuthOp = "disable auth"
 )
@@ -123,6 +134,10 @@ type AuthStep struct {
 	User string
 	Role string
 	Perm Perm
+	// Password: the user's (add user, set password, remake user); never printed.
+	Password string
+	// Roles: the roles a remade user is granted again.
+	Roles []string
 }
 
 func (s AuthStep) String() string {
@@ -135,6 +150,8 @@ func (s AuthStep) String() string {
 		return fmt.Sprintf("revoke from role %s %s", s.Role, s.Perm)
 	case OpAddUser, OpDeleteUser:
 		return fmt.Sprintf("%s %s", s.Op, s.User)
+	case OpSetPassword, OpRemakeUser:
+		return fmt.Sprintf("set the password of user %s", s.User)
 	case OpGrantRole:
 		return fmt.Sprintf("grant user %s role %s", s.User, s.Role)
 	case OpRevokeRole:
@@ -148,17 +165,45 @@ func (s AuthStep) String() string {
 // and user first (auth cannot be enabled without them), then roles and their permissions, then users
 // and their roles, then what is no longer declared, and the switch last. The root user and role are
 // never removed; a root role granted by hand to a declared user is revoked like any role not declared.
-func PlanAuth(want *api.AuthConfig, have AuthState) []AuthStep {
+// passwords are the passwords the identity Secrets hold (root's and the users'): a user is added with
+// its password, and one whose password is not known right (AuthState.PasswordOK) gets it set; a user
+// whose Secret holds none yet is added without one, and gets it once the Secret does.
+func PlanAuth(want *api.AuthConfig, have AuthState, passwords map[string]string) []AuthStep {
 	if want == nil {
 		return nil
 	}
 	var steps []AuthStep
+	// user makes name exist with its Secret's password and roles. It is added once its Secret holds a
+	// password (not before: etcd keeps a user made without one so, through any password change); a
+	// password a login found wrong is set; a user that may have none, or whose password cannot be
+	// checked (auth off), is made again with it and its roles. Certificate logins with auth on leave a
+	// user made without a password (before passwords existed) as it is: making it again would refuse its
+	// requests for a moment, and its certificate does not need one. It returns the roles etcd will
+	// hold before the grants, and false when the user is not there to grant them.
+	user := func(name string, roles []string) ([]string, bool) {
+		pw := passwords[name]
+		held, exists := have.Users[name]
+		switch {
+		case pw == "" || exists && have.PasswordOK[name]:
+			return held, exists
+		case !exists:
+			steps = append(steps, AuthStep{Op: OpAddUser, User: name, Password: pw})
+			return nil, true
+		case have.Enabled && have.NoPassword[name] && !want.Passwords:
+			return held, true
+		case have.Enabled && !have.NoPassword[name]:
+			steps = append(steps, AuthStep{Op: OpSetPassword, User: name, Password: pw})
+			return held, true
+		default:
+			steps = append(steps, AuthStep{Op: OpRemakeUser, User: name, Password: pw, Roles: roles})
+			return roles, true
+		}
+	}
 	if _, ok := have.Roles[api.RootRole]; !ok {
 		steps = append(steps, AuthStep{Op: OpAddRole, Role: api.RootRole})
 	}
-	if roles, ok := have.Users[api.RootUser]; !ok {
-		steps = append(steps, AuthStep{Op: OpAddUser, User: api.RootUser}, AuthStep{Op: OpGrantRole, User: api.RootUser, Role: api.RootRole})
-	} else if !slices.Contains(roles, api.RootRole) {
+	roles, rootThere := user(api.RootUser, []string{api.RootRole})
+	if rootThere && !slices.Contains(roles, api.RootRole) {
 		steps = append(steps, AuthStep{Op: OpGrantRole, User: api.RootUser, Role: api.RootRole})
 	}
 	declaredRoles := map[string]bool{api.RootRole: true}
@@ -186,9 +231,9 @@ func PlanAuth(want *api.AuthConfig, have AuthState) []AuthStep {
 	declaredUsers := map[string]bool{api.RootUser: true}
 	for _, u := range want.Users {
 		declaredUsers[u.Name] = true
-		held, ok := have.Users[u.Name]
+		held, ok := user(u.Name, u.Roles)
 		if !ok {
-			steps = append(steps, AuthStep{Op: OpAddUser, User: u.Name})
+			continue
 		}
 		for _, r := range u.Roles {
 			if !slices.Contains(held, r) {
@@ -212,7 +257,8 @@ func PlanAuth(want *api.AuthConfig, have AuthState) []AuthStep {
 		}
 	}
 	switch {
-	case want.Enabled && !have.Enabled:
+	case want.Enabled && !have.Enabled && rootThere:
+		// etcd refuses auth enable without a root user: it waits for root's Secret.
 		steps = append(steps, AuthStep{Op: OpEnableAuth})
 	case !want.Enabled && have.Enabled:
 		steps = append(steps, AuthStep{Op: OpDisableAuth})
@@ -227,6 +273,54 @@ func sortedKeysOf[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// CheckPasswords fills have.PasswordOK for the users etcd holds whose password is known: with auth on,
+// by logging in (etcd compares against its bcrypt hash: tens of milliseconds a user); with auth off no
+// login is possible, so a password counts as right only when this agent set it (set: user to the
+// password it last set) and etcd's auth did not change since (unchanged).
+func CheckPasswords(ctx context.Context, cl *clientv3.Client, have *AuthState, passwords, set map[string]string, unchanged bool) error {
+	have.PasswordOK = map[string]bool{}
+	for _, u := range sortedKeysOf(passwords) {
+		if _, ok := have.Users[u]; !ok {
+			continue
+		}
+		if !have.Enabled {
+			have.PasswordOK[u] = unchanged && set[u] == passwords[u]
+			continue
+		}
+		_, err := cl.Authenticate(ctx, u, passwords[u])
+		switch {
+		case err == nil:
+			have.PasswordOK[u] = true
+		case errors.Is(rpctypes.Error(err), rpctypes.ErrAuthFailed):
+		case err != nil && strings.Contains(err.Error(), "no password user"):
+			// etcd's auth.ErrNoPasswordUser, which reaches clients as code Unknown.
+			if have.NoPassword == nil {
+				have.NoPassword = map[string]bool{}
+			}
+			have.NoPassword[u] = true
+		default:
+			return fmt.Errorf("checking the password of user %s: %w", u, err)
+		}
+	}
+	return nil
+}
+
+// remakeUser deletes the user and adds it again with its password and roles.
+func remakeUser(ctx context.Context, cl *clientv3.Client, s AuthStep) error {
+	if _, err := cl.UserDelete(ctx, s.User); err != nil && !errors.Is(err, rpctypes.ErrUserNotFound) {
+		return err
+	}
+	if _, err := cl.UserAdd(ctx, s.User, s.Password); err != nil {
+		return err
+	}
+	for _, r := range s.Roles {
+		if _, err := cl.UserGrantRole(ctx, s.User, r); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // ApplyAuth makes the steps in order and stops at the first that fails: the next reconcile reads
@@ -254,11 +348,15 @@ func ApplyAuth(ctx context.Context, cl *clientv3.Client, steps []AuthStep, done 
 				err = nil
 			}
 		case OpAddUser:
-			// Certificate users have no password: etcd then refuses a password login for them.
-			_, err = cl.UserAddWithOptions(ctx, s.User, "", &clientv3.UserAddOptions{NoPassword: true})
+			// A user whose Secret holds no password yet gets none: etcd then refuses a password login.
+			_, err = cl.UserAddWithOptions(ctx, s.User, s.Password, &clientv3.UserAddOptions{NoPassword: s.Password == ""})
 			if errors.Is(err, rpctypes.ErrUserAlreadyExist) {
 				err = nil
 			}
+		case OpSetPassword:
+			_, err = cl.UserChangePassword(ctx, s.User, s.Password)
+		case OpRemakeUser:
+			err = remakeUser(ctx, cl, s)
 		case OpGrantRole:
 			_, err = cl.UserGrantRole(ctx, s.User, s.Role)
 		case OpRevokeRole:

@@ -76,6 +76,9 @@ type Certs struct {
 	// as last ensured by this agent.
 	UserNotAfter map[string]time.Time
 	UserErrors   map[string]string
+	// Passwords: the password in each identity Secret this agent last kept (root's and, on the leader's
+	// agent, each user's): what etcd must hold for that user (docs/design/20-auth.md §20.4).
+	Passwords map[string]string
 	// CommonName, DNSNames and IPs of a built-in member certificate.
 	CommonName string
 	DNSNames   []string
@@ -314,10 +317,11 @@ func (c *Certs) Ensure(ctx context.Context) (CertFacts, error) {
 			}
 		}
 		if c.RootSecret != "" {
-			data, err := c.ensureIdentity(ctx, signer, sec.trustPEM(), identity{secret: c.RootSecret, cn: api.RootUser, what: "root identity"})
+			data, err := c.ensureIdentity(ctx, signer, sec.trustPEM(), identity{secret: c.RootSecret, cn: api.RootUser, what: "root identity", login: true})
 			if err != nil {
 				return c.facts(), err
 			}
+			c.setPassword(api.RootUser, data)
 			if c.RootDir != "" {
 				if _, err := c.writeIfChanged(c.RootDir, data); err != nil {
 					return c.facts(), err
@@ -500,6 +504,9 @@ type identity struct {
 	what string
 	// mark: the renewal mark it must carry instead of Renewal (a user's rotation); "" none.
 	mark string
+	// login: the Secret also carries the etcd user name and a password (root and the users; not the
+	// shared client Secret, whose CN is no etcd user).
+	login bool
 }
 
 // ensureClient keeps the client certificate Secret signed by ca and within its renewal time.
@@ -519,20 +526,43 @@ func (c *Certs) ensureIdentity(ctx context.Context, ca pki.KeyPair, trust []byte
 	if id.mark != "" {
 		mark = id.mark
 	}
-	if found && c.currentFor(data, ca, trust, pki.Usage{Client: true}, nil, mark) && commonName(data) == id.cn {
+	certOK := found && c.currentFor(data, ca, trust, pki.Usage{Client: true}, nil, mark) && commonName(data) == id.cn
+	password, loginOK := "", true
+	if id.login {
+		// A rotation (the certificate does not carry the user's mark yet) replaces the password too; a
+		// renewal keeps it, and a password the Secret lacks or that is no usable one is made.
+		rotated := found && id.mark != "" && markOf(data) != id.mark
+		password = string(data[api.SecretKeyPassword])
+		if rotated || !usablePassword(password) {
+			if password, err = newPassword(); err != nil {
+				return nil, err
+			}
+		}
+		loginOK = string(data[api.SecretKeyPassword]) == password && string(data[api.SecretKeyUsername]) == id.cn
+	}
+	if certOK && loginOK {
 		return data, nil
 	}
-	kp, err := pki.Issue(ca, pki.LeafRequest{CommonName: id.cn, Client: true, Lifetime: c.CertDuration, Renewal: mark}, c.now())
-	if err != nil {
-		return nil, err
+	next := map[string][]byte{pki.KeyCert: data[pki.KeyCert], pki.KeyKey: data[pki.KeyKey], pki.KeyCA: data[pki.KeyCA]}
+	var kp pki.KeyPair
+	if !certOK {
+		if kp, err = pki.Issue(ca, pki.LeafRequest{CommonName: id.cn, Client: true, Lifetime: c.CertDuration, Renewal: mark}, c.now()); err != nil {
+			return nil, err
+		}
+		next = map[string][]byte{pki.KeyCert: kp.CertPEM, pki.KeyKey: kp.KeyPEM, pki.KeyCA: trust}
 	}
-	next := map[string][]byte{pki.KeyCert: kp.CertPEM, pki.KeyKey: kp.KeyPEM, pki.KeyCA: trust}
+	if id.login {
+		next[api.SecretKeyUsername], next[api.SecretKeyPassword] = []byte(id.cn), []byte(password)
+	}
 	if !found {
 		err = c.Store.Create(ctx, id.secret, next)
 	} else {
 		err = c.Store.Update(ctx, id.secret, version, next)
 	}
 	switch {
+	case err == nil && certOK:
+		c.log().Info("wrote the password of the "+id.what, "secret", id.secret)
+		return next, nil
 	case err == nil:
 		c.log().Info("issued the "+id.what, "secret", id.secret, "notAfter", kp.Cert.NotAfter)
 		if found {
@@ -563,10 +593,30 @@ func (c *Certs) ensureUsers(ctx context.Context, ca pki.KeyPair, trust []byte) {
 			c.UserErrors[id.cn] = err.Error()
 			continue
 		}
+		c.setPassword(id.cn, data)
 		if leafs, err := pki.ParseCertificates(data[pki.KeyCert]); err == nil && len(leafs) > 0 {
 			c.UserNotAfter[id.cn] = leafs[0].NotAfter
 		}
 	}
+}
+
+// setPassword records the password an identity's Secret holds (when it holds a usable one).
+func (c *Certs) setPassword(user string, data map[string][]byte) {
+	if pw := string(data[api.SecretKeyPassword]); usablePassword(pw) {
+		if c.Passwords == nil {
+			c.Passwords = map[string]string{}
+		}
+		c.Passwords[user] = pw
+	}
+}
+
+// markOf is the renewal mark of a Secret's certificate ("" when it does not parse).
+func markOf(data map[string][]byte) string {
+	leafs, err := pki.ParseCertificates(data[pki.KeyCert])
+	if err != nil || len(leafs) == 0 {
+		return ""
+	}
+	return pki.RenewalOf(leafs[0])
 }
 
 // identities are the client certificates the agents keep in Secrets besides the members' own.
@@ -576,10 +626,10 @@ func (c *Certs) identities() []identity {
 		out = append(out, identity{secret: c.ClientSecret, cn: pki.Organization, what: "client certificate"})
 	}
 	if c.RootSecret != "" {
-		out = append(out, identity{secret: c.RootSecret, cn: api.RootUser, what: "root identity"})
+		out = append(out, identity{secret: c.RootSecret, cn: api.RootUser, what: "root identity", login: true})
 	}
 	for _, u := range c.Users {
-		out = append(out, identity{secret: u.SecretName, cn: u.Name, owned: true, what: "certificate of user " + u.Name, mark: c.Rotations[u.Name]})
+		out = append(out, identity{secret: u.SecretName, cn: u.Name, owned: true, what: "credentials of user " + u.Name, mark: c.Rotations[u.Name], login: true})
 	}
 	return out
 }

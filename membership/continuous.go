@@ -108,6 +108,7 @@ type chainWriter struct {
 // once writes the current chain until it must change: a newer full snapshot (nil), a gap or a
 // compaction (a full snapshot taken, nil), or a failure. progressed says whether anything was stored.
 func (w *chainWriter) once(ctx context.Context) (progressed bool, err error) {
+	defer func() { w.e.tokenRefused(err) }() // the next try logs in afresh
 	c, err := w.e.client(w.req.Backup.Endpoints)
 	if err != nil {
 		return false, err

@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -30,6 +32,29 @@ type Etcd struct {
 	// TLSDir, when set, holds the client identity (tls.crt, tls.key, ca.crt): read again for every
 	// client, so a renewed certificate is used from the next call group on.
 	TLSDir string
+	// Login, when set, makes the calls log in as root with the password it returns: the client plane
+	// requires no certificate, so etcd takes no user from one (api.AuthConfig.Passwords). The token is
+	// kept across calls (a login costs etcd a bcrypt comparison and a raft round) until etcd refuses it.
+	Login func() (password string, err error)
+	// LoginEndpoints: where to log in when the call's own endpoints refuse (a learner serves no login);
+	// the token is the cluster's, good on every member.
+	LoginEndpoints []string
+	mu             sync.Mutex
+	token          string
+	// authOff: a login found etcd's auth off; calls go without a token until etcd refuses one for want
+	// of it (tokenRefused), rather than each asking first.
+	authOff bool
+}
+
+// PasswordFile is a Login reading the password from a file (a mounted root Secret's key).
+func PasswordFile(path string) func() (string, error) {
+	return func() (string, error) {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return "", fmt.Errorf("root password: %w", err)
+		}
+		return strings.TrimSpace(string(b)), nil
+	}
 }
 
 // ClientTLS reads a client tls.Config from dir (tls.crt, tls.key, ca.crt read as one set).
@@ -129,14 +154,96 @@ func (e *Etcd) client(eps []string) (*clientv3.Client, error) {
 			return nil, err
 		}
 	}
-	return clientv3.New(clientv3.Config{
+	cfg := clientv3.Config{
 		TLS:                  tc,
 		Endpoints:            eps,
 		DialTimeout:          2 * time.Second,
 		DialKeepAliveTime:    5 * time.Second,
 		DialKeepAliveTimeout: 2 * time.Second,
 		Logger:               zap.NewNop(),
-	})
+	}
+	if e.Login != nil {
+		tok, err := e.loginToken(cfg)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Token = tok
+	}
+	return clientv3.New(cfg)
+}
+
+// loginToken is root's token: the one kept, else a fresh login. "" while etcd's auth is off (nothing to
+// log in to; asked again at the next client, so that the calls log in once auth is switched on), and ""
+// when no login succeeded: the call is then made without one, and fails if it needs one with etcd's
+// reason (a learner's own status needs none; the login failure is logged).
+func (e *Etcd) loginToken(cfg clientv3.Config) (string, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.token != "" || e.authOff {
+		return e.token, nil
+	}
+	pw, err := e.Login()
+	if err != nil {
+		return "", err
+	}
+	tries := [][]string{cfg.Endpoints}
+	if len(e.LoginEndpoints) > 0 && !slices.Equal(e.LoginEndpoints, cfg.Endpoints) {
+		tries = append(tries, e.LoginEndpoints)
+	}
+	var errs []error
+	for _, eps := range tries {
+		c := cfg
+		c.Endpoints = eps
+		tok, err := e.login(c, pw)
+		switch {
+		case errors.Is(err, rpctypes.ErrAuthNotEnabled):
+			e.authOff = true
+			return "", nil
+		case err == nil:
+			e.token = tok
+			return tok, nil
+		}
+		errs = append(errs, err)
+	}
+	e.log().Warn("logging in as root failed: calling without a token", "error", errors.Join(errs...))
+	return "", nil
+}
+
+// login logs in as root through cfg's endpoints.
+func (e *Etcd) login(cfg clientv3.Config, password string) (string, error) {
+	c, err := clientv3.New(cfg)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), e.callTimeout())
+	defer cancel()
+	resp, err := c.Authenticate(ctx, api.RootUser, password)
+	if err != nil {
+		return "", err
+	}
+	return resp.Token, nil
+}
+
+// tokenRefused forgets root's token when etcd refused it (expired, invalidated by a password change, or
+// none sent while auth is now on), and says so: the caller tries once more with a fresh login.
+func (e *Etcd) tokenRefused(err error) bool {
+	if e.Login == nil || err == nil {
+		return false
+	}
+	if !errors.Is(rpctypes.Error(err), rpctypes.ErrInvalidAuthToken) && !errors.Is(rpctypes.Error(err), rpctypes.ErrUserEmpty) &&
+		!errors.Is(rpctypes.Error(err), rpctypes.ErrAuthOldRevision) {
+		return false
+	}
+	e.forgetToken()
+	return true
+}
+
+// forgetToken drops root's token: the next call logs in afresh.
+func (e *Etcd) forgetToken() {
+	e.mu.Lock()
+	e.token, e.authOff = "", false
+	e.mu.Unlock()
 }
 
 // List is a member list with the IDs it was read with.
@@ -216,8 +323,17 @@ func (e *Etcd) onEndpoint(ctx context.Context, ep string, timeout time.Duration,
 	})
 }
 
-// withClient runs call with a client of eps, closed when call returns.
+// withClient runs call with a client of eps, closed when call returns; once more with a fresh login
+// when etcd refused root's token.
 func (e *Etcd) withClient(eps []string, call func(*clientv3.Client) error) error {
+	err := e.withClientOnce(eps, call)
+	if e.tokenRefused(err) {
+		err = e.withClientOnce(eps, call)
+	}
+	return err
+}
+
+func (e *Etcd) withClientOnce(eps []string, call func(*clientv3.Client) error) error {
 	c, err := e.client(eps)
 	if err != nil {
 		return err

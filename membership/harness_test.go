@@ -139,6 +139,10 @@ func (c *tcluster) etcd(timeout time.Duration) *Etcd {
 	e := &Etcd{Log: c.log, CallTimeout: timeout}
 	if c.tls {
 		e.TLSDir = c.clientTLS()
+		if c.noClientAuth && c.auth != nil {
+			// As a Job does (render: --password-file): root's password beside the root certificate.
+			e.Login = PasswordFile(filepath.Join(e.TLSDir, api.SecretKeyPassword))
+		}
 	}
 	return e
 }
@@ -177,6 +181,9 @@ type tcluster struct {
 	// tls: both planes TLS with client certificates, certificates made by the agents from secrets (the
 	// product's default); clock shifts the agents' certificate clock (rotation tests).
 	tls bool
+	// noClientAuth: the client plane is TLS without client certificates (spec.security.tls.client.auth
+	// false, as render.EtcdArgs renders it: no trusted CA file); with auth declared, clients log in.
+	noClientAuth bool
 	// transition: the pods run a TLS switch's transition template, leaving this scheme (setTemplate).
 	transition string
 	secrets    *MemSecrets
@@ -314,10 +321,14 @@ func (c *tcluster) start(i int, tick time.Duration) {
 		"--log-level=warn",
 	}
 	cmd = append(cmd, c.flags...)
-	if c.tls {
+	if noClientAuth := c.noClientAuth; c.tls {
 		// The flags render.EtcdArgs renders, on this slot's certificate directory.
 		c, p := s.tlsDir()+"/client/", s.tlsDir()+"/peer/"
-		cmd = append(cmd, "--cert-file="+c+"tls.crt", "--key-file="+c+"tls.key", "--trusted-ca-file="+c+"ca.crt", "--client-cert-auth=true",
+		cmd = append(cmd, "--cert-file="+c+"tls.crt", "--key-file="+c+"tls.key")
+		if !noClientAuth {
+			cmd = append(cmd, "--trusted-ca-file="+c+"ca.crt")
+		}
+		cmd = append(cmd, fmt.Sprintf("--client-cert-auth=%t", !noClientAuth),
 			"--peer-cert-file="+p+"tls.crt", "--peer-key-file="+p+"tls.key", "--peer-trusted-ca-file="+p+"ca.crt", "--peer-client-cert-auth=true")
 	}
 	if tick == 0 {
@@ -638,6 +649,12 @@ func (c *tcluster) newClient(eps []string, secure bool) *clientv3.Client {
 			data, _, _, err := c.secrets.Get(context.Background(), c.identity())
 			return data, err
 		})
+	}
+	if secure && c.noClientAuth && c.auth != nil {
+		// etcd takes no user from the certificate: the tests' clients log in as root, as the agents do.
+		data, _, _, err := c.secrets.Get(context.Background(), c.identity())
+		require.NoError(c.t, err)
+		cfg.Username, cfg.Password = api.RootUser, string(data[api.SecretKeyPassword])
 	}
 	cl, err := clientv3.New(cfg)
 	require.NoError(c.t, err)

@@ -165,6 +165,7 @@ func (e *Etcd) UpdatePeerURL(ctx context.Context, eps []string, id uint64, url s
 		}
 		defer c.Close()
 		_, err = c.MemberUpdate(ctx, id, []string{url})
+		e.tokenRefused(err) // the retry logs in afresh
 		return err
 	}, func(ctx context.Context) (bool, error) {
 		l, err := e.MemberList(ctx, eps)

@@ -33,7 +33,7 @@ func (p *plan) decideAuth() *api.AuthConfig {
 			rotations = map[string]string{user: api.RenewalMark(token)}
 		}
 	}
-	return api.DesiredAuthRotated(p.f.names, p.spec.Auth, rotations)
+	return api.DesiredAuthRotated(p.f.names, p.spec.Auth, !p.spec.Security.TLS.ClientAuth(), rotations)
 }
 
 // authReport is the auth report of the leader's agent: the freshest Lease, held by its pod, whose

@@ -134,3 +134,37 @@ func TestAuthJobsUseRoot(t *testing.T) {
 	require.True(t, slices.Contains(mounted, "demo-root-tls"), "mounted: %v", mounted)
 	require.False(t, slices.Contains(mounted, "demo-client-tls"))
 }
+
+// Without client certificates required, users log in with passwords: the agents are told so, etcd gets
+// no trusted CA file (with one it asks every client for a certificate, whatever --client-cert-auth
+// says), and the Jobs log in as root with the root Secret's password.
+func TestAuthPasswordLogins(t *testing.T) {
+	w := newWorld(t, 3)
+	noClientAuth := func(s *api.ClusterSpec) { withAuth(true)(s); s.Security.TLS.Client.Auth = ptr(false) }
+	w.setSpec(noClientAuth)
+	w.converge(120)
+	raw, ok := w.configData()[api.ConfigKeyAuth].(string)
+	require.True(t, ok)
+	want, err := api.ParseAuthConfig([]byte(raw))
+	require.NoError(t, err)
+	require.True(t, want.Passwords)
+	sts, err := json.Marshal(w.desired[KeyStatefulSet][w.names().StatefulSet()])
+	require.NoError(t, err)
+	require.Contains(t, string(sts), "--client-cert-auth=false")
+	require.NotContains(t, string(sts), "--trusted-ca-file=/var/run/etcdhook/tls/client", "no client certificate asked for")
+	require.Contains(t, string(sts), "--peer-trusted-ca-file=", "the peer plane is unchanged")
+
+	w.setSpec(func(s *api.ClusterSpec) { noClientAuth(s); s.Size = ptr(int32(1)) })
+	var args string
+	for range 40 {
+		w.step(5 * time.Second)
+		for _, j := range w.desired[KeyJob] {
+			b, _ := json.Marshal(j)
+			args = string(b)
+		}
+		if args != "" {
+			break
+		}
+	}
+	require.Contains(t, args, "--password-file=/etc/etcdhook/client-tls/password", "a scale-down's Job logs in as root")
+}

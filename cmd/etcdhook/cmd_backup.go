@@ -34,7 +34,7 @@ func runBackup(args []string) error {
 	copyTo := copyFlags(fs)
 	token := fs.String("token", "", "the etcd.io/backup-now token this backup answers")
 	timeout := fs.Duration("timeout", time.Hour, "give up after this long")
-	tlsDir := fs.String("tls-dir", "", "client certificate directory when the cluster runs TLS")
+	access := etcdAccessFlags(fs)
 	if err := parseFlags(fs, args, "cluster", "namespace", "endpoints", "destination"); err != nil {
 		return err
 	}
@@ -56,7 +56,7 @@ func runBackup(args []string) error {
 	res, err := backupOnce(ctx, log, d, *fileRoot, *creds, membership.BackupRequest{
 		Endpoints: strings.Split(*endpoints, ","), Destination: d, Namespace: *ns, Cluster: *cluster, ClusterUID: *uid,
 		Retention: tiers.retention(*keepLast, *maxAge), Token: *token, Keys: keys,
-	}, *tlsDir)
+	}, access)
 	now := time.Now().UTC()
 	if err != nil && res.Manifest.Key != "" {
 		// The snapshot is stored and verified; only retention failed. The backup succeeded (a retry
@@ -118,13 +118,13 @@ func successReport(d backup.Destination, res membership.BackupResult, now time.T
 }
 
 // backupOnce opens the store as the pod sees it and runs one backup.
-func backupOnce(ctx context.Context, log *slog.Logger, d backup.Destination, fileRoot, creds string, req membership.BackupRequest, tlsDir string) (membership.BackupResult, error) {
+func backupOnce(ctx context.Context, log *slog.Logger, d backup.Destination, fileRoot, creds string, req membership.BackupRequest, access etcdAccess) (membership.BackupResult, error) {
 	b, err := openStore(ctx, d, fileRoot, creds)
 	if err != nil {
 		return membership.BackupResult{}, err
 	}
 	defer b.Close()
-	return membership.Backup(ctx, &membership.Etcd{Log: log, TLSDir: tlsDir}, b, log, req)
+	return membership.Backup(ctx, access.etcd(log), b, log, req)
 }
 
 // openStore opens a destination as the pod sees it (its credentials Secret loaded, a file destination

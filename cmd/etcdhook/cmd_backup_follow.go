@@ -36,7 +36,7 @@ func runBackupFollow(args []string) error {
 	chunkBytes := fs.Int("chunk-bytes", 4<<20, "upload sooner once this many bytes of keys and values are held (bounds memory)")
 	recheck := fs.Duration("recheck", 30*time.Second, "how often to look for a newer full snapshot (a new chain)")
 	reportEvery := fs.Duration("report-every", 15*time.Second, "how often to report the restorable point on the Lease")
-	tlsDir := fs.String("tls-dir", "", "client certificate directory when the cluster runs TLS")
+	access := etcdAccessFlags(fs)
 	if err := parseFlags(fs, args, "cluster", "namespace", "cluster-uid", "endpoints", "destination"); err != nil {
 		return err
 	}
@@ -65,7 +65,7 @@ func runBackupFollow(args []string) error {
 	defer b.Close()
 	copyPass, closeCopy := copyTo.passes(b, *ns, *cluster, *uid, log, events)
 	defer closeCopy()
-	membership.Continuous(ctx, &membership.Etcd{Log: log, TLSDir: *tlsDir}, b, log, membership.ContinuousRequest{
+	membership.Continuous(ctx, access.etcd(log), b, log, membership.ContinuousRequest{
 		Backup: membership.BackupRequest{
 			Endpoints: strings.Split(*endpoints, ","), Destination: d, Namespace: *ns, Cluster: *cluster, ClusterUID: *uid,
 			Retention: tiers.retention(*keepLast, *maxAge), Keys: keys,

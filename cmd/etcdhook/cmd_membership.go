@@ -294,7 +294,7 @@ func runMember(args []string) error {
 	reason := fs.String("reason", "", "why: dead, data-lost, leave, orphan, stuck-learner, unwanted-learner (re-checked)")
 	endpoints := fs.String("endpoints", "", "comma-separated client URLs of voters")
 	timeout := fs.Duration("timeout", 4*time.Minute, "give up after this long")
-	tlsDir := fs.String("tls-dir", "", "client certificate directory (tls.crt, tls.key, ca.crt) when the cluster runs TLS")
+	access := etcdAccessFlags(fs)
 	cluster := fs.String("cluster", "", "the EtcdCluster to post the MemberRemoved event on (default: from the Job's pod name)")
 	ns := fs.String("namespace", "", "its namespace (default: $POD_NAMESPACE, else the service account's)")
 	uid := fs.String("cluster-uid", "", "its UID (kubectl describe lists only events that carry it)")
@@ -310,7 +310,7 @@ func runMember(args []string) error {
 	}
 	events, flush := jobRecorder(*cluster, *ns, *uid, "etcdhook-member-remove", log)
 	defer flush()
-	err := membership.RemoveMember(ctx, &membership.Etcd{Log: log, TLSDir: *tlsDir}, log, membership.RemoveRequest{
+	err := membership.RemoveMember(ctx, access.etcd(log), log, membership.RemoveRequest{
 		ID: *id, PeerURL: *peerURL, Reason: *reason, Endpoints: strings.Split(*endpoints, ","), Events: events,
 	})
 	return refusal(err)

@@ -73,7 +73,7 @@ func runStatefulSet(args []string) error {
 	uid := fs.String("uid", "", "the StatefulSet's UID as the hook saw it")
 	size := fs.String("size", "", "the claim template size wanted")
 	timeout := fs.Duration("timeout", 4*time.Minute, "give up after this long")
-	fs.String("tls-dir", "", "unused (every ops Job accepts it)")
+	etcdAccessFlags(fs) // unused: every ops Job accepts them
 	if err := parseFlags(fs, args[1:], "name", "namespace", "uid", "size"); err != nil {
 		return err
 	}
@@ -93,8 +93,9 @@ func runStatefulSet(args []string) error {
 // claimFlags are the flags a Job acting on one member claim shares (pvc delete, pvc grow); verb and
 // event complete the help of --claim and --cluster.
 type claimFlags struct {
-	claim, ns, uid, tlsDir, cluster *string
-	timeout                         *time.Duration
+	claim, ns, uid, cluster *string
+	access                  etcdAccess
+	timeout                 *time.Duration
 }
 
 func addClaimFlags(fs *flag.FlagSet, verb, event string) claimFlags {
@@ -103,7 +104,7 @@ func addClaimFlags(fs *flag.FlagSet, verb, event string) claimFlags {
 		ns:      fs.String("namespace", os.Getenv("POD_NAMESPACE"), "namespace"),
 		uid:     fs.String("cluster-uid", "", "the EtcdCluster UID the claim must be labelled with"),
 		timeout: fs.Duration("timeout", 4*time.Minute, "give up after this long"),
-		tlsDir:  fs.String("tls-dir", "", "client certificate directory (tls.crt, tls.key, ca.crt) when the cluster runs TLS"),
+		access:  etcdAccessFlags(fs),
 		cluster: fs.String("cluster", "", "the EtcdCluster to post the "+event+" event on (default: from --claim)"),
 	}
 }
@@ -138,7 +139,7 @@ func runClaimJob(f claimFlags, controller string, do func(j *claimJob) error) er
 		events.Close()
 		cancel()
 	}()
-	return refusal(do(&claimJob{kube: kube, ctx: ctx, log: log, events: events, etcd: &membership.Etcd{Log: log, TLSDir: *f.tlsDir}}))
+	return refusal(do(&claimJob{kube: kube, ctx: ctx, log: log, events: events, etcd: f.access.etcd(log)}))
 }
 
 // clusterFromClaim reads the EtcdCluster's name from a member claim's name (data-<cluster>-<ordinal>,

@@ -24,22 +24,25 @@ commands:
   restore          restore a snapshot into a new data directory (what a restored cluster's seed does)
   certs            create or renew the hook's serving certificate (the hook pod's init container)
   install DEST     copy this binary to DEST (the member pod's init container)
+  etcdctl-as-root -- ETCDCTL [ARGS…]
+                   run etcdctl logged in as root with the password the agent keeps (kubectl etcd etcdctl)
   version          print the version
 `
 
 // commands are the subcommands, but for version and help; each gets the arguments after its name.
 var commands = map[string]func(args []string) error{
-	"serve":         runServe,
-	"agent":         runAgent,
-	"member":        runMember,
-	"pvc":           runPVC,
-	"statefulset":   runStatefulSet,
-	"backup":        runBackup,
-	"backup-follow": runBackupFollow,
-	"backup-list":   runBackupList,
-	"restore":       runRestore,
-	"certs":         runCerts,
-	"install":       runInstall,
+	"serve":           runServe,
+	"agent":           runAgent,
+	"member":          runMember,
+	"pvc":             runPVC,
+	"statefulset":     runStatefulSet,
+	"backup":          runBackup,
+	"backup-follow":   runBackupFollow,
+	"backup-list":     runBackupList,
+	"restore":         runRestore,
+	"certs":           runCerts,
+	"install":         runInstall,
+	"etcdctl-as-root": runEtcdctlAsRoot,
 }
 
 // version is set by the build (-ldflags "-X main.version=…").

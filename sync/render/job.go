@@ -122,6 +122,11 @@ func opsJob(d *Desired, name, reason, account string, args []string) *batchv1.Jo
 		// The client certificate: the built-in client Secret the agents keep, or the user's client-plane
 		// Secret (which then has the client auth usage, docs/design/14-tls.md §14.5).
 		args = append(args, "--tls-dir="+api.ClientTLSDir)
+		if d.Auth != nil && d.Auth.Passwords {
+			// etcd takes no user from a certificate it does not require: the Job logs in as root with
+			// the root Secret's password (docs/design/20-auth.md §20.2).
+			args = append(args, "--password-file="+api.ClientTLSDir+"/"+api.SecretKeyPassword)
+		}
 		volumes = []corev1.Volume{{Name: "client-tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
 			SecretName: clientIdentitySecret(d), DefaultMode: ptr(int32(0o444)), // the Job's only user is 65532; without fsGroup 0440 is unreadable
 		}}}}

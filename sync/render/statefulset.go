@@ -48,8 +48,14 @@ func EtcdArgs(n api.Names, uid string, s api.ClusterSpec, transition string) []s
 	}
 	if n.TLS {
 		c, p := api.TLSClientDir+"/", api.TLSPeerDir+"/"
+		args = append(args, "--cert-file="+c+"tls.crt", "--key-file="+c+"tls.key")
+		if tls.ClientAuth() {
+			// etcd asks every client for a certificate whenever it has a trusted CA file, whatever
+			// --client-cert-auth says: without client auth (password logins, docs/design/20-auth.md §20.4)
+			// a client without a certificate must get through the handshake.
+			args = append(args, "--trusted-ca-file="+c+"ca.crt")
+		}
 		args = append(args,
-			"--cert-file="+c+"tls.crt", "--key-file="+c+"tls.key", "--trusted-ca-file="+c+"ca.crt",
 			fmt.Sprintf("--client-cert-auth=%t", tls.ClientAuth()),
 			"--peer-cert-file="+p+"tls.crt", "--peer-key-file="+p+"tls.key", "--peer-trusted-ca-file="+p+"ca.crt",
 			"--peer-client-cert-auth=true",

@@ -79,6 +79,12 @@ func planEtcdctl(ctx context.Context, c *Clients, name, member string, args []st
 	}
 	user := flagValues(args)
 	cmd := []string{etcdctlPath}
+	if tls && snap.Status["auth"] != nil && etcdFlags["client-cert-auth"] == "false" {
+		// etcd takes no user from a certificate it does not require: etcdctl logs in as root, with the
+		// password the agent keeps beside the root certificate, passed by the agent binary through the
+		// environment (never on the command line).
+		cmd = []string{api.AgentBinary, "etcdctl-as-root", "--", etcdctlPath}
+	}
 	add := func(flag, value string) {
 		if _, set := user[flag]; !set && value != "" {
 			cmd = append(cmd, "--"+flag+"="+value)

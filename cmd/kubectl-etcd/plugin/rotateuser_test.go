@@ -57,6 +57,34 @@ func TestEtcdctlRootUnderAuth(t *testing.T) {
 	require.Contains(t, te.execs[0].cmd, "--cacert="+api.TLSRootDir+"/ca.crt")
 }
 
+// Without client certificates required, etcd takes no user from the root certificate: etcdctl runs
+// through the agent binary, which logs it in as root with the password from the environment (never an
+// argument: exec arguments are logged).
+func TestEtcdctlRootLoginWithoutClientAuth(t *testing.T) {
+	te := etcdctlEnv(t, true)
+	u, err := te.clients.Dynamic.Resource(GVR).Namespace("prod").Get(context.Background(), "demo", metav1.GetOptions{})
+	require.NoError(t, err)
+	withAuthStatus(u, "2027-01-01T00:00:00Z")
+	_, err = te.clients.Dynamic.Resource(GVR).Namespace("prod").Update(context.Background(), u, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	pod, err := te.clients.Kube.CoreV1().Pods("prod").Get(context.Background(), "demo-0", metav1.GetOptions{})
+	require.NoError(t, err)
+	cmd := pod.Spec.Containers[0].Command
+	for i, a := range cmd {
+		if a == "--client-cert-auth=true" {
+			cmd[i] = "--client-cert-auth=false"
+		}
+	}
+	_, err = te.clients.Kube.CoreV1().Pods("prod").Update(context.Background(), pod, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	require.Equal(t, 0, te.run("etcdctl", "demo", "--member", "0", "--", "user", "list"), te.err.String())
+	got := te.execs[0].cmd
+	require.Equal(t, []string{api.AgentBinary, "etcdctl-as-root", "--", etcdctlPath}, got[:4])
+	for _, a := range got {
+		require.NotContains(t, a, "password", "no password on the command line")
+	}
+}
+
 // The status line of spec.auth: enforced or not, what is still being applied, each user.
 func TestAuthLine(t *testing.T) {
 	require.Equal(t, "enforced; a until 2027-01-01T00:00:00Z; b: Secret demo-b exists and is not this EtcdCluster's",
