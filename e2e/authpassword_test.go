@@ -1,0 +1,155 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/internal/pki"
+	"github.com/etcdhook/etcdhook/internal/writer"
+)
+
+// loginClient logs in through the client Service with the user name and password of secret, over TLS
+// that verifies the members and presents no certificate: an application that cannot use client
+// certificates, as it reads its Secret at start. The error is a refused login.
+func (s *scenario) loginClient(secret string) (*clientv3.Client, error) {
+	s.t.Helper()
+	data, err := s.secretData(secret)
+	if err != nil {
+		return nil, err
+	}
+	cas, err := pki.ParseCertificates(data[pki.KeyCA])
+	require.NoError(s.t, err)
+	cl, err := clientv3.New(clientv3.Config{Endpoints: []string{s.clientEndpoint()}, DialTimeout: 3 * time.Second, Logger: zap.NewNop(),
+		TLS:      &tls.Config{RootCAs: pki.Pool(cas...), MinVersion: tls.VersionTLS12},
+		Username: string(data[api.SecretKeyUsername]), Password: string(data[api.SecretKeyPassword])})
+	if err == nil {
+		s.t.Cleanup(func() { cl.Close() })
+	}
+	return cl, err
+}
+
+// spec.auth with password logins (spec.security.tls.client.auth false) on a running 3-member cluster
+// under the real Metacontroller (docs/design/20-auth.md): two applications log in with the user name
+// and password of their Secrets and write while auth is enabled; a password changed by hand is put
+// back; one user's password is rotated, its application reloading its Secret; kubectl etcd etcdctl
+// logs in as root inside a pod; auth is disabled again.
+func TestAuthPasswords(t *testing.T) {
+	beside(t)
+	s := newScenario(t, "authpw")
+	sp := spec(3, *etcdVersion)
+	sp["security"] = map[string]any{"tls": map[string]any{"enabled": true, "client": map[string]any{"auth": false}}}
+	sp["auth"] = authSpec(false)
+	s.apply(sp)
+	s.waitFor("settled", stepTimeout, s.settled(3))
+	declared := s.authApplied("users and roles created, auth not enforced", false)
+
+	n := s.names()
+	login := func(user string) *clientv3.Client {
+		var cl *clientv3.Client
+		s.waitFor(user+"'s login", 2*time.Minute, func() bool {
+			var err error
+			cl, err = s.loginClient(n.Cluster + "-user-" + user)
+			return err == nil
+		})
+		return cl
+	}
+	limits := func(prefix string) writer.Limits {
+		return writer.Limits{Prefix: prefix, Max: 20000, For: 15 * time.Minute, Every: 50 * time.Millisecond, Timeout: 2 * time.Second}
+	}
+	a := &swriter{s: s, Writer: writer.Start(login("app-a"), limits("app-a/"), "declared, auth off")}
+	b := &swriter{s: s, Writer: writer.Start(login("app-b"), limits("app-b/"), "declared, auth off")}
+	t.Cleanup(func() { a.Stop(); b.Stop() })
+	s.waitFor("both applications' first writes", time.Minute, func() bool { return a.AckedInStep() >= minAcked && b.AckedInStep() >= minAcked })
+
+	both := func(step string) { a.Step(step); b.Step(step) }
+	both("enable auth")
+	sp["auth"] = authSpec(true)
+	s.apply(sp)
+	enabled := s.authApplied("auth enforced", true)
+	time.Sleep(5 * time.Second)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	_, err := login("app-a").Put(ctx, "app-b/x", "v")
+	require.Error(t, err, "app-a may not write app-b's keys")
+	_, err = s.userClient(n.ClientSecret()).Put(ctx, "app-a/x", "v")
+	require.Error(t, err, "a certificate is no login: etcd takes no user from it")
+
+	// kubectl etcd etcdctl logs in as root inside a member pod (the password through the environment).
+	code, out, _ := s.kubectlEtcd(ctx, "etcdctl", s.name, "--", "user", "list")
+	require.Zero(t, code)
+	require.Contains(t, out, "app-a")
+
+	// A password changed by hand, as etcdctl would as root: put back; app-b's writer, whose token the
+	// change invalidated, logs in again with its Secret's password by itself (clientv3 does).
+	both("hand edit reverted")
+	rootCl, err := s.loginClient(n.RootSecret())
+	require.NoError(t, err)
+	_, err = rootCl.UserChangePassword(ctx, "app-b", "changed-by-hand-0000")
+	require.NoError(t, err)
+	edited := time.Now()
+	s.waitFor("status.auth to name the password put back", 2*time.Minute, func() bool {
+		a := s.cluster().Status.Auth
+		return a != nil && strings.Contains(a.LastReverted, "set the password of user app-b")
+	})
+	reverted := time.Since(edited)
+	_, err = login("app-b").Put(ctx, "app-b/after-edit", "v")
+	require.NoError(t, err, "the Secret's password logs in again")
+	time.Sleep(5 * time.Second)
+
+	// app-a's password rotated. The application reloads its Secret: it starts a new client when the
+	// password there changes, and its old client stops.
+	both("rotate app-a")
+	before, err := s.secretData(n.Cluster + "-user-app-a")
+	require.NoError(t, err)
+	_, err = s.e.dyn.Resource(gvrCluster).Namespace(s.ns).Patch(s.ctx, s.name, types.MergePatchType,
+		[]byte(`{"metadata":{"annotations":{"`+api.AnnRotateUser+`":"app-a=e2e-1"}}}`), metav1.PatchOptions{})
+	require.NoError(t, err)
+	rotated := s.waitFor("app-a's Secret to hold a new password", 2*time.Minute, func() bool {
+		after, err := s.secretData(n.Cluster + "-user-app-a")
+		return err == nil && string(after[api.SecretKeyPassword]) != string(before[api.SecretKeyPassword])
+	})
+	reload := time.Now()
+	a.Stop()
+	a2 := &swriter{s: s, Writer: writer.Start(login("app-a"), limits("app-a2/"), "rotate app-a")}
+	t.Cleanup(a2.Stop)
+	refused := time.Since(reload)
+	_, err = s.loginClient(n.Cluster + "-user-app-a")
+	require.NoError(t, err)
+	time.Sleep(5 * time.Second)
+
+	// Off again, the applications still writing.
+	a2.Step("disable auth")
+	b.Step("disable auth")
+	sp["auth"] = authSpec(false)
+	s.apply(sp)
+	disabled := s.authApplied("auth no longer enforced", false)
+	time.Sleep(5 * time.Second)
+
+	planned := []string{"enable auth", "rotate app-a", "disable auth"}
+	summary := fmt.Sprintf("spec.auth with password logins (client.auth false) on 3 members, two applications logging in with their Secrets' passwords: declared (auth off) in %s; "+
+		"enabled in %s; a password changed by hand put back in %s; app-a's password rotated in %s, its reloaded client logged in %s after the Secret changed; disabled in %s; "+
+		"failed writes in the enable, rotation and disable steps: app-a %d (old client) + %d (reloaded), app-b %d; while app-b's password was changed by hand (not a planned step): app-b %d\n\n",
+		declared.Round(100*time.Millisecond), enabled.Round(100*time.Millisecond), reverted.Round(100*time.Millisecond), rotated.Round(100*time.Millisecond),
+		refused.Round(100*time.Millisecond), disabled.Round(100*time.Millisecond),
+		a.Failed(planned...), a2.Failed(planned...), b.Failed(planned...), b.Failed("hand edit reverted"))
+	// The old client stopped at the rotation: its acknowledged writes are checked, its figures recorded.
+	s.verifyWriter(a.Writer)
+	results.add(t.Name(), "app-a until its rotation: "+summary+a.Table())
+	t.Logf("\n%s%s", summary, a.Table())
+	a2.Finish("app-a after the rotation, reloaded (same run)\n\n")
+	b.Finish("app-b (same run)\n\n")
+}
