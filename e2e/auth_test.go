@@ -42,6 +42,11 @@ func (s *scenario) userClient(secret string) *clientv3.Client {
 	return cl
 }
 
+// appLimits bound an application's writer: every 50 ms on its own prefix, 2 s a write.
+func appLimits(prefix string) writer.Limits {
+	return writer.Limits{Prefix: prefix, Max: 20000, For: 15 * time.Minute, Every: 50 * time.Millisecond, Timeout: 2 * time.Second}
+}
+
 // authApplied waits until status.auth says etcd holds what spec.auth declares, enforced or not.
 func (s *scenario) authApplied(what string, enabled bool) time.Duration {
 	return s.waitFor(what, 3*time.Minute, func() bool {
@@ -64,12 +69,9 @@ func TestAuth(t *testing.T) {
 	s.apply(sp)
 	declared := s.authApplied("users and roles created, auth not enforced", false)
 
-	limits := func(prefix string) writer.Limits {
-		return writer.Limits{Prefix: prefix, Max: 20000, For: 15 * time.Minute, Every: 50 * time.Millisecond, Timeout: 2 * time.Second}
-	}
 	n := s.names()
-	a := &swriter{s: s, Writer: writer.Start(s.userClient(n.Cluster+"-user-app-a"), limits("app-a/"), "declared, auth off")}
-	b := &swriter{s: s, Writer: writer.Start(s.userClient(n.Cluster+"-user-app-b"), limits("app-b/"), "declared, auth off")}
+	a := &swriter{s: s, Writer: writer.Start(s.userClient(n.Cluster+"-user-app-a"), appLimits("app-a/"), "declared, auth off")}
+	b := &swriter{s: s, Writer: writer.Start(s.userClient(n.Cluster+"-user-app-b"), appLimits("app-b/"), "declared, auth off")}
 	t.Cleanup(func() { a.Stop(); b.Stop() })
 	s.waitFor("both applications' first writes", time.Minute, func() bool { return a.AckedInStep() >= minAcked && b.AckedInStep() >= minAcked })
 

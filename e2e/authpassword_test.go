@@ -66,11 +66,8 @@ func TestAuthPasswords(t *testing.T) {
 		})
 		return cl
 	}
-	limits := func(prefix string) writer.Limits {
-		return writer.Limits{Prefix: prefix, Max: 20000, For: 15 * time.Minute, Every: 50 * time.Millisecond, Timeout: 2 * time.Second}
-	}
-	a := &swriter{s: s, Writer: writer.Start(login("app-a"), limits("app-a/"), "declared, auth off")}
-	b := &swriter{s: s, Writer: writer.Start(login("app-b"), limits("app-b/"), "declared, auth off")}
+	a := &swriter{s: s, Writer: writer.Start(login("app-a"), appLimits("app-a/"), "declared, auth off")}
+	b := &swriter{s: s, Writer: writer.Start(login("app-b"), appLimits("app-b/"), "declared, auth off")}
 	t.Cleanup(func() { a.Stop(); b.Stop() })
 	s.waitFor("both applications' first writes", time.Minute, func() bool { return a.AckedInStep() >= minAcked && b.AckedInStep() >= minAcked })
 
@@ -124,7 +121,7 @@ func TestAuthPasswords(t *testing.T) {
 	})
 	reload := time.Now()
 	a.Stop()
-	a2 := &swriter{s: s, Writer: writer.Start(login("app-a"), limits("app-a2/"), "rotate app-a")}
+	a2 := &swriter{s: s, Writer: writer.Start(login("app-a"), appLimits("app-a2/"), "rotate app-a")}
 	t.Cleanup(a2.Stop)
 	refused := time.Since(reload)
 	_, err = s.loginClient(n.Cluster + "-user-app-a")

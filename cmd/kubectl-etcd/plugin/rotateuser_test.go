@@ -45,28 +45,29 @@ func TestRotateUser(t *testing.T) {
 // Under spec.auth etcdctl presents the root identity the agent keeps in the pod, not the member's
 // certificate (its CN, the pod, is no etcd user).
 func TestEtcdctlRootUnderAuth(t *testing.T) {
-	te := etcdctlEnv(t, true)
-	u, err := te.clients.Dynamic.Resource(GVR).Namespace("prod").Get(context.Background(), "demo", metav1.GetOptions{})
-	require.NoError(t, err)
-	withAuthStatus(u, "2027-01-01T00:00:00Z")
-	_, err = te.clients.Dynamic.Resource(GVR).Namespace("prod").Update(context.Background(), u, metav1.UpdateOptions{})
-	require.NoError(t, err)
+	te := authEtcdctlEnv(t)
 	require.Equal(t, 0, te.run("etcdctl", "demo", "--", "user", "list"), te.err.String())
 	require.Contains(t, te.execs[0].cmd, "--cert="+api.TLSRootDir+"/tls.crt")
 	require.Contains(t, te.execs[0].cmd, "--key="+api.TLSRootDir+"/tls.key")
 	require.Contains(t, te.execs[0].cmd, "--cacert="+api.TLSRootDir+"/ca.crt")
 }
 
-// Without client certificates required, etcd takes no user from the root certificate: etcdctl runs
-// through the agent binary, which logs it in as root with the password from the environment (never an
-// argument: exec arguments are logged).
-func TestEtcdctlRootLoginWithoutClientAuth(t *testing.T) {
+// authEtcdctlEnv is etcdctlEnv under spec.auth (status.auth set).
+func authEtcdctlEnv(t *testing.T) *testEnv {
 	te := etcdctlEnv(t, true)
 	u, err := te.clients.Dynamic.Resource(GVR).Namespace("prod").Get(context.Background(), "demo", metav1.GetOptions{})
 	require.NoError(t, err)
 	withAuthStatus(u, "2027-01-01T00:00:00Z")
 	_, err = te.clients.Dynamic.Resource(GVR).Namespace("prod").Update(context.Background(), u, metav1.UpdateOptions{})
 	require.NoError(t, err)
+	return te
+}
+
+// Without client certificates required, etcd takes no user from the root certificate: etcdctl runs
+// through the agent binary, which logs it in as root with the password from the environment (never an
+// argument: exec arguments are logged).
+func TestEtcdctlRootLoginWithoutClientAuth(t *testing.T) {
+	te := authEtcdctlEnv(t)
 	pod, err := te.clients.Kube.CoreV1().Pods("prod").Get(context.Background(), "demo-0", metav1.GetOptions{})
 	require.NoError(t, err)
 	cmd := pod.Spec.Containers[0].Command
