@@ -121,9 +121,10 @@ func TestAuthPasswords(t *testing.T) {
 	})
 	reload := time.Now()
 	a.Stop()
-	a2 := &swriter{s: s, Writer: writer.Start(login("app-a"), appLimits("app-a2/"), "rotate app-a")}
+	a2 := &swriter{s: s, Writer: writer.Start(login("app-a"), appLimits("app-a/r"), "rotate app-a")}
 	t.Cleanup(a2.Stop)
 	refused := time.Since(reload)
+	s.waitFor("the reloaded client's first acknowledged writes", time.Minute, func() bool { return a2.AckedInStep() >= minAcked })
 	_, err = s.loginClient(n.Cluster + "-user-app-a")
 	require.NoError(t, err)
 	time.Sleep(5 * time.Second)
