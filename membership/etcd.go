@@ -41,9 +41,10 @@ type Etcd struct {
 	LoginEndpoints []string
 	mu             sync.Mutex
 	token          string
-	// authOff: a login found etcd's auth off; calls go without a token until etcd refuses one for want
-	// of it (tokenRefused), rather than each asking first.
-	authOff bool
+	// noLogin: the last login found etcd's auth off, or failed (etcd not answering yet, a learner): calls
+	// go without a token until etcd refuses one for want of it (tokenRefused), rather than each waiting
+	// on a login first. A refusal means etcd answers, so the login is tried again exactly when it can work.
+	noLogin bool
 }
 
 // PasswordFile is a Login reading the password from a file (a mounted root Secret's key).
@@ -172,14 +173,13 @@ func (e *Etcd) client(eps []string) (*clientv3.Client, error) {
 	return clientv3.New(cfg)
 }
 
-// loginToken is root's token: the one kept, else a fresh login. "" while etcd's auth is off (nothing to
-// log in to; asked again at the next client, so that the calls log in once auth is switched on), and ""
-// when no login succeeded: the call is then made without one, and fails if it needs one with etcd's
-// reason (a learner's own status needs none; the login failure is logged).
+// loginToken is root's token: the one kept, else a fresh login. "" while etcd's auth is off, and ""
+// when no login succeeded (logged): the call is then made without one, and fails with etcd's reason if
+// it needs one (a learner's own status needs none), which makes the next call log in again.
 func (e *Etcd) loginToken(cfg clientv3.Config) (string, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.token != "" || e.authOff {
+	if e.token != "" || e.noLogin {
 		return e.token, nil
 	}
 	pw, err := e.Login()
@@ -197,7 +197,7 @@ func (e *Etcd) loginToken(cfg clientv3.Config) (string, error) {
 		tok, err := e.login(c, pw)
 		switch {
 		case errors.Is(err, rpctypes.ErrAuthNotEnabled):
-			e.authOff = true
+			e.noLogin = true
 			return "", nil
 		case err == nil:
 			e.token = tok
@@ -206,6 +206,7 @@ func (e *Etcd) loginToken(cfg clientv3.Config) (string, error) {
 		errs = append(errs, err)
 	}
 	e.log().Warn("logging in as root failed: calling without a token", "error", errors.Join(errs...))
+	e.noLogin = true
 	return "", nil
 }
 
@@ -242,7 +243,7 @@ func (e *Etcd) tokenRefused(err error) bool {
 // forgetToken drops root's token: the next call logs in afresh.
 func (e *Etcd) forgetToken() {
 	e.mu.Lock()
-	e.token, e.authOff = "", false
+	e.token, e.noLogin = "", false
 	e.mu.Unlock()
 }
 
