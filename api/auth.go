@@ -26,11 +26,34 @@ const (
 )
 
 // Keys a user's Secret (and the root identity's) carries besides cert-manager's tls.crt, tls.key and
-// ca.crt: the etcd user name and its password (docs/design/20-auth.md §20.4).
+// ca.crt: the etcd user name to log in as and its password (docs/design/20-auth.md §20.4); during a
+// password rotation's grace, the login it replaces and until when that one works
+// (previous-until, RFC 3339); and the rotation mark the login was made for.
 const (
-	SecretKeyUsername = "username"
-	SecretKeyPassword = "password"
+	SecretKeyUsername         = "username"
+	SecretKeyPassword         = "password"
+	SecretKeyPreviousUsername = "previous-username"
+	SecretKeyPreviousPassword = "previous-password"
+	SecretKeyPreviousUntil    = "previous-until"
+	SecretKeyLoginMark        = "login-mark"
 )
+
+// loginSlotSep separates a declared user's name from its login slot: declared names cannot hold it.
+const loginSlotSep = "~"
+
+// LoginSlot is the etcd user a declared user's applications log in as with a password: slot 1 or 2,
+// in turn at each rotation, so that the previous login works while applications take the new one
+// (§20.5). The declared user itself is the certificates' (CN), with no password.
+func LoginSlot(user string, n int) string { return fmt.Sprintf("%s%s%d", user, loginSlotSep, n) }
+
+// SlotOwner is the declared user whose login slot name is, and false for any other name.
+func SlotOwner(name string) (string, bool) {
+	owner, n, ok := strings.Cut(name, loginSlotSep)
+	if !ok || owner == "" || n != "1" && n != "2" {
+		return "", false
+	}
+	return owner, true
+}
 
 // Access kinds of a permission (spec.auth.roles[].permissions[].access).
 const (

@@ -288,8 +288,9 @@ type BuiltInTLSSpec struct {
 	CADuration   *metav1.Duration `json:"caDuration,omitempty"`
 	CertDuration *metav1.Duration `json:"certDuration,omitempty"`
 	// RotationGrace: how long a CA rotation waits, once the client Secret is issued by the new CA,
-	// before it drops the old CA (default 2m; 0s..1h): clients reading the Secret from a mounted volume
-	// see the change only after the kubelet's next sync. Clients that read it through the API need none.
+	// before it drops the old CA, and how long a rotated user's old password login keeps working
+	// (default 2m; 0s..1h): clients reading a Secret from a mounted volume see the change only after the
+	// kubelet's next sync. Clients that read it through the API need none.
 	RotationGrace *metav1.Duration `json:"rotationGrace,omitempty"`
 }
 

@@ -50,7 +50,9 @@ func TestAuthPasswords(t *testing.T) {
 	beside(t)
 	s := newScenario(t, "authpw")
 	sp := spec(3, *etcdVersion)
-	sp["security"] = map[string]any{"tls": map[string]any{"enabled": true, "client": map[string]any{"auth": false}}}
+	// A replaced password login works for rotationGrace (default 2m) after a rotation: 15 s here.
+	sp["security"] = map[string]any{"tls": map[string]any{"enabled": true, "client": map[string]any{"auth": false},
+		"builtIn": map[string]any{"rotationGrace": "15s"}}}
 	sp["auth"] = authSpec(false)
 	s.apply(sp)
 	s.waitFor("settled", stepTimeout, s.settled(3))
@@ -95,38 +97,48 @@ func TestAuthPasswords(t *testing.T) {
 	both("hand edit reverted")
 	rootCl, err := s.loginClient(n.RootSecret())
 	require.NoError(t, err)
-	_, err = rootCl.UserChangePassword(ctx, "app-b", "changed-by-hand-0000")
+	_, err = rootCl.UserChangePassword(ctx, "app-b~1", "changed-by-hand-0000")
 	require.NoError(t, err)
 	edited := time.Now()
 	s.waitFor("status.auth to name the password put back", 2*time.Minute, func() bool {
 		a := s.cluster().Status.Auth
-		return a != nil && strings.Contains(a.LastReverted, "set the password of user app-b")
+		return a != nil && strings.Contains(a.LastReverted, "set the password of user app-b~1")
 	})
 	reverted := time.Since(edited)
 	_, err = login("app-b").Put(ctx, "app-b/after-edit", "v")
 	require.NoError(t, err, "the Secret's password logs in again")
 	time.Sleep(5 * time.Second)
 
-	// app-a's password rotated. The application reloads its Secret: it starts a new client when the
-	// password there changes, and its old client stops.
+	// app-a's login rotated: its Secret names the other login slot with a new password, the old login
+	// works for the grace. The application reloads its Secret 3 s later: it starts a new client, and
+	// stops the old one.
 	both("rotate app-a")
 	before, err := s.secretData(n.Cluster + "-user-app-a")
 	require.NoError(t, err)
+	rotStart := time.Now()
 	_, err = s.e.dyn.Resource(gvrCluster).Namespace(s.ns).Patch(s.ctx, s.name, types.MergePatchType,
 		[]byte(`{"metadata":{"annotations":{"`+api.AnnRotateUser+`":"app-a=e2e-1"}}}`), metav1.PatchOptions{})
 	require.NoError(t, err)
-	rotated := s.waitFor("app-a's Secret to hold a new password", 2*time.Minute, func() bool {
-		after, err := s.secretData(n.Cluster + "-user-app-a")
-		return err == nil && string(after[api.SecretKeyPassword]) != string(before[api.SecretKeyPassword])
+	var after map[string][]byte
+	rotated := s.waitFor("app-a's Secret to name a new login", 2*time.Minute, func() bool {
+		after, err = s.secretData(n.Cluster + "-user-app-a")
+		return err == nil && string(after[api.SecretKeyUsername]) != string(before[api.SecretKeyUsername])
 	})
-	reload := time.Now()
-	a.Stop()
+	require.Equal(t, string(before[api.SecretKeyUsername]), string(after[api.SecretKeyPreviousUsername]))
+	newLogin := time.Now()
 	a2 := &swriter{s: s, Writer: writer.Start(login("app-a"), appLimits("app-a/r"), "rotate app-a")}
 	t.Cleanup(a2.Stop)
-	refused := time.Since(reload)
+	loggedIn := time.Since(newLogin)
 	s.waitFor("the reloaded client's first acknowledged writes", time.Minute, func() bool { return a2.AckedInStep() >= minAcked })
-	_, err = s.loginClient(n.Cluster + "-user-app-a")
-	require.NoError(t, err)
+	time.Sleep(3 * time.Second)
+	a.Stop()
+	s.waitFor("the old login retired after the grace", 2*time.Minute, func() bool {
+		d, err := s.secretData(n.Cluster + "-user-app-a")
+		return err == nil && len(d[api.SecretKeyPreviousUsername]) == 0
+	})
+	retired := time.Since(rotStart)
+	_, err = rootCl.UserGet(ctx, string(before[api.SecretKeyUsername]))
+	require.Error(t, err, "the old login's etcd user is deleted")
 	time.Sleep(5 * time.Second)
 
 	// Off again, the applications still writing.
@@ -138,11 +150,12 @@ func TestAuthPasswords(t *testing.T) {
 	time.Sleep(5 * time.Second)
 
 	planned := []string{"enable auth", "rotate app-a", "disable auth"}
-	summary := fmt.Sprintf("spec.auth with password logins (client.auth false) on 3 members, two applications logging in with their Secrets' passwords: declared (auth off) in %s; "+
-		"enabled in %s; a password changed by hand put back in %s; app-a's password rotated in %s, its reloaded client logged in %s after the Secret changed; disabled in %s; "+
+	summary := fmt.Sprintf("spec.auth with password logins (client.auth false) on 3 members, two applications logging in with their Secrets' user names and passwords: "+
+		"declared (auth off) in %s; enabled in %s; a password changed by hand put back in %s; app-a's login rotated (the Secret names the other slot) in %s, "+
+		"its reloaded client logged in %s after that, the old client stopped 3 s later, the old login retired %s after the rotation (grace 15 s); disabled in %s; "+
 		"failed writes in the enable, rotation and disable steps: app-a %d (old client) + %d (reloaded), app-b %d; while app-b's password was changed by hand (not a planned step): app-b %d\n\n",
 		declared.Round(100*time.Millisecond), enabled.Round(100*time.Millisecond), reverted.Round(100*time.Millisecond), rotated.Round(100*time.Millisecond),
-		refused.Round(100*time.Millisecond), disabled.Round(100*time.Millisecond),
+		loggedIn.Round(100*time.Millisecond), retired.Round(100*time.Millisecond), disabled.Round(100*time.Millisecond),
 		a.Failed(planned...), a2.Failed(planned...), b.Failed(planned...), b.Failed("hand edit reverted"))
 	// The old client stopped at the rotation: its acknowledged writes are checked, its figures recorded.
 	s.verifyWriter(a.Writer)

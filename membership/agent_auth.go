@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -54,6 +55,8 @@ type authState struct {
 	// (with auth off, no login can check one).
 	passwords string
 	set       map[string]string
+	// next: the logins rotations are making, by user, until the user's Secret names them (login.go).
+	next map[string]Login
 }
 
 // readAuthWant reads the declared auth at most every authRead; a failed read keeps the last one.
@@ -128,6 +131,7 @@ func (a *Agent) reconcileAuth(ctx context.Context, r *api.Report) {
 		}
 		r.Auth = &rep
 	}()
+	a.rotateLogins(want)
 	passwords := a.wantPasswords(want)
 	pwPrint := fingerprint(passwords)
 	changed := want.Hash != a.auth.applied || pwPrint != a.auth.passwords
@@ -169,7 +173,7 @@ func (a *Agent) reconcileAuth(ctx context.Context, r *api.Report) {
 		err = ApplyAuth(ctx, cl, steps, func(s AuthStep) {
 			made = append(made, s.String())
 			switch s.Op {
-			case OpAddUser, OpSetPassword:
+			case OpAddUser, OpSetPassword, OpRemakeUser:
 				if a.auth.set == nil {
 					a.auth.set = map[string]string{}
 				}
@@ -206,6 +210,9 @@ func (a *Agent) reconcileAuth(ctx context.Context, r *api.Report) {
 		a.auth.report.Applied, a.auth.report.Enabled = want.Hash, s.Enabled
 		return nil
 	})
+	if err == nil {
+		err = a.commitLogins(ctx, want)
+	}
 	if err != nil {
 		a.auth.failedAt = time.Now()
 		a.auth.report.Error = err.Error()
@@ -215,29 +222,92 @@ func (a *Agent) reconcileAuth(ctx context.Context, r *api.Report) {
 	a.auth.failedAt, a.auth.report.Error = time.Time{}, ""
 }
 
+// rotateLogins starts a password rotation for each user whose rotation mark its login was not made for:
+// the next login (the other slot, a new password) is what etcd must hold from this pass on, before the
+// Secret names it (commitLogins).
+func (a *Agent) rotateLogins(want *api.AuthConfig) {
+	if a.Certs == nil {
+		return
+	}
+	for _, u := range want.Users {
+		mark := want.Rotations[u.Name]
+		l, ok := a.Certs.Logins[u.Name]
+		if mark == "" || !ok || l.Mark == mark || a.auth.next[u.Name].Mark == mark {
+			continue
+		}
+		next, err := l.next(u.Name, mark, time.Now(), a.Certs.loginGrace())
+		if err != nil {
+			a.Log.Warn("rotating a login", "user", u.Name, "error", err)
+			continue
+		}
+		if a.auth.next == nil {
+			a.auth.next = map[string]Login{}
+		}
+		a.auth.next[u.Name] = next
+		a.Log.Info("rotating a user's password login", "user", u.Name, "from", l.User, "to", next.User, "until", next.PreviousUntil)
+	}
+}
+
+// commitLogins, once etcd holds every login the pass planned, points the users' Secrets at the logins
+// rotations made, and drops from them the previous logins whose grace is over (etcd no longer holds
+// them).
+func (a *Agent) commitLogins(ctx context.Context, want *api.AuthConfig) error {
+	if a.Certs == nil {
+		return nil
+	}
+	var errs []error
+	now := time.Now()
+	for _, u := range want.Users {
+		l, pending := a.auth.next[u.Name]
+		if !pending {
+			cur, ok := a.Certs.Logins[u.Name]
+			if !ok || !cur.retired(now) {
+				continue
+			}
+			cur.Previous, cur.PreviousPassword, cur.PreviousUntil = "", "", time.Time{}
+			l = cur
+		}
+		if err := a.Certs.CommitLogin(ctx, u.Name, u.SecretName, l); err != nil {
+			errs = append(errs, fmt.Errorf("user %s's login: %w", u.Name, err))
+			continue
+		}
+		if pending {
+			delete(a.auth.next, u.Name)
+			a.event(EventAuthChanged, "RotateLogin", false, "user %s's Secret now logs in as %s; %s works until %s", u.Name, l.User, l.Previous, l.PreviousUntil.UTC().Format(time.RFC3339))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // stopAuth is called when this member is no longer the leader: another agent keeps etcd's auth, and
 // this one stops issuing the users' certificates.
 func (a *Agent) stopAuth() {
 	if a.Certs != nil {
 		a.Certs.IssueUsers = false
 	}
-	a.auth.applied, a.auth.revision, a.auth.passwords, a.auth.set = "", 0, "", nil
+	a.auth.applied, a.auth.revision, a.auth.passwords, a.auth.set, a.auth.next = "", 0, "", nil, nil
 }
 
-// wantPasswords are the passwords etcd must hold: root's and each declared user's, as their Secrets
-// hold them (Certs.Passwords); a user whose Secret this agent has not read yet is left out.
+// wantPasswords are the logins etcd must hold, with their passwords: root's, and each declared user's
+// as its Secret holds them (Certs.Logins) or as a rotation makes them (the next login, the current one
+// as its previous); a user whose Secret this agent has not read yet is left out.
 func (a *Agent) wantPasswords(want *api.AuthConfig) map[string]string {
 	out := map[string]string{}
 	if a.Certs == nil {
 		return out
 	}
-	if pw := a.Certs.Passwords[api.RootUser]; pw != "" {
+	if pw := a.Certs.RootPassword; usablePassword(pw) {
 		out[api.RootUser] = pw
 	}
+	now := time.Now()
 	for _, u := range want.Users {
-		if pw := a.Certs.Passwords[u.Name]; pw != "" {
-			out[u.Name] = pw
+		l, ok := a.auth.next[u.Name]
+		if !ok {
+			if l, ok = a.Certs.Logins[u.Name]; !ok {
+				continue
+			}
 		}
+		maps.Copy(out, l.passwords(now))
 	}
 	return out
 }

@@ -165,21 +165,21 @@ func (s AuthStep) String() string {
 // and user first (auth cannot be enabled without them), then roles and their permissions, then users
 // and their roles, then what is no longer declared, and the switch last. The root user and role are
 // never removed; a root role granted by hand to a declared user is revoked like any role not declared.
-// passwords are the passwords the identity Secrets hold (root's and the users'): a user is added with
-// its password, and one whose password is not known right (AuthState.PasswordOK) gets it set; a user
-// whose Secret holds none yet is added without one, and gets it once the Secret does.
+// passwords are the logins the identity Secrets hold (root's, and the users' login slots,
+// api.LoginSlot): a login is added with its password, one whose password is not known right
+// (AuthState.PasswordOK) gets it set, and a slot no longer named is deleted like any user not declared.
 func PlanAuth(want *api.AuthConfig, have AuthState, passwords map[string]string) []AuthStep {
 	if want == nil {
 		return nil
 	}
 	var steps []AuthStep
-	// user makes name exist with its Secret's password and roles. It is added once its Secret holds a
-	// password (not before: etcd keeps a user made without one so, through any password change); a
-	// password a login found wrong is set; a user that may have none, or whose password cannot be
-	// checked (auth off), is made again with it and its roles. Certificate logins with auth on leave a
-	// user made without a password (before passwords existed) as it is: making it again would refuse its
-	// requests for a moment, and its certificate does not need one. It returns the roles etcd will
-	// hold before the grants, and false when the user is not there to grant them.
+	// user makes a login (root, a slot) exist with its password and roles. It is added once its Secret
+	// holds a password (not before: etcd keeps a user made without one so, through any password
+	// change); a password a login found wrong is set; a user that may have none, or whose password
+	// cannot be checked (auth off), is made again with it and its roles. With certificate logins and
+	// auth on, a root made without a password (before passwords existed) is left as it is: making it
+	// again would refuse the agents' calls for a moment, and its certificate does not need one. It
+	// returns the roles etcd will hold before the grants, and false when the user is not there.
 	user := func(name string, roles []string) ([]string, bool) {
 		pw := passwords[name]
 		held, exists := have.Users[name]
@@ -228,21 +228,46 @@ func PlanAuth(want *api.AuthConfig, have AuthState, passwords map[string]string)
 			}
 		}
 	}
-	declaredUsers := map[string]bool{api.RootUser: true}
+	// The declared users (their certificates' CN, without a password) and their login slots that
+	// passwords name (each with its owner's roles).
+	type declared struct {
+		name  string
+		roles []string
+		login bool
+	}
+	var users []declared
+	rolesOf := map[string][]string{}
 	for _, u := range want.Users {
-		declaredUsers[u.Name] = true
-		held, ok := user(u.Name, u.Roles)
-		if !ok {
-			continue
+		users = append(users, declared{u.Name, u.Roles, false})
+		rolesOf[u.Name] = u.Roles
+	}
+	for _, name := range sortedKeysOf(passwords) {
+		if owner, ok := api.SlotOwner(name); ok && rolesOf[owner] != nil {
+			users = append(users, declared{name, rolesOf[owner], true})
 		}
-		for _, r := range u.Roles {
+	}
+	declaredUsers := map[string]bool{api.RootUser: true}
+	for _, u := range users {
+		declaredUsers[u.name] = true
+		held, ok := have.Users[u.name]
+		switch {
+		case u.login:
+			if held, ok = user(u.name, u.roles); !ok {
+				continue
+			}
+		case !ok:
+			// A certificate's user: no password (etcd then refuses a password login as it).
+			steps = append(steps, AuthStep{Op: OpAddUser, User: u.name})
+			held = nil
+		}
+		for _, r := range u.roles {
 			if !slices.Contains(held, r) {
-				steps = append(steps, AuthStep{Op: OpGrantRole, User: u.Name, Role: r})
+				steps = append(steps, AuthStep{Op: OpGrantRole, User: u.name, Role: r})
 			}
 		}
 		for _, r := range held {
-			if !slices.Contains(u.Roles, r) {
-				steps = append(steps, AuthStep{Op: OpRevokeRole, User: u.Name, Role: r})
+			if !slices.Contains(u.roles, r) {
+				steps = append(steps, AuthStep{Op: OpRevokeRole, User: u.name, Role: r})
 			}
 		}
 	}

@@ -54,6 +54,7 @@ func TestMembershipAuthPasswords(t *testing.T) {
 	forEachVersionParallel(t, func(t *testing.T, v string) {
 		c := newCluster(t, v, 3)
 		c.noClientAuth = true
+		c.clientGrace = 8 * time.Second
 		c.events = &MemRecorder{}
 		declared := func(enabled bool, rotations map[string]string) *api.AuthConfig {
 			d := authDeclared(enabled)
@@ -66,7 +67,7 @@ func TestMembershipAuthPasswords(t *testing.T) {
 		for _, u := range off.Users {
 			data, _, _, err := c.secrets.Get(context.Background(), u.SecretName)
 			require.NoError(t, err)
-			require.Equal(t, u.Name, string(data[api.SecretKeyUsername]))
+			require.Equal(t, u.Name+"~1", string(data[api.SecretKeyUsername]), "user %s logs in as its first slot", u.Name)
 			require.True(t, usablePassword(string(data[api.SecretKeyPassword])), "user %s's password", u.Name)
 		}
 
@@ -125,15 +126,17 @@ func TestMembershipAuthPasswords(t *testing.T) {
 				}
 			}
 		}
-		_, err = c.loginClient("app", "not-the-password-0000", c.secretData("m-user-app")[pki.KeyCA])
+		_, err = c.loginClient("app~1", "not-the-password-0000", c.secretData("m-user-app")[pki.KeyCA])
 		require.ErrorIs(t, err, rpctypes.ErrAuthFailed, "a wrong password is refused")
+		_, err = c.loginClient("app", string(c.secretData("m-user-app")[api.SecretKeyPassword]), c.secretData("m-user-app")[pki.KeyCA])
+		require.Error(t, err, "the certificate's user has no password")
 
 		// A password changed by hand is put back within a look; the user's Secret logs in again.
-		_, err = root.UserChangePassword(ctx, "app", "changed-by-hand-0000")
+		_, err = root.UserChangePassword(ctx, "app~1", "changed-by-hand-0000")
 		require.NoError(t, err)
 		edited := time.Now()
 		c.authReport("the password put back", func(r *api.AuthReport) bool {
-			return strings.Contains(r.Reverted, "set the password of user app")
+			return strings.Contains(r.Reverted, "set the password of user app~1")
 		})
 		t.Logf("hand-changed password put back within %s", time.Since(edited).Round(100*time.Millisecond))
 		app, err := c.passwordClient("m-user-app")
@@ -141,26 +144,39 @@ func TestMembershipAuthPasswords(t *testing.T) {
 		_, err = app.Put(ctx, "/app/c", "v")
 		require.NoError(t, err)
 
-		// A rotation: a new password in the Secret, taken by etcd; the old one refused.
+		// A rotation: the other slot made with a new password, then named by the Secret; the old login
+		// works through the grace, then its slot is deleted.
+		oldCl, err := c.passwordClient("m-user-app")
+		require.NoError(t, err)
 		old := string(c.secretData("m-user-app")[api.SecretKeyPassword])
 		rot := declared(true, map[string]string{"app": api.RenewalMark("r1")})
 		c.declareAuth(rot)
 		rotated := time.Now()
-		c.authReport("rotation applied", func(r *api.AuthReport) bool { return r.Applied == rot.Hash })
-		c.waitFor("a new password in the Secret", stepMax, func() bool {
-			return string(c.secretData("m-user-app")[api.SecretKeyPassword]) != old
+		c.waitFor("the Secret to name the next login", stepMax, func() bool {
+			return string(c.secretData("m-user-app")[api.SecretKeyUsername]) == "app~2"
 		})
-		c.waitFor("the new password in etcd", stepMax, func() bool {
-			cl, err := c.passwordClient("m-user-app")
-			if err != nil {
-				return false
-			}
-			_, err = cl.Put(ctx, "/app/d", "v")
-			return err == nil
+		t.Logf("rotated login in the Secret within %s", time.Since(rotated).Round(100*time.Millisecond))
+		data := c.secretData("m-user-app")
+		require.Equal(t, "app~1", string(data[api.SecretKeyPreviousUsername]))
+		require.Equal(t, old, string(data[api.SecretKeyPreviousPassword]))
+		fresh, err := c.passwordClient("m-user-app")
+		require.NoError(t, err, "etcd holds the new login once the Secret names it")
+		_, err = fresh.Put(ctx, "/app/d", "v")
+		require.NoError(t, err)
+		_, err = oldCl.Put(ctx, "/app/e", "v")
+		require.NoError(t, err, "the old login works through the grace")
+		c.waitFor("the old login's slot deleted after the grace", stepMax, func() bool {
+			_, err := root.UserGet(ctx, "app~1")
+			return errors.Is(err, rpctypes.ErrUserNotFound)
 		})
-		t.Logf("rotated password taken by etcd within %s", time.Since(rotated).Round(100*time.Millisecond))
-		_, err = c.loginClient("app", old, c.secretData("m-user-app")[pki.KeyCA])
-		require.ErrorIs(t, err, rpctypes.ErrAuthFailed, "the old password is refused")
+		t.Logf("old login deleted %s after the rotation (grace 8 s)", time.Since(rotated).Round(100*time.Millisecond))
+		c.waitFor("the Secret to drop the old login", stepMax, func() bool {
+			return len(c.secretData("m-user-app")[api.SecretKeyPreviousUsername]) == 0
+		})
+		_, err = c.loginClient("app~1", old, data[pki.KeyCA])
+		require.Error(t, err, "the old login is refused")
+		_, err = fresh.Put(ctx, "/app/f", "v")
+		require.NoError(t, err)
 
 		// The Job path: root's password from the mounted root Secret (a Login), a membership change.
 		m2 := c.memberID(2)

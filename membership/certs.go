@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"sort"
@@ -76,9 +77,10 @@ type Certs struct {
 	// as last ensured by this agent.
 	UserNotAfter map[string]time.Time
 	UserErrors   map[string]string
-	// Passwords: the password in each identity Secret this agent last kept (root's and, on the leader's
-	// agent, each user's): what etcd must hold for that user (docs/design/20-auth.md §20.4).
-	Passwords map[string]string
+	// RootPassword: root's password in the root Secret; Logins: each user's password logins as its Secret
+	// holds them, on the leader's agent (docs/design/20-auth.md §20.4): what etcd must hold.
+	RootPassword string
+	Logins       map[string]Login
 	// CommonName, DNSNames and IPs of a built-in member certificate.
 	CommonName string
 	DNSNames   []string
@@ -321,7 +323,7 @@ func (c *Certs) Ensure(ctx context.Context) (CertFacts, error) {
 			if err != nil {
 				return c.facts(), err
 			}
-			c.setPassword(api.RootUser, data)
+			c.RootPassword = string(data[api.SecretKeyPassword])
 			if c.RootDir != "" {
 				if _, err := c.writeIfChanged(c.RootDir, data); err != nil {
 					return c.facts(), err
@@ -527,32 +529,33 @@ func (c *Certs) ensureIdentity(ctx context.Context, ca pki.KeyPair, trust []byte
 		mark = id.mark
 	}
 	certOK := found && c.currentFor(data, ca, trust, pki.Usage{Client: true}, nil, mark) && commonName(data) == id.cn
-	password, loginOK := "", true
+	// The login: made when the Secret has none that works (a renewal keeps it; a rotation changes it
+	// through the leader's auth pass, once etcd holds the new one: login.go).
+	var login map[string][]byte
 	if id.login {
-		// A rotation (the certificate does not carry the user's mark yet) replaces the password too; a
-		// renewal keeps it, and a password the Secret lacks or that is no usable one is made.
-		rotated := found && id.mark != "" && markOf(data) != id.mark
-		password = string(data[api.SecretKeyPassword])
-		if rotated || !usablePassword(password) {
-			if password, err = newPassword(); err != nil {
-				return nil, err
-			}
+		if login, err = ensureLogin(id.cn, data); err != nil {
+			return nil, err
 		}
-		loginOK = string(data[api.SecretKeyPassword]) == password && string(data[api.SecretKeyUsername]) == id.cn
 	}
-	if certOK && loginOK {
+	if certOK && login == nil {
 		return data, nil
 	}
-	next := map[string][]byte{pki.KeyCert: data[pki.KeyCert], pki.KeyKey: data[pki.KeyKey], pki.KeyCA: data[pki.KeyCA]}
+	next := maps.Clone(data)
+	if next == nil {
+		next = map[string][]byte{}
+	}
 	var kp pki.KeyPair
 	if !certOK {
 		if kp, err = pki.Issue(ca, pki.LeafRequest{CommonName: id.cn, Client: true, Lifetime: c.CertDuration, Renewal: mark}, c.now()); err != nil {
 			return nil, err
 		}
-		next = map[string][]byte{pki.KeyCert: kp.CertPEM, pki.KeyKey: kp.KeyPEM, pki.KeyCA: trust}
+		next[pki.KeyCert], next[pki.KeyKey], next[pki.KeyCA] = kp.CertPEM, kp.KeyPEM, trust
 	}
-	if id.login {
-		next[api.SecretKeyUsername], next[api.SecretKeyPassword] = []byte(id.cn), []byte(password)
+	if login != nil {
+		next = login
+		if !certOK {
+			next[pki.KeyCert], next[pki.KeyKey], next[pki.KeyCA] = kp.CertPEM, kp.KeyPEM, trust
+		}
 	}
 	if !found {
 		err = c.Store.Create(ctx, id.secret, next)
@@ -561,7 +564,7 @@ func (c *Certs) ensureIdentity(ctx context.Context, ca pki.KeyPair, trust []byte
 	}
 	switch {
 	case err == nil && certOK:
-		c.log().Info("wrote the password of the "+id.what, "secret", id.secret)
+		c.log().Info("wrote the login of the "+id.what, "secret", id.secret)
 		return next, nil
 	case err == nil:
 		c.log().Info("issued the "+id.what, "secret", id.secret, "notAfter", kp.Cert.NotAfter)
@@ -593,30 +596,45 @@ func (c *Certs) ensureUsers(ctx context.Context, ca pki.KeyPair, trust []byte) {
 			c.UserErrors[id.cn] = err.Error()
 			continue
 		}
-		c.setPassword(id.cn, data)
+		if l, ok := loginOf(id.cn, data); ok {
+			if c.Logins == nil {
+				c.Logins = map[string]Login{}
+			}
+			c.Logins[id.cn] = l
+		}
 		if leafs, err := pki.ParseCertificates(data[pki.KeyCert]); err == nil && len(leafs) > 0 {
 			c.UserNotAfter[id.cn] = leafs[0].NotAfter
 		}
 	}
 }
 
-// setPassword records the password an identity's Secret holds (when it holds a usable one).
-func (c *Certs) setPassword(user string, data map[string][]byte) {
-	if pw := string(data[api.SecretKeyPassword]); usablePassword(pw) {
-		if c.Passwords == nil {
-			c.Passwords = map[string]string{}
+// ensureLogin is the data of an identity Secret with a usable login, or nil when it has one: root logs
+// in as root; a user as its first login slot, with a new password, when its Secret names none of its
+// slots with a usable password.
+func ensureLogin(cn string, data map[string][]byte) (map[string][]byte, error) {
+	if cn == api.RootUser {
+		if string(data[api.SecretKeyUsername]) == api.RootUser && usablePassword(string(data[api.SecretKeyPassword])) {
+			return nil, nil
 		}
-		c.Passwords[user] = pw
+		pw, err := newPassword()
+		if err != nil {
+			return nil, err
+		}
+		out := maps.Clone(data)
+		if out == nil {
+			out = map[string][]byte{}
+		}
+		out[api.SecretKeyUsername], out[api.SecretKeyPassword] = []byte(api.RootUser), []byte(pw)
+		return out, nil
 	}
-}
-
-// markOf is the renewal mark of a Secret's certificate ("" when it does not parse).
-func markOf(data map[string][]byte) string {
-	leafs, err := pki.ParseCertificates(data[pki.KeyCert])
-	if err != nil || len(leafs) == 0 {
-		return ""
+	if _, ok := loginOf(cn, data); ok {
+		return nil, nil
 	}
-	return pki.RenewalOf(leafs[0])
+	pw, err := newPassword()
+	if err != nil {
+		return nil, err
+	}
+	return Login{User: api.LoginSlot(cn, 1), Password: pw}.put(data), nil
 }
 
 // identities are the client certificates the agents keep in Secrets besides the members' own.

@@ -184,6 +184,9 @@ type tcluster struct {
 	// noClientAuth: the client plane is TLS without client certificates (spec.security.tls.client.auth
 	// false, as render.EtcdArgs renders it: no trusted CA file); with auth declared, clients log in.
 	noClientAuth bool
+	// clientGrace, when set, is the agents' Certs.ClientGrace (else 1 s): a CA rotation's wait for the
+	// client Secret, and a replaced password login's life.
+	clientGrace time.Duration
 	// transition: the pods run a TLS switch's transition template, leaving this scheme (setTemplate).
 	transition string
 	secrets    *MemSecrets
@@ -358,7 +361,11 @@ func (c *tcluster) start(i int, tick time.Duration) {
 	if c.tls {
 		a.Etcd.TLSDir = s.tlsDir() + "/client"
 		a.Cfg.CertLook = time.Second
-		a.Certs = &Certs{ClientGrace: time.Second,
+		grace := time.Second
+		if c.clientGrace > 0 {
+			grace = c.clientGrace
+		}
+		a.Certs = &Certs{ClientGrace: grace,
 			Store: c.secrets, CASecret: "m-ca", ClientSecret: "m-client-tls",
 			CADuration: 24 * time.Hour, CertDuration: 3 * time.Hour,
 			PeerDir: s.tlsDir() + "/peer", ClientDir: s.tlsDir() + "/client", CommonName: s.name, DNSNames: []string{"localhost"}, IPs: []net.IP{net.IPv4(127, 0, 0, 1)},

@@ -11,7 +11,7 @@ import (
 	"github.com/etcdhook/etcdhook/api"
 )
 
-// runRotateUser asks for a new key and certificate for one user of spec.auth (annotation
+// runRotateUser asks for a new key, certificate and password login for one user of spec.auth (annotation
 // etcd.io/rotate-user=USER=TOKEN, docs/design/20-auth.md §20.5) and, with --wait, follows
 // status.auth.users until the user's certificate is a new one (its expiry moved).
 func runRotateUser(ctx context.Context, env Env, args []string) error {
@@ -50,7 +50,7 @@ func runRotateUser(ctx context.Context, env Env, args []string) error {
 	if err := annotate(ctx, c, o.name, api.AnnRotateUser, &value); err != nil {
 		return err
 	}
-	fmt.Fprintf(env.Out, "rotation %q of user %s of %s/%s requested (the old certificate stays valid until it expires)\n", o.token, user, c.Namespace, o.name)
+	fmt.Fprintf(env.Out, "rotation %q of user %s of %s/%s requested (the old certificate stays valid until it expires, the old password login for the rotation grace)\n", o.token, user, c.Namespace, o.name)
 	if !o.wait {
 		return nil
 	}
