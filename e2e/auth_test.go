@@ -42,6 +42,14 @@ func (s *scenario) userClient(secret string) *clientv3.Client {
 	return cl
 }
 
+// rotateUser asks for new credentials for user, as kubectl etcd rotate-user does.
+func (s *scenario) rotateUser(user, token string) {
+	s.t.Helper()
+	_, err := s.e.dyn.Resource(gvrCluster).Namespace(s.ns).Patch(s.ctx, s.name, types.MergePatchType,
+		[]byte(`{"metadata":{"annotations":{"`+api.AnnRotateUser+`":"`+user+`=`+token+`"}}}`), metav1.PatchOptions{})
+	require.NoError(s.t, err)
+}
+
 // appLimits bound an application's writer: every 50 ms on its own prefix, 2 s a write.
 func appLimits(prefix string) writer.Limits {
 	return writer.Limits{Prefix: prefix, Max: 20000, For: 15 * time.Minute, Every: 50 * time.Millisecond, Timeout: 2 * time.Second}
@@ -119,9 +127,7 @@ func TestAuth(t *testing.T) {
 	both("rotate app-a")
 	before, err := s.secretData(n.Cluster + "-user-app-a")
 	require.NoError(t, err)
-	_, err = s.e.dyn.Resource(gvrCluster).Namespace(s.ns).Patch(s.ctx, s.name, types.MergePatchType,
-		[]byte(`{"metadata":{"annotations":{"`+api.AnnRotateUser+`":"app-a=e2e-1"}}}`), metav1.PatchOptions{})
-	require.NoError(t, err)
+	s.rotateUser("app-a", "e2e-1")
 	rotated := s.waitFor("app-a's Secret to hold a new key", 2*time.Minute, func() bool {
 		after, err := s.secretData(n.Cluster + "-user-app-a")
 		return err == nil && string(after[pki.KeyKey]) != string(before[pki.KeyKey])

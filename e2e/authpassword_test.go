@@ -13,8 +13,6 @@ import (
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/etcdhook/etcdhook/api"
 	"github.com/etcdhook/etcdhook/internal/pki"
@@ -116,9 +114,7 @@ func TestAuthPasswords(t *testing.T) {
 	before, err := s.secretData(n.Cluster + "-user-app-a")
 	require.NoError(t, err)
 	rotStart := time.Now()
-	_, err = s.e.dyn.Resource(gvrCluster).Namespace(s.ns).Patch(s.ctx, s.name, types.MergePatchType,
-		[]byte(`{"metadata":{"annotations":{"`+api.AnnRotateUser+`":"app-a=e2e-1"}}}`), metav1.PatchOptions{})
-	require.NoError(t, err)
+	s.rotateUser("app-a", "e2e-1")
 	var after map[string][]byte
 	rotated := s.waitFor("app-a's Secret to name a new login", 2*time.Minute, func() bool {
 		after, err = s.secretData(n.Cluster + "-user-app-a")

@@ -32,11 +32,7 @@ func (c *tcluster) passwordClient(secret string) (*clientv3.Client, error) {
 func (c *tcluster) loginClient(user, password string, ca []byte) (*clientv3.Client, error) {
 	cas, err := pki.ParseCertificates(ca)
 	require.NoError(c.t, err)
-	var eps []string
-	for _, s := range c.slots {
-		eps = append(eps, s.clientURL)
-	}
-	cl, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 2 * time.Second, Logger: zap.NewNop(),
+	cl, err := clientv3.New(clientv3.Config{Endpoints: c.endpoints(-1), DialTimeout: 2 * time.Second, Logger: zap.NewNop(),
 		TLS: &tls.Config{RootCAs: pki.Pool(cas...), MinVersion: tls.VersionTLS12}, Username: user, Password: password})
 	if err == nil {
 		c.t.Cleanup(func() { cl.Close() })

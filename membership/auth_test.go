@@ -44,11 +44,7 @@ func (c *tcluster) userClient(secret string) *clientv3.Client {
 	require.True(c.t, found, "Secret %s", secret)
 	tc, err := ClientTLSFromFiles(data)
 	require.NoError(c.t, err)
-	var eps []string
-	for _, s := range c.slots {
-		eps = append(eps, s.clientURL)
-	}
-	cl, err := clientv3.New(clientv3.Config{Endpoints: eps, TLS: tc, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+	cl, err := clientv3.New(clientv3.Config{Endpoints: c.endpoints(-1), TLS: tc, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
 	require.NoError(c.t, err)
 	c.t.Cleanup(func() { cl.Close() })
 	return cl
