@@ -36,8 +36,8 @@ type Writer struct {
 	acked map[string]string
 	stop  chan struct{}
 	done  chan struct{}
-	// term is the raft term of the last acknowledged write.
-	term uint64
+	// term and member: the raft term of the last acknowledged write and the member that answered it.
+	term, member uint64
 }
 
 type stats struct {
@@ -54,6 +54,9 @@ type stats struct {
 	// write was in flight: a leader drops the proposals forwarded to it during a transfer without an
 	// answer, and the client waits out its timeout (issue 28).
 	termBefore, termAfter uint64
+	// memberBefore and memberAfter: the member that answered those writes (0 unknown). A change says
+	// the client's connection moved (the member it was on stopped, and it reconnected elsewhere).
+	memberBefore, memberAfter uint64
 }
 
 // Start begins writing through cl in the step named first.
@@ -88,13 +91,13 @@ func (w *Writer) loop() {
 		w.mu.Lock()
 		if err != nil {
 			if st.failed == 0 {
-				st.firstErr, st.firstAt, st.termBefore = err.Error(), t0.Sub(st.began), w.term
+				st.firstErr, st.firstAt, st.termBefore, st.memberBefore = err.Error(), t0.Sub(st.began), w.term, w.member
 			}
 			st.failed++
 		} else {
-			w.term = resp.Header.RaftTerm
+			w.term, w.member = resp.Header.RaftTerm, resp.Header.MemberId
 			if st.failed > 0 && st.termAfter == 0 {
-				st.termAfter = w.term
+				st.termAfter, st.memberAfter = w.term, w.member
 			}
 			st.ok++
 			st.lat = append(st.lat, lat)
@@ -213,16 +216,20 @@ func (w *Writer) AckedKeys() []string {
 }
 
 // terms says whether leadership moved around the first failed write (raft terms of the acknowledged
-// writes around it), "" when a side is unknown.
+// writes around it) and whether the client's connection did (the member that answered them), ""
+// when a side is unknown.
 func (st *stats) terms() string {
-	switch {
-	case st.termBefore == 0 || st.termAfter == 0:
+	if st.termBefore == 0 || st.termAfter == 0 {
 		return ""
-	case st.termBefore == st.termAfter:
-		return fmt.Sprintf(" (raft term %d before and after it: no election)", st.termBefore)
-	default:
-		return fmt.Sprintf(" (raft term %d before it, %d after: leadership moved)", st.termBefore, st.termAfter)
 	}
+	conn := fmt.Sprintf("; answered by member %x before and after it", st.memberBefore)
+	if st.memberBefore != st.memberAfter {
+		conn = fmt.Sprintf("; answered by member %x before it, %x after: the connection moved", st.memberBefore, st.memberAfter)
+	}
+	if st.termBefore == st.termAfter {
+		return fmt.Sprintf(" (raft term %d before and after it: no election%s)", st.termBefore, conn)
+	}
+	return fmt.Sprintf(" (raft term %d before it, %d after: leadership moved%s)", st.termBefore, st.termAfter, conn)
 }
 
 // Table is a Markdown table of the steps.
