@@ -55,6 +55,9 @@ type authState struct {
 	// (with auth off, no login can check one).
 	passwords string
 	set       map[string]string
+	// setAt: the auth revision right after this agent's last pass: with auth off, the passwords in set
+	// are known right only while etcd's auth is still at it.
+	setAt uint64
 	// next: the logins rotations are making, by user, until the user's Secret names them (login.go).
 	next map[string]Login
 }
@@ -157,7 +160,7 @@ func (a *Agent) reconcileAuth(ctx context.Context, r *api.Report) {
 		if err != nil {
 			return err
 		}
-		if err := CheckPasswords(ctx, cl, &have, passwords, a.auth.set, have.Revision == a.auth.revision); err != nil {
+		if err := CheckPasswords(ctx, cl, &have, passwords, a.auth.set, a.auth.setAt != 0 && have.Revision == a.auth.setAt); err != nil {
 			return err
 		}
 		steps := PlanAuth(want, have, passwords)
@@ -201,7 +204,13 @@ func (a *Agent) reconcileAuth(ctx context.Context, r *api.Report) {
 		if err != nil {
 			return fmt.Errorf("auth status: %w", err)
 		}
-		a.auth.revision, a.auth.applied, a.auth.passwords = s.AuthRevision, want.Hash, pwPrint
+		// The revision this pass read, not the one now: a hand edit made while the pass ran (its logins
+		// take a moment) is after it, so the next look sees the revision move and plans again. A pass
+		// that changed something sees its own changes that way too, once: that pass finds nothing to do.
+		// With auth off, the passwords this agent set count as right only at the revision now (setAt):
+		// a password edited by hand while this pass ran is missed then, and put back once auth is on,
+		// when every password is checked by a login.
+		a.auth.revision, a.auth.setAt, a.auth.applied, a.auth.passwords = have.Revision, s.AuthRevision, want.Hash, pwPrint
 		if enabled {
 			// Passwords set while auth was off could not be checked: the next look logs in as each user
 			// (a hand edit made while it was off is then put back).
@@ -285,7 +294,7 @@ func (a *Agent) stopAuth() {
 	if a.Certs != nil {
 		a.Certs.IssueUsers = false
 	}
-	a.auth.applied, a.auth.revision, a.auth.passwords, a.auth.set, a.auth.next = "", 0, "", nil, nil
+	a.auth.applied, a.auth.revision, a.auth.passwords, a.auth.set, a.auth.setAt, a.auth.next = "", 0, "", nil, 0, nil
 }
 
 // wantPasswords are the logins etcd must hold, with their passwords: root's, and each declared user's
