@@ -26,17 +26,12 @@ func (a *Agent) leave(ctx context.Context, members []api.Member, leader, self ui
 		return stillRunning
 	}
 	if leader == self {
-		for _, m := range members {
-			if m.ID != id && !m.Learner && healthy[m.ID] != nil {
-				to, _ := api.ParseID(m.ID)
-				if err := a.Etcd.MoveLeader(ctx, a.Cfg.ClientURL, to); err != nil {
-					r.SetError(api.ReasonLeaving, "moving leadership away: "+err.Error())
-					return stillRunning
-				}
-				a.Log.Info("moved leadership away before leaving", "to", m.ID)
-				break
-			}
+		to, err := a.handOver(ctx, members, healthy, id)
+		if err != nil {
+			r.SetError(api.ReasonLeaving, "moving leadership away: "+err.Error())
+			return stillRunning
 		}
+		a.Log.Info("moved leadership away before leaving", "to", to)
 	}
 	stopped := false
 	if a.stopRunning != nil {

@@ -3,6 +3,7 @@ package membership
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,9 +16,6 @@ import (
 
 // Defragmentation (docs/design/15-maintenance.md §15.5). The hook asks one member at a time, by writing a pass token
 // on its Lease (etcd.io/defrag); the member executes it once and reports the token back.
-
-// errNoTransferee: the leader must defragment last, but no other voter is healthy to take over.
-var errNoTransferee = errors.New("this member leads and no other voter is healthy to take over: not defragmenting the leader")
 
 const (
 	// defragTimeout bounds one defragmentation: etcd rewrites the file at tens of MiB/s, so 8 GiB (the
@@ -183,22 +181,16 @@ func (a *Agent) defragment(ctx context.Context, token string, st *clientv3.Statu
 	self := st.Header.MemberId
 	if st.Leader == self && members != nil {
 		// A defragmenting member blocks its reads and writes: a leader hands over first.
-		healthy := a.Etcd.Health(ctx, members)
-		moved := false
-		for _, m := range members {
-			if m.ID == api.FormatID(self) || m.Learner || healthy[m.ID] == nil {
-				continue
-			}
-			to, _ := api.ParseID(m.ID)
-			if err := a.Etcd.MoveLeader(ctx, a.Cfg.ClientURL, to); err != nil {
-				return err
-			}
-			a.Log.Info("moved leadership away before defragmenting", "to", m.ID)
-			moved = true
-			break
-		}
-		if !moved && len(members) > 1 {
-			return errNoTransferee
+		to, err := a.handOver(ctx, members, a.Etcd.Health(ctx, members), api.FormatID(self))
+		switch {
+		case errors.Is(err, errNoTransferee) && len(members) == 1:
+			// The only member: nobody to hand over to, and nobody else to serve meanwhile.
+		case errors.Is(err, errNoTransferee):
+			return fmt.Errorf("%w: not defragmenting the leader", err)
+		case err != nil:
+			return err
+		default:
+			a.Log.Info("moved leadership away before defragmenting", "to", to)
 		}
 	}
 	if noSpace != "" {

@@ -1,0 +1,81 @@
+package membership
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdhook/etcdhook/api"
+)
+
+// Handing leadership over before a planned stop (issue 28, docs/design/07-steps.md §7.14).
+//
+// etcd's graceful stop hands leadership over itself, but only after it has closed its client
+// connections: the clients reconnect to the other members, whose writes are forwarded to the stopping
+// leader, and a leader drops the proposals forwarded to it while a transfer is in progress, without an
+// answer (raft's stepLeader: "transfer leadership ... is in progress; dropping proposal"). The clients
+// wait out their timeouts: the e2e suite's one failed write in a CA rotation and in a roll, each time
+// when the member stopped was the leader and the writer's connection was on it. So a member stopped on
+// purpose hands over first, while its connections still work and before its drain, and its stop is
+// then a follower's.
+
+// errNoTransferee: this member leads and no other voter is healthy to take over.
+var errNoTransferee = errors.New("this member leads and no other voter is healthy to take over")
+
+// handOverTimeout bounds a hand-over on a pod's way out (the pod's grace period covers it, the drain
+// and etcd's stop: api.TerminationGraceSeconds).
+const handOverTimeout = 5 * time.Second
+
+// transferee is the healthy voter other than self with the most of the log (the quickest to take over:
+// raft sends it the missing entries before the election), "" when there is none.
+func transferee(members []api.Member, healthy map[string]*clientv3.StatusResponse, self string) string {
+	best, bestIndex := "", uint64(0)
+	for _, m := range members {
+		st := healthy[m.ID]
+		if m.ID == self || m.Learner || st == nil {
+			continue
+		}
+		if best == "" || st.RaftIndex > bestIndex {
+			best, bestIndex = m.ID, st.RaftIndex
+		}
+	}
+	return best
+}
+
+// handOver moves leadership from this member (self, the leader) to the best transferee among the
+// healthy members, and returns it. Every step that stops or blocks a leader on purpose goes through it
+// (a leave, a defragmentation, a restart, a pod's deletion).
+func (a *Agent) handOver(ctx context.Context, members []api.Member, healthy map[string]*clientv3.StatusResponse, self string) (string, error) {
+	to := transferee(members, healthy, self)
+	if to == "" {
+		return "", errNoTransferee
+	}
+	id, _ := api.ParseID(to)
+	if err := a.Etcd.MoveLeader(ctx, a.Cfg.ClientURL, id); err != nil {
+		return "", err
+	}
+	return to, nil
+}
+
+// handOverBeforeStop hands leadership over before a planned stop of etcd (why), best effort: a stop
+// without it is what etcd does anyway. It runs on a context of its own: on SIGTERM the agent's is done.
+func (a *Agent) handOverBeforeStop(why string) {
+	ctx, cancel := context.WithTimeout(context.Background(), handOverTimeout)
+	defer cancel()
+	st, err := a.Etcd.Status(ctx, a.Cfg.ClientURL)
+	if err != nil {
+		a.Log.Warn("leadership not handed over before the stop: no status", "why", why, "error", err)
+		return
+	}
+	if st.Leader != st.Header.MemberId || len(a.known) < 2 {
+		return
+	}
+	to, err := a.handOver(ctx, a.known, a.Etcd.Health(ctx, a.known), api.FormatID(st.Header.MemberId))
+	if err != nil {
+		a.Log.Warn("leadership not handed over before the stop", "why", why, "error", err)
+		return
+	}
+	a.Log.Info("handed leadership over before the stop", "why", why, "to", to)
+}

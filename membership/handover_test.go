@@ -1,0 +1,77 @@
+package membership
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdhook/etcdhook/api"
+)
+
+func TestTransferee(t *testing.T) {
+	members := []api.Member{{ID: "a"}, {ID: "b"}, {ID: "c"}, {ID: "d", Learner: true}}
+	st := func(index uint64) *clientv3.StatusResponse {
+		return &clientv3.StatusResponse{RaftIndex: index, Header: &pb.ResponseHeader{}}
+	}
+	for _, tc := range []struct {
+		name    string
+		healthy map[string]*clientv3.StatusResponse
+		want    string
+	}{
+		{"the voter with the most of the log", map[string]*clientv3.StatusResponse{"a": st(9), "b": st(7), "c": st(8)}, "c"},
+		{"never itself, even ahead", map[string]*clientv3.StatusResponse{"a": st(99), "b": st(7)}, "b"},
+		{"never a learner", map[string]*clientv3.StatusResponse{"a": st(9), "d": st(9)}, ""},
+		{"never an unhealthy voter", map[string]*clientv3.StatusResponse{"a": st(9)}, ""},
+		{"a tie: the first listed", map[string]*clientv3.StatusResponse{"b": st(5), "c": st(5)}, "b"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, transferee(members, tc.healthy, "a"))
+		})
+	}
+}
+
+// A leader whose pod is deleted (a roll) hands leadership over while its etcd still serves, before its
+// drain and its stop (issue 28): its stop is then a follower's, and etcd's own transfer at the stop,
+// which drops the proposals forwarded to it meanwhile, does not happen with the clients just moved.
+func TestMembershipLeaderStopHandsOver(t *testing.T) {
+	forEachVersionParallel(t, func(t *testing.T, v string) {
+		c := newCluster(t, v, 3)
+		c.terminatingWait = 2 * time.Second
+		var w *twriter
+		c.bootstrap(&w, 3)
+		w.Step("the leader's pod deleted")
+		ids := []string{c.memberID(0), c.memberID(1), c.memberID(2)}
+		old := c.leader()
+		li := slices.Index(ids, old)
+		require.GreaterOrEqual(t, li, 0, "the leader %s is one of the three", old)
+		start := time.Now()
+		done := make(chan error, 1)
+		go func() { done <- c.stop(li) }()
+		// While the stopping member drains, its etcd still answers: it must follow another leader by then.
+		var movedAfter time.Duration
+		for movedAfter == 0 {
+			select {
+			case err := <-done:
+				require.NoError(t, err)
+				t.Fatalf("etcd of the old leader %s stopped before it followed another leader", old)
+			case <-time.After(20 * time.Millisecond):
+			}
+			if l := c.tryLeader(li); l != "" && l != old {
+				movedAfter = time.Since(start)
+			}
+		}
+		require.NoError(t, <-done)
+		stopped := time.Since(start)
+		w.Step("the old leader back")
+		c.start(li, 0)
+		c.waitFor("three voters", stepMax, func() bool { return c.running(0, 1, 2) && c.voters(0, 1, 2) })
+		w.Verify(t)
+		record(t, "leader's pod deleted: leadership handed over "+movedAfter.Round(10*time.Millisecond).String()+
+			" after SIGTERM, etcd stopped "+stopped.Round(10*time.Millisecond).String()+" after it (drain 2s); failed writes in the step: "+
+			itoa(w.Failed("the leader's pod deleted"))+"\n")
+	})
+}
