@@ -181,7 +181,7 @@ func (a *Agent) defragment(ctx context.Context, token string, st *clientv3.Statu
 	self := st.Header.MemberId
 	if st.Leader == self && members != nil {
 		// A defragmenting member blocks its reads and writes: a leader hands over first.
-		to, err := a.handOver(ctx, members, a.Etcd.Health(ctx, members), api.FormatID(self))
+		to, err := a.handOver(ctx, members, a.Etcd.Health(ctx, members), api.FormatID(self), nil)
 		switch {
 		case errors.Is(err, errNoTransferee) && len(members) == 1:
 			// The only member: nobody to hand over to, and nobody else to serve meanwhile.

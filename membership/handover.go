@@ -3,6 +3,7 @@ package membership
 import (
 	"context"
 	"errors"
+	"strconv"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -28,27 +29,61 @@ var errNoTransferee = errors.New("this member leads and no other voter is health
 // and etcd's stop: api.TerminationGraceSeconds).
 const handOverTimeout = 5 * time.Second
 
-// transferee is the healthy voter other than self with the most of the log (the quickest to take over:
-// raft sends it the missing entries before the election), "" when there is none.
-func transferee(members []api.Member, healthy map[string]*clientv3.StatusResponse, self string) string {
-	best, bestIndex := "", uint64(0)
+// transferee is the healthy voter other than self that should lead next, "" when there is none. A
+// leader change can drop the writes in flight (raft drops the proposals that reach a leader while it
+// hands over, and a follower's while it knows no leader), so every planned operation should cause as
+// few as it can: prefer, when given, a member the operation will not stop next (prefer), then the one
+// with the most of the log (the quickest to take over: raft sends it the missing entries before the
+// election).
+func transferee(members []api.Member, healthy map[string]*clientv3.StatusResponse, self string, prefer func(api.Member) bool) string {
+	best, bestPreferred, bestIndex := "", false, uint64(0)
 	for _, m := range members {
 		st := healthy[m.ID]
 		if m.ID == self || m.Learner || st == nil {
 			continue
 		}
-		if best == "" || st.RaftIndex > bestIndex {
-			best, bestIndex = m.ID, st.RaftIndex
+		preferred := prefer != nil && prefer(m)
+		if best == "" || preferred && !bestPreferred || preferred == bestPreferred && st.RaftIndex > bestIndex {
+			best, bestPreferred, bestIndex = m.ID, preferred, st.RaftIndex
 		}
 	}
 	return best
 }
 
+// ordinal is the number a member's name ends in (a pod's ordinal: etcd-2 is 2), -1 when none.
+func ordinal(name string) int {
+	i := len(name)
+	for i > 0 && name[i-1] >= '0' && name[i-1] <= '9' {
+		i--
+	}
+	n, err := strconv.Atoi(name[i:])
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
+// restartedBefore prefers, for a pod being deleted, the members of a higher ordinal: a roll (the
+// StatefulSet's partition) restarts the pods from the highest ordinal down, so those have restarted
+// already and will not hand leadership on again in this roll. A leader that is the highest pod hands
+// over twice in a roll, whatever it chooses; any other, once.
+func restartedBefore(self string) func(api.Member) bool {
+	own := ordinal(self)
+	return func(m api.Member) bool { return own >= 0 && ordinal(m.Name) > own }
+}
+
+// staysAfter prefers, for a leaving member, the members of a lower ordinal: a scale-down removes the
+// pods from the highest ordinal down, so those stay.
+func staysAfter(self string) func(api.Member) bool {
+	own := ordinal(self)
+	return func(m api.Member) bool { o := ordinal(m.Name); return own >= 0 && o >= 0 && o < own }
+}
+
 // handOver moves leadership from this member (self, the leader) to the best transferee among the
 // healthy members, and returns it. Every step that stops or blocks a leader on purpose goes through it
 // (a leave, a defragmentation, a restart, a pod's deletion).
-func (a *Agent) handOver(ctx context.Context, members []api.Member, healthy map[string]*clientv3.StatusResponse, self string) (string, error) {
-	to := transferee(members, healthy, self)
+func (a *Agent) handOver(ctx context.Context, members []api.Member, healthy map[string]*clientv3.StatusResponse, self string, prefer func(api.Member) bool) (string, error) {
+	to := transferee(members, healthy, self, prefer)
 	if to == "" {
 		return "", errNoTransferee
 	}
@@ -59,9 +94,9 @@ func (a *Agent) handOver(ctx context.Context, members []api.Member, healthy map[
 	return to, nil
 }
 
-// handOverBeforeStop hands leadership over before a planned stop of etcd (why), best effort: a stop
+// handOverBeforeStop hands leadership over before a planned stop of etcd (why), preferring prefer, best effort: a stop
 // without it is what etcd does anyway. It runs on a context of its own: on SIGTERM the agent's is done.
-func (a *Agent) handOverBeforeStop(why string) {
+func (a *Agent) handOverBeforeStop(why string, prefer func(api.Member) bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), handOverTimeout)
 	defer cancel()
 	st, err := a.Etcd.Status(ctx, a.Cfg.ClientURL)
@@ -72,7 +107,7 @@ func (a *Agent) handOverBeforeStop(why string) {
 	if st.Leader != st.Header.MemberId || len(a.known) < 2 {
 		return
 	}
-	to, err := a.handOver(ctx, a.known, a.Etcd.Health(ctx, a.known), api.FormatID(st.Header.MemberId))
+	to, err := a.handOver(ctx, a.known, a.Etcd.Health(ctx, a.known), api.FormatID(st.Header.MemberId), prefer)
 	if err != nil {
 		a.Log.Warn("leadership not handed over before the stop", "why", why, "error", err)
 		return

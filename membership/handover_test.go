@@ -13,24 +13,38 @@ import (
 )
 
 func TestTransferee(t *testing.T) {
-	members := []api.Member{{ID: "a"}, {ID: "b"}, {ID: "c"}, {ID: "d", Learner: true}}
+	members := []api.Member{{ID: "a", Name: "etcd-1"}, {ID: "b", Name: "etcd-0"}, {ID: "c", Name: "etcd-2"}, {ID: "d", Name: "etcd-3", Learner: true}}
 	st := func(index uint64) *clientv3.StatusResponse {
 		return &clientv3.StatusResponse{RaftIndex: index, Header: &pb.ResponseHeader{}}
 	}
+	all := map[string]*clientv3.StatusResponse{"a": st(9), "b": st(9), "c": st(8), "d": st(9)}
 	for _, tc := range []struct {
 		name    string
 		healthy map[string]*clientv3.StatusResponse
+		prefer  func(api.Member) bool
 		want    string
 	}{
-		{"the voter with the most of the log", map[string]*clientv3.StatusResponse{"a": st(9), "b": st(7), "c": st(8)}, "c"},
-		{"never itself, even ahead", map[string]*clientv3.StatusResponse{"a": st(99), "b": st(7)}, "b"},
-		{"never a learner", map[string]*clientv3.StatusResponse{"a": st(9), "d": st(9)}, ""},
-		{"never an unhealthy voter", map[string]*clientv3.StatusResponse{"a": st(9)}, ""},
-		{"a tie: the first listed", map[string]*clientv3.StatusResponse{"b": st(5), "c": st(5)}, "b"},
+		{"the voter with the most of the log", map[string]*clientv3.StatusResponse{"a": st(9), "b": st(7), "c": st(8)}, nil, "c"},
+		{"never itself, even ahead", map[string]*clientv3.StatusResponse{"a": st(99), "b": st(7)}, nil, "b"},
+		{"never a learner", map[string]*clientv3.StatusResponse{"a": st(9), "d": st(9)}, nil, ""},
+		{"never an unhealthy voter", map[string]*clientv3.StatusResponse{"a": st(9)}, nil, ""},
+		{"a tie: the first listed", map[string]*clientv3.StatusResponse{"b": st(5), "c": st(5)}, nil, "b"},
+		{"a roll: the pod restarted before this one, though behind", all, restartedBefore("etcd-1"), "c"},
+		{"a roll: none restarted before, the most of the log", map[string]*clientv3.StatusResponse{"b": st(9)}, restartedBefore("etcd-1"), "b"},
+		{"a roll from the top: none restarted before", all, restartedBefore("etcd-3"), "b"},
+		{"a leave: a pod that stays", all, staysAfter("etcd-1"), "b"},
+		{"a leave: none stays healthy, the others still", map[string]*clientv3.StatusResponse{"c": st(1)}, staysAfter("etcd-1"), "c"},
+		{"names without ordinals: no preference", all, restartedBefore("member"), "b"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			require.Equal(t, tc.want, transferee(members, tc.healthy, "a"))
+			require.Equal(t, tc.want, transferee(members, tc.healthy, "a", tc.prefer))
 		})
+	}
+}
+
+func TestOrdinal(t *testing.T) {
+	for name, want := range map[string]int{"etcd-2": 2, "my-etcd-10": 10, "m0": 0, "etcd": -1, "": -1, "etcd-2x": -1} {
+		require.Equal(t, want, ordinal(name), name)
 	}
 }
 
@@ -62,6 +76,10 @@ func TestMembershipLeaderStopHandsOver(t *testing.T) {
 			}
 			if l := c.tryLeader(li); l != "" && l != old {
 				movedAfter = time.Since(start)
+				if li < 2 {
+					// A roll restarts the pods from the highest ordinal down: one above has restarted already.
+					require.Greater(t, slices.Index(ids, l), li, "leadership goes to a pod restarted before this one")
+				}
 			}
 		}
 		require.NoError(t, <-done)

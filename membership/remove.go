@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 
 	"github.com/etcdhook/etcdhook/api"
 )
@@ -69,25 +70,22 @@ func RemoveMember(ctx context.Context, e *Etcd, log *slog.Logger, req RemoveRequ
 	}
 	eps := voterEndpoints(l.Members, target.ID)
 	if st := healthy[target.ID]; st != nil && st.Leader == id {
-		for _, m := range l.Members {
-			if m.ID != target.ID && !m.Learner && healthy[m.ID] != nil {
-				to, _ := api.ParseID(m.ID)
-				if err := e.MoveLeader(ctx, target.ClientURL, to); err != nil {
-					// A leaving member's own agent moves leadership and removes itself at the same
-					// time (intent leave): a call to a member that is stopping times out. Gone is done;
-					// no longer leading is what the move was for.
-					if again, lerr := e.MemberList(ctx, eps); lerr == nil && !hasMember(again.Members, target.ID) {
-						log.Info("member removed itself meanwhile", "member", req.ID)
-						return nil
-					}
-					if st, serr := e.Status(ctx, m.ClientURL); serr != nil || st.Leader == id || st.Leader == 0 {
-						return fmt.Errorf("moving leadership away from %s: %w", target.ID, err)
-					}
-					log.Info("leadership moved away meanwhile", "from", target.ID)
-					break
+		if to := transferee(l.Members, healthy, target.ID, staysAfter(target.Name)); to != "" {
+			toID, _ := api.ParseID(to)
+			if err := e.MoveLeader(ctx, target.ClientURL, toID); err != nil {
+				// A leaving member's own agent moves leadership and removes itself at the same
+				// time (intent leave): a call to a member that is stopping times out. Gone is done;
+				// no longer leading is what the move was for.
+				if again, lerr := e.MemberList(ctx, eps); lerr == nil && !hasMember(again.Members, target.ID) {
+					log.Info("member removed itself meanwhile", "member", req.ID)
+					return nil
 				}
-				log.Info("moved leadership away", "from", target.ID, "to", m.ID)
-				break
+				if st, serr := e.Status(ctx, clientURLOf(l.Members, to)); serr != nil || st.Leader == id || st.Leader == 0 {
+					return fmt.Errorf("moving leadership away from %s: %w", target.ID, err)
+				}
+				log.Info("leadership moved away meanwhile", "from", target.ID)
+			} else {
+				log.Info("moved leadership away", "from", target.ID, "to", to)
 			}
 		}
 	}
@@ -108,10 +106,15 @@ func RemoveMember(ctx context.Context, e *Etcd, log *slog.Logger, req RemoveRequ
 }
 
 func hasMember(ms []api.Member, id string) bool {
+	return slices.ContainsFunc(ms, func(m api.Member) bool { return m.ID == id })
+}
+
+// clientURLOf is the client URL of member id in ms ("" not listed).
+func clientURLOf(ms []api.Member, id string) string {
 	for _, m := range ms {
 		if m.ID == id {
-			return true
+			return m.ClientURL
 		}
 	}
-	return false
+	return ""
 }
