@@ -57,6 +57,10 @@ type stats struct {
 	// memberBefore and memberAfter: the member that answered those writes (0 unknown). A change says
 	// the client's connection moved (the member it was on stopped, and it reconnected elsewhere).
 	memberBefore, memberAfter uint64
+	// elections: how far the raft term moved between the acknowledged writes of the step (each leader
+	// change, planned or not, moves it by one): a leader change can drop the writes in flight, so a
+	// step's failures read against the leader changes it caused.
+	elections uint64
 }
 
 // Start begins writing through cl in the step named first.
@@ -95,6 +99,9 @@ func (w *Writer) loop() {
 			}
 			st.failed++
 		} else {
+			if w.term != 0 && resp.Header.RaftTerm > w.term {
+				st.elections += resp.Header.RaftTerm - w.term
+			}
 			w.term, w.member = resp.Header.RaftTerm, resp.Header.MemberId
 			if st.failed > 0 && st.termAfter == 0 {
 				st.termAfter, st.memberAfter = w.term, w.member
@@ -237,10 +244,10 @@ func (w *Writer) Table() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var b strings.Builder
-	fmt.Fprintf(&b, "| step | took | writes ok | failed | p50 | p99 |\n|---|---|---|---|---|---|\n")
+	fmt.Fprintf(&b, "| step | took | writes ok | failed | elections | p50 | p99 |\n|---|---|---|---|---|---|---|\n")
 	for _, name := range w.order {
 		st := w.stats[name]
-		fmt.Fprintf(&b, "| %s | %s | %d | %d | %s | %s |\n", name, st.took.Round(10*time.Millisecond), st.ok, st.failed,
+		fmt.Fprintf(&b, "| %s | %s | %d | %d | %d | %s | %s |\n", name, st.took.Round(10*time.Millisecond), st.ok, st.failed, st.elections,
 			percentile.Of(st.lat, 50).Round(100*time.Microsecond), percentile.Of(st.lat, 99).Round(100*time.Microsecond))
 	}
 	for _, name := range w.order {
