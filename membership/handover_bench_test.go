@@ -1,0 +1,80 @@
+package membership
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/internal/writer"
+)
+
+// BenchmarkLeaderChange measures what one leader change costs a client that does not retry (issue 28):
+// a writer connected to one member writes every ETCDHOOK_BENCH_EVERY (default 20 ms) while leadership
+// moves round the three members of a real etcd (the newest version), one MoveLeader an iteration, and
+// the failed writes are counted apart for the changes away from the writer's member (its own proposals
+// are refused at once while its leader hands over: "raft proposal dropped") and between the two others
+// (the proposals it forwards are dropped without an answer). A load run, not a test:
+// `go test ./membership -run - -bench LeaderChange -benchtime 100x`.
+func BenchmarkLeaderChange(b *testing.B) {
+	every := 20 * time.Millisecond
+	if d, err := time.ParseDuration(os.Getenv("ETCDHOOK_BENCH_EVERY")); err == nil && d > 0 {
+		every = d
+	}
+	c := bootstrapped(b, newestEtcd, 3)
+	cl := c.clientOf(c.slots[0].clientURL)
+	defer cl.Close()
+	w := writer.Start(cl, writer.Limits{Prefix: "lc/", Max: 1 << 20, For: time.Hour, Every: every, Timeout: 2 * time.Second}, "warm-up")
+	defer w.Stop()
+	time.Sleep(time.Second)
+	ids := []string{c.memberID(0), c.memberID(1), c.memberID(2)}
+	var own, others []string
+	e := c.etcd(0)
+	b.ResetTimer()
+	for i := range b.N {
+		var from, to int
+		for {
+			l := c.leader()
+			from = -1
+			for j, id := range ids {
+				if id == l {
+					from = j
+				}
+			}
+			if from >= 0 {
+				break
+			}
+		}
+		to = (from + 1) % 3
+		step := fmt.Sprintf("change %d: %d -> %d", i, from, to)
+		w.Step(step)
+		if from == 0 {
+			own = append(own, step)
+		} else {
+			others = append(others, step)
+		}
+		id, _ := api.ParseID(ids[to])
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		require.NoError(b, e.MoveLeader(ctx, c.slots[from].clientURL, id))
+		cancel()
+		// Past the writes in flight at the change and the client's timeout for those dropped silently.
+		time.Sleep(2500 * time.Millisecond)
+	}
+	b.StopTimer()
+	w.Step("settled")
+	time.Sleep(200 * time.Millisecond)
+	ownFailed, othersFailed := w.Failed(own...), w.Failed(others...)
+	b.ReportMetric(float64(ownFailed+othersFailed)/float64(b.N), "failed/change")
+	if len(own) > 0 {
+		b.ReportMetric(float64(ownFailed)/float64(len(own)), "failed/change-from-own")
+	}
+	if len(others) > 0 {
+		b.ReportMetric(float64(othersFailed)/float64(len(others)), "failed/change-elsewhere")
+	}
+	b.Logf("%d changes (%d away from the writer's member, %d between the others), a write every %s: %d failed (%d, %d)",
+		b.N, len(own), len(others), every, ownFailed+othersFailed, ownFailed, othersFailed)
+}
