@@ -26,7 +26,7 @@ func (a *Agent) leave(ctx context.Context, members []api.Member, leader, self ui
 		return stillRunning
 	}
 	if leader == self {
-		to, err := a.handOver(ctx, members, healthy, id, staysAfter(a.Cfg.Name))
+		to, err := a.handOver(ctx, members, healthy, id, staysLongest(a.Cfg.Name))
 		if err != nil {
 			r.SetError(api.ReasonLeaving, "moving leadership away: "+err.Error())
 			return stillRunning

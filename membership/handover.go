@@ -32,19 +32,22 @@ const handOverTimeout = 5 * time.Second
 // transferee is the healthy voter other than self that should lead next, "" when there is none. A
 // leader change can drop the writes in flight (raft drops the proposals that reach a leader while it
 // hands over, and a follower's while it knows no leader), so every planned operation should cause as
-// few as it can: prefer, when given, a member the operation will not stop next (prefer), then the one
-// with the most of the log (the quickest to take over: raft sends it the missing entries before the
-// election).
-func transferee(members []api.Member, healthy map[string]*clientv3.StatusResponse, self string, prefer func(api.Member) bool) string {
-	best, bestPreferred, bestIndex := "", false, uint64(0)
+// few as it can: the highest rank first, when rank is given (a member the operation will not stop
+// next), then the most of the log (the quickest to take over: raft sends it the missing entries before
+// the election).
+func transferee(members []api.Member, healthy map[string]*clientv3.StatusResponse, self string, rank func(api.Member) int) string {
+	best, bestRank, bestIndex := "", 0, uint64(0)
 	for _, m := range members {
 		st := healthy[m.ID]
 		if m.ID == self || m.Learner || st == nil {
 			continue
 		}
-		preferred := prefer != nil && prefer(m)
-		if best == "" || preferred && !bestPreferred || preferred == bestPreferred && st.RaftIndex > bestIndex {
-			best, bestPreferred, bestIndex = m.ID, preferred, st.RaftIndex
+		r := 0
+		if rank != nil {
+			r = rank(m)
+		}
+		if best == "" || r > bestRank || r == bestRank && st.RaftIndex > bestIndex {
+			best, bestRank, bestIndex = m.ID, r, st.RaftIndex
 		}
 	}
 	return best
@@ -63,27 +66,37 @@ func ordinal(name string) int {
 	return n
 }
 
-// restartedBefore prefers, for a pod being deleted, the members of a higher ordinal: a roll (the
+// restartedBefore ranks first, for a pod being deleted, the members of a higher ordinal: a roll (the
 // StatefulSet's partition) restarts the pods from the highest ordinal down, so those have restarted
 // already and will not hand leadership on again in this roll. A leader that is the highest pod hands
 // over twice in a roll, whatever it chooses; any other, once.
-func restartedBefore(self string) func(api.Member) bool {
+func restartedBefore(self string) func(api.Member) int {
 	own := ordinal(self)
-	return func(m api.Member) bool { return own >= 0 && ordinal(m.Name) > own }
+	return func(m api.Member) int {
+		if own >= 0 && ordinal(m.Name) > own {
+			return 1
+		}
+		return 0
+	}
 }
 
-// staysAfter prefers, for a leaving member, the members of a lower ordinal: a scale-down removes the
-// pods from the highest ordinal down, so those stay.
-func staysAfter(self string) func(api.Member) bool {
+// staysLongest ranks, for a leaving member, the lowest ordinal first: a scale-down removes the pods
+// from the highest ordinal down, so the lowest stays through any number of steps.
+func staysLongest(self string) func(api.Member) int {
 	own := ordinal(self)
-	return func(m api.Member) bool { o := ordinal(m.Name); return own >= 0 && o >= 0 && o < own }
+	return func(m api.Member) int {
+		if o := ordinal(m.Name); own >= 0 && o >= 0 && o < own {
+			return own - o
+		}
+		return 0
+	}
 }
 
 // handOver moves leadership from this member (self, the leader) to the best transferee among the
 // healthy members, and returns it. Every step that stops or blocks a leader on purpose goes through it
 // (a leave, a defragmentation, a restart, a pod's deletion).
-func (a *Agent) handOver(ctx context.Context, members []api.Member, healthy map[string]*clientv3.StatusResponse, self string, prefer func(api.Member) bool) (string, error) {
-	to := transferee(members, healthy, self, prefer)
+func (a *Agent) handOver(ctx context.Context, members []api.Member, healthy map[string]*clientv3.StatusResponse, self string, rank func(api.Member) int) (string, error) {
+	to := transferee(members, healthy, self, rank)
 	if to == "" {
 		return "", errNoTransferee
 	}
@@ -94,9 +107,9 @@ func (a *Agent) handOver(ctx context.Context, members []api.Member, healthy map[
 	return to, nil
 }
 
-// handOverBeforeStop hands leadership over before a planned stop of etcd (why), preferring prefer, best effort: a stop
+// handOverBeforeStop hands leadership over before a planned stop of etcd (why), ranked by rank, best effort: a stop
 // without it is what etcd does anyway. It runs on a context of its own: on SIGTERM the agent's is done.
-func (a *Agent) handOverBeforeStop(why string, prefer func(api.Member) bool) {
+func (a *Agent) handOverBeforeStop(why string, rank func(api.Member) int) {
 	ctx, cancel := context.WithTimeout(context.Background(), handOverTimeout)
 	defer cancel()
 	st, err := a.Etcd.Status(ctx, a.Cfg.ClientURL)
@@ -107,7 +120,7 @@ func (a *Agent) handOverBeforeStop(why string, prefer func(api.Member) bool) {
 	if st.Leader != st.Header.MemberId || len(a.known) < 2 {
 		return
 	}
-	to, err := a.handOver(ctx, a.known, a.Etcd.Health(ctx, a.known), api.FormatID(st.Header.MemberId), prefer)
+	to, err := a.handOver(ctx, a.known, a.Etcd.Health(ctx, a.known), api.FormatID(st.Header.MemberId), rank)
 	if err != nil {
 		a.Log.Warn("leadership not handed over before the stop", "why", why, "error", err)
 		return

@@ -21,7 +21,7 @@ func TestTransferee(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		healthy map[string]*clientv3.StatusResponse
-		prefer  func(api.Member) bool
+		rank    func(api.Member) int
 		want    string
 	}{
 		{"the voter with the most of the log", map[string]*clientv3.StatusResponse{"a": st(9), "b": st(7), "c": st(8)}, nil, "c"},
@@ -32,14 +32,27 @@ func TestTransferee(t *testing.T) {
 		{"a roll: the pod restarted before this one, though behind", all, restartedBefore("etcd-1"), "c"},
 		{"a roll: none restarted before, the most of the log", map[string]*clientv3.StatusResponse{"b": st(9)}, restartedBefore("etcd-1"), "b"},
 		{"a roll from the top: none restarted before", all, restartedBefore("etcd-3"), "b"},
-		{"a leave: a pod that stays", all, staysAfter("etcd-1"), "b"},
-		{"a leave: none stays healthy, the others still", map[string]*clientv3.StatusResponse{"c": st(1)}, staysAfter("etcd-1"), "c"},
+		{"a leave: a pod that stays", all, staysLongest("etcd-1"), "b"},
+		{"a leave: none stays healthy, the others still", map[string]*clientv3.StatusResponse{"c": st(1)}, staysLongest("etcd-1"), "c"},
 		{"names without ordinals: no preference", all, restartedBefore("member"), "b"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			require.Equal(t, tc.want, transferee(members, tc.healthy, "a", tc.prefer))
+			require.Equal(t, tc.want, transferee(members, tc.healthy, "a", tc.rank))
 		})
 	}
+}
+
+// A scale-down 5 -> 3 removes etcd-4, then etcd-3: the leaving leader hands over to the pod that stays
+// longest, not to the next to leave, though it has more of the log.
+func TestTransfereeLeaveTwice(t *testing.T) {
+	members := []api.Member{{ID: "e0", Name: "etcd-0"}, {ID: "e1", Name: "etcd-1"}, {ID: "e2", Name: "etcd-2"}, {ID: "e3", Name: "etcd-3"}, {ID: "e4", Name: "etcd-4"}}
+	healthy := map[string]*clientv3.StatusResponse{}
+	for i, m := range members {
+		healthy[m.ID] = &clientv3.StatusResponse{RaftIndex: uint64(10 + i), Header: &pb.ResponseHeader{}}
+	}
+	require.Equal(t, "e0", transferee(members, healthy, "e4", staysLongest("etcd-4")))
+	delete(healthy, "e0")
+	require.Equal(t, "e1", transferee(members, healthy, "e4", staysLongest("etcd-4")))
 }
 
 func TestOrdinal(t *testing.T) {

@@ -70,7 +70,7 @@ func RemoveMember(ctx context.Context, e *Etcd, log *slog.Logger, req RemoveRequ
 	}
 	eps := voterEndpoints(l.Members, target.ID)
 	if st := healthy[target.ID]; st != nil && st.Leader == id {
-		if to := transferee(l.Members, healthy, target.ID, staysAfter(target.Name)); to != "" {
+		if to := transferee(l.Members, healthy, target.ID, staysLongest(target.Name)); to != "" {
 			toID, _ := api.ParseID(to)
 			if err := e.MoveLeader(ctx, target.ClientURL, toID); err != nil {
 				// A leaving member's own agent moves leadership and removes itself at the same
