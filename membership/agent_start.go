@@ -330,10 +330,10 @@ func (a *Agent) runEtcd(ctx context.Context, state string, initial []api.Member)
 				<-exited
 				return ctx.Err()
 			}
-			// The pod is being deleted (a roll, a node drain): leadership moves away while the
-			// connections still work (handover.go), then, the endpoint being already terminating, new
-			// connections must have stopped arriving before etcd closes the ones it has.
-			a.handOverBeforeStop("the pod is being deleted", restartedBefore(a.Cfg.Name))
+			// The pod is being deleted (a roll, a node drain): its endpoint is already terminating;
+			// new connections must have stopped arriving before etcd closes the ones it has. A leader
+			// hands over in etcd's own stop, after its connections closed (handover.go says why not
+			// before).
 			a.drain("the pod is being deleted", a.Cfg.TerminatingWait)
 			stop()
 			return ctx.Err()
@@ -355,7 +355,6 @@ func (a *Agent) runEtcd(ctx context.Context, state string, initial []api.Member)
 			r := a.keptReport()
 			r.SetError(api.ReasonRestartingForCA, "restarting etcd to trust the CAs of the CA Secret")
 			a.report(ctx, r, true)
-			a.handOverBeforeStop("restarting to trust the CAs of the CA Secret", nil)
 			a.drain("restarting to trust the CAs of the CA Secret", a.Cfg.DrainWait)
 			stop()
 			a.certChecked = time.Time{}
@@ -376,7 +375,6 @@ func (a *Agent) runEtcd(ctx context.Context, state string, initial []api.Member)
 				continue
 			}
 			a.Log.Info("restarting etcd to listen on the new peer URL", "peerURL", a.peerURL)
-			a.handOverBeforeStop("restarting on the new peer URL", nil)
 			a.drain("restarting on the new peer URL", a.Cfg.DrainWait)
 			stop()
 			return errPeerMoved
