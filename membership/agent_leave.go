@@ -2,6 +2,7 @@ package membership
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -26,12 +27,16 @@ func (a *Agent) leave(ctx context.Context, members []api.Member, leader, self ui
 		return stillRunning
 	}
 	if leader == self {
-		to, err := a.handOver(ctx, members, healthy, id, staysLongest(a.Cfg.Name))
-		if err != nil {
+		// No healthy voter to take over although the quorum rule let the leave through: the leave goes
+		// on as it always did, and the others elect a leader once this one is removed.
+		switch to, err := a.handOver(ctx, members, healthy, id, staysLongest(a.Cfg.Name)); {
+		case errors.Is(err, errNoTransferee):
+		case err != nil:
 			r.SetError(api.ReasonLeaving, "moving leadership away: "+err.Error())
 			return stillRunning
+		default:
+			a.Log.Info("moved leadership away before leaving", "to", to)
 		}
-		a.Log.Info("moved leadership away before leaving", "to", to)
 	}
 	stopped := false
 	if a.stopRunning != nil {
