@@ -25,14 +25,15 @@ import (
 // errNoTransferee: this member leads and no other voter is healthy to take over.
 var errNoTransferee = errors.New("this member leads and no other voter is healthy to take over")
 
-// transferee is the healthy voter other than self that should lead next, "" when there is none. A
+// transferee is the healthy voter other than self that should lead next (ID "" when there is none). A
 // leader change can drop the writes in flight (raft drops the proposals that reach a leader while it
 // hands over, and a follower's while it knows no leader), so every planned operation should cause as
 // few as it can: the highest rank first, when rank is given (a member the operation will not stop
 // next), then the most of the log (the quickest to take over: raft sends it the missing entries before
 // the election).
-func transferee(members []api.Member, healthy map[string]*clientv3.StatusResponse, self string, rank func(api.Member) int) string {
-	best, bestRank, bestIndex := "", 0, uint64(0)
+func transferee(members []api.Member, healthy map[string]*clientv3.StatusResponse, self string, rank func(api.Member) int) api.Member {
+	var best api.Member
+	bestRank, bestIndex := 0, uint64(0)
 	for _, m := range members {
 		st := healthy[m.ID]
 		if m.ID == self || m.Learner || st == nil {
@@ -42,8 +43,8 @@ func transferee(members []api.Member, healthy map[string]*clientv3.StatusRespons
 		if rank != nil {
 			r = rank(m)
 		}
-		if best == "" || r > bestRank || r == bestRank && st.RaftIndex > bestIndex {
-			best, bestRank, bestIndex = m.ID, r, st.RaftIndex
+		if best.ID == "" || r > bestRank || r == bestRank && st.RaftIndex > bestIndex {
+			best, bestRank, bestIndex = m, r, st.RaftIndex
 		}
 	}
 	return best
@@ -78,12 +79,12 @@ func staysLongest(self string) func(api.Member) int {
 // healthy members, and returns it (a leave, a defragmentation; the remove Job chooses the same way).
 func (a *Agent) handOver(ctx context.Context, members []api.Member, healthy map[string]*clientv3.StatusResponse, self string, rank func(api.Member) int) (string, error) {
 	to := transferee(members, healthy, self, rank)
-	if to == "" {
+	if to.ID == "" {
 		return "", errNoTransferee
 	}
-	id, _ := api.ParseID(to)
+	id, _ := api.ParseID(to.ID)
 	if err := a.Etcd.MoveLeader(ctx, a.Cfg.ClientURL, id); err != nil {
 		return "", err
 	}
-	return to, nil
+	return to.ID, nil
 }

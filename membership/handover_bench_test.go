@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"testing"
 	"time"
 
@@ -36,20 +37,9 @@ func BenchmarkLeaderChange(b *testing.B) {
 	e := c.etcd(0)
 	b.ResetTimer()
 	for i := range b.N {
-		var from, to int
-		for {
-			l := c.leader()
-			from = -1
-			for j, id := range ids {
-				if id == l {
-					from = j
-				}
-			}
-			if from >= 0 {
-				break
-			}
-		}
-		to = (from + 1) % 3
+		from := slices.Index(ids, c.leader())
+		require.GreaterOrEqual(b, from, 0, "the leader is one of the three")
+		to := (from + 1) % 3
 		step := fmt.Sprintf("change %d: %d -> %d", i, from, to)
 		w.Step(step)
 		if from == 0 {

@@ -32,7 +32,7 @@ func TestTransferee(t *testing.T) {
 		{"names without ordinals: no preference", all, staysLongest("member"), "b"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			require.Equal(t, tc.want, transferee(members, tc.healthy, "a", tc.rank))
+			require.Equal(t, tc.want, transferee(members, tc.healthy, "a", tc.rank).ID)
 		})
 	}
 }
@@ -45,9 +45,9 @@ func TestTransfereeLeaveTwice(t *testing.T) {
 	for i, m := range members {
 		healthy[m.ID] = &clientv3.StatusResponse{RaftIndex: uint64(10 + i), Header: &pb.ResponseHeader{}}
 	}
-	require.Equal(t, "e0", transferee(members, healthy, "e4", staysLongest("etcd-4")))
+	require.Equal(t, "e0", transferee(members, healthy, "e4", staysLongest("etcd-4")).ID)
 	delete(healthy, "e0")
-	require.Equal(t, "e1", transferee(members, healthy, "e4", staysLongest("etcd-4")))
+	require.Equal(t, "e1", transferee(members, healthy, "e4", staysLongest("etcd-4")).ID)
 }
 
 func TestOrdinal(t *testing.T) {

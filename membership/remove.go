@@ -70,8 +70,8 @@ func RemoveMember(ctx context.Context, e *Etcd, log *slog.Logger, req RemoveRequ
 	}
 	eps := voterEndpoints(l.Members, target.ID)
 	if st := healthy[target.ID]; st != nil && st.Leader == id {
-		if to := transferee(l.Members, healthy, target.ID, staysLongest(target.Name)); to != "" {
-			toID, _ := api.ParseID(to)
+		if to := transferee(l.Members, healthy, target.ID, staysLongest(target.Name)); to.ID != "" {
+			toID, _ := api.ParseID(to.ID)
 			if err := e.MoveLeader(ctx, target.ClientURL, toID); err != nil {
 				// A leaving member's own agent moves leadership and removes itself at the same
 				// time (intent leave): a call to a member that is stopping times out. Gone is done;
@@ -80,12 +80,12 @@ func RemoveMember(ctx context.Context, e *Etcd, log *slog.Logger, req RemoveRequ
 					log.Info("member removed itself meanwhile", "member", req.ID)
 					return nil
 				}
-				if st, serr := e.Status(ctx, clientURLOf(l.Members, to)); serr != nil || st.Leader == id || st.Leader == 0 {
+				if st, serr := e.Status(ctx, to.ClientURL); serr != nil || st.Leader == id || st.Leader == 0 {
 					return fmt.Errorf("moving leadership away from %s: %w", target.ID, err)
 				}
 				log.Info("leadership moved away meanwhile", "from", target.ID)
 			} else {
-				log.Info("moved leadership away", "from", target.ID, "to", to)
+				log.Info("moved leadership away", "from", target.ID, "to", to.ID)
 			}
 		}
 	}
@@ -107,14 +107,4 @@ func RemoveMember(ctx context.Context, e *Etcd, log *slog.Logger, req RemoveRequ
 
 func hasMember(ms []api.Member, id string) bool {
 	return slices.ContainsFunc(ms, func(m api.Member) bool { return m.ID == id })
-}
-
-// clientURLOf is the client URL of member id in ms ("" not listed).
-func clientURLOf(ms []api.Member, id string) string {
-	for _, m := range ms {
-		if m.ID == id {
-			return m.ClientURL
-		}
-	}
-	return ""
 }
