@@ -256,7 +256,9 @@ func (w *Writer) Table() string {
 			if len(msg) > 200 {
 				msg = msg[:200] + "…"
 			}
-			fmt.Fprintf(&b, "\nfirst failed write in %s, %s into the step: `%s`%s\n", name, st.firstAt.Round(10*time.Millisecond), strings.ReplaceAll(msg, "`", "'"), st.terms())
+			// The wall clock (UTC) too: the members' logs and the Events are read against it.
+			fmt.Fprintf(&b, "\nfirst failed write in %s, %s into the step (sent %s UTC): `%s`%s\n", name, st.firstAt.Round(10*time.Millisecond),
+				st.began.Add(st.firstAt).UTC().Format("15:04:05.000"), strings.ReplaceAll(msg, "`", "'"), st.terms())
 		}
 	}
 	return b.String()
