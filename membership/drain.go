@@ -16,8 +16,8 @@ import (
 // fail (0.8 s windows of failed writes through the client Service in a CA rotation; "raft: stopped" in
 // each shrink step). So: /readyz answers 503 from here on (probe.go), the kubelet counts the failures
 // (readiness every second, 5 failures) and the endpoints drop the pod, and only then does etcd stop; its
-// graceful stop finishes the requests in flight, hands leadership over and closes its connections, and
-// the clients reconnect through the Service to the other members. A pod being deleted is dropped from
+// graceful stop finishes the requests in flight and closes its connections, the clients reconnect
+// through the Service to the other members, and (held for that: holdClients) a leader hands over. A pod being deleted is dropped from
 // the endpoints at once (terminating); only the propagation to the nodes is waited for.
 
 // drain makes this member answer not ready for why, and waits d (not on a context: on SIGTERM the
