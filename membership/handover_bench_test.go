@@ -54,17 +54,24 @@ func BenchmarkLeaderChange(b *testing.B) {
 		// Past the writes in flight at the change and the client's timeout for those dropped silently.
 		time.Sleep(2500 * time.Millisecond)
 	}
+	ownFailed, othersFailed := reportFailed(b, w, "change", own, others)
+	b.Logf("%d changes (%d away from the writer's member, %d between the others), a write every %s: %d failed (%d, %d)",
+		b.N, len(own), len(others), every, ownFailed+othersFailed, ownFailed, othersFailed)
+}
+
+// reportFailed ends a benchmark's writes and reports the failed writes per event (what: "change",
+// "stop"), apart for the events of the writer's own member and of the others; it returns both counts.
+func reportFailed(b *testing.B, w *writer.Writer, what string, own, others []string) (ownFailed, othersFailed int) {
 	b.StopTimer()
 	w.Step("settled")
 	time.Sleep(200 * time.Millisecond)
-	ownFailed, othersFailed := w.Failed(own...), w.Failed(others...)
-	b.ReportMetric(float64(ownFailed+othersFailed)/float64(b.N), "failed/change")
+	ownFailed, othersFailed = w.Failed(own...), w.Failed(others...)
+	b.ReportMetric(float64(ownFailed+othersFailed)/float64(b.N), "failed/"+what)
 	if len(own) > 0 {
-		b.ReportMetric(float64(ownFailed)/float64(len(own)), "failed/change-from-own")
+		b.ReportMetric(float64(ownFailed)/float64(len(own)), "failed/"+what+"-of-own")
 	}
 	if len(others) > 0 {
-		b.ReportMetric(float64(othersFailed)/float64(len(others)), "failed/change-elsewhere")
+		b.ReportMetric(float64(othersFailed)/float64(len(others)), "failed/"+what+"-elsewhere")
 	}
-	b.Logf("%d changes (%d away from the writer's member, %d between the others), a write every %s: %d failed (%d, %d)",
-		b.N, len(own), len(others), every, ownFailed+othersFailed, ownFailed, othersFailed)
+	return ownFailed, othersFailed
 }

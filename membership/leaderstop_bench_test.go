@@ -81,17 +81,7 @@ func BenchmarkLeaderStop(b *testing.B) {
 		// Past the client's timeout for writes dropped without an answer.
 		time.Sleep(2500 * time.Millisecond)
 	}
-	b.StopTimer()
-	w.Step("settled")
-	time.Sleep(200 * time.Millisecond)
-	ownFailed, othersFailed := w.Failed(own...), w.Failed(others...)
-	b.ReportMetric(float64(ownFailed+othersFailed)/float64(b.N), "failed/stop")
-	if len(own) > 0 {
-		b.ReportMetric(float64(ownFailed)/float64(len(own)), "failed/stop-of-own")
-	}
-	if len(others) > 0 {
-		b.ReportMetric(float64(othersFailed)/float64(len(others)), "failed/stop-elsewhere")
-	}
+	ownFailed, othersFailed := reportFailed(b, w, "stop", own, others)
 	b.Logf("%d stops of the leader (%d of the member the writer was on, %d of another), a write every %s, handshakes %s, hold %s: %d failed (%d, %d)\n%s",
 		b.N, len(own), len(others), every, handshake, c.clientsMoveWait, ownFailed+othersFailed, ownFailed, othersFailed, w.Table())
 }
