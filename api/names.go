@@ -396,9 +396,3 @@ const (
 
 // DrainWait is how long a member whose pod stays answers not ready before etcd stops on purpose.
 const DrainWait = time.Duration(ReadinessPeriodSeconds*ReadinessFailures)*time.Second + EndpointPropagation
-
-// ClientsMoveWait is how long a member's graceful stop holds etcd after it told its clients to go and
-// before a leader hands over (membership's holdClients): long enough for a client to reconnect to
-// another member (a handshake that reads its Secret through the API included) and be answered there
-// by the leader that is still leading.
-const ClientsMoveWait = time.Second

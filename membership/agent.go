@@ -45,9 +45,6 @@ type Self struct {
 	// pod itself is being deleted (the endpoints drop a terminating pod at once; only their propagation
 	// is waited for). Zero: no wait.
 	DrainWait, TerminatingWait time.Duration
-	// ClientsMoveWait is how long etcd's graceful stop is held after it told its clients to go, before
-	// a leader hands over (holdClients in drain.go). Zero: no hold.
-	ClientsMoveWait time.Duration
 	// JoinTimeout bounds one join (add, start, promote) before the agent starts over.
 	JoinTimeout time.Duration
 	// EtcdOutput receives etcd's stdout and stderr (default: the agent's stderr).

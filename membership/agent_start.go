@@ -441,21 +441,8 @@ func (a *Agent) everyMember(ctx context.Context, ok func(api.Report) bool) bool 
 var errRestartForCA = errors.New("restarting to trust the CAs of the CA Secret")
 
 // stopEtcd forwards SIGTERM (a leader hands over on graceful stop) and kills after the grace period.
-// A hold keeps etcd's stop from going on to the transfer for ClientsMoveWait after its clients were
-// told to go (drain.go says why).
 func (a *Agent) stopEtcd(cmd *exec.Cmd, exited chan error) {
-	var release func()
-	if a.Cfg.ClientsMoveWait > 0 {
-		release = a.holdClients()
-	}
 	_ = cmd.Process.Signal(syscall.SIGTERM)
-	if release != nil {
-		select {
-		case <-exited:
-		case <-time.After(a.Cfg.ClientsMoveWait):
-		}
-		release()
-	}
 	grace := a.Cfg.StopGrace
 	if grace == 0 {
 		grace = 45 * time.Second

@@ -187,9 +187,6 @@ type tcluster struct {
 	// clientGrace, when set, is the agents' Certs.ClientGrace (else 1 s): a CA rotation's wait for the
 	// client Secret, and a replaced password login's life.
 	clientGrace time.Duration
-	// clientsMoveWait is the agents' ClientsMoveWait (0: no hold, the tests' default; the product's in
-	// the tests of the hold and the leader-stop benchmark).
-	clientsMoveWait time.Duration
 	// transition: the pods run a TLS switch's transition template, leaving this scheme (setTemplate).
 	transition string
 	secrets    *MemSecrets
@@ -356,7 +353,6 @@ func (c *tcluster) start(i int, tick time.Duration) {
 			DataDir: s.dataDir(), ClusterUID: c.parent, LeaseDuration: 15 * time.Second,
 			EtcdCommand: cmd, Tick: tick, FastTick: fast, StopGrace: 10 * time.Second, JoinTimeout: 60 * time.Second, NoSpaceAgain: time.Second,
 			EtcdOutput: out, Retired: c.retired, LoadRetired: c.loadRetired, Transition: c.transition,
-			ClientsMoveWait: c.clientsMoveWait,
 		},
 		Store: c.leases.Store(s.lease, s.name+"-pod"),
 		Etcd:  &Etcd{Log: log, CallTimeout: 2 * time.Second},

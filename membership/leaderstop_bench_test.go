@@ -37,12 +37,7 @@ func BenchmarkLeaderStop(b *testing.B) {
 	if d, err := time.ParseDuration(os.Getenv("ETCDHOOK_BENCH_HANDSHAKE")); err == nil && d >= 0 {
 		handshake = d
 	}
-	c := newCluster(b, newestEtcd, 3)
-	// ETCDHOOK_BENCH_HOLD: the agents' ClientsMoveWait (default 0, no hold: etcd's stop as it is).
-	if d, err := time.ParseDuration(os.Getenv("ETCDHOOK_BENCH_HOLD")); err == nil && d >= 0 {
-		c.clientsMoveWait = d
-	}
-	c.bootstrap(nil, 3)
+	c := bootstrapped(b, newestEtcd, 3)
 	p := newServiceProxy(b)
 	for i, s := range c.slots {
 		p.set(i, hostOf(b, s.clientURL))
@@ -82,8 +77,8 @@ func BenchmarkLeaderStop(b *testing.B) {
 		time.Sleep(2500 * time.Millisecond)
 	}
 	ownFailed, othersFailed := reportFailed(b, w, "stop", own, others)
-	b.Logf("%d stops of the leader (%d of the member the writer was on, %d of another), a write every %s, handshakes %s, hold %s: %d failed (%d, %d)\n%s",
-		b.N, len(own), len(others), every, handshake, c.clientsMoveWait, ownFailed+othersFailed, ownFailed, othersFailed, w.Table())
+	b.Logf("%d stops of the leader (%d of the member the writer was on, %d of another), a write every %s, handshakes %s: %d failed (%d, %d)\n%s",
+		b.N, len(own), len(others), every, handshake, ownFailed+othersFailed, ownFailed, othersFailed, w.Table())
 }
 
 // serviceProxy spreads new TCP connections over the members it lists, at random, as kube-proxy does

@@ -95,7 +95,6 @@ func runAgent(args []string) error {
 			// Out of the client Service before etcd stops on purpose (docs/design/07-steps.md §7.14).
 			DrainWait:       api.DrainWait,
 			TerminatingWait: api.EndpointPropagation,
-			ClientsMoveWait: api.ClientsMoveWait,
 			EtcdCommand:     etcdCmd,
 			Transition:      transition,
 			Bootstrap:       cfg.Bootstrap,
