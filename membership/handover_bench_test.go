@@ -3,7 +3,6 @@ package membership
 import (
 	"context"
 	"fmt"
-	"os"
 	"slices"
 	"testing"
 	"time"
@@ -11,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/etcdhook/etcdhook/api"
-	"github.com/etcdhook/etcdhook/internal/writer"
 )
 
 // BenchmarkLeaderChange measures what one leader change costs a client that does not retry (issue 28):
@@ -22,16 +20,12 @@ import (
 // (the proposals it forwards are dropped without an answer). A load run, not a test:
 // `go test ./membership -run - -bench LeaderChange -benchtime 100x`.
 func BenchmarkLeaderChange(b *testing.B) {
-	every := 20 * time.Millisecond
-	if d, err := time.ParseDuration(os.Getenv("ETCDHOOK_BENCH_EVERY")); err == nil && d > 0 {
-		every = d
-	}
+	every := benchEnv("ETCDHOOK_BENCH_EVERY", 20*time.Millisecond, time.Nanosecond)
 	c := bootstrapped(b, newestEtcd, 3)
 	cl := c.clientOf(c.slots[0].clientURL)
 	defer cl.Close()
-	w := writer.Start(cl, writer.Limits{Prefix: "lc/", Max: 1 << 20, For: time.Hour, Every: every, Timeout: 2 * time.Second}, "warm-up")
+	w := startBenchWriter(cl, "lc/", every)
 	defer w.Stop()
-	time.Sleep(time.Second)
 	ids := []string{c.memberID(0), c.memberID(1), c.memberID(2)}
 	var own, others []string
 	e := c.etcd(0)
@@ -57,21 +51,4 @@ func BenchmarkLeaderChange(b *testing.B) {
 	ownFailed, othersFailed := reportFailed(b, w, "change", own, others)
 	b.Logf("%d changes (%d away from the writer's member, %d between the others), a write every %s: %d failed (%d, %d)",
 		b.N, len(own), len(others), every, ownFailed+othersFailed, ownFailed, othersFailed)
-}
-
-// reportFailed ends a benchmark's writes and reports the failed writes per event (what: "change",
-// "stop"), apart for the events of the writer's own member and of the others; it returns both counts.
-func reportFailed(b *testing.B, w *writer.Writer, what string, own, others []string) (ownFailed, othersFailed int) {
-	b.StopTimer()
-	w.Step("settled")
-	time.Sleep(200 * time.Millisecond)
-	ownFailed, othersFailed = w.Failed(own...), w.Failed(others...)
-	b.ReportMetric(float64(ownFailed+othersFailed)/float64(b.N), "failed/"+what)
-	if len(own) > 0 {
-		b.ReportMetric(float64(ownFailed)/float64(len(own)), "failed/"+what+"-of-own")
-	}
-	if len(others) > 0 {
-		b.ReportMetric(float64(othersFailed)/float64(len(others)), "failed/"+what+"-elsewhere")
-	}
-	return ownFailed, othersFailed
 }

@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/url"
-	"os"
 	"slices"
 	"sync"
 	"testing"
@@ -16,8 +15,6 @@ import (
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
-
-	"github.com/etcdhook/etcdhook/internal/writer"
 )
 
 // BenchmarkLeaderStop measures what a planned stop of the leader costs a client that does not retry
@@ -30,13 +27,8 @@ import (
 // member the writer's connection was on and of the others. A load run, not a test:
 // `go test ./membership -run - -bench LeaderStop -benchtime 20x`.
 func BenchmarkLeaderStop(b *testing.B) {
-	every, handshake := 50*time.Millisecond, 20*time.Millisecond
-	if d, err := time.ParseDuration(os.Getenv("ETCDHOOK_BENCH_EVERY")); err == nil && d > 0 {
-		every = d
-	}
-	if d, err := time.ParseDuration(os.Getenv("ETCDHOOK_BENCH_HANDSHAKE")); err == nil && d >= 0 {
-		handshake = d
-	}
+	every := benchEnv("ETCDHOOK_BENCH_EVERY", 50*time.Millisecond, time.Nanosecond)
+	handshake := benchEnv("ETCDHOOK_BENCH_HANDSHAKE", 20*time.Millisecond, 0)
 	c := bootstrapped(b, newestEtcd, 3)
 	p := newServiceProxy(b)
 	for i, s := range c.slots {
@@ -51,9 +43,8 @@ func BenchmarkLeaderStop(b *testing.B) {
 	cl, err := clientv3.New(cfg)
 	require.NoError(b, err)
 	defer cl.Close()
-	w := writer.Start(cl, writer.Limits{Prefix: "ls/", Max: 1 << 20, For: time.Hour, Every: every, Timeout: 2 * time.Second}, "warm-up")
+	w := startBenchWriter(cl, "ls/", every)
 	defer w.Stop()
-	time.Sleep(time.Second)
 	ids := []string{c.memberID(0), c.memberID(1), c.memberID(2)}
 	var own, others []string
 	b.ResetTimer()
