@@ -18,6 +18,9 @@ type BackupReport struct {
 	Message string `json:"message,omitempty"`
 	// Token: the etcd.io/backup-now token the Job answered, empty for a scheduled one.
 	Token string `json:"token,omitempty"`
+	// Terminal: a failure another attempt would meet again (the store refused the credentials, no such
+	// bucket, no key): the Job stopped at once instead of retrying.
+	Terminal bool `json:"terminal,omitempty"`
 }
 
 // ParseBackupReport reads a report annotation; empty is no report.

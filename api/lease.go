@@ -222,9 +222,14 @@ const (
 	// ReasonCertificatesInvalid: the agent cannot get or use certificates (CA Secret unreadable or
 	// malformed, a certificate that does not verify); etcd keeps running on the files it has.
 	ReasonCertificatesInvalid = "CertificatesInvalid"
-	// ReasonRestoreFailed: the seed of a restored cluster could not restore its snapshot (unreachable
-	// store, no snapshot, a damaged one); it retries with backoff and starts nothing meanwhile.
+	// ReasonRestoreFailed: the seed of a restored cluster could not restore its snapshot for a cause
+	// that may pass (the store did not answer); it retries with backoff, for an hour at most, and
+	// starts nothing meanwhile.
 	ReasonRestoreFailed = "RestoreFailed"
+	// ReasonRestoreRefused: the seed's restore cannot succeed as written (nothing under the folder, a
+	// point the backups do not reach, a damaged or foreign chain, refused credentials or keys), or it
+	// gave up retrying; the message names the spec.restore field. The pod does not try again.
+	ReasonRestoreRefused = "RestoreRefused"
 	// ReasonRestartingForCA: the agent stops its etcd to start it again trusting the CAs of the CA
 	// Secret (a CA rotation's step the hook allowed, docs/design/14-tls.md §14.6).
 	ReasonRestartingForCA = "RestartingForCA"

@@ -36,8 +36,10 @@ const (
 	RestoreFailed RestoreOutcome = "Failed"
 )
 
-// RestoreExitRefused is a restore Job's exit code for RestoreRefused: its pod failure policy fails the
-// Job at once instead of retrying a snapshot that cannot pass.
+// RestoreExitRefused is the exit code of a Job command that met a cause another attempt would meet
+// again (a restore Job's RestoreRefused, a backup Job's refused credentials or missing bucket, a claim
+// the API will not grow): its pod failure policy fails the Job at once instead of retrying, and the
+// Job's Failed condition (reason PodFailurePolicy) tells the hook the failure is terminal.
 const RestoreExitRefused = 3
 
 // RestoreReport is one restore Job attempt's outcome.

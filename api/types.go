@@ -181,8 +181,9 @@ func (r BackupRetention) Tiered() bool {
 
 // RestoreSpec: the snapshot a new cluster's seed restores before it first starts.
 type RestoreSpec struct {
-	// From: a snapshot URL (as status.backup.lastSnapshot shows it) or a destination followed by
-	// /latest (the newest complete snapshot of this cluster's name and namespace).
+	// From: a snapshot URL (as status.backup.lastSnapshot shows it), a destination followed by /latest
+	// (the newest complete snapshot of this cluster's name and namespace), or another cluster's folder
+	// followed by /latest (<destination>/<namespace>/<name>/latest: that cluster's newest).
 	From string `json:"from"`
 	// ToRevision or ToTime (one at most): restore the keyspace as it was at that revision, or at that
 	// time (the newest revision the backups hold at or before it), from the newest snapshot at or before
@@ -403,7 +404,8 @@ type RestoreStatus struct {
 	// Revision is then the revision the restored keyspace is at.
 	ToRevision int64        `json:"toRevision,omitempty"`
 	ToTime     *metav1.Time `json:"toTime,omitempty"`
-	// Phase: Restoring until the seed has restored, then Restored.
+	// Phase: Restoring until the seed has restored, then Restored; Failed when the seed reports that the
+	// restore cannot succeed as written (RestoreFailed/RestoreRefused names the field).
 	Phase string `json:"phase"`
 	// Message: why the seed could not restore yet (RestoreFailed), empty otherwise.
 	Message string `json:"message,omitempty"`
@@ -569,6 +571,9 @@ const (
 	CondBackupCopyFailing = "BackupCopyFailing"
 	// CondRestoreFailed: the seed cannot restore the snapshot it was given.
 	CondRestoreFailed = "RestoreFailed"
+	// ReasonRestoreRetrying: CondRestoreFailed's reason while the seed retries a cause that may pass;
+	// ReasonRestoreRefused (the Lease reason) is its reason once the restore has ended.
+	ReasonRestoreRetrying = "RestoreRetrying"
 	// CondDatabaseNearQuota: a member's database file is at or above DatabaseNearQuotaPercent of the
 	// backend quota; at the quota etcd raises NOSPACE and refuses writes.
 	CondDatabaseNearQuota = "DatabaseNearQuota"

@@ -118,9 +118,8 @@ type Agent struct {
 	lossReported string
 	// restored: the snapshot the data directory was restored from, from its binding; reported.
 	restored *Restored
-	// restoreFailures counts failed restores in a row (backoff), restoreError the last one posted.
-	restoreFailures int
-	restoreError    string
+	// seed: the seed's restore attempts in this pod (agent_restore.go).
+	seed seedRestore
 	// The defragmentation passes (defrag.go): the last one completed and when, read back from the
 	// Lease once so that a restarted agent does not repeat it; the last failure, for the backoff.
 	defragRead   bool

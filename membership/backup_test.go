@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -435,20 +436,40 @@ func TestMembershipRestoreRefusesDamage(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			url := tc.prepare(t.TempDir())
 			dst := restoredCluster(t, v, 1, url)
+			dst.events = &MemRecorder{}
 			dst.intent(0, api.IntentMember, true, 0)
 			dst.start(0, 0)
-			dst.waitFor("RestoreFailed on the seed's Lease", 30*time.Second, func() bool {
+			dst.waitFor("RestoreRefused on the seed's Lease", 30*time.Second, func() bool {
 				r := dst.leases.Report(dst.slots[0].lease)
-				return r.Reason() == api.ReasonRestoreFailed
+				return r.Reason() == api.ReasonRestoreRefused
 			})
 			r := dst.leases.Report(dst.slots[0].lease)
+			require.Contains(t, r.Error, "spec.restore.from: ")
 			require.Contains(t, r.Error, tc.problem)
 			_, err := os.Stat(dst.slots[0].dataDir())
 			require.True(t, os.IsNotExist(err), "no data directory is written from a bad snapshot")
 			require.Empty(t, r.ClusterID, "etcd never started")
+			// Terminal: never tried again by this pod (one attempt, one Event), though its report stays.
+			time.Sleep(6 * time.Second) // past the first backoff a retry would have taken
+			require.Equal(t, 1, dst.events.Count(EventRestoreFailed), "one attempt: %v", dst.events.Events())
+			require.Equal(t, api.ReasonRestoreRefused, dst.leases.Report(dst.slots[0].lease).Reason())
 			dst.kill(0)
 		})
 	}
+	// A store that does not answer may come back: the seed says it retries, and does.
+	t.Run("store-not-answering", func(t *testing.T) {
+		closed := fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
+		dst := restoredCluster(t, v, 1, "s3://nowhere/prod/latest?endpoint="+closed+"&region=us-east-1&use_path_style=true")
+		dst.events = &MemRecorder{}
+		dst.intent(0, api.IntentMember, true, 0)
+		dst.start(0, 0)
+		dst.waitFor("a second attempt", 60*time.Second, func() bool {
+			r := dst.leases.Report(dst.slots[0].lease)
+			return r.Reason() == api.ReasonRestoreFailed && strings.Contains(r.Error, "attempt 2 failed, retrying at ")
+		})
+		require.Contains(t, dst.leases.Report(dst.slots[0].lease).Error, "is not reachable")
+		dst.kill(0)
+	})
 	t.Run("good", func(t *testing.T) {
 		dst := restoredCluster(t, v, 1, d.ObjectURL(m.SnapshotKey()))
 		dst.bootstrap(nil, 1)

@@ -153,12 +153,18 @@ func restoreTo(t *testing.T, d backup.Destination, p backup.Point) (RestoreResul
 
 // restoreWith is restoreTo with the keys of an encrypted destination.
 func restoreWith(t *testing.T, d backup.Destination, p backup.Point, keys backup.Keys) (RestoreResult, map[string]string) {
+	return restoreFrom(t, d.ObjectURL(backup.Latest), "src", p, keys)
+}
+
+// restoreFrom restores source (a URL as spec.restore.from takes it) as the seed of cluster ns/<cluster>
+// would, to point p, and reads back the keyspace the restored etcd serves.
+func restoreFrom(t *testing.T, source, cluster string, p backup.Point, keys backup.Keys) (RestoreResult, map[string]string) {
 	port := freePort(t)
 	peer := fmt.Sprintf("http://127.0.0.1:%d", port)
 	dir := filepath.Join(t.TempDir(), "data")
-	src, err := backup.ParseSource(d.ObjectURL(backup.Latest))
+	src, err := backup.ParseSource(source)
 	require.NoError(t, err)
-	res, err := Restore(context.Background(), slog.New(slog.DiscardHandler), RestoreRequest{Source: src, Namespace: "ns", Cluster: "src",
+	res, err := Restore(context.Background(), slog.New(slog.DiscardHandler), RestoreRequest{Source: src, Namespace: "ns", Cluster: cluster,
 		DataDir: dir, Name: "p", PeerURL: peer, Token: "t", Point: p, Keys: keys})
 	require.NoError(t, err, "restoring to %s", p)
 	client := fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
@@ -270,6 +276,21 @@ func TestMembershipContinuousBackup(t *testing.T) {
 	res, got := restoreTo(t, d, backup.Point{})
 	require.Equal(t, last.Revision, res.Revision, "latest: the newest revision reported restorable")
 	require.Equal(t, keyspaceAt(t, cl, last.Revision), got)
+	// Another cluster (a clone, kubectl etcd restore copy --like src) names src's folder: the same newest
+	// point, and points in either chain, as src's own /latest gives them.
+	folder := d.ObjectURL(backup.ClusterDir("ns", "src") + backup.Latest)
+	for _, p := range []backup.Point{{}, {Revision: r1}, {Revision: r4}, {Time: times[0].at}} {
+		res, got := restoreFrom(t, folder, "copy", p, backup.Keys{})
+		want := p.Revision
+		switch {
+		case p.IsZero():
+			want = last.Revision
+		case !p.Time.IsZero():
+			want = times[0].rev
+		}
+		require.Equal(t, want, res.Revision, "copy restoring src's folder to %s", p)
+		require.Equal(t, keyspaceAt(t, cl, want), got, "copy restoring src's folder to %s", p)
+	}
 
 	// What is restorable, as kubectl etcd backups lists it: both snapshots, newest first, each with the
 	// span of its chain.

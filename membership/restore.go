@@ -21,7 +21,8 @@ import (
 // RestoreRequest restores a snapshot into the data directory of a new cluster's seed.
 type RestoreRequest struct {
 	Source backup.Source
-	// Namespace and Cluster find "latest" (the folder of that name).
+	// Namespace and Cluster: the cluster restored, whose folder "latest" searches unless the source's
+	// URL names another (backup.ResolveFolder), and whose snapshots an in-place restore accepts.
 	Namespace string
 	Cluster   string
 	// DataDir is where etcd will find the restored data; it must not exist yet, unless Replace.
@@ -86,11 +87,12 @@ func findVerified(ctx context.Context, b *blob.Bucket, req RestoreRequest) (back
 	if req.ExpectSHA256 == "" || req.Source.Snapshot != "" {
 		m, err := backup.Find(ctx, b, req.Source, req.Namespace, req.Cluster)
 		if err == nil && !req.Point.Reaches(m) {
-			err = fmt.Errorf("%w: snapshot %s (revision %d, %s) is after %s", backup.ErrNoSnapshot, m.Snapshot, m.Revision, m.Time.Format(time.RFC3339), req.Point)
+			err = fmt.Errorf("%w: snapshot %s (revision %d, %s) is after %s", backup.ErrPointNotReached, m.Snapshot, m.Revision, m.Time.Format(time.RFC3339), req.Point)
 		}
 		return m, err
 	}
-	ms, _, err := backup.List(ctx, b, req.Namespace, req.Cluster)
+	ns, name := req.folder()
+	ms, _, err := backup.List(ctx, b, ns, name)
 	if err != nil {
 		return backup.Manifest{}, err
 	}
@@ -100,7 +102,7 @@ func findVerified(ctx context.Context, b *blob.Bucket, req RestoreRequest) (back
 		}
 	}
 	return backup.Manifest{}, fmt.Errorf("%w: no snapshot with SHA-256 %s is left under %s (retention pruned it?)", ErrSnapshotChanged, req.ExpectSHA256,
-		req.Source.Destination.ObjectURL(backup.ClusterDir(req.Namespace, req.Cluster)))
+		req.Source.Destination.ObjectURL(backup.ClusterDir(ns, name)))
 }
 
 // findFurthest is, for /latest without a point, the snapshot whose chain reaches the newest revision of
@@ -110,7 +112,8 @@ func findVerified(ctx context.Context, b *blob.Bucket, req RestoreRequest) (back
 // read here.
 func findFurthest(ctx context.Context, b *blob.Bucket, req RestoreRequest) (backup.Manifest, error) {
 	// One listing (every manifest is a read): Find's own only for its refusal of an empty folder.
-	ms, _, err := backup.List(ctx, b, req.Namespace, req.Cluster)
+	ns, name := req.folder()
+	ms, _, err := backup.List(ctx, b, ns, name)
 	if err != nil {
 		return backup.Manifest{}, err
 	}
@@ -155,7 +158,8 @@ func chainEnd(ctx context.Context, b *blob.Bucket, m backup.Manifest) int64 {
 // findBefore is the newest snapshot of the folder at or before req.Point: the one whose chain replays
 // the least to reach it.
 func findBefore(ctx context.Context, b *blob.Bucket, req RestoreRequest) (backup.Manifest, error) {
-	ms, _, err := backup.List(ctx, b, req.Namespace, req.Cluster)
+	ns, name := req.folder()
+	ms, _, err := backup.List(ctx, b, ns, name)
 	if err != nil {
 		return backup.Manifest{}, err
 	}
@@ -164,8 +168,17 @@ func findBefore(ctx context.Context, b *blob.Bucket, req RestoreRequest) (backup
 			return m, nil
 		}
 	}
-	return backup.Manifest{}, fmt.Errorf("%w: no complete snapshot of %s/%s under %s is at or before %s (%d snapshots, all later)", backup.ErrNoSnapshot,
-		req.Namespace, req.Cluster, req.Source.Destination.ObjectURL(backup.ClusterDir(req.Namespace, req.Cluster)), req.Point, len(ms))
+	if len(ms) == 0 {
+		return backup.Find(ctx, b, req.Source, req.Namespace, req.Cluster) // its refusal of an empty folder
+	}
+	return backup.Manifest{}, fmt.Errorf("%w: no complete snapshot of %s/%s under %s is at or before %s (%d snapshots, all later)", backup.ErrPointNotReached,
+		ns, name, req.Source.Destination.ObjectURL(backup.ClusterDir(ns, name)), req.Point, len(ms))
+}
+
+// folder is the namespace and name of the folder a /latest source searches: the one its URL names
+// (backup.ResolveFolder), else this cluster's own. The identity checks keep using req's own.
+func (req RestoreRequest) folder() (string, string) {
+	return req.Source.Folder(req.Namespace, req.Cluster)
 }
 
 // checkIdentity refuses a snapshot of another cluster than req's, unless req accepts that one.
@@ -182,10 +195,26 @@ func checkIdentity(m backup.Manifest, req RestoreRequest) error {
 }
 
 // Refused says whether a restore failed in a way another attempt would not change (a damaged, missing,
-// changed or foreign snapshot), as opposed to a store's or the volume's hiccup.
+// changed or foreign snapshot, a point the backups do not reach, a bucket that does not exist, refused
+// credentials), as opposed to a store that did not answer or the volume's hiccup.
 func Refused(err error) bool {
-	return errors.Is(err, backup.ErrSnapshotDamaged) || errors.Is(err, backup.ErrNoSnapshot) ||
-		errors.Is(err, ErrForeignSnapshot) || errors.Is(err, ErrSnapshotChanged) || errors.Is(err, backup.ErrNoKey)
+	return backup.Terminal(err) || errors.Is(err, ErrForeignSnapshot) || errors.Is(err, ErrSnapshotChanged)
+}
+
+// RefusedField names the part of a restore request a refusal is about, as spec.restore spells it: the
+// point (toRevision, toTime) the backups do not reach, the keys, the credentials, or else the source.
+func RefusedField(err error, p backup.Point) string {
+	switch {
+	case errors.Is(err, backup.ErrPointNotReached) && p.Revision > 0:
+		return "toRevision"
+	case errors.Is(err, backup.ErrPointNotReached) && !p.Time.IsZero():
+		return "toTime"
+	case errors.Is(err, backup.ErrNoKey):
+		return "encryption"
+	case errors.Is(err, backup.ErrCredentials):
+		return "credentialsSecret"
+	}
+	return "from"
 }
 
 // RevisionBump is added to the restored store's revision, and the store is marked compacted up to the
@@ -231,6 +260,11 @@ func Restore(ctx context.Context, log *slog.Logger, req RestoreRequest) (Restore
 	if err := backup.LoadCredentials(req.CredentialsDir); err != nil {
 		return RestoreResult{}, err
 	}
+	src, err := backup.ResolveFolder(ctx, req.Source)
+	if err != nil {
+		return RestoreResult{}, err
+	}
+	req.Source = src
 	b, err := req.Source.Destination.Open(ctx)
 	if err != nil {
 		return RestoreResult{}, err
@@ -282,7 +316,7 @@ func Restore(ctx context.Context, log *slog.Logger, req RestoreRequest) (Restore
 		}
 		if plan.Target < ds.Revision && !req.Point.IsZero() {
 			// The manifest's revision is a lower bound: this snapshot holds writes after the point.
-			return res, fmt.Errorf("%w: snapshot %s holds revision %d, after %s (revision %d)", backup.ErrNoSnapshot, res.URL, ds.Revision, req.Point, plan.Target)
+			return res, fmt.Errorf("%w: snapshot %s holds revision %d, after %s (revision %d)", backup.ErrPointNotReached, res.URL, ds.Revision, req.Point, plan.Target)
 		}
 		if len(plan.heads) > 0 && plan.Target > ds.Revision {
 			log.Info("replaying the revisions after the snapshot", "from", ds.Revision, "to", plan.Target, "chunks", len(plan.heads))

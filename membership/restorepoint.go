@@ -84,7 +84,7 @@ func planReplay(ctx context.Context, b *blob.Bucket, m backup.Manifest, p backup
 			why = gapErr.Error()
 		}
 		return plan, fmt.Errorf("%w: the backups reach revision %d after snapshot %s (revision %d), not %d (%s)",
-			backup.ErrNoSnapshot, end, m.Snapshot, m.Revision, p.Revision, why)
+			backup.ErrPointNotReached, end, m.Snapshot, m.Revision, p.Revision, why)
 	}
 	return plan, nil
 }

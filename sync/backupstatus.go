@@ -177,7 +177,11 @@ func (p *plan) backupConditions(st *api.BackupStatus, add func(string, bool, str
 		add(api.CondBackupFailing, true, "CronJobsNotRegistered",
 			"spec.backup.schedule is set but the CompositeController does not declare batch/v1 cronjobs as children: apply the current metacontroller/ registration")
 	} else if st.LastFailureTime != nil && (st.LastSuccessTime == nil || st.LastFailureTime.After(st.LastSuccessTime.Time)) {
-		add(api.CondBackupFailing, true, "BackupFailed", st.LastFailure)
+		if r := p.backupFailure; r != nil && r.Terminal {
+			add(api.CondBackupFailing, true, "BackupRefused", st.LastFailure+" (not retried by its Job: fix the cause; the next scheduled run or a new etcd.io/backup-now token tries again)")
+		} else {
+			add(api.CondBackupFailing, true, "BackupFailed", st.LastFailure)
+		}
 	} else if st.OnDemand != nil && st.OnDemand.Phase == "Failed" {
 		add(api.CondBackupFailing, true, "OnDemandFailed", fmt.Sprintf("Job %s for token %q failed", st.OnDemand.Job, st.OnDemand.Token))
 	}
@@ -233,11 +237,33 @@ func (p *plan) restoreStatus(add func(string, bool, string, string)) *api.Restor
 			rs.Revision, _ = strconv.ParseInt(r.RestoredRevision, 10, 64)
 			rs.Phase = "Restored"
 		}
-		if !f.bootstrapped && r.Reason() == api.ReasonRestoreFailed {
-			msg := strings.TrimSpace(strings.TrimPrefix(r.Error, api.ReasonRestoreFailed+":"))
+		if f.bootstrapped {
+			continue
+		}
+		switch reason := r.Reason(); reason {
+		case api.ReasonRestoreFailed, api.ReasonRestoreRefused:
+			msg := strings.TrimSpace(strings.TrimPrefix(r.Error, reason+":"))
 			rs.Message = msg
-			add(api.CondRestoreFailed, true, "RestoreFailed", fmt.Sprintf("%s: %s", f.names.Pod(lv.ordinal), msg))
+			cond := api.ReasonRestoreRetrying // a cause that may pass: the seed retries, for an hour at most
+			if reason == api.ReasonRestoreRefused {
+				cond, rs.Phase = api.ReasonRestoreRefused, "Failed"
+			}
+			add(api.CondRestoreFailed, true, cond, fmt.Sprintf("%s: %s", f.names.Pod(lv.ordinal), msg))
 		}
 	}
 	return rs
+}
+
+// seedRefused: a new cluster's seed reports that its restore cannot succeed as written (or it gave up
+// retrying): the restore has ended, and the phase is Failed until a new seed pod succeeds.
+func (f *facts) seedRefused() bool {
+	if f.bootstrapped {
+		return false
+	}
+	for _, lv := range f.sortedLeases() {
+		if lv.report.Reason() == api.ReasonRestoreRefused {
+			return true
+		}
+	}
+	return false
 }

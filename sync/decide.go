@@ -278,6 +278,10 @@ func (p *plan) bootstrap() {
 		p.wait("%s refuses its volume: %s", f.names.Pod(0), lv.report.Error)
 		return
 	}
+	if f.seedRefused() {
+		p.wait("the restore has failed and is not retried (RestoreFailed): delete this EtcdCluster and restore again, or delete pod %s to try once more after fixing the cause", f.names.Pod(0))
+		return
+	}
 	p.wait("%s to bootstrap the cluster", f.names.Pod(0))
 }
 

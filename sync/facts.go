@@ -88,6 +88,9 @@ type jobView struct {
 	attempt  int
 	state    jobState
 	finished time.Time
+	// refused: the Job failed by its pod failure policy, on the exit code of a cause another attempt
+	// would meet again (api.RestoreExitRefused): it is not retried.
+	refused bool
 }
 
 type jobState int
@@ -320,6 +323,17 @@ func (f *facts) reporting(m *memberView) *leaseView {
 		return lv
 	}
 	return nil
+}
+
+// jobRefused: the Job failed by its pod failure policy (FailJob on api.RestoreExitRefused, the exit
+// code of a terminal cause), not by running out of attempts or time.
+func jobRefused(j *batchv1.Job) bool {
+	for _, c := range j.Status.Conditions {
+		if c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue && c.Reason == batchv1.JobReasonPodFailurePolicy {
+			return true
+		}
+	}
+	return false
 }
 
 func jobStatus(j *batchv1.Job) (jobState, time.Time) {

@@ -296,6 +296,10 @@ func init() {
 			a.messageHas(t, "demo-grow-0-1 failed", "retrying after")
 			require.Nil(t, dig(a.resp, "status", "storage", "growing"))
 		}},
+		"volume-grow-job-refused": {"a grow Job the API refused (exit 3, failed by its pod failure policy) is terminal: no second attempt after any backoff, and the status says so", func(t *testing.T, a *fxAnswer) {
+			require.Equal(t, []string{"demo-grow-0-1"}, a.jobs(""), "one attempt, kept for its log")
+			a.messageHas(t, "demo-grow-0-1 was refused", "not retried; delete the Job to try again")
+		}},
 		"volume-grow-template-recreate": {"once every claim has grown, a Job re-creates the StatefulSet for its claim template, which the hook cannot patch", func(t *testing.T, a *fxAnswer) {
 			require.Equal(t, []string{"demo-vct-1"}, a.jobs(""))
 			require.Equal(t, "claim-template", dig(a.children("Job")["demo-vct-1"], "metadata", "annotations", api.AnnJobReason))

@@ -387,6 +387,14 @@ func init() {
 			require.Equal(t, "2026-01-01T11:58:45Z", b["lastSuccessTime"])
 			require.Equal(t, "2026-01-01T11:59:50Z", b["lastFailureTime"])
 		}},
+		"backup-refused": {"a backup Job that meets a terminal cause (the store refuses the credentials) fails at once, and BackupFailing says it is not retried (BackupRefused)", func(t *testing.T, a *fxAnswer) {
+			a.conditionIs(t, "BackupFailing", "True", "BackupRefused")
+			require.Contains(t, a.condition("BackupFailing")["message"], "refused the credentials")
+			require.Contains(t, a.condition("BackupFailing")["message"], "not retried by its Job")
+			require.Equal(t, "Failed", dig(claimsCbackup(a), "onDemand", "phase"))
+			j := a.children("Job")[dig(claimsCbackup(a), "onDemand", "job").(string)]
+			require.Equal(t, float64(3), dig(j, "spec", "podFailurePolicy", "rules", 0, "onExitCodes", "values", 0), "exit 3 fails the Job without its retries")
+		}},
 		"backup-stale": {"a last success older than two runs of the schedule raises BackupStale (NoRecentBackup) naming its time", func(t *testing.T, a *fxAnswer) {
 			a.conditionIs(t, "BackupStale", "True", "NoRecentBackup")
 			require.Contains(t, a.condition("BackupStale")["message"], "since 2026-01-01T09:00:00Z")

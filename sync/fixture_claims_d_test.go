@@ -133,14 +133,21 @@ func init() {
 			vols, _ := dig(a.child(t, "StatefulSet", ""), "spec", "template", "spec", "volumes").([]any)
 			require.Contains(t, vols, map[string]any{"name": "backup-credentials", "secret": map[string]any{"defaultMode": float64(292), "secretName": "minio-credentials"}})
 		}},
-		"restore-failed": {"the seed's restore failure reaches RestoreFailed and status.restore while the cluster stays a lone seed, Restoring", func(t *testing.T, a *fxAnswer) {
-			a.conditionIs(t, "RestoreFailed", "True", api.ReasonRestoreFailed)
-			require.Contains(t, a.condition("RestoreFailed")["message"], "no complete snapshot")
+		"restore-failed": {"a seed's restore that cannot succeed as written (nothing under the folder) ends the restore: phase Failed, RestoreFailed/RestoreRefused naming spec.restore.from, status.restore Failed, the message says what to do", func(t *testing.T, a *fxAnswer) {
+			a.conditionIs(t, "RestoreFailed", "True", api.ReasonRestoreRefused)
+			require.Contains(t, a.condition("RestoreFailed")["message"], "demo-0: spec.restore.from: no such snapshot: no complete snapshot")
 			require.Contains(t, claimsDStatus(a, "restore", "message"), "no complete snapshot")
+			require.Equal(t, "Failed", claimsDStatus(a, "restore", "phase"))
+			require.Equal(t, "Failed", a.phase())
+			require.Contains(t, a.message(), "the restore has failed and is not retried")
+			require.Equal(t, 1, a.replicas(t), "nothing but the seed")
+		}},
+		"restore-retrying": {"a seed's restore failing for a cause that may pass says it retries (RestoreRetrying, with the next attempt and the bound) and the restore stays Restoring", func(t *testing.T, a *fxAnswer) {
+			a.conditionIs(t, "RestoreFailed", "True", api.ReasonRestoreRetrying)
+			require.Contains(t, a.condition("RestoreFailed")["message"], "demo-0: attempt 2 failed, retrying at 2026-01-01T12:00:10Z, until 2026-01-01T12:59:55Z")
 			require.Equal(t, "Restoring", claimsDStatus(a, "restore", "phase"))
+			require.Equal(t, "Restoring", a.phase())
 			require.Equal(t, 1, a.replicas(t))
-			_, ok := a.intent(1)
-			require.False(t, ok, "no second member while the seed has not restored")
 		}},
 		"restore-done": {"once the seed restored, status.restore says Restored with the snapshot and revision, and the cluster grows to its size", func(t *testing.T, a *fxAnswer) {
 			require.Equal(t, "Restored", claimsDStatus(a, "restore", "phase"))

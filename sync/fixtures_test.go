@@ -501,6 +501,14 @@ func fixtures() []fixture {
 			w.growTo("20Gi")
 			w.step(5 * time.Second)
 		}},
+		{name: "volume-grow-job-refused", build: func(w *world) {
+			settle(w)
+			w.refuseGrowth = true
+			w.growTo("20Gi")
+			for range 4 {
+				w.step(5 * time.Minute) // past every backoff a failure would wait
+			}
+		}},
 		{name: "volume-grow-template-recreate", build: func(w *world) {
 			settle(w)
 			w.growTo("20Gi")
@@ -706,6 +714,13 @@ func fixtures() []fixture {
 			w.step(5 * time.Second)
 			w.step(5 * time.Second)
 		}},
+		{name: "backup-refused", build: func(w *world) {
+			backupsOn(w, "", "s3://etcd-backups/prod")
+			w.refuseBackups = true
+			w.parentAnn = map[string]string{api.AnnBackupNow: "t1"}
+			w.step(5 * time.Second)
+			w.step(5 * time.Second)
+		}},
 		// The newest success is three hours old under an hourly schedule: stale.
 		{name: "backup-stale", build: func(w *world) {
 			backupsOn(w, "0 * * * *", "s3://etcd-backups/prod")
@@ -843,7 +858,13 @@ func fixtures() []fixture {
 		}},
 		{name: "restore-failed", build: func(w *world) {
 			w.spec.Restore = &api.RestoreSpec{From: "s3://etcd-backups/prod/latest", CredentialsSecret: "minio-credentials"}
-			w.restoreFail = api.ReasonRestoreFailed + ": no complete snapshot of prod/demo under s3://etcd-backups/prod/prod/demo/"
+			w.restoreFail = api.ReasonRestoreRefused + ": spec.restore.from: no such snapshot: no complete snapshot of prod/demo under s3://etcd-backups/prod/prod/demo/"
+			w.step(5 * time.Second)
+			w.step(5 * time.Second)
+		}},
+		{name: "restore-retrying", build: func(w *world) {
+			w.spec.Restore = &api.RestoreSpec{From: "s3://etcd-backups/prod/latest", CredentialsSecret: "minio-credentials"}
+			w.restoreFail = api.ReasonRestoreFailed + ": attempt 2 failed, retrying at 2026-01-01T12:00:10Z, until 2026-01-01T12:59:55Z: s3://etcd-backups/prod is not reachable or refused the credentials: dial tcp 10.0.0.9:443: connect: connection refused"
 			w.step(5 * time.Second)
 			w.step(5 * time.Second)
 		}},

@@ -432,6 +432,7 @@ func (f *facts) readJobs() {
 	for _, j := range f.obs.Jobs {
 		jv := &jobView{job: j, ordinal: -1}
 		jv.state, jv.finished = jobStatus(j)
+		jv.refused = jv.state == jobFailed && jobRefused(j)
 		switch {
 		case strings.HasPrefix(j.Name, rmPrefix):
 			id, n, ok := splitAttempt(strings.TrimPrefix(j.Name, rmPrefix))

@@ -275,7 +275,7 @@ func (p *plan) phase(available, unhealthy bool) string {
 		return api.PhasePaused
 	case p.restoring:
 		return api.PhaseRestoring
-	case !p.hasSpec, f.splitBrain, !f.bootstrapped && p.foreignData() != "":
+	case !p.hasSpec, f.splitBrain, !f.bootstrapped && p.foreignData() != "", p.spec.Restore != nil && f.seedRefused():
 		return api.PhaseFailed
 	case !f.bootstrapped && p.spec.Restore != nil:
 		return api.PhaseRestoring

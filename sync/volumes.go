@@ -190,6 +190,8 @@ func (p *plan) nextAttempt(js []*jobView) (int, string) {
 		return 0, fmt.Sprintf("Job %s running", last.job.Name)
 	case last.state == jobSucceeded && p.f.now.Sub(last.finished) < succeededJobGrace:
 		return 0, fmt.Sprintf("Job %s succeeded; waiting for its result to show", last.job.Name)
+	case last.state == jobFailed && last.refused:
+		return 0, fmt.Sprintf("Job %s was refused for a cause another attempt would meet again (kubectl logs job/%s): not retried; delete the Job to try again once the cause is fixed", last.job.Name, last.job.Name)
 	case last.state == jobFailed && p.f.now.Before(last.finished.Add(backoff(last.attempt))):
 		return 0, fmt.Sprintf("Job %s failed (see its log); retrying after %s", last.job.Name, last.finished.Add(backoff(last.attempt)).UTC().Format(time.RFC3339))
 	case last.attempt >= maxAttempts:

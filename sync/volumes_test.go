@@ -166,7 +166,8 @@ func TestVolumeGrowthWithdrawn(t *testing.T) {
 	w.converge(60)
 	w.refuseGrowth = true
 	w.growFor("20Gi", 5)
-	require.Regexp(t, `Job demo-grow-0-\d+ failed`, w.status.Message)
+	require.Regexp(t, `Job demo-grow-0-1 was refused for a cause another attempt would meet again \(kubectl logs job/demo-grow-0-1\): not retried`, w.status.Message)
+	require.NotContains(t, w.jobs, "demo-grow-0-2", "a refusal is not retried")
 	w.growTo("10Gi")
 	w.converge(20)
 	require.Equal(t, "", w.condition(api.CondInvalidSpec))

@@ -109,6 +109,7 @@ type world struct {
 	// noNetworkPolicies: a registration from before the NetworkPolicy child.
 	noNetworkPolicies bool
 	failBackups       bool
+	refuseBackups     bool // the store refuses the backup Jobs' credentials (terminal)
 	// restoreFail: the seed cannot restore (its RestoreFailed report); restored: the snapshot the seed
 	// restored from (reported with revision 4242).
 	restoreFail string
@@ -179,6 +180,8 @@ type simLease struct {
 type simJob struct {
 	state    jobState
 	finished time.Time
+	// refused: failed by its pod failure policy (the command exited with api.RestoreExitRefused).
+	refused bool
 }
 
 type simEtcd struct {
@@ -381,8 +384,12 @@ func jobStatusJSON(j *simJob) map[string]any {
 		}}
 	case jobFailed:
 		t := j.finished.UTC().Format(time.RFC3339)
+		reason := "BackoffLimitExceeded"
+		if j.refused {
+			reason = "PodFailurePolicy"
+		}
 		return map[string]any{"failed": 1, "conditions": []any{
-			map[string]any{"type": "Failed", "status": "True", "lastTransitionTime": t, "reason": "BackoffLimitExceeded"},
+			map[string]any{"type": "Failed", "status": "True", "lastTransitionTime": t, "reason": reason},
 		}}
 	}
 	return map[string]any{"active": 1}
@@ -1153,6 +1160,12 @@ func (w *world) runJobs() {
 				j.state, j.finished = jobFailed, w.now
 				continue
 			}
+			if w.refuseBackups {
+				// The store answered no: etcdhook backup exits 3 and the Job fails without retrying.
+				w.backupAnn[api.AnnBackupFailure] = api.BackupReport{Time: at, Message: "s3://etcd-backups/prod refused the credentials: credentials refused: AccessDenied", Token: flags["token"], Terminal: true}.String()
+				j.state, j.finished, j.refused = jobFailed, w.now, true
+				continue
+			}
 			w.backupAnn[api.AnnBackupSuccess] = api.BackupReport{Time: at, Revision: 4242, Size: 2 << 20, Token: flags["token"],
 				Snapshot: strings.TrimSuffix(flags["destination"], "/") + "/prod/demo/" + at.Format("20060102T150405Z") + "-r4242.db"}.String()
 		case flags["from"] != "" && slices.Contains(args, any("--verify-only")):
@@ -1219,7 +1232,8 @@ func (w *world) runJobs() {
 			// pvc grow: the claim asks for the size; a volume driver grows it (unless noResizer).
 			c := w.pvcs[w.names().PVCOrdinal(flags["claim"])]
 			if c == nil || c.clusterUID != flags["cluster-uid"] || w.refuseGrowth {
-				j.state, j.finished = jobFailed, w.now
+				// etcdhook pvc grow exits 3 (a refusal): the Job's pod failure policy fails it at once.
+				j.state, j.finished, j.refused = jobFailed, w.now, true
 				continue
 			}
 			c.size = flags["size"]

@@ -70,9 +70,12 @@ func runBackup(args []string) error {
 		return nil
 	}
 	if err != nil {
-		msg := err.Error()
-		report(api.AnnBackupFailure, api.BackupReport{Time: now, Message: msg, Token: *token})
+		msg, terminal := err.Error(), backup.Terminal(err)
+		report(api.AnnBackupFailure, api.BackupReport{Time: now, Message: msg, Token: *token, Terminal: terminal})
 		events.Event(membership.EventBackupFailed, "Backup", "backup to "+d.String()+" failed: "+msg, true)
+		if terminal {
+			return refusalError{err} // exit 3: the Job's pod failure policy fails it without retrying
+		}
 		return err
 	}
 	r := successReport(d, res, now, *token)

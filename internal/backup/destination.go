@@ -18,6 +18,7 @@ import (
 	"gocloud.dev/blob/fileblob"
 	_ "gocloud.dev/blob/gcsblob" // gs:// (registers the opener)
 	_ "gocloud.dev/blob/s3blob"  // s3://
+	"gocloud.dev/gcerrors"
 )
 
 // Destination is a parsed spec.backup.destination (or restore source): where the snapshots live.
@@ -157,6 +158,28 @@ func (d Destination) LocalEndpoint() string {
 	return ""
 }
 
+// splitFolder reads the destination as a cluster's folder: the destination above it and the last two
+// path elements as <namespace>/<name>; ok is false when the path is too short to leave a destination
+// (a bucket's root is one; a file destination needs a directory).
+func (d Destination) splitFolder() (parent Destination, namespace, name string, ok bool) {
+	p := d.Prefix
+	if d.Scheme == "file" {
+		p = strings.TrimPrefix(d.Root, "/")
+	}
+	parts := strings.Split(p, "/")
+	if len(parts) < 2 || (d.Scheme == "file" && len(parts) < 3) {
+		return Destination{}, "", "", false
+	}
+	parent = d
+	up := strings.Join(parts[:len(parts)-2], "/")
+	if d.Scheme == "file" {
+		parent.Root = "/" + up
+	} else {
+		parent.Prefix = up
+	}
+	return parent, parts[len(parts)-2], parts[len(parts)-1], true
+}
+
 // String is the destination as a URL (the canonical form, stable for comparisons and status).
 func (d Destination) String() string {
 	u := url.URL{Scheme: d.Scheme, Host: d.Bucket, Path: "/" + d.Prefix, RawQuery: readableQuery(d.params)}
@@ -221,12 +244,36 @@ func (d Destination) Open(ctx context.Context) (*blob.Bucket, error) {
 func Check(ctx context.Context, d Destination, b *blob.Bucket) error {
 	ok, err := b.IsAccessible(ctx)
 	if err != nil {
+		if gcerrors.Code(err) == gcerrors.PermissionDenied {
+			// The store answered, and said no: the same keys will be refused again.
+			return fmt.Errorf("%s refused the credentials: %w: %v", d, ErrCredentials, err)
+		}
 		return fmt.Errorf("%s is not reachable or refused the credentials: %w", d, err)
 	}
 	if !ok {
-		return fmt.Errorf("%s: bucket %q does not exist", d, d.Bucket)
+		return fmt.Errorf("%s: bucket %q does not exist: %w", d, d.Bucket, ErrNoBucket)
 	}
 	return nil
+}
+
+// ErrCredentials: the store answered and refused the credentials given (or their absence). Asking again
+// with the same ones does not help; a Secret fixed later is read by the next pod.
+var ErrCredentials = errors.New("credentials refused")
+
+// ErrNoBucket: the store answered that the bucket does not exist.
+var ErrNoBucket = errors.New("no such bucket")
+
+// Terminal says whether err is one another attempt with the same input would meet again: the store
+// answered that the bucket, the snapshot or the point is not there, that the data is damaged or not
+// this cluster's, or that it refuses the credentials. Anything else (a store that did not answer, a
+// volume's hiccup, a deadline) may pass.
+func Terminal(err error) bool {
+	for _, e := range []error{ErrCredentials, ErrNoBucket, ErrNoSnapshot, ErrSnapshotDamaged, ErrNoKey} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 // readableQuery encodes parameters with ':' and '/' left as they are (RFC 3986 allows both in a

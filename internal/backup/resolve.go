@@ -19,6 +19,49 @@ type Source struct {
 	Destination Destination
 	// Snapshot is the key of the named snapshot inside Destination; empty for the newest.
 	Snapshot string
+	// Namespace and Cluster: the cluster folder a /latest URL names itself (…/<namespace>/<name>/latest,
+	// found by ResolveFolder), with Destination the destination above it; empty, /latest searches the
+	// restoring cluster's own folder under Destination.
+	Namespace, Cluster string
+}
+
+// Folder is the namespace and name of the folder s's /latest searches: the one its URL names
+// (ResolveFolder), else the restoring cluster's.
+func (s Source) Folder(namespace, name string) (string, string) {
+	if s.Cluster != "" {
+		return s.Namespace, s.Cluster
+	}
+	return namespace, name
+}
+
+// ResolveFolder reads which folder a /latest source means. `<destination>/latest` has always meant the
+// restoring cluster's own folder under the destination (a cluster re-created under its old name);
+// `<destination>/<namespace>/<name>/latest` names another cluster's folder, as `kubectl etcd backups`
+// lists it and as the plugin writes for `restore --like`. The two spellings cannot be told apart by
+// their text (a destination's prefix is any path), so the store decides: the URL names a folder when
+// the folder it ends in holds snapshot manifests of exactly that namespace and name. Only a listing of
+// that one folder is read, within the same prefix the source's credentials reach. A named snapshot,
+// or a URL too short to end in a folder, is returned as it is.
+func ResolveFolder(ctx context.Context, s Source) (Source, error) {
+	parent, ns, name, ok := s.Destination.splitFolder()
+	if s.Snapshot != "" || s.Cluster != "" || !ok {
+		return s, nil
+	}
+	b, err := parent.Open(ctx)
+	if err != nil {
+		return s, err
+	}
+	defer b.Close()
+	ms, _, err := List(ctx, b, ns, name)
+	if err != nil {
+		return s, err
+	}
+	for _, m := range ms {
+		if m.Namespace == ns && m.Cluster == name {
+			return Source{Destination: parent, Namespace: ns, Cluster: name}, nil
+		}
+	}
+	return s, nil
 }
 
 // ParseSource checks spec.restore.from: a snapshot URL (…/<time>-r<rev>.db, as status.backup names
@@ -56,8 +99,10 @@ func ParseSource(raw string) (Source, error) {
 }
 
 // Find is the manifest of the snapshot s names; for "latest", the newest complete snapshot in the
-// folder of namespace/name. A named snapshot may sit in any folder: its URL is the whole address.
+// folder s names (ResolveFolder), else in that of namespace/name. A named snapshot may sit in any
+// folder: its URL is the whole address.
 func Find(ctx context.Context, b *blob.Bucket, s Source, namespace, name string) (Manifest, error) {
+	namespace, name = s.Folder(namespace, name)
 	if s.Snapshot != "" {
 		m, err := ReadManifest(ctx, b, ManifestKey(s.Snapshot))
 		if err != nil {
@@ -88,6 +133,10 @@ func Find(ctx context.Context, b *blob.Bucket, s Source, namespace, name string)
 // ErrNoSnapshot: the source names no snapshot that exists (a mistyped path, a folder without a
 // complete snapshot). Like a damaged one, asking again does not help.
 var ErrNoSnapshot = errors.New("no such snapshot")
+
+// ErrPointNotReached: the snapshots exist, but none is at or before the point asked, or their chain
+// ends before it. It is an ErrNoSnapshot (errors.Is), told apart to name the point, not the source.
+var ErrPointNotReached = fmt.Errorf("%w for that point", ErrNoSnapshot)
 
 // isStoreError: err came from the store (a network or permission failure, worth another attempt),
 // not from a manifest's content.

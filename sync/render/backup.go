@@ -89,8 +89,10 @@ func backupJob(d *Desired, name, token string) *batchv1.Job {
 	j.Annotations = map[string]string{api.AnnJobReason: reason}
 	j.Spec.Template.Labels = n.ObjectLabels(api.ComponentBackup)
 	// A store's hiccup is retried by the Job (with the Job controller's backoff); each attempt
-	// reports on the backup Lease.
+	// reports on the backup Lease. A terminal cause (credentials refused, no bucket, no key) fails it
+	// at once: the next schedule or token tries again.
 	j.Spec.BackoffLimit = ptr(int32(2))
+	failOnRefusal(j)
 	j.Spec.ActiveDeadlineSeconds = ptr(int64(backupJobDeadlineSeconds))
 	c := &j.Spec.Template.Spec.Containers[0]
 	c.Command = append(c.Command[:1], append(args, c.Command[1:]...)...)

@@ -95,6 +95,7 @@ func renderJob(d *Desired, name string, j Job) *batchv1.Job {
 		}
 		out := opsJob(d, name, "grow-volume", n.OpsAccount(), args)
 		out.Spec.ActiveDeadlineSeconds = ptr(int64(GrowJobDeadlineSeconds))
+		failOnRefusal(out)
 		return out
 	case JobClaimTemplate:
 		args := []string{"statefulset", "orphan",
@@ -111,6 +112,19 @@ func renderJob(d *Desired, name string, j Job) *batchv1.Job {
 		return restoreJob(d, name, j)
 	}
 	return carriedJob(d, j.Carried)
+}
+
+// failOnRefusal fails j at once when its command exits with api.RestoreExitRefused (a cause another
+// attempt would meet again: a snapshot that cannot pass, credentials the store refuses, a claim the
+// API will not grow), instead of spending its retries on it; the Job's Failed condition then has the
+// reason PodFailurePolicy, by which the hook tells a terminal failure from one that may pass.
+func failOnRefusal(j *batchv1.Job) {
+	j.Spec.PodFailurePolicy = &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{{
+		Action: batchv1.PodFailurePolicyActionFailJob,
+		OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{
+			ContainerName: ptr("etcdhook"), Operator: batchv1.PodFailurePolicyOnExitCodesOpIn, Values: []int32{api.RestoreExitRefused},
+		},
+	}}}
 }
 
 // opsJob is a Job running one etcdhook command (args) under account, with an API token (to post its
@@ -251,12 +265,7 @@ func restoreJobOf(d *Desired, name string, r *RestoreJob, more []string) *batchv
 	j.Spec.Template.Spec.Volumes, j.Spec.Template.Spec.Containers[0].VolumeMounts = nil, nil
 	j.Spec.BackoffLimit = ptr(int32(2))
 	j.Spec.ActiveDeadlineSeconds = ptr(int64(RestoreJobDeadlineSeconds))
-	j.Spec.PodFailurePolicy = &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{{
-		Action: batchv1.PodFailurePolicyActionFailJob,
-		OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{
-			ContainerName: ptr("etcdhook"), Operator: batchv1.PodFailurePolicyOnExitCodesOpIn, Values: []int32{api.RestoreExitRefused},
-		},
-	}}}
+	failOnRefusal(j)
 	c := &j.Spec.Template.Spec.Containers[0]
 	c.Command = append([]string{api.HookBinary}, args...)
 	var store Store

@@ -700,10 +700,11 @@ func TestRestoreCreatesANewCluster(t *testing.T) {
 		return obj.(*unstructured.Unstructured).Object["spec"].(map[string]any)
 	}
 
+	creds := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s3-creds", Namespace: "prod"}}
 	t.Run("like", func(t *testing.T) {
 		dyn := newDynamic(source.DeepCopy())
 		settle(dyn)
-		te := newTestEnv(dyn, fake.NewClientset())
+		te := newTestEnv(dyn, fake.NewClientset(creds))
 		require.Equal(t, 0, te.run("restore", "copy", "--like", "demo", "--size", "3"), te.err.String())
 		spec := created(t, dyn)
 		require.Equal(t, int64(3), spec["size"], "--size overrides the copied size")
@@ -733,6 +734,56 @@ func TestRestoreCreatesANewCluster(t *testing.T) {
 		te := newTestEnv(newDynamic(u), fake.NewClientset())
 		require.Equal(t, 1, te.run("restore", "copy", "--like", "demo"))
 		require.Contains(t, te.err.String(), "has no successful backup")
+	})
+	// With continuous backup the newest point is the chain's end, which lastSnapshot does not reach (and
+	// is empty when the writer took the first snapshot itself): --like names the source's own folder, with
+	// the point asked if any, so the seed searches demo's folder, not copy's.
+	continuous := func(lastSnapshot bool) *unstructured.Unstructured {
+		u := source.DeepCopy()
+		_ = unstructured.SetNestedMap(u.Object, map[string]any{}, "spec", "backup", "continuous")
+		_ = unstructured.SetNestedField(u.Object, "s3://b/team?region=eu-west-1", "spec", "backup", "destination")
+		if !lastSnapshot {
+			unstructured.RemoveNestedField(u.Object, "status")
+		}
+		return u
+	}
+	for _, tc := range []struct {
+		name  string
+		args  []string
+		point map[string]any
+	}{
+		{name: "like with continuous backup and no snapshot in status"},
+		{name: "like to a revision", args: []string{"--to-revision", "1234"}, point: map[string]any{"toRevision": int64(1234)}},
+		{name: "like to a time", args: []string{"--to-time", "2026-01-01T11:42:00+01:00"}, point: map[string]any{"toTime": "2026-01-01T10:42:00Z"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, last := range []bool{false, true} {
+				dyn := newDynamic(continuous(last))
+				te := newTestEnv(dyn, fake.NewClientset(creds))
+				require.Equal(t, 0, te.run(append([]string{"restore", "copy", "--like", "demo", "--wait=false"}, tc.args...)...), te.err.String())
+				want := map[string]any{"from": "s3://b/team/prod/demo/latest?region=eu-west-1", "credentialsSecret": "s3-creds"}
+				for k, v := range tc.point {
+					want[k] = v
+				}
+				require.Equal(t, want, created(t, dyn)["restore"], "demo's folder, whether or not status names a snapshot")
+				require.Contains(t, te.out.String(), "restoring s3://b/team/prod/demo/latest?region=eu-west-1")
+			}
+		})
+	}
+	t.Run("like to a point without a destination", func(t *testing.T) {
+		u := source.DeepCopy()
+		unstructured.RemoveNestedField(u.Object, "spec", "backup")
+		te := newTestEnv(newDynamic(u), fake.NewClientset())
+		require.Equal(t, 1, te.run("restore", "copy", "--like", "demo", "--to-revision", "5"))
+		require.Contains(t, te.err.String(), "prod/demo has no spec.backup.destination")
+	})
+	t.Run("a credentials Secret that does not exist", func(t *testing.T) {
+		dyn := newDynamic(source.DeepCopy())
+		te := newTestEnv(dyn, fake.NewClientset())
+		require.Equal(t, 1, te.run("restore", "copy", "--like", "demo"))
+		require.Contains(t, te.err.String(), "the Secret prod/s3-creds (--credentials-secret) does not exist")
+		_, err := dyn.Tracker().Get(GVR, "prod", "copy")
+		require.True(t, apierrors.IsNotFound(err), "nothing created")
 	})
 	t.Run("no snapshot named", func(t *testing.T) {
 		te := newTestEnv(newDynamic(), fake.NewClientset())
@@ -866,23 +917,31 @@ func TestRestoreInPlace(t *testing.T) {
 	})
 }
 
-// restore --wait ends at a RestoreFailed condition with its message, not at the timeout.
+// restore --wait goes on through a failure that may pass (RestoreRetrying, shown as progress) and ends
+// at a terminal one (RestoreRefused) with its message, not at the timeout.
 func TestRestoreWaitStopsAtFailure(t *testing.T) {
 	dyn := newDynamic()
+	var gets atomic.Int32
 	dyn.PrependReactor("get", "etcdclusters", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		obj, err := dyn.Tracker().Get(GVR, "prod", "copy")
 		if err != nil {
 			return false, nil, nil
 		}
 		cur := obj.(*unstructured.Unstructured).DeepCopy()
-		_ = unstructured.SetNestedField(cur.Object, "Restoring", "status", "phase")
-		_ = unstructured.SetNestedSlice(cur.Object, []any{map[string]any{"type": api.CondRestoreFailed, "status": "True", "reason": "SnapshotUnusable",
-			"message": "sha256 mismatch", "lastTransitionTime": "2026-01-01T12:00:00Z"}}, "status", "conditions")
+		phase, reason, msg := "Restoring", api.ReasonRestoreRetrying, "copy-0: attempt 1 failed, retrying at 2026-01-01T12:00:05Z: dial tcp: connection refused"
+		if gets.Add(1) > 3 {
+			phase, reason, msg = "Failed", api.ReasonRestoreRefused, "copy-0: spec.restore.from: no such snapshot: sha256 mismatch"
+		}
+		_ = unstructured.SetNestedField(cur.Object, phase, "status", "phase")
+		_ = unstructured.SetNestedSlice(cur.Object, []any{map[string]any{"type": api.CondRestoreFailed, "status": "True", "reason": reason,
+			"message": msg, "lastTransitionTime": "2026-01-01T12:00:00Z"}}, "status", "conditions")
 		return true, cur, nil
 	})
 	te := newTestEnv(dyn, fake.NewClientset())
 	require.Equal(t, 1, te.run("restore", "copy", "--from", "s3://b/x.db", "--timeout", "1h"))
-	require.Contains(t, te.err.String(), "restore of prod/copy failed: sha256 mismatch")
+	require.Contains(t, te.err.String(), "(restore retrying: copy-0: attempt 1 failed", "a retry is progress, not the end")
+	require.Contains(t, te.err.String(), "restore of prod/copy failed: copy-0: spec.restore.from: no such snapshot: sha256 mismatch (not retried")
+	require.GreaterOrEqual(t, gets.Load(), int32(4), "the wait went on past the retrying reads")
 }
 
 // status shows a TLS switch in progress (status.tls.switch).

@@ -40,7 +40,7 @@ func runRestore(ctx context.Context, env Env, args []string) error {
 	o := &restoreOpts{}
 	fs := newFlags("restore", env, &o.kube)
 	fs.StringVar(&o.from, "from", "", "the snapshot: a URL as status.backup.lastSnapshot shows it, or a destination followed by /latest")
-	fs.StringVar(&o.like, "like", "", "copy the spec of this EtcdCluster (same namespace); without --from, restore its last snapshot")
+	fs.StringVar(&o.like, "like", "", "copy the spec of this EtcdCluster (same namespace); without --from, restore its newest point (its continuous backup's end, else its last snapshot), or --to-revision/--to-time in its backups")
 	fs.StringVar(&o.credentials, "credentials-secret", "", "the Secret with the object store's credentials (default: --like's spec.backup.credentialsSecret)")
 	fs.BoolVar(&o.ambient, "ambient-credentials", false, "without --credentials-secret, use the pods' environment's credentials (spec.restore.ambientCredentials; default: --like's spec.backup)")
 	fs.BoolVar(&o.localEndpoint, "allow-local-endpoint", false, "accept a store endpoint on a loopback or link-local address (spec.restore.allowLocalEndpoint; default: --like's spec.backup)")
@@ -152,6 +152,9 @@ func runRestore(ctx context.Context, env Env, args []string) error {
 		restore["toTime"] = o.toTime
 	}
 	spec["restore"] = restore
+	if err := secretExists(ctx, c, o.credentials, "--credentials-secret"); err != nil {
+		return err
+	}
 	u := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": api.APIVersion, "kind": api.Kind,
 		"metadata": map[string]any{"name": o.name, "namespace": c.Namespace},
@@ -160,13 +163,15 @@ func runRestore(ctx context.Context, env Env, args []string) error {
 	if _, err := c.Dynamic.Resource(GVR).Namespace(c.Namespace).Create(ctx, u, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("restore: creating %s/%s: %w", c.Namespace, o.name, err)
 	}
-	fmt.Fprintf(env.Out, "restoring %s into the new cluster %s/%s\n", o.from, c.Namespace, o.name)
+	fmt.Fprintf(env.Out, "restoring %s%s into the new cluster %s/%s\n", o.from, o.pointSuffix(), c.Namespace, o.name)
 	if !o.wait {
 		return nil
 	}
+	// Only a terminal failure ends the wait: one that may pass (RestoreRetrying) is shown as progress
+	// while the seed retries, and turns terminal itself if it gives up.
 	failed := func(s *Snapshot) error {
-		if cond := condition(&s.status, api.CondRestoreFailed); cond != nil && cond.Status == metav1.ConditionTrue {
-			return fmt.Errorf("restore of %s/%s failed: %s (the seed retries with backoff: follow it with kubectl etcd status %s --wait, or delete the cluster and restore again)",
+		if cond := condition(&s.status, api.CondRestoreFailed); cond != nil && cond.Status == metav1.ConditionTrue && cond.Reason == api.ReasonRestoreRefused {
+			return fmt.Errorf("restore of %s/%s failed: %s (not retried: fix the cause, then delete the cluster and restore again, or delete pod %s-0 to try once more)",
 				c.Namespace, o.name, cond.Message, o.name)
 		}
 		return nil
@@ -258,6 +263,20 @@ func (o *restoreOpts) runInPlace(ctx context.Context, env Env, c *Clients) error
 	return nil
 }
 
+// secretExists refuses a credentials Secret that is not there: the seed pod mounts it and would wait in
+// ContainerCreating for good, where no restore can report. A Secret the user may not read is not
+// refused (the pods may read what the user cannot).
+func secretExists(ctx context.Context, c *Clients, name, flag string) error {
+	if name == "" {
+		return nil
+	}
+	_, err := c.Kube.CoreV1().Secrets(c.Namespace).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return fmt.Errorf("restore: the Secret %s/%s (%s) does not exist: the seed could not start without it; create it first", c.Namespace, name, flag)
+	}
+	return nil
+}
+
 // point is the point asked, as etcd.io/restore-to spells it ("" for none).
 func (o *restoreOpts) point() string {
 	return backup.Point{Revision: o.toRevision, Time: parsedTime(o.toTime)}.Value()
@@ -304,7 +323,7 @@ func (o *restoreOpts) defaultSource(u *unstructured.Unstructured, name string) e
 }
 
 // fromLike fills what --like gives: the other cluster's spec without its restore and pause, and, where
-// the flags leave them empty, its last snapshot and its backup credentials and claim.
+// the flags leave them empty, its newest point (likeSource) and its backup credentials and claim.
 func (o *restoreOpts) fromLike(ctx context.Context, c *Clients) (map[string]any, error) {
 	other, err := getCluster(ctx, c, o.like)
 	if err != nil {
@@ -316,7 +335,7 @@ func (o *restoreOpts) fromLike(ctx context.Context, c *Clients) (map[string]any,
 	}
 	delete(spec, "restore")
 	delete(spec, "paused")
-	if err := o.defaultSource(other, c.Namespace+"/"+o.like); err != nil {
+	if err := o.likeSource(other, c.Namespace, o.like); err != nil {
 		return nil, err
 	}
 	if o.credentials == "" {
@@ -332,4 +351,29 @@ func (o *restoreOpts) fromLike(ctx context.Context, c *Clients) (map[string]any,
 		o.claim, _, _ = unstructured.NestedString(spec, "backup", "volumeClaimName")
 	}
 	return spec, nil
+}
+
+// likeSource is the source --like gives without --from: the other cluster's newest point, or the point
+// asked, in the other cluster's own folder (<destination>/<namespace>/<name>/latest, which the seed reads
+// as that folder, not as the new cluster's: backup.ResolveFolder). With continuous backup the newest
+// point is the end of its chain, which status.backup.lastSnapshot does not reach (and is empty when the
+// writer took the first snapshot itself); without it, the last snapshot by its URL.
+func (o *restoreOpts) likeSource(u *unstructured.Unstructured, namespace, name string) error {
+	if o.from != "" {
+		return nil
+	}
+	_, continuous, _ := unstructured.NestedFieldNoCopy(u.Object, "spec", "backup", "continuous")
+	if o.point() == "" && !continuous {
+		return o.defaultSource(u, namespace+"/"+name)
+	}
+	d, _, _ := unstructured.NestedString(u.Object, "spec", "backup", "destination")
+	if d == "" {
+		return fmt.Errorf("restore: %s/%s has no spec.backup.destination to restore from: name the source with --from", namespace, name)
+	}
+	dest, err := backup.ParseDestination(d)
+	if err != nil {
+		return fmt.Errorf("restore: %s/%s's spec.backup.destination %w", namespace, name, err)
+	}
+	o.from = dest.ObjectURL(backup.ClusterDir(namespace, name) + backup.Latest)
+	return nil
 }

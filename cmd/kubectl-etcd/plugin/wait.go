@@ -8,6 +8,9 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/etcdhook/etcdhook/api"
 )
 
 // waitSettled polls the EtcdCluster every interval until it is settled (Running, Available, the latest
@@ -87,6 +90,9 @@ func progressLine(s *Snapshot) string {
 	}
 	if msg != "" {
 		line += " " + msg
+	}
+	if c := condition(st, api.CondRestoreFailed); c != nil && c.Status == metav1.ConditionTrue && c.Reason == api.ReasonRestoreRetrying {
+		line += " (restore retrying: " + c.Message + ")"
 	}
 	if s.ObservedGeneration < s.Generation {
 		line += " (the hook has not seen the latest spec yet)"
