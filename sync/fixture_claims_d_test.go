@@ -46,19 +46,12 @@ func claimsDHasChild(t *testing.T, a *fxAnswer, kind, name string) map[string]an
 // code, so the request is decoded and computed again to read the refusal.
 func claimsDRefusal(t *testing.T, name string) string {
 	t.Helper()
-	for _, fx := range fixtures() {
-		if fx.name != name || (fx.hook != "" && fx.hook != "sync") {
-			continue
-		}
-		var r Request
-		require.NoError(t, json.Unmarshal(fx.request(t), &r))
-		_, err := Compute(&r, fixtureNow, Options{Image: FixtureImage})
-		var ie *InputError
-		require.ErrorAs(t, err, &ie, "refused as bad input")
-		return ie.Msg
-	}
-	t.Fatalf("no fixture %s", name)
-	return ""
+	var r Request
+	require.NoError(t, json.Unmarshal(syncFixtureRequest(t, name), &r))
+	_, err := Compute(&r, fixtureNow, Options{Image: FixtureImage})
+	var ie *InputError
+	require.ErrorAs(t, err, &ie, "refused as bad input")
+	return ie.Msg
 }
 
 // claimsDRefused asserts the answer is code and the refusal names every part.

@@ -65,6 +65,18 @@ func TestEveryFixtureProvesItsClaim(t *testing.T) {
 	require.Empty(t, missing, "fixtures without a claim and a check")
 }
 
+// syncFixtureRequest is the request of the sync fixture name, rendered again.
+func syncFixtureRequest(t *testing.T, name string) []byte {
+	t.Helper()
+	for _, fx := range fixtures() {
+		if fx.name == name && (fx.hook == "" || fx.hook == "sync") {
+			return fx.request(t)
+		}
+	}
+	t.Fatalf("no fixture %s", name)
+	return nil
+}
+
 // fxAnswer is a fixture's answer, with accessors for what claims are about.
 type fxAnswer struct {
 	code int
