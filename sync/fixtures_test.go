@@ -197,6 +197,38 @@ func nineMembersSettled(w *world) {
 	w.step(5 * time.Second)
 }
 
+// fixtureAuth declares two roles and two users, one of them with its own Secret name
+// (docs/design/20-auth.md §20.1).
+func fixtureAuth(enabled bool) *api.AuthSpec {
+	return &api.AuthSpec{
+		Enabled: enabled,
+		Roles: []api.AuthRole{
+			{Name: "orders", Permissions: []api.AuthPermission{{Key: "/orders/", Prefix: true, Access: api.AccessReadWrite}, {Key: "/config", Access: api.AccessRead}}},
+			{Name: "billing", Permissions: []api.AuthPermission{{Key: "/billing/", Prefix: true, Access: api.AccessReadWrite}}},
+		},
+		Users: []api.AuthUser{
+			{Name: "orders-svc", Roles: []string{"orders"}},
+			{Name: "billing-svc", Roles: []string{"billing", "orders"}, SecretName: "demo-billing"},
+		},
+	}
+}
+
+// authSettled settles a cluster with fixtureAuth, which the leader's agent applies and reports (each
+// user's certificate valid for 90 days).
+func authSettled(w *world, enabled bool) {
+	w.spec.Auth = fixtureAuth(enabled)
+	w.authApplies, w.userNotAfter = true, fixtureNow.Add(90*24*time.Hour)
+	settle(w)
+}
+
+// authSettledThen is a fixture that settles with spec.auth enforced and applied, then edits the spec once.
+func authSettledThen(edit func(*api.ClusterSpec)) func(*world) {
+	return func(w *world) {
+		authSettled(w, true)
+		w.setSpec(edit)
+	}
+}
+
 func fixtures() []fixture {
 	return []fixture{
 		{name: "new-cluster", build: func(w *world) {}},
@@ -1103,6 +1135,44 @@ func fixtures() []fixture {
 				s.Maintenance.Defrag = &api.DefragSpec{Schedule: "TZ=Europe/Paris 0 3 * * *", MinFreePercent: ptr(int32(0))}
 			})
 		}},
+		// etcd users and roles (docs/design/20-auth.md §20): declared on a running cluster, enforced, a user
+		// added, a role changed, a user and a role removed, spec.auth removed once disabled; then each form
+		// validateAuth or ValidateChange refuses, on a cluster whose auth is enforced.
+		{name: "auth-declared-running", build: settledThen(func(s *api.ClusterSpec) { s.Auth = fixtureAuth(false) })},
+		{name: "auth-enabled-in-sync", build: func(w *world) {
+			authSettled(w, false)
+			w.setSpec(func(s *api.ClusterSpec) { s.Auth.Enabled = true })
+			w.step(5 * time.Second) // the leader's agent applies the new auth.json and reports it
+		}},
+		{name: "auth-user-added", build: authSettledThen(func(s *api.ClusterSpec) {
+			s.Auth.Users = append(s.Auth.Users, api.AuthUser{Name: "audit", Roles: []string{"orders", "billing", "orders"}})
+		})},
+		{name: "auth-role-changed", build: authSettledThen(func(s *api.ClusterSpec) {
+			s.Auth.Roles[1].Permissions = []api.AuthPermission{{Key: "/billing/", Prefix: true, Access: api.AccessRead}, {Key: "/billing-config", Access: api.AccessWrite}}
+		})},
+		{name: "auth-user-and-role-removed", build: authSettledThen(func(s *api.ClusterSpec) {
+			s.Auth.Roles, s.Auth.Users = s.Auth.Roles[:1], s.Auth.Users[:1]
+		})},
+		{name: "auth-removed-disabled", build: func(w *world) {
+			authSettled(w, false)
+			w.setSpec(func(s *api.ClusterSpec) { s.Auth = nil })
+		}},
+		{name: "auth-invalid-overlapping-ranges", build: authSettledThen(func(s *api.ClusterSpec) {
+			s.Auth.Roles[0].Permissions = append(s.Auth.Roles[0].Permissions, api.AuthPermission{Key: "/orders/archive", Access: api.AccessRead})
+			s.Auth.Roles[1].Permissions = append(s.Auth.Roles[1].Permissions, api.AuthPermission{Key: "/billing/", Access: api.AccessWrite})
+		})},
+		{name: "auth-invalid-key-ranges", build: authSettledThen(func(s *api.ClusterSpec) {
+			s.Auth.Roles[1].Permissions = []api.AuthPermission{{Key: "", Access: api.AccessRead}, {Key: "/billing/", Prefix: true, Access: "rw"}}
+		})},
+		{name: "auth-invalid-unknown-role", build: authSettledThen(func(s *api.ClusterSpec) {
+			s.Auth.Users[1].Roles = []string{"billing", "admin", "root"}
+		})},
+		{name: "auth-invalid-secret-names", build: authSettledThen(func(s *api.ClusterSpec) {
+			s.Auth.Users[1].SecretName = "demo-user-orders-svc"
+			s.Auth.Users = append(s.Auth.Users, api.AuthUser{Name: "audit", Roles: []string{"orders"}, SecretName: "demo-root-tls"},
+				api.AuthUser{Name: "ops", Roles: []string{"orders"}, SecretName: "demo-client-tls"})
+		})},
+		{name: "auth-removed-while-enabled", build: authSettledThen(func(s *api.ClusterSpec) { s.Auth = nil })},
 		{name: "error-malformed-json", raw: `{"parent": {"apiVersion": "etcd.io/v1alpha1",`},
 		{name: "error-wrong-kind", raw: `{"parent":{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"x","namespace":"prod","uid":"u"}},` + emptyGroups(nil) + `}`},
 		{name: "error-missing-uid", raw: `{"parent":{"apiVersion":"etcd.io/v1alpha1","kind":"EtcdCluster","metadata":{"name":"demo","namespace":"prod"},"spec":{}},` + emptyGroups(nil) + `}`},
