@@ -36,6 +36,19 @@ func (p *plan) decideAuth() *api.AuthConfig {
 	return api.DesiredAuthRotated(p.f.names, p.spec.Auth, !p.spec.Security.TLS.ClientAuth(), rotations)
 }
 
+// authRemovalRefused refuses removing spec.auth while the leader's agent reports etcd enforcing
+// authentication (rep), even though the recorded spec already says enabled: false: api.ValidateChange
+// checks only the record, and the agents apply enabled: false a look later. Once auth.json is gone no
+// agent disables auth (etcd's auth is left as it is), and the Jobs fall back to the shared client
+// Secret, which is no etcd user (docs/design/20-auth.md §20.6). Without a report nothing is known, and
+// nothing refused.
+func authRemovalRefused(recorded *api.ClusterSpec, next api.ClusterSpec, rep *api.AuthReport) []api.Problem {
+	if recorded == nil || recorded.Auth == nil || next.Auth != nil || rep == nil || !rep.Enabled {
+		return nil
+	}
+	return []api.Problem{{Reason: "InvalidAuth", Message: "spec.auth cannot be removed while etcd still enforces authentication (status.auth.enabled): the leader's agent has not applied enabled: false yet; remove spec.auth once it has"}}
+}
+
 // authReport is the auth report of the leader's agent: the freshest Lease, held by its pod, whose
 // report says leader and carries one. nil when none does.
 func (f *facts) authReport() *api.AuthReport {

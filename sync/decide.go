@@ -120,6 +120,9 @@ func (p *plan) chooseSpec() error {
 	if len(p.problems) == 0 {
 		p.problems = api.ValidateChange(f.recorded, cand, f.running, f.imageVersions, f.storageFloor())
 	}
+	if len(p.problems) == 0 {
+		p.problems = authRemovalRefused(f.recorded, cand, f.authReport())
+	}
 	if len(p.problems) == 0 && f.recorded != nil && !sameTLSSecretNames(f.recorded.Security.TLS, cand.Security.TLS) && f.tlsSwitchSeen() {
 		// Members still serve the certificates of the Secrets they started on: another Secret can mean
 		// another CA, which peers on TLS would refuse (docs/design/14-tls.md §14.8).
