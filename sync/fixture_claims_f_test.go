@@ -148,7 +148,7 @@ func claimsFApplying(t *testing.T, a *fxAnswer, name string) *api.AuthConfig {
 
 // claimsFRefused: spec.auth is refused with InvalidSpec InvalidAuth naming every part, and every child
 // is answered as the previous sync answered it (the auth.json, Role and Lease hints of the last valid
-// spec, nothing dropped); etcd's auth stays reported in sync with the declaration in force.
+// spec, nothing dropped), on a cluster whose etcd enforces auth.
 func claimsFRefused(name string, parts ...string) func(t *testing.T, a *fxAnswer) {
 	return func(t *testing.T, a *fxAnswer) {
 		require.Equal(t, 200, a.code)
@@ -156,11 +156,20 @@ func claimsFRefused(name string, parts ...string) func(t *testing.T, a *fxAnswer
 		claimsBCondMessageHas(t, a, "InvalidSpec", parts...)
 		claimsFAsBefore(t, a, name)
 		prev := claimsFPrevious(t, name)
-		require.True(t, prev.Enabled)
 		claimsFHints(t, a, prev.Hash)
-		a.conditionIs(t, api.CondAuthOutOfSync, "False", "InSync")
 		require.Equal(t, prev.Hash, claimsDStatus(a, "auth", "declared"))
+		require.Equal(t, true, claimsDStatus(a, "auth", "enabled"), "the leader's agent reports auth enforced")
 		require.Equal(t, "Running", a.phase())
+	}
+}
+
+// claimsFRefusedInSync is claimsFRefused on a cluster whose declaration in force is enforced and applied.
+func claimsFRefusedInSync(name string, parts ...string) func(t *testing.T, a *fxAnswer) {
+	refused := claimsFRefused(name, parts...)
+	return func(t *testing.T, a *fxAnswer) {
+		refused(t, a)
+		require.True(t, claimsFPrevious(t, name).Enabled)
+		a.conditionIs(t, api.CondAuthOutOfSync, "False", "InSync")
 	}
 }
 
@@ -246,18 +255,25 @@ func init() {
 			require.Nil(t, a.condition("InvalidSpec"))
 			claimsFNoRestart(t, a, "auth-removed-disabled")
 		}},
-		"auth-invalid-overlapping-ranges": {"two permissions of one role sharing keys (a key under a prefix; a key that is also a prefix) are InvalidAuth naming both entries of each pair; every child is answered as before", claimsFRefused("auth-invalid-overlapping-ranges",
+		"auth-invalid-overlapping-ranges": {"two permissions of one role sharing keys (a key under a prefix; a key that is also a prefix) are InvalidAuth naming both entries of each pair; every child is answered as before", claimsFRefusedInSync("auth-invalid-overlapping-ranges",
 			`spec.auth.roles[0].permissions[2] (key "/orders/archive") overlaps spec.auth.roles[0].permissions[0] (prefix "/orders/")`,
 			`spec.auth.roles[1].permissions[1] (key "/billing/") overlaps spec.auth.roles[1].permissions[0] (prefix "/billing/")`)},
-		"auth-invalid-key-ranges": {"an empty key without prefix and an access outside read/write/readwrite are InvalidAuth naming each field; every child is answered as before", claimsFRefused("auth-invalid-key-ranges",
+		"auth-invalid-key-ranges": {"an empty key without prefix and an access outside read/write/readwrite are InvalidAuth naming each field; every child is answered as before", claimsFRefusedInSync("auth-invalid-key-ranges",
 			`spec.auth.roles[1].permissions[0].key is empty`, `spec.auth.roles[1].permissions[1].access "rw" is none of read, write, readwrite`)},
-		"auth-invalid-unknown-role": {"a user naming roles not declared (admin, and root, etcdhook's own) is InvalidAuth naming each; every child is answered as before", claimsFRefused("auth-invalid-unknown-role",
+		"auth-invalid-unknown-role": {"a user naming roles not declared (admin, and root, etcdhook's own) is InvalidAuth naming each; every child is answered as before", claimsFRefusedInSync("auth-invalid-unknown-role",
 			`spec.auth.users[1].roles[1] "admin" is not declared`, `spec.auth.users[1].roles[2] "root" is not declared`)},
-		"auth-invalid-secret-names": {"a user's Secret that is another user's, the root identity's or the shared client Secret is InvalidAuth naming each; every child is answered as before", claimsFRefused("auth-invalid-secret-names",
+		"auth-invalid-secret-names": {"a user's Secret that is another user's, the root identity's or the shared client Secret is InvalidAuth naming each; every child is answered as before", claimsFRefusedInSync("auth-invalid-secret-names",
 			`spec.auth.users[1].secretName "demo-user-orders-svc" is user "orders-svc"'s Secret too`,
 			`spec.auth.users[2].secretName "demo-root-tls" is a Secret etcdhook owns`,
 			`spec.auth.users[3].secretName "demo-client-tls" is a Secret etcdhook owns`)},
-		"auth-removed-while-enabled": {"removing spec.auth while enabled is InvalidAuth (disable it first): auth.json, the Lease hints and the members' access to the root identity stay; every child is answered as before", claimsFRefused("auth-removed-while-enabled",
+		"auth-removed-while-enabled": {"removing spec.auth while enabled is InvalidAuth (disable it first): auth.json, the Lease hints and the members' access to the root identity stay; every child is answered as before", claimsFRefusedInSync("auth-removed-while-enabled",
 			"spec.auth cannot be removed while spec.auth.enabled is true")},
+		"auth-removed-before-disable-applied": {"spec.auth removed after enabled: false was answered but before the leader's agent applied it is InvalidAuth (etcd still enforces, status.auth.enabled): auth.json keeps the disable for the agents; every child is answered as before", func(t *testing.T, a *fxAnswer) {
+			claimsFRefused("auth-removed-before-disable-applied", "while etcd still enforces authentication (status.auth.enabled)")(t, a)
+			prev := claimsFPrevious(t, "auth-removed-before-disable-applied")
+			require.False(t, prev.Enabled, "the record already says enabled: false")
+			require.NotEqual(t, prev.Hash, claimsDStatus(a, "auth", "applied"), "not applied yet")
+			a.conditionIs(t, api.CondAuthOutOfSync, "True", "Applying")
+		}},
 	})
 }

@@ -1173,6 +1173,14 @@ func fixtures() []fixture {
 				api.AuthUser{Name: "ops", Roles: []string{"orders"}, SecretName: "demo-client-tls"})
 		})},
 		{name: "auth-removed-while-enabled", build: authSettledThen(func(s *api.ClusterSpec) { s.Auth = nil })},
+		// Disabled, and removed before the leader's agent applied the disable (etcd still enforces).
+		{name: "auth-removed-before-disable-applied", build: func(w *world) {
+			authSettled(w, true)
+			w.setSpec(func(s *api.ClusterSpec) { s.Auth.Enabled = false })
+			w.sync()
+			w.now = w.now.Add(2 * time.Second)
+			w.setSpec(func(s *api.ClusterSpec) { s.Auth = nil })
+		}},
 		{name: "error-malformed-json", raw: `{"parent": {"apiVersion": "etcd.io/v1alpha1",`},
 		{name: "error-wrong-kind", raw: `{"parent":{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"x","namespace":"prod","uid":"u"}},` + emptyGroups(nil) + `}`},
 		{name: "error-missing-uid", raw: `{"parent":{"apiVersion":"etcd.io/v1alpha1","kind":"EtcdCluster","metadata":{"name":"demo","namespace":"prod"},"spec":{}},` + emptyGroups(nil) + `}`},
