@@ -243,7 +243,7 @@ func validateAuth(cluster string, s ClusterSpec) []Problem {
 		}
 	}
 	n := Names{Cluster: cluster}
-	users, secrets := map[string]bool{}, map[string]string{}
+	users, secrets, named := map[string]bool{}, map[string]string{}, specSecrets(s)
 	for i, u := range a.Users {
 		f := fmt.Sprintf("spec.auth.users[%d]", i)
 		checkName(f+".name", u.Name, users)
@@ -260,6 +260,8 @@ func validateAuth(cluster string, s ClusterSpec) []Problem {
 			add("%s.secretName %q must start with %q: the members' Role may update it, so it cannot name another application's Secret", f, sec, cluster+"-")
 		case n.HookOwnedSecret(sec) || sec == n.RootSecret():
 			add("%s.secretName %q is a Secret etcdhook owns for this cluster: name your own", f, sec)
+		case named[sec] != "":
+			add("%s.secretName %q is the Secret %s names: name your own", f, sec, named[sec])
 		case secrets[sec] != "":
 			add("%s.secretName %q is user %q's Secret too", f, sec, secrets[sec])
 		default:
@@ -267,6 +269,36 @@ func validateAuth(cluster string, s ClusterSpec) []Problem {
 		}
 	}
 	return ps
+}
+
+// specSecrets are the Secrets the spec names for other uses (TLS, backups, restore), each with the first
+// field naming it. A user's Secret must be none of them: the member Role may get and update a user's
+// Secret, and the backup credentials and keys are no member's to read.
+func specSecrets(s ClusterSpec) map[string]string {
+	out := map[string]string{}
+	set := func(field, name string) {
+		if name != "" && out[name] == "" {
+			out[name] = field
+		}
+	}
+	set("spec.security.tls.peer.secretName", s.Security.TLS.Peer.SecretName)
+	set("spec.security.tls.client.secretName", s.Security.TLS.Client.SecretName)
+	if b := s.Backup; b != nil {
+		set("spec.backup.credentialsSecret", b.CredentialsSecret)
+		if b.Encryption != nil {
+			set("spec.backup.encryption.secretName", b.Encryption.SecretName)
+		}
+		if b.Copy != nil {
+			set("spec.backup.copy.credentialsSecret", b.Copy.CredentialsSecret)
+		}
+	}
+	if r := s.Restore; r != nil {
+		set("spec.restore.credentialsSecret", r.CredentialsSecret)
+		if r.Encryption != nil {
+			set("spec.restore.encryption.secretName", r.Encryption.SecretName)
+		}
+	}
+	return out
 }
 
 var dnsSubdomainRe = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)

@@ -68,6 +68,31 @@ func TestValidateAuth(t *testing.T) {
 		{"CA Secret", func(s *ClusterSpec) { s.Auth.Users[0].SecretName = "demo-ca" }, "etcdhook owns"},
 		{"another user's Secret", func(s *ClusterSpec) { s.Auth.Users[0].SecretName = "demo-auditor" }, "spec.auth.users[1].secretName \"demo-auditor\" is user \"orders-svc\"'s Secret too"},
 		{"another user's default Secret", func(s *ClusterSpec) { s.Auth.Users[1].SecretName = "demo-user-orders-svc" }, "is user \"orders-svc\"'s Secret too"},
+		{"the peer TLS Secret", func(s *ClusterSpec) {
+			s.Security.TLS.Peer.SecretName = "demo-peer-certs"
+			s.Auth.Users[1].SecretName = "demo-peer-certs"
+		}, "spec.auth.users[1].secretName \"demo-peer-certs\" is the Secret spec.security.tls.peer.secretName names"},
+		{"the backup credentials", func(s *ClusterSpec) {
+			s.Backup = &BackupSpec{Schedule: "0 * * * *", Destination: "s3://b/p", CredentialsSecret: "demo-s3"}
+			s.Auth.Users[1].SecretName = "demo-s3"
+		}, "is the Secret spec.backup.credentialsSecret names"},
+		{"the backup encryption keys", func(s *ClusterSpec) {
+			s.Backup = &BackupSpec{Schedule: "0 * * * *", Destination: "s3://b/p", CredentialsSecret: "s3", Encryption: &EncryptionSpec{SecretName: "demo-age"}}
+			s.Auth.Users[1].SecretName = "demo-age"
+		}, "is the Secret spec.backup.encryption.secretName names"},
+		{"the copy's credentials", func(s *ClusterSpec) {
+			s.Backup = &BackupSpec{Schedule: "0 * * * *", Destination: "s3://b/p", CredentialsSecret: "s3",
+				Copy: &BackupCopySpec{Destination: "gs://dr/p", CredentialsSecret: "demo-gcs"}}
+			s.Auth.Users[1].SecretName = "demo-gcs"
+		}, "is the Secret spec.backup.copy.credentialsSecret names"},
+		{"the restore's credentials", func(s *ClusterSpec) {
+			s.Restore = &RestoreSpec{From: "s3://b/p/latest", CredentialsSecret: "demo-s3"}
+			s.Auth.Users[1].SecretName = "demo-s3"
+		}, "is the Secret spec.restore.credentialsSecret names"},
+		{"the restore's keys", func(s *ClusterSpec) {
+			s.Restore = &RestoreSpec{From: "s3://b/p/latest", CredentialsSecret: "s3", Encryption: &EncryptionSpec{SecretName: "demo-age"}}
+			s.Auth.Users[1].SecretName = "demo-age"
+		}, "is the Secret spec.restore.encryption.secretName names"},
 		{"Secret outside the cluster's names", func(s *ClusterSpec) { s.Auth.Users[0].SecretName = "db-password" }, "must start with \"demo-\""},
 		{"Secret not a name", func(s *ClusterSpec) { s.Auth.Users[0].SecretName = "demo-Orders" }, "not a DNS subdomain"},
 	} {
