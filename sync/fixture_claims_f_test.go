@@ -262,10 +262,11 @@ func init() {
 			`spec.auth.roles[1].permissions[0].key is empty`, `spec.auth.roles[1].permissions[1].access "rw" is none of read, write, readwrite`)},
 		"auth-invalid-unknown-role": {"a user naming roles not declared (admin, and root, etcdhook's own) is InvalidAuth naming each; every child is answered as before", claimsFRefusedInSync("auth-invalid-unknown-role",
 			`spec.auth.users[1].roles[1] "admin" is not declared`, `spec.auth.users[1].roles[2] "root" is not declared`)},
-		"auth-invalid-secret-names": {"a user's Secret that is another user's, the root identity's or the shared client Secret is InvalidAuth naming each; every child is answered as before", claimsFRefusedInSync("auth-invalid-secret-names",
+		"auth-invalid-secret-names": {"a user's Secret that is another user's, the root identity's, the shared client Secret or the backup credentials the same edit names is InvalidAuth naming each; every child is answered as before (no backup either)", claimsFRefusedInSync("auth-invalid-secret-names",
 			`spec.auth.users[1].secretName "demo-user-orders-svc" is user "orders-svc"'s Secret too`,
 			`spec.auth.users[2].secretName "demo-root-tls" is a Secret etcdhook owns`,
-			`spec.auth.users[3].secretName "demo-client-tls" is a Secret etcdhook owns`)},
+			`spec.auth.users[3].secretName "demo-client-tls" is a Secret etcdhook owns`,
+			`spec.auth.users[4].secretName "demo-backup-credentials" is the Secret spec.backup.credentialsSecret names`)},
 		"auth-removed-while-enabled": {"removing spec.auth while enabled is InvalidAuth (disable it first): auth.json, the Lease hints and the members' access to the root identity stay; every child is answered as before", claimsFRefusedInSync("auth-removed-while-enabled",
 			"spec.auth cannot be removed while spec.auth.enabled is true")},
 		"auth-removed-before-disable-applied": {"spec.auth removed after enabled: false was answered but before the leader's agent applied it is InvalidAuth (etcd still enforces, status.auth.enabled): auth.json keeps the disable for the agents; every child is answered as before", func(t *testing.T, a *fxAnswer) {

@@ -1167,10 +1167,14 @@ func fixtures() []fixture {
 		{name: "auth-invalid-unknown-role", build: authSettledThen(func(s *api.ClusterSpec) {
 			s.Auth.Users[1].Roles = []string{"billing", "admin", "root"}
 		})},
+		// The last names the Secret the same edit gives spec.backup for its credentials: the whole edit waits.
 		{name: "auth-invalid-secret-names", build: authSettledThen(func(s *api.ClusterSpec) {
 			s.Auth.Users[1].SecretName = "demo-user-orders-svc"
 			s.Auth.Users = append(s.Auth.Users, api.AuthUser{Name: "audit", Roles: []string{"orders"}, SecretName: "demo-root-tls"},
-				api.AuthUser{Name: "ops", Roles: []string{"orders"}, SecretName: "demo-client-tls"})
+				api.AuthUser{Name: "ops", Roles: []string{"orders"}, SecretName: "demo-client-tls"},
+				api.AuthUser{Name: "backups", Roles: []string{"orders"}, SecretName: "demo-backup-credentials"})
+			withBackup("0 * * * *", "s3://etcd-backups/prod")(s)
+			s.Backup.CredentialsSecret = "demo-backup-credentials"
 		})},
 		{name: "auth-removed-while-enabled", build: authSettledThen(func(s *api.ClusterSpec) { s.Auth = nil })},
 		// Disabled, and removed before the leader's agent applied the disable (etcd still enforces).
