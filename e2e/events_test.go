@@ -57,3 +57,17 @@ func (s *scenario) checkEvents(reasons ...string) {
 		time.Sleep(2 * time.Second)
 	}
 }
+
+// eventCount is how many times reason was posted on this scenario's EtcdCluster (repeats of one Event
+// are counted by its count, as kubectl describe shows "x N").
+func (s *scenario) eventCount(reason string) int32 {
+	s.t.Helper()
+	sel := fields.Set{"involvedObject.kind": api.Kind, "involvedObject.name": s.name, "reason": reason}.AsSelector().String()
+	l, err := s.e.kube.CoreV1().Events(s.ns).List(s.ctx, metav1.ListOptions{FieldSelector: sel})
+	require.NoError(s.t, err)
+	var n int32
+	for _, e := range l.Items {
+		n += max(e.Count, 1)
+	}
+	return n
+}
