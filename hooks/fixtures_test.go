@@ -15,9 +15,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	etcdsync "github.com/etcdhook/etcdhook/sync"
-
 	"github.com/etcdhook/etcdhook/internal/fixture"
+	etcdsync "github.com/etcdhook/etcdhook/sync"
 )
 
 // Frozen clock and image of the fixture server; e2e/fixtures.sh starts `etcdhook serve` with the same.
@@ -87,7 +86,7 @@ func canonical(t testing.TB, b []byte) []byte {
 }
 
 // Requests answered at the same time get their own answers: bodies, answers and the children's
-// buffers are pooled and reused across requests (handlers.go, sync.Response.Release).
+// buffers are pooled and reused across requests (handlers.go).
 func TestConcurrentSyncsKeepTheirAnswers(t *testing.T) {
 	srv := New(Config{
 		Options:     etcdsync.Options{Image: fixtureImage},

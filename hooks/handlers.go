@@ -1,9 +1,7 @@
 package hooks
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -16,22 +14,19 @@ import (
 
 	"github.com/etcdhook/etcdhook/api"
 	etcdsync "github.com/etcdhook/etcdhook/sync"
+	"github.com/etcdhook/etcdhook/sync/wire"
 )
 
-// handleSync serves /sync and /finalize: the body says whether it is finalizing. The body is read once
-// into one buffer and decoded from it in one pass (sync.ComputeBody); the answer is written in one piece.
+// handleSync serves /sync and /finalize: the body says whether it is finalizing. Its shape is bounded
+// before anything of it is decoded (wire.Shape), then it is decoded whole (wire.Decode).
 func (s *Server) handleSync(w http.ResponseWriter, r *http.Request) {
 	body, ok := s.readBody(w, r)
 	if !ok {
 		return
 	}
-	// The decoded request's raw objects are slices of body (the observed claim templates, the children
-	// answered unchanged), so the buffer goes back to the pool only once the answer is written; its
-	// strings are copies.
-	defer putBuffer(body)
-	// One pass checks the body as JSON and counts what the bounds count (a body that is not JSON is
-	// counted up to where it fails).
-	checked, sh, bad := etcdsync.CheckBody(body)
+	defer putBuffer(body) // decoding copies what it keeps
+	// A body that is not JSON is counted up to where it fails.
+	sh, bad := wire.Shape(body)
 	if !s.withinBounds(w, sh.Objects, sh.Elements) {
 		return
 	}
@@ -40,9 +35,9 @@ func (s *Server) handleSync(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	start := time.Now()
-	obs, err := etcdsync.DecodeChecked(checked)
+	obs, err := wire.Decode(body)
 	if err != nil {
-		var bad *etcdsync.MalformedError
+		var bad *wire.MalformedError
 		if errors.As(err, &bad) {
 			writeError(w, http.StatusBadRequest, "malformed JSON: "+bad.Msg)
 			return
@@ -77,8 +72,7 @@ func (s *Server) handleSync(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out, err := resp.AppendJSON(getBuffer(0))
-	children := len(resp.Children) // counted before Release gives them back
-	resp.Release()                 // the children are copied into out
+	children := len(resp.Children)
 	defer putBuffer(out)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, "encoding response: "+err.Error())
@@ -124,13 +118,8 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) bool {
 		return false
 	}
 	defer putBuffer(body) // decoding copies what it keeps
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if err := dec.Decode(v); err != nil {
+	if err := wire.Unmarshal(body, v); err != nil {
 		writeError(w, http.StatusBadRequest, "malformed JSON: "+err.Error())
-		return false
-	}
-	if dec.More() {
-		writeError(w, http.StatusBadRequest, "malformed JSON: data after the request object")
 		return false
 	}
 	return true
@@ -144,7 +133,7 @@ func (s *Server) readRequest(w http.ResponseWriter, r *http.Request) ([]byte, bo
 	}
 	// Before any decoding: many small objects, or long arrays of small elements, cost far more memory
 	// typed than their bytes suggest.
-	sh, _ := etcdsync.Shape(body) // a body that is not JSON fails to decode afterwards
+	sh, _ := wire.Shape(body) // a body that is not JSON fails to decode afterwards
 	if !s.withinBounds(w, sh.Objects, sh.Elements) {
 		return nil, false
 	}
@@ -190,7 +179,7 @@ func (s *Server) withinBounds(w http.ResponseWriter, objects, elements int) bool
 // fail answers an error: 422 for input the hook refuses, 500 otherwise. Metacontroller changes nothing
 // on a non-200 answer and retries with backoff, which is what both cases need.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
-	var in *etcdsync.InputError
+	var in *wire.InputError
 	code := http.StatusInternalServerError
 	if errors.As(err, &in) {
 		code = http.StatusUnprocessableEntity
@@ -238,7 +227,7 @@ func putBuffer(b []byte) {
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
-	b, err := json.Marshal(v)
+	b, err := wire.Marshal(v)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, "encoding response: "+err.Error())
 		return

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	etcdsync "github.com/etcdhook/etcdhook/sync"
+	"github.com/etcdhook/etcdhook/sync/wire"
 )
 
 // blocked serves /block within the same limiter as the hooks, and holds each request until release is
@@ -128,7 +129,7 @@ func manyObjects(t *testing.T, n int, relatedKey string) []byte {
 	for i := range n {
 		pods[fmt.Sprintf("p%d", i)] = json.RawMessage(`{}`)
 	}
-	b, err := json.Marshal(map[string]map[string]json.RawMessage{etcdsync.KeyPod: pods, etcdsync.KeyPVC: {}})
+	b, err := json.Marshal(map[string]map[string]json.RawMessage{wire.KeyPod: pods, wire.KeyPVC: {}})
 	require.NoError(t, err)
 	delete(req, "related")
 	req[relatedKey] = b
@@ -296,8 +297,8 @@ func TestManyArrayElementsGet413(t *testing.T) {
 
 // scan is the server's count of a body (sync.Shape; a body that is not JSON is counted up to where it
 // fails).
-func scan(b []byte) etcdsync.BodyShape {
-	sh, _ := etcdsync.Shape(b)
+func scan(b []byte) wire.BodyShape {
+	sh, _ := wire.Shape(b)
 	return sh
 }
 

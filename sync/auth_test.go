@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 
 	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/sync/wire"
 )
 
 func withAuth(enabled bool) func(*api.ClusterSpec) {
@@ -24,7 +25,7 @@ func withAuth(enabled bool) func(*api.ClusterSpec) {
 
 // memberSecretNames are the Secret names the member Role may get and update.
 func (w *world) memberSecretNames() []string {
-	role := w.desired[KeyRole][w.names().MemberAccount()]
+	role := w.desired[wire.KeyRole][w.names().MemberAccount()]
 	for _, r := range role["rules"].([]any) {
 		rule := r.(map[string]any)
 		if rule["resources"].([]any)[0] == "secrets" && rule["resourceNames"] != nil {
@@ -104,7 +105,7 @@ func TestAuthJobsUseRoot(t *testing.T) {
 	var mounted []string
 	for range 40 {
 		w.step(5 * time.Second)
-		for _, j := range w.desired[KeyJob] {
+		for _, j := range w.desired[wire.KeyJob] {
 			b, _ := json.Marshal(j)
 			var job struct {
 				Spec struct {
@@ -148,7 +149,7 @@ func TestAuthPasswordLogins(t *testing.T) {
 	want, err := api.ParseAuthConfig([]byte(raw))
 	require.NoError(t, err)
 	require.True(t, want.Passwords)
-	sts, err := json.Marshal(w.desired[KeyStatefulSet][w.names().StatefulSet()])
+	sts, err := json.Marshal(w.desired[wire.KeyStatefulSet][w.names().StatefulSet()])
 	require.NoError(t, err)
 	require.Contains(t, string(sts), "--client-cert-auth=false")
 	require.NotContains(t, string(sts), "--trusted-ca-file=/var/run/etcdhook/tls/client", "no client certificate asked for")
@@ -158,7 +159,7 @@ func TestAuthPasswordLogins(t *testing.T) {
 	var args string
 	for range 40 {
 		w.step(5 * time.Second)
-		for _, j := range w.desired[KeyJob] {
+		for _, j := range w.desired[wire.KeyJob] {
 			b, _ := json.Marshal(j)
 			args = string(b)
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/sync/wire"
 )
 
 // Values inside strings and status lists are bounded before use (bounds.go, api/bounds.go). Each test
@@ -83,7 +84,7 @@ func TestDistrustHugeMemberList(t *testing.T) {
 			_, normal := answerBytes(t, w.request(), w)
 			req := w.request()
 			for i := range 3 {
-				editChild(t, req, KeyLease, w.names().Lease(i), func(o map[string]any) { setAnnotation(o, api.AnnMembers, list) })
+				editChild(t, req, wire.KeyLease, w.names().Lease(i), func(o map[string]any) { setAnnotation(o, api.AnnMembers, list) })
 			}
 			resp, size := answerBytes(t, req, w)
 			require.Less(t, size, normal+normal/2, "the answer grew with the hand-edited list")
@@ -117,20 +118,20 @@ func TestDistrustValuesBeyondTheirBound(t *testing.T) {
 			req.Parent = mustJSON(p)
 		}, "EtcdCluster demo annotation " + api.AnnDefragNow},
 		"agent error": {func(t *testing.T, w *world, req *Request) {
-			editChild(t, req, KeyLease, w.names().Lease(1), func(o map[string]any) { setAnnotation(o, api.AnnError, big) })
+			editChild(t, req, wire.KeyLease, w.names().Lease(1), func(o map[string]any) { setAnnotation(o, api.AnnError, big) })
 		}, "Lease demo-1-member annotation " + api.AnnError},
 		"spec record": {func(t *testing.T, w *world, req *Request) {
-			editChild(t, req, KeyConfigMap, w.names().ConfigMap(), func(o map[string]any) {
+			editChild(t, req, wire.KeyConfigMap, w.names().ConfigMap(), func(o map[string]any) {
 				o["data"].(map[string]any)[api.ConfigKeySpec] = `{"size":3,"options":{"a":"` + big + `"}}`
 			})
 		}, "ConfigMap demo-config key " + api.ConfigKeySpec},
 		"running versions": {func(t *testing.T, w *world, req *Request) {
-			editChild(t, req, KeyConfigMap, w.names().ConfigMap(), func(o map[string]any) {
+			editChild(t, req, wire.KeyConfigMap, w.names().ConfigMap(), func(o map[string]any) {
 				o["data"].(map[string]any)[api.ConfigKeyRunning] = strings.Repeat("3.5.0 ", 50000)
 			})
 		}, "ConfigMap demo-config key " + api.ConfigKeyRunning},
 		"StatefulSet TLS switch": {func(t *testing.T, w *world, req *Request) {
-			editChild(t, req, KeyStatefulSet, w.name, func(o map[string]any) { setAnnotation(o, api.AnnTLSSwitch, big) })
+			editChild(t, req, wire.KeyStatefulSet, w.name, func(o map[string]any) { setAnnotation(o, api.AnnTLSSwitch, big) })
 		}, "StatefulSet demo annotation " + api.AnnTLSSwitch},
 		"status members": {func(t *testing.T, w *world, req *Request) {
 			var p map[string]any
@@ -206,7 +207,7 @@ func TestDistrustInvalidSpecRecord(t *testing.T) {
 			_, normal := answerBytes(t, w.request(), w)
 			w.setSpec(tc.parent)
 			req := w.request()
-			editChild(t, req, KeyConfigMap, w.names().ConfigMap(), func(o map[string]any) {
+			editChild(t, req, wire.KeyConfigMap, w.names().ConfigMap(), func(o map[string]any) {
 				data := o["data"].(map[string]any)
 				var rec api.ClusterSpec
 				require.NoError(t, json.Unmarshal([]byte(data[api.ConfigKeySpec].(string)), &rec))
@@ -293,7 +294,7 @@ func TestStatusMessagesAreBounded(t *testing.T) {
 	req := w.request()
 	for i := range 3 {
 		// Within the error's bound each, and many ignored inputs besides.
-		editChild(t, req, KeyLease, w.names().Lease(i), func(o map[string]any) {
+		editChild(t, req, wire.KeyLease, w.names().Lease(i), func(o map[string]any) {
 			setAnnotation(o, api.AnnError, "WaitingForJoin: "+strings.Repeat("x", api.BoundText.Bytes-20))
 			for k := range 40 {
 				setAnnotation(o, fmt.Sprintf("etcd.io/x-%d", k), strings.Repeat("y", 2000))
@@ -322,7 +323,7 @@ func onVersion(t *testing.T, version string) *world {
 // not ready and waiting for reason on image, after restarts restarts.
 func setEtcdWaiting(t *testing.T, req *Request, only, image string, restarts int, reason string) {
 	t.Helper()
-	for k, raw := range req.Related[KeyPod] {
+	for k, raw := range req.Related[wire.KeyPod] {
 		var pod map[string]any
 		require.NoError(t, json.Unmarshal(raw, &pod))
 		if only != "" && pod["metadata"].(map[string]any)["name"] != only {
@@ -332,7 +333,7 @@ func setEtcdWaiting(t *testing.T, req *Request, only, image string, restarts int
 			"name": "etcd", "image": image, "imageID": "", "ready": false, "restartCount": restarts,
 			"state": map[string]any{"waiting": map[string]any{"reason": reason}},
 		}}
-		req.Related[KeyPod][k] = mustJSON(pod)
+		req.Related[wire.KeyPod][k] = mustJSON(pod)
 	}
 }
 
@@ -356,11 +357,11 @@ func TestImagesAreVersionEvidence(t *testing.T) {
 			w.status = api.ClusterStatus{}
 			w.setSpec(func(s *api.ClusterSpec) { s.Version = tc.version })
 			req := w.request()
-			editChild(t, req, KeyConfigMap, w.names().ConfigMap(), func(o map[string]any) {
+			editChild(t, req, wire.KeyConfigMap, w.names().ConfigMap(), func(o map[string]any) {
 				delete(o["data"].(map[string]any), api.ConfigKeyRunning)
 			})
 			for i := range 3 {
-				editChild(t, req, KeyLease, w.names().Lease(i), func(o map[string]any) { setAnnotation(o, api.AnnVersion, "") })
+				editChild(t, req, wire.KeyLease, w.names().Lease(i), func(o map[string]any) { setAnnotation(o, api.AnnVersion, "") })
 			}
 			setEtcdWaiting(t, req, "", "quay.io/coreos/etcd:v3.6.16", 1, "CrashLoopBackOff")
 			resp, err := Compute(req, w.now, w.opts)
@@ -410,7 +411,7 @@ func TestEveryReadKeyIsBounded(t *testing.T) {
 	for _, k := range leaseKeys {
 		req := w.request()
 		v := marker(api.AnnotationBound(k).Bytes)
-		editChild(t, req, KeyLease, w.names().Lease(1), func(o map[string]any) { setAnnotation(o, k, v) })
+		editChild(t, req, wire.KeyLease, w.names().Lease(1), func(o map[string]any) { setAnnotation(o, k, v) })
 		resp, err := Compute(req, w.now, w.opts)
 		require.NoError(t, err, k)
 		b, _ := json.Marshal(resp)
@@ -421,7 +422,7 @@ func TestEveryReadKeyIsBounded(t *testing.T) {
 		api.ConfigKeyRollingTo, api.ConfigKeyDefragNowDone, api.ConfigKeyBootstrapped, api.ConfigKeyFormed} {
 		req := w.request()
 		v := marker(api.ConfigBound(k).Bytes)
-		editChild(t, req, KeyConfigMap, w.names().ConfigMap(), func(o map[string]any) { o["data"].(map[string]any)[k] = v })
+		editChild(t, req, wire.KeyConfigMap, w.names().ConfigMap(), func(o map[string]any) { o["data"].(map[string]any)[k] = v })
 		resp, err := Compute(req, w.now, w.opts)
 		require.NoError(t, err, k)
 		b, _ := json.Marshal(resp)
@@ -438,7 +439,7 @@ func TestRecordFailingNewerRulesStillBindsChanges(t *testing.T) {
 	w.lastApplied = true
 	w.converge(60)
 	req := w.request()
-	editChild(t, req, KeyConfigMap, w.names().ConfigMap(), func(o map[string]any) {
+	editChild(t, req, wire.KeyConfigMap, w.names().ConfigMap(), func(o map[string]any) {
 		data := o["data"].(map[string]any)
 		var rec map[string]any
 		require.NoError(t, json.Unmarshal([]byte(data[api.ConfigKeySpec].(string)), &rec))
@@ -473,7 +474,7 @@ func TestImageThatNeverRanIsNoEvidence(t *testing.T) {
 	w := onVersion(t, "3.6.16")
 	w.setSpec(func(s *api.ClusterSpec) { s.Version = "3.6.16" })
 	req := w.request()
-	editChild(t, req, KeyStatefulSet, w.name, func(o map[string]any) {
+	editChild(t, req, wire.KeyStatefulSet, w.name, func(o map[string]any) {
 		c := o["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)
 		c["image"] = "quay.io/coreos/etcd:v3.7.0"
 	})

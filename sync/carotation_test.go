@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/sync/wire"
 )
 
 // worldCA is the fingerprint of the CA every world cluster starts with.
@@ -117,7 +118,7 @@ func (w *world) caRestartsAsked() []string {
 func TestRotateCA(t *testing.T) {
 	w := newWorld(t, 3)
 	w.converge(60)
-	sts := string(mustJSON(w.desired[KeyStatefulSet]))
+	sts := string(mustJSON(w.desired[wire.KeyStatefulSet]))
 	members := len(w.etcd.members)
 	w.parentAnn = map[string]string{api.AnnRotateCA: "ca-2027"}
 	mark := api.RenewalMark("ca-2027")
@@ -155,7 +156,7 @@ func TestRotateCA(t *testing.T) {
 		require.Equal(t, w.ca.secret.Current, w.ca.trust[uid])
 		require.Equal(t, w.ca.secret.Current, w.ca.issuer[uid])
 	}
-	require.Equal(t, sts, string(mustJSON(w.desired[KeyStatefulSet])), "no roll: the agents restart etcd in place")
+	require.Equal(t, sts, string(mustJSON(w.desired[wire.KeyStatefulSet])), "no roll: the agents restart etcd in place")
 	require.Len(t, w.etcd.members, members)
 	require.Equal(t, []string{"", "", ""}, w.caRestartsAsked())
 

@@ -7,7 +7,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-json-experiment/json/jsontext"
+
 	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/sync/wire"
 )
 
 // checkResponse asserts the invariants of docs/design/09-invariants.md §9 on one sync of the world.
@@ -30,17 +33,17 @@ func (w *world) checkResponse(req *Request, resp *Response) {
 			w.t.Errorf("child %s contains null", obj["metadata"].(map[string]any)["name"])
 		}
 	}
-	sts := children[KeyStatefulSet+"/"+w.name]
+	sts := children[wire.KeyStatefulSet+"/"+w.name]
 	// 4. Never a partial child list: once the cluster exists, its core children are always answered.
 	if w.sts() != nil {
-		for _, k := range []string{KeyStatefulSet + "/" + w.name, KeyService + "/" + w.name, KeyService + "/" + w.name + "-peer",
-			KeyPDB + "/" + w.name, KeyConfigMap + "/" + w.name + "-config"} {
+		for _, k := range []string{wire.KeyStatefulSet + "/" + w.name, wire.KeyService + "/" + w.name, wire.KeyService + "/" + w.name + "-peer",
+			wire.KeyPDB + "/" + w.name, wire.KeyConfigMap + "/" + w.name + "-config"} {
 			if children[k] == nil {
 				w.t.Fatalf("response omits existing child %s", k)
 			}
 		}
 		for name, j := range w.jobs {
-			if j.state == jobActive && children[KeyJob+"/"+name] == nil {
+			if j.state == jobActive && children[wire.KeyJob+"/"+name] == nil {
 				w.t.Errorf("response drops active Job %s", name)
 			}
 		}
@@ -106,7 +109,7 @@ func (w *world) checkWorld() {
 			children[key+"/"+name] = obj
 		}
 	}
-	if children[KeyStatefulSet+"/"+w.name] != nil {
+	if children[wire.KeyStatefulSet+"/"+w.name] != nil {
 		w.checkChildren(children, nil)
 	}
 }
@@ -115,12 +118,12 @@ func (w *world) checkWorld() {
 // answer, its new remove Jobs must satisfy the quorum rule on what the hook was told.
 func (w *world) checkChildren(children map[string]map[string]any, req *Request) {
 	w.t.Helper()
-	sts := children[KeyStatefulSet+"/"+w.name]
+	sts := children[wire.KeyStatefulSet+"/"+w.name]
 	replicas := int(sts["spec"].(map[string]any)["replicas"].(float64))
 	// 2. Replicas never below 1 + the highest ordinal that is a member (by etcd's own list), except while
 	// an in-place restore stops every member on purpose (docs/design/16-backup-restore.md §16.8).
 	restoring := false
-	if cm := children[KeyConfigMap+"/"+w.names().ConfigMap()]; cm != nil {
+	if cm := children[wire.KeyConfigMap+"/"+w.names().ConfigMap()]; cm != nil {
 		if s, ok := cm["data"].(map[string]any)[api.ConfigKeyRestoreInPlace].(string); ok {
 			var rec inPlaceRecord
 			restoring = json.Unmarshal([]byte(s), &rec) == nil && !rec.Done
@@ -137,10 +140,10 @@ func (w *world) checkChildren(children map[string]map[string]any, req *Request) 
 	// 1. At most one membership change in flight: the subjects of permits, leaves and remove Jobs.
 	subjects := map[string]bool{}
 	for name, obj := range children {
-		if !strings.HasPrefix(name, KeyLease+"/") {
+		if !strings.HasPrefix(name, wire.KeyLease+"/") {
 			continue
 		}
-		i := w.names().LeaseOrdinal(strings.TrimPrefix(name, KeyLease+"/"))
+		i := w.names().LeaseOrdinal(strings.TrimPrefix(name, wire.KeyLease+"/"))
 		if i < 0 {
 			continue // the backup Lease
 		}
@@ -155,10 +158,10 @@ func (w *world) checkChildren(children map[string]map[string]any, req *Request) 
 		}
 	}
 	for name, obj := range children {
-		if !strings.HasPrefix(name, KeyJob+"/"+w.name+"-rm-") {
+		if !strings.HasPrefix(name, wire.KeyJob+"/"+w.name+"-rm-") {
 			continue
 		}
-		jname := strings.TrimPrefix(name, KeyJob+"/")
+		jname := strings.TrimPrefix(name, wire.KeyJob+"/")
 		if j := w.jobs[jname]; j != nil && j.state != jobActive {
 			continue
 		}
@@ -176,7 +179,7 @@ func (w *world) checkChildren(children map[string]map[string]any, req *Request) 
 	// 7. Nothing is bootstrapped twice: once a cluster ID was reported, no Lease carries the seed mark.
 	if w.status.ClusterID != "" {
 		for name, obj := range children {
-			if strings.HasPrefix(name, KeyLease+"/") {
+			if strings.HasPrefix(name, wire.KeyLease+"/") {
 				if ann, _ := obj["metadata"].(map[string]any)["annotations"].(map[string]any); ann[api.AnnBootstrap] != nil {
 					w.t.Errorf("%s carries the seed mark after bootstrap", name)
 				}
@@ -188,7 +191,7 @@ func (w *world) checkChildren(children map[string]map[string]any, req *Request) 
 // checkQuorumRule verifies a new remove Job against the quorum rule of docs/design/08-safety-rules.md §8.2, judged on the
 // facts the hook was given (the Job re-checks on etcd itself when it runs, as the world's does).
 func (w *world) checkQuorumRule(req *Request, id string) {
-	o, err := Decode(req)
+	o, err := wire.DecodeRequest(req)
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -303,7 +306,7 @@ func (w *world) applyStale(stale *Request) {
 			}
 			next[key][name] = deepCopyMap(obj)
 			w.created[key+"/"+name] = w.now
-			if key == KeyJob {
+			if key == wire.KeyJob {
 				w.jobs[name] = &simJob{state: jobActive}
 			}
 		case seen && unchanged(key, name):
@@ -318,10 +321,10 @@ func (w *world) applyStale(stale *Request) {
 			_ = json.Unmarshal(raw, &o)
 			if !answered[key+"/"+o.Metadata.Name] && next[key] != nil {
 				delete(next[key], o.Metadata.Name)
-				if key == KeyJob {
+				if key == wire.KeyJob {
 					delete(w.jobs, o.Metadata.Name)
 				}
-				if key == KeyLease {
+				if key == wire.KeyLease {
 					delete(w.leases, w.names().LeaseOrdinal(o.Metadata.Name))
 				}
 			}
@@ -338,7 +341,7 @@ func (w *world) applyStale(stale *Request) {
 	w.checkWorld()
 }
 
-func findChild(group map[string]json.RawMessage, name string) (json.RawMessage, bool) {
+func findChild(group map[string]jsontext.Value, name string) (jsontext.Value, bool) {
 	for _, raw := range group {
 		var o struct {
 			Metadata struct{ Name string } `json:"metadata"`

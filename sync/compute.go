@@ -2,75 +2,50 @@ package sync
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
+	"github.com/go-json-experiment/json/jsontext"
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/etcdhook/etcdhook/api"
 	"github.com/etcdhook/etcdhook/sync/render"
+	"github.com/etcdhook/etcdhook/sync/wire"
 )
 
 // Compute is the sync hook: a pure function of the request, the current time and the server's options.
-// The same arguments give the same response, byte for byte once marshalled. Its children are maps
-// (map[string]any), the form tests inspect; the server uses ComputeBody, which leaves them encoded.
+// The same arguments give the same response, byte for byte once marshalled (AppendJSON).
 func Compute(req *Request, now time.Time, opts Options) (*Response, error) {
-	o, err := Decode(req)
+	o, err := wire.DecodeRequest(req)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := answer(context.Background(), o, now, opts)
-	if err != nil {
-		return nil, err
-	}
-	for i, c := range resp.Children {
-		if raw, ok := c.(*json.RawMessage); ok {
-			var m map[string]any
-			if err := json.Unmarshal(*raw, &m); err != nil {
-				return nil, err
-			}
-			resp.Children[i] = m
-		}
-	}
-	return resp, nil
+	return Answer(context.Background(), o, now, opts)
 }
 
-// ComputeBody is Compute on a request body as it arrived, decoded in one pass (DecodeBody); each
-// child is its JSON. Errors are a *MalformedError (not a request), an *InputError (refused) or a bug.
+// ComputeBody is Compute on a request body as it arrived. Errors are a *MalformedError (not a request),
+// an *InputError (refused) or a bug.
 func ComputeBody(body []byte, now time.Time, opts Options) (*Response, error) {
-	o, err := DecodeBody(body)
+	o, err := wire.Decode(body)
 	if err != nil {
 		return nil, err
 	}
-	return answer(context.Background(), o, now, opts)
+	return Answer(context.Background(), o, now, opts)
 }
 
-// DecodeChecked decodes a body CheckBody has checked (the server checks it while counting its shape,
-// and does not pass over it twice). The server learns the parent from it (ParentKey) before Answer.
-func DecodeChecked(body CheckedBody) (*Observed, error) { return decodeChecked(body) }
-
-// ParentKey names the request's parent, namespace/name.
-func (o *Observed) ParentKey() string { return o.Parent.Namespace + "/" + o.Parent.Name }
-
-// Answer decides and renders the answer to a decoded request. It gives up with ctx's error, and no
-// answer, once ctx is done (the client went away or its deadline passed): between its phases and
-// between children, each phase bounded by the input bounds (docs/operations.md), so a request
-// nobody waits for stops holding its slot.
+// Answer decides and renders the answer to a decoded request; the response names the parent for the
+// log. It gives up with ctx's error, and no answer, once ctx is done (the client went away or its
+// deadline passed): between its phases and between children, so a request nobody waits for stops
+// holding its slot.
 func Answer(ctx context.Context, o *Observed, now time.Time, opts Options) (*Response, error) {
-	return answer(ctx, o, now, opts)
-}
-
-// answer decides and renders; the response names the parent for the log.
-func answer(ctx context.Context, o *Observed, now time.Time, opts Options) (*Response, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	resp, err := decideAnswer(ctx, o, now, opts)
 	if resp != nil {
-		resp.Parent, resp.Finalizing = o.Parent.Namespace+"/"+o.Parent.Name, o.Finalizing
+		resp.Parent, resp.Finalizing = o.ParentKey(), o.Finalizing
 		if resp.Status != nil {
 			resp.Changes = Changes(o.Parent.Status.Conditions, resp.Status.Conditions)
 		}
@@ -93,7 +68,7 @@ func decideAnswer(ctx context.Context, o *Observed, now time.Time, opts Options)
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if !p.hasSpec && len(o.childRefs()) > 0 {
+	if !p.hasSpec && len(childRefs(o)) > 0 {
 		// Nothing to render from, but children exist: answer them unchanged and say why in status.
 		children, err := echoLastApplied(o)
 		if err != nil {
@@ -101,7 +76,7 @@ func decideAnswer(ctx context.Context, o *Observed, now time.Time, opts Options)
 		}
 		return &Response{Status: p.status(), Children: children, ResyncAfterSeconds: resyncBusySeconds}, nil
 	}
-	children, rendered, writer, err := p.children(ctx)
+	children, rendered, err := p.children(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -109,74 +84,46 @@ func decideAnswer(ctx context.Context, o *Observed, now time.Time, opts Options)
 	if err != nil {
 		return nil, err
 	}
-	return &Response{Status: p.status(), Children: children, ResyncAfterSeconds: p.resyncAfter(), Deleted: deleted, writer: writer}, nil
+	return &Response{Status: p.status(), Children: children, ResyncAfterSeconds: p.resyncAfter(), Deleted: deleted}, nil
 }
 
-// children renders every child in a fixed order, each as its JSON (render.go), and says which it
-// rendered. Without a spec to render from it renders nothing: answer calls it so only when no child
-// exists (otherwise it answers with echoLastApplied).
-// objects are the typed children the plan renders, in the answer's order (render.Objects).
-func (p *plan) objects() []any { return render.Objects(p.desired()) }
-
-func (p *plan) children(ctx context.Context) ([]any, map[childID]bool, *childWriter, error) {
+// children renders every child in a fixed order (render.Objects), each as the answer sends it
+// (wire.Child), and says which it rendered. Without a spec to render from it renders nothing: answer
+// calls it so only when no child exists (otherwise it answers with echoLastApplied).
+func (p *plan) children(ctx context.Context) ([]any, map[wire.ChildID]bool, error) {
 	out := []any{}
-	rendered := map[childID]bool{}
+	rendered := map[wire.ChildID]bool{}
 	if !p.hasSpec {
-		return out, rendered, nil, nil
+		return out, rendered, nil
 	}
-	objs := p.objects()
-	vct := claimTemplates(p.f.obs.raw[childID{KeyStatefulSet, p.f.names.StatefulSet()}])
-	// One buffer for every child, from a pool: Response.Release gives it back.
-	w := writers.Get().(*childWriter)
-	w.out.Reset()
-	out = make([]any, 0, len(objs))
-	// Each child is a *json.RawMessage into raws: a pointer goes into an interface without an allocation.
-	raws := make([]json.RawMessage, len(objs))
-	for i, obj := range objs {
+	for _, obj := range render.Objects(p.desired()) {
 		if err := ctx.Err(); err != nil {
-			writers.Put(w)
-			return nil, nil, nil, err
+			return nil, nil, err
 		}
 		k, ok := obj.(kubeChild)
 		if !ok {
-			writers.Put(w)
-			return nil, nil, nil, fmt.Errorf("rendering %T: not a Kubernetes object", obj)
+			return nil, nil, fmt.Errorf("rendering %T: not a Kubernetes object", obj)
 		}
-		var v []byte
+		var vct jsontext.Value
 		if sts, isSTS := obj.(*appsv1.StatefulSet); isSTS && sts.Name == p.f.names.StatefulSet() {
 			// The members' claim templates, not the backup writer's (it has none).
-			v = vct
+			vct = wire.ClaimTemplates(p.f.obs.Raw[wire.ChildID{Key: wire.KeyStatefulSet, Name: sts.Name}])
 		}
-		b, err := w.appendChild(obj, v)
+		m, err := wire.Child(obj, vct)
 		if err != nil {
-			writers.Put(w)
-			if v != nil {
-				return nil, nil, nil, fmt.Errorf("observed volumeClaimTemplates: %w", err)
-			}
-			return nil, nil, nil, fmt.Errorf("rendering %T: %w", obj, err)
+			return nil, nil, fmt.Errorf("rendering %T: %w", obj, err)
 		}
-		raws[i] = b
-		out = append(out, &raws[i])
+		out = append(out, m)
 		tm := k.GetObjectKind().(*metav1.TypeMeta)
-		rendered[childID{groupKeyOf(tm.Kind, tm.APIVersion), k.GetName()}] = true
+		rendered[wire.ChildID{Key: tm.Kind + "." + tm.APIVersion, Name: k.GetName()}] = true
 	}
-	return out, rendered, w, nil
+	return out, rendered, nil
 }
 
 // kubeChild is what every rendered child is.
 type kubeChild interface {
 	GetObjectKind() schema.ObjectKind
 	GetName() string
-}
-
-// groupKeyOf spells an object's group key as requests do: Kind.group/version, or Kind.v1.
-func groupKeyOf(kind, apiVersion string) string {
-	for _, k := range [...]string{KeyStatefulSet, KeyService, KeyPDB, KeyConfigMap, KeyLease, KeyJob, KeyServiceAccount, KeyRole, KeyRoleBinding, KeyCronJob, KeyNetworkPolicy} {
-		if len(k) == len(kind)+1+len(apiVersion) && k[:len(kind)] == kind && k[len(kind)] == '.' && k[len(kind)+1:] == apiVersion {
-			return k
-		}
-	}
-	return kind + "." + apiVersion
 }
 
 // finalize answers a finalize call (registered only if the user adds the finalize hook): every child is
@@ -218,10 +165,10 @@ type CustomizeResponse struct {
 func Customize(req *CustomizeRequest) (*CustomizeResponse, error) {
 	p := &req.Parent
 	if p.APIVersion != api.APIVersion || p.Kind != api.Kind {
-		return nil, inputErrorf("parent is %s %s, want %s %s", p.APIVersion, p.Kind, api.APIVersion, api.Kind)
+		return nil, wire.InputErrorf("parent is %s %s, want %s %s", p.APIVersion, p.Kind, api.APIVersion, api.Kind)
 	}
 	if p.Name == "" {
-		return nil, inputErrorf("parent has no metadata.name")
+		return nil, wire.InputErrorf("parent has no metadata.name")
 	}
 	sel := &metav1.LabelSelector{MatchLabels: map[string]string{
 		api.LabelInstance: p.Name, api.LabelComponent: api.ComponentEtcd,

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/sync/wire"
 )
 
 // defragIntents lists the ordinals whose rendered Lease asks for a defragmentation.
@@ -71,7 +72,7 @@ func TestDefragPassOneAtATimeLeaderLast(t *testing.T) {
 	for range 3 {
 		w.step(5 * time.Second)
 	}
-	data := w.desired[KeyConfigMap][w.names().ConfigMap()]["data"].(map[string]any)
+	data := w.desired[wire.KeyConfigMap][w.names().ConfigMap()]["data"].(map[string]any)
 	require.Equal(t, "1", data[api.ConfigKeyDefragNowDone])
 	require.Empty(t, defragIntents(w), "a completed on-demand pass is not repeated")
 	w.step(16 * time.Hour)           // past the next 03:00

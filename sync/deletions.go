@@ -1,7 +1,6 @@
 package sync
 
 import (
-	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
@@ -10,7 +9,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/sync/wire"
 )
+
+// Deletion is an observed child the answer leaves out on purpose: Metacontroller deletes it. Every
+// child the hook leaves out must be one of these, with the reason the plan gave.
+type Deletion struct {
+	Key    string // group key, e.g. Lease.coordination.k8s.io/v1
+	Name   string
+	Reason string
+}
 
 // childRef is one observed child.
 type childRef struct {
@@ -30,24 +38,24 @@ func refsOf[T metav1.Object](out []childRef, key string, m map[string]T) []child
 }
 
 // childRefs lists every observed child, in a fixed order.
-func (o *Observed) childRefs() []childRef {
+func childRefs(o *Observed) []childRef {
 	n := len(o.ServiceAccounts) + len(o.Roles) + len(o.RoleBindings) + len(o.ConfigMaps) + len(o.Services) +
 		len(o.StatefulSets) + len(o.PDBs) + len(o.Leases) + len(o.Jobs) + len(o.CronJobs) + len(o.NetworkPolicies)
 	if n == 0 {
 		return nil
 	}
 	out := make([]childRef, 0, n)
-	out = refsOf(out, KeyServiceAccount, o.ServiceAccounts)
-	out = refsOf(out, KeyRole, o.Roles)
-	out = refsOf(out, KeyRoleBinding, o.RoleBindings)
-	out = refsOf(out, KeyConfigMap, o.ConfigMaps)
-	out = refsOf(out, KeyService, o.Services)
-	out = refsOf(out, KeyStatefulSet, o.StatefulSets)
-	out = refsOf(out, KeyPDB, o.PDBs)
-	out = refsOf(out, KeyLease, o.Leases)
-	out = refsOf(out, KeyJob, o.Jobs)
-	out = refsOf(out, KeyCronJob, o.CronJobs)
-	out = refsOf(out, KeyNetworkPolicy, o.NetworkPolicies)
+	out = refsOf(out, wire.KeyServiceAccount, o.ServiceAccounts)
+	out = refsOf(out, wire.KeyRole, o.Roles)
+	out = refsOf(out, wire.KeyRoleBinding, o.RoleBindings)
+	out = refsOf(out, wire.KeyConfigMap, o.ConfigMaps)
+	out = refsOf(out, wire.KeyService, o.Services)
+	out = refsOf(out, wire.KeyStatefulSet, o.StatefulSets)
+	out = refsOf(out, wire.KeyPDB, o.PDBs)
+	out = refsOf(out, wire.KeyLease, o.Leases)
+	out = refsOf(out, wire.KeyJob, o.Jobs)
+	out = refsOf(out, wire.KeyCronJob, o.CronJobs)
+	out = refsOf(out, wire.KeyNetworkPolicy, o.NetworkPolicies)
 	return out
 }
 
@@ -55,32 +63,32 @@ func (o *Observed) childRefs() []childRef {
 // have been released by the plan, or be a leftover of a kind the hook renders under fixed names (a
 // Lease, Job, ServiceAccount, Role or RoleBinding whose name etcdhook never renders). Anything else is
 // a bug that would make Metacontroller delete a live object: the answer is refused instead (500).
-func (p *plan) deletions(rendered map[childID]bool) ([]Deletion, error) {
+func (p *plan) deletions(rendered map[wire.ChildID]bool) ([]Deletion, error) {
 	var out []Deletion
-	for _, c := range p.f.obs.childRefs() {
-		if rendered[childID{c.key, c.name}] {
+	for _, c := range childRefs(p.f.obs) {
+		if rendered[wire.ChildID{Key: c.key, Name: c.name}] {
 			continue
 		}
 		id := c.key + "/" + c.name
 		reason, ok := p.released[id]
 		if !ok {
 			switch c.key {
-			case KeyLease:
+			case wire.KeyLease:
 				if p.f.names.LeaseOrdinal(c.name) < 0 {
 					reason, ok = "not a member Lease name of this cluster", true
 				}
-			case KeyJob:
+			case wire.KeyJob:
 				if !p.knownJob(c.name) {
 					reason, ok = "not a Job name etcdhook makes", true
 				}
-			case KeyServiceAccount, KeyRole, KeyRoleBinding, KeyCronJob:
+			case wire.KeyServiceAccount, wire.KeyRole, wire.KeyRoleBinding, wire.KeyCronJob:
 				reason, ok = "not a name etcdhook renders", true
-			case KeyStatefulSet:
+			case wire.KeyStatefulSet:
 				if c.name == p.f.names.BackupWriter() {
 					reason = p.writerWanted()
 					ok = reason != ""
 				}
-			case KeyNetworkPolicy:
+			case wire.KeyNetworkPolicy:
 				if c.name != p.f.names.NetworkPolicy() {
 					reason, ok = "not a name etcdhook renders", true
 				} else if !p.spec.Network.PolicyOn() {
@@ -127,20 +135,20 @@ func (p *plan) knownJob(name string) bool {
 // without that record cannot be answered safely, and the request is refused.
 func echoLastApplied(o *Observed) ([]any, error) {
 	out := []any{}
-	for _, c := range o.childRefs() {
-		last := lastApplied(o.raw[childID{c.key, c.name}])
+	for _, c := range childRefs(o) {
+		last := lastApplied(o.Raw[wire.ChildID{Key: c.key, Name: c.name}])
 		if last == "" {
-			return nil, inputErrorf("the spec cannot be rendered and child %s %q carries no %s to answer it with unchanged: refusing to answer, which would delete it", c.key, c.name, lastAppliedAnnotation)
+			return nil, wire.InputErrorf("the spec cannot be rendered and child %s %q carries no %s to answer it with unchanged: refusing to answer, which would delete it", c.key, c.name, lastAppliedAnnotation)
 		}
 		if err := api.BoundLastApplied.Check(last); err != nil {
-			return nil, inputErrorf("child %s %q: %s is beyond its bound (%v): refusing to answer, which would delete it", c.key, c.name, lastAppliedAnnotation, err)
+			return nil, wire.InputErrorf("child %s %q: %s is beyond its bound (%v): refusing to answer, which would delete it", c.key, c.name, lastAppliedAnnotation, err)
 		}
 		var shape, observed map[string]any
-		if err := json.Unmarshal([]byte(last), &shape); err != nil {
-			return nil, inputErrorf("child %s %q: %s is not a JSON object: %v", c.key, c.name, lastAppliedAnnotation, err)
+		if err := wire.Unmarshal([]byte(last), &shape); err != nil {
+			return nil, wire.InputErrorf("child %s %q: %s is not a JSON object: %v", c.key, c.name, lastAppliedAnnotation, err)
 		}
-		if err := json.Unmarshal(o.raw[childID{c.key, c.name}], &observed); err != nil {
-			return nil, inputErrorf("child %s %q: %v", c.key, c.name, err)
+		if err := wire.Unmarshal(o.Raw[wire.ChildID{Key: c.key, Name: c.name}], &observed); err != nil {
+			return nil, wire.InputErrorf("child %s %q: %v", c.key, c.name, err)
 		}
 		m := projectObserved(observed, shape)
 		// Identity always comes from the object itself.
@@ -160,13 +168,14 @@ func echoLastApplied(o *Observed) ([]any, error) {
 	return out, nil
 }
 
-// lastApplied reads a child's last-applied configuration from its bytes: decoding keeps annotations
-// only of the kinds whose other annotations the decision reads (decode.go), and this answer is rare.
+// lastApplied reads a child's last-applied configuration from its bytes.
 func lastApplied(raw []byte) string {
-	var w object[annMeta, none, none]
-	r := objReaders.Get().(*objReader)
-	defer objReaders.Put(r)
-	if r.unmarshal(raw, &w) != nil {
+	var w struct {
+		Metadata struct {
+			Annotations map[string]string `json:"annotations"`
+		} `json:"metadata"`
+	}
+	if wire.Unmarshal(raw, &w) != nil {
 		return ""
 	}
 	return w.Metadata.Annotations[lastAppliedAnnotation]

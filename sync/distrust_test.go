@@ -7,13 +7,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/sync/wire"
 )
 
 // Inputs that a correct Metacontroller, API server and agent never produce: hand edits, skewed clocks,
 // wiped records. Each case failed before the fix it names.
 
 func desiredSTS(w *world) map[string]any {
-	return w.desired[KeyStatefulSet][w.name]["spec"].(map[string]any)
+	return w.desired[wire.KeyStatefulSet][w.name]["spec"].(map[string]any)
 }
 
 // quorumLostWorld: a settled 3-member cluster whose every agent died five minutes ago (no member list).
@@ -114,7 +115,7 @@ func TestBootstrapLatchCountsOwnClaims(t *testing.T) {
 	w := newWorld(t, 3)
 	w.converge(60)
 	w.status = api.ClusterStatus{}
-	delete(w.desired, KeyConfigMap)
+	delete(w.desired, wire.KeyConfigMap)
 	desiredSTS(w)["replicas"] = 1
 	for i := range w.leases {
 		delete(w.leases, i)
@@ -160,7 +161,7 @@ func TestVersionFloorFromRecord(t *testing.T) {
 }
 
 func leaseAnnotations(w *world, i int) map[string]any {
-	return w.desired[KeyLease][w.names().Lease(i)]["metadata"].(map[string]any)["annotations"].(map[string]any)
+	return w.desired[wire.KeyLease][w.names().Lease(i)]["metadata"].(map[string]any)["annotations"].(map[string]any)
 }
 
 func renderedLeaseAnn(resp *Response, name string) map[string]any {

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/sync/wire"
 )
 
 // With no spec to render from, children are answered so that Metacontroller's merge changes nothing —
@@ -17,17 +18,17 @@ func TestEchoTrustsLastAppliedOnlyForItsShape(t *testing.T) {
 	w := newWorld(t, 3)
 	w.lastApplied = true
 	settle(w)
-	delete(w.desired, KeyStatefulSet)
-	delete(w.desired, KeyConfigMap)
+	delete(w.desired, wire.KeyStatefulSet)
+	delete(w.desired, wire.KeyConfigMap)
 	w.status = api.ClusterStatus{}
 	w.setSpec(func(s *api.ClusterSpec) { s.Version = "3.5.21" }) // a downgrade: refused, nothing to render
 	req := w.request()
-	for k, raw := range req.Children[KeyLease] {
+	for k, raw := range req.Children[wire.KeyLease] {
 		var obj map[string]any
 		require.NoError(t, json.Unmarshal(raw, &obj))
 		ann := obj["metadata"].(map[string]any)["annotations"].(map[string]any)
 		ann[lastAppliedAnnotation] = `{"apiVersion":"coordinamion.k8s.io/v1","kind":"Lease","metadata":{"name":"elsewhere","annotations":{"etcd.io/intent":"leave"}}}`
-		req.Children[KeyLease][k] = mustJSON(obj)
+		req.Children[wire.KeyLease][k] = mustJSON(obj)
 	}
 	resp, err := Compute(req, w.now, w.opts)
 	require.NoError(t, err)

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/sync/wire"
 )
 
 // The failure sequences of docs/design/11-failure-sequences.md §11 that the hook decides, each driven through the test world.
@@ -16,7 +17,7 @@ func (w *world) leaseAnn(i int) map[string]any { return w.leaseIntent(i) }
 
 func (w *world) jobNames(prefix string) []string {
 	var out []string
-	for name := range w.desired[KeyJob] {
+	for name := range w.desired[wire.KeyJob] {
 		if strings.HasPrefix(name, prefix) {
 			out = append(out, name)
 		}
@@ -237,7 +238,7 @@ func TestFailureStatusWiped(t *testing.T) {
 	w := newWorld(t, 3)
 	w.converge(60)
 	w.status = api.ClusterStatus{}
-	delete(w.desired[KeyConfigMap], w.name+"-config")
+	delete(w.desired[wire.KeyConfigMap], w.name+"-config")
 	resp := w.sync()
 	require.True(t, resp.Status.Bootstrapped)
 	require.Equal(t, "cdf818194e3a8c32", resp.Status.ClusterID)
@@ -268,7 +269,7 @@ func TestFailureLearnerNeverCatchesUp(t *testing.T) {
 		}
 	}
 	require.NotEmpty(t, removal, "the stuck learner is removed after learnerPromotionSeconds")
-	require.Equal(t, "stuck-learner", w.desired[KeyJob][removal]["metadata"].(map[string]any)["annotations"].(map[string]any)[api.AnnJobReason])
+	require.Equal(t, "stuck-learner", w.desired[wire.KeyJob][removal]["metadata"].(map[string]any)["annotations"].(map[string]any)[api.AnnJobReason])
 	require.Equal(t, "False/StepDeadlineExceeded", w.condition(api.CondProgressing))
 	w.noPromote[3] = false
 	w.converge(40)

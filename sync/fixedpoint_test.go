@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/etcdhook/etcdhook/sync/wire"
 )
 
 // The API server returns a StatefulSet's claim templates with fields the hook never writes
@@ -14,7 +16,7 @@ import (
 func TestClaimTemplatesEchoedAsObserved(t *testing.T) {
 	w := newWorld(t, 3)
 	w.converge(60)
-	sts := w.desired[KeyStatefulSet][w.name]["spec"].(map[string]any)
+	sts := w.desired[wire.KeyStatefulSet][w.name]["spec"].(map[string]any)
 	vct := sts["volumeClaimTemplates"].([]any)[0].(map[string]any)
 	vct["metadata"].(map[string]any)["creationTimestamp"] = nil
 	vct["status"] = map[string]any{"phase": "Pending"}

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/sync/wire"
 )
 
 // Claims of the backup, restore, database, network, defrag and refused-request fixtures.
@@ -412,8 +413,8 @@ func init() {
 		"error-missing-uid":            {"a parent without metadata.uid is refused with 422", claimsDRefused("error-missing-uid", 422, "name, namespace and uid")},
 		"error-undeclared-child-type":  {"children of a type the hook does not declare (Secret) are refused with 422", claimsDRefused("error-undeclared-child-type", 422, "undeclared types [Secret.v1]")},
 		"error-child-wrong-namespace":  {"a child in another namespace than the parent is refused with 422", claimsDRefused("error-child-wrong-namespace", 422, `in namespace "other"`)},
-		"error-children-absent":        {"a request with no children map at all is refused with 422 rather than answered as empty", claimsDRefused("error-children-absent", 422, fmt.Sprintf("children group %s is absent", KeyStatefulSet))},
-		"error-child-group-absent":     {"one declared children group (Leases) absent is refused with 422: an answer would delete its objects", claimsDRefused("error-child-group-absent", 422, fmt.Sprintf("children group %s is absent", KeyLease), "delete its objects")},
+		"error-children-absent":        {"a request with no children map at all is refused with 422 rather than answered as empty", claimsDRefused("error-children-absent", 422, fmt.Sprintf("children group %s is absent", wire.KeyStatefulSet))},
+		"error-child-group-absent":     {"one declared children group (Leases) absent is refused with 422: an answer would delete its objects", claimsDRefused("error-child-group-absent", 422, fmt.Sprintf("children group %s is absent", wire.KeyLease), "delete its objects")},
 		"error-finalizing-live-parent": {"finalizing about a parent without deletionTimestamp is refused with 422, not released", claimsDRefused("error-finalizing-live-parent", 422, "no metadata.deletionTimestamp")},
 	})
 }

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	networkingv1 "k8s.io/api/networking/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,10 +15,13 @@ import (
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/etcdhook/etcdhook/api"
 	frozen "github.com/etcdhook/etcdhook/internal/fixture"
+	"github.com/etcdhook/etcdhook/sync/wire"
 )
 
 // The fixtures in hooks/testdata are requests Metacontroller would send at interesting moments, built
@@ -470,7 +471,7 @@ func fixtures() []fixture {
 		{name: "paused-template-changed", build: func(w *world) {
 			settle(w)
 			w.setSpec(func(s *api.ClusterSpec) { s.Paused = true })
-			md := w.desired[KeyStatefulSet][w.name]["metadata"].(map[string]any)
+			md := w.desired[wire.KeyStatefulSet][w.name]["metadata"].(map[string]any)
 			md["annotations"].(map[string]any)[api.AnnTemplateHash] = "0123456789abcdef"
 		}},
 		// etcd.io/renew-certificates (docs/design/14-tls.md §14.7): asked, then served by every member.
@@ -512,7 +513,7 @@ func fixtures() []fixture {
 		{name: "restore-in-place-record-retires-live-cluster", build: func(w *world) {
 			settle(w)
 			rec, _ := json.Marshal(inPlaceRecord{Request: "s3://b/x.db", Retired: []string{w.etcd.clusterID}, Committed: true, Done: true, Seen: []string{"s3://b/x.db"}})
-			w.desired[KeyConfigMap][w.names().ConfigMap()]["data"].(map[string]any)[api.ConfigKeyRestoreInPlace] = string(rec)
+			w.desired[wire.KeyConfigMap][w.names().ConfigMap()]["data"].(map[string]any)[api.ConfigKeyRestoreInPlace] = string(rec)
 		}},
 		// Volume growth (docs/design/17-growing-volumes.md §17).
 		{name: "volume-grow-first-claim", build: func(w *world) {
@@ -555,7 +556,7 @@ func fixtures() []fixture {
 		}},
 		{name: "statefulset-orphaned-by-hand", build: func(w *world) {
 			settle(w)
-			delete(w.desired[KeyStatefulSet], w.name)
+			delete(w.desired[wire.KeyStatefulSet], w.name)
 			w.stsSpec = ""
 		}},
 		// TLS (docs/design/14-tls.md §14): the user's Secrets, each bad input, expiry, and TLS off.
@@ -580,7 +581,7 @@ func fixtures() []fixture {
 		// restart a healthy member while a Secret it would start on is unusable.
 		{name: "tls-secret-expired-roll-held", build: func(w *world) {
 			clientSecretExpired(w)
-			md := w.desired[KeyStatefulSet][w.name]["metadata"].(map[string]any)
+			md := w.desired[wire.KeyStatefulSet][w.name]["metadata"].(map[string]any)
 			md["annotations"].(map[string]any)[api.AnnTemplateHash] = "0123456789abcdef"
 		}},
 		{name: "tls-members-trust-different-cas", build: func(w *world) {
@@ -692,8 +693,8 @@ func fixtures() []fixture {
 		{name: "invalid-spec-no-record-children-kept", build: func(w *world) {
 			w.lastApplied = true
 			settle(w)
-			delete(w.desired, KeyStatefulSet)
-			delete(w.desired, KeyConfigMap)
+			delete(w.desired, wire.KeyStatefulSet)
+			delete(w.desired, wire.KeyConfigMap)
 			w.status = api.ClusterStatus{}
 			w.setSpec(func(s *api.ClusterSpec) { s.Version = "3.5.21" })
 		}},
@@ -1189,10 +1190,10 @@ func fixtures() []fixture {
 		{name: "error-wrong-kind", raw: `{"parent":{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"x","namespace":"prod","uid":"u"}},` + emptyGroups(nil) + `}`},
 		{name: "error-missing-uid", raw: `{"parent":{"apiVersion":"etcd.io/v1alpha1","kind":"EtcdCluster","metadata":{"name":"demo","namespace":"prod"},"spec":{}},` + emptyGroups(nil) + `}`},
 		{name: "error-undeclared-child-type", raw: `{"parent":` + rawParent + `,` + emptyGroups(map[string]string{"Secret.v1": `{"demo-tls":{"apiVersion":"v1","kind":"Secret","metadata":{"name":"demo-tls","namespace":"prod"}}}`}) + `}`},
-		{name: "error-child-wrong-namespace", raw: `{"parent":` + rawParent + `,` + emptyGroups(map[string]string{KeyConfigMap: `{"demo-config":{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"demo-config","namespace":"other"}}}`}) + `}`},
+		{name: "error-child-wrong-namespace", raw: `{"parent":` + rawParent + `,` + emptyGroups(map[string]string{wire.KeyConfigMap: `{"demo-config":{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"demo-config","namespace":"other"}}}`}) + `}`},
 		// Absent is not empty: an answer to these would delete every object of the missing kinds.
 		{name: "error-children-absent", raw: `{"parent":` + rawParent + `,"related":{"Pod.v1":{},"PersistentVolumeClaim.v1":{}}}`},
-		{name: "error-child-group-absent", raw: `{"parent":` + rawParent + `,` + emptyGroups(map[string]string{KeyLease: "-"}) + `}`},
+		{name: "error-child-group-absent", raw: `{"parent":` + rawParent + `,` + emptyGroups(map[string]string{wire.KeyLease: "-"}) + `}`},
 		// finalizing about a parent that is not being deleted would release every child.
 		{name: "error-finalizing-live-parent", raw: `{"parent":` + rawParent + `,` + emptyGroups(nil) + `,"finalizing":true}`},
 	}

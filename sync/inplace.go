@@ -1,7 +1,6 @@
 package sync
 
 import (
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -11,6 +10,7 @@ import (
 	"github.com/etcdhook/etcdhook/api"
 	"github.com/etcdhook/etcdhook/internal/backup"
 	"github.com/etcdhook/etcdhook/sync/render"
+	"github.com/etcdhook/etcdhook/sync/wire"
 )
 
 // An in-place restore (docs/design/16-backup-restore.md §16.8): the etcd.io/restore-from annotation replaces the running
@@ -211,7 +211,7 @@ func (p *plan) inPlaceRecordJSON() string {
 	if p.inPlace == nil {
 		return ""
 	}
-	b, _ := json.Marshal(p.inPlace) // plain struct: cannot fail
+	b, _ := wire.Marshal(p.inPlace) // plain struct: cannot fail
 	return string(b)
 }
 
@@ -226,7 +226,7 @@ func (p *plan) releaseRestoreJobs() {
 	}
 	for _, name := range sortedKeys(p.f.obs.Jobs) {
 		if strings.HasPrefix(name, prefix) && !rendered[name] {
-			p.release(KeyJob, name, "its in-place restore is done or was withdrawn")
+			p.release(wire.KeyJob, name, "its in-place restore is done or was withdrawn")
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 
 	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/sync/wire"
 )
 
 // A restore in place to a point (issue 27): etcd.io/restore-to beside etcd.io/restore-from. The verify
@@ -137,19 +138,19 @@ func TestRestoreInPlaceWithContinuousBackup(t *testing.T) {
 	w.spec.Backup.Continuous = &api.ContinuousBackupSpec{}
 	w.converge(60)
 	writer := w.name + "-backup-writer"
-	require.NotNil(t, w.desired[KeyStatefulSet][writer], "the writer runs")
+	require.NotNil(t, w.desired[wire.KeyStatefulSet][writer], "the writer runs")
 	w.parentAnn = map[string]string{api.AnnRestoreFrom: "s3://etcd-backups/prod/latest", api.AnnRestoreTo: "4300"}
 	stepUntilStopping(t, w, 10)
 	w.step(5 * time.Second)
-	require.Nil(t, w.desired[KeyStatefulSet][writer], "no writer while the members are down")
+	require.Nil(t, w.desired[wire.KeyStatefulSet][writer], "no writer while the members are down")
 	stepAtMostUntil(w, 100, func() bool { return restoredAndRunning(w) })
 	require.True(t, restoredAndRunning(w))
 	w.converge(20)
-	require.NotNil(t, w.desired[KeyStatefulSet][writer], "the writer is back on the restored cluster")
+	require.NotNil(t, w.desired[wire.KeyStatefulSet][writer], "the writer is back on the restored cluster")
 
 	w.spec.Backup.Continuous = nil
 	w.generation++
 	resp := w.step(5 * time.Second)
-	require.Nil(t, w.desired[KeyStatefulSet][writer])
+	require.Nil(t, w.desired[wire.KeyStatefulSet][writer])
 	require.NotNil(t, resp)
 }

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 
 	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/sync/wire"
 )
 
 const inPlaceSnapshot = "s3://etcd-backups/prod/prod/demo/20260101T000000Z-r4242.db"
@@ -22,7 +23,7 @@ func inPlaceBackup() *api.BackupSpec {
 
 // restoreJobOf is the in-place restore Job the hook rendered, nil when none.
 func restoreJobOf(w *world) map[string]any {
-	for name, j := range w.desired[KeyJob] {
+	for name, j := range w.desired[wire.KeyJob] {
 		if strings.HasPrefix(name, w.name+"-restore-") && !strings.HasPrefix(name, w.name+"-restore-v") {
 			return j
 		}
@@ -32,7 +33,7 @@ func restoreJobOf(w *world) map[string]any {
 
 // verifyJobOf is the in-place restore's verify Job the hook rendered, nil when none.
 func verifyJobOf(w *world) map[string]any {
-	for name, j := range w.desired[KeyJob] {
+	for name, j := range w.desired[wire.KeyJob] {
 		if strings.HasPrefix(name, w.name+"-restore-v") {
 			return j
 		}
@@ -75,7 +76,7 @@ func stepAtMostUntil(w *world, max int, cond func() bool) {
 
 // agentRetired is agent.json's retiredClusters as rendered.
 func agentRetired(t *testing.T, w *world) []string {
-	cm := w.desired[KeyConfigMap][w.names().ConfigMap()]
+	cm := w.desired[wire.KeyConfigMap][w.names().ConfigMap()]
 	var cfg api.AgentConfig
 	require.NoError(t, json.Unmarshal([]byte(cm["data"].(map[string]any)[api.ConfigKeyAgent].(string)), &cfg))
 	return cfg.RetiredClusters
@@ -109,7 +110,7 @@ func TestRestoreInPlace(t *testing.T) {
 		if w.status.Restore != nil && (w.status.Restore.Phase == "Stopping" || w.status.Restore.Phase == "Restoring") {
 			require.Empty(t, agentRetired(t, w), "before the data is replaced, the live cluster's ID is nobody's to move aside")
 		}
-		if cj := w.desired[KeyCronJob][w.names().BackupName()]; cj != nil && cj["spec"].(map[string]any)["suspend"] == true {
+		if cj := w.desired[wire.KeyCronJob][w.names().BackupName()]; cj != nil && cj["spec"].(map[string]any)["suspend"] == true {
 			suspended = true
 		}
 		if w.status.Restore != nil && w.status.Restore.Phase == "Verifying" {
@@ -141,7 +142,7 @@ func TestRestoreInPlace(t *testing.T) {
 	require.Equal(t, []string{oldID}, rs.ReplacedClusterIDs)
 	require.Equal(t, []string{oldID}, agentRetired(t, w), "the agents move the replaced cluster's data aside")
 	require.Nil(t, restoreJobOf(w), "the Job goes once the restored member runs")
-	require.Nil(t, w.desired[KeyCronJob][w.names().BackupName()]["spec"].(map[string]any)["suspend"], "backups resume")
+	require.Nil(t, w.desired[wire.KeyCronJob][w.names().BackupName()]["spec"].(map[string]any)["suspend"], "backups resume")
 	require.Nil(t, meta.FindStatusCondition(w.status.Conditions, api.CondSplitBrain))
 	for name := range w.jobs {
 		require.NotContains(t, name, "-pvc-", "the old volumes below the size are grown back onto, never deleted")
@@ -391,14 +392,14 @@ func TestRestoreInPlaceRecordRetiringTheLiveCluster(t *testing.T) {
 	live, members := w.etcd.clusterID, append([]api.Member(nil), w.etcd.members...)
 	rec, err := json.Marshal(inPlaceRecord{Request: "s3://b/x.db", Retired: []string{"1111111111111111", live}, Committed: true, Done: true, Seen: []string{"s3://b/x.db"}})
 	require.NoError(t, err)
-	w.desired[KeyConfigMap][w.names().ConfigMap()]["data"].(map[string]any)[api.ConfigKeyRestoreInPlace] = string(rec)
+	w.desired[wire.KeyConfigMap][w.names().ConfigMap()]["data"].(map[string]any)[api.ConfigKeyRestoreInPlace] = string(rec)
 	w.step(5e9)
 	require.Equal(t, []string{"1111111111111111"}, agentRetired(t, w), "the live ID is not handed to the agents")
 	require.Equal(t, "True/ImpossibleInput", w.condition(api.CondInputIgnored))
 	require.Contains(t, conditionMessage(w.status, api.CondInputIgnored), "lists cluster ID "+live+" as replaced, but a ready member pod reports it as a healthy voter")
 	require.Equal(t, api.PhaseRunning, w.status.Phase)
 	var kept inPlaceRecord
-	cm := w.desired[KeyConfigMap][w.names().ConfigMap()]["data"].(map[string]any)
+	cm := w.desired[wire.KeyConfigMap][w.names().ConfigMap()]["data"].(map[string]any)
 	require.NoError(t, json.Unmarshal([]byte(cm[api.ConfigKeyRestoreInPlace].(string)), &kept))
 	require.Equal(t, []string{"1111111111111111"}, kept.Retired, "the record is rewritten without it")
 	w.converge(20)

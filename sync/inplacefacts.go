@@ -1,7 +1,6 @@
 package sync
 
 import (
-	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/etcdhook/etcdhook/api"
 	"github.com/etcdhook/etcdhook/internal/backup"
+	"github.com/etcdhook/etcdhook/sync/wire"
 )
 
 // What the facts say about in-place restores: the record read from the ConfigMap (readInPlace), chosen
@@ -22,7 +22,7 @@ import (
 func (f *facts) readInPlace() {
 	if s := f.configValue(api.ConfigKeyRestoreInPlace); s != "" {
 		var rec inPlaceRecord
-		if err := json.Unmarshal([]byte(s), &rec); err != nil {
+		if err := wire.Unmarshal([]byte(s), &rec); err != nil {
 			f.distrusted = append(f.distrusted, fmt.Sprintf("ConfigMap %s key %s does not parse as the hook's record: ignored", f.names.ConfigMap(), api.ConfigKeyRestoreInPlace))
 		} else {
 			// A value written by an older hook may carry a secret (a refused URL with credentials): from

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/sync/wire"
 )
 
 // TestInvariantsOverGeneratedHistories drives many generated histories through the world: random sizes,
@@ -100,7 +101,7 @@ func generatedHistory(t *testing.T, seed int64) {
 			w.stsLag = !w.stsLag
 		case 13:
 			// A hand edit of the hook-owned half of a Lease: a leave, a typo, an endless permission.
-			if ann := w.desired[KeyLease][w.names().Lease(rng.Intn(5))]; ann != nil {
+			if ann := w.desired[wire.KeyLease][w.names().Lease(rng.Intn(5))]; ann != nil {
 				a := ann["metadata"].(map[string]any)["annotations"].(map[string]any)
 				switch rng.Intn(3) {
 				case 0:
@@ -120,7 +121,7 @@ func generatedHistory(t *testing.T, seed int64) {
 		case 15:
 			// The hook's records are wiped: status and the ConfigMap.
 			w.status = api.ClusterStatus{}
-			delete(w.desired, KeyConfigMap)
+			delete(w.desired, wire.KeyConfigMap)
 		}
 		w.step(time.Duration(1+rng.Intn(30)) * time.Second)
 	}

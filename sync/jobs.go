@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/etcdhook/etcdhook/sync/render"
+	"github.com/etcdhook/etcdhook/sync/wire"
 )
 
 // The remove and volume Jobs already observed: which are carried into the answer, which are released
@@ -32,7 +33,7 @@ func (p *plan) keepJobs() {
 			if keep || !p.judgeJobs() {
 				p.jobs = append(p.jobs, render.Job{Kind: render.JobCarried, Carried: jv.job})
 			} else {
-				p.release(KeyJob, jv.job.Name, "finished remove Job whose outcome is observed")
+				p.release(wire.KeyJob, jv.job.Name, "finished remove Job whose outcome is observed")
 			}
 		}
 	}
@@ -46,7 +47,7 @@ func (p *plan) keepJobs() {
 			if jv.state == jobActive || (!gone && (jv == last || retrying)) || !p.judgeJobs() {
 				p.jobs = append(p.jobs, render.Job{Kind: render.JobCarried, Carried: jv.job})
 			} else {
-				p.release(KeyJob, jv.job.Name, "finished volume Job whose outcome is observed")
+				p.release(wire.KeyJob, jv.job.Name, "finished volume Job whose outcome is observed")
 			}
 		}
 	}

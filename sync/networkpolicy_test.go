@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/sync/wire"
 )
 
 // source is a client of the members: a pod (namespace and its labels, pod labels) or an address.
@@ -93,7 +94,7 @@ func admits(t *testing.T, np *networkingv1.NetworkPolicy, target map[string]stri
 
 func policyOf(t *testing.T, w *world) *networkingv1.NetworkPolicy {
 	t.Helper()
-	obj, ok := w.desired[KeyNetworkPolicy][w.names().NetworkPolicy()]
+	obj, ok := w.desired[wire.KeyNetworkPolicy][w.names().NetworkPolicy()]
 	if !ok {
 		return nil
 	}
@@ -202,7 +203,7 @@ func TestNetworkPolicyNotImposedOnRunningClusters(t *testing.T) {
 	w.noNetworkPolicies = true
 	w.converge(80)
 	// The record as an earlier release wrote it: no network field.
-	cm := w.desired[KeyConfigMap][w.names().ConfigMap()]
+	cm := w.desired[wire.KeyConfigMap][w.names().ConfigMap()]
 	data := cm["data"].(map[string]any)
 	var rec map[string]any
 	require.NoError(t, json.Unmarshal([]byte(data[api.ConfigKeySpec].(string)), &rec))
@@ -221,5 +222,5 @@ func TestNetworkPolicyNotImposedOnRunningClusters(t *testing.T) {
 	resp := w.step(5 * time.Second)
 	w.step(5 * time.Second)
 	require.Nil(t, policyOf(t, w), "switched off, it goes")
-	require.Contains(t, resp.Deleted, Deletion{Key: KeyNetworkPolicy, Name: w.names().NetworkPolicy(), Reason: "spec.network.policy is false"})
+	require.Contains(t, resp.Deleted, Deletion{Key: wire.KeyNetworkPolicy, Name: w.names().NetworkPolicy(), Reason: "spec.network.policy is false"})
 }

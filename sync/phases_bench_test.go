@@ -4,42 +4,44 @@ import (
 	"context"
 	"os"
 	"testing"
+
+	"github.com/etcdhook/etcdhook/sync/wire"
 )
 
-// BenchmarkPhases: what each phase of one 9-member sync costs (issue 25 item 5 budgets the whole at 2,000
-// allocations): check, decode, decide+render (canonical child JSON included), encode. docs/performance.md.
+// BenchmarkPhases: what each phase of one 9-member sync costs: the shape pass that bounds the body,
+// decoding, decide+render (each child as the answer sends it), encoding. docs/performance.md.
 func BenchmarkPhases(b *testing.B) {
 	body, err := os.ReadFile("../hooks/testdata/bench/nine-members-scaling.request.json")
 	if err != nil {
 		b.Fatal(err)
 	}
 	opts := Options{Image: FixtureImage}
-	b.Run("check", func(b *testing.B) {
+	b.Run("shape", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, _, err := CheckBody(body); err != nil {
+			if _, err := wire.Shape(body); err != nil {
 				b.Fatal(err)
 			}
 		}
 	})
-	cb, _, _ := CheckBody(body)
 	b.Run("decode", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := DecodeChecked(cb); err != nil {
+			if _, err := wire.Decode(body); err != nil {
 				b.Fatal(err)
 			}
 		}
 	})
-	o, _ := DecodeChecked(cb)
+	o, err := wire.Decode(body)
+	if err != nil {
+		b.Fatal(err)
+	}
 	b.Run("decide+render", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			r, err := Answer(context.Background(), o, fixtureNow, opts)
-			if err != nil {
+			if _, err := Answer(context.Background(), o, fixtureNow, opts); err != nil {
 				b.Fatal(err)
 			}
-			r.Release()
 		}
 	})
 	b.Run("encode", func(b *testing.B) {

@@ -1,7 +1,6 @@
 package sync
 
 import (
-	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
@@ -9,9 +8,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/etcdhook/etcdhook/api"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/sync/wire"
 )
 
 // newFacts reads one request into facts: the record, the Leases, the cluster ID, the member list (truth),
@@ -87,7 +88,7 @@ func newFacts(o *Observed, now time.Time) *facts {
 // a size of 100000, was rendered whenever the parent's spec was invalid or paused.
 func (f *facts) readSpecRecord(s string) (applied, recorded *api.ClusterSpec) {
 	var spec api.ClusterSpec
-	if err := json.Unmarshal([]byte(s), &spec); err != nil {
+	if err := wire.Unmarshal([]byte(s), &spec); err != nil {
 		f.distrusted = append(f.distrusted, fmt.Sprintf("ConfigMap %s key %s is ignored: %v", f.names.ConfigMap(), api.ConfigKeySpec, err))
 		return nil, nil
 	}

@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/sync/wire"
 )
 
 func (w *world) renewalMarks() []string {
@@ -22,14 +23,14 @@ func (w *world) renewalMarks() []string {
 func TestRenewCertificates(t *testing.T) {
 	w := newWorld(t, 3)
 	w.converge(60)
-	before := string(mustJSON(w.desired[KeyStatefulSet]))
+	before := string(mustJSON(w.desired[wire.KeyStatefulSet]))
 	w.parentAnn = map[string]string{api.AnnRenewCertificates: " leak-1 "}
 	w.step(5e9)
 	mark := api.RenewalMark("leak-1")
 	require.Equal(t, []string{mark, mark, mark}, w.renewalMarks())
 	w.converge(10)
 	require.Equal(t, &api.CertRenewal{Request: "leak-1", Members: 3, Renewed: 3}, w.status.TLS.Renewal)
-	require.Equal(t, before, string(mustJSON(w.desired[KeyStatefulSet])), "no roll: etcd reads renewed files for new handshakes")
+	require.Equal(t, before, string(mustJSON(w.desired[wire.KeyStatefulSet])), "no roll: etcd reads renewed files for new handshakes")
 
 	w.parentAnn = nil
 	w.converge(10)

@@ -5,6 +5,7 @@ import (
 
 	"github.com/etcdhook/etcdhook/api"
 	"github.com/etcdhook/etcdhook/sync/render"
+	"github.com/etcdhook/etcdhook/sync/wire"
 )
 
 // Scaling to the spec's size: one member added or removed per step, the replicas floor that keeps every
@@ -253,7 +254,7 @@ func (p *plan) trimLeases() {
 	}
 	for _, lv := range f.leases {
 		if lv.ordinal >= n {
-			p.release(KeyLease, lv.lease.Name, fmt.Sprintf("ordinal %d has no member, no pod and is above replicas", lv.ordinal))
+			p.release(wire.KeyLease, lv.lease.Name, fmt.Sprintf("ordinal %d has no member, no pod and is above replicas", lv.ordinal))
 		}
 	}
 	for i := 0; i < n; i++ {

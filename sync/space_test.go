@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/sync/wire"
 )
 
 const mib = 1 << 20
@@ -43,7 +44,7 @@ func (w *world) renderedQuota() string {
 }
 
 func (w *world) configData() map[string]any {
-	return w.desired[KeyConfigMap][w.names().ConfigMap()]["data"].(map[string]any)
+	return w.desired[wire.KeyConfigMap][w.names().ConfigMap()]["data"].(map[string]any)
 }
 
 // podQuotas are the quotas the member pods run with, by ordinal.

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/sync/wire"
 )
 
 // A static creation (docs/design/07-steps.md §7.1) under what goes wrong around it: an answer applied in
@@ -44,9 +45,9 @@ func TestStaticCreationAnswerAppliedInPart(t *testing.T) {
 		keep []string
 	}{
 		{"nothing applied", nil},
-		{"the StatefulSet alone", []string{KeyStatefulSet}},
-		{"the ConfigMap and Leases without the StatefulSet", []string{KeyConfigMap, KeyLease}},
-		{"the StatefulSet and Leases without the ConfigMap", []string{KeyStatefulSet, KeyLease}},
+		{"the StatefulSet alone", []string{wire.KeyStatefulSet}},
+		{"the ConfigMap and Leases without the StatefulSet", []string{wire.KeyConfigMap, wire.KeyLease}},
+		{"the StatefulSet and Leases without the ConfigMap", []string{wire.KeyStatefulSet, wire.KeyLease}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := newWorld(t, 3)
@@ -111,7 +112,7 @@ func TestStaticRecordDistrusted(t *testing.T) {
 	t.Run("seed mark added to a Lease", func(t *testing.T) {
 		w := newWorld(t, 3)
 		w.sync()
-		w.desired[KeyLease][w.names().Lease(0)]["metadata"].(map[string]any)["annotations"].(map[string]any)[api.AnnBootstrap] = api.BootstrapSeed
+		w.desired[wire.KeyLease][w.names().Lease(0)]["metadata"].(map[string]any)["annotations"].(map[string]any)[api.AnnBootstrap] = api.BootstrapSeed
 		resp := w.sync()
 		require.Contains(t, condMessage(resp, api.CondInputIgnored), "carries the seed mark beside a static creation of 3 members: ignored")
 		w.noSeedMark(t, "the hook's answer")

@@ -212,7 +212,7 @@ func (p *plan) status() *api.ClusterStatus {
 	}
 	if !p.hasSpec && len(p.problems) > 0 {
 		st.Message = "nothing is created until the spec is valid: " + p.problems[0].Message
-		if len(f.obs.childRefs()) > 0 {
+		if len(childRefs(f.obs)) > 0 {
 			st.Message = fmt.Sprintf("children are left exactly as they are until the spec is valid (the last valid spec is not recorded: ConfigMap %s is missing): %s", f.names.ConfigMap(), p.problems[0].Message)
 		}
 	}

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/etcdhook/etcdhook/sync/wire"
 )
 
 // Status renders what the decision decided and changes none of it: for every fixture, building it twice
@@ -14,7 +16,7 @@ import (
 func TestStatusChangesNothingDecided(t *testing.T) {
 	n := 0
 	for name, body := range requestBodies(t) {
-		o, err := DecodeBody(body)
+		o, err := wire.Decode(body)
 		if err != nil {
 			continue // a refused fixture
 		}

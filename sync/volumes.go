@@ -9,6 +9,7 @@ import (
 
 	"github.com/etcdhook/etcdhook/api"
 	"github.com/etcdhook/etcdhook/sync/render"
+	"github.com/etcdhook/etcdhook/sync/wire"
 )
 
 // Volume growth (docs/design/17-growing-volumes.md §17): spec.storage.size may grow. Each member's claim is grown by a Job,
@@ -212,7 +213,7 @@ func (p *plan) keepVolumeJobs() {
 			if jv.state == jobActive || (pending && (jv == last || retrying)) || !p.judgeJobs() {
 				p.jobs = append(p.jobs, render.Job{Kind: render.JobCarried, Carried: jv.job})
 			} else {
-				p.release(KeyJob, jv.job.Name, what)
+				p.release(wire.KeyJob, jv.job.Name, what)
 			}
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/sync/wire"
 )
 
 func (w *world) growTo(size string) {
@@ -217,7 +218,7 @@ func TestStatefulSetOrphanedByHand(t *testing.T) {
 	w := newWorld(t, 3)
 	w.converge(60)
 	pods := w.podUIDs()
-	delete(w.desired[KeyStatefulSet], w.name)
+	delete(w.desired[wire.KeyStatefulSet], w.name)
 	w.stsSpec = ""
 	w.step(5e9)
 	require.Equal(t, 3, w.replicas(), "replicas from the members, not 1")
@@ -232,7 +233,7 @@ func TestStatefulSetOrphanedByHand(t *testing.T) {
 func TestStatefulSetOrphanedTemplateChanged(t *testing.T) {
 	w := newWorld(t, 3)
 	w.converge(60)
-	delete(w.desired[KeyStatefulSet], w.name)
+	delete(w.desired[wire.KeyStatefulSet], w.name)
 	w.stsSpec = ""
 	w.setSpec(func(s *api.ClusterSpec) { s.Version = "3.7.4" })
 	w.step(5e9)

@@ -11,8 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-json-experiment/json/jsontext"
+
 	"github.com/etcdhook/etcdhook/api"
 	frozen "github.com/etcdhook/etcdhook/internal/fixture"
+	"github.com/etcdhook/etcdhook/sync/wire"
 )
 
 // world models everything around the hook closely enough to drive it through sequences: Metacontroller
@@ -230,7 +233,7 @@ func (w *world) setSpec(edit func(*api.ClusterSpec)) {
 
 // ---- the request Metacontroller would send --------------------------------------------------------
 
-var childKeys = []string{KeyStatefulSet, KeyService, KeyPDB, KeyConfigMap, KeyLease, KeyJob, KeyServiceAccount, KeyRole, KeyRoleBinding, KeyCronJob, KeyNetworkPolicy}
+var childKeys = []string{wire.KeyStatefulSet, wire.KeyService, wire.KeyPDB, wire.KeyConfigMap, wire.KeyLease, wire.KeyJob, wire.KeyServiceAccount, wire.KeyRole, wire.KeyRoleBinding, wire.KeyCronJob, wire.KeyNetworkPolicy}
 
 func (w *world) key(name string) string {
 	if w.v2 {
@@ -267,31 +270,31 @@ func (w *world) parentJSON() map[string]any {
 }
 
 func (w *world) request() *Request {
-	req := &Request{Children: map[string]map[string]json.RawMessage{}, Related: map[string]map[string]json.RawMessage{}}
+	req := &Request{Children: map[string]map[string]jsontext.Value{}, Related: map[string]map[string]jsontext.Value{}}
 	req.Parent = mustJSON(w.parentJSON())
 	for _, k := range childKeys {
-		if k == KeyCronJob && w.noCronJobs || k == KeyNetworkPolicy && w.noNetworkPolicies {
+		if k == wire.KeyCronJob && w.noCronJobs || k == wire.KeyNetworkPolicy && w.noNetworkPolicies {
 			continue
 		}
-		group := map[string]json.RawMessage{}
+		group := map[string]jsontext.Value{}
 		for name, obj := range w.desired[k] {
 			group[w.key(name)] = mustJSON(w.observe(k, name, obj))
 		}
 		req.Children[k] = group
 	}
-	pods := map[string]json.RawMessage{}
+	pods := map[string]jsontext.Value{}
 	for i, p := range w.pods {
 		pods[w.key(w.names().Pod(i))] = mustJSON(w.podJSON(i, p))
 	}
-	req.Related[KeyPod] = pods
-	pvcs := map[string]json.RawMessage{}
+	req.Related[wire.KeyPod] = pods
+	pvcs := map[string]jsontext.Value{}
 	for i, c := range w.pvcs {
 		pvcs[w.key(w.names().PVC(i))] = mustJSON(w.pvcJSON(i, c))
 	}
-	req.Related[KeyPVC] = pvcs
+	req.Related[wire.KeyPVC] = pvcs
 	// As Metacontroller relates them after the customize hook: the named Secrets that exist.
 	if names := tlsSecretNames(&api.EtcdCluster{Spec: w.spec}); len(names) > 0 {
-		secrets := map[string]json.RawMessage{}
+		secrets := map[string]jsontext.Value{}
 		for _, n := range names {
 			if data, ok := w.secrets[n]; ok {
 				secrets[w.key(n)] = mustJSON(map[string]any{
@@ -301,12 +304,12 @@ func (w *world) request() *Request {
 				})
 			}
 		}
-		req.Related[KeySecret] = secrets
+		req.Related[wire.KeySecret] = secrets
 	}
 	return req
 }
 
-func mustJSON(v any) json.RawMessage {
+func mustJSON(v any) jsontext.Value {
 	b, err := json.Marshal(v)
 	if err != nil {
 		panic(err)
@@ -344,10 +347,10 @@ func (w *world) observe(key, name string, desired map[string]any) map[string]any
 		ann[lastAppliedAnnotation] = string(mustJSON(desired))
 	}
 	switch key {
-	case KeyStatefulSet:
+	case wire.KeyStatefulSet:
 		md["generation"] = w.stsGen
 		o["status"] = w.stsStatus()
-	case KeyLease:
+	case wire.KeyLease:
 		if name == w.names().BackupName() && len(w.backupAnn) > 0 {
 			ann := map[string]any{}
 			for k, v := range w.backupAnn {
@@ -367,7 +370,7 @@ func (w *world) observe(key, name string, desired map[string]any) map[string]any
 				"renewTime":            l.renewed.UTC().Format("2006-01-02T15:04:05.000000Z07:00"),
 			}
 		}
-	case KeyJob:
+	case wire.KeyJob:
 		if j := w.jobs[name]; j != nil {
 			o["status"] = jobStatusJSON(j)
 		}
@@ -395,7 +398,7 @@ func jobStatusJSON(j *simJob) map[string]any {
 	return map[string]any{"active": 1}
 }
 
-func (w *world) sts() map[string]any { return w.desired[KeyStatefulSet][w.name] }
+func (w *world) sts() map[string]any { return w.desired[wire.KeyStatefulSet][w.name] }
 
 func (w *world) stsInt(path ...string) int {
 	var v any = w.sts()
@@ -565,21 +568,21 @@ func (w *world) apply(resp *Response) {
 		if _, ok := w.created[key+"/"+name]; !ok || w.desired[key][name] == nil {
 			w.created[key+"/"+name] = w.now
 		}
-		if key == KeyJob && w.jobs[name] == nil {
+		if key == wire.KeyJob && w.jobs[name] == nil {
 			w.jobs[name] = &simJob{state: jobActive}
 		}
 	}
 	for name := range w.jobs {
-		if next[KeyJob][name] == nil {
+		if next[wire.KeyJob][name] == nil {
 			delete(w.jobs, name)
 		}
 	}
 	for i := range w.leases {
-		if next[KeyLease][w.names().Lease(i)] == nil {
+		if next[wire.KeyLease][w.names().Lease(i)] == nil {
 			delete(w.leases, i)
 		}
 	}
-	if before, after := w.sts(), next[KeyStatefulSet][w.name]; before != nil && after != nil {
+	if before, after := w.sts(), next[wire.KeyStatefulSet][w.name]; before != nil && after != nil {
 		b, a := before["spec"].(map[string]any)["volumeClaimTemplates"], after["spec"].(map[string]any)["volumeClaimTemplates"]
 		if string(mustJSON(b)) != string(mustJSON(a)) {
 			w.t.Errorf("the answer changes the StatefulSet's volumeClaimTemplates, which the API server refuses:\n%s\n%s", mustJSON(b), mustJSON(a))
@@ -616,7 +619,7 @@ func (w *world) controllers() {
 			delete(w.down, i)
 		}
 	}
-	emptyDir := w.desired[KeyStatefulSet][w.name]["spec"].(map[string]any)["volumeClaimTemplates"] == nil
+	emptyDir := w.desired[wire.KeyStatefulSet][w.name]["spec"].(map[string]any)["volumeClaimTemplates"] == nil
 	for i := 0; i < r; i++ {
 		if w.pods[i] != nil {
 			continue
@@ -765,7 +768,7 @@ func (w *world) canRemove(id string) bool {
 }
 
 func (w *world) leaseIntent(i int) map[string]any {
-	l := w.desired[KeyLease][w.names().Lease(i)]
+	l := w.desired[wire.KeyLease][w.names().Lease(i)]
 	if l == nil {
 		return nil
 	}
@@ -797,7 +800,7 @@ func (w *world) agents() {
 	for _, i := range sortedKeys(w.pods) {
 		// An agent writes its report into its Lease, which only the hook creates; one stopping etcd for a
 		// forced restart renews nothing until it is done (membership.Agent.stopEtcd blocks).
-		if w.alive(i) && !w.forcing[i] && w.desired[KeyLease][w.names().Lease(i)] != nil {
+		if w.alive(i) && !w.forcing[i] && w.desired[wire.KeyLease][w.names().Lease(i)] != nil {
 			w.report(i, q)
 		}
 	}
@@ -952,7 +955,7 @@ func (w *world) startStatic(i int, ann map[string]any) {
 
 // agentBootstrap is agent.json's bootstrap as the pods mount it.
 func (w *world) agentBootstrap() string {
-	cm := w.desired[KeyConfigMap][w.names().ConfigMap()]
+	cm := w.desired[wire.KeyConfigMap][w.names().ConfigMap()]
 	if cm == nil {
 		return ""
 	}
@@ -1131,7 +1134,7 @@ func (w *world) runJobs() {
 			j.state, j.finished = jobFailed, w.now
 			continue
 		}
-		obj := w.desired[KeyJob][name]
+		obj := w.desired[wire.KeyJob][name]
 		args := obj["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)["command"].([]any)
 		flags := map[string]string{}
 		for _, a := range args {
@@ -1245,7 +1248,7 @@ func (w *world) runJobs() {
 		case flags["name"] != "" && flags["uid"] != "":
 			// statefulset orphan: the StatefulSet goes, its pods and claims stay.
 			if w.sts() != nil {
-				delete(w.desired[KeyStatefulSet], w.name)
+				delete(w.desired[wire.KeyStatefulSet], w.name)
 				w.stsSpec, w.stsOrphaned = "", w.stsOrphaned+1
 			}
 		case flags["claim"] != "":
@@ -1311,7 +1314,7 @@ func (w *world) leaderAuthReport() *api.AuthReport {
 	if !w.authApplies {
 		return nil
 	}
-	cm := w.desired[KeyConfigMap][w.names().ConfigMap()]
+	cm := w.desired[wire.KeyConfigMap][w.names().ConfigMap()]
 	if cm == nil {
 		return nil
 	}

@@ -39,10 +39,10 @@ import (
 	"time"
 
 	"github.com/etcdhook/etcdhook/hooks"
-	etcdsync "github.com/etcdhook/etcdhook/sync"
-
 	"github.com/etcdhook/etcdhook/internal/fixture"
 	"github.com/etcdhook/etcdhook/internal/percentile"
+	etcdsync "github.com/etcdhook/etcdhook/sync"
+	"github.com/etcdhook/etcdhook/sync/wire"
 )
 
 // The fixture server's options (hooks/fixtures_test.go): the expected response was made with these.
@@ -726,7 +726,7 @@ func hostileBodies(real []byte) []namedBody {
 			}
 			fmt.Fprintf(&b, "%q:%s,", k, v)
 		}
-		fmt.Fprintf(&b, `"related":{%q:{},%q:{%s}}}`, etcdsync.KeyPVC, etcdsync.KeyPod, pods)
+		fmt.Fprintf(&b, `"related":{%q:{},%q:{%s}}}`, wire.KeyPVC, wire.KeyPod, pods)
 		return b.Bytes()
 	}
 	pod := func(i int) string {

@@ -1,9 +1,9 @@
 package render
 
 import (
-	"encoding/json"
 	"fmt"
 
+	json "github.com/go-json-experiment/json/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 

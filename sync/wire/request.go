@@ -1,9 +1,14 @@
-package sync
+// Package wire is the hook's side of Metacontroller's JSON: a sync request's body into typed observed
+// objects (Decode), and an answer's values into bytes (Encode, Child). It decodes and encodes with
+// github.com/go-json-experiment/json under encoding/json's rules (jsonv1.DefaultOptionsV1: keys match
+// case-insensitively, a later key wins, null clears a map), into the k8s.io/api types; the body's shape
+// is bounded (Shape) before any of it is decoded.
+package wire
 
 import (
-	"encoding/json"
 	"fmt"
 
+	"github.com/go-json-experiment/json/jsontext"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	coordv1 "k8s.io/api/coordination/v1"
@@ -18,13 +23,12 @@ import (
 // Request is a Metacontroller CompositeController sync/finalize request. Children and related objects are
 // keyed "Kind.group/version" and then by name (hook v1) or namespace/name (hook v2); the inner key is
 // never trusted, objects are identified by their own metadata, so both key formats decode alike.
-// The server does not build one: it decodes the body in one pass (DecodeBody); Compute takes this form.
 type Request struct {
-	Controller json.RawMessage                       `json:"controller,omitempty"`
-	Parent     json.RawMessage                       `json:"parent"`
-	Children   map[string]map[string]json.RawMessage `json:"children"`
-	Related    map[string]map[string]json.RawMessage `json:"related"`
-	Finalizing bool                                  `json:"finalizing"`
+	Controller jsontext.Value                       `json:"controller,omitempty"`
+	Parent     jsontext.Value                       `json:"parent"`
+	Children   map[string]map[string]jsontext.Value `json:"children"`
+	Related    map[string]map[string]jsontext.Value `json:"related"`
+	Finalizing bool                                 `json:"finalizing"`
 }
 
 // Group keys of the child and related types the registration declares (metacontroller/).
@@ -49,8 +53,7 @@ const (
 	KeySecret = "Secret.v1"
 )
 
-// Observed is the decoded request: every object typed and indexed by name. Objects other than Jobs and
-// the parent hold only the fields the decision reads (decode.go lists them); the rest stays zero.
+// Observed is the decoded request: every object typed and indexed by its own name.
 type Observed struct {
 	Parent          api.EtcdCluster
 	StatefulSets    map[string]*appsv1.StatefulSet
@@ -76,67 +79,29 @@ type Observed struct {
 	Finalizing bool
 	// SpecError is why the parent's spec did not decode ("" when it did).
 	SpecError string
-	// raw holds every child exactly as observed (for answers that must change nothing, see
-	// echoLastApplied and claimTemplates).
-	raw map[childID][]byte
+	// Raw holds every child exactly as observed, for answers that must change nothing (the children
+	// answered unchanged, the claim templates).
+	Raw map[ChildID][]byte
 }
 
-// childID names one observed child: its group key and name.
-type childID struct{ key, name string }
+// ChildID names one observed child: its group key and name.
+type ChildID struct{ Key, Name string }
+
+// ParentKey names the request's parent, namespace/name.
+func (o *Observed) ParentKey() string { return o.Parent.Namespace + "/" + o.Parent.Name }
 
 // InputError is a request the hook refuses (HTTP 422): nothing may be changed on its account.
 type InputError struct{ Msg string }
 
 func (e *InputError) Error() string { return e.Msg }
 
-func inputErrorf(format string, args ...any) error {
+// InputErrorf makes an InputError.
+func InputErrorf(format string, args ...any) error {
 	return &InputError{Msg: fmt.Sprintf(format, args...)}
 }
 
 // MalformedError is a body that is not a request at all (HTTP 400): not JSON, or not an object of the
-// request's shape. Msg is what encoding/json says of it.
+// request's shape.
 type MalformedError struct{ Msg string }
 
 func (e *MalformedError) Error() string { return e.Msg }
-
-// rawRequest is a request split into its parts, each object still as it was sent.
-type rawRequest struct {
-	parent     []byte
-	finalizing bool
-	children   groups
-	related    groups
-}
-
-// groups is the children or related map of a request. set is false when it is absent or null.
-type groups struct {
-	set  bool
-	list []group // by key, one per key
-}
-
-// group is one "Kind.group/version" key and its objects, by their request key (one per key, sorted).
-type group struct {
-	key  string
-	objs []rawObject
-}
-
-type rawObject struct {
-	key string
-	raw []byte
-}
-
-func (g groups) get(key string) (*group, bool) {
-	for i := range g.list {
-		if g.list[i].key == key {
-			return &g.list[i], true
-		}
-	}
-	return nil, false
-}
-
-// Deletion is an observed child the answer leaves out on purpose: Metacontroller deletes it. Every
-// child the hook leaves out must be one of these, with the reason the plan gave.
-type Deletion struct {
-	Key    string // group key, e.g. Lease.coordination.k8s.io/v1
-	Name   string
-	Reason string
-}
