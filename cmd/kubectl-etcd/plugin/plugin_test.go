@@ -722,6 +722,17 @@ func TestRestoreCreatesANewCluster(t *testing.T) {
 			"size and version are the hook's defaults")
 		require.Contains(t, te.out.String(), "restoring file:///backups/prod/demo/latest into the new cluster prod/copy")
 	})
+	// operations.md §7.2: re-created under its old name from its own folder, with the store's
+	// credentials and a size; the rest is the hook's defaults.
+	t.Run("from a folder with credentials and a size", func(t *testing.T) {
+		dyn := newDynamic()
+		settle(dyn)
+		te := newTestEnv(dyn, fake.NewClientset(creds))
+		require.Equal(t, 0, te.run("restore", "copy", "--from", "s3://b/etcd/prod/copy/latest", "--credentials-secret", "s3-creds", "--size", "3"), te.err.String())
+		require.Equal(t, map[string]any{"size": int64(3), "restore": map[string]any{"from": "s3://b/etcd/prod/copy/latest", "credentialsSecret": "s3-creds"}},
+			created(t, dyn))
+		require.Contains(t, te.out.String(), "restoring s3://b/etcd/prod/copy/latest into the new cluster prod/copy\nrestored: ", "the wait ends with the restored cluster")
+	})
 	t.Run("the name exists", func(t *testing.T) {
 		dyn := newDynamic(source.DeepCopy())
 		te := newTestEnv(dyn, fake.NewClientset())
@@ -830,9 +841,14 @@ func TestRestoreInPlace(t *testing.T) {
 			default:
 				_ = unstructured.SetNestedField(cur.Object, "new1", "status", "clusterID")
 				restored := map[string]any{"source": from, "snapshot": from, "revision": int64(9), "phase": "Restored", "inPlace": true, "replacedClusterIDs": []any{"old1"}}
+				// The point asked, as status.restore shows it: a revision is restored exactly; a time ends at
+				// the newest revision before it (here the snapshot's own).
 				if to := cur.GetAnnotations()[api.AnnRestoreTo]; to != "" {
-					rev, _ := strconv.ParseInt(to, 10, 64)
-					restored["toRevision"], restored["revision"] = rev, rev
+					if rev, err := strconv.ParseInt(to, 10, 64); err == nil {
+						restored["toRevision"], restored["revision"] = rev, rev
+					} else {
+						restored["toTime"] = to
+					}
 				}
 				_ = unstructured.SetNestedMap(cur.Object, restored, "status", "restore")
 				var members []any
@@ -857,24 +873,33 @@ func TestRestoreInPlace(t *testing.T) {
 		require.NotContains(t, obj.(*unstructured.Unstructured).GetAnnotations(), api.AnnRestoreFrom, "removed once done")
 		require.Contains(t, te.out.String(), "restored in place: s3://b/prod/demo/x-r9.db (revision 9) on prod/demo, 3 members, cluster ID new1 (replaced [old1])")
 	})
-	t.Run("to a revision: source and point in one patch, both removed once done", func(t *testing.T) {
-		dyn := newDynamic(cluster())
-		hook(dyn, false)
-		te := newTestEnv(dyn, fake.NewClientset())
-		require.Equal(t, 0, te.run("restore", "demo", "--in-place", "--to-revision", "7000"), te.err.String())
-		var patches []string
-		for _, a := range dyn.Actions() {
-			if p, ok := a.(k8stesting.PatchAction); ok {
-				patches = append(patches, string(p.GetPatch()))
+	// To a point (README and backup-restore.md show --to-time): source and point in one patch, both
+	// removed once done.
+	for _, tc := range []struct {
+		flag, point, restored string
+	}{
+		{"--to-revision", "7000", "(revision 7000)"},
+		{"--to-time", "2026-01-01T11:42:00Z", "(revision 9)"},
+	} {
+		t.Run("to a point "+tc.flag, func(t *testing.T) {
+			dyn := newDynamic(cluster())
+			hook(dyn, false)
+			te := newTestEnv(dyn, fake.NewClientset())
+			require.Equal(t, 0, te.run("restore", "demo", "--in-place", tc.flag, tc.point), te.err.String())
+			var patches []string
+			for _, a := range dyn.Actions() {
+				if p, ok := a.(k8stesting.PatchAction); ok {
+					patches = append(patches, string(p.GetPatch()))
+				}
 			}
-		}
-		require.Len(t, patches, 2)
-		require.JSONEq(t, `{"metadata":{"annotations":{"etcd.io/restore-from":"s3://b/latest","etcd.io/restore-to":"7000"}}}`, patches[0],
-			"to a point without --from: the destination's newest snapshot before it and its chain")
-		require.JSONEq(t, `{"metadata":{"annotations":{"etcd.io/restore-from":null,"etcd.io/restore-to":null}}}`, patches[1])
-		require.Contains(t, te.out.String(), "restoring s3://b/latest to 7000 into prod/demo in place")
-		require.Contains(t, te.out.String(), "(revision 7000)")
-	})
+			require.Len(t, patches, 2)
+			require.JSONEq(t, `{"metadata":{"annotations":{"etcd.io/restore-from":"s3://b/latest","etcd.io/restore-to":"`+tc.point+`"}}}`, patches[0],
+				"to a point without --from: the destination's newest snapshot before it and its chain")
+			require.JSONEq(t, `{"metadata":{"annotations":{"etcd.io/restore-from":null,"etcd.io/restore-to":null}}}`, patches[1])
+			require.Contains(t, te.out.String(), "restoring s3://b/latest to "+tc.point+" into prod/demo in place")
+			require.Contains(t, te.out.String(), tc.restored)
+		})
+	}
 	t.Run("failure", func(t *testing.T) {
 		dyn := newDynamic(cluster())
 		hook(dyn, true)
