@@ -13,7 +13,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/etcdhook/etcdhook/api"
 	"github.com/etcdhook/etcdhook/internal/pki"
@@ -42,12 +41,12 @@ func (s *scenario) userClient(secret string) *clientv3.Client {
 	return cl
 }
 
-// rotateUser asks for new credentials for user, as kubectl etcd rotate-user does.
+// rotateUser asks for new credentials for user with kubectl etcd rotate-user (the README's command, with
+// the test's token; the tests wait for the rotation themselves).
 func (s *scenario) rotateUser(user, token string) {
 	s.t.Helper()
-	_, err := s.e.dyn.Resource(gvrCluster).Namespace(s.ns).Patch(s.ctx, s.name, types.MergePatchType,
-		[]byte(`{"metadata":{"annotations":{"`+api.AnnRotateUser+`":"`+user+`=`+token+`"}}}`), metav1.PatchOptions{})
-	require.NoError(s.t, err)
+	code, _, _ := s.kubectlEtcd(s.ctx, "rotate-user", s.name, user, "--id", token, "--wait=false")
+	require.Equal(s.t, 0, code, "kubectl etcd rotate-user")
 }
 
 // appLimits bound an application's writer: every 50 ms on its own prefix, 2 s a write.

@@ -6,7 +6,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -230,6 +232,21 @@ func TestContinuousBackupRPO(t *testing.T) {
 		c := s.cluster().Status.Backup.Continuous
 		return c != nil && c.Revision >= puts[len(puts)-1].rev
 	})
+	// What the plugin shows before a restore to a point (README, backup-restore.md): the snapshots and
+	// the revisions their chains reach, then a dry run to a time after the last key (a Job restores
+	// into scratch space with the writer's store access: every key's revision reached, nothing touched).
+	code, out, _ := s.kubectlEtcd(s.ctx, "backups", s.name)
+	require.Equal(t, 0, code, "kubectl etcd backups")
+	require.Regexp(t, `(?m)^\S+\.db\s.*\s\d+ chunks`, out, "a snapshot and the chain after it")
+	after := time.Now().Add(time.Second).UTC().Format(time.RFC3339)
+	code, out, _ = s.kubectlEtcd(s.ctx, "restore", s.name, "--in-place", "--to-time", after, "--dry-run", "--timeout", stepTimeout.String())
+	require.Equal(t, 0, code, "kubectl etcd restore --in-place --to-time --dry-run")
+	m := regexp.MustCompile(`revision\s+(\d+)`).FindStringSubmatch(out)
+	require.NotNil(t, m, out)
+	dryRev, err := strconv.ParseInt(m[1], 10, 64)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, dryRev, puts[len(puts)-1].rev, "the dry run reaches the last key")
+	require.NotContains(t, s.cluster().Annotations, api.AnnRestoreFrom, "the dry run asked nothing of the cluster")
 	to := puts[19].rev
 	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q,%q:"%d"}}}`, api.AnnRestoreFrom, latest, api.AnnRestoreTo, to)
 	_, err = s.e.dyn.Resource(gvrCluster).Namespace(s.ns).Patch(s.ctx, s.name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})

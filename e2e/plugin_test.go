@@ -28,6 +28,26 @@ func (s *scenario) kubectlEtcd(ctx context.Context, args ...string) (int, string
 	return code, out.String(), errOut.String()
 }
 
+// kubectlEtcdMeanwhile starts a plugin command that waits (backup, defrag, rotate-ca) in the background,
+// while the test watches the cluster itself (its own waits give the figures); the returned func waits for
+// the command's end. A test that stops first cancels the command and waits for it, so that it never logs
+// after the test.
+func (s *scenario) kubectlEtcdMeanwhile(ctx context.Context, args ...string) func() (int, string, string) {
+	ctx, cancel := context.WithCancel(ctx)
+	var code int
+	var out, errOut string
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		code, out, errOut = s.kubectlEtcd(ctx, args...)
+	}()
+	s.t.Cleanup(func() { cancel(); <-done })
+	return func() (int, string, string) {
+		<-done
+		return code, out, errOut
+	}
+}
+
 // The plugin on a real cluster: status --wait follows a create to Running and Available, status and
 // -o json show every member, etcdctl runs in a member pod with the cluster's certificates (TLS is on by
 // default) and passes etcdctl's exit status on.
@@ -73,6 +93,10 @@ func TestKubectlEtcdPlugin(t *testing.T) {
 	// stdin reaches etcdctl with -i (put reads the value from stdin when none is given).
 	code, _, _ = s.kubectlEtcd(ctx, "etcdctl", s.name, "-i", "--", "put", "/plugin/stdin")
 	require.Equal(t, 0, code)
+	// The README's example: a prefix read.
+	code, out, _ = s.kubectlEtcd(ctx, "etcdctl", s.name, "--", "get", "/plugin/", "--prefix")
+	require.Equal(t, 0, code)
+	require.Equal(t, "/plugin/key\nplugin-value\n/plugin/stdin\nvalue-from-stdin\n", out)
 	code, out, _ = s.kubectlEtcd(ctx, "etcdctl", s.name, "--", "endpoint", "health", "-w", "json")
 	require.Equal(t, 0, code)
 	require.Equal(t, 3, strings.Count(out, `"health":true`), "every voter's endpoint, checked with the cluster's certificates")
