@@ -217,8 +217,9 @@ func TestCertificateRenewal(t *testing.T) {
 		took.Round(100*time.Millisecond)))
 }
 
-// etcd.io/rotate-ca (asked with kubectl etcd rotate-ca) on a cluster with the built-in CA (docs/design/14-tls.md §14.6): a new CA is trusted beside
-// the old one (each member's etcd restarted in place, one at a time), everything is reissued from it,
+// etcd.io/rotate-ca, asked with kubectl etcd rotate-ca, on a cluster with the built-in CA
+// (docs/design/14-tls.md §14.6): a new CA is trusted beside the old one (each member's etcd restarted
+// in place, one at a time), everything is reissued from it,
 // the old CA is dropped (restarted again), under a writer that reads the client Secret at each
 // handshake. No pod is replaced or restarted (the agents restart etcd inside the pod); afterwards every
 // member trusts and serves the new CA alone, and a client trusting only the new CA reaches every member.
