@@ -97,6 +97,10 @@ func TestKubectlEtcdPlugin(t *testing.T) {
 	code, out, _ = s.kubectlEtcd(ctx, "etcdctl", s.name, "--", "get", "/plugin/", "--prefix")
 	require.Equal(t, 0, code)
 	require.Equal(t, "/plugin/key\nplugin-value\n/plugin/stdin\nvalue-from-stdin\n", out)
+	// operations.md §7.1: one member's status, with the cluster's certificates.
+	code, out, _ = s.kubectlEtcd(ctx, "etcdctl", s.name, "--member", "1", "--", "endpoint", "status", "-w", "table")
+	require.Equal(t, 0, code)
+	require.Contains(t, out, s.names().ClientURL(1), "the member asked, not the Service")
 	code, out, _ = s.kubectlEtcd(ctx, "etcdctl", s.name, "--", "endpoint", "health", "-w", "json")
 	require.Equal(t, 0, code)
 	require.Equal(t, 3, strings.Count(out, `"health":true`), "every voter's endpoint, checked with the cluster's certificates")
