@@ -17,12 +17,27 @@ import (
 
 // Compute is the sync hook: a pure function of the request, the current time and the server's options.
 // The same arguments give the same response, byte for byte once marshalled (AppendJSON).
+// Its children are maps (map[string]any), the form tests inspect; the server's answer (Answer) leaves
+// each as its JSON.
 func Compute(req *Request, now time.Time, opts Options) (*Response, error) {
 	o, err := wire.DecodeRequest(req)
 	if err != nil {
 		return nil, err
 	}
-	return Answer(context.Background(), o, now, opts)
+	resp, err := Answer(context.Background(), o, now, opts)
+	if err != nil {
+		return nil, err
+	}
+	for i, c := range resp.Children {
+		if v, ok := c.(jsontext.Value); ok {
+			var m map[string]any
+			if err := wire.Unmarshal(v, &m); err != nil {
+				return nil, err
+			}
+			resp.Children[i] = m
+		}
+	}
+	return resp, nil
 }
 
 // ComputeBody is Compute on a request body as it arrived. Errors are a *MalformedError (not a request),
@@ -87,8 +102,8 @@ func decideAnswer(ctx context.Context, o *Observed, now time.Time, opts Options)
 	return &Response{Status: p.status(), Children: children, ResyncAfterSeconds: p.resyncAfter(), Deleted: deleted}, nil
 }
 
-// children renders every child in a fixed order (render.Objects), each as the answer sends it
-// (wire.Child), and says which it rendered. Without a spec to render from it renders nothing: answer
+// children renders every child in a fixed order (render.Objects), each as its JSON (wire.Child), and says
+// which it rendered. Without a spec to render from it renders nothing: answer
 // calls it so only when no child exists (otherwise it answers with echoLastApplied).
 func (p *plan) children(ctx context.Context) ([]any, map[wire.ChildID]bool, error) {
 	out := []any{}
@@ -107,13 +122,13 @@ func (p *plan) children(ctx context.Context) ([]any, map[wire.ChildID]bool, erro
 		var vct jsontext.Value
 		if sts, isSTS := obj.(*appsv1.StatefulSet); isSTS && sts.Name == p.f.names.StatefulSet() {
 			// The members' claim templates, not the backup writer's (it has none).
-			vct = wire.ClaimTemplates(p.f.obs.Raw[wire.ChildID{Key: wire.KeyStatefulSet, Name: sts.Name}])
+			vct = wire.ClaimTemplates(p.f.obs.Raw(wire.ChildID{Key: wire.KeyStatefulSet, Name: sts.Name}))
 		}
-		m, err := wire.Child(obj, vct)
+		b, err := wire.Child(obj, vct)
 		if err != nil {
 			return nil, nil, fmt.Errorf("rendering %T: %w", obj, err)
 		}
-		out = append(out, m)
+		out = append(out, b)
 		tm := k.GetObjectKind().(*metav1.TypeMeta)
 		rendered[wire.ChildID{Key: tm.Kind + "." + tm.APIVersion, Name: k.GetName()}] = true
 	}

@@ -136,7 +136,7 @@ func (p *plan) knownJob(name string) bool {
 func echoLastApplied(o *Observed) ([]any, error) {
 	out := []any{}
 	for _, c := range childRefs(o) {
-		last := lastApplied(o.Raw[wire.ChildID{Key: c.key, Name: c.name}])
+		last := lastApplied(o.Raw(wire.ChildID{Key: c.key, Name: c.name}))
 		if last == "" {
 			return nil, wire.InputErrorf("the spec cannot be rendered and child %s %q carries no %s to answer it with unchanged: refusing to answer, which would delete it", c.key, c.name, lastAppliedAnnotation)
 		}
@@ -147,7 +147,7 @@ func echoLastApplied(o *Observed) ([]any, error) {
 		if err := wire.Unmarshal([]byte(last), &shape); err != nil {
 			return nil, wire.InputErrorf("child %s %q: %s is not a JSON object: %v", c.key, c.name, lastAppliedAnnotation, err)
 		}
-		if err := wire.Unmarshal(o.Raw[wire.ChildID{Key: c.key, Name: c.name}], &observed); err != nil {
+		if err := wire.Unmarshal(o.Raw(wire.ChildID{Key: c.key, Name: c.name}), &observed); err != nil {
 			return nil, wire.InputErrorf("child %s %q: %v", c.key, c.name, err)
 		}
 		m := projectObserved(observed, shape)

@@ -5,9 +5,10 @@ import (
 	"strconv"
 	"strings"
 
+	batchv1 "k8s.io/api/batch/v1"
+
 	"github.com/etcdhook/etcdhook/api"
 	"github.com/etcdhook/etcdhook/sync/render"
-	batchv1 "k8s.io/api/batch/v1"
 )
 
 // desired is the plan's outcome as the renderers take it (package render): everything they need, as

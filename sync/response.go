@@ -6,7 +6,7 @@ import (
 )
 
 // Response is what Metacontroller applies. Children is never nil: an absent list deletes every child.
-// Each child is its JSON as a map (wire.Child), the form Metacontroller itself decodes answers into.
+// Each child is its JSON (wire.Child; from Compute, a map[string]any); both marshal to the same answer.
 type Response struct {
 	Status             *api.ClusterStatus `json:"status"`
 	Children           []any              `json:"children"`

@@ -2,6 +2,7 @@ package sync
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -11,6 +12,8 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/stretchr/testify/require"
+
+	"github.com/etcdhook/etcdhook/sync/wire"
 )
 
 // requestBodies are every fixture request on disk.
@@ -71,4 +74,35 @@ func TestSpellingsGiveTheSameAnswer(t *testing.T) {
 			require.True(t, errors.As(err, &bad), "%s/%s: %v", filepath.Base(name), vname, err)
 		}
 	}
+}
+
+// The views (sync/wire/views.go) decode only what the decision reads of some kinds: for every fixture,
+// the answer is the one from decoding every field of every object.
+func TestViewsChangeNoAnswer(t *testing.T) {
+	n := 0
+	for name, body := range requestBodies(t) {
+		var req Request
+		if wire.Unmarshal(body, &req) != nil {
+			continue // a malformed fixture
+		}
+		answer := func(decode func(*Request) (*Observed, error)) ([]byte, error) {
+			o, err := decode(&req)
+			if err != nil {
+				return nil, err
+			}
+			resp, err := Answer(context.Background(), o, fixtureNow, Options{Image: FixtureImage})
+			if err != nil {
+				return nil, err
+			}
+			return resp.AppendJSON(nil)
+		}
+		want, wantErr := answer(wire.DecodeRequestWhole)
+		got, err := answer(wire.DecodeRequest)
+		require.Equal(t, wantErr, err, name)
+		if wantErr == nil {
+			require.JSONEq(t, string(want), string(got), name)
+			n++
+		}
+	}
+	require.Greater(t, n, 150, "fixtures answered")
 }

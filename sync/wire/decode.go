@@ -2,7 +2,9 @@ package wire
 
 import (
 	"bytes"
+	"errors"
 	"slices"
+	"time"
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -20,25 +22,75 @@ import (
 	"github.com/etcdhook/etcdhook/api"
 )
 
-// decodeOptions read as encoding/json does (the Kubernetes types carry v1 tags and methods).
-var decodeOptions = jsonv1.DefaultOptionsV1()
+// decodeOptions read as encoding/json does (the Kubernetes types carry v1 tags and methods), with two
+// of the library's own unmarshalers in place of what costs most and gives nothing: metav1's times parsed
+// as their UnmarshalJSON does, without the json.Unmarshal of a string it calls for each (a request holds
+// a hundred), managedFields passed over (never read; an answer that echoes a child uses its bytes), and
+// of some kinds only what the decision reads (views).
+var decodeOptions = jsonv2.JoinOptions(jsonv1.DefaultOptionsV1(), jsonv2.WithUnmarshalers(jsonv2.JoinUnmarshalers(
+	jsonv2.UnmarshalFromFunc(func(dec *jsontext.Decoder, t *metav1.Time) error { return readTime(dec, time.RFC3339, &t.Time) }),
+	jsonv2.UnmarshalFromFunc(func(dec *jsontext.Decoder, t *metav1.MicroTime) error {
+		return readTime(dec, metav1.RFC3339Micro, &t.Time)
+	}),
+	jsonv2.UnmarshalFromFunc(func(dec *jsontext.Decoder, _ *[]metav1.ManagedFieldsEntry) error { return dec.SkipValue() }),
+	views,
+)))
+
+// readTime reads a string time in layout as metav1's UnmarshalJSON does (null is the zero time, the
+// result is in local time); any other kind is left to that method, which words the error.
+func readTime(dec *jsontext.Decoder, layout string, t *time.Time) error {
+	switch dec.PeekKind() {
+	case 'n':
+		*t = time.Time{}
+		_, err := dec.ReadToken()
+		return err
+	case '"':
+	default:
+		return errors.ErrUnsupported
+	}
+	tok, err := dec.ReadToken()
+	if err != nil {
+		return err
+	}
+	pt, err := time.Parse(layout, tok.String())
+	if err != nil {
+		return err
+	}
+	*t = pt.Local()
+	return nil
+}
+
+// wholeOptions decode every field of every object: what the views must change no answer against.
+var wholeOptions = jsonv1.DefaultOptionsV1()
 
 // Unmarshal decodes b into v as encoding/json would (the options every read of this package uses).
 func Unmarshal(b []byte, v any) error { return jsonv2.Unmarshal(b, v, decodeOptions) }
 
-// Decode checks and types a request body: a body that is not a request is a *MalformedError, one the
-// hook refuses an *InputError. After the request's value only whitespace, or a stray ']' or '}' (where
-// json.Decoder.More stopped, which the hook always accepted), may follow.
-func Decode(body []byte) (*Observed, error) {
-	dec := jsontext.NewDecoder(bytes.NewReader(body), decodeOptions)
-	var req Request
-	if err := jsonv2.UnmarshalDecode(dec, &req, decodeOptions); err != nil {
-		return nil, &MalformedError{Msg: err.Error()}
+// Decode checks and types a request body in one pass of the library: a body that is not JSON is a
+// *MalformedError, one the hook refuses (a value of the wrong type, a request a registration never
+// sends) an *InputError. After the request's value only whitespace, or a stray ']' or '}' (where
+// json.Decoder.More stopped, which the hook always accepted), may follow. body must stay unchanged while
+// the Observed is in use (an answer that echoes children reads them from it).
+func Decode(body []byte) (*Observed, error) { return decodeBody(body, decodeOptions) }
+
+// DecodeRequest checks and types a request (a test's form of a body). Any error is an *InputError.
+func DecodeRequest(req *Request) (*Observed, error) { return decodeWith(req, decodeOptions) }
+
+// DecodeRequestWhole is DecodeRequest with every field of every object decoded, the views left out:
+// what sync's TestViewsChangeNoAnswer holds the answers against.
+func DecodeRequestWhole(req *Request) (*Observed, error) { return decodeWith(req, wholeOptions) }
+
+func decodeWith(req *Request, opts jsonv2.Options) (*Observed, error) {
+	body, err := Marshal(req)
+	if err != nil {
+		return nil, InputErrorf("%v", err)
 	}
-	if err := trailing(body[dec.InputOffset():]); err != nil {
-		return nil, err
+	o, err := decodeBody(body, opts)
+	var bad *MalformedError
+	if errors.As(err, &bad) {
+		return nil, &InputError{Msg: bad.Msg}
 	}
-	return DecodeRequest(&req)
+	return o, err
 }
 
 // trailing refuses anything after the request's value but whitespace or a stray ']' or '}'.
@@ -55,85 +107,168 @@ func trailing(rest []byte) error {
 	return nil
 }
 
-// childKeys are the groups every registration declares: Metacontroller sends each, empty or not.
-var childKeys = []string{KeyStatefulSet, KeyService, KeyPDB, KeyConfigMap, KeyLease, KeyJob, KeyServiceAccount, KeyRole, KeyRoleBinding}
+// request is a request body as the library decodes it: every group typed at once (group), objects of
+// groups the registration does not declare kept as sent.
+type request struct {
+	Parent   jsontext.Value `json:"parent"`
+	Children struct {
+		StatefulSets    group[rawStatefulSet]                `json:"StatefulSet.apps/v1,case:strict"`
+		Services        group[corev1.Service]                `json:"Service.v1,case:strict"`
+		PDBs            group[policyv1.PodDisruptionBudget]  `json:"PodDisruptionBudget.policy/v1,case:strict"`
+		ConfigMaps      group[corev1.ConfigMap]              `json:"ConfigMap.v1,case:strict"`
+		Leases          group[coordv1.Lease]                 `json:"Lease.coordination.k8s.io/v1,case:strict"`
+		Jobs            group[batchv1.Job]                   `json:"Job.batch/v1,case:strict"`
+		ServiceAccounts group[corev1.ServiceAccount]         `json:"ServiceAccount.v1,case:strict"`
+		Roles           group[rbacv1.Role]                   `json:"Role.rbac.authorization.k8s.io/v1,case:strict"`
+		RoleBindings    group[rbacv1.RoleBinding]            `json:"RoleBinding.rbac.authorization.k8s.io/v1,case:strict"`
+		CronJobs        group[batchv1.CronJob]               `json:"CronJob.batch/v1,case:strict"`
+		NetworkPolicies group[networkingv1.NetworkPolicy]    `json:"NetworkPolicy.networking.k8s.io/v1,case:strict"`
+		Undeclared      map[string]map[string]jsontext.Value `json:",embed"`
+	} `json:"children"`
+	Related struct {
+		Pods    group[corev1.Pod]                   `json:"Pod.v1,case:strict"`
+		PVCs    group[corev1.PersistentVolumeClaim] `json:"PersistentVolumeClaim.v1,case:strict"`
+		Secrets group[corev1.Secret]                `json:"Secret.v1,case:strict"`
+	} `json:"related"`
+	Finalizing bool `json:"finalizing"`
+}
 
-// DecodeRequest checks and types a request. Any error is an *InputError.
-func DecodeRequest(req *Request) (*Observed, error) {
+// group is one group of a request: present or not (Metacontroller sends every declared group, even
+// empty, so an absent one is not an empty one), and its objects by their request key.
+type group[T any] struct {
+	present bool
+	objs    map[string]*T
+}
+
+// UnmarshalJSONFrom decodes a group as encoding/json decodes a map: null clears it, a group given twice
+// adds the second's objects to the first's.
+func (g *group[T]) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	g.present = true
+	if dec.PeekKind() == 'n' {
+		g.objs = nil
+		_, err := dec.ReadToken()
+		return err
+	}
+	if g.objs == nil {
+		g.objs = map[string]*T{}
+	}
+	return jsonv2.UnmarshalDecode(dec, &g.objs)
+}
+
+// rawStatefulSet is an observed StatefulSet and its bytes as sent: the members' claim templates are
+// answered as the API server wrote them (ClaimTemplates).
+type rawStatefulSet struct {
+	appsv1.StatefulSet
+	raw []byte
+}
+
+func (s *rawStatefulSet) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	v, err := dec.ReadValue()
+	if err != nil {
+		return err
+	}
+	s.raw = bytes.Clone(v)
+	return jsonv2.Unmarshal(v, &s.StatefulSet, dec.Options())
+}
+
+func decodeBody(body []byte, opts jsonv2.Options) (*Observed, error) {
+	dec := jsontext.NewDecoder(bytes.NewReader(body), opts)
+	var req request
+	if err := jsonv2.UnmarshalDecode(dec, &req, opts); err != nil {
+		var semantic *jsonv2.SemanticError
+		if errors.As(err, &semantic) {
+			return nil, InputErrorf("%v", err)
+		}
+		return nil, &MalformedError{Msg: err.Error()}
+	}
+	if err := trailing(body[dec.InputOffset():]); err != nil {
+		return nil, err
+	}
 	if len(req.Parent) == 0 || string(req.Parent) == "null" {
 		return nil, InputErrorf("request has no parent")
 	}
-	o := &Observed{Finalizing: req.Finalizing}
-	if err := decodeParent(req.Parent, o); err != nil {
+	o := &Observed{Finalizing: req.Finalizing, body: body[:dec.InputOffset()], raw: map[ChildID][]byte{}}
+	if err := decodeParent(req.Parent, o, opts); err != nil {
 		return nil, err
 	}
 	p := &o.Parent
 	if err := checkParent(p, req.Finalizing); err != nil {
 		return nil, err
 	}
-	for _, k := range childKeys {
-		// An absent group is not an empty one: answering as if it were would delete every object of
-		// that kind.
-		if _, ok := req.Children[k]; !ok {
-			return nil, InputErrorf("children group %s is absent (Metacontroller sends every declared group, even empty): refusing to answer, which would delete its objects", k)
+	c, r := &req.Children, &req.Related
+	// An absent group is not an empty one: answering as if it were would delete every object of that
+	// kind.
+	for _, g := range []struct {
+		key     string
+		present bool
+	}{{KeyStatefulSet, c.StatefulSets.present}, {KeyService, c.Services.present}, {KeyPDB, c.PDBs.present}, {KeyConfigMap, c.ConfigMaps.present},
+		{KeyLease, c.Leases.present}, {KeyJob, c.Jobs.present}, {KeyServiceAccount, c.ServiceAccounts.present}, {KeyRole, c.Roles.present},
+		{KeyRoleBinding, c.RoleBindings.present}} {
+		if !g.present {
+			return nil, InputErrorf("children group %s is absent (Metacontroller sends every declared group, even empty): refusing to answer, which would delete its objects", g.key)
 		}
 	}
-	if err := unknownGroups(req.Children, append(slices.Clone(childKeys), KeyCronJob, KeyNetworkPolicy)); err != nil {
+	if err := undeclared(c.Undeclared); err != nil {
 		return nil, err
 	}
-	for _, k := range []string{KeyPod, KeyPVC} {
-		if _, ok := req.Related[k]; !ok {
-			return nil, InputErrorf("related group %s is absent (the customize hook asks for it): refusing to decide without it", k)
+	if !r.Pods.present || !r.PVCs.present {
+		key := KeyPod
+		if r.Pods.present {
+			key = KeyPVC
 		}
+		return nil, InputErrorf("related group %s is absent (the customize hook asks for it): refusing to decide without it", key)
 	}
-	ns, c, r := p.Namespace, req.Children, req.Related
-	o.Raw = map[ChildID][]byte{}
-	var err error
-	if o.StatefulSets, err = group[appsv1.StatefulSet](c, KeyStatefulSet, "StatefulSet", ns, o.Raw); err != nil {
+	ns := p.Namespace
+	sets, err := objects(c.StatefulSets, KeyStatefulSet, "StatefulSet", ns)
+	if err != nil {
 		return nil, err
 	}
-	if o.Services, err = group[corev1.Service](c, KeyService, "Service", ns, o.Raw); err != nil {
+	o.StatefulSets = map[string]*appsv1.StatefulSet{}
+	for name, s := range sets {
+		o.StatefulSets[name], o.raw[ChildID{KeyStatefulSet, name}] = &s.StatefulSet, s.raw
+	}
+	if o.Services, err = objects(c.Services, KeyService, "Service", ns); err != nil {
 		return nil, err
 	}
-	if o.PDBs, err = group[policyv1.PodDisruptionBudget](c, KeyPDB, "PodDisruptionBudget", ns, o.Raw); err != nil {
+	if o.PDBs, err = objects(c.PDBs, KeyPDB, "PodDisruptionBudget", ns); err != nil {
 		return nil, err
 	}
-	if o.ConfigMaps, err = group[corev1.ConfigMap](c, KeyConfigMap, "ConfigMap", ns, o.Raw); err != nil {
+	if o.ConfigMaps, err = objects(c.ConfigMaps, KeyConfigMap, "ConfigMap", ns); err != nil {
 		return nil, err
 	}
-	if o.Leases, err = group[coordv1.Lease](c, KeyLease, "Lease", ns, o.Raw); err != nil {
+	if o.Leases, err = objects(c.Leases, KeyLease, "Lease", ns); err != nil {
 		return nil, err
 	}
-	if o.Jobs, err = group[batchv1.Job](c, KeyJob, "Job", ns, o.Raw); err != nil {
+	if o.Jobs, err = objects(c.Jobs, KeyJob, "Job", ns); err != nil {
 		return nil, err
 	}
-	if o.ServiceAccounts, err = group[corev1.ServiceAccount](c, KeyServiceAccount, "ServiceAccount", ns, o.Raw); err != nil {
+	if o.ServiceAccounts, err = objects(c.ServiceAccounts, KeyServiceAccount, "ServiceAccount", ns); err != nil {
 		return nil, err
 	}
-	if o.Roles, err = group[rbacv1.Role](c, KeyRole, "Role", ns, o.Raw); err != nil {
+	if o.Roles, err = objects(c.Roles, KeyRole, "Role", ns); err != nil {
 		return nil, err
 	}
-	if o.RoleBindings, err = group[rbacv1.RoleBinding](c, KeyRoleBinding, "RoleBinding", ns, o.Raw); err != nil {
+	if o.RoleBindings, err = objects(c.RoleBindings, KeyRoleBinding, "RoleBinding", ns); err != nil {
 		return nil, err
 	}
-	if _, o.CronJobsDeclared = c[KeyCronJob]; o.CronJobsDeclared {
-		if o.CronJobs, err = group[batchv1.CronJob](c, KeyCronJob, "CronJob", ns, o.Raw); err != nil {
+	if o.CronJobsDeclared = c.CronJobs.present; o.CronJobsDeclared {
+		if o.CronJobs, err = objects(c.CronJobs, KeyCronJob, "CronJob", ns); err != nil {
 			return nil, err
 		}
 	}
-	if _, o.NetworkPoliciesDeclared = c[KeyNetworkPolicy]; o.NetworkPoliciesDeclared {
-		if o.NetworkPolicies, err = group[networkingv1.NetworkPolicy](c, KeyNetworkPolicy, "NetworkPolicy", ns, o.Raw); err != nil {
+	if o.NetworkPoliciesDeclared = c.NetworkPolicies.present; o.NetworkPoliciesDeclared {
+		if o.NetworkPolicies, err = objects(c.NetworkPolicies, KeyNetworkPolicy, "NetworkPolicy", ns); err != nil {
 			return nil, err
 		}
 	}
-	if o.Pods, err = group[corev1.Pod](r, KeyPod, "Pod", ns, nil); err != nil {
+	if o.Pods, err = objects(r.Pods, KeyPod, "Pod", ns); err != nil {
 		return nil, err
 	}
-	if o.PVCs, err = group[corev1.PersistentVolumeClaim](r, KeyPVC, "PersistentVolumeClaim", ns, nil); err != nil {
+	if o.PVCs, err = objects(r.PVCs, KeyPVC, "PersistentVolumeClaim", ns); err != nil {
 		return nil, err
 	}
-	if _, ok := r[KeySecret]; ok {
-		if o.Secrets, err = group[corev1.Secret](r, KeySecret, "Secret", ns, nil); err != nil {
+	if r.Secrets.present {
+		if o.Secrets, err = objects(r.Secrets, KeySecret, "Secret", ns); err != nil {
 			return nil, err
 		}
 	}
@@ -148,19 +283,19 @@ func DecodeRequest(req *Request) (*Observed, error) {
 // that does not fit the hook's types (a mistyped affinity kept by preserve-unknown-fields, a quantity
 // that does not parse) is an invalid spec, answered with the last valid children and InvalidSpec, never
 // a 4xx that would freeze status and every repair.
-func decodeParent(b []byte, o *Observed) error {
+func decodeParent(b []byte, o *Observed, opts jsonv2.Options) error {
 	var w struct {
-		metav1.TypeMeta `json:",inline"`
-		Metadata        metav1.ObjectMeta `json:"metadata"`
-		Spec            jsontext.Value    `json:"spec"`
-		Status          api.ClusterStatus `json:"status"`
+		metav1.TypeMeta
+		Metadata metav1.ObjectMeta `json:"metadata"`
+		Spec     jsontext.Value    `json:"spec"`
+		Status   api.ClusterStatus `json:"status"`
 	}
-	if err := Unmarshal(b, &w); err != nil {
+	if err := jsonv2.Unmarshal(b, &w, opts); err != nil {
 		return InputErrorf("parent: %v", err)
 	}
 	o.Parent = api.EtcdCluster{TypeMeta: w.TypeMeta, ObjectMeta: w.Metadata, Status: w.Status}
 	if len(w.Spec) > 0 && string(w.Spec) != "null" {
-		if err := Unmarshal(w.Spec, &o.Parent.Spec); err != nil {
+		if err := jsonv2.Unmarshal(w.Spec, &o.Parent.Spec, opts); err != nil {
 			o.Parent.Spec = api.ClusterSpec{}
 			o.SpecError = err.Error()
 		}
@@ -175,21 +310,19 @@ type kubeObject[T any] interface {
 	GetObjectKind() schema.ObjectKind
 }
 
-// group decodes one group, each object into its type, and checks its kind, name and namespace: objects
-// are indexed by their own name, never by the request's key. raw, when given, receives each object's
-// bytes.
-func group[T any, PT kubeObject[T]](groups map[string]map[string]jsontext.Value, key, kind, ns string, raw map[ChildID][]byte) (map[string]*T, error) {
-	objs := groups[key]
-	out := make(map[string]*T, len(objs))
-	keys := make([]string, 0, len(objs))
-	for k := range objs {
+// objects indexes a group's objects by their own name, never by the request's key, and checks their
+// kind, name and namespace.
+func objects[T any, PT kubeObject[T]](g group[T], key, kind, ns string) (map[string]*T, error) {
+	out := make(map[string]*T, len(g.objs))
+	keys := make([]string, 0, len(g.objs))
+	for k := range g.objs {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
 	for _, k := range keys {
-		v := PT(new(T))
-		if err := Unmarshal(objs[k], v); err != nil {
-			return nil, InputErrorf("%s[%q]: %v", key, k, err)
+		v := PT(g.objs[k])
+		if v == nil {
+			return nil, InputErrorf("%s[%q] is null", key, k)
 		}
 		if got := v.GetObjectKind().GroupVersionKind().Kind; got != "" && got != kind {
 			return nil, InputErrorf("%s[%q] has kind %q", key, k, got)
@@ -204,10 +337,7 @@ func group[T any, PT kubeObject[T]](groups map[string]map[string]jsontext.Value,
 		if _, dup := out[name]; dup {
 			return nil, InputErrorf("%s has two objects named %q", key, name)
 		}
-		out[name] = (*T)(v)
-		if raw != nil {
-			raw[ChildID{key, name}] = objs[k]
-		}
+		out[name] = g.objs[k]
 	}
 	return out, nil
 }
@@ -246,11 +376,11 @@ func names[T any](m map[string]T) []string {
 	return out
 }
 
-// unknownGroups refuses child types the hook does not render: answering would delete all of them.
-func unknownGroups(groups map[string]map[string]jsontext.Value, known []string) error {
+// undeclared refuses child types the hook does not render: answering would delete all of them.
+func undeclared(groups map[string]map[string]jsontext.Value) error {
 	var bad []string
 	for k, objs := range groups {
-		if !slices.Contains(known, k) && len(objs) > 0 {
+		if len(objs) > 0 {
 			bad = append(bad, k)
 		}
 	}

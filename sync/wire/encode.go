@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"bytes"
 	"fmt"
 
 	jsonv2 "github.com/go-json-experiment/json"
@@ -15,50 +16,88 @@ var encodeOptions = jsonv2.JoinOptions(jsonv1.DefaultOptionsV1(), jsonv2.Determi
 // Marshal encodes v as the answers are encoded.
 func Marshal(v any) ([]byte, error) { return jsonv2.Marshal(v, encodeOptions) }
 
-// Child is a rendered child as the answer sends it: its JSON as a map, without nulls (a null becomes a
-// field removal or a perpetual diff under Metacontroller's merge), without status, and without an empty
-// spec (Leases are metadata only). vct, when not nil, replaces spec.volumeClaimTemplates with the
-// observed bytes (ClaimTemplates).
-func Child(obj any, vct jsontext.Value) (map[string]any, error) {
+// Child is a rendered child as the answer sends it: its JSON without status (the hook never writes one)
+// and without an empty spec (Leases are metadata only). vct, when not nil, replaces
+// spec.volumeClaimTemplates with the observed bytes (ClaimTemplates). No renderer writes a null (a null
+// is a field removal, or a perpetual diff, under Metacontroller's merge): every answer of the test world
+// is checked for one (sync's checkResponse), the observed claim templates aside.
+func Child(obj any, vct jsontext.Value) (jsontext.Value, error) {
+	if vct != nil {
+		// As Metacontroller decodes the answer: numbers as float64, so one a float64 cannot hold is refused.
+		if err := Unmarshal(vct, new(any)); err != nil {
+			return nil, fmt.Errorf("observed volumeClaimTemplates: %w", err)
+		}
+	}
 	b, err := Marshal(obj)
 	if err != nil {
 		return nil, err
 	}
-	var m map[string]any
-	if err := Unmarshal(b, &m); err != nil {
-		return nil, err
-	}
-	dropNulls(m)
-	delete(m, "status")
-	spec, _ := m["spec"].(map[string]any)
-	if spec != nil && len(spec) == 0 {
-		delete(m, "spec")
-	}
-	if vct != nil && spec != nil {
-		// As Metacontroller decodes it: numbers as float64, so one a float64 cannot hold is refused.
-		var v any
-		if err := Unmarshal(vct, &v); err != nil {
-			return nil, fmt.Errorf("observed volumeClaimTemplates: %w", err)
+	return rewrite(b, func(name string, v jsontext.Value) (jsontext.Value, error) {
+		switch {
+		case name == "status", name == "spec" && string(v) == "{}":
+			return nil, nil
+		case name == "spec" && vct != nil:
+			return rewrite(v, func(name string, v jsontext.Value) (jsontext.Value, error) {
+				if name == "volumeClaimTemplates" {
+					return nil, nil
+				}
+				return v, nil
+			}, "volumeClaimTemplates", vct)
 		}
-		spec["volumeClaimTemplates"] = v
-	}
-	return m, nil
+		return v, nil
+	}, "", nil)
 }
 
-// dropNulls removes every null member, at any depth.
-func dropNulls(v any) {
-	switch t := v.(type) {
-	case map[string]any:
-		for k, x := range t {
-			if x == nil {
-				delete(t, k)
-				continue
-			}
-			dropNulls(x)
+// copyOptions let the observed claim templates through as the API server sent them (they are copied,
+// never judged).
+var copyOptions = jsonv2.JoinOptions(jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
+
+// rewrite copies the object obj member by member, each value as keep returns it (nil leaves the member
+// out), then adds the member add (unless add is "").
+func rewrite(obj jsontext.Value, keep func(string, jsontext.Value) (jsontext.Value, error), add string, value jsontext.Value) (jsontext.Value, error) {
+	dec := jsontext.NewDecoder(bytes.NewReader(obj), copyOptions)
+	var out bytes.Buffer
+	out.Grow(len(obj))
+	enc := jsontext.NewEncoder(&out, copyOptions)
+	if _, err := dec.ReadToken(); err != nil {
+		return nil, err
+	}
+	if err := enc.WriteToken(jsontext.BeginObject); err != nil {
+		return nil, err
+	}
+	for dec.PeekKind() != '}' {
+		tok, err := dec.ReadToken()
+		if err != nil {
+			return nil, err
 		}
-	case []any:
-		for _, x := range t {
-			dropNulls(x)
+		name := tok.String() // before the next read voids the token
+		v, err := dec.ReadValue()
+		if err != nil {
+			return nil, err
+		}
+		if v, err = keep(name, v); err != nil || v == nil {
+			if err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if err := enc.WriteToken(jsontext.String(name)); err != nil {
+			return nil, err
+		}
+		if err := enc.WriteValue(v); err != nil {
+			return nil, err
 		}
 	}
+	if add != "" {
+		if err := enc.WriteToken(jsontext.String(add)); err != nil {
+			return nil, err
+		}
+		if err := enc.WriteValue(value); err != nil {
+			return nil, err
+		}
+	}
+	if err := enc.WriteToken(jsontext.EndObject); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(out.Bytes(), []byte("\n")), nil
 }

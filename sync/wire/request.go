@@ -79,9 +79,38 @@ type Observed struct {
 	Finalizing bool
 	// SpecError is why the parent's spec did not decode ("" when it did).
 	SpecError string
-	// Raw holds every child exactly as observed, for answers that must change nothing (the children
-	// answered unchanged, the claim templates).
-	Raw map[ChildID][]byte
+	// body is the request as received; raw, children as sent, found in body when first asked for (Raw).
+	body []byte
+	raw  map[ChildID][]byte
+}
+
+// Raw is a child exactly as observed, for answers that must change nothing (the children answered
+// unchanged, the claim templates); nil for none. The StatefulSets' are kept at decoding (every answer
+// needs the members' claim templates); the others are read from the body only when asked for (an answer
+// without a spec to render from).
+func (o *Observed) Raw(id ChildID) []byte {
+	if b, ok := o.raw[id]; ok || id.Key == KeyStatefulSet {
+		return b
+	}
+	var w struct {
+		Children map[string]map[string]jsontext.Value `json:"children"`
+	}
+	if Unmarshal(o.body, &w) != nil {
+		return nil
+	}
+	for key, objs := range w.Children {
+		for _, b := range objs {
+			var m struct {
+				Metadata struct {
+					Name string `json:"name"`
+				} `json:"metadata"`
+			}
+			if Unmarshal(b, &m) == nil {
+				o.raw[ChildID{key, m.Metadata.Name}] = b
+			}
+		}
+	}
+	return o.raw[id]
 }
 
 // ChildID names one observed child: its group key and name.
