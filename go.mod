@@ -21,6 +21,7 @@ require (
 	go.etcd.io/etcd/server/v3 v3.7.0
 	go.uber.org/zap v1.28.0
 	gocloud.dev v0.47.0
+	golang.org/x/crypto/x509roots/fallback v0.0.0-20261030153154-30a33513ff6d
 	golang.org/x/oauth2 v0.37.0
 	google.golang.org/grpc v1.83.2
 	google.golang.org/protobuf v1.36.12
