@@ -1,5 +1,9 @@
 # Static etcdhook on distroless, running as nonroot. The binary is /etcdhook: the member pod's init
 # container and the Jobs the hook emits run it by that path.
+# `make image` does not use this file: it builds the release image with Go only, FROM scratch and
+# reproducibly (cmd/etcdhook/image). This Dockerfile is kept for those who build with Docker
+# (`docker build -t IMAGE .`) and gives an image that runs the same way (same path, user and
+# entrypoint; distroless also brings a CA bundle, which the binary does not need: cmd/etcdhook/roots.go).
 FROM golang:1.26 AS build
 WORKDIR /src
 COPY go.mod go.sum ./

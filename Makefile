@@ -2,7 +2,7 @@
 GO      ?= go
 # Static binaries (the image has no libc), and the same setting for the tests, so that the binary and
 # the tests share one build cache: with different settings a cold `make fixtures` after `make test`
-# recompiled every dependency (4 minutes). The image's own build (Dockerfile) adds -trimpath.
+# recompiled every dependency (4 minutes). The image's own build (make image) adds -trimpath.
 export CGO_ENABLED := 0
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 IMAGE   ?= ghcr.io/etcdhook/etcdhook:v0.1.0
@@ -12,7 +12,7 @@ LDFLAGS := -s -w -X main.version=$(VERSION)
 # "context deadline exceeded" without any failing input (CI at aae6fd5, 581 seeds).
 FUZZTIME ?= 2000x
 
-.PHONY: build run test chart rules servers unit fuzz fixtures bench loadtest backupload simulate timings image lint e2e-local e2e plugin-dist clean
+.PHONY: build run test chart rules servers unit fuzz fixtures bench loadtest backupload simulate timings image sbom lint e2e-local e2e plugin-dist clean
 
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o bin/etcdhook ./cmd/etcdhook
@@ -98,8 +98,26 @@ simulate:
 timings:
 	ETCDHOOK_TIMINGS=$(CURDIR)/membership/TIMINGS.md $(GO) test -count=1 -timeout 30m -run 'TestMembership' ./membership/
 
+# The image without Docker (cmd/etcdhook/image, with go-containerregistry): etcdhook cross-built for each
+# of IMAGE_PLATFORMS, each image FROM scratch (the binary at /etcdhook, nonroot 65532, /tmp), in one OCI
+# index. Writes bin/image/oci/ (the OCI layout), bin/image/etcdhook-linux-<this machine's arch>.tar (a
+# docker-archive: docker load, ctr images import, localkube image import) and bin/image/digest, and
+# prints the digest. Every time in the image is the commit's (SOURCE_DATE_EPOCH), so the same commit
+# and Go version give the same digest anywhere. PUSH=REF also pushes the index to REF with `docker
+# login`'s credentials (the release workflow does). `docker build .` (Dockerfile) still works with Docker.
+IMAGE_PLATFORMS ?= linux/amd64,linux/arm64
+PUSH ?=
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 image:
-	docker build --build-arg VERSION=$(VERSION) -t $(IMAGE) .
+	$(GO) run ./cmd/etcdhook/image -tag $(IMAGE) -platforms $(IMAGE_PLATFORMS) -ldflags '$(LDFLAGS)' -version $(VERSION) \
+	  -revision "$$(git rev-parse HEAD 2>/dev/null)" -epoch $(SOURCE_DATE_EPOCH) -out bin/image $(if $(PUSH),-push $(PUSH))
+
+# The release's SBOM: the Go modules linked into etcdhook, with their licences, as CycloneDX JSON in
+# dist/ (cyclonedx-gomod, built pinned into bin/tools by scripts/gotool.sh). cyclonedx-gomod reads the
+# module's version from the checkout's tag with go-git, which opens a clone but not a `git worktree`.
+sbom:
+	mkdir -p dist
+	GOOS=linux "$$(scripts/gotool.sh cyclonedx-gomod)" app -json -licenses -main cmd/etcdhook -output dist/etcdhook_$(VERSION).cdx.json .
 
 # The kubectl plugin's krew release in dist/, built by cmd/kubectl-etcd/dist: kubectl-etcd cross-built
 # (CGO_ENABLED=0, -trimpath) for linux and darwin on amd64 and arm64 and for windows/amd64, one
@@ -111,10 +129,13 @@ PLUGIN_VERSION ?= v0.1.0
 plugin-dist:
 	$(GO) run ./cmd/kubectl-etcd/dist -version $(PLUGIN_VERSION) -out dist -go $(GO)
 
+# gofmt, go vet, and actionlint on .github/workflows (built pinned into bin/tools by scripts/gotool.sh;
+# it runs shellcheck on the workflows' scripts where shellcheck is installed, and skips that otherwise).
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt would change: $$out"; exit 1; fi
 	$(GO) vet ./...
+	bash scripts/actionlint.sh
 
 # The e2e suite on the local cluster (localkube) under the real Metacontroller v4.17.2: CI's tier
 # (every scenario but the fleet and the 5-member recovery), and the full tier (those too).
