@@ -2,9 +2,10 @@
 # Prints the path of a tool built from source with `go install` into the project's bin/tools/ the first
 # time (and again when the pinned version changes), so that `make test` needs nothing installed by hand:
 # only Go and the Go module proxy. The membership tests' object stores (real MinIO, a real GCS
-# emulator) and the chart and rule checks (helm, kustomize, promtool, through scripts/<tool>.sh) use it.
+# emulator), the chart and rule checks (helm, kustomize, promtool, through scripts/<tool>.sh), `make lint`'s
+# workflow check (actionlint) and the release's SBOM (cyclonedx-gomod) use it.
 # None of them is in the main go.mod (helm alone pulls in most of Kubernetes).
-# Usage: scripts/gotool.sh minio | fake-gcs-server | helm | kustomize | promtool
+# Usage: scripts/gotool.sh minio | fake-gcs-server | helm | kustomize | promtool | actionlint | cyclonedx-gomod
 set -euo pipefail
 
 name=${1:-}
@@ -38,8 +39,16 @@ promtool)
 	# cloud SDKs they pull in were most of an 11-minute cold build.
 	tags=remove_all_sd
 	;;
+actionlint)
+	pkg=github.com/rhysd/actionlint/cmd/actionlint
+	version=v1.7.12
+	;;
+cyclonedx-gomod)
+	pkg=github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod
+	version=v1.10.0
+	;;
 *)
-	echo "usage: $0 minio|fake-gcs-server|helm|kustomize|promtool" >&2
+	echo "usage: $0 minio|fake-gcs-server|helm|kustomize|promtool|actionlint|cyclonedx-gomod" >&2
 	exit 2
 	;;
 esac
