@@ -172,12 +172,16 @@ func tarArch(platform string, arches []string) string {
 	return arches[0]
 }
 
-// goBuild cross-builds the binary for linux/arch into file and returns its bytes. -trimpath and no cgo,
-// as the Dockerfile builds it: the binary depends on the source and the toolchain, not the machine.
+// goBuild cross-builds the binary for linux/arch into file and returns its bytes, so that it depends on
+// the source, the toolchain and these flags only, not on the machine or the checkout: -trimpath (no
+// local paths), no cgo, -buildvcs=false (Go would otherwise stamp the checkout's state, modified when an
+// untracked file lies around, and a Go configured with GOFLAGS=-buildvcs=false would not: the version
+// and the image's revision label say which commit it is), and the baseline instruction sets
+// (GOAMD64=v1, GOARM64=v8.0) whatever the environment asks, which also suits any node.
 func goBuild(o options, arch, file string) ([]byte, error) {
 	fmt.Printf("building %s for linux/%s\n", o.pkg, arch)
-	cmd := exec.Command(o.goCmd, "build", "-trimpath", "-ldflags", o.ldflags, "-o", file, o.pkg)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)
+	cmd := exec.Command(o.goCmd, "build", "-trimpath", "-buildvcs=false", "-ldflags", o.ldflags, "-o", file, o.pkg)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch, "GOAMD64=v1", "GOARM64=v8.0")
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	if err := cmd.Run(); err != nil {
 		return nil, fmt.Errorf("go build for linux/%s: %w", arch, err)
