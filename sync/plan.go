@@ -30,7 +30,7 @@ type plan struct {
 	// distrusted: inputs the decision ignored as impossible (hand edits), beside the facts' own, for
 	// status (InputIgnored). The facts are never written to by the decision.
 	distrusted []string
-	spec api.ClusterSpec // rendered from: the adopted spec with the raised quota and storage (space.go)
+	spec       api.ClusterSpec // rendered from: the adopted spec with the raised quota and storage (space.go)
 	// userSpec: the adopted spec as the user wrote it (defaulted), which the ConfigMap records.
 	userSpec api.ClusterSpec
 	// space: where spec.maintenance.space stands (space.go).
