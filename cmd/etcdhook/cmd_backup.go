@@ -23,63 +23,50 @@ import (
 // status.backup (docs/design/16-backup-restore.md §16).
 func runBackup(args []string) error {
 	fs := flag.NewFlagSet("backup", flag.ContinueOnError)
-	st := storeFlags(fs)
-	cluster, ns, dest, fileRoot, creds := st.cluster, st.namespace, st.destination, st.fileRoot, st.credentials
-	uid := fs.String("cluster-uid", "", "its UID (in the manifest; retention drops only this UID's snapshots)")
-	endpoints := fs.String("endpoints", "", "comma-separated client URLs (the client Service)")
-	lease := fs.String("lease", "", "the backup Lease to report on (none: report to stderr only)")
-	keepLast := fs.Int("keep-last", 0, "keep the newest N snapshots (0: no count limit)")
-	maxAge := fs.Duration("max-age", 0, "drop snapshots older than this (0: no age limit)")
-	tiers := retentionTierFlags(fs)
-	copyTo := copyFlags(fs)
+	f := backupJobFlags(fs, backupJobUsage{
+		uid:      "its UID (in the manifest; retention drops only this UID's snapshots)",
+		keepLast: "keep the newest N snapshots (0: no count limit)",
+		maxAge:   "drop snapshots older than this (0: no age limit)",
+	})
 	token := fs.String("token", "", "the etcd.io/backup-now token this backup answers")
 	timeout := fs.Duration("timeout", time.Hour, "give up after this long")
-	access := etcdAccessFlags(fs)
 	if err := parseFlags(fs, args, "cluster", "namespace", "endpoints", "destination"); err != nil {
 		return err
 	}
-	d, err := backup.ParseDestination(*dest)
-	if err != nil {
-		return usageError{fmt.Errorf("--destination %q %v", *dest, err)}
-	}
-	keys, err := st.keys()
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	job, flush, err := f.start()
 	if err != nil {
 		return err
 	}
-	log := jsonLogger().With("cluster", *cluster)
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
-	defer cancel()
-	events, flush := jobRecorder(*cluster, *ns, *uid, "etcdhook-backup", log)
 	defer flush()
-	report := leaseReporter(*ns, *lease, "etcdhook-backup", log)
 
-	res, err := backupOnce(ctx, log, d, *fileRoot, *creds, membership.BackupRequest{
-		Endpoints: strings.Split(*endpoints, ","), Destination: d, Namespace: *ns, Cluster: *cluster, ClusterUID: *uid,
-		Retention: tiers.retention(*keepLast, *maxAge), Token: *token, Keys: keys,
-	}, access)
+	req := f.request(job)
+	req.Token = *token
+	res, err := backupOnce(ctx, job.log, job.d, *f.fileRoot, *f.credentials, req, f.access)
 	now := time.Now().UTC()
 	if err != nil && res.Manifest.Key != "" {
 		// The snapshot is stored and verified; only retention failed. The backup succeeded (a retry
 		// would only store more): success first, then the failure dated after it, so that
 		// BackupFailing says retention is failing until the next success.
-		report(api.AnnBackupSuccess, successReport(d, res, now, *token))
+		job.report(api.AnnBackupSuccess, successReport(job.d, res, now, *token))
 		msg := "snapshot stored, but " + err.Error()
-		report(api.AnnBackupFailure, api.BackupReport{Time: now.Add(time.Millisecond), Message: msg, Token: *token})
-		events.Event(membership.EventBackupFailed, "Prune", msg, true)
-		log.Warn("retention failed", "error", err)
+		job.report(api.AnnBackupFailure, api.BackupReport{Time: now.Add(time.Millisecond), Message: msg, Token: *token})
+		job.events.Event(membership.EventBackupFailed, "Prune", msg, true)
+		job.log.Warn("retention failed", "error", err)
 		return nil
 	}
 	if err != nil {
 		msg, terminal := err.Error(), backup.Terminal(err)
-		report(api.AnnBackupFailure, api.BackupReport{Time: now, Message: msg, Token: *token, Terminal: terminal})
-		events.Event(membership.EventBackupFailed, "Backup", "backup to "+d.String()+" failed: "+msg, true)
+		job.report(api.AnnBackupFailure, api.BackupReport{Time: now, Message: msg, Token: *token, Terminal: terminal})
+		job.events.Event(membership.EventBackupFailed, "Backup", "backup to "+job.d.String()+" failed: "+msg, true)
 		if terminal {
 			return refusalError{err} // exit 3: the Job's pod failure policy fails it without retrying
 		}
 		return err
 	}
-	r := successReport(d, res, now, *token)
-	report(api.AnnBackupSuccess, r)
+	r := successReport(job.d, res, now, *token)
+	job.report(api.AnnBackupSuccess, r)
 	note := fmt.Sprintf("snapshot %s stored (revision %d, %d bytes, from %s)", r.Snapshot, r.Revision, r.Size, res.Manifest.Member)
 	if len(res.Pruned) > 0 {
 		note += fmt.Sprintf("; %d older pruned", len(res.Pruned))
@@ -87,10 +74,10 @@ func runBackup(args []string) error {
 	if len(res.Orphans) > 0 {
 		note += fmt.Sprintf("; %d leftovers without a manifest deleted", len(res.Orphans))
 	}
-	events.Event(membership.EventBackupSucceeded, "Backup", note, false)
-	if *copyTo.destination != "" {
+	job.events.Event(membership.EventBackupSucceeded, "Backup", note, false)
+	if *f.copyTo.destination != "" {
 		// The copy after the backup it copies; its failure is its own report, not the backup's.
-		report(api.AnnBackupCopy, copyOnce(ctx, log, d, *fileRoot, *creds, copyTo, *ns, *cluster, *uid, events))
+		job.report(api.AnnBackupCopy, copyOnce(ctx, job.log, job.d, *f.fileRoot, *f.credentials, f.copyTo, *f.namespace, *f.cluster, *f.uid, job.events))
 	}
 	out, _ := json.Marshal(r)
 	fmt.Println(string(out))
@@ -402,5 +389,72 @@ func encryptionFlag(fs *flag.FlagSet) *string {
 	return fs.String("encryption-dir", "", "the mounted encryption Secret: its "+backup.KeyIdentity+" (age identities: the first encrypts, all decrypt) and optional "+backup.KeyRecipients+" (more recipients to encrypt to)")
 }
 
-// keys are the encryption keys the flags name (none: in the clear).
-func (s storeFlagSet) keys() (backup.Keys, error) { return backup.LoadKeysDir(*s.encryption) }
+// parse is the destination and the encryption keys the flags name (no keys: in the clear).
+func (s storeFlagSet) parse() (backup.Destination, backup.Keys, error) {
+	d, err := backup.ParseDestination(*s.destination)
+	if err != nil {
+		return backup.Destination{}, backup.Keys{}, usageError{fmt.Errorf("--destination %q %v", *s.destination, err)}
+	}
+	keys, err := backup.LoadKeysDir(*s.encryption)
+	return d, keys, err
+}
+
+// backupJobFlagSet is what the backup Job and the continuous writer both take: the store, the cluster's
+// UID and client URLs, the Lease they report on, the retention of the full snapshots they take, the
+// copy, and how they reach etcd.
+type backupJobFlagSet struct {
+	storeFlagSet
+	uid, endpoints, lease *string
+	keepLast              *int
+	maxAge                *time.Duration
+	tiers                 tierFlags
+	copyTo                copyFlagSet
+	access                etcdAccess
+}
+
+// backupJobUsage is the help of the flags whose meaning differs between the backup Job and the writer.
+type backupJobUsage struct{ uid, keepLast, maxAge string }
+
+func backupJobFlags(fs *flag.FlagSet, u backupJobUsage) backupJobFlagSet {
+	return backupJobFlagSet{
+		storeFlagSet: storeFlags(fs),
+		uid:          fs.String("cluster-uid", "", u.uid),
+		endpoints:    fs.String("endpoints", "", "comma-separated client URLs (the client Service)"),
+		lease:        fs.String("lease", "", "the backup Lease to report on (none: report to stderr only)"),
+		keepLast:     fs.Int("keep-last", 0, u.keepLast),
+		maxAge:       fs.Duration("max-age", 0, u.maxAge),
+		tiers:        retentionTierFlags(fs),
+		copyTo:       copyFlags(fs),
+		access:       etcdAccessFlags(fs),
+	}
+}
+
+// backupJob is what a backup Job's parsed flags open: its destination and keys, its log, the Events it
+// posts on the EtcdCluster and the reports it writes on the backup Lease.
+type backupJob struct {
+	d      backup.Destination
+	keys   backup.Keys
+	log    *slog.Logger
+	events membership.Recorder
+	report func(key string, r fmt.Stringer)
+}
+
+// start opens the Job's destination, keys, log, Events and reports; flush posts the Events recorded.
+func (f backupJobFlagSet) start() (backupJob, func(), error) {
+	d, keys, err := f.parse()
+	if err != nil {
+		return backupJob{}, nil, err
+	}
+	log := jsonLogger().With("cluster", *f.cluster)
+	events, flush := jobRecorder(*f.cluster, *f.namespace, *f.uid, "etcdhook-backup", log)
+	report := leaseReporter(*f.namespace, *f.lease, "etcdhook-backup", log)
+	return backupJob{d: d, keys: keys, log: log, events: events, report: report}, flush, nil
+}
+
+// request is the backup the flags describe (the backup Job adds the token it answers).
+func (f backupJobFlagSet) request(job backupJob) membership.BackupRequest {
+	return membership.BackupRequest{
+		Endpoints: strings.Split(*f.endpoints, ","), Destination: job.d, Namespace: *f.namespace, Cluster: *f.cluster,
+		ClusterUID: *f.uid, Retention: f.tiers.retention(*f.keepLast, *f.maxAge), Keys: job.keys,
+	}
+}
