@@ -25,17 +25,12 @@ type BackupReport struct {
 
 // ParseBackupReport reads a report annotation; empty is no report.
 func ParseBackupReport(s string) (*BackupReport, error) {
-	if s == "" {
-		return nil, nil
-	}
-	var r BackupReport
-	if err := json.Unmarshal([]byte(s), &r); err != nil {
-		return nil, err
-	}
-	if r.Time.IsZero() {
-		return nil, fmt.Errorf("no time")
-	}
-	return &r, nil
+	return parseReport(s, func(r *BackupReport) error {
+		if r.Time.IsZero() {
+			return fmt.Errorf("no time")
+		}
+		return nil
+	})
 }
 
 // String renders the report for its annotation.
@@ -66,24 +61,19 @@ type ContinuousReport struct {
 
 // ParseContinuousReport reads the annotation; empty is no report.
 func ParseContinuousReport(s string) (*ContinuousReport, error) {
-	if s == "" {
-		return nil, nil
-	}
-	var r ContinuousReport
-	if err := json.Unmarshal([]byte(s), &r); err != nil {
-		return nil, err
-	}
-	switch {
-	case r.Time.IsZero():
-		return nil, fmt.Errorf("no time")
-	case r.Revision < 0 || r.ChainStart < 0 || r.Revision > 0 && r.Revision < r.ChainStart:
-		return nil, fmt.Errorf("revision %d is not in the chain from %d", r.Revision, r.ChainStart)
-	case r.Revision > 0 && r.RevisionTime == nil:
-		return nil, fmt.Errorf("revision %d without its time", r.Revision)
-	case r.RevisionTime != nil && r.RevisionTime.After(r.Time):
-		return nil, fmt.Errorf("restorable point %s after the report's own time %s", r.RevisionTime.Format(time.RFC3339), r.Time.Format(time.RFC3339))
-	}
-	return &r, nil
+	return parseReport(s, func(r *ContinuousReport) error {
+		switch {
+		case r.Time.IsZero():
+			return fmt.Errorf("no time")
+		case r.Revision < 0 || r.ChainStart < 0 || r.Revision > 0 && r.Revision < r.ChainStart:
+			return fmt.Errorf("revision %d is not in the chain from %d", r.Revision, r.ChainStart)
+		case r.Revision > 0 && r.RevisionTime == nil:
+			return fmt.Errorf("revision %d without its time", r.Revision)
+		case r.RevisionTime != nil && r.RevisionTime.After(r.Time):
+			return fmt.Errorf("restorable point %s after the report's own time %s", r.RevisionTime.Format(time.RFC3339), r.Time.Format(time.RFC3339))
+		}
+		return nil
+	})
 }
 
 // String renders the report for its annotation.
@@ -112,20 +102,15 @@ type CopyReport struct {
 
 // ParseCopyReport reads the annotation; empty is no report.
 func ParseCopyReport(s string) (*CopyReport, error) {
-	if s == "" {
-		return nil, nil
-	}
-	var r CopyReport
-	if err := json.Unmarshal([]byte(s), &r); err != nil {
-		return nil, err
-	}
-	switch {
-	case r.Time.IsZero():
-		return nil, fmt.Errorf("no time")
-	case r.Revision < 0 || r.Copied < 0 || r.Pruned < 0:
-		return nil, fmt.Errorf("negative counts")
-	}
-	return &r, nil
+	return parseReport(s, func(r *CopyReport) error {
+		switch {
+		case r.Time.IsZero():
+			return fmt.Errorf("no time")
+		case r.Revision < 0 || r.Copied < 0 || r.Pruned < 0:
+			return fmt.Errorf("negative counts")
+		}
+		return nil
+	})
 }
 
 // String renders the report for its annotation.
