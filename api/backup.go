@@ -1,7 +1,6 @@
 package api
 
 import (
-	"encoding/json"
 	"fmt"
 	"time"
 )
@@ -35,10 +34,8 @@ func ParseBackupReport(s string) (*BackupReport, error) {
 
 // String renders the report for its annotation.
 func (r BackupReport) String() string {
-	// Within the annotation's bound (BoundReportJSON) with room for the other fields and escaping.
-	r.Message = Truncate(r.Message, BoundReportJSON.Bytes/8) // JSON escapes a byte into at most 6
-	b, _ := json.Marshal(r)                                  // plain fields: cannot fail
-	return string(b)
+	r.Message = reportMessage(r.Message)
+	return reportJSON(r)
 }
 
 // ContinuousReport is what the continuous backup writer (issue 27, docs/design/16-backup-restore.md
@@ -78,9 +75,8 @@ func ParseContinuousReport(s string) (*ContinuousReport, error) {
 
 // String renders the report for its annotation.
 func (r ContinuousReport) String() string {
-	r.Message = Truncate(r.Message, BoundReportJSON.Bytes/8)
-	b, _ := json.Marshal(r) // plain fields: cannot fail
-	return string(b)
+	r.Message = reportMessage(r.Message)
+	return reportJSON(r)
 }
 
 // CopyReport is what the pod that keeps spec.backup.copy up to date (the continuous backup writer, or
@@ -115,9 +111,8 @@ func ParseCopyReport(s string) (*CopyReport, error) {
 
 // String renders the report for its annotation.
 func (r CopyReport) String() string {
-	r.Message = Truncate(r.Message, BoundReportJSON.Bytes/8)
-	b, _ := json.Marshal(r) // plain fields: cannot fail
-	return string(b)
+	r.Message = reportMessage(r.Message)
+	return reportJSON(r)
 }
 
 // Restorable is one full snapshot and the chain of revisions after it, as `etcdhook backup-list` prints

@@ -20,3 +20,13 @@ func parseReport[R any](s string, check func(*R) error) (*R, error) {
 	}
 	return &r, nil
 }
+
+// reportMessage is a report's message cut to fit in the annotation's bound (BoundReportJSON) with room
+// for the other fields and escaping: JSON escapes a byte into at most 6.
+func reportMessage(m string) string { return Truncate(m, BoundReportJSON.Bytes/8) }
+
+// reportJSON renders a report for its annotation.
+func reportJSON(r any) string {
+	b, _ := json.Marshal(r) // the reports' plain fields: cannot fail
+	return string(b)
+}

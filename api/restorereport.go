@@ -1,7 +1,6 @@
 package api
 
 import (
-	"encoding/json"
 	"errors"
 	"time"
 )
@@ -63,9 +62,8 @@ type RestoreReport struct {
 
 // String renders the report for its annotation, within its bound.
 func (r RestoreReport) String() string {
-	r.Message = Truncate(r.Message, BoundReportJSON.Bytes/8)
-	b, _ := json.Marshal(r) // plain fields: cannot fail
-	return string(b)
+	r.Message = reportMessage(r.Message)
+	return reportJSON(r)
 }
 
 // ParseRestoreReport reads a report annotation; empty is no report.
