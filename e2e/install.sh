@@ -9,8 +9,10 @@
 # Usage: e2e/install.sh KUSTOMIZATION METACONTROLLER_DIR   (env KUBECTL: the kubectl command, default kubectl)
 set -euo pipefail
 kustomization=$1 registration=$2
-read -r -a kubectl <<< "${KUBECTL:-kubectl}"
-"${kubectl[@]}" apply -k "$kustomization"
-"${kubectl[@]}" wait --for=condition=Established crd/etcdclusters.etcd.io --timeout=60s
-"${kubectl[@]}" apply -k "$registration"
-"${kubectl[@]}" -n etcdhook-system rollout status deployment/etcdhook --timeout=180s
+read -r -a kubectl_cmd <<< "${KUBECTL:-kubectl}"
+# The commands as the docs write them (docs/commands_test.go reads them here).
+kubectl() { "${kubectl_cmd[@]}" "$@"; }
+kubectl apply -k "$kustomization"
+kubectl wait --for=condition=Established crd/etcdclusters.etcd.io --timeout=60s
+kubectl apply -k "$registration"
+kubectl -n etcdhook-system rollout status deployment/etcdhook --timeout=180s
