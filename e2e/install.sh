@@ -11,7 +11,7 @@ set -euo pipefail
 kustomization=$1 registration=$2
 read -r -a kubectl_cmd <<< "${KUBECTL:-kubectl}"
 # The commands as the docs write them (docs/commands_test.go reads them here).
-kubectl() { "${kubectl_cmd[@]}" "$@"; }
+kubectl() { command "${kubectl_cmd[@]}" "$@"; }
 kubectl apply -k "$kustomization"
 kubectl wait --for=condition=Established crd/etcdclusters.etcd.io --timeout=60s
 kubectl apply -k "$registration"
