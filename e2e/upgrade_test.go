@@ -489,42 +489,36 @@ func TestUpgradeEtcdhook(t *testing.T) {
 		t.Logf("the scaling cluster %s: StatefulSet replicas %d, phase %s, members %v, message %q", when, *sts.Spec.Replicas, ec.Status.Phase, ms, ec.Status.Message)
 	}
 	scaleState("when the upgrade starts")
-	w.Step("upgrade")
-	watch := watchUpgrade(all)
-	upStart := time.Now()
-	upInstall := installRelease(t, "this checkout over "+*upgradeFrom, *upgradeToManifest, *upgradeToReg)
-	require.Equal(t, to, hookImage(t))
-	scaleState("when the new hook's pods run")
-	upTook := converge("upgrade", to, upStart, before)
-	watch.Stop()
-	upReplaced := watch.check(t, "upgrade", pausedC, tlsC)
-	for _, s := range all {
-		if s != pausedC {
-			require.Positive(t, upReplaced[s.ns], "upgrade: %s/%s rolled to the new agent", s.ns, s.name)
-		}
+	// One release installed over the other (what: "upgrade" or "downgrade"), with everything checked.
+	type installed struct {
+		install, backup, total time.Duration
+		took                   map[*scenario]time.Duration
+		replaced               map[string]int
 	}
-	upBackup := backupC.continuousPointMoves("after the upgrade", upStart)
-	authC.authEnforced("after the upgrade")
-	upTotal := time.Since(upStart)
-
+	installOver := func(what, desc, image, manifests, registration string, before map[*scenario]seen) installed {
+		w.Step(what)
+		watch := watchUpgrade(all)
+		start := time.Now()
+		var r installed
+		r.install = installRelease(t, desc, manifests, registration)
+		require.Equal(t, image, hookImage(t))
+		scaleState("when the " + what + "'s hook pods run")
+		r.took = converge(what, image, start, before)
+		watch.Stop()
+		r.replaced = watch.check(t, what, pausedC, tlsC)
+		for _, s := range all {
+			if s != pausedC {
+				require.Positive(t, r.replaced[s.ns], "%s: %s/%s rolled to the agent of %s", what, s.ns, s.name, image)
+			}
+		}
+		r.backup = backupC.continuousPointMoves("after the "+what, start)
+		authC.authEnforced("after the " + what)
+		r.total = time.Since(start)
+		return r
+	}
+	up := installOver("upgrade", "this checkout over "+*upgradeFrom, to, *upgradeToManifest, *upgradeToReg, before)
 	// The downgrade: the previous release's manifests and registration again.
-	w.Step("downgrade")
-	before = snapshot(to)
-	watch = watchUpgrade(all)
-	downStart := time.Now()
-	downInstall := installRelease(t, *upgradeFrom+" over this checkout (downgrade)", *upgradeFromManifest, *upgradeFromReg)
-	require.Equal(t, from, hookImage(t))
-	downTook := converge("downgrade", from, downStart, before)
-	watch.Stop()
-	downReplaced := watch.check(t, "downgrade", pausedC, tlsC)
-	for _, s := range all {
-		if s != pausedC {
-			require.Positive(t, downReplaced[s.ns], "downgrade: %s/%s rolled back to the old agent", s.ns, s.name)
-		}
-	}
-	downBackup := backupC.continuousPointMoves("after the downgrade", downStart)
-	authC.authEnforced("after the downgrade")
-	downTotal := time.Since(downStart)
+	down := installOver("downgrade", *upgradeFrom+" over this checkout (downgrade)", from, *upgradeFromManifest, *upgradeFromReg, snapshot(to))
 	w.Finish(fmt.Sprintf("etcdhook %s → this checkout → %s, 3 members on TLS under a writer (steps: under %s, upgrade, downgrade)\n\n", *upgradeFrom, *upgradeFrom, *upgradeFrom))
 
 	// This checkout again, for the suite that follows; the clusters go first (they would roll once more).
@@ -549,8 +543,8 @@ func TestUpgradeEtcdhook(t *testing.T) {
 		"| downgrade: whole | %s |\n"+
 		"| this checkout installed again (clusters deleted first) | %s |\n"+
 		"| whole test | %s |\n",
-		*upgradeFrom, created.Round(time.Second), upInstall.Round(time.Second), report(upTook, upReplaced), upBackup.Round(time.Second), upTotal.Round(time.Second),
-		*upgradeFrom, downInstall.Round(time.Second), report(downTook, downReplaced), downBackup.Round(time.Second), downTotal.Round(time.Second),
+		*upgradeFrom, created.Round(time.Second), up.install.Round(time.Second), report(up.took, up.replaced), up.backup.Round(time.Second), up.total.Round(time.Second),
+		*upgradeFrom, down.install.Round(time.Second), report(down.took, down.replaced), down.backup.Round(time.Second), down.total.Round(time.Second),
 		again.Round(time.Second), time.Since(started).Round(time.Second))
 	results.add(t.Name(), summary)
 	t.Logf("\n%s", summary)

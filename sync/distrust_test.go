@@ -245,6 +245,19 @@ func TestHealthyVoterRenewsRarely(t *testing.T) {
 	require.False(t, healthy(), "with the pod not Ready the report is judged stale")
 }
 
+// answersDeadJob: w's answer now has a Job removing a member as dead.
+func answersDeadJob(t *testing.T, w *world) bool {
+	resp, err := Compute(w.request(), w.now, w.opts)
+	require.NoError(t, err)
+	for _, c := range resp.Children {
+		m := c.(map[string]any)
+		if m["kind"] == "Job" && m["metadata"].(map[string]any)["annotations"].(map[string]any)[api.AnnJobReason] == "dead" {
+			return true
+		}
+	}
+	return false
+}
+
 // Dead needs both clocks: deadMemberSeconds without a renewal and without a Ready pod. A healthy
 // voter's Lease is routinely older than deadMemberSeconds, so a readiness blip alone must not make it
 // dead (and replaced).
@@ -252,17 +265,7 @@ func TestReadinessBlipIsNotDeath(t *testing.T) {
 	w := newWorld(t, 5)
 	w.setSpec(func(s *api.ClusterSpec) { s.Timeouts.DeadMemberSeconds = ptr(int32(60)) })
 	w.converge(80)
-	deadJob := func() bool {
-		resp, err := Compute(w.request(), w.now, w.opts)
-		require.NoError(t, err)
-		for _, c := range resp.Children {
-			m := c.(map[string]any)
-			if m["kind"] == "Job" && m["metadata"].(map[string]any)["annotations"].(map[string]any)[api.AnnJobReason] == "dead" {
-				return true
-			}
-		}
-		return false
-	}
+	deadJob := func() bool { return answersDeadJob(t, w) }
 	p := w.pods[2]
 	w.leases[2].renewed = w.now.Add(-300 * time.Second)
 	p.ready, p.readyWas, p.readyUID, p.readyAt = false, false, p.uid, w.now.Add(-5*time.Second)
@@ -280,17 +283,7 @@ func TestRolledPodIsNotDeath(t *testing.T) {
 	w := newWorld(t, 3)
 	w.setSpec(func(s *api.ClusterSpec) { s.Timeouts.DeadMemberSeconds = ptr(int32(60)) })
 	w.converge(80)
-	deadJob := func() bool {
-		resp, err := Compute(w.request(), w.now, w.opts)
-		require.NoError(t, err)
-		for _, c := range resp.Children {
-			m := c.(map[string]any)
-			if m["kind"] == "Job" && m["metadata"].(map[string]any)["annotations"].(map[string]any)[api.AnnJobReason] == "dead" {
-				return true
-			}
-		}
-		return false
-	}
+	deadJob := func() bool { return answersDeadJob(t, w) }
 	require.True(t, w.leases[2].report.IsVoter() && w.leases[2].report.Healthy, "etcd-2 reports a healthy voter")
 	w.leases[2].renewed = w.now.Add(-150 * time.Second)
 	p := w.pods[2]
