@@ -267,7 +267,7 @@ func TestReadinessBlipIsNotDeath(t *testing.T) {
 	w.converge(80)
 	deadJob := func() bool { return answersDeadJob(t, w) }
 	p := w.pods[2]
-	w.leases[2].renewed = w.now.Add(-300 * time.Second)
+	w.leases[2].renewed = w.now.Add(-150 * time.Second)
 	p.ready, p.readyWas, p.readyUID, p.readyAt = false, false, p.uid, w.now.Add(-5*time.Second)
 	require.False(t, deadJob(), "not Ready for 5 s: not dead, however old the Lease")
 	p.readyAt = w.now.Add(-61 * time.Second)
@@ -278,7 +278,7 @@ func TestReadinessBlipIsNotDeath(t *testing.T) {
 // with deadMemberSeconds below that its Lease is routinely older than deadMemberSeconds; the moment its
 // pod is being deleted, or gone before the StatefulSet makes the next, must not make it dead: before,
 // a sync in that moment removed the member and a new one joined in its place (TestUpgradeEtcdhook,
-// deadMemberSeconds 120). It is dead once the renewal its report promised is overdue.
+// deadMemberSeconds 120). Without a pod it is dead once the renewal its report promised is overdue.
 func TestRolledPodIsNotDeath(t *testing.T) {
 	w := newWorld(t, 3)
 	w.setSpec(func(s *api.ClusterSpec) { s.Timeouts.DeadMemberSeconds = ptr(int32(60)) })
@@ -294,8 +294,9 @@ func TestRolledPodIsNotDeath(t *testing.T) {
 	w.leases[2].renewed = w.now.Add(-211 * time.Second)
 	require.True(t, deadJob(), "no pod and the healthy report's renewal overdue: dead")
 	w.pods[2] = p
+	w.leases[2].renewed = w.now.Add(-150 * time.Second)
 	p.deletingAt = w.now.Add(-61 * time.Second)
-	require.True(t, deadJob(), "asked to go 61 s ago, still there, the renewal overdue: dead (a pod stuck terminating on a lost node)")
+	require.True(t, deadJob(), "asked to go 61 s ago and still there, not renewed for deadMemberSeconds: dead (a pod stuck terminating on a lost node)")
 	p.deletingAt = w.now.Add(-30 * time.Second)
 	require.False(t, deadJob(), "asked to go 30 s ago: not ready for less than deadMemberSeconds")
 }

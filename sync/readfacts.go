@@ -333,12 +333,17 @@ func (f *facts) readTruth() {
 			}
 			// Dead: no renewal and no ready pod for deadMemberSeconds. Both clocks count: a healthy
 			// voter renews only every api.HealthyRenewSeconds, so a Lease that old says nothing on its
-			// own, and a readiness blip of a healthy member must not make it dead. Nor is a Lease stale
-			// before the renewal its last report promised is overdue (overdueAfter): with
-			// deadMemberSeconds below that interval, every roll made a healthy voter dead in the moment
-			// its pod was gone (no Ready pod "for ever", a Lease older than deadMemberSeconds) and
-			// replaced it (TestUpgradeEtcdhook's downgrade, 3 members, deadMemberSeconds 120).
-			stale := lv == nil || f.now.Sub(lv.renewed) >= max(deadAfter, overdueAfter(lv.report))
+			// own, and a readiness blip of a healthy member must not make it dead. Without a pod at all
+			// (no Ready pod "for ever"), the Lease is stale only once the renewal its last report
+			// promised is overdue (overdueAfter): a roll leaves an ordinal without a pod for a moment,
+			// and with deadMemberSeconds below a healthy voter's renewal interval a sync in that moment
+			// made the member dead and replaced it (TestUpgradeEtcdhook's downgrade, deadMemberSeconds
+			// 120). A pod that exists (Pending, or being deleted) is judged by the plain rule.
+			stale := lv == nil
+			if lv != nil {
+				age := f.now.Sub(lv.renewed)
+				stale = age >= deadAfter && (f.pods[mv.ordinal] != nil || age >= overdueAfter(lv.report))
+			}
 			mv.dead = !mv.healthy && stale && f.notReadyFor(mv.ordinal) >= deadAfter
 			byOrdinal[mv.ordinal] = append(byOrdinal[mv.ordinal], mv)
 		} else {
