@@ -30,13 +30,22 @@ func (p *plan) readBackupReports() {
 	if l == nil {
 		return
 	}
+	// A report ignored is named with the decision's notes: the facts are not written after reading.
+	noted := func(note string) {
+		if note != "" {
+			p.distrust("%s", note)
+		}
+	}
 	read := func(key string) *api.BackupReport {
-		return leaseReport(f, l, key, api.ParseBackupReport, func(*api.BackupReport) bool { return true },
+		r, note := leaseReport(f.now, l, key, api.ParseBackupReport, func(*api.BackupReport) bool { return true },
 			func(r *api.BackupReport) time.Time { return r.Time })
+		noted(note)
+		return r
 	}
 	p.backupSuccess, p.backupFailure = read(api.AnnBackupSuccess), read(api.AnnBackupFailure)
 	if p.spec.Backup.Continuous != nil {
-		p.backupContinuous = leaseReport(f, l, api.AnnBackupContinuous, api.ParseContinuousReport, func(r *api.ContinuousReport) bool {
+		var note string
+		p.backupContinuous, note = leaseReport(f.now, l, api.AnnBackupContinuous, api.ParseContinuousReport, func(r *api.ContinuousReport) bool {
 			if r.Snapshot == "" || p.ownSnapshot(r.Snapshot) {
 				return true
 			}
@@ -44,9 +53,11 @@ func (p *plan) readBackupReports() {
 				l.Name, api.AnnBackupContinuous, backup.Redact(r.Snapshot))
 			return false
 		}, func(r *api.ContinuousReport) time.Time { return r.Time })
+		noted(note)
 	}
 	if c := p.spec.Backup.Copy; c != nil {
-		p.backupCopy = leaseReport(f, l, api.AnnBackupCopy, api.ParseCopyReport, func(r *api.CopyReport) bool {
+		var note string
+		p.backupCopy, note = leaseReport(f.now, l, api.AnnBackupCopy, api.ParseCopyReport, func(r *api.CopyReport) bool {
 			if r.Snapshot == "" || inFolder(c.Destination, f.names, r.Snapshot) {
 				return true
 			}
@@ -54,6 +65,7 @@ func (p *plan) readBackupReports() {
 				l.Name, api.AnnBackupCopy, backup.Redact(r.Snapshot))
 			return false
 		}, func(r *api.CopyReport) time.Time { return r.Time })
+		noted(note)
 	}
 }
 

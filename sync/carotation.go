@@ -55,8 +55,8 @@ func (p *plan) decideCARotation() caRotationState {
 	var reports []caReport
 	secrets := map[string]api.CASecretState{}
 	missing := 0
-	for _, i := range sortedKeys(f.primary) {
-		m, lv := f.primary[i], f.leases[i]
+	for _, i := range sortedKeys(f.truth.primary) {
+		m, lv := f.truth.primary[i], f.leases[i]
 		if lv == nil || !lv.fresh || lv.report.MemberID != m.ID {
 			missing++
 			continue
@@ -71,7 +71,7 @@ func (p *plan) decideCARotation() caRotationState {
 		// Reports that disagree on the Secret (an agent has not read it since its last change): the step
 		// and the restart last asked stay as they are for a look, rather than being withdrawn.
 		if held := p.observedCARotation(); held.intent.Mark != "" {
-			held.status = &api.CARotation{Request: request, Phase: caStatusPhase(held.intent.Phase), Members: int32(len(f.primary)),
+			held.status = &api.CARotation{Request: request, Phase: caStatusPhase(held.intent.Phase), Members: int32(len(f.truth.primary)),
 				Waiting: "every member to report the same CA Secret (etcd.io/tls-ca-secret)"}
 			p.wait("CA rotation: every member to report the same CA Secret")
 			return held
@@ -129,7 +129,7 @@ func (p *plan) decideCARotation() caRotationState {
 	}
 	if rot.Mark == "" {
 		if sec.Serves(mark) {
-			st.status = &api.CARotation{Request: request, Phase: api.CARotationDone, Members: int32(len(f.primary))}
+			st.status = &api.CARotation{Request: request, Phase: api.CARotationDone, Members: int32(len(f.truth.primary))}
 			st.status.Trusting, st.status.Issued = countCA(reports, sec.Current)
 		}
 		return st
@@ -142,7 +142,7 @@ func (p *plan) decideCARotation() caRotationState {
 		request = "(an earlier request, finished first)"
 	}
 	st.intent, st.active = rot, true
-	st.status = &api.CARotation{Request: request, Phase: caStatusPhase(rot.Phase), Members: int32(len(f.primary))}
+	st.status = &api.CARotation{Request: request, Phase: caStatusPhase(rot.Phase), Members: int32(len(f.truth.primary))}
 	if newCA != "" {
 		st.status.Trusting, st.status.Issued = countCA(reports, newCA)
 	}

@@ -196,11 +196,11 @@ func (w *world) checkQuorumRule(req *Request, id string) {
 		w.t.Fatal(err)
 	}
 	f := newFacts(o, w.now)
-	m := f.member(id)
+	m := f.truth.member(id)
 	if m == nil || m.Learner {
 		return
 	}
-	all, healthy := f.voters()
+	all, healthy := f.truth.voters()
 	after := healthy
 	if m.healthy {
 		after--

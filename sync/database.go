@@ -20,7 +20,7 @@ func (p *plan) databaseConditions(add func(typ string, ok bool, reason, msg stri
 	}
 	if quota, ok := api.QuotaBackendBytes(options); ok && quota > 0 {
 		var near []string
-		for _, m := range f.members {
+		for _, m := range f.truth.members {
 			if m.dbSize*100 >= quota*api.DatabaseNearQuotaPercent {
 				near = append(near, fmt.Sprintf("%s %s (%d%%, %s in use)", memberName(f, m), humanBytes(m.dbSize),
 					m.dbSize*100/quota, humanBytes(m.dbSizeInUse)))
@@ -35,7 +35,7 @@ func (p *plan) databaseConditions(add func(typ string, ok bool, reason, msg stri
 	for typ, ids := range f.alarms {
 		for _, id := range ids {
 			name := id
-			if m := f.member(id); m != nil {
+			if m := f.truth.member(id); m != nil {
 				name = memberName(f, m)
 			}
 			byType[typ] = append(byType[typ], name)

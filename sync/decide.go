@@ -59,7 +59,7 @@ func decide(f *facts, opts Options) (p *plan, err error) {
 		p.bootstrap()
 	case f.splitBrain:
 		p.wait("two cluster IDs %v are reported: no membership change is made until a human resolves it", f.clusterIDs)
-	case !f.truthKnown():
+	case !f.truth.known():
 		p.quorumLost = true
 		p.decideRecovery()
 		p.wait("no voting member reports a healthy cluster; waiting for quorum (see README: Recovering from quorum loss)")
@@ -72,7 +72,7 @@ func decide(f *facts, opts Options) (p *plan, err error) {
 	p.askPeerSwitch(f.bootstrapped && !f.splitBrain)
 	p.askCARotation()
 	p.askDefrag()
-	if f.bootstrapped && f.truthKnown() {
+	if f.bootstrapped && f.truth.known() {
 		p.noteStalledJoins()
 	}
 	return p, nil
@@ -134,14 +134,14 @@ func (p *plan) chooseSpec() error {
 		// (a new or restarted pod could not start: the new spec may add members or roll them), and the
 		// roll holds (roll.go); a Secret that goes bad under an unchanged spec changes nothing rendered
 		// (the running members keep their files).
-		p.certProblems = checkTLSSecrets(f, f.secretsToCheck(cand))
+		p.certProblems = checkTLSSecrets(f, secretsToCheck(f, cand))
 		if len(p.certProblems) > 0 && (f.applied == nil || !specEqual(*f.applied, cand)) {
 			valid, p.certBlocked = false, true
 		}
 	case f.applied != nil && sameTLSSecrets(*f.applied, cand):
 		// Only Secrets the request's spec names are related: the applied spec's are known only when
 		// they are the same.
-		p.certProblems = checkTLSSecrets(f, f.secretsToCheck(*f.applied))
+		p.certProblems = checkTLSSecrets(f, secretsToCheck(f, *f.applied))
 	}
 	if p.paused {
 		// Nothing new is adopted while paused: the recorded spec stays in force (a new cluster gets
@@ -170,7 +170,7 @@ func (p *plan) chooseSpec() error {
 		// and the switch renders the certificates the rotation is replacing.
 		p.spec, p.hasSpec, p.pendingSpec, p.tlsWaitsForCA = *f.applied, true, true, true
 		p.wait("the CA rotation to finish before TLS is switched %s", onOff(cand.Security.TLS.TLSOn()))
-	case valid && f.applied.Security.TLS.TLSOn() != cand.Security.TLS.TLSOn() && !f.truthKnown():
+	case valid && f.applied.Security.TLS.TLSOn() != cand.Security.TLS.TLSOn() && !f.truth.known():
 		// Without a member list the template's TLS cannot be derived (tlsswitch.go): a switch adopted now
 		// would render the final template over members whose peer URLs are on the other scheme.
 		p.spec, p.hasSpec, p.pendingSpec = *f.applied, true, true
@@ -208,10 +208,10 @@ func (p *plan) normalizeIntents(ref api.ClusterSpec) {
 		switch lp.Kind {
 		case "", api.IntentMember:
 		case api.IntentLeave:
-			if i < target && f.primary[i] != nil {
+			if i < target && f.truth.primary[i] != nil {
 				note("%s carried intent leave below the target size: set back to member", f.names.Lease(i))
 				p.setIntent(i, api.IntentMember)
-			} else if f.primary[i] != nil {
+			} else if f.truth.primary[i] != nil {
 				leaving = i // the highest wins: sortedKeys is ascending
 			}
 		default:
@@ -229,20 +229,20 @@ func (p *plan) normalizeIntents(ref api.ClusterSpec) {
 				permitted, deadline := w.Annotations()
 				note("%s carried a join permission %q..%q the hook never writes: dropped", f.names.Lease(i), permitted, deadline)
 				lp.Join = api.JoinWindow{}
-			} else if f.truthKnown() && i >= target && f.primary[i] == nil {
+			} else if f.truth.known() && i >= target && f.truth.primary[i] == nil {
 				note("%s carried a join permission above the target size: dropped", f.names.Lease(i))
 				lp.Join = api.JoinWindow{}
 			}
 		}
 	}
 	for _, i := range sortedKeys(p.leases) {
-		if lp := p.leases[i]; lp.Kind == api.IntentLeave && f.primary[i] != nil && i != leaving {
+		if lp := p.leases[i]; lp.Kind == api.IntentLeave && f.truth.primary[i] != nil && i != leaving {
 			note("%s carried a second leave intent: only one member leaves at a time", f.names.Lease(i))
 			p.setIntent(i, api.IntentMember)
 		}
 	}
 	keep := -1
-	if m := f.learner(); m != nil && m.ordinal >= 0 && p.leases[m.ordinal] != nil && !p.leases[m.ordinal].Join.IsZero() {
+	if m := f.truth.learner(); m != nil && m.ordinal >= 0 && p.leases[m.ordinal] != nil && !p.leases[m.ordinal].Join.IsZero() {
 		keep = m.ordinal
 	}
 	for _, i := range sortedKeys(p.leases) {
@@ -369,7 +369,7 @@ func (p *plan) reconcile() {
 		p.roll(false)
 		return
 	}
-	if p.roll(true) && !(p.rollHeld && len(p.f.primary) < p.target()) {
+	if p.roll(true) && !(p.rollHeld && len(p.f.truth.primary) < p.target()) {
 		return
 	}
 	if p.scaleUp() {

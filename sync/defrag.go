@@ -92,8 +92,8 @@ func (p *plan) decideDefrag() defragState {
 	var turns [4][]int
 	var failed []int
 	running, asked := -1, -1
-	for _, i := range sortedKeys(f.primary) {
-		m := f.primary[i]
+	for _, i := range sortedKeys(f.truth.primary) {
+		m := f.truth.primary[i]
 		lv := f.leases[i]
 		if lv == nil || lv.report.MemberID != m.ID {
 			continue
@@ -121,7 +121,7 @@ func (p *plan) decideDefrag() defragState {
 			continue
 		}
 		turn := 0
-		if m.ID == f.leaderID {
+		if m.ID == f.truth.leaderID {
 			turn = 1
 		}
 		if token == NoSpacePass && raisers[m.ID] {
@@ -133,9 +133,9 @@ func (p *plan) decideDefrag() defragState {
 		// Every member has room and its own alarm is gone, yet an alarm is left: one raised by a member
 		// removed since (etcd keeps it, and refuses writes for it). Only another member can disarm it:
 		// the first follower is asked, whose agent disarms the alarms of members not in the list.
-		for _, i := range sortedKeys(f.primary) {
-			m, lv := f.primary[i], f.leases[i]
-			if lv != nil && lv.fresh && lv.report.MemberID == m.ID && m.voter() && (m.ID != f.leaderID || len(f.primary) == 1) {
+		for _, i := range sortedKeys(f.truth.primary) {
+			m, lv := f.truth.primary[i], f.leases[i]
+			if lv != nil && lv.fresh && lv.report.MemberID == m.ID && m.voter() && (m.ID != f.truth.leaderID || len(f.truth.primary) == 1) {
 				turns[0], st.todo = []int{i}, 1
 				break
 			}
@@ -171,7 +171,7 @@ func (p *plan) decideDefrag() defragState {
 		st.held = "the TLS switch's peer URL move"
 	}
 	if st.held == "" {
-		for _, m := range f.members {
+		for _, m := range f.truth.members {
 			if !m.healthy {
 				st.held = "member " + memberName(f, m) + " to be healthy"
 				break
@@ -210,8 +210,8 @@ func stateBased(token string) bool {
 func (p *plan) spaceDefragTodo() []int {
 	var out []int
 	pct := p.spec.SpaceActAt()
-	for _, i := range sortedKeys(p.f.primary) {
-		m, lv := p.f.primary[i], p.f.leases[i]
+	for _, i := range sortedKeys(p.f.truth.primary) {
+		m, lv := p.f.truth.primary[i], p.f.leases[i]
 		if lv != nil && lv.fresh && lv.report.MemberID == m.ID && api.SpaceWantsDefrag(m.dbSize, m.dbSizeInUse, p.space.quota, pct) {
 			out = append(out, i)
 		}
@@ -223,7 +223,7 @@ func (p *plan) spaceDefragTodo() []int {
 // (-1 when none). The NOSPACE recovery waits only for a member executing a pass, not for one merely
 // asked (whose agent may keep failing it).
 func (p *plan) unfinishedPass(token string) (int, string) {
-	for _, i := range sortedKeys(p.f.primary) {
+	for _, i := range sortedKeys(p.f.truth.primary) {
 		if other, running := p.pendingPass(i); other != "" && other != token && (running || !stateBased(token)) {
 			return i, other
 		}
@@ -237,7 +237,7 @@ func (p *plan) unfinishedPass(token string) (int, string) {
 func (p *plan) defragNowDone() string {
 	st, recorded := p.defrag, p.f.defragNowDone
 	v, ok := strings.CutPrefix(st.token, "now:")
-	if !ok || st.next != "" || st.target >= 0 || st.todo > 0 || len(p.f.primary) == 0 || st.done < len(p.f.primary) {
+	if !ok || st.next != "" || st.target >= 0 || st.todo > 0 || len(p.f.truth.primary) == 0 || st.done < len(p.f.truth.primary) {
 		return recorded
 	}
 	return v

@@ -12,7 +12,7 @@ import (
 // turn asked is not counted: its agent acts only while an alarm or a full file calls for it). "" when
 // none, or when its Lease is stale or another member's: no agent runs behind a stale one.
 func (p *plan) pendingPass(i int) (token string, running bool) {
-	m, lv := p.f.primary[i], p.f.leases[i]
+	m, lv := p.f.truth.primary[i], p.f.leases[i]
 	if m == nil || lv == nil || !lv.fresh || lv.report.MemberID != m.ID {
 		return "", false
 	}
@@ -31,7 +31,7 @@ func (p *plan) pendingPass(i int) (token string, running bool) {
 // defragmenting member serves no reads or writes for the duration: no planned step (a member leaving or
 // joining, a pod restarted by a roll) starts beside it, as no defragmentation starts beside a step.
 func (p *plan) defragmenting() string {
-	for _, i := range sortedKeys(p.f.primary) {
+	for _, i := range sortedKeys(p.f.truth.primary) {
 		if tok, _ := p.pendingPass(i); tok != "" {
 			return p.f.names.Pod(i)
 		}

@@ -82,11 +82,11 @@ func (p *plan) templateInput() *render.Desired {
 // larger of the current voters and the target, so that a scale step never weakens it.
 func (p *plan) pdbSize() int {
 	size := p.target()
-	if voters, _ := p.f.voters(); voters > size {
+	if voters, _ := p.f.truth.voters(); voters > size {
 		size = voters
 	}
-	if p.f.unionVoters > size {
-		size = p.f.unionVoters
+	if p.f.truth.unionVoters > size {
+		size = p.f.truth.unionVoters
 	}
 	return size
 }
@@ -132,7 +132,7 @@ func jobArg(j *batchv1.Job, prefix string) string {
 // voterEndpoints are the client URLs of the voters other than skip, for Jobs that talk to etcd.
 func (p *plan) voterEndpoints(skip string) string {
 	var eps []string
-	for _, m := range p.f.members {
+	for _, m := range p.f.truth.members {
 		if m.Learner || m.ID == skip {
 			continue
 		}

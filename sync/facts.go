@@ -133,15 +133,13 @@ type facts struct {
 	// alarms: the cluster's alarms as the fresh reports read them, by type, each the member IDs that
 	// raised it (readAlarms); an alarm naming no member of the cluster is ignored (distrusted).
 	alarms map[string][]string
-	// inPlace: the ConfigMap's record of the last in-place restore (nil: none); retired: the cluster IDs
+	// inPlace: what the facts say about in-place restores (inplacefacts.go); retired: the cluster IDs
 	// in-place restores replaced, whose reports count for nothing (inplace.go).
-	inPlace *inPlaceRecord
+	inPlace inPlaceView
 	retired map[string]bool
 	// liveRetired: retired IDs a ready member pod reports as a healthy voter after the restore was
 	// committed (unretireLive).
 	liveRetired []string
-	// inPlaceWithdrawn: the request was withdrawn while its restore Job runs.
-	inPlaceWithdrawn bool
 
 	// static: the member count of a static creation in force (staticfacts.go), 0 none; staticRecord: a
 	// valid record on the StatefulSet, in force or not (it is rendered again as it is).
@@ -152,14 +150,9 @@ type facts struct {
 	clusterIDs   []string
 	bootstrapped bool
 
-	// truth is the freshest member list reported by a healthy voter; nil when none is known.
-	truth     []api.Member
-	truthFrom int
-	members   []*memberView // every truth member, by ordinal then ID; orphans (ordinal -1) first
-	primary   map[int]*memberView
-	orphans   []*memberView
-	leaderID  string
-	running   []api.SemVer
+	// truth: the member list and its members (readTruth).
+	truth   truthView
+	running []api.SemVer
 	// imageVersions: the etcd versions the member pods whose etcd ran carry in their image tags (readImageVersions): evidence of what wrote the data that outlives
 	// every report and record (all members restarting, status wiped, the ConfigMap edited).
 	imageVersions []api.SemVer
@@ -170,18 +163,42 @@ type facts struct {
 	// for its claim template; attempts ascending.
 	growJobs     map[int][]*jobView
 	templateJobs []*jobView
-
-	// The safest view over every fresh healthy voter's report, for decisions that lower replicas or
-	// weaken the disruption budget: the highest member ordinal any of them lists, and the most voters.
-	unionHighest int
-	unionVoters  int
 	// distrusted: inputs that were ignored as impossible (hand edits, skewed clocks), for status.
 	distrusted []string
 	// reportErrs: the Leases whose report did not parse, each named once in distrusted.
 	reportErrs []string
+}
+
+// truthView is the membership truth: the freshest member list a healthy voter reported, its members
+// mapped to ordinals, and the safe view over every healthy voter's list (readTruth).
+type truthView struct {
+	// list is the freshest member list reported by a healthy voter; nil when none is known. from is the
+	// ordinal whose Lease reported it.
+	list    []api.Member
+	from    int
+	members []*memberView // every truth member, by ordinal then ID; orphans (ordinal -1) first
+	primary map[int]*memberView
+	orphans []*memberView
+	// leaderID: the leader the list's reporter names.
+	leaderID string
+	// The safest view over every fresh healthy voter's report, for decisions that lower replicas or
+	// weaken the disruption budget: the highest member ordinal any of them lists, and the most voters.
+	unionHighest int
+	unionVoters  int
 	// allVoters and healthyVoters count the truth's voters, and its healthy ones (readTruth): the
 	// quorum rule asks them for every candidate removal, so they are counted once.
 	allVoters, healthyVoters int
+}
+
+// inPlaceView is what the facts say about in-place restores (inplacefacts.go).
+type inPlaceView struct {
+	// record: the ConfigMap's record of the last in-place restore, as chosen for this sync (nil: none).
+	record *inPlaceRecord
+	// withdrawn: the request was withdrawn while its restore Job runs.
+	withdrawn bool
+	// refusal is why the etcd.io/restore-from value on the parent (or restoreOnQuorumLoss's restore) was
+	// refused, "" when it was not; restoreFrom is the etcd.io/restore-from value, "" when none.
+	refusal, restoreFrom string
 }
 
 func (f *facts) sortedLeases() []*leaseView {
@@ -262,13 +279,15 @@ func (f *facts) reportsHealthyVoter(i int, id string) bool {
 	return true
 }
 
-func (f *facts) truthKnown() bool { return f.truth != nil }
+// known: a member list is known.
+func (t *truthView) known() bool { return t.list != nil }
 
 // voters counts voting members of the truth and those that are healthy.
-func (f *facts) voters() (all, healthy int) { return f.allVoters, f.healthyVoters }
+func (t *truthView) voters() (all, healthy int) { return t.allVoters, t.healthyVoters }
 
-func (f *facts) learner() *memberView {
-	for _, m := range f.members {
+// learner is the truth's learner, nil when none.
+func (t *truthView) learner() *memberView {
+	for _, m := range t.members {
 		if m.Learner {
 			return m
 		}
@@ -276,10 +295,10 @@ func (f *facts) learner() *memberView {
 	return nil
 }
 
-// highestMemberOrdinal is the highest ordinal with a member, -1 when none.
-func (f *facts) highestMemberOrdinal() int {
+// highestOrdinal is the highest ordinal with a member, -1 when none.
+func (t *truthView) highestOrdinal() int {
 	h := -1
-	for i := range f.primary {
+	for i := range t.primary {
 		if i > h {
 			h = i
 		}
@@ -305,8 +324,8 @@ func peerScheme(url string) string {
 }
 
 // member finds a truth member by ID.
-func (f *facts) member(id string) *memberView {
-	for _, m := range f.members {
+func (t *truthView) member(id string) *memberView {
+	for _, m := range t.members {
 		if m.ID == id {
 			return m
 		}
@@ -384,7 +403,7 @@ func (f *facts) tlsSwitchSeen() bool {
 		return false
 	}
 	want := api.Scheme(f.applied.Security.TLS.TLSOn())
-	for _, m := range f.members {
+	for _, m := range f.truth.members {
 		if m.ordinal >= 0 && peerScheme(m.PeerURL) != want {
 			return true
 		}
@@ -393,21 +412,20 @@ func (f *facts) tlsSwitchSeen() bool {
 }
 
 // leaseReport is the report under key on Lease l (the backup Lease: the Jobs' reports) when it is one
-// mine accepts, nil otherwise. One that does not parse, or is dated (at) ahead of the hook's clock, is
-// named (InputIgnored) and ignored: the Lease is writable by the backup Jobs and by hand.
-func leaseReport[R any](f *facts, l *coordv1.Lease, key string, parse func(string) (*R, error), mine func(*R) bool, at func(*R) time.Time) *R {
+// mine accepts, nil otherwise. One that does not parse, or is dated (at) ahead of now, is ignored and
+// named in the returned note (for InputIgnored; "" when none): the Lease is writable by the backup Jobs
+// and by hand. It writes nothing: the caller records the note where its own notes go.
+func leaseReport[R any](now time.Time, l *coordv1.Lease, key string, parse func(string) (*R, error), mine func(*R) bool, at func(*R) time.Time) (*R, string) {
 	r, err := parse(l.Annotations[key])
 	switch {
 	case err != nil:
-		f.distrusted = append(f.distrusted, fmt.Sprintf("Lease %s annotation %s does not parse (%v): ignored", l.Name, key, err))
-		return nil
+		return nil, fmt.Sprintf("Lease %s annotation %s does not parse (%v): ignored", l.Name, key, err)
 	case r == nil || !mine(r):
-		return nil
-	case at(r).After(f.now.Add(maxClockSkew)):
-		f.distrusted = append(f.distrusted, fmt.Sprintf("Lease %s annotation %s is dated %s, ahead of the hook's clock: ignored", l.Name, key, at(r).UTC().Format(time.RFC3339)))
-		return nil
+		return nil, ""
+	case at(r).After(now.Add(maxClockSkew)):
+		return nil, fmt.Sprintf("Lease %s annotation %s is dated %s, ahead of the hook's clock: ignored", l.Name, key, at(r).UTC().Format(time.RFC3339))
 	}
-	return r
+	return r, ""
 }
 
 // maxClockSkew is how far ahead of the hook's clock a reported time may be before it is distrusted.

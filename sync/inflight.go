@@ -19,7 +19,7 @@ func (p *plan) inFlight() string {
 func (p *plan) stepInFlight() (what string, volume bool) {
 	f := p.f
 	// (While its snapshot is verified the cluster serves as before: nothing of it is held.)
-	if r := f.inPlace; r.inFlight() && !r.Verifying {
+	if r := f.inPlace.record; r.inFlight() && !r.Verifying {
 		return fmt.Sprintf("the in-place restore of %q", r.Request), false
 	}
 	for _, id := range sortedKeys(f.removeJobs) {
@@ -28,7 +28,7 @@ func (p *plan) stepInFlight() (what string, volume bool) {
 		if last.state == jobActive {
 			return fmt.Sprintf("Job %s removing member %s", last.job.Name, id), false
 		}
-		if last.state == jobSucceeded && f.member(id) != nil && f.now.Sub(last.finished) < succeededJobGrace {
+		if last.state == jobSucceeded && f.truth.member(id) != nil && f.now.Sub(last.finished) < succeededJobGrace {
 			return fmt.Sprintf("member %s to leave the member list after Job %s", id, last.job.Name), false
 		}
 	}
@@ -41,13 +41,13 @@ func (p *plan) stepInFlight() (what string, volume bool) {
 	if what := p.volumeStepInFlight(); what != "" {
 		return what, true
 	}
-	if m := f.learner(); m != nil {
+	if m := f.truth.learner(); m != nil {
 		return fmt.Sprintf("learner %s (%s) to be promoted", m.ID, m.PeerURL), false
 	}
 	// The Lease intents as normalised (carry, normalizeIntents), never the raw observed ones.
 	for _, i := range sortedKeys(p.leases) {
 		lp := p.leases[i]
-		m := f.primary[i]
+		m := f.truth.primary[i]
 		if lp.Kind == api.IntentLeave && m != nil && p.quorumAllowsRemoving(m) {
 			return fmt.Sprintf("%s to leave the cluster", f.names.Pod(i)), false
 		}

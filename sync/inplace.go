@@ -28,7 +28,7 @@ import (
 // the record to write back.
 func (p *plan) decideInPlace() bool {
 	f := p.f
-	rec := f.inPlace
+	rec := f.inPlace.record
 	p.inPlace = rec
 	if !rec.inFlight() {
 		return false
@@ -43,7 +43,7 @@ func (p *plan) decideInPlace() bool {
 		return false
 	}
 	p.inPlaceMode()
-	if f.inPlaceWithdrawn {
+	if f.inPlace.withdrawn {
 		p.wait("restore Job %s to finish: the restore of %q cannot be withdrawn while it runs", f.names.RestoreJob(rec.key()), rec.Request)
 	}
 	switch {
@@ -110,7 +110,11 @@ func (p *plan) inPlaceJob(rec *inPlaceRecord, j *batchv1.Job) {
 			how = "set spec.backup.restoreOnQuorumLoss to false"
 		}
 		why := fmt.Sprintf("(kubectl logs job/%s)", j.Name)
-		if r := p.f.restoreReport(j.Name); r != nil && r.Message != "" {
+		r, note := p.f.restoreReport(j.Name)
+		if note != "" {
+			p.distrust("%s", note)
+		}
+		if r != nil && r.Message != "" {
 			why = fmt.Sprintf("(%s)", r.Message)
 		}
 		p.inPlaceFailure = fmt.Sprintf("restore Job %s failed %s: it replaces the data only as its last step, so the cluster's data is as it was unless its log says otherwise; %s to start the cluster again on its data", j.Name, why, how)

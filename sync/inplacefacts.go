@@ -31,16 +31,16 @@ func (f *facts) readInPlace() {
 			if why := rec.pointProblem(); why != "" {
 				f.distrusted = append(f.distrusted, fmt.Sprintf("ConfigMap %s key %s: %s: the record is ignored", f.names.ConfigMap(), api.ConfigKeyRestoreInPlace, why))
 			} else {
-				f.inPlace = &rec
+				f.inPlace.record = &rec
 			}
 		}
 	}
 	// A restore status shows Verifying has neither stopped nor retired anything: it is not rebuilt, and
 	// starts again from the annotation.
-	if r := f.parent.Status.Restore; f.inPlace == nil && r != nil && r.InPlace && r.Source != "" && r.Phase != inPlaceVerifying {
+	if r := f.parent.Status.Restore; f.inPlace.record == nil && r != nil && r.InPlace && r.Source != "" && r.Phase != inPlaceVerifying {
 		// Rebuilt from status, the record does not know which annotation values were acted on: the one
 		// on the parent now counts as seen (a restore is never started from a record half lost).
-		f.inPlace = &inPlaceRecord{Request: r.Source, Retired: r.ReplacedClusterIDs, Lost: r.LostMembers,
+		f.inPlace.record = &inPlaceRecord{Request: r.Source, Retired: r.ReplacedClusterIDs, Lost: r.LostMembers,
 			Committed: r.Phase == inPlaceStarting || r.Phase == inPlaceRestored, Done: r.Phase == inPlaceRestored,
 			Point: r.Point().Value(), Seen: remember(nil, backup.Fingerprint(askKey(f.restoreAsk())))}
 	}
@@ -51,12 +51,12 @@ func (f *facts) readInPlace() {
 // they would make every restarting agent move its cluster's data aside. The record is rewritten
 // without them and the hand edit is named in InputIgnored.
 func (f *facts) unretireLive() bool {
-	if len(f.liveRetired) == 0 || f.inPlace == nil {
+	if len(f.liveRetired) == 0 || f.inPlace.record == nil {
 		return false
 	}
 	for _, id := range f.liveRetired {
-		f.inPlace.Retired = slices.DeleteFunc(slices.Clone(f.inPlace.Retired), func(r string) bool { return r == id })
-		if p := f.inPlace.Prior; p != nil {
+		f.inPlace.record.Retired = slices.DeleteFunc(slices.Clone(f.inPlace.record.Retired), func(r string) bool { return r == id })
+		if p := f.inPlace.record.Prior; p != nil {
 			p.Retired = slices.DeleteFunc(slices.Clone(p.Retired), func(r string) bool { return r == id })
 		}
 		f.distrusted = append(f.distrusted, fmt.Sprintf("the in-place restore record (ConfigMap %s key %s) lists cluster ID %s as replaced, but a ready member pod reports it as a healthy voter: not retired", f.names.ConfigMap(), api.ConfigKeyRestoreInPlace, id))
@@ -68,8 +68,8 @@ func (f *facts) unretireLive() bool {
 
 func (f *facts) setRetired() {
 	f.retired = map[string]bool{}
-	if f.inPlace != nil {
-		for _, id := range f.inPlace.Retired {
+	if f.inPlace.record != nil {
+		for _, id := range f.inPlace.record.Retired {
 			f.retired[id] = true
 		}
 	}
@@ -88,7 +88,7 @@ func (f *facts) setRetired() {
 //   - Nothing new starts while spec.paused (a restore in flight goes on: steps in flight finish).
 //   - Without a value to act on, restoreOnQuorumLoss may start one (quorumDataLost).
 func (f *facts) chooseInPlace() bool {
-	rec := f.inPlace
+	rec := f.inPlace.record
 	changed := false
 	req, point := f.restoreAsk()
 	if req == "" && point != "" {
@@ -98,7 +98,7 @@ func (f *facts) chooseInPlace() bool {
 	if rec.inFlight() && !rec.Committed && f.withdrawn(rec, req, point) {
 		if j := f.obs.Jobs[f.names.RestoreJob(rec.key())]; j != nil {
 			if state, _ := jobStatus(j); state == jobActive {
-				f.inPlaceWithdrawn = true
+				f.inPlace.withdrawn = true
 				return false
 			}
 		}
@@ -148,7 +148,7 @@ func (f *facts) chooseInPlace() bool {
 	if !changed {
 		return false
 	}
-	f.inPlace = rec
+	f.inPlace.record = rec
 	f.setRetired()
 	return true
 }
@@ -190,7 +190,10 @@ func (f *facts) judgeRestoreJobs(rec *inPlaceRecord) (*inPlaceRecord, bool) {
 		return rec, false
 	}
 	state, _ := jobStatus(j)
-	report := f.restoreReport(name)
+	report, note := f.restoreReport(name)
+	if note != "" {
+		f.distrusted = append(f.distrusted, note)
+	}
 	refuse := func(why string) (*inPlaceRecord, bool) {
 		back, _ := rec.back(nil)
 		back.Refused, back.RefusedWhy = backup.Fingerprint(askKey(rec.Request, rec.Point)), why
@@ -226,13 +229,14 @@ func (f *facts) judgeRestoreJobs(rec *inPlaceRecord) (*inPlaceRecord, bool) {
 	return rec, false
 }
 
-// restoreReport is the restore report on the backup Lease when it is job's, nil otherwise (leaseReport).
-func (f *facts) restoreReport(job string) *api.RestoreReport {
+// restoreReport is the restore report on the backup Lease when it is job's, nil otherwise, and the note
+// naming a report ignored (leaseReport).
+func (f *facts) restoreReport(job string) (*api.RestoreReport, string) {
 	l := f.obs.Leases[f.names.BackupName()]
 	if l == nil {
-		return nil
+		return nil, ""
 	}
-	return leaseReport(f, l, api.AnnRestoreReport, api.ParseRestoreReport,
+	return leaseReport(f.now, l, api.AnnRestoreReport, api.ParseRestoreReport,
 		func(r *api.RestoreReport) bool { return r.Job == job }, func(r *api.RestoreReport) time.Time { return r.Time })
 }
 
@@ -305,10 +309,10 @@ func (f *facts) withoutData(i int) (time.Duration, bool) {
 // (its cluster ID is none of the retired ones): from here the cluster grows back as any cluster below
 // its size.
 func (f *facts) finishInPlace() {
-	if rec := f.inPlace; rec.inFlight() && rec.Committed && f.truthKnown() && f.clusterID != "" {
+	if rec := f.inPlace.record; rec.inFlight() && rec.Committed && f.truth.known() && f.clusterID != "" {
 		done := *rec
 		done.Done, done.Prior = true, nil
-		f.inPlace = &done
+		f.inPlace.record = &done
 	}
 }
 
@@ -361,7 +365,7 @@ func (f *facts) restoreRequestProblem(req, point string, live []string) string {
 // refused, "" when it was not.
 func (f *facts) refusal() string {
 	req, point := f.restoreAsk()
-	r := f.inPlace
+	r := f.inPlace.record
 	switch {
 	case r == nil || r.Refused == "":
 		return ""

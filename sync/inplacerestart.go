@@ -40,8 +40,8 @@ var (
 // restarting names the pod of a member restarting in place for r: asked and not done, or saying it is
 // at it ("" none).
 func (p *plan) restarting(r inPlaceRestart) string {
-	for _, i := range sortedKeys(p.f.primary) {
-		m := p.f.primary[i]
+	for _, i := range sortedKeys(p.f.truth.primary) {
+		m := p.f.truth.primary[i]
 		if lv := p.f.reporting(m); lv != nil && (r.pending(m, lv) || lv.report.Reason() == r.reason) {
 			return p.f.names.Pod(i)
 		}
@@ -107,23 +107,23 @@ func (p *plan) restartTurn(todo []caReport, asked func(*leaseView) bool, unhealt
 	// A member that is not healthy first (one trusting neither CA cannot talk to its peers): restarting
 	// it costs nothing, and waiting for it to be healthy would wait forever.
 	for _, r := range todo {
-		if m := f.primary[r.i]; m != nil && !m.healthy && unhealthyFirst {
+		if m := f.truth.primary[r.i]; m != nil && !m.healthy && unhealthyFirst {
 			return r.i, ""
 		}
 	}
-	for _, m := range f.members {
+	for _, m := range f.truth.members {
 		if !m.healthy {
 			return -1, "member " + memberName(f, m) + " to be healthy before restarting a member"
 		}
 	}
-	all, healthy := f.voters()
+	all, healthy := f.truth.voters()
 	small := p.target() <= 2 && all == healthy
 	if healthy-1 < api.Quorum(all) && !small {
 		return -1, fmt.Sprintf("quorum to allow restarting a member (%d of %d voters healthy)", healthy, all)
 	}
 	var leader []caReport
 	for _, r := range todo {
-		if r.id == f.leaderID {
+		if r.id == f.truth.leaderID {
 			leader = append(leader, r)
 			continue
 		}

@@ -16,7 +16,7 @@ func (p *plan) keepJobs() {
 	f := p.f
 	for _, id := range sortedKeys(f.removeJobs) {
 		js := f.removeJobs[id]
-		m := f.member(id)
+		m := f.truth.member(id)
 		last := js[len(js)-1]
 		for _, jv := range js {
 			keep := false
@@ -56,7 +56,7 @@ func (p *plan) keepJobs() {
 // judgeJobs: only with one cluster and a known member list can a finished Job be judged done; otherwise
 // every observed Job is kept.
 func (p *plan) judgeJobs() bool {
-	return p.f.bootstrapped && !p.f.splitBrain && p.f.truthKnown()
+	return p.f.bootstrapped && !p.f.splitBrain && p.f.truth.known()
 }
 
 // removalRunning says whether any remove Job is active or was made this sync: removals go one at a time.

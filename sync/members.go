@@ -13,7 +13,7 @@ import (
 
 // quorumAllowsRemoving applies the quorum rule of docs/design/08-safety-rules.md §8.2 to removing m.
 func (p *plan) quorumAllowsRemoving(m *memberView) bool {
-	all, healthy := p.f.voters()
+	all, healthy := p.f.truth.voters()
 	return api.RemovalAllowed(all, healthy, m.Learner, m.healthy) == nil
 }
 
@@ -25,7 +25,7 @@ func (p *plan) advanceJoins() {
 		if lp.Join.IsZero() {
 			continue
 		}
-		m := f.primary[i]
+		m := f.truth.primary[i]
 		switch {
 		case m != nil && !m.Learner && f.reportsHealthyVoter(i, m.ID):
 			lp.Join = api.JoinWindow{}
@@ -42,7 +42,7 @@ func (p *plan) noteStalledJoins() {
 	for _, i := range sortedKeys(p.leases) {
 		lp := p.leases[i]
 		lv := f.leases[i]
-		if lp.Join.IsZero() || lv == nil || !sameWindow(lv.join, lp.Join) || f.primary[i] != nil {
+		if lp.Join.IsZero() || lv == nil || !sameWindow(lv.join, lp.Join) || f.truth.primary[i] != nil {
 			continue
 		}
 		if !lv.permitLive(f.now) {
@@ -54,7 +54,7 @@ func (p *plan) noteStalledJoins() {
 // advanceLearner removes a learner that missed its promotion deadline, or that no join explains.
 func (p *plan) advanceLearner() {
 	f := p.f
-	m := f.learner()
+	m := f.truth.learner()
 	if m == nil {
 		return
 	}
@@ -89,7 +89,7 @@ func (p *plan) advanceLeave() {
 	}
 	for _, i := range sortedKeys(p.leases) {
 		lp := p.leases[i]
-		m := f.primary[i]
+		m := f.truth.primary[i]
 		if lp.Kind != api.IntentLeave || m == nil {
 			continue
 		}
@@ -153,7 +153,7 @@ func (p *plan) removeMember(m *memberView, reason string) {
 // check, counted once (facts.voters), and the wait names the first only.
 func (p *plan) removeOrphan() bool {
 	var refused []*memberView
-	for _, m := range p.f.orphans {
+	for _, m := range p.f.truth.orphans {
 		if p.quorumAllowsRemoving(m) {
 			p.removeMember(m, "orphan")
 			return true
@@ -175,9 +175,9 @@ func (p *plan) removeOrphan() bool {
 // IDs removed here first, one at a time.
 func (p *plan) removeDead() bool {
 	f := p.f
-	_, healthy := f.voters()
-	all, _ := f.voters()
-	for _, m := range f.members {
+	_, healthy := f.truth.voters()
+	all, _ := f.truth.voters()
+	for _, m := range f.truth.members {
 		if m.ordinal < 0 || !m.voter() {
 			continue
 		}
@@ -213,7 +213,7 @@ func (p *plan) lostData(m *memberView) bool {
 // member joins while another defragments.
 func (p *plan) joinable(i int) (bool, string) {
 	f := p.f
-	for _, m := range f.members {
+	for _, m := range f.truth.members {
 		if m.voter() && !m.healthy && m.ordinal != i {
 			return false, "every voter to be healthy before a member joins"
 		}
@@ -236,7 +236,7 @@ func (p *plan) joinable(i int) (bool, string) {
 func (p *plan) repairJoin() bool {
 	f := p.f
 	for i := 0; i < int(p.replicas) && i < p.target(); i++ {
-		m := f.primary[i]
+		m := f.truth.primary[i]
 		lv := f.leases[i]
 		asking := lv != nil && lv.fresh && lv.report.Reason() == api.ReasonWaitingForJoin &&
 			(f.pods[i] == nil || string(f.pods[i].UID) == lv.holder)

@@ -232,10 +232,10 @@ func (p *plan) keptNote() string {
 // formedNow: every member of the target size is a healthy voter.
 func (p *plan) formedNow() bool {
 	f := p.f
-	if !f.bootstrapped || !p.hasSpec || len(f.primary) < p.target() {
+	if !f.bootstrapped || !p.hasSpec || len(f.truth.primary) < p.target() {
 		return false
 	}
-	for _, m := range f.primary {
+	for _, m := range f.truth.primary {
 		if !m.healthy || m.Learner {
 			return false
 		}

@@ -28,11 +28,11 @@ func newFacts(o *Observed, now time.Time) *facts {
 		leases:           map[int]*leaseView{},
 		pods:             map[int]*corev1.Pod{},
 		pvcs:             map[int]*corev1.PersistentVolumeClaim{},
-		primary:          map[int]*memberView{},
 		removeJobs:       map[string][]*jobView{},
 		deleteVolumeJobs: map[int][]*jobView{},
 		growJobs:         map[int][]*jobView{},
 	}
+	f.truth.primary = map[int]*memberView{}
 	// Before anything reads a value carried inside a string or a status list (bounds.go).
 	f.distrusted = boundObserved(o, f.names.ConfigMap())
 	f.sts = o.StatefulSets[f.names.StatefulSet()]
@@ -76,6 +76,7 @@ func newFacts(o *Observed, now time.Time) *facts {
 	f.readAlarms()
 	f.readJobs()
 	f.finishInPlace()
+	f.inPlace.refusal, f.inPlace.restoreFrom = f.refusal(), f.restoreFrom()
 	return f
 }
 
@@ -186,7 +187,7 @@ func (f *facts) readLeases() {
 		// that reports such an ID as a healthy voter means the record lies (a hand edit), see
 		// unretireLive.
 		if f.retired[lv.report.ClusterID] {
-			if r := f.inPlace; r != nil && (r.Committed || r.Done) && lv.fresh && lv.report.IsVoter() && lv.report.Healthy &&
+			if r := f.inPlace.record; r != nil && (r.Committed || r.Done) && lv.fresh && lv.report.IsVoter() && lv.report.Healthy &&
 				f.podReady(i) && lv.holder == string(f.pods[i].UID) && !slices.Contains(f.liveRetired, lv.report.ClusterID) {
 				f.liveRetired = append(f.liveRetired, lv.report.ClusterID)
 			}
@@ -256,7 +257,7 @@ func (f *facts) readTruth() {
 	// One pass over the healthy voters' lists: the freshest is the truth; the union of all of them (the
 	// highest ordinal any lists, the most voters any counts) is the safe view for lowering decisions.
 	var best *leaseView
-	f.unionHighest = -1
+	f.truth.unionHighest = -1
 	for _, lv := range f.sortedLeases() {
 		if lv.report.Members == nil || !f.reportsHealthyVoter(lv.ordinal, "") {
 			continue
@@ -266,14 +267,14 @@ func (f *facts) readTruth() {
 		}
 		voters := 0
 		for _, m := range lv.report.Members {
-			if i := f.names.PeerURLOrdinal(m.PeerURL); i > f.unionHighest {
-				f.unionHighest = i
+			if i := f.names.PeerURLOrdinal(m.PeerURL); i > f.truth.unionHighest {
+				f.truth.unionHighest = i
 			}
 			if !m.Learner {
 				voters++
 			}
 		}
-		f.unionVoters = max(f.unionVoters, voters)
+		f.truth.unionVoters = max(f.truth.unionVoters, voters)
 	}
 	versions := map[api.SemVer]bool{}
 	for _, lv := range f.leases {
@@ -304,15 +305,15 @@ func (f *facts) readTruth() {
 	if best == nil {
 		return
 	}
-	f.truth = best.report.Members
-	f.truthFrom = best.ordinal
-	f.leaderID = best.report.LeaderID
+	f.truth.list = best.report.Members
+	f.truth.from = best.ordinal
+	f.truth.leaderID = best.report.LeaderID
 	deadAfter := time.Duration(api.DefaultDeadMemberSeconds) * time.Second
 	if f.applied != nil {
 		deadAfter = time.Duration(*f.applied.Timeouts.DeadMemberSeconds) * time.Second
 	}
 	byOrdinal := map[int][]*memberView{}
-	for _, m := range f.truth {
+	for _, m := range f.truth.list {
 		mv := &memberView{Member: m, ordinal: f.names.PeerURLOrdinal(m.PeerURL)}
 		if mv.ordinal >= api.MaxSize {
 			mv.ordinal = -1
@@ -339,26 +340,26 @@ func (f *facts) readTruth() {
 			byOrdinal[mv.ordinal] = append(byOrdinal[mv.ordinal], mv)
 		} else {
 			mv.dead = true
-			f.orphans = append(f.orphans, mv)
+			f.truth.orphans = append(f.truth.orphans, mv)
 		}
-		f.members = append(f.members, mv)
+		f.truth.members = append(f.truth.members, mv)
 	}
 	// A second ID at one ordinal is an orphan: keep the one the ordinal's agent reports, else a started voter.
 	for i, ms := range byOrdinal {
 		sort.Slice(ms, func(a, b int) bool { return f.preferMember(i, ms[a], ms[b]) })
-		f.primary[i] = ms[0]
+		f.truth.primary[i] = ms[0]
 		for _, m := range ms[1:] {
 			m.ordinal = -1
-			f.orphans = append(f.orphans, m)
+			f.truth.orphans = append(f.truth.orphans, m)
 		}
 	}
-	sort.Slice(f.orphans, func(a, b int) bool { return f.orphans[a].ID < f.orphans[b].ID })
-	f.countVoters()
-	sort.Slice(f.members, func(a, b int) bool {
-		if f.members[a].ordinal != f.members[b].ordinal {
-			return f.members[a].ordinal < f.members[b].ordinal
+	sort.Slice(f.truth.orphans, func(a, b int) bool { return f.truth.orphans[a].ID < f.truth.orphans[b].ID })
+	f.truth.countVoters()
+	sort.Slice(f.truth.members, func(a, b int) bool {
+		if f.truth.members[a].ordinal != f.truth.members[b].ordinal {
+			return f.truth.members[a].ordinal < f.truth.members[b].ordinal
 		}
-		return f.members[a].ID < f.members[b].ID
+		return f.truth.members[a].ID < f.truth.members[b].ID
 	})
 }
 
@@ -413,13 +414,13 @@ func (f *facts) preferMember(i int, a, b *memberView) bool {
 }
 
 // countVoters counts the truth's voters once its members are known (readTruth).
-func (f *facts) countVoters() {
-	f.allVoters, f.healthyVoters = 0, 0
-	for _, m := range f.members {
+func (t *truthView) countVoters() {
+	t.allVoters, t.healthyVoters = 0, 0
+	for _, m := range t.members {
 		if m.voter() {
-			f.allVoters++
+			t.allVoters++
 			if m.healthy {
-				f.healthyVoters++
+				t.healthyVoters++
 			}
 		}
 	}

@@ -290,16 +290,16 @@ func (p *plan) recoveryStatus() *api.RecoveryStatus {
 		return p.recovery.status
 	}
 	f := p.f
-	if !f.truthKnown() || !p.hasSpec || len(f.primary) >= p.target() {
+	if !f.truth.known() || !p.hasSpec || len(f.truth.primary) >= p.target() {
 		return nil
 	}
-	for _, i := range sortedKeys(f.primary) {
-		m, lv := f.primary[i], f.leases[i]
+	for _, i := range sortedKeys(f.truth.primary) {
+		m, lv := f.truth.primary[i], f.leases[i]
 		if lv == nil || !lv.fresh || lv.report.MemberID != m.ID || lv.report.Recovered == "" || !strings.HasPrefix(lv.report.Recovered, m.ID+"@") {
 			continue
 		}
 		return &api.RecoveryStatus{Phase: api.RecoveryRecovered, Token: lv.report.Recovered, Survivor: memberName(f, m),
-			Message: fmt.Sprintf("%s runs on its data; the others rejoin as learners, one at a time (%d of %d members)", memberName(f, m), len(f.primary), p.target())}
+			Message: fmt.Sprintf("%s runs on its data; the others rejoin as learners, one at a time (%d of %d members)", memberName(f, m), len(f.truth.primary), p.target())}
 	}
 	return nil
 }

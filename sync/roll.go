@@ -80,7 +80,7 @@ func (p *plan) roll(full bool) bool {
 		// A cluster meant to have one or two members cannot keep quorum through a restart: it rolls
 		// when every voter is healthy and is briefly unavailable (docs/operations.md §9, Limits).
 		if p.podHealthy(next) {
-			all, healthy := f.voters()
+			all, healthy := f.truth.voters()
 			small := p.target() <= 2 && all == healthy
 			if healthy-1 < api.Quorum(all) && !small {
 				p.rollHeld = true
@@ -109,7 +109,7 @@ func (p *plan) roll(full bool) bool {
 	// its way back (recorded: a pod restarted for another reason after a roll is not the roll's).
 	if !p.rolling && st.UpdateRevision != "" && f.configValue(api.ConfigKeyRollingTo) == p.hash {
 		for i := 0; i < p.target(); i++ {
-			if pod := f.pods[i]; pod != nil && f.primary[i] != nil && !p.podUpdated(i) && f.now.Sub(pod.CreationTimestamp.Time) < rollRestartGrace {
+			if pod := f.pods[i]; pod != nil && f.truth.primary[i] != nil && !p.podUpdated(i) && f.now.Sub(pod.CreationTimestamp.Time) < rollRestartGrace {
 				p.rolling = true
 				break
 			}
@@ -146,7 +146,7 @@ func (p *plan) podUpdated(i int) bool {
 // podHealthy: the pod at i counts towards quorum by any sign (ready, or a healthy voter report).
 func (p *plan) podHealthy(i int) bool {
 	f := p.f
-	if m := f.primary[i]; m != nil && m.healthy {
+	if m := f.truth.primary[i]; m != nil && m.healthy {
 		return true
 	}
 	return f.podReady(i) || f.reportsHealthyVoter(i, "")

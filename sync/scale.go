@@ -38,7 +38,7 @@ func (p *plan) deleteVolume() bool {
 		// Below the target a volume is a member's to be, never a removed one's: after an in-place restore
 		// the cluster grows back from one member onto the old volumes (their agents move the replaced
 		// data aside), and a shrink reversed before its volumes went re-creates them.
-		if i < int(p.replicas) || i < p.target() || f.primary[i] != nil || f.pods[i] != nil || pvc.DeletionTimestamp != nil ||
+		if i < int(p.replicas) || i < p.target() || f.truth.primary[i] != nil || f.pods[i] != nil || pvc.DeletionTimestamp != nil ||
 			pvc.Labels[api.LabelClusterUID] != f.clusterUID {
 			continue
 		}
@@ -72,17 +72,17 @@ func (p *plan) deleteVolume() bool {
 // removal costs no quorum, else the highest.
 func (p *plan) scaleDown() bool {
 	f := p.f
-	h := f.highestMemberOrdinal()
+	h := f.truth.highestOrdinal()
 	if h < p.target() {
 		return false
 	}
 	for i := h; i >= p.target(); i-- {
-		if m := f.primary[i]; m != nil && !m.healthy && p.quorumAllowsRemoving(m) {
+		if m := f.truth.primary[i]; m != nil && !m.healthy && p.quorumAllowsRemoving(m) {
 			h = i
 			break
 		}
 	}
-	m := f.primary[h]
+	m := f.truth.primary[h]
 	if !p.quorumAllowsRemoving(m) {
 		p.wait("quorum does not allow %s to leave now", f.names.Pod(h))
 		return true
@@ -115,13 +115,13 @@ func (p *plan) scaleDown() bool {
 // scaleUp raises replicas by one and permits the new ordinal to join.
 func (p *plan) scaleUp() bool {
 	f := p.f
-	n := len(f.primary)
+	n := len(f.truth.primary)
 	if n >= p.target() {
 		return false
 	}
 	i := int(p.replicas)
 	for j := 0; j < i; j++ {
-		if f.primary[j] == nil {
+		if f.truth.primary[j] == nil {
 			return false // repairJoin handles holes below replicas
 		}
 	}
@@ -148,12 +148,12 @@ func (p *plan) floorReplicas() {
 	if !f.bootstrapped {
 		return
 	}
-	floor := int32(f.highestMemberOrdinal() + 1)
-	if f.truthKnown() && int32(f.unionHighest+1) > floor {
+	floor := int32(f.truth.highestOrdinal() + 1)
+	if f.truth.known() && int32(f.truth.unionHighest+1) > floor {
 		// Another fresh healthy voter lists a member the freshest report does not: the safest view wins.
-		floor = int32(f.unionHighest + 1)
+		floor = int32(f.truth.unionHighest + 1)
 	}
-	if !f.truthKnown() {
+	if !f.truth.known() {
 		// Without a member list nothing is lowered: status.members is the best memory of who is a member.
 		floor = p.replicas
 		for _, m := range f.parent.Status.Members {
@@ -169,7 +169,7 @@ func (p *plan) floorReplicas() {
 		}
 	}
 	want := p.replicas
-	if t := int32(p.target()); want > t && f.truthKnown() {
+	if t := int32(p.target()); want > t && f.truth.known() {
 		want = t
 	}
 	if want < floor {
@@ -184,13 +184,13 @@ func (p *plan) floorReplicas() {
 	// of a create-5 (e2e/RESULTS.md, timeline). Derived from the target and the member list, not from the
 	// observed replicas, so a stale cache cannot take a started pod away. It stops below an ordinal whose
 	// old claim is still being deleted: a pod would bind it.
-	if t := int32(p.target()); f.truthKnown() && !f.splitBrain && len(f.primary) < p.target() {
+	if t := int32(p.target()); f.truth.known() && !f.splitBrain && len(f.truth.primary) < p.target() {
 		for want < t && !p.claimDeleting(int(want)) {
 			want++
 		}
 	}
 	p.replicas = want
-	if f.truthKnown() {
+	if f.truth.known() {
 		p.noteCleanup()
 	}
 	if p.partition > p.replicas {
@@ -213,12 +213,12 @@ func (p *plan) noteCleanup() {
 	f := p.f
 	for i := 0; i < int(p.replicas) && i < p.target(); i++ {
 		lp := p.leases[i]
-		if f.primary[i] == nil && (lp == nil || lp.Join.IsZero()) {
+		if f.truth.primary[i] == nil && (lp == nil || lp.Join.IsZero()) {
 			p.wait("%s has no member and its agent has not asked to join", f.names.Pod(i))
 		}
 	}
 	for _, i := range sortedKeys(f.pods) {
-		if i >= int(p.replicas) && f.primary[i] == nil {
+		if i >= int(p.replicas) && f.truth.primary[i] == nil {
 			p.cleanup = true
 			p.wait("%s to stop", f.names.Pod(i))
 		}
@@ -228,7 +228,7 @@ func (p *plan) noteCleanup() {
 	}
 	for _, i := range sortedKeys(f.pvcs) {
 		pvc := f.pvcs[i]
-		if i >= int(p.replicas) && f.primary[i] == nil && f.pods[i] == nil && pvc.DeletionTimestamp == nil && pvc.Labels[api.LabelClusterUID] == f.clusterUID {
+		if i >= int(p.replicas) && f.truth.primary[i] == nil && f.pods[i] == nil && pvc.DeletionTimestamp == nil && pvc.Labels[api.LabelClusterUID] == f.clusterUID {
 			p.cleanup = true
 			p.wait("claim %s of the removed member to be deleted", pvc.Name)
 		}
@@ -239,7 +239,7 @@ func (p *plan) noteCleanup() {
 func (p *plan) trimLeases() {
 	f := p.f
 	n := int(p.replicas)
-	if h := f.highestMemberOrdinal() + 1; h > n {
+	if h := f.truth.highestOrdinal() + 1; h > n {
 		n = h
 	}
 	for i := range f.pods {
@@ -260,7 +260,7 @@ func (p *plan) trimLeases() {
 	for i := 0; i < n; i++ {
 		lp := p.lease(i)
 		switch {
-		case i >= int(p.replicas) && f.primary[i] == nil:
+		case i >= int(p.replicas) && f.truth.primary[i] == nil:
 			// A pod above replicas is on its way out: a restart must park, never rejoin.
 			if lp.Kind != api.IntentLeave {
 				p.setIntent(i, api.IntentLeave)
@@ -268,7 +268,7 @@ func (p *plan) trimLeases() {
 			lp.Join = api.JoinWindow{}
 		case lp.Kind == "":
 			p.setIntent(i, api.IntentMember)
-		case lp.Kind == api.IntentLeave && i < int(p.replicas) && i < p.target() && f.primary[i] == nil && f.truthKnown():
+		case lp.Kind == api.IntentLeave && i < int(p.replicas) && i < p.target() && f.truth.primary[i] == nil && f.truth.known():
 			// A wanted ordinal below replicas that has left (a stale answer can leave this behind)
 			// becomes a member again: its parked agent restarts and asks to join.
 			p.setIntent(i, api.IntentMember)

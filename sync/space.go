@@ -172,8 +172,8 @@ func (p *plan) renderedStorage(st *spaceState) resource.Quantity {
 func (p *plan) spaceNeeders(quota int64, pct int32) []string {
 	f := p.f
 	var out []string
-	for _, i := range sortedKeys(f.primary) {
-		m, lv := f.primary[i], f.leases[i]
+	for _, i := range sortedKeys(f.truth.primary) {
+		m, lv := f.truth.primary[i], f.leases[i]
 		if lv == nil || !lv.fresh || lv.report.MemberID != m.ID {
 			continue
 		}
@@ -222,12 +222,12 @@ func (p *plan) spaceCapacity(st *spaceState) int64 {
 // spaceRunning says how many members run the quota (their reports).
 func (p *plan) spaceRunning(quota int64) string {
 	n := 0
-	for _, i := range sortedKeys(p.f.primary) {
+	for _, i := range sortedKeys(p.f.truth.primary) {
 		if lv := p.f.leases[i]; lv != nil && lv.report.QuotaBytes == quota {
 			n++
 		}
 	}
-	return fmt.Sprintf("%d of %d members run it", n, len(p.f.primary))
+	return fmt.Sprintf("%d of %d members run it", n, len(p.f.truth.primary))
 }
 
 // spaceMessage says where the raises stand and why a member past the line still waits, from the state

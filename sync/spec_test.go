@@ -12,16 +12,16 @@ func TestQuorumRule(t *testing.T) {
 	mk := func(voters, healthy int, targetHealthy, learner bool) bool {
 		f := &facts{}
 		for i := 0; i < voters; i++ {
-			f.members = append(f.members, &memberView{Member: api.Member{ID: api.FormatID(uint64(i + 1))}, healthy: i < healthy})
+			f.truth.members = append(f.truth.members, &memberView{Member: api.Member{ID: api.FormatID(uint64(i + 1))}, healthy: i < healthy})
 		}
-		target := f.members[voters-1]
+		target := f.truth.members[voters-1]
 		if targetHealthy {
-			target = f.members[0]
+			target = f.truth.members[0]
 		}
 		if learner {
 			target = &memberView{Member: api.Member{ID: "l", Learner: true}}
 		}
-		f.countVoters()
+		f.truth.countVoters()
 		return (&plan{f: f}).quorumAllowsRemoving(target)
 	}
 	for _, tc := range []struct {

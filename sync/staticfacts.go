@@ -79,7 +79,7 @@ func (f *facts) leaseRecord() int {
 func (f *facts) freshCreation(spec api.ClusterSpec) bool {
 	o, st := f.obs, f.parent.Status
 	return f.sts == nil && f.cm == nil && len(o.Pods) == 0 && len(o.PVCs) == 0 && len(o.Leases) == 0 &&
-		!st.Bootstrapped && st.ClusterID == "" && len(st.Members) == 0 && f.inPlace == nil && len(f.retired) == 0 &&
+		!st.Bootstrapped && st.ClusterID == "" && len(st.Members) == 0 && f.inPlace.record == nil && len(f.retired) == 0 &&
 		!spec.AdoptExistingData && spec.Restore == nil && spec.Storage.EmptyDir == nil &&
 		spec.Size != nil && *spec.Size >= 2
 }

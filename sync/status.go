@@ -58,8 +58,8 @@ func (p *plan) status() *api.ClusterStatus {
 		}
 		conds = append(conds, metav1.Condition{Type: typ, Status: s, Reason: reason, Message: boundMessage(msg), ObservedGeneration: f.parent.Generation})
 	}
-	all, healthy := f.voters()
-	available := f.bootstrapped && f.truthKnown() && !f.splitBrain && healthy >= api.Quorum(all)
+	all, healthy := f.truth.voters()
+	available := f.bootstrapped && f.truth.known() && !f.splitBrain && healthy >= api.Quorum(all)
 	switch {
 	case p.restoring:
 		add(api.CondAvailable, false, "RestoringInPlace", fmt.Sprintf("the data is being replaced by %q (%s)", p.inPlace.Request, p.inPlacePhase()))
@@ -77,7 +77,7 @@ func (p *plan) status() *api.ClusterStatus {
 	// is progress. Degraded means a member that
 	// should be healthy is not; an old voter being replaced after data loss still counts.
 	var unhealthy []string
-	for _, m := range f.members {
+	for _, m := range f.truth.members {
 		if !m.healthy && !p.joiningAs(m) && !p.restartedByRoll(m) && !p.restartedForCA(m) && !p.switchedPeer(m) {
 			unhealthy = append(unhealthy, memberName(f, m))
 		}
@@ -95,9 +95,9 @@ func (p *plan) status() *api.ClusterStatus {
 		add(api.CondDegraded, true, "MembersUnhealthy", "unhealthy: "+strings.Join(unhealthy, ", "))
 	case p.stalled != "":
 		add(api.CondDegraded, true, "StepStalled", p.stalled)
-	case f.bootstrapped && len(f.primary) < p.target() && p.hasSpec && !p.progressing() && p.defragmenting() == "":
+	case f.bootstrapped && len(f.truth.primary) < p.target() && p.hasSpec && !p.progressing() && p.defragmenting() == "":
 		// (A grow waiting for a member to finish defragmenting is under way, not degraded.)
-		add(api.CondDegraded, true, "MembersMissing", fmt.Sprintf("%d of %d members", len(f.primary), p.target()))
+		add(api.CondDegraded, true, "MembersMissing", fmt.Sprintf("%d of %d members", len(f.truth.primary), p.target()))
 	default:
 		add(api.CondDegraded, false, "AllMembersHealthy", "")
 	}
@@ -167,10 +167,10 @@ func (p *plan) status() *api.ClusterStatus {
 	if rs := p.inPlaceStatus(add); rs != nil {
 		st.Restore = rs
 	}
-	if why := f.refusal(); why != "" {
+	if why := f.inPlace.refusal; why != "" {
 		// Named by its value (as Redact quotes it): a client that set a new value tells the refusal of
 		// its own from an older one still shown (kubectl etcd restore --in-place).
-		if req := f.restoreFrom(); req != "" && !strings.Contains(why, strconv.Quote(backup.Redact(req))) {
+		if req := f.inPlace.restoreFrom; req != "" && !strings.Contains(why, strconv.Quote(backup.Redact(req))) {
 			why = fmt.Sprintf("%s %q: %s", api.AnnRestoreFrom, backup.Redact(req), why)
 		}
 		add(api.CondRestoreFailed, true, "InvalidRestoreRequest", why+": nothing was changed (a value is acted on once: set another to try again)")
@@ -283,13 +283,13 @@ func (p *plan) phase(available, unhealthy bool) string {
 		return api.PhaseCreating
 	case p.quorumLost || !available || p.stalled != "":
 		return api.PhaseDegraded
-	case obsPhase == "" && len(f.primary) < p.target():
+	case obsPhase == "" && len(f.truth.primary) < p.target():
 		return api.PhaseCreating
 	case unhealthy:
 		return api.PhaseDegraded
 	case p.rolling:
 		return api.PhaseUpgrading
-	case p.busy != "" && !p.busyVolume || len(f.primary) != p.target() || p.pendingSpec:
+	case p.busy != "" && !p.busyVolume || len(f.truth.primary) != p.target() || p.pendingSpec:
 		// Not while only cleanup is left (a removed member's pod stopping, its claim being deleted): the
 		// cluster has its size; that took 5-7 s of every scale-down (e2e/RESULTS.md, timeline).
 		return api.PhaseScaling
@@ -300,7 +300,7 @@ func (p *plan) phase(available, unhealthy bool) string {
 // memberStatus lists the truth's members; without a member list the last known members are kept, unhealthy.
 func (p *plan) memberStatus() []api.MemberStatus {
 	f := p.f
-	if !f.truthKnown() {
+	if !f.truth.known() {
 		var out []api.MemberStatus
 		for _, m := range f.parent.Status.Members {
 			m.Healthy = false
@@ -309,13 +309,13 @@ func (p *plan) memberStatus() []api.MemberStatus {
 		return out
 	}
 	out := []api.MemberStatus{}
-	for _, m := range f.members {
+	for _, m := range f.truth.members {
 		ms := api.MemberStatus{ID: m.ID, PeerURL: m.PeerURL, ClientURL: m.ClientURL, Healthy: m.healthy, Version: m.version, Role: api.RoleVoter,
 			DBSize: m.dbSize, DBSizeInUse: m.dbSizeInUse, LastDefragTime: m.lastDefrag}
 		switch {
 		case m.Learner:
 			ms.Role = api.RoleLearner
-		case m.ID == f.leaderID:
+		case m.ID == f.truth.leaderID:
 			ms.Role = api.RoleLeader
 		}
 		ms.Name = memberName(f, m)

@@ -44,7 +44,7 @@ func (c certProblem) String() string {
 // so), the same settings with TLS on: the transition template mounts the user's Secrets, and a member it
 // restarts could not start on an unusable one (docs/design/14-tls.md §14.8). The final roll is checked too,
 // though its pods no longer mount them: a check one roll too long holds nothing that was safe.
-func (f *facts) secretsToCheck(s api.ClusterSpec) api.ClusterSpec {
+func secretsToCheck(f *facts, s api.ClusterSpec) api.ClusterSpec {
 	if s.Security.TLS.TLSOn() {
 		return s
 	}

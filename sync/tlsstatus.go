@@ -47,7 +47,7 @@ func (p *plan) tlsStatus() *api.TLSStatus {
 	sort.Strings(st.CAFingerprints)
 	if mark := p.renewalMark(); mark != "" {
 		rn := &api.CertRenewal{Request: p.renewRequest()}
-		for _, m := range p.f.members {
+		for _, m := range p.f.truth.members {
 			if m.ordinal < 0 {
 				continue
 			}

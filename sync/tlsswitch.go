@@ -58,7 +58,7 @@ func (p *plan) decideTLSMode() {
 	}
 	// Members of no ordinal (orphans, which the hook removes) are not counted: no agent moves them.
 	left, counted := 0, 0
-	for _, m := range f.members {
+	for _, m := range f.truth.members {
 		if m.ordinal < 0 {
 			continue
 		}
@@ -123,7 +123,7 @@ func (p *plan) askPeerSwitch(rolled bool) {
 	to := api.Scheme(p.spec.Security.TLS.TLSOn())
 	status := &api.TLSSwitch{To: to}
 	st.status = status
-	for _, m := range f.members {
+	for _, m := range f.truth.members {
 		if m.ordinal >= 0 {
 			status.Members++
 			if peerScheme(m.PeerURL) == to {
@@ -144,12 +144,12 @@ func (p *plan) askPeerSwitch(rolled bool) {
 	status.Phase = api.TLSSwitchPeers
 	var todo []caReport
 	missing := 0
-	for _, m := range f.members {
+	for _, m := range f.truth.members {
 		if m.ordinal < 0 || peerScheme(m.PeerURL) == to {
 			continue
 		}
 		lv := f.leases[m.ordinal]
-		if f.primary[m.ordinal] != m || lv == nil || !lv.fresh || lv.report.MemberID != m.ID {
+		if f.truth.primary[m.ordinal] != m || lv == nil || !lv.fresh || lv.report.MemberID != m.ID {
 			missing++
 			continue
 		}

@@ -144,15 +144,15 @@ func (p *plan) growVolumes() bool {
 // may restart member i: for a driver that grows file systems only at mount time, or because it is down).
 func (p *plan) growClaim(i int, size resource.Quantity) bool {
 	f := p.f
-	all, healthy := f.voters()
-	m := f.primary[i]
+	all, healthy := f.truth.voters()
+	m := f.truth.primary[i]
 	if m != nil && m.voter() && !m.healthy {
 		all-- // member i itself may be down (its disk full): the others must be healthy
 	}
 	if m != nil && m.voter() && m.healthy {
 		all, healthy = all-1, healthy-1
 	}
-	if len(f.primary) != p.target() || m == nil || healthy != all || f.learner() != nil {
+	if len(f.truth.primary) != p.target() || m == nil || healthy != all || f.truth.learner() != nil {
 		p.wait("every member but %s healthy before growing its claim %s (%d of %d other voters healthy)", f.names.Pod(i), f.names.PVC(i), healthy, all)
 		return true
 	}
