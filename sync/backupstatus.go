@@ -26,7 +26,7 @@ func (p *plan) readBackupReports() {
 		}
 		return
 	}
-	l := f.obs.Leases[f.names.BackupName()]
+	l := f.Observed.Leases[f.Names.BackupName()]
 	if l == nil {
 		return
 	}
@@ -37,7 +37,7 @@ func (p *plan) readBackupReports() {
 		}
 	}
 	read := func(key string) *api.BackupReport {
-		r, note := leaseReport(f.now, l, key, api.ParseBackupReport, func(*api.BackupReport) bool { return true },
+		r, note := LeaseReport(f.Now, l, key, api.ParseBackupReport, func(*api.BackupReport) bool { return true },
 			func(r *api.BackupReport) time.Time { return r.Time })
 		noted(note)
 		return r
@@ -45,7 +45,7 @@ func (p *plan) readBackupReports() {
 	p.backupSuccess, p.backupFailure = read(api.AnnBackupSuccess), read(api.AnnBackupFailure)
 	if p.spec.Backup.Continuous != nil {
 		var note string
-		p.backupContinuous, note = leaseReport(f.now, l, api.AnnBackupContinuous, api.ParseContinuousReport, func(r *api.ContinuousReport) bool {
+		p.backupContinuous, note = LeaseReport(f.Now, l, api.AnnBackupContinuous, api.ParseContinuousReport, func(r *api.ContinuousReport) bool {
 			if r.Snapshot == "" || p.ownSnapshot(r.Snapshot) {
 				return true
 			}
@@ -57,8 +57,8 @@ func (p *plan) readBackupReports() {
 	}
 	if c := p.spec.Backup.Copy; c != nil {
 		var note string
-		p.backupCopy, note = leaseReport(f.now, l, api.AnnBackupCopy, api.ParseCopyReport, func(r *api.CopyReport) bool {
-			if r.Snapshot == "" || inFolder(c.Destination, f.names, r.Snapshot) {
+		p.backupCopy, note = LeaseReport(f.Now, l, api.AnnBackupCopy, api.ParseCopyReport, func(r *api.CopyReport) bool {
+			if r.Snapshot == "" || inFolder(c.Destination, f.Names, r.Snapshot) {
 				return true
 			}
 			p.distrust("Lease %s annotation %s names snapshot %s, not one of this cluster's folder in spec.backup.copy.destination: ignored",
@@ -72,7 +72,7 @@ func (p *plan) readBackupReports() {
 // ownSnapshot says whether url names a snapshot in this cluster's folder of spec.backup.destination,
 // as the writer names the snapshot its chain follows (a hand-edited report could name anything).
 func (p *plan) ownSnapshot(url string) bool {
-	return inFolder(p.spec.Backup.Destination, p.f.names, url)
+	return inFolder(p.spec.Backup.Destination, p.f.Names, url)
 }
 
 // inFolder says whether url names a snapshot in the cluster's folder of destination.
@@ -95,7 +95,7 @@ func (p *plan) backupStatus() *api.BackupStatus {
 	if !p.hasSpec || p.spec.Backup == nil {
 		return nil
 	}
-	f, n := p.f, p.f.names
+	f, n := p.f, p.f.Names
 	st := &api.BackupStatus{}
 	if r := p.backupSuccess; r != nil {
 		st.LastSuccessTime = &metav1.Time{Time: r.Time.UTC()}
@@ -109,11 +109,11 @@ func (p *plan) backupStatus() *api.BackupStatus {
 		name := n.BackupJob(token)
 		// Running from the answer that renders the Job: its creation is not a new fact.
 		od := &api.OnDemandBackup{Token: token, Job: name, Phase: "Running"}
-		if j := f.obs.Jobs[name]; j != nil {
-			switch state, _ := jobStatus(j); state {
-			case jobSucceeded:
+		if j := f.Observed.Jobs[name]; j != nil {
+			switch state, _ := JobStatus(j); state {
+			case JobSucceeded:
 				od.Phase = "Succeeded"
-			case jobFailed:
+			case JobFailed:
 				od.Phase = "Failed"
 			}
 		}
@@ -148,14 +148,14 @@ func (p *plan) copyConditions(st *api.BackupStatus, add func(string, bool, strin
 // writer stopped, failing or behind, not an idle cluster.
 func (p *plan) continuousConditions(st *api.BackupStatus, add func(string, bool, string, string)) {
 	b := p.spec.Backup
-	if st == nil || b == nil || b.Continuous == nil || !p.f.bootstrapped || p.restoring {
+	if st == nil || b == nil || b.Continuous == nil || !p.f.Bootstrapped || p.restoring {
 		return
 	}
 	lag := b.Continuous.Lag()
-	now := p.f.now
+	now := p.f.Now
 	c := st.Continuous
 	if c == nil || c.Time == nil {
-		w := p.f.obs.StatefulSets[p.f.names.BackupWriter()]
+		w := p.f.Observed.StatefulSets[p.f.Names.BackupWriter()]
 		if w == nil || w.CreationTimestamp.IsZero() || now.Sub(w.CreationTimestamp.Time) <= lag {
 			return // not yet rendered, or given maxLag to report
 		}
@@ -185,7 +185,7 @@ func (p *plan) backupConditions(st *api.BackupStatus, add func(string, bool, str
 	if st == nil || b == nil {
 		return
 	}
-	if b.Schedule != "" && !p.f.obs.CronJobsDeclared {
+	if b.Schedule != "" && !p.f.Observed.CronJobsDeclared {
 		add(api.CondBackupFailing, true, "CronJobsNotRegistered",
 			"spec.backup.schedule is set but the CompositeController does not declare batch/v1 cronjobs as children: apply the current metacontroller/ registration")
 	} else if st.LastFailureTime != nil && (st.LastSuccessTime == nil || st.LastFailureTime.After(st.LastSuccessTime.Time)) {
@@ -206,7 +206,7 @@ func (p *plan) backupConditions(st *api.BackupStatus, add func(string, bool, str
 	}
 	// Until the first success, counted from when backups were configured: the backup Lease's creation
 	// (not yet observed: just configured, nothing is due).
-	l := p.f.obs.Leases[p.f.names.BackupName()]
+	l := p.f.Observed.Leases[p.f.Names.BackupName()]
 	if st.LastSuccessTime == nil && (l == nil || l.CreationTimestamp.IsZero()) {
 		return
 	}
@@ -223,7 +223,7 @@ func (p *plan) backupConditions(st *api.BackupStatus, add func(string, bool, str
 	if due.IsZero() {
 		return // a schedule that never fires (refused by validation)
 	}
-	if p.f.now.After(due) {
+	if p.f.Now.After(due) {
 		add(api.CondBackupStale, true, "NoRecentBackup", fmt.Sprintf("no backup succeeded %s; schedule %q ran at least twice since (due by %s)", what, b.Schedule, due.UTC().Format(time.RFC3339)))
 	}
 }
@@ -239,17 +239,17 @@ func (p *plan) restoreStatus(add func(string, bool, string, string)) *api.Restor
 	if r := p.spec.Restore.ToRevision; r != nil {
 		rs.ToRevision = *r
 	}
-	if f.bootstrapped {
+	if f.Bootstrapped {
 		rs.Phase = "Restored"
 	}
-	for _, lv := range f.sortedLeases() {
-		r := lv.report
+	for _, lv := range f.SortedLeases() {
+		r := lv.Report
 		if r.RestoredFrom != "" {
 			rs.Snapshot = r.RestoredFrom
 			rs.Revision, _ = strconv.ParseInt(r.RestoredRevision, 10, 64)
 			rs.Phase = "Restored"
 		}
-		if f.bootstrapped {
+		if f.Bootstrapped {
 			continue
 		}
 		switch reason := r.Reason(); reason {
@@ -260,7 +260,7 @@ func (p *plan) restoreStatus(add func(string, bool, string, string)) *api.Restor
 			if reason == api.ReasonRestoreRefused {
 				cond, rs.Phase = api.ReasonRestoreRefused, "Failed"
 			}
-			add(api.CondRestoreFailed, true, cond, fmt.Sprintf("%s: %s", f.names.Pod(lv.ordinal), msg))
+			add(api.CondRestoreFailed, true, cond, fmt.Sprintf("%s: %s", f.Names.Pod(lv.Ordinal), msg))
 		}
 	}
 	return rs
@@ -268,12 +268,12 @@ func (p *plan) restoreStatus(add func(string, bool, string, string)) *api.Restor
 
 // seedRefused: a new cluster's seed reports that its restore cannot succeed as written (or it gave up
 // retrying): the restore has ended, and the phase is Failed until a new seed pod succeeds.
-func (f *facts) seedRefused() bool {
-	if f.bootstrapped {
+func (f *Facts) SeedRefused() bool {
+	if f.Bootstrapped {
 		return false
 	}
-	for _, lv := range f.sortedLeases() {
-		if lv.report.Reason() == api.ReasonRestoreRefused {
+	for _, lv := range f.SortedLeases() {
+		if lv.Report.Reason() == api.ReasonRestoreRefused {
 			return true
 		}
 	}

@@ -501,9 +501,9 @@ func TestRestoreFromNeedsCredentialsOrTheOptIn(t *testing.T) {
 // A record an older hook wrote quoted a refused value with its secret in RefusedWhy: read, it keeps a
 // fingerprint and no reason text.
 func TestOldRecordIsScrubbed(t *testing.T) {
-	rec := &inPlaceRecord{Seen: []string{"s3://k:s3cr3t@b/p/latest"}, Refused: "s3://k:s3cr3t@b/p/latest",
+	rec := &InPlaceRecord{Seen: []string{"s3://k:s3cr3t@b/p/latest"}, Refused: "s3://k:s3cr3t@b/p/latest",
 		RefusedWhy: `annotation etcd.io/restore-from "s3://k:s3cr3t@b/p/latest" must not carry user info`,
-		Prior:      &inPlaceRecord{Seen: []string{"s3://b/p/latest#s3cr3t"}}}
+		Prior:      &InPlaceRecord{Seen: []string{"s3://b/p/latest#s3cr3t"}}}
 	rec.scrub()
 	b, err := json.Marshal(rec)
 	require.NoError(t, err)

@@ -100,7 +100,7 @@ func TestDefragPassToken(t *testing.T) {
 	} {
 		w := newWorldAt(t, 3, at)
 		w.spec.Maintenance.Defrag = &api.DefragSpec{Schedule: tc.schedule}
-		p := &plan{f: &facts{now: at, parent: &api.EtcdCluster{}}, spec: api.Defaulted(w.spec), hasSpec: true}
+		p := &plan{f: &Facts{Now: at, Parent: &api.EtcdCluster{}}, spec: api.Defaulted(w.spec), hasSpec: true}
 		tok, forced := p.defragPass()
 		require.Equal(t, tc.want, tok, tc.schedule)
 		require.False(t, forced)

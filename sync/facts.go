@@ -30,112 +30,112 @@ const (
 )
 
 // leaseView is one member Lease: the hook's intent and the agent's report, judged against now.
-type leaseView struct {
-	ordinal       int
-	lease         *coordv1.Lease
-	report        api.Report
+type Lease struct {
+	Ordinal       int
+	Lease         *coordv1.Lease
+	Report        api.Report
 	reportErr     error
-	holder        string
-	renewed       time.Time
-	fresh         bool
-	intent        string
-	intentSince   string
-	joinPermitted string
+	Holder        string
+	Renewed       time.Time
+	Fresh         bool
+	Intent        string
+	IntentSince   string
+	JoinPermitted string
 	joinDeadline  string
-	join          api.JoinWindow
+	Join          api.JoinWindow
 	// defrag: the defragmentation pass this Lease asks for, as the hook last answered (observed).
-	defrag string
+	Defrag string
 	// caRotation and caRestart: the CA rotation step and restart this Lease asks for (observed).
-	caRotation api.CARotationIntent
-	caRestart  string
+	CARotation api.CARotationIntent
+	CARestart  string
 	// peerScheme: the scheme this Lease lets its member move its peer URL to (observed).
-	peerScheme string
+	PeerScheme string
 	// recover: the recovery part this Lease asks of its member (observed; recovery.go).
-	recover api.RecoverIntent
+	Recover api.RecoverIntent
 }
 
 // permitLive: the Lease carries a join permission whose deadline has not passed.
-func (lv *leaseView) permitLive(now time.Time) bool {
+func (lv *Lease) PermitLive(now time.Time) bool {
 	if lv == nil {
 		return false
 	}
-	open, _ := lv.join.OpenAt(now)
+	open, _ := lv.Join.OpenAt(now)
 	return open
 }
 
 // memberView is one member of the membership truth, mapped to an ordinal (-1: orphan).
-type memberView struct {
+type Member struct {
 	api.Member
-	ordinal int
-	healthy bool
+	Ordinal int
+	Healthy bool
 	// dead: its Lease has not been renewed for spec.timeouts.deadMemberSeconds and its pod is not ready.
-	dead    bool
-	version string
+	Dead    bool
+	Version string
 	// dbSize and dbSizeInUse as the ordinal's agent reports them for this member (0: unknown).
-	dbSize, dbSizeInUse int64
+	DBSize, DBSizeInUse int64
 	// lastDefrag: when the agent reports it last defragmented (nil: never, or not a time, or ahead of
 	// the hook's clock beyond the skew bound).
-	lastDefrag *metav1.Time
+	LastDefrag *metav1.Time
 }
 
-func (m *memberView) voter() bool { return !m.Learner }
+func (m *Member) Voter() bool { return !m.Learner }
 
 // jobView is a remove or pvc-delete Job parsed from its name and status.
-type jobView struct {
-	job      *batchv1.Job
+type Job struct {
+	Job      *batchv1.Job
 	memberID string // remove Jobs
 	ordinal  int    // pvc Jobs
-	attempt  int
-	state    jobState
-	finished time.Time
+	Attempt  int
+	State    JobState
+	Finished time.Time
 	// refused: the Job failed by its pod failure policy, on the exit code of a cause another attempt
 	// would meet again (api.RestoreExitRefused): it is not retried.
-	refused bool
+	Refused bool
 }
 
-type jobState int
+type JobState int
 
 const (
-	jobActive jobState = iota
-	jobSucceeded
-	jobFailed
+	JobActive JobState = iota
+	JobSucceeded
+	JobFailed
 )
 
 // facts is everything the decision reads, derived once from the request.
-type facts struct {
-	now        time.Time
-	names      api.Names
-	parent     *api.EtcdCluster
-	clusterUID string
-	obs        *Observed
+type Facts struct {
+	Now        time.Time
+	Names      api.Names
+	Parent     *api.EtcdCluster
+	ClusterUID string
+	Observed   *Observed
 
-	sts    *appsv1.StatefulSet
-	cm     *corev1.ConfigMap
-	leases map[int]*leaseView
-	pods   map[int]*corev1.Pod
-	pvcs   map[int]*corev1.PersistentVolumeClaim
+	StatefulSet *appsv1.StatefulSet
+	cm          *corev1.ConfigMap
+	Leases      map[int]*Lease
+	Pods        map[int]*corev1.Pod
+	PVCs        map[int]*corev1.PersistentVolumeClaim
 
 	// applied is the spec the children were last rendered from (ConfigMap), nil before the first render
 	// and when the record fails validation. recorded is the record as read, valid or not (nil when it
 	// does not parse): a record an older hook wrote under looser rules is still what the cluster runs,
 	// so a new spec is judged against it (immutable fields, defaults), but nothing is rendered from it.
-	applied  *api.ClusterSpec
-	recorded *api.ClusterSpec
+	Applied  *api.ClusterSpec
+	Recorded *api.ClusterSpec
 
 	// formed: the cluster has had all its members healthy at least once (the ConfigMap's record).
-	formed bool
+	Formed bool
 	// defragNowDone: the last etcd.io/defrag-now value whose pass completed (the ConfigMap's record).
-	defragNowDone string
+	DefragNowDone string
 	// spaceQuota and spaceStorage: the raised quota and claim size recorded (ConfigKeySpaceQuota,
 	// ConfigKeySpaceStorage); 0 and nil when absent or ignored (space.go).
-	spaceQuota   int64
-	spaceStorage *resource.Quantity
+	SpaceQuota   int64
+	SpaceStorage *resource.Quantity
 	// alarms: the cluster's alarms as the fresh reports read them, by type, each the member IDs that
 	// raised it (readAlarms); an alarm naming no member of the cluster is ignored (distrusted).
-	alarms map[string][]string
+	Alarms map[string][]string
 	// inPlace: what the facts say about in-place restores (inplacefacts.go); retired: the cluster IDs
 	// in-place restores replaced, whose reports count for nothing (inplace.go).
-	inPlace inPlaceView
+	InPlace InPlace
 	retired map[string]bool
 	// liveRetired: retired IDs a ready member pod reports as a healthy voter after the restore was
 	// committed (unretireLive).
@@ -143,75 +143,75 @@ type facts struct {
 
 	// static: the member count of a static creation in force (staticfacts.go), 0 none; staticRecord: a
 	// valid record on the StatefulSet, in force or not (it is rendered again as it is).
-	static, staticRecord int
+	Static, StaticRecord int
 
-	clusterID    string
-	splitBrain   bool
-	clusterIDs   []string
-	bootstrapped bool
+	ClusterID    string
+	SplitBrain   bool
+	ClusterIDs   []string
+	Bootstrapped bool
 
 	// truth: the member list and its members (readTruth).
-	truth   truthView
-	running []api.SemVer
+	Truth   Truth
+	Running []api.SemVer
 	// imageVersions: the etcd versions the member pods whose etcd ran carry in their image tags (readImageVersions): evidence of what wrote the data that outlives
 	// every report and record (all members restarting, status wiped, the ConfigMap edited).
-	imageVersions []api.SemVer
+	ImageVersions []api.SemVer
 
-	removeJobs       map[string][]*jobView // by member ID, attempts ascending
-	deleteVolumeJobs map[int][]*jobView    // by ordinal, attempts ascending
+	RemoveJobs       map[string][]*Job // by member ID, attempts ascending
+	DeleteVolumeJobs map[int][]*Job    // by ordinal, attempts ascending
 	// Volume growth (volumes.go): claim-growing Jobs by ordinal, and the Jobs re-creating the StatefulSet
 	// for its claim template; attempts ascending.
-	growJobs     map[int][]*jobView
-	templateJobs []*jobView
+	GrowJobs     map[int][]*Job
+	TemplateJobs []*Job
 	// distrusted: inputs that were ignored as impossible (hand edits, skewed clocks), for status.
-	distrusted []string
+	Distrusted []string
 	// reportErrs: the Leases whose report did not parse, each named once in distrusted.
 	reportErrs []string
 }
 
 // truthView is the membership truth: the freshest member list a healthy voter reported, its members
 // mapped to ordinals, and the safe view over every healthy voter's list (readTruth).
-type truthView struct {
+type Truth struct {
 	// list is the freshest member list reported by a healthy voter; nil when none is known. from is the
 	// ordinal whose Lease reported it.
 	list    []api.Member
 	from    int
-	members []*memberView // every truth member, by ordinal then ID; orphans (ordinal -1) first
-	primary map[int]*memberView
-	orphans []*memberView
+	Members []*Member // every truth member, by ordinal then ID; orphans (ordinal -1) first
+	Primary map[int]*Member
+	Orphans []*Member
 	// leaderID: the leader the list's reporter names.
-	leaderID string
+	LeaderID string
 	// The safest view over every fresh healthy voter's report, for decisions that lower replicas or
 	// weaken the disruption budget: the highest member ordinal any of them lists, and the most voters.
-	unionHighest int
-	unionVoters  int
+	UnionHighest int
+	UnionVoters  int
 	// allVoters and healthyVoters count the truth's voters, and its healthy ones (readTruth): the
 	// quorum rule asks them for every candidate removal, so they are counted once.
 	allVoters, healthyVoters int
 }
 
 // inPlaceView is what the facts say about in-place restores (inplacefacts.go).
-type inPlaceView struct {
+type InPlace struct {
 	// record: the ConfigMap's record of the last in-place restore, as chosen for this sync (nil: none).
-	record *inPlaceRecord
+	Record *InPlaceRecord
 	// withdrawn: the request was withdrawn while its restore Job runs.
-	withdrawn bool
+	Withdrawn bool
 	// refusal is why the etcd.io/restore-from value on the parent (or restoreOnQuorumLoss's restore) was
 	// refused, "" when it was not; restoreFrom is the etcd.io/restore-from value, "" when none.
-	refusal, restoreFrom string
+	Refusal, RestoreFrom string
 }
 
-func (f *facts) sortedLeases() []*leaseView {
-	out := make([]*leaseView, 0, len(f.leases))
-	for _, lv := range f.leases {
+func (f *Facts) SortedLeases() []*Lease {
+	out := make([]*Lease, 0, len(f.Leases))
+	for _, lv := range f.Leases {
 		out = append(out, lv)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ordinal < out[j].ordinal })
+	sort.Slice(out, func(i, j int) bool { return out[i].Ordinal < out[j].Ordinal })
 	return out
 }
 
 // configValue is a key of the observed ConfigMap, "" without one.
-func (f *facts) configValue(key string) string {
+func (f *Facts) ConfigValue(key string) string {
 	if f.cm == nil {
 		return ""
 	}
@@ -219,8 +219,8 @@ func (f *facts) configValue(key string) string {
 }
 
 // podReady says whether ordinal i has a pod whose Ready condition is true.
-func (f *facts) podReady(i int) bool {
-	pod := f.pods[i]
+func (f *Facts) PodReady(i int) bool {
+	pod := f.Pods[i]
 	if pod == nil || pod.DeletionTimestamp != nil {
 		return false
 	}
@@ -235,11 +235,11 @@ func (f *facts) podReady(i int) bool {
 // notReadyFor is how long ordinal i has had no Ready pod: since its pod's Ready condition last turned
 // false (or, without a transition time, since the pod was created), for ever when there is no pod. A time
 // from the future counts as now: it can only delay a removal.
-func (f *facts) notReadyFor(i int) time.Duration {
-	if f.podReady(i) {
+func (f *Facts) notReadyFor(i int) time.Duration {
+	if f.PodReady(i) {
 		return 0
 	}
-	pod := f.pods[i]
+	pod := f.Pods[i]
 	if pod == nil || pod.DeletionTimestamp != nil {
 		return math.MaxInt64
 	}
@@ -252,7 +252,7 @@ func (f *facts) notReadyFor(i int) time.Duration {
 	if since.IsZero() {
 		return math.MaxInt64
 	}
-	if d := f.now.Sub(since); d > 0 {
+	if d := f.Now.Sub(since); d > 0 {
 		return d
 	}
 	return 0
@@ -260,34 +260,34 @@ func (f *facts) notReadyFor(i int) time.Duration {
 
 // reportsHealthyVoter: the Lease at i is fresh, held by the pod at i when that pod is known, and reports
 // a healthy voter of this cluster with member ID id ("" = any).
-func (f *facts) reportsHealthyVoter(i int, id string) bool {
-	lv := f.leases[i]
-	if lv == nil || !lv.fresh || !lv.report.IsVoter() || !lv.report.Healthy {
+func (f *Facts) ReportsHealthyVoter(i int, id string) bool {
+	lv := f.Leases[i]
+	if lv == nil || !lv.Fresh || !lv.Report.IsVoter() || !lv.Report.Healthy {
 		return false
 	}
-	if id != "" && lv.report.MemberID != id {
+	if id != "" && lv.Report.MemberID != id {
 		return false
 	}
-	if f.clusterID != "" && lv.report.ClusterID != f.clusterID {
+	if f.ClusterID != "" && lv.Report.ClusterID != f.ClusterID {
 		return false
 	}
 	// A known pod must be the Lease's holder and ready: a report outlives its pod by up to three
 	// Lease durations, readiness does not.
-	if pod := f.pods[i]; pod != nil && (string(pod.UID) != lv.holder || !f.podReady(i)) {
+	if pod := f.Pods[i]; pod != nil && (string(pod.UID) != lv.Holder || !f.PodReady(i)) {
 		return false
 	}
 	return true
 }
 
 // known: a member list is known.
-func (t *truthView) known() bool { return t.list != nil }
+func (t *Truth) Known() bool { return t.list != nil }
 
 // voters counts voting members of the truth and those that are healthy.
-func (t *truthView) voters() (all, healthy int) { return t.allVoters, t.healthyVoters }
+func (t *Truth) Voters() (all, healthy int) { return t.allVoters, t.healthyVoters }
 
 // learner is the truth's learner, nil when none.
-func (t *truthView) learner() *memberView {
-	for _, m := range t.members {
+func (t *Truth) Learner() *Member {
+	for _, m := range t.Members {
 		if m.Learner {
 			return m
 		}
@@ -296,9 +296,9 @@ func (t *truthView) learner() *memberView {
 }
 
 // highestOrdinal is the highest ordinal with a member, -1 when none.
-func (t *truthView) highestOrdinal() int {
+func (t *Truth) HighestOrdinal() int {
 	h := -1
-	for i := range t.primary {
+	for i := range t.Primary {
 		if i > h {
 			h = i
 		}
@@ -306,9 +306,9 @@ func (t *truthView) highestOrdinal() int {
 	return h
 }
 
-func memberName(f *facts, m *memberView) string {
-	if m.ordinal >= 0 {
-		return f.names.Pod(m.ordinal)
+func MemberName(f *Facts, m *Member) string {
+	if m.Ordinal >= 0 {
+		return f.Names.Pod(m.Ordinal)
 	}
 	if m.Name != "" {
 		return m.Name
@@ -316,7 +316,7 @@ func memberName(f *facts, m *memberView) string {
 	return "orphan-" + m.ID
 }
 
-func peerScheme(url string) string {
+func PeerScheme(url string) string {
 	if strings.HasPrefix(url, "https://") {
 		return "https"
 	}
@@ -324,8 +324,8 @@ func peerScheme(url string) string {
 }
 
 // member finds a truth member by ID.
-func (t *truthView) member(id string) *memberView {
-	for _, m := range t.members {
+func (t *Truth) Member(id string) *Member {
+	for _, m := range t.Members {
 		if m.ID == id {
 			return m
 		}
@@ -334,11 +334,11 @@ func (t *truthView) member(id string) *memberView {
 }
 
 // reporting is m's Lease when its agent reports fresh about m, nil otherwise.
-func (f *facts) reporting(m *memberView) *leaseView {
-	if m == nil || m.ordinal < 0 {
+func (f *Facts) Reporting(m *Member) *Lease {
+	if m == nil || m.Ordinal < 0 {
 		return nil
 	}
-	if lv := f.leases[m.ordinal]; lv != nil && lv.fresh && lv.report.MemberID == m.ID {
+	if lv := f.Leases[m.Ordinal]; lv != nil && lv.Fresh && lv.Report.MemberID == m.ID {
 		return lv
 	}
 	return nil
@@ -355,16 +355,16 @@ func jobRefused(j *batchv1.Job) bool {
 	return false
 }
 
-func jobStatus(j *batchv1.Job) (jobState, time.Time) {
+func JobStatus(j *batchv1.Job) (JobState, time.Time) {
 	for _, c := range j.Status.Conditions {
 		if c.Status != corev1.ConditionTrue {
 			continue
 		}
 		switch c.Type {
 		case batchv1.JobComplete, batchv1.JobSuccessCriteriaMet:
-			return jobSucceeded, c.LastTransitionTime.Time
+			return JobSucceeded, c.LastTransitionTime.Time
 		case batchv1.JobFailed, batchv1.JobFailureTarget:
-			return jobFailed, c.LastTransitionTime.Time
+			return JobFailed, c.LastTransitionTime.Time
 		}
 	}
 	if j.Status.Succeeded > 0 {
@@ -372,21 +372,21 @@ func jobStatus(j *batchv1.Job) (jobState, time.Time) {
 		if j.Status.CompletionTime != nil {
 			t = j.Status.CompletionTime.Time
 		}
-		return jobSucceeded, t
+		return JobSucceeded, t
 	}
-	return jobActive, time.Time{}
+	return JobActive, time.Time{}
 }
 
 // caRotationUnderway: by the agents' reports (never by the step this hook wrote, which the same answer
 // may clear), a CA rotation is not over: the CA Secret holds a next CA, or a member's etcd trusts other
 // CAs than the Secret's one.
-func (f *facts) caRotationUnderway() bool {
-	for _, lv := range f.sortedLeases() {
-		if !lv.fresh {
+func (f *Facts) CARotationUnderway() bool {
+	for _, lv := range f.SortedLeases() {
+		if !lv.Fresh {
 			continue
 		}
-		s, ok := api.ParseCASecretState(lv.report.TLSCASecret)
-		if ok && (s.Next != "" || s.Current != "" && lv.report.TLSCAs != "" && lv.report.TLSCAs != s.Current) {
+		s, ok := api.ParseCASecretState(lv.Report.TLSCASecret)
+		if ok && (s.Next != "" || s.Current != "" && lv.Report.TLSCAs != "" && lv.Report.TLSCAs != s.Current) {
 			return true
 		}
 	}
@@ -395,16 +395,16 @@ func (f *facts) caRotationUnderway() bool {
 
 // tlsSwitchSeen: a switch is under way by the observed objects: the StatefulSet's annotation, or
 // members whose peer URLs are not all on the applied spec's scheme.
-func (f *facts) tlsSwitchSeen() bool {
-	if f.sts != nil && f.sts.Annotations[api.AnnTLSSwitch] != "" {
+func (f *Facts) TLSSwitchSeen() bool {
+	if f.StatefulSet != nil && f.StatefulSet.Annotations[api.AnnTLSSwitch] != "" {
 		return true
 	}
-	if f.applied == nil {
+	if f.Applied == nil {
 		return false
 	}
-	want := api.Scheme(f.applied.Security.TLS.TLSOn())
-	for _, m := range f.truth.members {
-		if m.ordinal >= 0 && peerScheme(m.PeerURL) != want {
+	want := api.Scheme(f.Applied.Security.TLS.TLSOn())
+	for _, m := range f.Truth.Members {
+		if m.Ordinal >= 0 && PeerScheme(m.PeerURL) != want {
 			return true
 		}
 	}
@@ -415,7 +415,7 @@ func (f *facts) tlsSwitchSeen() bool {
 // mine accepts, nil otherwise. One that does not parse, or is dated (at) ahead of now, is ignored and
 // named in the returned note (for InputIgnored; "" when none): the Lease is writable by the backup Jobs
 // and by hand. It writes nothing: the caller records the note where its own notes go.
-func leaseReport[R any](now time.Time, l *coordv1.Lease, key string, parse func(string) (*R, error), mine func(*R) bool, at func(*R) time.Time) (*R, string) {
+func LeaseReport[R any](now time.Time, l *coordv1.Lease, key string, parse func(string) (*R, error), mine func(*R) bool, at func(*R) time.Time) (*R, string) {
 	r, err := parse(l.Annotations[key])
 	switch {
 	case err != nil:

@@ -267,7 +267,7 @@ func init() {
 		"restore-in-place-record-retires-live-cluster": {"an in-place restore record retiring the cluster healthy voters report is ignored (InputIgnored) and its retired list dropped", func(t *testing.T, a *fxAnswer) {
 			a.conditionIs(t, "InputIgnored", "True", "ImpossibleInput")
 			claimsBCondMessageHas(t, a, "InputIgnored", "not retired")
-			var rec inPlaceRecord
+			var rec InPlaceRecord
 			s, _ := a.configData(t)[api.ConfigKeyRestoreInPlace].(string)
 			require.NoError(t, json.Unmarshal([]byte(s), &rec))
 			require.Empty(t, rec.Retired)

@@ -390,7 +390,7 @@ func TestRestoreInPlaceRecordRetiringTheLiveCluster(t *testing.T) {
 	w := newWorld(t, 3)
 	w.converge(60)
 	live, members := w.etcd.clusterID, append([]api.Member(nil), w.etcd.members...)
-	rec, err := json.Marshal(inPlaceRecord{Request: "s3://b/x.db", Retired: []string{"1111111111111111", live}, Committed: true, Done: true, Seen: []string{"s3://b/x.db"}})
+	rec, err := json.Marshal(InPlaceRecord{Request: "s3://b/x.db", Retired: []string{"1111111111111111", live}, Committed: true, Done: true, Seen: []string{"s3://b/x.db"}})
 	require.NoError(t, err)
 	w.desired[wire.KeyConfigMap][w.names().ConfigMap()]["data"].(map[string]any)[api.ConfigKeyRestoreInPlace] = string(rec)
 	w.step(5e9)
@@ -398,7 +398,7 @@ func TestRestoreInPlaceRecordRetiringTheLiveCluster(t *testing.T) {
 	require.Equal(t, "True/ImpossibleInput", w.condition(api.CondInputIgnored))
 	require.Contains(t, conditionMessage(w.status, api.CondInputIgnored), "lists cluster ID "+live+" as replaced, but a ready member pod reports it as a healthy voter")
 	require.Equal(t, api.PhaseRunning, w.status.Phase)
-	var kept inPlaceRecord
+	var kept InPlaceRecord
 	cm := w.desired[wire.KeyConfigMap][w.names().ConfigMap()]["data"].(map[string]any)
 	require.NoError(t, json.Unmarshal([]byte(cm[api.ConfigKeyRestoreInPlace].(string)), &kept))
 	require.Equal(t, []string{"1111111111111111"}, kept.Retired, "the record is rewritten without it")

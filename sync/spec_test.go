@@ -10,18 +10,18 @@ import (
 
 func TestQuorumRule(t *testing.T) {
 	mk := func(voters, healthy int, targetHealthy, learner bool) bool {
-		f := &facts{}
+		f := &Facts{}
 		for i := 0; i < voters; i++ {
-			f.truth.members = append(f.truth.members, &memberView{Member: api.Member{ID: api.FormatID(uint64(i + 1))}, healthy: i < healthy})
+			f.Truth.Members = append(f.Truth.Members, &Member{Member: api.Member{ID: api.FormatID(uint64(i + 1))}, Healthy: i < healthy})
 		}
-		target := f.truth.members[voters-1]
+		target := f.Truth.Members[voters-1]
 		if targetHealthy {
-			target = f.truth.members[0]
+			target = f.Truth.Members[0]
 		}
 		if learner {
-			target = &memberView{Member: api.Member{ID: "l", Learner: true}}
+			target = &Member{Member: api.Member{ID: "l", Learner: true}}
 		}
-		f.truth.countVoters()
+		f.Truth.countVoters()
 		return (&plan{f: f}).quorumAllowsRemoving(target)
 	}
 	for _, tc := range []struct {

@@ -23,7 +23,7 @@ func (w *world) peerSchemesAsked() []string {
 func (w *world) peerSchemes() []string {
 	var out []string
 	for _, m := range w.etcd.members {
-		out = append(out, peerScheme(m.PeerURL))
+		out = append(out, PeerScheme(m.PeerURL))
 	}
 	return out
 }

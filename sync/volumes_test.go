@@ -36,7 +36,7 @@ func (w *world) stepUntilGrown(size string) {
 func (w *world) activeJobs(prefix string) []string {
 	var out []string
 	for _, name := range sortedKeys(w.jobs) {
-		if strings.HasPrefix(name, prefix) && w.jobs[name].state == jobActive {
+		if strings.HasPrefix(name, prefix) && w.jobs[name].state == JobActive {
 			out = append(out, name)
 		}
 	}
