@@ -49,17 +49,6 @@ func authRemovalRefused(recorded *api.ClusterSpec, next api.ClusterSpec, rep *ap
 	return []api.Problem{{Reason: "InvalidAuth", Message: "spec.auth cannot be removed while etcd still enforces authentication (status.auth.enabled): the leader's agent has not applied enabled: false yet; remove spec.auth once it has"}}
 }
 
-// authReport is the auth report of the leader's agent: the freshest Lease, held by its pod, whose
-// report says leader and carries one. nil when none does.
-func (f *Facts) AuthReport() *api.AuthReport {
-	for _, i := range sortedKeys(f.Leases) {
-		if r, ok := f.AgentReport(i); ok && r.Role == api.RoleLeader && r.Auth != nil {
-			return r.Auth
-		}
-	}
-	return nil
-}
-
 // authStatus and its condition: where etcd's auth stands against the declaration.
 func (p *plan) authStatus(add func(typ string, ok bool, reason, msg string)) *api.AuthStatus {
 	want := p.auth

@@ -10,6 +10,7 @@ import (
 
 	"github.com/etcdhook/etcdhook/api"
 	"github.com/etcdhook/etcdhook/internal/backup"
+	"github.com/etcdhook/etcdhook/sync/facts"
 )
 
 // readBackupReports reads, with the spec chosen, what the backup Jobs reported on the backup Lease, for
@@ -37,7 +38,7 @@ func (p *plan) readBackupReports() {
 		}
 	}
 	read := func(key string) *api.BackupReport {
-		r, note := LeaseReport(f.Now, l, key, api.ParseBackupReport, func(*api.BackupReport) bool { return true },
+		r, note := facts.LeaseReport(f.Now, l, key, api.ParseBackupReport, func(*api.BackupReport) bool { return true },
 			func(r *api.BackupReport) time.Time { return r.Time })
 		noted(note)
 		return r
@@ -45,7 +46,7 @@ func (p *plan) readBackupReports() {
 	p.backupSuccess, p.backupFailure = read(api.AnnBackupSuccess), read(api.AnnBackupFailure)
 	if p.spec.Backup.Continuous != nil {
 		var note string
-		p.backupContinuous, note = LeaseReport(f.Now, l, api.AnnBackupContinuous, api.ParseContinuousReport, func(r *api.ContinuousReport) bool {
+		p.backupContinuous, note = facts.LeaseReport(f.Now, l, api.AnnBackupContinuous, api.ParseContinuousReport, func(r *api.ContinuousReport) bool {
 			if r.Snapshot == "" || p.ownSnapshot(r.Snapshot) {
 				return true
 			}
@@ -57,7 +58,7 @@ func (p *plan) readBackupReports() {
 	}
 	if c := p.spec.Backup.Copy; c != nil {
 		var note string
-		p.backupCopy, note = LeaseReport(f.Now, l, api.AnnBackupCopy, api.ParseCopyReport, func(r *api.CopyReport) bool {
+		p.backupCopy, note = facts.LeaseReport(f.Now, l, api.AnnBackupCopy, api.ParseCopyReport, func(r *api.CopyReport) bool {
 			if r.Snapshot == "" || inFolder(c.Destination, f.Names, r.Snapshot) {
 				return true
 			}
@@ -110,10 +111,10 @@ func (p *plan) backupStatus() *api.BackupStatus {
 		// Running from the answer that renders the Job: its creation is not a new fact.
 		od := &api.OnDemandBackup{Token: token, Job: name, Phase: "Running"}
 		if j := f.Observed.Jobs[name]; j != nil {
-			switch state, _ := JobStatus(j); state {
-			case JobSucceeded:
+			switch state, _ := facts.JobStatus(j); state {
+			case facts.JobSucceeded:
 				od.Phase = "Succeeded"
-			case JobFailed:
+			case facts.JobFailed:
 				od.Phase = "Failed"
 			}
 		}
@@ -264,18 +265,4 @@ func (p *plan) restoreStatus(add func(string, bool, string, string)) *api.Restor
 		}
 	}
 	return rs
-}
-
-// seedRefused: a new cluster's seed reports that its restore cannot succeed as written (or it gave up
-// retrying): the restore has ended, and the phase is Failed until a new seed pod succeeds.
-func (f *Facts) SeedRefused() bool {
-	if f.Bootstrapped {
-		return false
-	}
-	for _, lv := range f.SortedLeases() {
-		if lv.Report.Reason() == api.ReasonRestoreRefused {
-			return true
-		}
-	}
-	return false
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/sync/facts"
 )
 
 // CA rotation (docs/design/14-tls.md §14.6), the hook's half. The hook never sees the CA Secret: it decides
@@ -177,7 +178,7 @@ func (p *plan) decideCARotation() caRotationState {
 	}
 	if len(todo) > 0 && st.restart < 0 {
 		st.trust = trust
-		st.restart, waiting = p.restartTurn(todo, func(lv *Lease) bool { return lv.CARestart == trust }, true)
+		st.restart, waiting = p.restartTurn(todo, func(lv *facts.Lease) bool { return lv.CARestart == trust }, true)
 	}
 	if st.restart >= 0 {
 		st.status.Restarting = f.Names.Pod(st.restart)

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/sync/facts"
 	"github.com/etcdhook/etcdhook/sync/render"
 	"github.com/etcdhook/etcdhook/sync/wire"
 )
@@ -72,7 +73,7 @@ func decideAnswer(ctx context.Context, o *Observed, now time.Time, opts Options)
 	if o.Finalizing {
 		return finalize(o), nil
 	}
-	f := Read(o, now)
+	f := facts.Read(o, now)
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}

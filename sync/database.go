@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/sync/facts"
 )
 
 // databaseConditions say how full the members' databases are (docs/design/15-maintenance.md §15.3):
@@ -22,7 +23,7 @@ func (p *plan) databaseConditions(add func(typ string, ok bool, reason, msg stri
 		var near []string
 		for _, m := range f.Truth.Members {
 			if m.DBSize*100 >= quota*api.DatabaseNearQuotaPercent {
-				near = append(near, fmt.Sprintf("%s %s (%d%%, %s in use)", MemberName(f, m), humanBytes(m.DBSize),
+				near = append(near, fmt.Sprintf("%s %s (%d%%, %s in use)", facts.MemberName(f, m), humanBytes(m.DBSize),
 					m.DBSize*100/quota, humanBytes(m.DBSizeInUse)))
 			}
 		}
@@ -36,7 +37,7 @@ func (p *plan) databaseConditions(add func(typ string, ok bool, reason, msg stri
 		for _, id := range ids {
 			name := id
 			if m := f.Truth.Member(id); m != nil {
-				name = MemberName(f, m)
+				name = facts.MemberName(f, m)
 			}
 			byType[typ] = append(byType[typ], name)
 		}

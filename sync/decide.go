@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/sync/facts"
 	"github.com/etcdhook/etcdhook/sync/render"
 )
 
@@ -11,7 +12,7 @@ import (
 // observed (carry), re-derives the hook's own Lease halves (normalizeIntents), latches the spec
 // (chooseSpec) and takes at most one membership step (reconcile). Step families are in their own files
 // (members.go, scale.go, roll.go, volumes.go, tlsswitch.go, carotation.go, defrag.go, inplace.go).
-func decide(f *Facts, opts Options) (p *plan, err error) {
+func decide(f *facts.Facts, opts Options) (p *plan, err error) {
 	p = &plan{f: f, opts: opts.withDefaults(), leases: map[int]*api.Intent{}, names: f.Names}
 	// Whatever path the sync takes, the backup Lease is read for status with the spec chosen.
 	defer func() {
@@ -219,13 +220,13 @@ func (p *plan) normalizeIntents(ref api.ClusterSpec) {
 			lp.Kind, lp.Since = "", ""
 		}
 		if lp.Since != "" {
-			if t, err := time.Parse(time.RFC3339, lp.Since); err != nil || t.After(f.Now.Add(MaxClockSkew)) {
+			if t, err := time.Parse(time.RFC3339, lp.Since); err != nil || t.After(f.Now.Add(facts.MaxClockSkew)) {
 				note("%s carried intent-since %q, not a past time: reset", f.Names.Lease(i), lp.Since)
 				lp.Since = f.Now.UTC().Format(time.RFC3339)
 			}
 		}
 		if w := lp.Join; !w.IsZero() {
-			if w.From.After(f.Now.Add(MaxClockSkew)) || w.Until.Sub(w.From) > maxWindow {
+			if w.From.After(f.Now.Add(facts.MaxClockSkew)) || w.Until.Sub(w.From) > maxWindow {
 				permitted, deadline := w.Annotations()
 				note("%s carried a join permission %q..%q the hook never writes: dropped", f.Names.Lease(i), permitted, deadline)
 				lp.Join = api.JoinWindow{}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/sync/facts"
 )
 
 // Defragmentation (docs/design/15-maintenance.md §15.5): the hook decides which member defragments, one at a time,
@@ -173,7 +174,7 @@ func (p *plan) decideDefrag() defragState {
 	if st.held == "" {
 		for _, m := range f.Truth.Members {
 			if !m.Healthy {
-				st.held = "member " + MemberName(f, m) + " to be healthy"
+				st.held = "member " + facts.MemberName(f, m) + " to be healthy"
 				break
 			}
 		}
@@ -188,7 +189,7 @@ func (p *plan) decideDefrag() defragState {
 // passDone says whether member m (reporting r) is done with the pass token. The NOSPACE recovery and
 // the space pass judge the member's state (its alarm, its file), the same token serving every
 // occurrence; every other pass the token the member reports done.
-func (p *plan) passDone(token string, m *Member, r api.Report, raiser bool, quota int64) bool {
+func (p *plan) passDone(token string, m *facts.Member, r api.Report, raiser bool, quota int64) bool {
 	if token == NoSpacePass {
 		return !raiser && !api.OverQuota(m.DBSize, quota)
 	}

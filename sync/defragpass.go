@@ -2,6 +2,7 @@ package sync
 
 import (
 	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/sync/facts"
 )
 
 // Which member is on a defragmentation pass now: a defragmenting member serves nothing, so every other
@@ -45,7 +46,7 @@ func (p *plan) defragmenting() string {
 // MoveLeader may fail every time): neither keeps the turn, nor holds a step, on the strength of a
 // request alone. A member reporting the pass running keeps both whatever its health (a defragmenting
 // member may answer Status slowly).
-func mayExecute(m *Member, r api.Report) bool {
+func mayExecute(m *facts.Member, r api.Report) bool {
 	return m.Healthy && r.Reason() != api.ReasonDefragmenting
 }
 

@@ -8,6 +8,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 
 	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/sync/facts"
 	"github.com/etcdhook/etcdhook/sync/render"
 )
 
@@ -108,7 +109,7 @@ func (p *plan) backupRuns() []render.BackupRun {
 		if old == "" || old == token || name != n.BackupJob(old) {
 			continue
 		}
-		if state, _ := JobStatus(j); state == JobActive {
+		if state, _ := facts.JobStatus(j); state == facts.JobActive {
 			runs = append(runs, render.BackupRun{Name: name, Token: old})
 		}
 	}

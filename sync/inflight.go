@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/sync/facts"
 )
 
 // The membership step in flight, judged from observed objects alone: it holds the next step and a new spec.
@@ -25,16 +26,16 @@ func (p *plan) stepInFlight() (what string, volume bool) {
 	for _, id := range sortedKeys(f.RemoveJobs) {
 		js := f.RemoveJobs[id]
 		last := js[len(js)-1]
-		if last.State == JobActive {
+		if last.State == facts.JobActive {
 			return fmt.Sprintf("Job %s removing member %s", last.Job.Name, id), false
 		}
-		if last.State == JobSucceeded && f.Truth.Member(id) != nil && f.Now.Sub(last.Finished) < succeededJobGrace {
+		if last.State == facts.JobSucceeded && f.Truth.Member(id) != nil && f.Now.Sub(last.Finished) < succeededJobGrace {
 			return fmt.Sprintf("member %s to leave the member list after Job %s", id, last.Job.Name), false
 		}
 	}
 	for _, i := range sortedKeys(f.DeleteVolumeJobs) {
 		js := f.DeleteVolumeJobs[i]
-		if js[len(js)-1].State == JobActive {
+		if js[len(js)-1].State == facts.JobActive {
 			return fmt.Sprintf("Job %s deleting the volume of %s", js[len(js)-1].Job.Name, f.Names.Pod(i)), true
 		}
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/etcdhook/etcdhook/api"
 	"github.com/etcdhook/etcdhook/internal/backup"
+	"github.com/etcdhook/etcdhook/sync/facts"
 	"github.com/etcdhook/etcdhook/sync/render"
 	"github.com/etcdhook/etcdhook/sync/wire"
 )
@@ -93,18 +94,18 @@ func (p *plan) statefulSetStopped() bool {
 }
 
 // inPlaceJob judges the observed restore Job: it keeps it, and a success commits the restore.
-func (p *plan) inPlaceJob(rec *InPlaceRecord, j *batchv1.Job) {
+func (p *plan) inPlaceJob(rec *facts.InPlaceRecord, j *batchv1.Job) {
 	p.jobs = append(p.jobs, p.restoreJobSpec(render.JobRestore, rec))
-	state, _ := JobStatus(j)
+	state, _ := facts.JobStatus(j)
 	switch state {
-	case JobActive:
+	case facts.JobActive:
 		p.wait("restore Job %s to restore %q", j.Name, rec.Request)
-	case JobSucceeded:
+	case facts.JobSucceeded:
 		c := *rec
 		c.Committed = true
 		p.inPlace = &c
 		p.startPod0()
-	case JobFailed:
+	case facts.JobFailed:
 		how := fmt.Sprintf("remove or change the %s annotation", api.AnnRestoreFrom)
 		if len(rec.Lost) > 0 {
 			how = "set spec.backup.restoreOnQuorumLoss to false"
@@ -157,15 +158,15 @@ func (p *plan) inPlacePhase() string {
 	case rec == nil:
 		return ""
 	case rec.Verifying:
-		return InPlaceVerifying
+		return facts.InPlaceVerifying
 	case rec.Done:
-		return InPlaceRestored
+		return facts.InPlaceRestored
 	case rec.Committed:
-		return InPlaceStarting
+		return facts.InPlaceStarting
 	case len(p.f.Pods) > 0 || !p.statefulSetStopped():
-		return InPlaceStopping
+		return facts.InPlaceStopping
 	}
-	return InPlaceRestoring
+	return facts.InPlaceRestoring
 }
 
 // inPlaceStatus is status.restore of a cluster restored in place; nil without a record.
@@ -199,7 +200,7 @@ func (p *plan) inPlaceStatus(add func(string, bool, string, string)) *api.Restor
 // restoreJobSpec asks for rec's verify or restore Job.
 // The verify Job looks for the point asked; the restore Job restores the revision the verification
 // found (a time point's revision does not move with chunks uploaded in between).
-func (p *plan) restoreJobSpec(kind render.JobKind, rec *InPlaceRecord) render.Job {
+func (p *plan) restoreJobSpec(kind render.JobKind, rec *facts.InPlaceRecord) render.Job {
 	point := rec.ParsedPoint()
 	if kind == render.JobRestore && rec.Target > 0 {
 		point = backup.Point{Revision: rec.Target}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/sync/facts"
 )
 
 // Restarting one member's etcd in place (its pod stays): a CA rotation's restart to trust a new CA set,
@@ -18,20 +19,22 @@ import (
 // its report does not show it done; reason is what its agent reports while it does it.
 type inPlaceRestart struct {
 	what    string
-	pending func(m *Member, lv *Lease) bool
+	pending func(m *facts.Member, lv *facts.Lease) bool
 	reason  string
 }
 
 var (
 	caRestart = inPlaceRestart{
-		what:    "to finish restarting for the CA rotation",
-		pending: func(_ *Member, lv *Lease) bool { return lv.CARestart != "" && lv.Report.TLSCAs != lv.CARestart },
-		reason:  api.ReasonRestartingForCA,
+		what: "to finish restarting for the CA rotation",
+		pending: func(_ *facts.Member, lv *facts.Lease) bool {
+			return lv.CARestart != "" && lv.Report.TLSCAs != lv.CARestart
+		},
+		reason: api.ReasonRestartingForCA,
 	}
 	peerMove = inPlaceRestart{
 		what: "to finish moving its peer URL (TLS switch)",
-		pending: func(m *Member, lv *Lease) bool {
-			return lv.PeerScheme != "" && PeerScheme(m.PeerURL) != lv.PeerScheme
+		pending: func(m *facts.Member, lv *facts.Lease) bool {
+			return lv.PeerScheme != "" && facts.PeerScheme(m.PeerURL) != lv.PeerScheme
 		},
 		reason: api.ReasonSwitchingPeerScheme,
 	}
@@ -63,14 +66,14 @@ func (p *plan) restartingInPlace() string {
 // restartedForCA: m is the member the rotation lets restart now (this answer's or the last one's) and
 // its agent still holds a fresh Lease: its etcd being down is the step itself, not a degradation. A
 // member whose agent stops reporting is degraded as any other.
-func (p *plan) restartedForCA(m *Member) bool {
+func (p *plan) restartedForCA(m *facts.Member) bool {
 	lv := p.f.Reporting(m)
 	return lv != nil && (m.Ordinal == p.caRot.restart || caRestart.pending(m, lv) || lv.Report.Reason() == caRestart.reason)
 }
 
 // switchedPeer: m's etcd is down because its agent moves its peer URL now (it says so: etcd runs until
 // the member list has changed, so a member merely asked that is down is down for another reason).
-func (p *plan) switchedPeer(m *Member) bool {
+func (p *plan) switchedPeer(m *facts.Member) bool {
 	lv := p.f.Reporting(m)
 	return lv != nil && lv.Report.Reason() == peerMove.reason
 }
@@ -81,7 +84,7 @@ func (p *plan) switchedPeer(m *Member) bool {
 // followers by ordinal, the leader last. It says why none, when none.
 // unhealthyFirst: a member that is not healthy goes first, without the checks (a CA restart: one trusting
 // neither CA cannot talk to its peers until it restarts). A peer URL move needs its member healthy.
-func (p *plan) restartTurn(todo []caReport, asked func(*Lease) bool, unhealthyFirst bool) (int, string) {
+func (p *plan) restartTurn(todo []caReport, asked func(*facts.Lease) bool, unhealthyFirst bool) (int, string) {
 	f := p.f
 	for _, r := range todo {
 		if lv := f.Leases[r.i]; lv != nil && asked(lv) {
@@ -113,7 +116,7 @@ func (p *plan) restartTurn(todo []caReport, asked func(*Lease) bool, unhealthyFi
 	}
 	for _, m := range f.Truth.Members {
 		if !m.Healthy {
-			return -1, "member " + MemberName(f, m) + " to be healthy before restarting a member"
+			return -1, "member " + facts.MemberName(f, m) + " to be healthy before restarting a member"
 		}
 	}
 	all, healthy := f.Truth.Voters()

@@ -3,6 +3,7 @@ package sync
 import (
 	"time"
 
+	"github.com/etcdhook/etcdhook/sync/facts"
 	"github.com/etcdhook/etcdhook/sync/render"
 	"github.com/etcdhook/etcdhook/sync/wire"
 )
@@ -21,14 +22,14 @@ func (p *plan) keepJobs() {
 		for _, jv := range js {
 			keep := false
 			switch jv.State {
-			case JobActive:
+			case facts.JobActive:
 				keep = true
-			case JobSucceeded:
+			case facts.JobSucceeded:
 				keep = m != nil && jv == last
-			case JobFailed:
+			case facts.JobFailed:
 				// The latest failure stays visible (its number and time drive the backoff of the next
 				// attempt), and the one before it while a retry runs.
-				keep = m != nil && (jv == last || (last.State == JobActive && jv.Attempt == last.Attempt-1))
+				keep = m != nil && (jv == last || (last.State == facts.JobActive && jv.Attempt == last.Attempt-1))
 			}
 			if keep || !p.judgeJobs() {
 				p.jobs = append(p.jobs, render.Job{Kind: render.JobCarried, Carried: jv.Job})
@@ -43,8 +44,8 @@ func (p *plan) keepJobs() {
 		pvc := f.PVCs[i]
 		gone := pvc == nil || pvc.DeletionTimestamp != nil
 		for _, jv := range js {
-			retrying := last.State == JobActive && jv.Attempt == last.Attempt-1
-			if jv.State == JobActive || (!gone && (jv == last || retrying)) || !p.judgeJobs() {
+			retrying := last.State == facts.JobActive && jv.Attempt == last.Attempt-1
+			if jv.State == facts.JobActive || (!gone && (jv == last || retrying)) || !p.judgeJobs() {
 				p.jobs = append(p.jobs, render.Job{Kind: render.JobCarried, Carried: jv.Job})
 			} else {
 				p.release(wire.KeyJob, jv.Job.Name, "finished volume Job whose outcome is observed")
@@ -65,7 +66,7 @@ func (p *plan) removalRunning() bool {
 		return true
 	}
 	for _, js := range p.f.RemoveJobs {
-		if js[len(js)-1].State == JobActive {
+		if js[len(js)-1].State == facts.JobActive {
 			return true
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/sync/facts"
 	"github.com/etcdhook/etcdhook/sync/render"
 )
 
@@ -12,7 +13,7 @@ import (
 // a member asked to leave, a dead or orphaned one removed by a Job, a stalled join repaired.
 
 // quorumAllowsRemoving applies the quorum rule of docs/design/08-safety-rules.md §8.2 to removing m.
-func (p *plan) quorumAllowsRemoving(m *Member) bool {
+func (p *plan) quorumAllowsRemoving(m *facts.Member) bool {
 	all, healthy := p.f.Truth.Voters()
 	return api.RemovalAllowed(all, healthy, m.Learner, m.Healthy) == nil
 }
@@ -114,21 +115,21 @@ func (p *plan) advanceLeave() {
 }
 
 // removeMember emits the next remove Job for m unless one is running or the backoff has not passed.
-func (p *plan) removeMember(m *Member, reason string) {
+func (p *plan) removeMember(m *facts.Member, reason string) {
 	f := p.f
 	js := f.RemoveJobs[m.ID]
 	attempt := 1
 	if len(js) > 0 {
 		last := js[len(js)-1]
 		switch last.State {
-		case JobActive:
+		case facts.JobActive:
 			p.wait("Job %s to remove member %s (%s)", last.Job.Name, m.ID, reason)
 			return
-		case JobSucceeded:
+		case facts.JobSucceeded:
 			if f.Now.Sub(last.Finished) < succeededJobGrace {
 				return
 			}
-		case JobFailed:
+		case facts.JobFailed:
 			if next := last.Finished.Add(backoff(last.Attempt)); f.Now.Before(next) {
 				p.wait("retrying the removal of member %s after %s (Job %s failed)", m.ID, next.UTC().Format(time.RFC3339), last.Job.Name)
 				return
@@ -152,7 +153,7 @@ func (p *plan) removeMember(m *Member, reason string) {
 // Orphans are few (the member list is bounded, api.MaxReportedMembers) but each costs one quorum
 // check, counted once (facts.voters), and the wait names the first only.
 func (p *plan) removeOrphan() bool {
-	var refused []*Member
+	var refused []*facts.Member
 	for _, m := range p.f.Truth.Orphans {
 		if p.quorumAllowsRemoving(m) {
 			p.removeMember(m, "orphan")
@@ -201,7 +202,7 @@ func (p *plan) removeDead() bool {
 }
 
 // lostData: the member's agent runs (fresh Lease held by its pod) and asks to join: its data is gone.
-func (p *plan) lostData(m *Member) bool {
+func (p *plan) lostData(m *facts.Member) bool {
 	f := p.f
 	lv := f.Leases[m.Ordinal]
 	return !m.Healthy && lv != nil && lv.Fresh && lv.Report.Reason() == api.ReasonWaitingForJoin &&
@@ -267,7 +268,7 @@ func (p *plan) repairJoin() bool {
 // joiningAs: m is the member the agent at its ordinal is adding under a live join permission: its agent
 // reports that member ID, or m is a learner that has not started yet (added a moment before its agent's
 // first report with the new ID: counting it unhealthy flapped the phase to Degraded on every join).
-func (p *plan) joiningAs(m *Member) bool {
+func (p *plan) joiningAs(m *facts.Member) bool {
 	lv := p.f.Leases[m.Ordinal]
 	if !p.joining(m.Ordinal) || lv == nil {
 		return false

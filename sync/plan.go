@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/sync/facts"
 	"github.com/etcdhook/etcdhook/sync/render"
 )
 
@@ -22,7 +23,7 @@ const (
 
 // plan is the outcome of one decision: what to render and what to say in status.
 type plan struct {
-	f    *Facts
+	f    *facts.Facts
 	opts Options
 	// names: the facts' names, with the client scheme every member serves now (decideTLSMode): every URL
 	// the plan renders uses it.
@@ -103,7 +104,7 @@ type plan struct {
 	backupCopy *api.CopyReport
 
 	// In-place restore (inplace.go): the record to write; restoring while one runs; why it is stuck.
-	inPlace        *InPlaceRecord
+	inPlace        *facts.InPlaceRecord
 	restoring      bool
 	inPlaceFailure string
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/sync/facts"
 )
 
 // Recovery from the freshest survivor (docs/design/19-recovery.md). Derived afresh at every sync from
@@ -298,8 +299,8 @@ func (p *plan) recoveryStatus() *api.RecoveryStatus {
 		if lv == nil || !lv.Fresh || lv.Report.MemberID != m.ID || lv.Report.Recovered == "" || !strings.HasPrefix(lv.Report.Recovered, m.ID+"@") {
 			continue
 		}
-		return &api.RecoveryStatus{Phase: api.RecoveryRecovered, Token: lv.Report.Recovered, Survivor: MemberName(f, m),
-			Message: fmt.Sprintf("%s runs on its data; the others rejoin as learners, one at a time (%d of %d members)", MemberName(f, m), len(f.Truth.Primary), p.target())}
+		return &api.RecoveryStatus{Phase: api.RecoveryRecovered, Token: lv.Report.Recovered, Survivor: facts.MemberName(f, m),
+			Message: fmt.Sprintf("%s runs on its data; the others rejoin as learners, one at a time (%d of %d members)", facts.MemberName(f, m), len(f.Truth.Primary), p.target())}
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/sync/facts"
 )
 
 // roll steps the StatefulSet's RollingUpdate partition one pod at a time (docs/design/07-steps.md §7.11).
@@ -161,7 +162,7 @@ const rollRestartGrace = 2 * time.Minute
 // partition) that is stopping, still on the old revision (the StatefulSet controller replaces it next),
 // or re-created less than rollRestartGrace ago. Derived from observed objects only, so a resync says
 // the same; a member without a pod is never hidden.
-func (p *plan) restartedByRoll(m *Member) bool {
+func (p *plan) restartedByRoll(m *facts.Member) bool {
 	f := p.f
 	pod := f.Pods[m.Ordinal]
 	if !p.rolling || f.StatefulSet == nil || pod == nil || m.Ordinal < int(p.partition) {

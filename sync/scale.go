@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/sync/facts"
 	"github.com/etcdhook/etcdhook/sync/render"
 	"github.com/etcdhook/etcdhook/sync/wire"
 )
@@ -49,7 +50,7 @@ func (p *plan) deleteVolume() bool {
 		attempt := 1
 		if len(js) > 0 {
 			last := js[len(js)-1]
-			if last.State == JobFailed && f.Now.Before(last.Finished.Add(backoff(last.Attempt))) {
+			if last.State == facts.JobFailed && f.Now.Before(last.Finished.Add(backoff(last.Attempt))) {
 				p.wait("retrying the deletion of claim %s after Job %s failed", pvc.Name, last.Job.Name)
 				return true
 			}
@@ -129,7 +130,7 @@ func (p *plan) scaleUp() bool {
 		p.wait("%s", why)
 		return true
 	}
-	if js := f.DeleteVolumeJobs[i]; len(js) > 0 && js[len(js)-1].State == JobActive {
+	if js := f.DeleteVolumeJobs[i]; len(js) > 0 && js[len(js)-1].State == facts.JobActive {
 		p.wait("the old claim of %s to be deleted", f.Names.Pod(i))
 		return true
 	}
@@ -204,7 +205,7 @@ func (p *plan) claimDeleting(i int) bool {
 		return true
 	}
 	js := p.f.DeleteVolumeJobs[i]
-	return len(js) > 0 && js[len(js)-1].State == JobActive
+	return len(js) > 0 && js[len(js)-1].State == facts.JobActive
 }
 
 // noteCleanup says what is left of ordinals above replicas that are no longer members: a pod that must

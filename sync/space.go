@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/sync/facts"
 )
 
 // Storage that never fills (docs/design/15-maintenance.md §15.6). A member whose database file passes
@@ -32,28 +33,6 @@ type spaceState struct {
 	maxQuota   int64
 	maxStorage *resource.Quantity
 	volumes    bool
-}
-
-// readSpaceRecords reads the raised quota and storage the hook recorded. A value that does not parse
-// is ignored, and said: the records only ever raise, so dropping one renders the spec's (smaller)
-// figure, which the next sync raises again if the data still needs it.
-func (f *Facts) readSpaceRecords() {
-	if v := f.ConfigValue(api.ConfigKeySpaceQuota); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n <= 0 {
-			f.Distrusted = append(f.Distrusted, fmt.Sprintf("ConfigMap %s key %s %q is ignored: not a positive number of bytes", f.Names.ConfigMap(), api.ConfigKeySpaceQuota, v))
-		} else {
-			f.SpaceQuota = n
-		}
-	}
-	if v := f.ConfigValue(api.ConfigKeySpaceStorage); v != "" {
-		q, err := resource.ParseQuantity(v)
-		if err != nil || q.Sign() <= 0 {
-			f.Distrusted = append(f.Distrusted, fmt.Sprintf("ConfigMap %s key %s %q is ignored: not a positive quantity", f.Names.ConfigMap(), api.ConfigKeySpaceStorage, v))
-		} else {
-			f.SpaceStorage = &q
-		}
-	}
 }
 
 // decideSpace bounds the records by the adopted spec, raises them when a member's data needs room, and
@@ -178,7 +157,7 @@ func (p *plan) spaceNeeders(quota int64, pct int32) []string {
 			continue
 		}
 		if api.SpaceWantsQuota(m.DBSize, m.DBSizeInUse, quota, pct) {
-			out = append(out, fmt.Sprintf("%s (%s, %s in use)", MemberName(f, m), humanBytes(m.DBSize), humanBytes(m.DBSizeInUse)))
+			out = append(out, fmt.Sprintf("%s (%s, %s in use)", facts.MemberName(f, m), humanBytes(m.DBSize), humanBytes(m.DBSizeInUse)))
 		}
 	}
 	return out

@@ -12,6 +12,7 @@ import (
 
 	"github.com/etcdhook/etcdhook/api"
 	"github.com/etcdhook/etcdhook/internal/backup"
+	"github.com/etcdhook/etcdhook/sync/facts"
 )
 
 // status renders the parent status. It holds no per-call clock values: lastTransitionTime is carried over
@@ -79,7 +80,7 @@ func (p *plan) status() *api.ClusterStatus {
 	var unhealthy []string
 	for _, m := range f.Truth.Members {
 		if !m.Healthy && !p.joiningAs(m) && !p.restartedByRoll(m) && !p.restartedForCA(m) && !p.switchedPeer(m) {
-			unhealthy = append(unhealthy, MemberName(f, m))
+			unhealthy = append(unhealthy, facts.MemberName(f, m))
 		}
 	}
 	creating := p.creating()
@@ -318,7 +319,7 @@ func (p *plan) memberStatus() []api.MemberStatus {
 		case m.ID == f.Truth.LeaderID:
 			ms.Role = api.RoleLeader
 		}
-		ms.Name = MemberName(f, m)
+		ms.Name = facts.MemberName(f, m)
 		if m.Ordinal >= 0 && ms.ClientURL == "" {
 			ms.ClientURL = p.names.ClientURL(m.Ordinal)
 		}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/etcdhook/etcdhook/sync/facts"
 	"github.com/etcdhook/etcdhook/sync/wire"
 )
 
@@ -20,7 +21,7 @@ func TestStatusChangesNothingDecided(t *testing.T) {
 		if err != nil {
 			continue // a refused fixture
 		}
-		p, err := decide(Read(o, fixtureNow), Options{Image: FixtureImage})
+		p, err := decide(facts.Read(o, fixtureNow), Options{Image: FixtureImage})
 		if err != nil {
 			continue
 		}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/etcdhook/etcdhook/api"
 	"github.com/etcdhook/etcdhook/internal/pki"
+	"github.com/etcdhook/etcdhook/sync/facts"
 )
 
 // tlsSecretNames are the user's TLS Secrets a parent names (sorted, distinct): related objects, read by
@@ -44,7 +45,7 @@ func (c certProblem) String() string {
 // so), the same settings with TLS on: the transition template mounts the user's Secrets, and a member it
 // restarts could not start on an unusable one (docs/design/14-tls.md §14.8). The final roll is checked too,
 // though its pods no longer mount them: a check one roll too long holds nothing that was safe.
-func secretsToCheck(f *Facts, s api.ClusterSpec) api.ClusterSpec {
+func secretsToCheck(f *facts.Facts, s api.ClusterSpec) api.ClusterSpec {
 	if s.Security.TLS.TLSOn() {
 		return s
 	}
@@ -60,7 +61,7 @@ func secretsToCheck(f *Facts, s api.ClusterSpec) api.ClusterSpec {
 // with server and client auth (the agents and Jobs present it as their client certificate). A Secret
 // the request does not hold is missing: Metacontroller relates the named Secrets, so absence is either
 // no such Secret or a cache that has not seen it yet, and both mean not yet.
-func checkTLSSecrets(f *Facts, s api.ClusterSpec) []certProblem {
+func checkTLSSecrets(f *facts.Facts, s api.ClusterSpec) []certProblem {
 	t := s.Security.TLS
 	if !t.TLSOn() {
 		return nil

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/sync/facts"
 )
 
 // Switching TLS on or off on a running cluster (docs/design/14-tls.md §14.8), the hook's half. etcd can serve
@@ -63,7 +64,7 @@ func (p *plan) decideTLSMode() {
 			continue
 		}
 		counted++
-		if PeerScheme(m.PeerURL) != to {
+		if facts.PeerScheme(m.PeerURL) != to {
 			left++
 		}
 	}
@@ -126,7 +127,7 @@ func (p *plan) askPeerSwitch(rolled bool) {
 	for _, m := range f.Truth.Members {
 		if m.Ordinal >= 0 {
 			status.Members++
-			if PeerScheme(m.PeerURL) == to {
+			if facts.PeerScheme(m.PeerURL) == to {
 				status.Switched++
 			}
 		}
@@ -145,7 +146,7 @@ func (p *plan) askPeerSwitch(rolled bool) {
 	var todo []caReport
 	missing := 0
 	for _, m := range f.Truth.Members {
-		if m.Ordinal < 0 || PeerScheme(m.PeerURL) == to {
+		if m.Ordinal < 0 || facts.PeerScheme(m.PeerURL) == to {
 			continue
 		}
 		lv := f.Leases[m.Ordinal]
@@ -163,7 +164,7 @@ func (p *plan) askPeerSwitch(rolled bool) {
 		}
 	}
 	if st.turn < 0 && len(todo) > 0 {
-		st.turn, waiting = p.restartTurn(todo, func(lv *Lease) bool { return lv.PeerScheme == to }, false)
+		st.turn, waiting = p.restartTurn(todo, func(lv *facts.Lease) bool { return lv.PeerScheme == to }, false)
 	}
 	switch {
 	case st.turn >= 0:

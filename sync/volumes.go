@@ -4,10 +4,10 @@ import (
 	"fmt"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/sync/facts"
 	"github.com/etcdhook/etcdhook/sync/render"
 	"github.com/etcdhook/etcdhook/sync/wire"
 )
@@ -33,29 +33,6 @@ func (p *plan) claimBelow(i int, size resource.Quantity) bool {
 	return pvc != nil && pvc.DeletionTimestamp == nil && !api.ClaimAtSize(pvc, size)
 }
 
-// storageFloor is the largest storage a claim of the cluster asks for, or its StatefulSet's claim
-// template: spec.storage.size may go back down to it (a growth that could not happen), never below.
-func (f *Facts) StorageFloor() *resource.Quantity {
-	var floor *resource.Quantity
-	take := func(q resource.Quantity) {
-		if floor == nil || q.Cmp(*floor) > 0 {
-			c := q.DeepCopy()
-			floor = &c
-		}
-	}
-	for _, pvc := range f.PVCs {
-		if q, ok := pvc.Spec.Resources.Requests[corev1.ResourceStorage]; ok {
-			take(q)
-		}
-	}
-	if f.StatefulSet != nil {
-		if q, ok := api.TemplateSize(f.StatefulSet.Spec.VolumeClaimTemplates); ok {
-			take(q)
-		}
-	}
-	return floor
-}
-
 // templateBelow: the observed StatefulSet's claim template asks for less than size.
 func (p *plan) templateBelow(size resource.Quantity) bool {
 	if p.f.StatefulSet == nil {
@@ -71,11 +48,11 @@ func (p *plan) templateBelow(size resource.Quantity) bool {
 func (p *plan) volumeStepInFlight() string {
 	f := p.f
 	for _, i := range sortedKeys(f.GrowJobs) {
-		if js := f.GrowJobs[i]; js[len(js)-1].State == JobActive {
+		if js := f.GrowJobs[i]; js[len(js)-1].State == facts.JobActive {
 			return fmt.Sprintf("Job %s growing claim %s", js[len(js)-1].Job.Name, f.Names.PVC(i))
 		}
 	}
-	if js := f.TemplateJobs; len(js) > 0 && js[len(js)-1].State == JobActive {
+	if js := f.TemplateJobs; len(js) > 0 && js[len(js)-1].State == facts.JobActive {
 		return fmt.Sprintf("Job %s re-creating StatefulSet %s for its claim template", js[len(js)-1].Job.Name, f.Names.StatefulSet())
 	}
 	if f.StatefulSet != nil && f.StatefulSet.DeletionTimestamp != nil && len(f.TemplateJobs) > 0 {
@@ -181,19 +158,19 @@ func (p *plan) growClaim(i int, size resource.Quantity) bool {
 // nextAttempt numbers the next Job of a series, or says why none starts now: one is running, the last
 // succeeded moments ago (the cache may not show its work yet), the last failed and its backoff has not
 // passed, or the attempts are used up.
-func (p *plan) nextAttempt(js []*Job) (int, string) {
+func (p *plan) nextAttempt(js []*facts.Job) (int, string) {
 	if len(js) == 0 {
 		return 1, ""
 	}
 	last := js[len(js)-1]
 	switch {
-	case last.State == JobActive:
+	case last.State == facts.JobActive:
 		return 0, fmt.Sprintf("Job %s running", last.Job.Name)
-	case last.State == JobSucceeded && p.f.Now.Sub(last.Finished) < succeededJobGrace:
+	case last.State == facts.JobSucceeded && p.f.Now.Sub(last.Finished) < succeededJobGrace:
 		return 0, fmt.Sprintf("Job %s succeeded; waiting for its result to show", last.Job.Name)
-	case last.State == JobFailed && last.Refused:
+	case last.State == facts.JobFailed && last.Refused:
 		return 0, fmt.Sprintf("Job %s was refused for a cause another attempt would meet again (kubectl logs job/%s): not retried; delete the Job to try again once the cause is fixed", last.Job.Name, last.Job.Name)
-	case last.State == JobFailed && p.f.Now.Before(last.Finished.Add(backoff(last.Attempt))):
+	case last.State == facts.JobFailed && p.f.Now.Before(last.Finished.Add(backoff(last.Attempt))):
 		return 0, fmt.Sprintf("Job %s failed (see its log); retrying after %s", last.Job.Name, last.Finished.Add(backoff(last.Attempt)).UTC().Format(time.RFC3339))
 	case last.Attempt >= maxAttempts:
 		return 0, fmt.Sprintf("no success in %d attempts: see Job %s", maxAttempts, last.Job.Name)
@@ -206,11 +183,11 @@ func (p *plan) nextAttempt(js []*Job) (int, string) {
 func (p *plan) keepVolumeJobs() {
 	f := p.f
 	size, sized := p.storageSize()
-	keep := func(js []*Job, pending bool, what string) {
+	keep := func(js []*facts.Job, pending bool, what string) {
 		last := js[len(js)-1]
 		for _, jv := range js {
-			retrying := last.State == JobActive && jv.Attempt == last.Attempt-1
-			if jv.State == JobActive || (pending && (jv == last || retrying)) || !p.judgeJobs() {
+			retrying := last.State == facts.JobActive && jv.Attempt == last.Attempt-1
+			if jv.State == facts.JobActive || (pending && (jv == last || retrying)) || !p.judgeJobs() {
 				p.jobs = append(p.jobs, render.Job{Kind: render.JobCarried, Carried: jv.Job})
 			} else {
 				p.release(wire.KeyJob, jv.Job.Name, what)
@@ -252,7 +229,7 @@ func (p *plan) storageStatus() *api.StorageStatus {
 	st.AtSize, st.Claims = p.claimsAtSize(size)
 	for _, i := range sortedKeys(f.GrowJobs) {
 		js := f.GrowJobs[i]
-		if js[len(js)-1].State == JobActive {
+		if js[len(js)-1].State == facts.JobActive {
 			st.Growing = f.Names.PVC(i)
 		}
 	}

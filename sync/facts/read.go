@@ -1,7 +1,8 @@
-package sync
+package facts
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/etcdhook/etcdhook/api"
@@ -17,7 +19,7 @@ import (
 
 // newFacts reads one request into facts: the record, the Leases, the cluster ID, the member list (truth),
 // the Jobs and the alarms, distrusting each (docs/design/08-safety-rules.md).
-func Read(o *Observed, now time.Time) *Facts {
+func Read(o *wire.Observed, now time.Time) *Facts {
 	p := &o.Parent
 	f := &Facts{
 		Now:              now,
@@ -95,11 +97,11 @@ func (f *Facts) readSpecRecord(s string) (applied, recorded *api.ClusterSpec) {
 	}
 	if spec.Security.TLS.Enabled == nil {
 		// Recorded before TLS existed: that cluster runs without it.
-		spec.Security.TLS.Enabled = ptr(false)
+		spec.Security.TLS.Enabled = new(false)
 	}
 	if spec.Network.Policy == nil {
 		// Recorded before the NetworkPolicy existed: its clients may come from anywhere.
-		spec.Network.Policy = ptr(false)
+		spec.Network.Policy = new(false)
 	}
 	spec = api.Defaulted(spec)
 	if ps := api.Validate(f.Parent.Name, spec); len(ps) > 0 {
@@ -375,7 +377,7 @@ func (f *Facts) readImageVersions() {
 	}
 	// Not the template's image: it is what the hook asked for, and a tag that never started (an
 	// upgrade whose image cannot be pulled) must not forbid going back.
-	for _, i := range sortedKeys(f.Pods) {
+	for _, i := range slices.Sorted(maps.Keys(f.Pods)) {
 		for _, cs := range f.Pods[i].Status.ContainerStatuses {
 			ran := cs.State.Running != nil || cs.State.Terminated != nil || cs.LastTerminationState.Terminated != nil ||
 				cs.RestartCount > 0 || (cs.Started != nil && *cs.Started)
@@ -411,6 +413,14 @@ func (f *Facts) preferMember(i int, a, b *Member) bool {
 		return !a.Learner
 	}
 	return a.ID < b.ID
+}
+
+// TruthOf is a truth of members alone, counted as readTruth counts one: for tests of the decision that
+// build their facts by hand.
+func TruthOf(members []*Member) Truth {
+	t := Truth{Members: members}
+	t.countVoters()
+	return t
 }
 
 // countVoters counts the truth's voters once its members are known (readTruth).
@@ -517,6 +527,28 @@ func (f *Facts) readAlarms() {
 			if !slices.Contains(f.Alarms[typ], id) {
 				f.Alarms[typ] = append(f.Alarms[typ], id)
 			}
+		}
+	}
+}
+
+// readSpaceRecords reads the raised quota and storage the hook recorded. A value that does not parse
+// is ignored, and said: the records only ever raise, so dropping one renders the spec's (smaller)
+// figure, which the next sync raises again if the data still needs it.
+func (f *Facts) readSpaceRecords() {
+	if v := f.ConfigValue(api.ConfigKeySpaceQuota); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n <= 0 {
+			f.Distrusted = append(f.Distrusted, fmt.Sprintf("ConfigMap %s key %s %q is ignored: not a positive number of bytes", f.Names.ConfigMap(), api.ConfigKeySpaceQuota, v))
+		} else {
+			f.SpaceQuota = n
+		}
+	}
+	if v := f.ConfigValue(api.ConfigKeySpaceStorage); v != "" {
+		q, err := resource.ParseQuantity(v)
+		if err != nil || q.Sign() <= 0 {
+			f.Distrusted = append(f.Distrusted, fmt.Sprintf("ConfigMap %s key %s %q is ignored: not a positive quantity", f.Names.ConfigMap(), api.ConfigKeySpaceStorage, v))
+		} else {
+			f.SpaceStorage = &q
 		}
 	}
 }

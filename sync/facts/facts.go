@@ -1,8 +1,10 @@
-package sync
+package facts
 
 import (
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -15,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/sync/wire"
 )
 
 // A Lease not renewed for UnhealthyAfterDurations renewal intervals (api.RenewInterval) makes its report
@@ -107,7 +110,7 @@ type Facts struct {
 	Names      api.Names
 	Parent     *api.EtcdCluster
 	ClusterUID string
-	Observed   *Observed
+	Observed   *wire.Observed
 
 	StatefulSet *appsv1.StatefulSet
 	cm          *corev1.ConfigMap
@@ -430,3 +433,51 @@ func LeaseReport[R any](now time.Time, l *coordv1.Lease, key string, parse func(
 
 // maxClockSkew is how far ahead of the hook's clock a reported time may be before it is distrusted.
 const maxClockSkew = 2 * time.Minute
+
+// authReport is the auth report of the leader's agent: the freshest Lease, held by its pod, whose
+// report says leader and carries one. nil when none does.
+func (f *Facts) AuthReport() *api.AuthReport {
+	for _, i := range slices.Sorted(maps.Keys(f.Leases)) {
+		if r, ok := f.AgentReport(i); ok && r.Role == api.RoleLeader && r.Auth != nil {
+			return r.Auth
+		}
+	}
+	return nil
+}
+
+// seedRefused: a new cluster's seed reports that its restore cannot succeed as written (or it gave up
+// retrying): the restore has ended, and the phase is Failed until a new seed pod succeeds.
+func (f *Facts) SeedRefused() bool {
+	if f.Bootstrapped {
+		return false
+	}
+	for _, lv := range f.SortedLeases() {
+		if lv.Report.Reason() == api.ReasonRestoreRefused {
+			return true
+		}
+	}
+	return false
+}
+
+// storageFloor is the largest storage a claim of the cluster asks for, or its StatefulSet's claim
+// template: spec.storage.size may go back down to it (a growth that could not happen), never below.
+func (f *Facts) StorageFloor() *resource.Quantity {
+	var floor *resource.Quantity
+	take := func(q resource.Quantity) {
+		if floor == nil || q.Cmp(*floor) > 0 {
+			c := q.DeepCopy()
+			floor = &c
+		}
+	}
+	for _, pvc := range f.PVCs {
+		if q, ok := pvc.Spec.Resources.Requests[corev1.ResourceStorage]; ok {
+			take(q)
+		}
+	}
+	if f.StatefulSet != nil {
+		if q, ok := api.TemplateSize(f.StatefulSet.Spec.VolumeClaimTemplates); ok {
+			take(q)
+		}
+	}
+	return floor
+}
