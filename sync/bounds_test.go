@@ -14,7 +14,7 @@ import (
 	"github.com/etcdhook/etcdhook/sync/wire"
 )
 
-// Values inside strings and status lists are bounded before use (bounds.go, api/bounds.go). Each test
+// Values inside strings and status lists are bounded before use (sync/facts/bounds.go, api/bounds.go). Each test
 // here failed on main before the bounds: the answer grew with the hand-edited value.
 
 // editChild rewrites one observed child of the request through f (the request is what the hook gets).

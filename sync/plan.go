@@ -56,7 +56,7 @@ type plan struct {
 	replicas  int32
 	partition int32
 	// staticN: the static creation this sync renders (bootstrapStatic), 0 none; the StatefulSet keeps
-	// its record (facts.staticRecord) whatever this sync renders.
+	// its record (facts.StaticRecord) whatever this sync renders.
 	staticN int
 	hash    string
 	leases  map[int]*api.Intent // the hook's half of each member Lease, by ordinal

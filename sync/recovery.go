@@ -74,7 +74,7 @@ func (p *plan) planRecovery() recoveryState {
 	// changed mode must say what the next one says.
 	mode := p.spec.QuorumLossMode()
 	if mode == api.QuorumLossFromBackup {
-		return out // the snapshot restore (inplacefacts.go) answers it
+		return out // the snapshot restore (sync/facts/inplace.go) answers it
 	}
 	deadAfter := time.Duration(*p.spec.Timeouts.DeadMemberSeconds) * time.Second
 	voters := p.recoveryVoters(deadAfter)

@@ -32,7 +32,7 @@ const (
 	MaxClockSkew = api.DefaultLeaseDurationSeconds * time.Second
 )
 
-// leaseView is one member Lease: the hook's intent and the agent's report, judged against now.
+// Lease is one member Lease: the hook's intent and the agent's report, judged against now.
 type Lease struct {
 	Ordinal       int
 	Lease         *coordv1.Lease
@@ -51,7 +51,7 @@ type Lease struct {
 	// caRotation and caRestart: the CA rotation step and restart this Lease asks for (observed).
 	CARotation api.CARotationIntent
 	CARestart  string
-	// peerScheme: the scheme this Lease lets its member move its peer URL to (observed).
+	// PeerScheme: the scheme this Lease lets its member move its peer URL to (observed).
 	PeerScheme string
 	// recover: the recovery part this Lease asks of its member (observed; recovery.go).
 	Recover api.RecoverIntent
@@ -66,7 +66,7 @@ func (lv *Lease) PermitLive(now time.Time) bool {
 	return open
 }
 
-// memberView is one member of the membership truth, mapped to an ordinal (-1: orphan).
+// Member is one member of the membership truth, mapped to an ordinal (-1: orphan).
 type Member struct {
 	api.Member
 	Ordinal int
@@ -83,7 +83,7 @@ type Member struct {
 
 func (m *Member) Voter() bool { return !m.Learner }
 
-// jobView is a remove or pvc-delete Job parsed from its name and status.
+// Job is a remove or pvc-delete Job parsed from its name and status.
 type Job struct {
 	Job      *batchv1.Job
 	memberID string // remove Jobs
@@ -136,7 +136,7 @@ type Facts struct {
 	// alarms: the cluster's alarms as the fresh reports read them, by type, each the member IDs that
 	// raised it (readAlarms); an alarm naming no member of the cluster is ignored (distrusted).
 	Alarms map[string][]string
-	// inPlace: what the facts say about in-place restores (inplacefacts.go); retired: the cluster IDs
+	// inPlace: what the facts say about in-place restores (inplace.go); retired: the cluster IDs
 	// in-place restores replaced, whose reports count for nothing (inplace.go).
 	InPlace InPlace
 	retired map[string]bool
@@ -144,7 +144,7 @@ type Facts struct {
 	// committed (unretireLive).
 	liveRetired []string
 
-	// static: the member count of a static creation in force (staticfacts.go), 0 none; staticRecord: a
+	// static: the member count of a static creation in force (static.go), 0 none; staticRecord: a
 	// valid record on the StatefulSet, in force or not (it is rendered again as it is).
 	Static, StaticRecord int
 
@@ -172,7 +172,7 @@ type Facts struct {
 	reportErrs []string
 }
 
-// truthView is the membership truth: the freshest member list a healthy voter reported, its members
+// Truth is the membership truth: the freshest member list a healthy voter reported, its members
 // mapped to ordinals, and the safe view over every healthy voter's list (readTruth).
 type Truth struct {
 	// list is the freshest member list reported by a healthy voter; nil when none is known. from is the
@@ -193,7 +193,7 @@ type Truth struct {
 	allVoters, healthyVoters int
 }
 
-// inPlaceView is what the facts say about in-place restores (inplacefacts.go).
+// InPlace is what the facts say about in-place restores (inplace.go).
 type InPlace struct {
 	// record: the ConfigMap's record of the last in-place restore, as chosen for this sync (nil: none).
 	Record *InPlaceRecord
@@ -213,7 +213,7 @@ func (f *Facts) SortedLeases() []*Lease {
 	return out
 }
 
-// configValue is a key of the observed ConfigMap, "" without one.
+// ConfigValue is a key of the observed ConfigMap, "" without one.
 func (f *Facts) ConfigValue(key string) string {
 	if f.cm == nil {
 		return ""
@@ -221,7 +221,7 @@ func (f *Facts) ConfigValue(key string) string {
 	return f.cm.Data[key]
 }
 
-// podReady says whether ordinal i has a pod whose Ready condition is true.
+// PodReady says whether ordinal i has a pod whose Ready condition is true.
 func (f *Facts) PodReady(i int) bool {
 	pod := f.Pods[i]
 	if pod == nil || pod.DeletionTimestamp != nil {
@@ -261,7 +261,7 @@ func (f *Facts) notReadyFor(i int) time.Duration {
 	return 0
 }
 
-// reportsHealthyVoter: the Lease at i is fresh, held by the pod at i when that pod is known, and reports
+// ReportsHealthyVoter: the Lease at i is fresh, held by the pod at i when that pod is known, and reports
 // a healthy voter of this cluster with member ID id ("" = any).
 func (f *Facts) ReportsHealthyVoter(i int, id string) bool {
 	lv := f.Leases[i]
@@ -380,7 +380,7 @@ func JobStatus(j *batchv1.Job) (JobState, time.Time) {
 	return JobActive, time.Time{}
 }
 
-// caRotationUnderway: by the agents' reports (never by the step this hook wrote, which the same answer
+// CARotationUnderway: by the agents' reports (never by the step this hook wrote, which the same answer
 // may clear), a CA rotation is not over: the CA Secret holds a next CA, or a member's etcd trusts other
 // CAs than the Secret's one.
 func (f *Facts) CARotationUnderway() bool {
@@ -396,7 +396,7 @@ func (f *Facts) CARotationUnderway() bool {
 	return false
 }
 
-// tlsSwitchSeen: a switch is under way by the observed objects: the StatefulSet's annotation, or
+// TLSSwitchSeen: a switch is under way by the observed objects: the StatefulSet's annotation, or
 // members whose peer URLs are not all on the applied spec's scheme.
 func (f *Facts) TLSSwitchSeen() bool {
 	if f.StatefulSet != nil && f.StatefulSet.Annotations[api.AnnTLSSwitch] != "" {
@@ -414,7 +414,7 @@ func (f *Facts) TLSSwitchSeen() bool {
 	return false
 }
 
-// leaseReport is the report under key on Lease l (the backup Lease: the Jobs' reports) when it is one
+// LeaseReport is the report under key on Lease l (the backup Lease: the Jobs' reports) when it is one
 // mine accepts, nil otherwise. One that does not parse, or is dated (at) ahead of now, is ignored and
 // named in the returned note (for InputIgnored; "" when none): the Lease is writable by the backup Jobs
 // and by hand. It writes nothing: the caller records the note where its own notes go.
@@ -434,7 +434,7 @@ func LeaseReport[R any](now time.Time, l *coordv1.Lease, key string, parse func(
 // maxClockSkew is how far ahead of the hook's clock a reported time may be before it is distrusted.
 const maxClockSkew = 2 * time.Minute
 
-// authReport is the auth report of the leader's agent: the freshest Lease, held by its pod, whose
+// AuthReport is the auth report of the leader's agent: the freshest Lease, held by its pod, whose
 // report says leader and carries one. nil when none does.
 func (f *Facts) AuthReport() *api.AuthReport {
 	for _, i := range slices.Sorted(maps.Keys(f.Leases)) {
@@ -445,7 +445,7 @@ func (f *Facts) AuthReport() *api.AuthReport {
 	return nil
 }
 
-// seedRefused: a new cluster's seed reports that its restore cannot succeed as written (or it gave up
+// SeedRefused: a new cluster's seed reports that its restore cannot succeed as written (or it gave up
 // retrying): the restore has ended, and the phase is Failed until a new seed pod succeeds.
 func (f *Facts) SeedRefused() bool {
 	if f.Bootstrapped {
@@ -459,7 +459,7 @@ func (f *Facts) SeedRefused() bool {
 	return false
 }
 
-// storageFloor is the largest storage a claim of the cluster asks for, or its StatefulSet's claim
+// StorageFloor is the largest storage a claim of the cluster asks for, or its StatefulSet's claim
 // template: spec.storage.size may go back down to it (a growth that could not happen), never below.
 func (f *Facts) StorageFloor() *resource.Quantity {
 	var floor *resource.Quantity

@@ -14,7 +14,7 @@ import (
 
 // What the facts say about in-place restores: the record read from the ConfigMap (readInPlace), chosen
 // against the parent's annotation (chooseInPlace), judged by its Jobs, finished. The decision's side is
-// inplace.go; the record itself inplacerecord.go.
+// sync/inplace.go; the record itself inplacerecord.go.
 
 // readInPlace parses the hook's record: the ConfigMap's, else the one status.restore keeps (a deleted
 // ConfigMap must not forget a restore in flight, nor the IDs it retired). A record that does not parse
@@ -229,8 +229,8 @@ func (f *Facts) judgeRestoreJobs(rec *InPlaceRecord) (*InPlaceRecord, bool) {
 	return rec, false
 }
 
-// restoreReport is the restore report on the backup Lease when it is job's, nil otherwise, and the note
-// naming a report ignored (leaseReport).
+// RestoreReport is the restore report on the backup Lease when it is job's, nil otherwise, and the note
+// naming a report ignored (LeaseReport).
 func (f *Facts) RestoreReport(job string) (*api.RestoreReport, string) {
 	l := f.Observed.Leases[f.Names.BackupName()]
 	if l == nil {
@@ -284,7 +284,7 @@ func (f *Facts) quorumDataLost() (string, []string) {
 	return d.ObjectURL(backup.Latest), lost
 }
 
-// agentReport is ordinal i's report when its Lease is fresh and held by the ordinal's current pod: what
+// AgentReport is ordinal i's report when its Lease is fresh and held by the ordinal's current pod: what
 // the agent running there now says. False for anything else (no pod, a stale Lease, a former pod's).
 func (f *Facts) AgentReport(i int) (api.Report, bool) {
 	lv, pod := f.Leases[i], f.Pods[i]
@@ -294,7 +294,7 @@ func (f *Facts) AgentReport(i int) (api.Report, bool) {
 	return lv.Report, true
 }
 
-// withoutData says whether ordinal i's agent (agentReport) waits to join with no data (an unreadable
+// WithoutData says whether ordinal i's agent (AgentReport) waits to join with no data (an unreadable
 // directory is reported otherwise, never as no data), and for how long its pod has not been ready: a
 // member whose data is lost for good once that reaches deadMemberSeconds.
 func (f *Facts) WithoutData(i int) (time.Duration, bool) {

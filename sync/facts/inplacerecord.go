@@ -9,12 +9,12 @@ import (
 )
 
 // The in-place restore record the ConfigMap keeps, and its phases. What the facts say about it is
-// inplacefacts.go; the decision's side inplace.go.
+// inplace.go; the decision's side sync/inplace.go.
 
 // maxRemembered bounds the record's lists (values seen, cluster IDs retired): the oldest go first.
 const maxRemembered = 16
 
-// inPlaceRecord is the ConfigMap's record of in-place restores (api.ConfigKeyRestoreInPlace): the last
+// InPlaceRecord is the ConfigMap's record of in-place restores (api.ConfigKeyRestoreInPlace): the last
 // one (Request empty when there was none, or the last was withdrawn before any other ran) and the memory
 // every restore adds to (Seen, Retired).
 type InPlaceRecord struct {

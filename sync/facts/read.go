@@ -17,7 +17,7 @@ import (
 	"github.com/etcdhook/etcdhook/sync/wire"
 )
 
-// newFacts reads one request into facts: the record, the Leases, the cluster ID, the member list (truth),
+// Read reads one request into its Facts: the record, the Leases, the cluster ID, the member list (truth),
 // the Jobs and the alarms, distrusting each (docs/design/08-safety-rules.md).
 func Read(o *wire.Observed, now time.Time) *Facts {
 	p := &o.Parent
@@ -230,7 +230,7 @@ func (f *Facts) readClusterID() {
 		f.ClusterID = f.ClusterIDs[0]
 	}
 	// Replicas above one are evidence of a bootstrap, except beside the record of a static creation,
-	// which renders every member at once (staticfacts.go).
+	// which renders every member at once (static.go).
 	f.Bootstrapped = f.ClusterID != "" || f.Parent.Status.Bootstrapped ||
 		(f.cm != nil && f.cm.Data[api.ConfigKeyBootstrapped] == "true") ||
 		(f.StaticRecord == 0 && f.StatefulSet != nil && f.StatefulSet.Spec.Replicas != nil && *f.StatefulSet.Spec.Replicas > 1)

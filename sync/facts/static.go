@@ -11,7 +11,7 @@ import (
 // creation runs without it. agent.json and every member Lease carry copies the agents check against each
 // other; the hook reads the StatefulSet's alone.
 
-// readStatic reads the record. It is in force (f.static) while it is valid and agrees with what a
+// readStatic reads the record. It is in force (f.Static) while it is valid and agrees with what a
 // static creation renders: replicas N. A record that does not agree is a
 // hand edit: noted and not followed, and until the cluster exists the creation is held (no member is
 // asked to start any way) rather than continued or begun again from a seed.
@@ -44,7 +44,7 @@ func (f *Facts) readStatic() {
 	f.Static = n
 }
 
-// leaseRecord is the static creation the Leases ask for when the StatefulSet is missing (an answer
+// LeaseRecord is the static creation the Leases ask for when the StatefulSet is missing (an answer
 // applied in part: its ConfigMap and Leases without its StatefulSet): every mark the same static/N, no
 // seed mark, and nothing of a member anywhere (no pod, claim, report or status member). Then no pod of
 // it ever ran and the creation goes on as recorded, rather than be started a second way from a seed
@@ -72,7 +72,7 @@ func (f *Facts) LeaseRecord() int {
 	return n
 }
 
-// freshCreation says whether nothing of an earlier cluster can exist: no StatefulSet, ConfigMap, pod,
+// FreshCreation says whether nothing of an earlier cluster can exist: no StatefulSet, ConfigMap, pod,
 // claim or Lease of this name, a status that never saw a member, and a spec that neither adopts data nor
 // restores a snapshot. Only then may every member start from one static initial cluster; any evidence
 // of earlier data takes the seed's path, whose joins etcd checks one at a time.
