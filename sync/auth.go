@@ -22,7 +22,7 @@ func (p *plan) decideAuth() *api.AuthConfig {
 		return nil
 	}
 	var rotations map[string]string
-	if v := strings.TrimSpace(p.f.parent.Annotations[api.AnnRotateUser]); v != "" {
+	if v := strings.TrimSpace(p.f.Parent.Annotations[api.AnnRotateUser]); v != "" {
 		user, token, err := api.ParseRotateUser(v)
 		switch {
 		case err != nil:
@@ -33,7 +33,7 @@ func (p *plan) decideAuth() *api.AuthConfig {
 			rotations = map[string]string{user: api.RenewalMark(token)}
 		}
 	}
-	return api.DesiredAuthRotated(p.f.names, p.spec.Auth, !p.spec.Security.TLS.ClientAuth(), rotations)
+	return api.DesiredAuthRotated(p.f.Names, p.spec.Auth, !p.spec.Security.TLS.ClientAuth(), rotations)
 }
 
 // authRemovalRefused refuses removing spec.auth while the leader's agent reports etcd enforcing
@@ -49,24 +49,13 @@ func authRemovalRefused(recorded *api.ClusterSpec, next api.ClusterSpec, rep *ap
 	return []api.Problem{{Reason: "InvalidAuth", Message: "spec.auth cannot be removed while etcd still enforces authentication (status.auth.enabled): the leader's agent has not applied enabled: false yet; remove spec.auth once it has"}}
 }
 
-// authReport is the auth report of the leader's agent: the freshest Lease, held by its pod, whose
-// report says leader and carries one. nil when none does.
-func (f *facts) authReport() *api.AuthReport {
-	for _, i := range sortedKeys(f.leases) {
-		if r, ok := f.agentReport(i); ok && r.Role == api.RoleLeader && r.Auth != nil {
-			return r.Auth
-		}
-	}
-	return nil
-}
-
 // authStatus and its condition: where etcd's auth stands against the declaration.
 func (p *plan) authStatus(add func(typ string, ok bool, reason, msg string)) *api.AuthStatus {
 	want := p.auth
 	if want == nil {
 		return nil
 	}
-	rep := p.f.authReport()
+	rep := p.f.AuthReport()
 	st := &api.AuthStatus{Declared: want.Hash}
 	if rep != nil {
 		st.Enabled, st.Applied, st.LastReverted = rep.Enabled, rep.Applied, rep.Reverted

@@ -10,6 +10,7 @@ import (
 
 	"github.com/etcdhook/etcdhook/api"
 	"github.com/etcdhook/etcdhook/internal/backup"
+	"github.com/etcdhook/etcdhook/sync/facts"
 )
 
 // readBackupReports reads, with the spec chosen, what the backup Jobs reported on the backup Lease, for
@@ -26,17 +27,26 @@ func (p *plan) readBackupReports() {
 		}
 		return
 	}
-	l := f.obs.Leases[f.names.BackupName()]
+	l := f.Observed.Leases[f.Names.BackupName()]
 	if l == nil {
 		return
 	}
+	// A report ignored is named with the decision's notes: the facts are not written after reading.
+	noted := func(note string) {
+		if note != "" {
+			p.distrust("%s", note)
+		}
+	}
 	read := func(key string) *api.BackupReport {
-		return leaseReport(f, l, key, api.ParseBackupReport, func(*api.BackupReport) bool { return true },
+		r, note := facts.LeaseReport(f.Now, l, key, api.ParseBackupReport, func(*api.BackupReport) bool { return true },
 			func(r *api.BackupReport) time.Time { return r.Time })
+		noted(note)
+		return r
 	}
 	p.backupSuccess, p.backupFailure = read(api.AnnBackupSuccess), read(api.AnnBackupFailure)
 	if p.spec.Backup.Continuous != nil {
-		p.backupContinuous = leaseReport(f, l, api.AnnBackupContinuous, api.ParseContinuousReport, func(r *api.ContinuousReport) bool {
+		var note string
+		p.backupContinuous, note = facts.LeaseReport(f.Now, l, api.AnnBackupContinuous, api.ParseContinuousReport, func(r *api.ContinuousReport) bool {
 			if r.Snapshot == "" || p.ownSnapshot(r.Snapshot) {
 				return true
 			}
@@ -44,23 +54,26 @@ func (p *plan) readBackupReports() {
 				l.Name, api.AnnBackupContinuous, backup.Redact(r.Snapshot))
 			return false
 		}, func(r *api.ContinuousReport) time.Time { return r.Time })
+		noted(note)
 	}
 	if c := p.spec.Backup.Copy; c != nil {
-		p.backupCopy = leaseReport(f, l, api.AnnBackupCopy, api.ParseCopyReport, func(r *api.CopyReport) bool {
-			if r.Snapshot == "" || inFolder(c.Destination, f.names, r.Snapshot) {
+		var note string
+		p.backupCopy, note = facts.LeaseReport(f.Now, l, api.AnnBackupCopy, api.ParseCopyReport, func(r *api.CopyReport) bool {
+			if r.Snapshot == "" || inFolder(c.Destination, f.Names, r.Snapshot) {
 				return true
 			}
 			p.distrust("Lease %s annotation %s names snapshot %s, not one of this cluster's folder in spec.backup.copy.destination: ignored",
 				l.Name, api.AnnBackupCopy, backup.Redact(r.Snapshot))
 			return false
 		}, func(r *api.CopyReport) time.Time { return r.Time })
+		noted(note)
 	}
 }
 
 // ownSnapshot says whether url names a snapshot in this cluster's folder of spec.backup.destination,
 // as the writer names the snapshot its chain follows (a hand-edited report could name anything).
 func (p *plan) ownSnapshot(url string) bool {
-	return inFolder(p.spec.Backup.Destination, p.f.names, url)
+	return inFolder(p.spec.Backup.Destination, p.f.Names, url)
 }
 
 // inFolder says whether url names a snapshot in the cluster's folder of destination.
@@ -83,7 +96,7 @@ func (p *plan) backupStatus() *api.BackupStatus {
 	if !p.hasSpec || p.spec.Backup == nil {
 		return nil
 	}
-	f, n := p.f, p.f.names
+	f, n := p.f, p.f.Names
 	st := &api.BackupStatus{}
 	if r := p.backupSuccess; r != nil {
 		st.LastSuccessTime = &metav1.Time{Time: r.Time.UTC()}
@@ -97,11 +110,11 @@ func (p *plan) backupStatus() *api.BackupStatus {
 		name := n.BackupJob(token)
 		// Running from the answer that renders the Job: its creation is not a new fact.
 		od := &api.OnDemandBackup{Token: token, Job: name, Phase: "Running"}
-		if j := f.obs.Jobs[name]; j != nil {
-			switch state, _ := jobStatus(j); state {
-			case jobSucceeded:
+		if j := f.Observed.Jobs[name]; j != nil {
+			switch state, _ := facts.JobStatus(j); state {
+			case facts.JobSucceeded:
 				od.Phase = "Succeeded"
-			case jobFailed:
+			case facts.JobFailed:
 				od.Phase = "Failed"
 			}
 		}
@@ -136,14 +149,14 @@ func (p *plan) copyConditions(st *api.BackupStatus, add func(string, bool, strin
 // writer stopped, failing or behind, not an idle cluster.
 func (p *plan) continuousConditions(st *api.BackupStatus, add func(string, bool, string, string)) {
 	b := p.spec.Backup
-	if st == nil || b == nil || b.Continuous == nil || !p.f.bootstrapped || p.restoring {
+	if st == nil || b == nil || b.Continuous == nil || !p.f.Bootstrapped || p.restoring {
 		return
 	}
 	lag := b.Continuous.Lag()
-	now := p.f.now
+	now := p.f.Now
 	c := st.Continuous
 	if c == nil || c.Time == nil {
-		w := p.f.obs.StatefulSets[p.f.names.BackupWriter()]
+		w := p.f.Observed.StatefulSets[p.f.Names.BackupWriter()]
 		if w == nil || w.CreationTimestamp.IsZero() || now.Sub(w.CreationTimestamp.Time) <= lag {
 			return // not yet rendered, or given maxLag to report
 		}
@@ -173,7 +186,7 @@ func (p *plan) backupConditions(st *api.BackupStatus, add func(string, bool, str
 	if st == nil || b == nil {
 		return
 	}
-	if b.Schedule != "" && !p.f.obs.CronJobsDeclared {
+	if b.Schedule != "" && !p.f.Observed.CronJobsDeclared {
 		add(api.CondBackupFailing, true, "CronJobsNotRegistered",
 			"spec.backup.schedule is set but the CompositeController does not declare batch/v1 cronjobs as children: apply the current metacontroller/ registration")
 	} else if st.LastFailureTime != nil && (st.LastSuccessTime == nil || st.LastFailureTime.After(st.LastSuccessTime.Time)) {
@@ -194,7 +207,7 @@ func (p *plan) backupConditions(st *api.BackupStatus, add func(string, bool, str
 	}
 	// Until the first success, counted from when backups were configured: the backup Lease's creation
 	// (not yet observed: just configured, nothing is due).
-	l := p.f.obs.Leases[p.f.names.BackupName()]
+	l := p.f.Observed.Leases[p.f.Names.BackupName()]
 	if st.LastSuccessTime == nil && (l == nil || l.CreationTimestamp.IsZero()) {
 		return
 	}
@@ -211,7 +224,7 @@ func (p *plan) backupConditions(st *api.BackupStatus, add func(string, bool, str
 	if due.IsZero() {
 		return // a schedule that never fires (refused by validation)
 	}
-	if p.f.now.After(due) {
+	if p.f.Now.After(due) {
 		add(api.CondBackupStale, true, "NoRecentBackup", fmt.Sprintf("no backup succeeded %s; schedule %q ran at least twice since (due by %s)", what, b.Schedule, due.UTC().Format(time.RFC3339)))
 	}
 }
@@ -227,17 +240,17 @@ func (p *plan) restoreStatus(add func(string, bool, string, string)) *api.Restor
 	if r := p.spec.Restore.ToRevision; r != nil {
 		rs.ToRevision = *r
 	}
-	if f.bootstrapped {
+	if f.Bootstrapped {
 		rs.Phase = "Restored"
 	}
-	for _, lv := range f.sortedLeases() {
-		r := lv.report
+	for _, lv := range f.SortedLeases() {
+		r := lv.Report
 		if r.RestoredFrom != "" {
 			rs.Snapshot = r.RestoredFrom
 			rs.Revision, _ = strconv.ParseInt(r.RestoredRevision, 10, 64)
 			rs.Phase = "Restored"
 		}
-		if f.bootstrapped {
+		if f.Bootstrapped {
 			continue
 		}
 		switch reason := r.Reason(); reason {
@@ -248,22 +261,8 @@ func (p *plan) restoreStatus(add func(string, bool, string, string)) *api.Restor
 			if reason == api.ReasonRestoreRefused {
 				cond, rs.Phase = api.ReasonRestoreRefused, "Failed"
 			}
-			add(api.CondRestoreFailed, true, cond, fmt.Sprintf("%s: %s", f.names.Pod(lv.ordinal), msg))
+			add(api.CondRestoreFailed, true, cond, fmt.Sprintf("%s: %s", f.Names.Pod(lv.Ordinal), msg))
 		}
 	}
 	return rs
-}
-
-// seedRefused: a new cluster's seed reports that its restore cannot succeed as written (or it gave up
-// retrying): the restore has ended, and the phase is Failed until a new seed pod succeeds.
-func (f *facts) seedRefused() bool {
-	if f.bootstrapped {
-		return false
-	}
-	for _, lv := range f.sortedLeases() {
-		if lv.report.Reason() == api.ReasonRestoreRefused {
-			return true
-		}
-	}
-	return false
 }

@@ -14,7 +14,7 @@ import (
 	"github.com/etcdhook/etcdhook/sync/wire"
 )
 
-// Values inside strings and status lists are bounded before use (bounds.go, api/bounds.go). Each test
+// Values inside strings and status lists are bounded before use (sync/facts/bounds.go, api/bounds.go). Each test
 // here failed on main before the bounds: the answer grew with the hand-edited value.
 
 // editChild rewrites one observed child of the request through f (the request is what the hook gets).
@@ -377,25 +377,6 @@ func TestImagesAreVersionEvidence(t *testing.T) {
 	}
 }
 
-func TestImageVersion(t *testing.T) {
-	for image, want := range map[string]string{
-		"quay.io/coreos/etcd:v3.6.16":                   "3.6.16",
-		"registry:5000/etcd:3.5.21":                     "3.5.21",
-		"quay.io/coreos/etcd:v3.6.16@sha256:0123456789": "3.6.16",
-		"registry:5000/etcd":                            "",
-		"quay.io/coreos/etcd:latest":                    "",
-		"quay.io/coreos/etcd@sha256:0123":               "",
-	} {
-		v, ok := imageVersion(image)
-		if want == "" {
-			require.False(t, ok, image)
-			continue
-		}
-		require.True(t, ok, image)
-		require.Equal(t, want, v.String(), image)
-	}
-}
-
 // The property over every key the hook reads from a member Lease (the agent's report and the hook's
 // intent) and from its ConfigMap: a value one byte past its bound is ignored and named, and nothing of
 // it reaches the answer.
@@ -496,17 +477,4 @@ func TestRestoreFromNeedsCredentialsOrTheOptIn(t *testing.T) {
 	resp := w.step(5 * time.Second)
 	require.Contains(t, conditionMessage(*resp.Status, api.CondRestoreFailed), "spec.backup.credentialsSecret is required for s3://")
 	require.Nil(t, resp.Status.Restore, "nothing started")
-}
-
-// A record an older hook wrote quoted a refused value with its secret in RefusedWhy: read, it keeps a
-// fingerprint and no reason text.
-func TestOldRecordIsScrubbed(t *testing.T) {
-	rec := &inPlaceRecord{Seen: []string{"s3://k:s3cr3t@b/p/latest"}, Refused: "s3://k:s3cr3t@b/p/latest",
-		RefusedWhy: `annotation etcd.io/restore-from "s3://k:s3cr3t@b/p/latest" must not carry user info`,
-		Prior:      &inPlaceRecord{Seen: []string{"s3://b/p/latest#s3cr3t"}}}
-	rec.scrub()
-	b, err := json.Marshal(rec)
-	require.NoError(t, err)
-	require.NotContains(t, string(b), "s3cr3t")
-	require.True(t, rec.seen("s3://k:s3cr3t@b/p/latest"), "still acted on once")
 }

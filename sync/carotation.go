@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/sync/facts"
 )
 
 // CA rotation (docs/design/14-tls.md §14.6), the hook's half. The hook never sees the CA Secret: it decides
@@ -29,7 +30,7 @@ import (
 
 // rotateRequest is the etcd.io/rotate-ca value and its mark ("" without one).
 func (p *plan) rotateRequest() (string, string) {
-	v := strings.TrimSpace(p.f.parent.Annotations[api.AnnRotateCA])
+	v := strings.TrimSpace(p.f.Parent.Annotations[api.AnnRotateCA])
 	if v == "" {
 		return "", ""
 	}
@@ -55,13 +56,13 @@ func (p *plan) decideCARotation() caRotationState {
 	var reports []caReport
 	secrets := map[string]api.CASecretState{}
 	missing := 0
-	for _, i := range sortedKeys(f.primary) {
-		m, lv := f.primary[i], f.leases[i]
-		if lv == nil || !lv.fresh || lv.report.MemberID != m.ID {
+	for _, i := range sortedKeys(f.Truth.Primary) {
+		m, lv := f.Truth.Primary[i], f.Leases[i]
+		if lv == nil || !lv.Fresh || lv.Report.MemberID != m.ID {
 			missing++
 			continue
 		}
-		r := lv.report
+		r := lv.Report
 		reports = append(reports, caReport{i: i, id: m.ID, trusts: r.TLSCAs, issuer: r.TLSIssuer})
 		if s, ok := api.ParseCASecretState(r.TLSCASecret); ok && s.Current != "" {
 			secrets[s.String()] = s
@@ -71,7 +72,7 @@ func (p *plan) decideCARotation() caRotationState {
 		// Reports that disagree on the Secret (an agent has not read it since its last change): the step
 		// and the restart last asked stay as they are for a look, rather than being withdrawn.
 		if held := p.observedCARotation(); held.intent.Mark != "" {
-			held.status = &api.CARotation{Request: request, Phase: caStatusPhase(held.intent.Phase), Members: int32(len(f.primary)),
+			held.status = &api.CARotation{Request: request, Phase: caStatusPhase(held.intent.Phase), Members: int32(len(f.Truth.Primary)),
 				Waiting: "every member to report the same CA Secret (etcd.io/tls-ca-secret)"}
 			p.wait("CA rotation: every member to report the same CA Secret")
 			return held
@@ -129,7 +130,7 @@ func (p *plan) decideCARotation() caRotationState {
 	}
 	if rot.Mark == "" {
 		if sec.Serves(mark) {
-			st.status = &api.CARotation{Request: request, Phase: api.CARotationDone, Members: int32(len(f.primary))}
+			st.status = &api.CARotation{Request: request, Phase: api.CARotationDone, Members: int32(len(f.Truth.Primary))}
 			st.status.Trusting, st.status.Issued = countCA(reports, sec.Current)
 		}
 		return st
@@ -142,7 +143,7 @@ func (p *plan) decideCARotation() caRotationState {
 		request = "(an earlier request, finished first)"
 	}
 	st.intent, st.active = rot, true
-	st.status = &api.CARotation{Request: request, Phase: caStatusPhase(rot.Phase), Members: int32(len(f.primary))}
+	st.status = &api.CARotation{Request: request, Phase: caStatusPhase(rot.Phase), Members: int32(len(f.Truth.Primary))}
 	if newCA != "" {
 		st.status.Trusting, st.status.Issued = countCA(reports, newCA)
 	}
@@ -170,18 +171,18 @@ func (p *plan) decideCARotation() caRotationState {
 	// A member whose agent says it is stopping etcd for a restart holds the turn, whatever the Lease asks
 	// (the answer that allowed it may be lost to a stale cache).
 	for _, r := range todo {
-		if lv := f.leases[r.i]; lv.report.Reason() == api.ReasonRestartingForCA {
+		if lv := f.Leases[r.i]; lv.Report.Reason() == api.ReasonRestartingForCA {
 			st.trust, st.restart = trust, r.i
 			break
 		}
 	}
 	if len(todo) > 0 && st.restart < 0 {
 		st.trust = trust
-		st.restart, waiting = p.restartTurn(todo, func(lv *leaseView) bool { return lv.caRestart == trust }, true)
+		st.restart, waiting = p.restartTurn(todo, func(lv *facts.Lease) bool { return lv.CARestart == trust }, true)
 	}
 	if st.restart >= 0 {
-		st.status.Restarting = f.names.Pod(st.restart)
-		waiting = fmt.Sprintf("%s to restart trusting %s", f.names.Pod(st.restart), shortList(trust))
+		st.status.Restarting = f.Names.Pod(st.restart)
+		waiting = fmt.Sprintf("%s to restart trusting %s", f.Names.Pod(st.restart), shortList(trust))
 	}
 	st.status.Waiting = waiting
 	if waiting != "" {
@@ -197,8 +198,8 @@ func (p *plan) observedCARotation() caRotationState {
 	// The mark most Leases ask for (a Lease left with a finished rotation's step must not win), then
 	// the furthest step asked for it.
 	count := map[string]int{}
-	for _, lv := range p.f.sortedLeases() {
-		if r := lv.caRotation; r.Mark != "" {
+	for _, lv := range p.f.SortedLeases() {
+		if r := lv.CARotation; r.Mark != "" {
 			count[r.Mark]++
 		}
 	}
@@ -208,16 +209,16 @@ func (p *plan) observedCARotation() caRotationState {
 			mark = m
 		}
 	}
-	for _, lv := range p.f.sortedLeases() {
-		r := lv.caRotation
+	for _, lv := range p.f.SortedLeases() {
+		r := lv.CARotation
 		if r.Mark != mark || mark == "" {
 			continue
 		}
 		if caPhaseRank(r.Phase) > caPhaseRank(st.intent.Phase) {
 			st.intent = r
 		}
-		if lv.caRestart != "" && st.restart < 0 {
-			st.restart, st.trust = lv.ordinal, lv.caRestart
+		if lv.CARestart != "" && st.restart < 0 {
+			st.restart, st.trust = lv.Ordinal, lv.CARestart
 		}
 	}
 	st.active = st.intent.Mark != ""
@@ -231,8 +232,8 @@ func caStatusPhase(phase string) string {
 // observedCAPhase is the step of rotation mark the member Leases asked last (trust when none did).
 func (p *plan) observedCAPhase(mark string) string {
 	best := api.CAPhaseTrust
-	for _, lv := range p.f.sortedLeases() {
-		if r := lv.caRotation; r.Mark == mark && caPhaseRank(r.Phase) > caPhaseRank(best) {
+	for _, lv := range p.f.SortedLeases() {
+		if r := lv.CARotation; r.Mark == mark && caPhaseRank(r.Phase) > caPhaseRank(best) {
 			best = r.Phase
 		}
 	}
@@ -254,8 +255,8 @@ func (p *plan) caDue(reports []caReport, sec api.CASecretState) bool {
 		if r.trusts != sec.Current {
 			return false
 		}
-		lv := p.f.leases[r.i]
-		t, err := time.Parse(time.RFC3339, lv.report.TLSCANotAfter)
+		lv := p.f.Leases[r.i]
+		t, err := time.Parse(time.RFC3339, lv.Report.TLSCANotAfter)
 		if err != nil {
 			return false
 		}
@@ -264,7 +265,7 @@ func (p *plan) caDue(reports []caReport, sec api.CASecretState) bool {
 		}
 	}
 	life := p.spec.Security.TLS.BuiltIn.CADuration.Duration
-	return !p.f.now.Before(notAfter.Add(-life / 3))
+	return !p.f.Now.Before(notAfter.Add(-life / 3))
 }
 
 func countCA(reports []caReport, fp string) (trusting, issued int32) {

@@ -10,6 +10,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/sync/facts"
 	"github.com/etcdhook/etcdhook/sync/wire"
 )
 
@@ -43,7 +44,7 @@ func (w *world) checkResponse(req *Request, resp *Response) {
 			}
 		}
 		for name, j := range w.jobs {
-			if j.state == jobActive && children[wire.KeyJob+"/"+name] == nil {
+			if j.state == facts.JobActive && children[wire.KeyJob+"/"+name] == nil {
 				w.t.Errorf("response drops active Job %s", name)
 			}
 		}
@@ -125,7 +126,7 @@ func (w *world) checkChildren(children map[string]map[string]any, req *Request) 
 	restoring := false
 	if cm := children[wire.KeyConfigMap+"/"+w.names().ConfigMap()]; cm != nil {
 		if s, ok := cm["data"].(map[string]any)[api.ConfigKeyRestoreInPlace].(string); ok {
-			var rec inPlaceRecord
+			var rec facts.InPlaceRecord
 			restoring = json.Unmarshal([]byte(s), &rec) == nil && !rec.Done
 		}
 	}
@@ -162,7 +163,7 @@ func (w *world) checkChildren(children map[string]map[string]any, req *Request) 
 			continue
 		}
 		jname := strings.TrimPrefix(name, wire.KeyJob+"/")
-		if j := w.jobs[jname]; j != nil && j.state != jobActive {
+		if j := w.jobs[jname]; j != nil && j.state != facts.JobActive {
 			continue
 		}
 		id := jobFlag(obj, "id")
@@ -195,14 +196,14 @@ func (w *world) checkQuorumRule(req *Request, id string) {
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	f := newFacts(o, w.now)
-	m := f.member(id)
+	f := facts.Read(o, w.now)
+	m := f.Truth.Member(id)
 	if m == nil || m.Learner {
 		return
 	}
-	all, healthy := f.voters()
+	all, healthy := f.Truth.Voters()
 	after := healthy
-	if m.healthy {
+	if m.Healthy {
 		after--
 	}
 	if healthy < api.Quorum(all) || after < api.Quorum(all-1) {
@@ -307,7 +308,7 @@ func (w *world) applyStale(stale *Request) {
 			next[key][name] = deepCopyMap(obj)
 			w.created[key+"/"+name] = w.now
 			if key == wire.KeyJob {
-				w.jobs[name] = &simJob{state: jobActive}
+				w.jobs[name] = &simJob{state: facts.JobActive}
 			}
 		case seen && unchanged(key, name):
 			next[key][name] = deepCopyMap(obj)

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/sync/facts"
 	"github.com/etcdhook/etcdhook/sync/render"
 	"github.com/etcdhook/etcdhook/sync/wire"
 )
@@ -72,7 +73,7 @@ func decideAnswer(ctx context.Context, o *Observed, now time.Time, opts Options)
 	if o.Finalizing {
 		return finalize(o), nil
 	}
-	f := newFacts(o, now)
+	f := facts.Read(o, now)
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -120,9 +121,9 @@ func (p *plan) children(ctx context.Context) ([]any, map[wire.ChildID]bool, erro
 			return nil, nil, fmt.Errorf("rendering %T: not a Kubernetes object", obj)
 		}
 		var vct jsontext.Value
-		if sts, isSTS := obj.(*appsv1.StatefulSet); isSTS && sts.Name == p.f.names.StatefulSet() {
+		if sts, isSTS := obj.(*appsv1.StatefulSet); isSTS && sts.Name == p.f.Names.StatefulSet() {
 			// The members' claim templates, not the backup writer's (it has none).
-			vct = wire.ClaimTemplates(p.f.obs.Raw(wire.ChildID{Key: wire.KeyStatefulSet, Name: sts.Name}))
+			vct = wire.ClaimTemplates(p.f.Observed.Raw(wire.ChildID{Key: wire.KeyStatefulSet, Name: sts.Name}))
 		}
 		b, err := wire.Child(obj, vct)
 		if err != nil {
@@ -209,7 +210,7 @@ func (p *plan) resyncAfter() float64 {
 		// had 25 paused clusters asking every 5 s, more syncs than 75 running ones.
 		waits--
 	}
-	if p.busy != "" || p.rolling || p.pendingSpec || p.quorumLost || p.cleanup || !p.f.bootstrapped || waits > 0 {
+	if p.busy != "" || p.rolling || p.pendingSpec || p.quorumLost || p.cleanup || !p.f.Bootstrapped || waits > 0 {
 		return resyncBusySeconds
 	}
 	return resyncIdleSeconds

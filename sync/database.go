@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/sync/facts"
 )
 
 // databaseConditions say how full the members' databases are (docs/design/15-maintenance.md §15.3):
@@ -20,10 +21,10 @@ func (p *plan) databaseConditions(add func(typ string, ok bool, reason, msg stri
 	}
 	if quota, ok := api.QuotaBackendBytes(options); ok && quota > 0 {
 		var near []string
-		for _, m := range f.members {
-			if m.dbSize*100 >= quota*api.DatabaseNearQuotaPercent {
-				near = append(near, fmt.Sprintf("%s %s (%d%%, %s in use)", memberName(f, m), humanBytes(m.dbSize),
-					m.dbSize*100/quota, humanBytes(m.dbSizeInUse)))
+		for _, m := range f.Truth.Members {
+			if m.DBSize*100 >= quota*api.DatabaseNearQuotaPercent {
+				near = append(near, fmt.Sprintf("%s %s (%d%%, %s in use)", facts.MemberName(f, m), humanBytes(m.DBSize),
+					m.DBSize*100/quota, humanBytes(m.DBSizeInUse)))
 			}
 		}
 		if len(near) > 0 {
@@ -32,11 +33,11 @@ func (p *plan) databaseConditions(add func(typ string, ok bool, reason, msg stri
 		}
 	}
 	byType := map[string][]string{}
-	for typ, ids := range f.alarms {
+	for typ, ids := range f.Alarms {
 		for _, id := range ids {
 			name := id
-			if m := f.member(id); m != nil {
-				name = memberName(f, m)
+			if m := f.Truth.Member(id); m != nil {
+				name = facts.MemberName(f, m)
 			}
 			byType[typ] = append(byType[typ], name)
 		}

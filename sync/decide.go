@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/sync/facts"
 	"github.com/etcdhook/etcdhook/sync/render"
 )
 
@@ -11,8 +12,8 @@ import (
 // observed (carry), re-derives the hook's own Lease halves (normalizeIntents), latches the spec
 // (chooseSpec) and takes at most one membership step (reconcile). Step families are in their own files
 // (members.go, scale.go, roll.go, volumes.go, tlsswitch.go, carotation.go, defrag.go, inplace.go).
-func decide(f *facts, opts Options) (p *plan, err error) {
-	p = &plan{f: f, opts: opts.withDefaults(), leases: map[int]*api.Intent{}, names: f.names}
+func decide(f *facts.Facts, opts Options) (p *plan, err error) {
+	p = &plan{f: f, opts: opts.withDefaults(), leases: map[int]*api.Intent{}, names: f.Names}
 	// Whatever path the sync takes, the backup Lease is read for status with the spec chosen.
 	defer func() {
 		if err == nil {
@@ -22,9 +23,9 @@ func decide(f *facts, opts Options) (p *plan, err error) {
 	p.carry()
 	// Intents are judged against the spec in force when they were written (the applied one): a
 	// hand-edited intent must not even make a step look in flight.
-	ref := api.Defaulted(api.WithAppliedDefaults(f.parent.Spec, f.applied))
-	if f.applied != nil {
-		ref = *f.applied
+	ref := api.Defaulted(api.WithAppliedDefaults(f.Parent.Spec, f.Applied))
+	if f.Applied != nil {
+		ref = *f.Applied
 	}
 	p.normalizeIntents(ref)
 	if err := p.chooseSpec(); err != nil {
@@ -55,11 +56,11 @@ func decide(f *facts, opts Options) (p *plan, err error) {
 		return p, nil
 	}
 	switch {
-	case !f.bootstrapped:
+	case !f.Bootstrapped:
 		p.bootstrap()
-	case f.splitBrain:
-		p.wait("two cluster IDs %v are reported: no membership change is made until a human resolves it", f.clusterIDs)
-	case !f.truthKnown():
+	case f.SplitBrain:
+		p.wait("two cluster IDs %v are reported: no membership change is made until a human resolves it", f.ClusterIDs)
+	case !f.Truth.Known():
 		p.quorumLost = true
 		p.decideRecovery()
 		p.wait("no voting member reports a healthy cluster; waiting for quorum (see README: Recovering from quorum loss)")
@@ -69,10 +70,10 @@ func decide(f *facts, opts Options) (p *plan, err error) {
 	}
 	p.floorReplicas()
 	p.trimLeases()
-	p.askPeerSwitch(f.bootstrapped && !f.splitBrain)
+	p.askPeerSwitch(f.Bootstrapped && !f.SplitBrain)
 	p.askCARotation()
 	p.askDefrag()
-	if f.bootstrapped && f.truthKnown() {
+	if f.Bootstrapped && f.Truth.Known() {
 		p.noteStalledJoins()
 	}
 	return p, nil
@@ -82,24 +83,24 @@ func decide(f *facts, opts Options) (p *plan, err error) {
 func (p *plan) carry() {
 	f := p.f
 	p.replicas = 1
-	if f.sts != nil && f.sts.Spec.Replicas != nil {
-		p.replicas = *f.sts.Spec.Replicas
+	if f.StatefulSet != nil && f.StatefulSet.Spec.Replicas != nil {
+		p.replicas = *f.StatefulSet.Spec.Replicas
 	}
 	if p.replicas > api.MaxSize || p.replicas < 0 {
 		// The hook never renders more than MaxSize: a larger count is a hand edit (kubectl scale), never
 		// a number to render from.
-		p.distrust("StatefulSet %s has replicas %d, outside 0..%d: not taken as a floor", f.names.StatefulSet(), p.replicas, api.MaxSize)
+		p.distrust("StatefulSet %s has replicas %d, outside 0..%d: not taken as a floor", f.Names.StatefulSet(), p.replicas, api.MaxSize)
 		p.replicas = api.MaxSize
 	}
-	if f.sts != nil && f.sts.Spec.UpdateStrategy.RollingUpdate != nil && f.sts.Spec.UpdateStrategy.RollingUpdate.Partition != nil {
-		p.partition = *f.sts.Spec.UpdateStrategy.RollingUpdate.Partition
+	if f.StatefulSet != nil && f.StatefulSet.Spec.UpdateStrategy.RollingUpdate != nil && f.StatefulSet.Spec.UpdateStrategy.RollingUpdate.Partition != nil {
+		p.partition = *f.StatefulSet.Spec.UpdateStrategy.RollingUpdate.Partition
 	}
 	if p.partition < 0 || p.partition > api.MaxSize {
 		p.partition = api.MaxSize
 	}
-	for i, lv := range f.leases {
+	for i, lv := range f.Leases {
 		lp := p.lease(i)
-		lp.Kind, lp.Since, lp.Join = lv.intent, lv.intentSince, lv.join
+		lp.Kind, lp.Since, lp.Join = lv.Intent, lv.IntentSince, lv.Join
 	}
 }
 
@@ -109,20 +110,20 @@ func (p *plan) chooseSpec() error {
 	f := p.f
 	// Defaults and the change rules come from the record even when it is not rendered from (recorded):
 	// a cluster an older hook recorded under looser rules still runs what it says.
-	cand := api.Defaulted(api.WithAppliedDefaults(f.parent.Spec, f.recorded))
+	cand := api.Defaulted(api.WithAppliedDefaults(f.Parent.Spec, f.Recorded))
 	cand.Paused = false // a switch, not part of the spec the children are rendered from
-	p.paused = f.parent.Spec.Paused
-	p.problems = api.Validate(f.names.Cluster, cand)
-	if f.obs.SpecError != "" {
-		p.problems = append([]api.Problem{{Reason: "SpecDoesNotDecode", Message: "spec: " + f.obs.SpecError}}, p.problems...)
+	p.paused = f.Parent.Spec.Paused
+	p.problems = api.Validate(f.Names.Cluster, cand)
+	if f.Observed.SpecError != "" {
+		p.problems = append([]api.Problem{{Reason: "SpecDoesNotDecode", Message: "spec: " + f.Observed.SpecError}}, p.problems...)
 	}
 	if len(p.problems) == 0 {
-		p.problems = api.ValidateChange(f.recorded, cand, f.running, f.imageVersions, f.storageFloor())
+		p.problems = api.ValidateChange(f.Recorded, cand, f.Running, f.ImageVersions, f.StorageFloor())
 	}
 	if len(p.problems) == 0 {
-		p.problems = authRemovalRefused(f.recorded, cand, f.authReport())
+		p.problems = authRemovalRefused(f.Recorded, cand, f.AuthReport())
 	}
-	if len(p.problems) == 0 && f.recorded != nil && !sameTLSSecretNames(f.recorded.Security.TLS, cand.Security.TLS) && f.tlsSwitchSeen() {
+	if len(p.problems) == 0 && f.Recorded != nil && !sameTLSSecretNames(f.Recorded.Security.TLS, cand.Security.TLS) && f.TLSSwitchSeen() {
 		// Members still serve the certificates of the Secrets they started on: another Secret can mean
 		// another CA, which peers on TLS would refuse (docs/design/14-tls.md §14.8).
 		p.problems = append(p.problems, api.Problem{Reason: "TLSSecretChange", Message: "spec.security.tls peer/client secretName cannot change while TLS is being switched (status.tls.switch): set them back, and change them once the switch is over"})
@@ -134,51 +135,51 @@ func (p *plan) chooseSpec() error {
 		// (a new or restarted pod could not start: the new spec may add members or roll them), and the
 		// roll holds (roll.go); a Secret that goes bad under an unchanged spec changes nothing rendered
 		// (the running members keep their files).
-		p.certProblems = checkTLSSecrets(f, f.secretsToCheck(cand))
-		if len(p.certProblems) > 0 && (f.applied == nil || !specEqual(*f.applied, cand)) {
+		p.certProblems = checkTLSSecrets(f, secretsToCheck(f, cand))
+		if len(p.certProblems) > 0 && (f.Applied == nil || !specEqual(*f.Applied, cand)) {
 			valid, p.certBlocked = false, true
 		}
-	case f.applied != nil && sameTLSSecrets(*f.applied, cand):
+	case f.Applied != nil && sameTLSSecrets(*f.Applied, cand):
 		// Only Secrets the request's spec names are related: the applied spec's are known only when
 		// they are the same.
-		p.certProblems = checkTLSSecrets(f, f.secretsToCheck(*f.applied))
+		p.certProblems = checkTLSSecrets(f, secretsToCheck(f, *f.Applied))
 	}
 	if p.paused {
 		// Nothing new is adopted while paused: the recorded spec stays in force (a new cluster gets
 		// nothing until it is unpaused).
-		if f.applied != nil {
-			p.spec, p.hasSpec = *f.applied, true
-			p.pendingSpec = valid && !specEqual(*f.applied, cand)
+		if f.Applied != nil {
+			p.spec, p.hasSpec = *f.Applied, true
+			p.pendingSpec = valid && !specEqual(*f.Applied, cand)
 		}
 		return nil
 	}
 	switch {
-	case f.applied == nil && valid && f.recorded != nil && p.inFlight() != "":
+	case f.Applied == nil && valid && f.Recorded != nil && p.inFlight() != "":
 		// A record that is not rendered from, and a step in flight: the new spec waits as it would
 		// behind a valid record, and the children stay as they are meanwhile.
 		p.pendingSpec = true
 		p.wait("%s to finish before the spec is adopted (the recorded spec fails validation: nothing is rendered from it)", p.inFlight())
-	case f.applied == nil && valid:
+	case f.Applied == nil && valid:
 		p.spec, p.hasSpec = cand, true
-	case f.applied == nil:
+	case f.Applied == nil:
 		// No spec to render from. Existing children are answered unchanged (echoLastApplied) and
 		// status says why: a 4xx would freeze status and every repair along with it.
-	case valid && !specEqual(*f.applied, cand) && p.inFlight() != "":
-		p.spec, p.hasSpec, p.pendingSpec = *f.applied, true, true
-	case valid && f.applied.Security.TLS.TLSOn() != cand.Security.TLS.TLSOn() && f.caRotationUnderway():
+	case valid && !specEqual(*f.Applied, cand) && p.inFlight() != "":
+		p.spec, p.hasSpec, p.pendingSpec = *f.Applied, true, true
+	case valid && f.Applied.Security.TLS.TLSOn() != cand.Security.TLS.TLSOn() && f.CARotationUnderway():
 		// A CA rotation finishes first: its restarts and a switch's peer URL moves are one kind of step,
 		// and the switch renders the certificates the rotation is replacing.
-		p.spec, p.hasSpec, p.pendingSpec, p.tlsWaitsForCA = *f.applied, true, true, true
+		p.spec, p.hasSpec, p.pendingSpec, p.tlsWaitsForCA = *f.Applied, true, true, true
 		p.wait("the CA rotation to finish before TLS is switched %s", onOff(cand.Security.TLS.TLSOn()))
-	case valid && f.applied.Security.TLS.TLSOn() != cand.Security.TLS.TLSOn() && !f.truthKnown():
+	case valid && f.Applied.Security.TLS.TLSOn() != cand.Security.TLS.TLSOn() && !f.Truth.Known():
 		// Without a member list the template's TLS cannot be derived (tlsswitch.go): a switch adopted now
 		// would render the final template over members whose peer URLs are on the other scheme.
-		p.spec, p.hasSpec, p.pendingSpec = *f.applied, true, true
+		p.spec, p.hasSpec, p.pendingSpec = *f.Applied, true, true
 		p.wait("a healthy quorum before TLS is switched %s", onOff(cand.Security.TLS.TLSOn()))
 	case valid:
 		p.spec, p.hasSpec = cand, true
 	default:
-		p.spec, p.hasSpec = *f.applied, true
+		p.spec, p.hasSpec = *f.Applied, true
 	}
 	return nil
 }
@@ -208,42 +209,42 @@ func (p *plan) normalizeIntents(ref api.ClusterSpec) {
 		switch lp.Kind {
 		case "", api.IntentMember:
 		case api.IntentLeave:
-			if i < target && f.primary[i] != nil {
-				note("%s carried intent leave below the target size: set back to member", f.names.Lease(i))
+			if i < target && f.Truth.Primary[i] != nil {
+				note("%s carried intent leave below the target size: set back to member", f.Names.Lease(i))
 				p.setIntent(i, api.IntentMember)
-			} else if f.primary[i] != nil {
+			} else if f.Truth.Primary[i] != nil {
 				leaving = i // the highest wins: sortedKeys is ascending
 			}
 		default:
-			note("%s carried an unknown intent %q: re-derived", f.names.Lease(i), lp.Kind)
+			note("%s carried an unknown intent %q: re-derived", f.Names.Lease(i), lp.Kind)
 			lp.Kind, lp.Since = "", ""
 		}
 		if lp.Since != "" {
-			if t, err := time.Parse(time.RFC3339, lp.Since); err != nil || t.After(f.now.Add(MaxClockSkew)) {
-				note("%s carried intent-since %q, not a past time: reset", f.names.Lease(i), lp.Since)
-				lp.Since = f.now.UTC().Format(time.RFC3339)
+			if t, err := time.Parse(time.RFC3339, lp.Since); err != nil || t.After(f.Now.Add(facts.MaxClockSkew)) {
+				note("%s carried intent-since %q, not a past time: reset", f.Names.Lease(i), lp.Since)
+				lp.Since = f.Now.UTC().Format(time.RFC3339)
 			}
 		}
 		if w := lp.Join; !w.IsZero() {
-			if w.From.After(f.now.Add(MaxClockSkew)) || w.Until.Sub(w.From) > maxWindow {
+			if w.From.After(f.Now.Add(facts.MaxClockSkew)) || w.Until.Sub(w.From) > maxWindow {
 				permitted, deadline := w.Annotations()
-				note("%s carried a join permission %q..%q the hook never writes: dropped", f.names.Lease(i), permitted, deadline)
+				note("%s carried a join permission %q..%q the hook never writes: dropped", f.Names.Lease(i), permitted, deadline)
 				lp.Join = api.JoinWindow{}
-			} else if f.truthKnown() && i >= target && f.primary[i] == nil {
-				note("%s carried a join permission above the target size: dropped", f.names.Lease(i))
+			} else if f.Truth.Known() && i >= target && f.Truth.Primary[i] == nil {
+				note("%s carried a join permission above the target size: dropped", f.Names.Lease(i))
 				lp.Join = api.JoinWindow{}
 			}
 		}
 	}
 	for _, i := range sortedKeys(p.leases) {
-		if lp := p.leases[i]; lp.Kind == api.IntentLeave && f.primary[i] != nil && i != leaving {
-			note("%s carried a second leave intent: only one member leaves at a time", f.names.Lease(i))
+		if lp := p.leases[i]; lp.Kind == api.IntentLeave && f.Truth.Primary[i] != nil && i != leaving {
+			note("%s carried a second leave intent: only one member leaves at a time", f.Names.Lease(i))
 			p.setIntent(i, api.IntentMember)
 		}
 	}
 	keep := -1
-	if m := f.learner(); m != nil && m.ordinal >= 0 && p.leases[m.ordinal] != nil && !p.leases[m.ordinal].Join.IsZero() {
-		keep = m.ordinal
+	if m := f.Truth.Learner(); m != nil && m.Ordinal >= 0 && p.leases[m.Ordinal] != nil && !p.leases[m.Ordinal].Join.IsZero() {
+		keep = m.Ordinal
 	}
 	for _, i := range sortedKeys(p.leases) {
 		lp := p.leases[i]
@@ -254,7 +255,7 @@ func (p *plan) normalizeIntents(ref api.ClusterSpec) {
 			keep = i
 		}
 		if i != keep {
-			note("%s carried a second join permission: only one member joins at a time", f.names.Lease(i))
+			note("%s carried a second join permission: only one member joins at a time", f.Names.Lease(i))
 			lp.Join = api.JoinWindow{}
 		}
 	}
@@ -268,7 +269,7 @@ func (p *plan) bootstrap() {
 		p.bootstrapStatic(n)
 		return
 	}
-	if f.staticRecord > 0 {
+	if f.StaticRecord > 0 {
 		p.holdStatic()
 		return
 	}
@@ -276,15 +277,15 @@ func (p *plan) bootstrap() {
 	p.setIntent(0, api.IntentMember)
 	p.lease(0).Seed = true
 	p.busy = "bootstrap"
-	if lv := f.leases[0]; lv != nil && lv.report.Reason() == api.ReasonForeignData {
-		p.wait("%s refuses its volume: %s", f.names.Pod(0), lv.report.Error)
+	if lv := f.Leases[0]; lv != nil && lv.Report.Reason() == api.ReasonForeignData {
+		p.wait("%s refuses its volume: %s", f.Names.Pod(0), lv.Report.Error)
 		return
 	}
-	if f.seedRefused() {
-		p.wait("the restore has failed and is not retried (RestoreFailed): delete this EtcdCluster and restore again, or delete pod %s to try once more after fixing the cause", f.names.Pod(0))
+	if f.SeedRefused() {
+		p.wait("the restore has failed and is not retried (RestoreFailed): delete this EtcdCluster and restore again, or delete pod %s to try once more after fixing the cause", f.Names.Pod(0))
 		return
 	}
-	p.wait("%s to bootstrap the cluster", f.names.Pod(0))
+	p.wait("%s to bootstrap the cluster", f.Names.Pod(0))
 }
 
 // staticCreation is the member count of the static creation this sync renders: the one the StatefulSet
@@ -292,13 +293,13 @@ func (p *plan) bootstrap() {
 // a fresh creation, the spec's size. 0: the seed's way.
 func (p *plan) staticCreation() int {
 	f := p.f
-	if f.static > 0 {
-		return f.static
+	if f.Static > 0 {
+		return f.Static
 	}
-	if n := f.leaseRecord(); n > 0 {
+	if n := f.LeaseRecord(); n > 0 {
 		return n
 	}
-	if f.sts == nil && !p.opts.SeedBootstrap && f.freshCreation(p.spec) {
+	if f.StatefulSet == nil && !p.opts.SeedBootstrap && f.FreshCreation(p.spec) {
 		return p.target()
 	}
 	return 0
@@ -317,8 +318,8 @@ func (p *plan) bootstrapStatic(n int) {
 	}
 	p.busy = "bootstrap"
 	for i := 0; i < n; i++ {
-		if lv := f.leases[i]; lv != nil && lv.report.Reason() == api.ReasonForeignData {
-			p.wait("%s refuses its volume: %s", f.names.Pod(i), lv.report.Error)
+		if lv := f.Leases[i]; lv != nil && lv.Report.Reason() == api.ReasonForeignData {
+			p.wait("%s refuses its volume: %s", f.Names.Pod(i), lv.Report.Error)
 		}
 	}
 	p.wait("%d members to start together and form the cluster", n)
@@ -333,7 +334,7 @@ func (p *plan) holdStatic() {
 		p.setIntent(i, api.IntentMember)
 	}
 	p.busy = "bootstrap"
-	p.wait("the record of a static creation of %d members does not agree with the StatefulSet or the Leases (see InputIgnored): no member is asked to start until it does", p.f.staticRecord)
+	p.wait("the record of a static creation of %d members does not agree with the StatefulSet or the Leases (see InputIgnored): no member is asked to start until it does", p.f.StaticRecord)
 }
 
 // reconcile is the normal path: cluster bootstrapped, one cluster ID, a healthy voter's member list known.
@@ -350,7 +351,7 @@ func (p *plan) reconcile() {
 	}
 	// A StatefulSet that has not observed the hook's last write may still act on the one before:
 	// nothing new starts until it has (silently: the lag is normal and short).
-	if f := p.f; f.sts != nil && f.sts.Status.ObservedGeneration < f.sts.Generation {
+	if f := p.f; f.StatefulSet != nil && f.StatefulSet.Status.ObservedGeneration < f.StatefulSet.Generation {
 		p.roll(false)
 		return
 	}
@@ -369,7 +370,7 @@ func (p *plan) reconcile() {
 		p.roll(false)
 		return
 	}
-	if p.roll(true) && !(p.rollHeld && len(p.f.primary) < p.target()) {
+	if p.roll(true) && !(p.rollHeld && len(p.f.Truth.Primary) < p.target()) {
 		return
 	}
 	if p.scaleUp() {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/sync/facts"
 )
 
 // Defragmentation (docs/design/15-maintenance.md §15.5): the hook decides which member defragments, one at a time,
@@ -21,7 +22,7 @@ var defragWindows = []time.Duration{time.Hour, 25 * time.Hour, 32 * 24 * time.Ho
 // noSpaceRaisers are the member IDs with a NOSPACE alarm in a fresh report (nil: none).
 func (p *plan) noSpaceRaisers() map[string]bool {
 	var out map[string]bool
-	for _, id := range p.f.alarms[api.AlarmNoSpace] {
+	for _, id := range p.f.Alarms[api.AlarmNoSpace] {
 		if out == nil {
 			out = map[string]bool{}
 		}
@@ -35,7 +36,7 @@ func (p *plan) defragPass() (token string, forced bool) {
 	if p.noSpaceRaisers() != nil {
 		return NoSpacePass, true
 	}
-	if v := strings.TrimSpace(p.f.parent.Annotations[api.AnnDefragNow]); v != "" && v != p.f.defragNowDone {
+	if v := strings.TrimSpace(p.f.Parent.Annotations[api.AnnDefragNow]); v != "" && v != p.f.DefragNowDone {
 		return "now:" + v, true
 	}
 	if p.hasSpec && p.space.on && len(p.spaceDefragTodo()) > 0 {
@@ -50,7 +51,7 @@ func (p *plan) defragPass() (token string, forced bool) {
 	if err != nil {
 		return "", false // validated before adoption; a recorded spec that no longer parses runs nothing
 	}
-	now := p.f.now.UTC()
+	now := p.f.Now.UTC()
 	for _, w := range defragWindows {
 		var last time.Time
 		for t := sched.Next(now.Add(-w)); !t.IsZero() && !t.After(now); t = sched.Next(t) {
@@ -92,27 +93,27 @@ func (p *plan) decideDefrag() defragState {
 	var turns [4][]int
 	var failed []int
 	running, asked := -1, -1
-	for _, i := range sortedKeys(f.primary) {
-		m := f.primary[i]
-		lv := f.leases[i]
-		if lv == nil || lv.report.MemberID != m.ID {
+	for _, i := range sortedKeys(f.Truth.Primary) {
+		m := f.Truth.Primary[i]
+		lv := f.Leases[i]
+		if lv == nil || lv.Report.MemberID != m.ID {
 			continue
 		}
-		r := lv.report
+		r := lv.Report
 		if p.passDone(token, m, r, raisers[m.ID], quota) {
 			st.done++
 			continue
 		}
-		if r.Defragging == token && lv.fresh {
+		if r.Defragging == token && lv.Fresh {
 			running = i
 		}
-		if lv.defrag == token && lv.fresh && mayExecute(m, r) {
+		if lv.Defrag == token && lv.Fresh && mayExecute(m, r) {
 			// The hook's last answer: its agent may be at it before its report says so. A stale
 			// Lease means no agent runs there, hence no defragmentation either: the turn passes on,
 			// as it does from a member that cannot execute it (mayExecute).
 			asked = i
 		}
-		if !forced && (m.dbSize <= 0 || (m.dbSize-m.dbSizeInUse)*100 < m.dbSize*minFree) {
+		if !forced && (m.DBSize <= 0 || (m.DBSize-m.DBSizeInUse)*100 < m.DBSize*minFree) {
 			continue // not fragmented enough for a scheduled pass
 		}
 		st.todo++
@@ -121,7 +122,7 @@ func (p *plan) decideDefrag() defragState {
 			continue
 		}
 		turn := 0
-		if m.ID == f.leaderID {
+		if m.ID == f.Truth.LeaderID {
 			turn = 1
 		}
 		if token == NoSpacePass && raisers[m.ID] {
@@ -133,9 +134,9 @@ func (p *plan) decideDefrag() defragState {
 		// Every member has room and its own alarm is gone, yet an alarm is left: one raised by a member
 		// removed since (etcd keeps it, and refuses writes for it). Only another member can disarm it:
 		// the first follower is asked, whose agent disarms the alarms of members not in the list.
-		for _, i := range sortedKeys(f.primary) {
-			m, lv := f.primary[i], f.leases[i]
-			if lv != nil && lv.fresh && lv.report.MemberID == m.ID && m.voter() && (m.ID != f.leaderID || len(f.primary) == 1) {
+		for _, i := range sortedKeys(f.Truth.Primary) {
+			m, lv := f.Truth.Primary[i], f.Leases[i]
+			if lv != nil && lv.Fresh && lv.Report.MemberID == m.ID && m.Voter() && (m.ID != f.Truth.LeaderID || len(f.Truth.Primary) == 1) {
 				turns[0], st.todo = []int{i}, 1
 				break
 			}
@@ -157,7 +158,7 @@ func (p *plan) decideDefrag() defragState {
 	switch {
 	case p.paused:
 		st.held = "spec.paused to be cleared"
-	case !f.bootstrapped || p.quorumLost || f.splitBrain:
+	case !f.Bootstrapped || p.quorumLost || f.SplitBrain:
 		st.held = "a healthy quorum"
 	case p.busy != "":
 		st.held = "the membership change in flight (" + p.busy + ")"
@@ -171,9 +172,9 @@ func (p *plan) decideDefrag() defragState {
 		st.held = "the TLS switch's peer URL move"
 	}
 	if st.held == "" {
-		for _, m := range f.members {
-			if !m.healthy {
-				st.held = "member " + memberName(f, m) + " to be healthy"
+		for _, m := range f.Truth.Members {
+			if !m.Healthy {
+				st.held = "member " + facts.MemberName(f, m) + " to be healthy"
 				break
 			}
 		}
@@ -188,12 +189,12 @@ func (p *plan) decideDefrag() defragState {
 // passDone says whether member m (reporting r) is done with the pass token. The NOSPACE recovery and
 // the space pass judge the member's state (its alarm, its file), the same token serving every
 // occurrence; every other pass the token the member reports done.
-func (p *plan) passDone(token string, m *memberView, r api.Report, raiser bool, quota int64) bool {
+func (p *plan) passDone(token string, m *facts.Member, r api.Report, raiser bool, quota int64) bool {
 	if token == NoSpacePass {
-		return !raiser && !api.OverQuota(m.dbSize, quota)
+		return !raiser && !api.OverQuota(m.DBSize, quota)
 	}
 	if pct, ok := api.ParseSpacePass(token); ok {
-		return !api.SpaceWantsDefrag(m.dbSize, m.dbSizeInUse, quota, pct)
+		return !api.SpaceWantsDefrag(m.DBSize, m.DBSizeInUse, quota, pct)
 	}
 	return r.DefragDone == token
 }
@@ -210,9 +211,9 @@ func stateBased(token string) bool {
 func (p *plan) spaceDefragTodo() []int {
 	var out []int
 	pct := p.spec.SpaceActAt()
-	for _, i := range sortedKeys(p.f.primary) {
-		m, lv := p.f.primary[i], p.f.leases[i]
-		if lv != nil && lv.fresh && lv.report.MemberID == m.ID && api.SpaceWantsDefrag(m.dbSize, m.dbSizeInUse, p.space.quota, pct) {
+	for _, i := range sortedKeys(p.f.Truth.Primary) {
+		m, lv := p.f.Truth.Primary[i], p.f.Leases[i]
+		if lv != nil && lv.Fresh && lv.Report.MemberID == m.ID && api.SpaceWantsDefrag(m.DBSize, m.DBSizeInUse, p.space.quota, pct) {
 			out = append(out, i)
 		}
 	}
@@ -223,7 +224,7 @@ func (p *plan) spaceDefragTodo() []int {
 // (-1 when none). The NOSPACE recovery waits only for a member executing a pass, not for one merely
 // asked (whose agent may keep failing it).
 func (p *plan) unfinishedPass(token string) (int, string) {
-	for _, i := range sortedKeys(p.f.primary) {
+	for _, i := range sortedKeys(p.f.Truth.Primary) {
 		if other, running := p.pendingPass(i); other != "" && other != token && (running || !stateBased(token)) {
 			return i, other
 		}
@@ -235,9 +236,9 @@ func (p *plan) unfinishedPass(token string) (int, string) {
 // went over every member (each member of the cluster reports it done, none executes it), else the
 // recorded one.
 func (p *plan) defragNowDone() string {
-	st, recorded := p.defrag, p.f.defragNowDone
+	st, recorded := p.defrag, p.f.DefragNowDone
 	v, ok := strings.CutPrefix(st.token, "now:")
-	if !ok || st.next != "" || st.target >= 0 || st.todo > 0 || len(p.f.primary) == 0 || st.done < len(p.f.primary) {
+	if !ok || st.next != "" || st.target >= 0 || st.todo > 0 || len(p.f.Truth.Primary) == 0 || st.done < len(p.f.Truth.Primary) {
 		return recorded
 	}
 	return v
@@ -257,12 +258,12 @@ func (p *plan) defragCondition(st defragState, add func(typ string, ok bool, rea
 		return
 	}
 	if st.next != "" {
-		add(api.CondDefragmenting, true, "MemberDefragmenting", fmt.Sprintf("%s finishes pass %s first (one member at a time); pass %s follows", p.f.names.Pod(st.target), st.token, st.next))
+		add(api.CondDefragmenting, true, "MemberDefragmenting", fmt.Sprintf("%s finishes pass %s first (one member at a time); pass %s follows", p.f.Names.Pod(st.target), st.token, st.next))
 		return
 	}
 	progress := fmt.Sprintf("pass %s: %d done, %d to go", st.token, st.done, st.todo)
 	if st.target >= 0 {
-		add(api.CondDefragmenting, true, "MemberDefragmenting", fmt.Sprintf("%s; %s defragments (one member at a time, the leader last)", progress, p.f.names.Pod(st.target)))
+		add(api.CondDefragmenting, true, "MemberDefragmenting", fmt.Sprintf("%s; %s defragments (one member at a time, the leader last)", progress, p.f.Names.Pod(st.target)))
 		return
 	}
 	add(api.CondDefragmenting, false, "Held", fmt.Sprintf("%s; waits for %s", progress, st.held))

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/sync/facts"
 	"github.com/etcdhook/etcdhook/sync/wire"
 )
 
@@ -100,7 +101,7 @@ func TestDefragPassToken(t *testing.T) {
 	} {
 		w := newWorldAt(t, 3, at)
 		w.spec.Maintenance.Defrag = &api.DefragSpec{Schedule: tc.schedule}
-		p := &plan{f: &facts{now: at, parent: &api.EtcdCluster{}}, spec: api.Defaulted(w.spec), hasSpec: true}
+		p := &plan{f: &facts.Facts{Now: at, Parent: &api.EtcdCluster{}}, spec: api.Defaulted(w.spec), hasSpec: true}
 		tok, forced := p.defragPass()
 		require.Equal(t, tc.want, tok, tc.schedule)
 		require.False(t, forced)

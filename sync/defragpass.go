@@ -2,6 +2,7 @@ package sync
 
 import (
 	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/sync/facts"
 )
 
 // Which member is on a defragmentation pass now: a defragmenting member serves nothing, so every other
@@ -12,16 +13,16 @@ import (
 // turn asked is not counted: its agent acts only while an alarm or a full file calls for it). "" when
 // none, or when its Lease is stale or another member's: no agent runs behind a stale one.
 func (p *plan) pendingPass(i int) (token string, running bool) {
-	m, lv := p.f.primary[i], p.f.leases[i]
-	if m == nil || lv == nil || !lv.fresh || lv.report.MemberID != m.ID {
+	m, lv := p.f.Truth.Primary[i], p.f.Leases[i]
+	if m == nil || lv == nil || !lv.Fresh || lv.Report.MemberID != m.ID {
 		return "", false
 	}
-	r := lv.report
+	r := lv.Report
 	if r.Defragging != "" {
 		return r.Defragging, true
 	}
-	if lv.defrag != "" && !stateBased(lv.defrag) && r.DefragDone != lv.defrag && mayExecute(m, r) {
-		return lv.defrag, false
+	if lv.Defrag != "" && !stateBased(lv.Defrag) && r.DefragDone != lv.Defrag && mayExecute(m, r) {
+		return lv.Defrag, false
 	}
 	return "", false
 }
@@ -31,9 +32,9 @@ func (p *plan) pendingPass(i int) (token string, running bool) {
 // defragmenting member serves no reads or writes for the duration: no planned step (a member leaving or
 // joining, a pod restarted by a roll) starts beside it, as no defragmentation starts beside a step.
 func (p *plan) defragmenting() string {
-	for _, i := range sortedKeys(p.f.primary) {
+	for _, i := range sortedKeys(p.f.Truth.Primary) {
 		if tok, _ := p.pendingPass(i); tok != "" {
-			return p.f.names.Pod(i)
+			return p.f.Names.Pod(i)
 		}
 	}
 	return ""
@@ -45,8 +46,8 @@ func (p *plan) defragmenting() string {
 // MoveLeader may fail every time): neither keeps the turn, nor holds a step, on the strength of a
 // request alone. A member reporting the pass running keeps both whatever its health (a defragmenting
 // member may answer Status slowly).
-func mayExecute(m *memberView, r api.Report) bool {
-	return m.healthy && r.Reason() != api.ReasonDefragmenting
+func mayExecute(m *facts.Member, r api.Report) bool {
+	return m.Healthy && r.Reason() != api.ReasonDefragmenting
 }
 
 // NoSpacePass is the token of the NOSPACE recovery: while any member reports a NOSPACE alarm, every

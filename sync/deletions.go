@@ -65,7 +65,7 @@ func childRefs(o *Observed) []childRef {
 // a bug that would make Metacontroller delete a live object: the answer is refused instead (500).
 func (p *plan) deletions(rendered map[wire.ChildID]bool) ([]Deletion, error) {
 	var out []Deletion
-	for _, c := range childRefs(p.f.obs) {
+	for _, c := range childRefs(p.f.Observed) {
 		if rendered[wire.ChildID{Key: c.key, Name: c.name}] {
 			continue
 		}
@@ -74,7 +74,7 @@ func (p *plan) deletions(rendered map[wire.ChildID]bool) ([]Deletion, error) {
 		if !ok {
 			switch c.key {
 			case wire.KeyLease:
-				if p.f.names.LeaseOrdinal(c.name) < 0 {
+				if p.f.Names.LeaseOrdinal(c.name) < 0 {
 					reason, ok = "not a member Lease name of this cluster", true
 				}
 			case wire.KeyJob:
@@ -84,12 +84,12 @@ func (p *plan) deletions(rendered map[wire.ChildID]bool) ([]Deletion, error) {
 			case wire.KeyServiceAccount, wire.KeyRole, wire.KeyRoleBinding, wire.KeyCronJob:
 				reason, ok = "not a name etcdhook renders", true
 			case wire.KeyStatefulSet:
-				if c.name == p.f.names.BackupWriter() {
+				if c.name == p.f.Names.BackupWriter() {
 					reason = p.writerWanted()
 					ok = reason != ""
 				}
 			case wire.KeyNetworkPolicy:
-				if c.name != p.f.names.NetworkPolicy() {
+				if c.name != p.f.Names.NetworkPolicy() {
 					reason, ok = "not a name etcdhook renders", true
 				} else if !p.spec.Network.PolicyOn() {
 					reason, ok = "spec.network.policy is false", true
@@ -107,19 +107,19 @@ func (p *plan) deletions(rendered map[wire.ChildID]bool) ([]Deletion, error) {
 
 // knownJob says whether name parses as a remove, pvc-delete or restore Job of this cluster.
 func (p *plan) knownJob(name string) bool {
-	if strings.HasPrefix(name, p.f.names.Cluster+"-restore-") {
+	if strings.HasPrefix(name, p.f.Names.Cluster+"-restore-") {
 		return true
 	}
-	for _, js := range p.f.removeJobs {
+	for _, js := range p.f.RemoveJobs {
 		for _, jv := range js {
-			if jv.job.Name == name {
+			if jv.Job.Name == name {
 				return true
 			}
 		}
 	}
-	for _, js := range p.f.deleteVolumeJobs {
+	for _, js := range p.f.DeleteVolumeJobs {
 		for _, jv := range js {
-			if jv.job.Name == name {
+			if jv.Job.Name == name {
 				return true
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 
 	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/sync/facts"
 	"github.com/etcdhook/etcdhook/sync/render"
 )
 
@@ -20,8 +21,8 @@ func (p *plan) desired() *render.Desired {
 	d.Template.Hash = p.hash
 	d.Template.SwitchAnnotation = p.tlsSw.switchAnnotation()
 	d.Replicas, d.Partition = p.replicas, p.partition
-	d.Live = f.sts
-	if n := max(p.staticN, f.staticRecord); n > 0 {
+	d.Live = f.StatefulSet
+	if n := max(p.staticN, f.StaticRecord); n > 0 {
 		d.Bootstrap = api.StaticBootstrap(n)
 	}
 	d.PDBSize = p.pdbSize()
@@ -34,10 +35,10 @@ func (p *plan) desired() *render.Desired {
 		d.Leases = append(d.Leases, render.MemberLease{Ordinal: i, Intent: in})
 	}
 	d.Config = render.Config{
-		Bootstrapped:    f.bootstrapped,
-		ClusterID:       f.clusterID,
-		Running:         runningRecord(f.running),
-		Formed:          f.formed || p.formedNow(),
+		Bootstrapped:    f.Bootstrapped,
+		ClusterID:       f.ClusterID,
+		Running:         runningRecord(f.Running),
+		Formed:          f.Formed || p.formedNow(),
 		RollingTo:       p.rollingTo,
 		DefragNowDone:   p.defragNowDone(),
 		RestoreInPlace:  p.inPlaceRecordJSON(),
@@ -52,13 +53,13 @@ func (p *plan) desired() *render.Desired {
 	}
 	if p.spec.Backup != nil {
 		d.Backup = &render.Backup{
-			Schedule:  p.spec.Backup.Schedule != "" && f.obs.CronJobsDeclared,
+			Schedule:  p.spec.Backup.Schedule != "" && f.Observed.CronJobsDeclared,
 			Suspended: p.restoring, // the members are down on purpose (inplace.go): a run would only fail
 			Runs:      p.backupRuns(),
 			Writer:    p.writerWanted() == "",
 		}
 	}
-	d.NetworkPolicy = p.spec.Network.PolicyOn() && f.obs.NetworkPoliciesDeclared
+	d.NetworkPolicy = p.spec.Network.PolicyOn() && f.Observed.NetworkPoliciesDeclared
 	d.Auth = p.auth
 	d.Jobs = p.jobs
 	return d
@@ -68,7 +69,7 @@ func (p *plan) desired() *render.Desired {
 // the outcome is known.
 func (p *plan) templateInput() *render.Desired {
 	d := &render.Desired{
-		Names: p.names, ClusterUID: p.f.clusterUID, Spec: p.spec,
+		Names: p.names, ClusterUID: p.f.ClusterUID, Spec: p.spec,
 		Image: p.opts.Image, ImagePullPolicy: p.opts.ImagePullPolicy,
 	}
 	d.Template.TLS = p.renderTLS()
@@ -82,11 +83,11 @@ func (p *plan) templateInput() *render.Desired {
 // larger of the current voters and the target, so that a scale step never weakens it.
 func (p *plan) pdbSize() int {
 	size := p.target()
-	if voters, _ := p.f.voters(); voters > size {
+	if voters, _ := p.f.Truth.Voters(); voters > size {
 		size = voters
 	}
-	if p.f.unionVoters > size {
-		size = p.f.unionVoters
+	if p.f.Truth.UnionVoters > size {
+		size = p.f.Truth.UnionVoters
 	}
 	return size
 }
@@ -102,13 +103,13 @@ func (p *plan) backupRuns() []render.BackupRun {
 	if token != "" {
 		runs = append(runs, render.BackupRun{Name: n.BackupJob(token), Token: token})
 	}
-	for _, name := range sortedKeys(p.f.obs.Jobs) {
-		j := p.f.obs.Jobs[name]
+	for _, name := range sortedKeys(p.f.Observed.Jobs) {
+		j := p.f.Observed.Jobs[name]
 		old := jobArg(j, "--token=")
 		if old == "" || old == token || name != n.BackupJob(old) {
 			continue
 		}
-		if state, _ := jobStatus(j); state == jobActive {
+		if state, _ := facts.JobStatus(j); state == facts.JobActive {
 			runs = append(runs, render.BackupRun{Name: name, Token: old})
 		}
 	}
@@ -132,12 +133,12 @@ func jobArg(j *batchv1.Job, prefix string) string {
 // voterEndpoints are the client URLs of the voters other than skip, for Jobs that talk to etcd.
 func (p *plan) voterEndpoints(skip string) string {
 	var eps []string
-	for _, m := range p.f.members {
+	for _, m := range p.f.Truth.Members {
 		if m.Learner || m.ID == skip {
 			continue
 		}
-		if m.ordinal >= 0 {
-			eps = append(eps, p.names.ClientURL(m.ordinal))
+		if m.Ordinal >= 0 {
+			eps = append(eps, p.names.ClientURL(m.Ordinal))
 		} else if m.ClientURL != "" {
 			eps = append(eps, m.ClientURL)
 		}
@@ -153,7 +154,7 @@ func (p *plan) voterEndpoints(skip string) string {
 // its data, and the restore may yet be withdrawn), so only the IDs of the restore before it count.
 func (p *plan) retiredClusters() []string {
 	r := p.inPlace
-	if r.inFlight() && !r.Committed {
+	if r.InFlight() && !r.Committed {
 		r = r.Prior
 	}
 	if r == nil || len(r.Retired) == 0 {
@@ -180,7 +181,7 @@ func (p *plan) writerWanted() string {
 	switch {
 	case !p.hasSpec || p.spec.Backup == nil || p.spec.Backup.Continuous == nil:
 		return "spec.backup.continuous is off"
-	case !p.f.bootstrapped:
+	case !p.f.Bootstrapped:
 		return "the cluster has not formed: nothing to follow yet"
 	case p.restoring:
 		return "an in-place restore has the members down: the writer stops until it is done"

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/sync/facts"
 )
 
 // Claims for the options, pause, certificate renewal, CA rotation, volume growth and user TLS Secret
@@ -267,7 +268,7 @@ func init() {
 		"restore-in-place-record-retires-live-cluster": {"an in-place restore record retiring the cluster healthy voters report is ignored (InputIgnored) and its retired list dropped", func(t *testing.T, a *fxAnswer) {
 			a.conditionIs(t, "InputIgnored", "True", "ImpossibleInput")
 			claimsBCondMessageHas(t, a, "InputIgnored", "not retired")
-			var rec inPlaceRecord
+			var rec facts.InPlaceRecord
 			s, _ := a.configData(t)[api.ConfigKeyRestoreInPlace].(string)
 			require.NoError(t, json.Unmarshal([]byte(s), &rec))
 			require.Empty(t, rec.Retired)

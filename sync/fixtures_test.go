@@ -21,6 +21,7 @@ import (
 
 	"github.com/etcdhook/etcdhook/api"
 	frozen "github.com/etcdhook/etcdhook/internal/fixture"
+	"github.com/etcdhook/etcdhook/sync/facts"
 	"github.com/etcdhook/etcdhook/sync/wire"
 )
 
@@ -512,7 +513,7 @@ func fixtures() []fixture {
 		// A hand-edited in-place restore record that retires the live cluster (docs/design/16-backup-restore.md §16.8).
 		{name: "restore-in-place-record-retires-live-cluster", build: func(w *world) {
 			settle(w)
-			rec, _ := json.Marshal(inPlaceRecord{Request: "s3://b/x.db", Retired: []string{w.etcd.clusterID}, Committed: true, Done: true, Seen: []string{"s3://b/x.db"}})
+			rec, _ := json.Marshal(facts.InPlaceRecord{Request: "s3://b/x.db", Retired: []string{w.etcd.clusterID}, Committed: true, Done: true, Seen: []string{"s3://b/x.db"}})
 			w.desired[wire.KeyConfigMap][w.names().ConfigMap()]["data"].(map[string]any)[api.ConfigKeyRestoreInPlace] = string(rec)
 		}},
 		// Volume growth (docs/design/17-growing-volumes.md §17).
@@ -617,7 +618,7 @@ func fixtures() []fixture {
 				return s != nil && s.Phase == api.TLSSwitchPeers && s.Switched == 1
 			})
 			for _, m := range w.etcd.members {
-				if peerScheme(m.PeerURL) == "http" {
+				if facts.PeerScheme(m.PeerURL) == "http" {
 					w.down[w.ordinalOf(m)] = true
 				}
 			}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/sync/facts"
 )
 
 // The membership step in flight, judged from observed objects alone: it holds the next step and a new spec.
@@ -19,40 +20,40 @@ func (p *plan) inFlight() string {
 func (p *plan) stepInFlight() (what string, volume bool) {
 	f := p.f
 	// (While its snapshot is verified the cluster serves as before: nothing of it is held.)
-	if r := f.inPlace; r.inFlight() && !r.Verifying {
+	if r := f.InPlace.Record; r.InFlight() && !r.Verifying {
 		return fmt.Sprintf("the in-place restore of %q", r.Request), false
 	}
-	for _, id := range sortedKeys(f.removeJobs) {
-		js := f.removeJobs[id]
+	for _, id := range sortedKeys(f.RemoveJobs) {
+		js := f.RemoveJobs[id]
 		last := js[len(js)-1]
-		if last.state == jobActive {
-			return fmt.Sprintf("Job %s removing member %s", last.job.Name, id), false
+		if last.State == facts.JobActive {
+			return fmt.Sprintf("Job %s removing member %s", last.Job.Name, id), false
 		}
-		if last.state == jobSucceeded && f.member(id) != nil && f.now.Sub(last.finished) < succeededJobGrace {
-			return fmt.Sprintf("member %s to leave the member list after Job %s", id, last.job.Name), false
+		if last.State == facts.JobSucceeded && f.Truth.Member(id) != nil && f.Now.Sub(last.Finished) < succeededJobGrace {
+			return fmt.Sprintf("member %s to leave the member list after Job %s", id, last.Job.Name), false
 		}
 	}
-	for _, i := range sortedKeys(f.deleteVolumeJobs) {
-		js := f.deleteVolumeJobs[i]
-		if js[len(js)-1].state == jobActive {
-			return fmt.Sprintf("Job %s deleting the volume of %s", js[len(js)-1].job.Name, f.names.Pod(i)), true
+	for _, i := range sortedKeys(f.DeleteVolumeJobs) {
+		js := f.DeleteVolumeJobs[i]
+		if js[len(js)-1].State == facts.JobActive {
+			return fmt.Sprintf("Job %s deleting the volume of %s", js[len(js)-1].Job.Name, f.Names.Pod(i)), true
 		}
 	}
 	if what := p.volumeStepInFlight(); what != "" {
 		return what, true
 	}
-	if m := f.learner(); m != nil {
+	if m := f.Truth.Learner(); m != nil {
 		return fmt.Sprintf("learner %s (%s) to be promoted", m.ID, m.PeerURL), false
 	}
 	// The Lease intents as normalised (carry, normalizeIntents), never the raw observed ones.
 	for _, i := range sortedKeys(p.leases) {
 		lp := p.leases[i]
-		m := f.primary[i]
+		m := f.Truth.Primary[i]
 		if lp.Kind == api.IntentLeave && m != nil && p.quorumAllowsRemoving(m) {
-			return fmt.Sprintf("%s to leave the cluster", f.names.Pod(i)), false
+			return fmt.Sprintf("%s to leave the cluster", f.Names.Pod(i)), false
 		}
-		if p.joining(i) && (m == nil || !f.reportsHealthyVoter(i, m.ID)) {
-			return fmt.Sprintf("%s to join the cluster", f.names.Pod(i)), false
+		if p.joining(i) && (m == nil || !f.ReportsHealthyVoter(i, m.ID)) {
+			return fmt.Sprintf("%s to join the cluster", f.Names.Pod(i)), false
 		}
 	}
 	return "", false

@@ -9,6 +9,7 @@ import (
 
 	"github.com/etcdhook/etcdhook/api"
 	"github.com/etcdhook/etcdhook/internal/backup"
+	"github.com/etcdhook/etcdhook/sync/facts"
 	"github.com/etcdhook/etcdhook/sync/render"
 	"github.com/etcdhook/etcdhook/sync/wire"
 )
@@ -28,14 +29,14 @@ import (
 // the record to write back.
 func (p *plan) decideInPlace() bool {
 	f := p.f
-	rec := f.inPlace
+	rec := f.InPlace.Record
 	p.inPlace = rec
-	if !rec.inFlight() {
+	if !rec.InFlight() {
 		return false
 	}
 	// The verify Job stays until the restore is done: a cache that has not seen the record past its
 	// verification must find it finished, not start it again.
-	if verify := f.names.RestoreVerifyJob(rec.key()); rec.Verifying || f.obs.Jobs[verify] != nil {
+	if verify := f.Names.RestoreVerifyJob(rec.Key()); rec.Verifying || f.Observed.Jobs[verify] != nil {
 		p.jobs = append(p.jobs, p.restoreJobSpec(render.JobRestoreVerify, rec))
 	}
 	if rec.Verifying {
@@ -43,37 +44,37 @@ func (p *plan) decideInPlace() bool {
 		return false
 	}
 	p.inPlaceMode()
-	if f.inPlaceWithdrawn {
-		p.wait("restore Job %s to finish: the restore of %q cannot be withdrawn while it runs", f.names.RestoreJob(rec.key()), rec.Request)
+	if f.InPlace.Withdrawn {
+		p.wait("restore Job %s to finish: the restore of %q cannot be withdrawn while it runs", f.Names.RestoreJob(rec.Key()), rec.Request)
 	}
 	switch {
 	case rec.Committed:
 		// The Job stays until the restored member runs: a cache that has not seen the record yet
 		// must find it finished, not render it again.
-		if j := f.obs.Jobs[f.names.RestoreJob(rec.key())]; j != nil {
+		if j := f.Observed.Jobs[f.Names.RestoreJob(rec.Key())]; j != nil {
 			p.jobs = append(p.jobs, p.restoreJobSpec(render.JobRestore, rec))
 		}
 		p.startPod0()
-	case len(f.pods) > 0 || !p.statefulSetStopped():
+	case len(f.Pods) > 0 || !p.statefulSetStopped():
 		p.replicas = 0
 		var names []string
-		for _, i := range sortedKeys(f.pods) {
-			names = append(names, f.names.Pod(i))
+		for _, i := range sortedKeys(f.Pods) {
+			names = append(names, f.Names.Pod(i))
 		}
 		if len(names) == 0 {
-			names = append(names, "StatefulSet "+f.names.StatefulSet()+" at 0 replicas")
+			names = append(names, "StatefulSet "+f.Names.StatefulSet()+" at 0 replicas")
 		}
 		p.wait("member pods to stop before the restore: %s", strings.Join(names, ", "))
 	default:
 		p.replicas = 0
-		j := f.obs.Jobs[f.names.RestoreJob(rec.key())]
+		j := f.Observed.Jobs[f.Names.RestoreJob(rec.Key())]
 		if j == nil {
-			if pvc := f.pvcs[0]; pvc == nil || pvc.DeletionTimestamp != nil {
-				p.inPlaceFailure = fmt.Sprintf("claim %s, which the restore writes into, does not exist", f.names.PVC(0))
+			if pvc := f.PVCs[0]; pvc == nil || pvc.DeletionTimestamp != nil {
+				p.inPlaceFailure = fmt.Sprintf("claim %s, which the restore writes into, does not exist", f.Names.PVC(0))
 				return true
 			}
 			p.jobs = append(p.jobs, p.restoreJobSpec(render.JobRestore, rec))
-			p.wait("restore Job %s to restore %q", f.names.RestoreJob(rec.key()), rec.Request)
+			p.wait("restore Job %s to restore %q", f.Names.RestoreJob(rec.Key()), rec.Request)
 			return true
 		}
 		p.inPlaceJob(rec, j)
@@ -84,7 +85,7 @@ func (p *plan) decideInPlace() bool {
 // statefulSetStopped: the observed StatefulSet asks for no pod and its controller counts none (a pod
 // list from a cache may miss a member still terminating; the controller's count is a second witness).
 func (p *plan) statefulSetStopped() bool {
-	sts := p.f.sts
+	sts := p.f.StatefulSet
 	if sts == nil {
 		return true
 	}
@@ -93,24 +94,28 @@ func (p *plan) statefulSetStopped() bool {
 }
 
 // inPlaceJob judges the observed restore Job: it keeps it, and a success commits the restore.
-func (p *plan) inPlaceJob(rec *inPlaceRecord, j *batchv1.Job) {
+func (p *plan) inPlaceJob(rec *facts.InPlaceRecord, j *batchv1.Job) {
 	p.jobs = append(p.jobs, p.restoreJobSpec(render.JobRestore, rec))
-	state, _ := jobStatus(j)
+	state, _ := facts.JobStatus(j)
 	switch state {
-	case jobActive:
+	case facts.JobActive:
 		p.wait("restore Job %s to restore %q", j.Name, rec.Request)
-	case jobSucceeded:
+	case facts.JobSucceeded:
 		c := *rec
 		c.Committed = true
 		p.inPlace = &c
 		p.startPod0()
-	case jobFailed:
+	case facts.JobFailed:
 		how := fmt.Sprintf("remove or change the %s annotation", api.AnnRestoreFrom)
 		if len(rec.Lost) > 0 {
 			how = "set spec.backup.restoreOnQuorumLoss to false"
 		}
 		why := fmt.Sprintf("(kubectl logs job/%s)", j.Name)
-		if r := p.f.restoreReport(j.Name); r != nil && r.Message != "" {
+		r, note := p.f.RestoreReport(j.Name)
+		if note != "" {
+			p.distrust("%s", note)
+		}
+		if r != nil && r.Message != "" {
 			why = fmt.Sprintf("(%s)", r.Message)
 		}
 		p.inPlaceFailure = fmt.Sprintf("restore Job %s failed %s: it replaces the data only as its last step, so the cluster's data is as it was unless its log says otherwise; %s to start the cluster again on its data", j.Name, why, how)
@@ -129,11 +134,11 @@ func (p *plan) startPod0() {
 // waitPod0 says that pod 0 is to start on the restored data, with what its agent reports if it cannot.
 func (p *plan) waitPod0() {
 	f := p.f
-	if lv := f.leases[0]; lv != nil && lv.fresh && lv.report.Error != "" && f.pods[0] != nil && lv.holder == string(f.pods[0].UID) {
-		p.wait("%s to start on the restored data (its agent reports %q)", f.names.Pod(0), lv.report.Error)
+	if lv := f.Leases[0]; lv != nil && lv.Fresh && lv.Report.Error != "" && f.Pods[0] != nil && lv.Holder == string(f.Pods[0].UID) {
+		p.wait("%s to start on the restored data (its agent reports %q)", f.Names.Pod(0), lv.Report.Error)
 		return
 	}
-	p.wait("%s to start on the restored data", f.names.Pod(0))
+	p.wait("%s to start on the restored data", f.Names.Pod(0))
 }
 
 // inPlaceMode renders what a restore in flight needs around it: the Leases as they are (no intent
@@ -153,15 +158,15 @@ func (p *plan) inPlacePhase() string {
 	case rec == nil:
 		return ""
 	case rec.Verifying:
-		return inPlaceVerifying
+		return facts.InPlaceVerifying
 	case rec.Done:
-		return inPlaceRestored
+		return facts.InPlaceRestored
 	case rec.Committed:
-		return inPlaceStarting
-	case len(p.f.pods) > 0 || !p.statefulSetStopped():
-		return inPlaceStopping
+		return facts.InPlaceStarting
+	case len(p.f.Pods) > 0 || !p.statefulSetStopped():
+		return facts.InPlaceStopping
 	}
-	return inPlaceRestoring
+	return facts.InPlaceRestoring
 }
 
 // inPlaceStatus is status.restore of a cluster restored in place; nil without a record.
@@ -171,17 +176,17 @@ func (p *plan) inPlaceStatus(add func(string, bool, string, string)) *api.Restor
 		return nil
 	}
 	rs := &api.RestoreStatus{Source: rec.Request, Phase: p.inPlacePhase(), InPlace: true, ReplacedClusterIDs: slices.Clone(rec.Retired), LostMembers: slices.Clone(rec.Lost)}
-	rs.SetPoint(rec.point())
-	if lv := p.f.leases[0]; lv != nil && rec.Committed && lv.report.RestoredFrom != "" {
-		rs.Snapshot = lv.report.RestoredFrom
-		fmt.Sscan(lv.report.RestoredRevision, &rs.Revision)
+	rs.SetPoint(rec.ParsedPoint())
+	if lv := p.f.Leases[0]; lv != nil && rec.Committed && lv.Report.RestoredFrom != "" {
+		rs.Snapshot = lv.Report.RestoredFrom
+		fmt.Sscan(lv.Report.RestoredRevision, &rs.Revision)
 	}
 	if len(rec.Lost) > 0 {
 		rs.Message = fmt.Sprintf("restoreOnQuorumLoss: %s ran without their data, a quorum of the last members", strings.Join(rec.Lost, ", "))
 	}
 	switch {
 	case rec.Verifying:
-		rs.Message = strings.TrimPrefix(rs.Message+"; ", "; ") + fmt.Sprintf("Job %s verifies the snapshot before any member is stopped; they stop only once it passed", p.f.names.RestoreVerifyJob(rec.key()))
+		rs.Message = strings.TrimPrefix(rs.Message+"; ", "; ") + fmt.Sprintf("Job %s verifies the snapshot before any member is stopped; they stop only once it passed", p.f.Names.RestoreVerifyJob(rec.Key()))
 	case rec.Snapshot != "" && !rec.Committed:
 		rs.Snapshot = rec.Snapshot
 	}
@@ -195,13 +200,13 @@ func (p *plan) inPlaceStatus(add func(string, bool, string, string)) *api.Restor
 // restoreJobSpec asks for rec's verify or restore Job.
 // The verify Job looks for the point asked; the restore Job restores the revision the verification
 // found (a time point's revision does not move with chunks uploaded in between).
-func (p *plan) restoreJobSpec(kind render.JobKind, rec *inPlaceRecord) render.Job {
-	point := rec.point()
+func (p *plan) restoreJobSpec(kind render.JobKind, rec *facts.InPlaceRecord) render.Job {
+	point := rec.ParsedPoint()
 	if kind == render.JobRestore && rec.Target > 0 {
 		point = backup.Point{Revision: rec.Target}
 	}
 	return render.Job{Kind: kind, Restore: &render.RestoreJob{
-		Request: rec.Request, Key: rec.key(), SHA256: rec.SHA256, AcceptCluster: rec.AcceptCluster, OnQuorumLoss: len(rec.Lost) > 0,
+		Request: rec.Request, Key: rec.Key(), SHA256: rec.SHA256, AcceptCluster: rec.AcceptCluster, OnQuorumLoss: len(rec.Lost) > 0,
 		Point: point,
 	}}
 }
@@ -219,12 +224,12 @@ func (p *plan) inPlaceRecordJSON() string {
 // a restore that is done or was withdrawn. A restore Job left out by mistake is refused instead
 // (deletions: knownJob), never deleted mid-run.
 func (p *plan) releaseRestoreJobs() {
-	prefix := p.f.names.Cluster + "-restore-"
+	prefix := p.f.Names.Cluster + "-restore-"
 	rendered := map[string]bool{}
 	for _, j := range p.jobs {
-		rendered[j.Name(p.f.names)] = true
+		rendered[j.Name(p.f.Names)] = true
 	}
-	for _, name := range sortedKeys(p.f.obs.Jobs) {
+	for _, name := range sortedKeys(p.f.Observed.Jobs) {
 		if strings.HasPrefix(name, prefix) && !rendered[name] {
 			p.release(wire.KeyJob, name, "its in-place restore is done or was withdrawn")
 		}

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 
 	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/sync/facts"
 	"github.com/etcdhook/etcdhook/sync/wire"
 )
 
@@ -390,7 +391,7 @@ func TestRestoreInPlaceRecordRetiringTheLiveCluster(t *testing.T) {
 	w := newWorld(t, 3)
 	w.converge(60)
 	live, members := w.etcd.clusterID, append([]api.Member(nil), w.etcd.members...)
-	rec, err := json.Marshal(inPlaceRecord{Request: "s3://b/x.db", Retired: []string{"1111111111111111", live}, Committed: true, Done: true, Seen: []string{"s3://b/x.db"}})
+	rec, err := json.Marshal(facts.InPlaceRecord{Request: "s3://b/x.db", Retired: []string{"1111111111111111", live}, Committed: true, Done: true, Seen: []string{"s3://b/x.db"}})
 	require.NoError(t, err)
 	w.desired[wire.KeyConfigMap][w.names().ConfigMap()]["data"].(map[string]any)[api.ConfigKeyRestoreInPlace] = string(rec)
 	w.step(5e9)
@@ -398,7 +399,7 @@ func TestRestoreInPlaceRecordRetiringTheLiveCluster(t *testing.T) {
 	require.Equal(t, "True/ImpossibleInput", w.condition(api.CondInputIgnored))
 	require.Contains(t, conditionMessage(w.status, api.CondInputIgnored), "lists cluster ID "+live+" as replaced, but a ready member pod reports it as a healthy voter")
 	require.Equal(t, api.PhaseRunning, w.status.Phase)
-	var kept inPlaceRecord
+	var kept facts.InPlaceRecord
 	cm := w.desired[wire.KeyConfigMap][w.names().ConfigMap()]["data"].(map[string]any)
 	require.NoError(t, json.Unmarshal([]byte(cm[api.ConfigKeyRestoreInPlace].(string)), &kept))
 	require.Equal(t, []string{"1111111111111111"}, kept.Retired, "the record is rewritten without it")

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/sync/facts"
 )
 
 // Restarting one member's etcd in place (its pod stays): a CA rotation's restart to trust a new CA set,
@@ -18,20 +19,22 @@ import (
 // its report does not show it done; reason is what its agent reports while it does it.
 type inPlaceRestart struct {
 	what    string
-	pending func(m *memberView, lv *leaseView) bool
+	pending func(m *facts.Member, lv *facts.Lease) bool
 	reason  string
 }
 
 var (
 	caRestart = inPlaceRestart{
-		what:    "to finish restarting for the CA rotation",
-		pending: func(_ *memberView, lv *leaseView) bool { return lv.caRestart != "" && lv.report.TLSCAs != lv.caRestart },
-		reason:  api.ReasonRestartingForCA,
+		what: "to finish restarting for the CA rotation",
+		pending: func(_ *facts.Member, lv *facts.Lease) bool {
+			return lv.CARestart != "" && lv.Report.TLSCAs != lv.CARestart
+		},
+		reason: api.ReasonRestartingForCA,
 	}
 	peerMove = inPlaceRestart{
 		what: "to finish moving its peer URL (TLS switch)",
-		pending: func(m *memberView, lv *leaseView) bool {
-			return lv.peerScheme != "" && peerScheme(m.PeerURL) != lv.peerScheme
+		pending: func(m *facts.Member, lv *facts.Lease) bool {
+			return lv.PeerScheme != "" && facts.PeerScheme(m.PeerURL) != lv.PeerScheme
 		},
 		reason: api.ReasonSwitchingPeerScheme,
 	}
@@ -40,10 +43,10 @@ var (
 // restarting names the pod of a member restarting in place for r: asked and not done, or saying it is
 // at it ("" none).
 func (p *plan) restarting(r inPlaceRestart) string {
-	for _, i := range sortedKeys(p.f.primary) {
-		m := p.f.primary[i]
-		if lv := p.f.reporting(m); lv != nil && (r.pending(m, lv) || lv.report.Reason() == r.reason) {
-			return p.f.names.Pod(i)
+	for _, i := range sortedKeys(p.f.Truth.Primary) {
+		m := p.f.Truth.Primary[i]
+		if lv := p.f.Reporting(m); lv != nil && (r.pending(m, lv) || lv.Report.Reason() == r.reason) {
+			return p.f.Names.Pod(i)
 		}
 	}
 	return ""
@@ -63,16 +66,16 @@ func (p *plan) restartingInPlace() string {
 // restartedForCA: m is the member the rotation lets restart now (this answer's or the last one's) and
 // its agent still holds a fresh Lease: its etcd being down is the step itself, not a degradation. A
 // member whose agent stops reporting is degraded as any other.
-func (p *plan) restartedForCA(m *memberView) bool {
-	lv := p.f.reporting(m)
-	return lv != nil && (m.ordinal == p.caRot.restart || caRestart.pending(m, lv) || lv.report.Reason() == caRestart.reason)
+func (p *plan) restartedForCA(m *facts.Member) bool {
+	lv := p.f.Reporting(m)
+	return lv != nil && (m.Ordinal == p.caRot.restart || caRestart.pending(m, lv) || lv.Report.Reason() == caRestart.reason)
 }
 
 // switchedPeer: m's etcd is down because its agent moves its peer URL now (it says so: etcd runs until
 // the member list has changed, so a member merely asked that is down is down for another reason).
-func (p *plan) switchedPeer(m *memberView) bool {
-	lv := p.f.reporting(m)
-	return lv != nil && lv.report.Reason() == peerMove.reason
+func (p *plan) switchedPeer(m *facts.Member) bool {
+	lv := p.f.Reporting(m)
+	return lv != nil && lv.Report.Reason() == peerMove.reason
 }
 
 // restartTurn picks the member of todo whose etcd restarts in place now (a CA rotation's restart, a TLS
@@ -81,17 +84,17 @@ func (p *plan) switchedPeer(m *memberView) bool {
 // followers by ordinal, the leader last. It says why none, when none.
 // unhealthyFirst: a member that is not healthy goes first, without the checks (a CA restart: one trusting
 // neither CA cannot talk to its peers until it restarts). A peer URL move needs its member healthy.
-func (p *plan) restartTurn(todo []caReport, asked func(*leaseView) bool, unhealthyFirst bool) (int, string) {
+func (p *plan) restartTurn(todo []caReport, asked func(*facts.Lease) bool, unhealthyFirst bool) (int, string) {
 	f := p.f
 	for _, r := range todo {
-		if lv := f.leases[r.i]; lv != nil && asked(lv) {
+		if lv := f.Leases[r.i]; lv != nil && asked(lv) {
 			return r.i, ""
 		}
 	}
 	switch {
 	case p.paused:
 		return -1, "spec.paused to be cleared before restarting a member"
-	case !f.bootstrapped || p.quorumLost || f.splitBrain:
+	case !f.Bootstrapped || p.quorumLost || f.SplitBrain:
 		return -1, "a healthy quorum before restarting a member"
 	case p.busy != "":
 		return -1, "the membership change in flight (" + p.busy + ") before restarting a member"
@@ -107,23 +110,23 @@ func (p *plan) restartTurn(todo []caReport, asked func(*leaseView) bool, unhealt
 	// A member that is not healthy first (one trusting neither CA cannot talk to its peers): restarting
 	// it costs nothing, and waiting for it to be healthy would wait forever.
 	for _, r := range todo {
-		if m := f.primary[r.i]; m != nil && !m.healthy && unhealthyFirst {
+		if m := f.Truth.Primary[r.i]; m != nil && !m.Healthy && unhealthyFirst {
 			return r.i, ""
 		}
 	}
-	for _, m := range f.members {
-		if !m.healthy {
-			return -1, "member " + memberName(f, m) + " to be healthy before restarting a member"
+	for _, m := range f.Truth.Members {
+		if !m.Healthy {
+			return -1, "member " + facts.MemberName(f, m) + " to be healthy before restarting a member"
 		}
 	}
-	all, healthy := f.voters()
+	all, healthy := f.Truth.Voters()
 	small := p.target() <= 2 && all == healthy
 	if healthy-1 < api.Quorum(all) && !small {
 		return -1, fmt.Sprintf("quorum to allow restarting a member (%d of %d voters healthy)", healthy, all)
 	}
 	var leader []caReport
 	for _, r := range todo {
-		if r.id == f.leaderID {
+		if r.id == f.Truth.LeaderID {
 			leader = append(leader, r)
 			continue
 		}

@@ -3,6 +3,7 @@ package sync
 import (
 	"time"
 
+	"github.com/etcdhook/etcdhook/sync/facts"
 	"github.com/etcdhook/etcdhook/sync/render"
 	"github.com/etcdhook/etcdhook/sync/wire"
 )
@@ -14,40 +15,40 @@ import (
 // hold, and succeeded ones until their effect shows. Finished Jobs whose effect is observed are dropped.
 func (p *plan) keepJobs() {
 	f := p.f
-	for _, id := range sortedKeys(f.removeJobs) {
-		js := f.removeJobs[id]
-		m := f.member(id)
+	for _, id := range sortedKeys(f.RemoveJobs) {
+		js := f.RemoveJobs[id]
+		m := f.Truth.Member(id)
 		last := js[len(js)-1]
 		for _, jv := range js {
 			keep := false
-			switch jv.state {
-			case jobActive:
+			switch jv.State {
+			case facts.JobActive:
 				keep = true
-			case jobSucceeded:
+			case facts.JobSucceeded:
 				keep = m != nil && jv == last
-			case jobFailed:
+			case facts.JobFailed:
 				// The latest failure stays visible (its number and time drive the backoff of the next
 				// attempt), and the one before it while a retry runs.
-				keep = m != nil && (jv == last || (last.state == jobActive && jv.attempt == last.attempt-1))
+				keep = m != nil && (jv == last || (last.State == facts.JobActive && jv.Attempt == last.Attempt-1))
 			}
 			if keep || !p.judgeJobs() {
-				p.jobs = append(p.jobs, render.Job{Kind: render.JobCarried, Carried: jv.job})
+				p.jobs = append(p.jobs, render.Job{Kind: render.JobCarried, Carried: jv.Job})
 			} else {
-				p.release(wire.KeyJob, jv.job.Name, "finished remove Job whose outcome is observed")
+				p.release(wire.KeyJob, jv.Job.Name, "finished remove Job whose outcome is observed")
 			}
 		}
 	}
-	for _, i := range sortedKeys(f.deleteVolumeJobs) {
-		js := f.deleteVolumeJobs[i]
+	for _, i := range sortedKeys(f.DeleteVolumeJobs) {
+		js := f.DeleteVolumeJobs[i]
 		last := js[len(js)-1]
-		pvc := f.pvcs[i]
+		pvc := f.PVCs[i]
 		gone := pvc == nil || pvc.DeletionTimestamp != nil
 		for _, jv := range js {
-			retrying := last.state == jobActive && jv.attempt == last.attempt-1
-			if jv.state == jobActive || (!gone && (jv == last || retrying)) || !p.judgeJobs() {
-				p.jobs = append(p.jobs, render.Job{Kind: render.JobCarried, Carried: jv.job})
+			retrying := last.State == facts.JobActive && jv.Attempt == last.Attempt-1
+			if jv.State == facts.JobActive || (!gone && (jv == last || retrying)) || !p.judgeJobs() {
+				p.jobs = append(p.jobs, render.Job{Kind: render.JobCarried, Carried: jv.Job})
 			} else {
-				p.release(wire.KeyJob, jv.job.Name, "finished volume Job whose outcome is observed")
+				p.release(wire.KeyJob, jv.Job.Name, "finished volume Job whose outcome is observed")
 			}
 		}
 	}
@@ -56,7 +57,7 @@ func (p *plan) keepJobs() {
 // judgeJobs: only with one cluster and a known member list can a finished Job be judged done; otherwise
 // every observed Job is kept.
 func (p *plan) judgeJobs() bool {
-	return p.f.bootstrapped && !p.f.splitBrain && p.f.truthKnown()
+	return p.f.Bootstrapped && !p.f.SplitBrain && p.f.Truth.Known()
 }
 
 // removalRunning says whether any remove Job is active or was made this sync: removals go one at a time.
@@ -64,8 +65,8 @@ func (p *plan) removalRunning() bool {
 	if p.removing {
 		return true
 	}
-	for _, js := range p.f.removeJobs {
-		if js[len(js)-1].state == jobActive {
+	for _, js := range p.f.RemoveJobs {
+		if js[len(js)-1].State == facts.JobActive {
 			return true
 		}
 	}

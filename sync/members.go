@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/sync/facts"
 	"github.com/etcdhook/etcdhook/sync/render"
 )
 
@@ -12,9 +13,9 @@ import (
 // a member asked to leave, a dead or orphaned one removed by a Job, a stalled join repaired.
 
 // quorumAllowsRemoving applies the quorum rule of docs/design/08-safety-rules.md §8.2 to removing m.
-func (p *plan) quorumAllowsRemoving(m *memberView) bool {
-	all, healthy := p.f.voters()
-	return api.RemovalAllowed(all, healthy, m.Learner, m.healthy) == nil
+func (p *plan) quorumAllowsRemoving(m *facts.Member) bool {
+	all, healthy := p.f.Truth.Voters()
+	return api.RemovalAllowed(all, healthy, m.Learner, m.Healthy) == nil
 }
 
 // advanceJoins clears join permissions of finished joins and of ordinals no longer wanted.
@@ -25,9 +26,9 @@ func (p *plan) advanceJoins() {
 		if lp.Join.IsZero() {
 			continue
 		}
-		m := f.primary[i]
+		m := f.Truth.Primary[i]
 		switch {
-		case m != nil && !m.Learner && f.reportsHealthyVoter(i, m.ID):
+		case m != nil && !m.Learner && f.ReportsHealthyVoter(i, m.ID):
 			lp.Join = api.JoinWindow{}
 		case m == nil && i >= p.target() && p.busy == "":
 			lp.Join = api.JoinWindow{}
@@ -41,12 +42,12 @@ func (p *plan) noteStalledJoins() {
 	f := p.f
 	for _, i := range sortedKeys(p.leases) {
 		lp := p.leases[i]
-		lv := f.leases[i]
-		if lp.Join.IsZero() || lv == nil || !sameWindow(lv.join, lp.Join) || f.primary[i] != nil {
+		lv := f.Leases[i]
+		if lp.Join.IsZero() || lv == nil || !sameWindow(lv.Join, lp.Join) || f.Truth.Primary[i] != nil {
 			continue
 		}
-		if !lv.permitLive(f.now) {
-			p.stalled = fmt.Sprintf("%s was permitted to join at %s and has not joined", f.names.Pod(i), lv.joinPermitted)
+		if !lv.PermitLive(f.Now) {
+			p.stalled = fmt.Sprintf("%s was permitted to join at %s and has not joined", f.Names.Pod(i), lv.JoinPermitted)
 		}
 	}
 }
@@ -54,7 +55,7 @@ func (p *plan) noteStalledJoins() {
 // advanceLearner removes a learner that missed its promotion deadline, or that no join explains.
 func (p *plan) advanceLearner() {
 	f := p.f
-	m := f.learner()
+	m := f.Truth.Learner()
 	if m == nil {
 		return
 	}
@@ -62,10 +63,10 @@ func (p *plan) advanceLearner() {
 	// A learner is explained only by a live join permission at its ordinal; past its deadline (or with
 	// none, e.g. an add that raced the deadline) it goes: learners cost no quorum and block every join.
 	switch {
-	case m.ordinal < 0:
+	case m.Ordinal < 0:
 		reason = "orphan"
-	case p.joining(m.ordinal): // the permission as normalised, not as observed
-	case m.ordinal >= p.target():
+	case p.joining(m.Ordinal): // the permission as normalised, not as observed
+	case m.Ordinal >= p.target():
 		reason = "unwanted-learner"
 	default:
 		reason = "stuck-learner"
@@ -89,7 +90,7 @@ func (p *plan) advanceLeave() {
 	}
 	for _, i := range sortedKeys(p.leases) {
 		lp := p.leases[i]
-		m := f.primary[i]
+		m := f.Truth.Primary[i]
 		if lp.Kind != api.IntentLeave || m == nil {
 			continue
 		}
@@ -98,14 +99,14 @@ func (p *plan) advanceLeave() {
 			// again, and other repairs can go first. An agent already removing itself meets etcd's own
 			// check; one that made it anyway is seen as gone and parked by the next sync.
 			p.setIntent(i, api.IntentMember)
-			p.wait("%s stays a member: quorum does not allow it to leave now", f.names.Pod(i))
+			p.wait("%s stays a member: quorum does not allow it to leave now", f.Names.Pod(i))
 			return
 		}
-		lv := f.leases[i]
+		lv := f.Leases[i]
 		since, err := time.Parse(time.RFC3339, lp.Since)
 		// An agent without its data cannot remove its member itself.
-		agentGone := lv == nil || !lv.fresh || p.lostData(m)
-		slow := err == nil && f.now.Sub(since) >= p.timeout(p.spec.Timeouts.LeaveSeconds)
+		agentGone := lv == nil || !lv.Fresh || p.lostData(m)
+		slow := err == nil && f.Now.Sub(since) >= p.timeout(p.spec.Timeouts.LeaveSeconds)
 		if agentGone || slow {
 			p.removeMember(m, "leave")
 		}
@@ -114,36 +115,36 @@ func (p *plan) advanceLeave() {
 }
 
 // removeMember emits the next remove Job for m unless one is running or the backoff has not passed.
-func (p *plan) removeMember(m *memberView, reason string) {
+func (p *plan) removeMember(m *facts.Member, reason string) {
 	f := p.f
-	js := f.removeJobs[m.ID]
+	js := f.RemoveJobs[m.ID]
 	attempt := 1
 	if len(js) > 0 {
 		last := js[len(js)-1]
-		switch last.state {
-		case jobActive:
-			p.wait("Job %s to remove member %s (%s)", last.job.Name, m.ID, reason)
+		switch last.State {
+		case facts.JobActive:
+			p.wait("Job %s to remove member %s (%s)", last.Job.Name, m.ID, reason)
 			return
-		case jobSucceeded:
-			if f.now.Sub(last.finished) < succeededJobGrace {
+		case facts.JobSucceeded:
+			if f.Now.Sub(last.Finished) < succeededJobGrace {
 				return
 			}
-		case jobFailed:
-			if next := last.finished.Add(backoff(last.attempt)); f.now.Before(next) {
-				p.wait("retrying the removal of member %s after %s (Job %s failed)", m.ID, next.UTC().Format(time.RFC3339), last.job.Name)
+		case facts.JobFailed:
+			if next := last.Finished.Add(backoff(last.Attempt)); f.Now.Before(next) {
+				p.wait("retrying the removal of member %s after %s (Job %s failed)", m.ID, next.UTC().Format(time.RFC3339), last.Job.Name)
 				return
 			}
 		}
-		attempt = last.attempt + 1
+		attempt = last.Attempt + 1
 	}
 	if attempt > maxAttempts {
-		p.wait("member %s could not be removed in %d attempts: see Job %s", m.ID, maxAttempts, js[len(js)-1].job.Name)
+		p.wait("member %s could not be removed in %d attempts: see Job %s", m.ID, maxAttempts, js[len(js)-1].Job.Name)
 		return
 	}
 	job := render.Job{Kind: render.JobRemove, Attempt: attempt, MemberID: m.ID, PeerURL: m.PeerURL, Reason: reason, Endpoints: p.voterEndpoints(m.ID)}
 	p.jobs = append(p.jobs, job)
 	p.removing = true
-	p.action = fmt.Sprintf("Job %s removing member %s", job.Name(f.names), m.ID)
+	p.action = fmt.Sprintf("Job %s removing member %s", job.Name(f.Names), m.ID)
 	p.busy = p.action
 	p.wait("%s", p.action)
 }
@@ -152,8 +153,8 @@ func (p *plan) removeMember(m *memberView, reason string) {
 // Orphans are few (the member list is bounded, api.MaxReportedMembers) but each costs one quorum
 // check, counted once (facts.voters), and the wait names the first only.
 func (p *plan) removeOrphan() bool {
-	var refused []*memberView
-	for _, m := range p.f.orphans {
+	var refused []*facts.Member
+	for _, m := range p.f.Truth.Orphans {
 		if p.quorumAllowsRemoving(m) {
 			p.removeMember(m, "orphan")
 			return true
@@ -175,15 +176,15 @@ func (p *plan) removeOrphan() bool {
 // IDs removed here first, one at a time.
 func (p *plan) removeDead() bool {
 	f := p.f
-	_, healthy := f.voters()
-	all, _ := f.voters()
-	for _, m := range f.members {
-		if m.ordinal < 0 || !m.voter() {
+	_, healthy := f.Truth.Voters()
+	all, _ := f.Truth.Voters()
+	for _, m := range f.Truth.Members {
+		if m.Ordinal < 0 || !m.Voter() {
 			continue
 		}
 		reason := ""
 		switch {
-		case m.dead:
+		case m.Dead:
 			reason = "dead"
 		case p.lostData(m) && all-healthy > 1:
 			reason = "data-lost"
@@ -194,18 +195,18 @@ func (p *plan) removeDead() bool {
 			p.removeMember(m, reason)
 			return true
 		}
-		p.wait("%s (member %s) is %s but removing it would break quorum", f.names.Pod(m.ordinal), m.ID, reason)
+		p.wait("%s (member %s) is %s but removing it would break quorum", f.Names.Pod(m.Ordinal), m.ID, reason)
 		return true
 	}
 	return false
 }
 
 // lostData: the member's agent runs (fresh Lease held by its pod) and asks to join: its data is gone.
-func (p *plan) lostData(m *memberView) bool {
+func (p *plan) lostData(m *facts.Member) bool {
 	f := p.f
-	lv := f.leases[m.ordinal]
-	return !m.healthy && lv != nil && lv.fresh && lv.report.Reason() == api.ReasonWaitingForJoin &&
-		(f.pods[m.ordinal] == nil || string(f.pods[m.ordinal].UID) == lv.holder)
+	lv := f.Leases[m.Ordinal]
+	return !m.Healthy && lv != nil && lv.Fresh && lv.Report.Reason() == api.ReasonWaitingForJoin &&
+		(f.Pods[m.Ordinal] == nil || string(f.Pods[m.Ordinal].UID) == lv.Holder)
 }
 
 // joinable says whether ordinal i may be given join-permitted now, and why not.
@@ -213,19 +214,19 @@ func (p *plan) lostData(m *memberView) bool {
 // member joins while another defragments.
 func (p *plan) joinable(i int) (bool, string) {
 	f := p.f
-	for _, m := range f.members {
-		if m.voter() && !m.healthy && m.ordinal != i {
+	for _, m := range f.Truth.Members {
+		if m.Voter() && !m.Healthy && m.Ordinal != i {
 			return false, "every voter to be healthy before a member joins"
 		}
 	}
-	if pvc := f.pvcs[i]; pvc != nil && pvc.DeletionTimestamp != nil {
+	if pvc := f.PVCs[i]; pvc != nil && pvc.DeletionTimestamp != nil {
 		return false, fmt.Sprintf("claim %s to finish deleting", pvc.Name)
 	}
 	if who := p.defragmenting(); who != "" {
-		return false, fmt.Sprintf("%s to finish defragmenting before %s joins", who, f.names.Pod(i))
+		return false, fmt.Sprintf("%s to finish defragmenting before %s joins", who, f.Names.Pod(i))
 	}
 	if what := p.restartingInPlace(); what != "" {
-		return false, fmt.Sprintf("%s before %s joins", what, f.names.Pod(i))
+		return false, fmt.Sprintf("%s before %s joins", what, f.Names.Pod(i))
 	}
 	return true, ""
 }
@@ -236,11 +237,11 @@ func (p *plan) joinable(i int) (bool, string) {
 func (p *plan) repairJoin() bool {
 	f := p.f
 	for i := 0; i < int(p.replicas) && i < p.target(); i++ {
-		m := f.primary[i]
-		lv := f.leases[i]
-		asking := lv != nil && lv.fresh && lv.report.Reason() == api.ReasonWaitingForJoin &&
-			(f.pods[i] == nil || string(f.pods[i].UID) == lv.holder)
-		if m != nil && m.healthy {
+		m := f.Truth.Primary[i]
+		lv := f.Leases[i]
+		asking := lv != nil && lv.Fresh && lv.Report.Reason() == api.ReasonWaitingForJoin &&
+			(f.Pods[i] == nil || string(f.Pods[i].UID) == lv.Holder)
+		if m != nil && m.Healthy {
 			continue
 		}
 		if !asking {
@@ -248,7 +249,7 @@ func (p *plan) repairJoin() bool {
 		}
 		replace := m != nil
 		if replace && !p.quorumAllowsRemoving(m) {
-			p.wait("%s lost its data but replacing member %s would break quorum", f.names.Pod(i), m.ID)
+			p.wait("%s lost its data but replacing member %s would break quorum", f.Names.Pod(i), m.ID)
 			continue
 		}
 		if ok, why := p.joinable(i); !ok {
@@ -256,7 +257,7 @@ func (p *plan) repairJoin() bool {
 			continue
 		}
 		p.permit(i)
-		p.action = fmt.Sprintf("%s to join the cluster", f.names.Pod(i))
+		p.action = fmt.Sprintf("%s to join the cluster", f.Names.Pod(i))
 		p.busy = p.action
 		p.wait("%s", p.action)
 		return true
@@ -267,12 +268,12 @@ func (p *plan) repairJoin() bool {
 // joiningAs: m is the member the agent at its ordinal is adding under a live join permission: its agent
 // reports that member ID, or m is a learner that has not started yet (added a moment before its agent's
 // first report with the new ID: counting it unhealthy flapped the phase to Degraded on every join).
-func (p *plan) joiningAs(m *memberView) bool {
-	lv := p.f.leases[m.ordinal]
-	if !p.joining(m.ordinal) || lv == nil {
+func (p *plan) joiningAs(m *facts.Member) bool {
+	lv := p.f.Leases[m.Ordinal]
+	if !p.joining(m.Ordinal) || lv == nil {
 		return false
 	}
-	return lv.report.MemberID == m.ID || m.Learner && !m.Started
+	return lv.Report.MemberID == m.ID || m.Learner && !m.Started
 }
 
 // joining: ordinal i holds a join permission whose deadline has not passed.
@@ -283,6 +284,6 @@ func (p *plan) joining(i int) bool {
 	}
 	// Read as the agent reads it (api/join.go), like every other reading of a permission.
 	w := lp.Join
-	open, _ := w.OpenAt(p.f.now)
+	open, _ := w.OpenAt(p.f.Now)
 	return open
 }

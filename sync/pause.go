@@ -9,7 +9,7 @@ func (p *plan) pause() {
 	f := p.f
 	// A template that differs from the StatefulSet's (a new hook release, or a spec change pending from
 	// before the pause) must not reach a single pod: the partition holds every one.
-	if f.sts != nil && f.sts.Annotations[api.AnnTemplateHash] != p.hash {
+	if f.StatefulSet != nil && f.StatefulSet.Annotations[api.AnnTemplateHash] != p.hash {
 		p.partition = p.replicas
 	}
 	p.wait("spec.paused to be false: no membership change, roll or spec change is started while paused")

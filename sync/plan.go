@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/sync/facts"
 	"github.com/etcdhook/etcdhook/sync/render"
 )
 
@@ -22,7 +23,7 @@ const (
 
 // plan is the outcome of one decision: what to render and what to say in status.
 type plan struct {
-	f    *facts
+	f    *facts.Facts
 	opts Options
 	// names: the facts' names, with the client scheme every member serves now (decideTLSMode): every URL
 	// the plan renders uses it.
@@ -55,7 +56,7 @@ type plan struct {
 	replicas  int32
 	partition int32
 	// staticN: the static creation this sync renders (bootstrapStatic), 0 none; the StatefulSet keeps
-	// its record (facts.staticRecord) whatever this sync renders.
+	// its record (facts.StaticRecord) whatever this sync renders.
 	staticN int
 	hash    string
 	leases  map[int]*api.Intent // the hook's half of each member Lease, by ordinal
@@ -103,7 +104,7 @@ type plan struct {
 	backupCopy *api.CopyReport
 
 	// In-place restore (inplace.go): the record to write; restoring while one runs; why it is stuck.
-	inPlace        *inPlaceRecord
+	inPlace        *facts.InPlaceRecord
 	restoring      bool
 	inPlaceFailure string
 }
@@ -148,14 +149,14 @@ func (p *plan) setIntent(i int, intent string) {
 	lp := p.lease(i)
 	if lp.Kind != intent {
 		lp.Kind = intent
-		lp.Since = p.f.now.UTC().Format(time.RFC3339)
+		lp.Since = p.f.Now.UTC().Format(time.RFC3339)
 	}
 }
 
 func (p *plan) permit(i int) {
 	p.setIntent(i, api.IntentMember)
 	lp := p.lease(i)
-	lp.Join = api.NewJoinWindow(p.f.now, p.timeout(p.spec.Timeouts.LearnerPromotionSeconds))
+	lp.Join = api.NewJoinWindow(p.f.Now, p.timeout(p.spec.Timeouts.LearnerPromotionSeconds))
 }
 
 // defragState is what the decision found, for the Lease intent and the status.
@@ -223,7 +224,7 @@ func (p *plan) release(key, name, reason string) {
 }
 
 func (p *plan) keptNote() string {
-	if p.hasSpec && p.f.applied != nil {
+	if p.hasSpec && p.f.Applied != nil {
 		return fmt.Sprintf(" (children keep the last valid spec: size %d, version %s)", *p.spec.Size, p.spec.Version)
 	}
 	return ""
@@ -232,11 +233,11 @@ func (p *plan) keptNote() string {
 // formedNow: every member of the target size is a healthy voter.
 func (p *plan) formedNow() bool {
 	f := p.f
-	if !f.bootstrapped || !p.hasSpec || len(f.primary) < p.target() {
+	if !f.Bootstrapped || !p.hasSpec || len(f.Truth.Primary) < p.target() {
 		return false
 	}
-	for _, m := range f.primary {
-		if !m.healthy || m.Learner {
+	for _, m := range f.Truth.Primary {
+		if !m.Healthy || m.Learner {
 			return false
 		}
 	}
@@ -245,5 +246,5 @@ func (p *plan) formedNow() bool {
 
 // backupToken is the etcd.io/backup-now token asked for, "" when none.
 func (p *plan) backupToken() string {
-	return strings.TrimSpace(p.f.parent.Annotations[api.AnnBackupNow])
+	return strings.TrimSpace(p.f.Parent.Annotations[api.AnnBackupNow])
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/sync/facts"
 )
 
 // Recovery from the freshest survivor (docs/design/19-recovery.md). Derived afresh at every sync from
@@ -66,14 +67,14 @@ func (p *plan) decideRecovery() {
 func (p *plan) planRecovery() recoveryState {
 	f := p.f
 	out := recoveryState{survivor: -1}
-	if !p.hasSpec || !f.bootstrapped || !f.formed {
+	if !p.hasSpec || !f.Bootstrapped || !f.Formed {
 		return out
 	}
 	// The spec in force this sync (adopted now, or latched), not the record: the answer that adopts a
 	// changed mode must say what the next one says.
 	mode := p.spec.QuorumLossMode()
 	if mode == api.QuorumLossFromBackup {
-		return out // the snapshot restore (inplacefacts.go) answers it
+		return out // the snapshot restore (sync/facts/inplace.go) answers it
 	}
 	deadAfter := time.Duration(*p.spec.Timeouts.DeadMemberSeconds) * time.Second
 	voters := p.recoveryVoters(deadAfter)
@@ -161,7 +162,7 @@ func (p *plan) planRecovery() recoveryState {
 			return out
 		}
 	}
-	apply := strings.TrimSpace(f.parent.Annotations[api.AnnRecoverApply])
+	apply := strings.TrimSpace(f.Parent.Annotations[api.AnnRecoverApply])
 	switch {
 	case mode == api.QuorumLossFromSurvivor:
 	case apply == out.token:
@@ -211,44 +212,44 @@ func (p *plan) planRecovery() recoveryState {
 func (p *plan) recoveryVoters(deadAfter time.Duration) []recoveryVoter {
 	f := p.f
 	var out []recoveryVoter
-	for _, m := range f.parent.Status.Members {
+	for _, m := range f.Parent.Status.Members {
 		if m.Role != api.RoleLeader && m.Role != api.RoleVoter {
 			continue
 		}
-		v := recoveryVoter{name: m.Name, id: m.ID, ordinal: f.names.PodOrdinal(m.Name)}
+		v := recoveryVoter{name: m.Name, id: m.ID, ordinal: f.Names.PodOrdinal(m.Name)}
 		i := v.ordinal
 		if i < 0 {
 			out = append(out, v)
 			continue
 		}
-		lv := f.leases[i]
-		if lv != nil && !lv.renewed.IsZero() {
-			v.since = f.now.Sub(lv.renewed)
+		lv := f.Leases[i]
+		if lv != nil && !lv.Renewed.IsZero() {
+			v.since = f.Now.Sub(lv.Renewed)
 		}
-		if lv != nil && lv.recover.Role == api.RecoverSurvivor && !lv.report.Healthy && (lv.report.Revision == 0 || !lv.fresh) &&
-			(lv.report.MemberID == lv.recover.MemberID || lv.report.MemberID == "" && m.ID == lv.recover.MemberID) {
+		if lv != nil && lv.Recover.Role == api.RecoverSurvivor && !lv.Report.Healthy && (lv.Report.Revision == 0 || !lv.Fresh) &&
+			(lv.Report.MemberID == lv.Recover.MemberID || lv.Report.MemberID == "" && m.ID == lv.Recover.MemberID) {
 			// The survivor asked restarts alone: its report has no revision meanwhile, and its Lease may go
 			// unrenewed while etcd stops. The plan stays the one asked, never a new one beside it.
-			v.forcing = lv.recover
+			v.forcing = lv.Recover
 			out = append(out, v)
 			continue
 		}
 		// (A report of another parent reads empty already: readfacts.)
-		r, ok := f.agentReport(i)
+		r, ok := f.AgentReport(i)
 		if !ok {
 			out = append(out, v)
 			continue
 		}
 		v.report = &r
 		v.since = 0
-		waiting, noData := f.withoutData(i)
+		waiting, noData := f.WithoutData(i)
 		switch {
 		case r.MemberID == "" && r.Recovered != "":
 			// Its data is set aside (fenced): it can only rejoin as a new member.
 			v.lost, v.fenced = true, r.Recovered
 		case noData:
 			v.since, v.lost = waiting, waiting >= deadAfter
-		case r.MemberID != "" && r.Revision > 0 && !r.Healthy && (r.ClusterID == "" || f.clusterID == "" || r.ClusterID == f.clusterID):
+		case r.MemberID != "" && r.Revision > 0 && !r.Healthy && (r.ClusterID == "" || f.ClusterID == "" || r.ClusterID == f.ClusterID):
 			// Its own data (an ordinal's data is the member its peer URL names; a member ID other than the
 			// record's is one that rejoined since: still this ordinal's data of this cluster).
 			v.holds = true
@@ -290,16 +291,16 @@ func (p *plan) recoveryStatus() *api.RecoveryStatus {
 		return p.recovery.status
 	}
 	f := p.f
-	if !f.truthKnown() || !p.hasSpec || len(f.primary) >= p.target() {
+	if !f.Truth.Known() || !p.hasSpec || len(f.Truth.Primary) >= p.target() {
 		return nil
 	}
-	for _, i := range sortedKeys(f.primary) {
-		m, lv := f.primary[i], f.leases[i]
-		if lv == nil || !lv.fresh || lv.report.MemberID != m.ID || lv.report.Recovered == "" || !strings.HasPrefix(lv.report.Recovered, m.ID+"@") {
+	for _, i := range sortedKeys(f.Truth.Primary) {
+		m, lv := f.Truth.Primary[i], f.Leases[i]
+		if lv == nil || !lv.Fresh || lv.Report.MemberID != m.ID || lv.Report.Recovered == "" || !strings.HasPrefix(lv.Report.Recovered, m.ID+"@") {
 			continue
 		}
-		return &api.RecoveryStatus{Phase: api.RecoveryRecovered, Token: lv.report.Recovered, Survivor: memberName(f, m),
-			Message: fmt.Sprintf("%s runs on its data; the others rejoin as learners, one at a time (%d of %d members)", memberName(f, m), len(f.primary), p.target())}
+		return &api.RecoveryStatus{Phase: api.RecoveryRecovered, Token: lv.Report.Recovered, Survivor: facts.MemberName(f, m),
+			Message: fmt.Sprintf("%s runs on its data; the others rejoin as learners, one at a time (%d of %d members)", facts.MemberName(f, m), len(f.Truth.Primary), p.target())}
 	}
 	return nil
 }

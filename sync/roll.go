@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/sync/facts"
 )
 
 // roll steps the StatefulSet's RollingUpdate partition one pod at a time (docs/design/07-steps.md §7.11).
@@ -13,32 +14,32 @@ import (
 // It reports whether a roll is in progress, which holds back scaling.
 func (p *plan) roll(full bool) bool {
 	f := p.f
-	if f.sts == nil {
+	if f.StatefulSet == nil {
 		// A StatefulSet made over running pods (re-created for its claim template, docs/design/17-growing-volumes.md §17.3, or
 		// deleted by hand with --cascade=orphan) adopts them, whatever template they run (a roll may have
 		// been half done, the hook upgraded meanwhile): its partition starts above every pod (floorReplicas
 		// lowers it to replicas) and the roll steps it down, over pods already on its revision at once and
 		// without a restart, over the others health-gated.
 		p.partition = 0
-		if len(f.pods) > 0 {
+		if len(f.Pods) > 0 {
 			p.partition = api.MaxSize
 			p.rolling, p.rollingTo = true, p.hash
 			top := 0
-			for i := range f.pods {
+			for i := range f.Pods {
 				top = max(top, i)
 			}
-			p.wait("%s to run the new revision and report a healthy voter", f.names.Pod(top))
+			p.wait("%s to run the new revision and report a healthy voter", f.Names.Pod(top))
 			return true
 		}
 		return false
 	}
-	st := f.sts.Status
+	st := f.StatefulSet.Status
 	// While the StatefulSet status is behind its spec (and always right after a template change, which
 	// resets the partition so that no pod changes until the hook steps), nothing steps and no pod counts
 	// as updated: the same evaluation runs, so the status reads the same before and after the controller
 	// catches up.
-	lag := st.ObservedGeneration < f.sts.Generation
-	if f.sts.Annotations[api.AnnTemplateHash] != p.hash {
+	lag := st.ObservedGeneration < f.StatefulSet.Generation
+	if f.StatefulSet.Annotations[api.AnnTemplateHash] != p.hash {
 		p.partition = p.replicas
 		lag = true
 	}
@@ -48,7 +49,7 @@ func (p *plan) roll(full bool) bool {
 		p.rolling = true
 		p.rollingTo = p.hash
 		if part < int(p.replicas) && !updated(part) {
-			p.wait("%s to run the new revision and report a healthy voter", f.names.Pod(part))
+			p.wait("%s to run the new revision and report a healthy voter", f.Names.Pod(part))
 			return true
 		}
 		next := part - 1
@@ -61,34 +62,34 @@ func (p *plan) roll(full bool) bool {
 		// could not start, so no healthy member is restarted (docs/design/14-tls.md §14.5).
 		if len(p.certProblems) > 0 && p.podHealthy(next) {
 			p.rollHeld = true
-			p.wait("usable TLS Secrets before restarting %s (%s)", f.names.Pod(next), p.certProblems[0])
+			p.wait("usable TLS Secrets before restarting %s (%s)", f.Names.Pod(next), p.certProblems[0])
 			return true
 		}
 		// A healthy pod is not restarted while another member defragments (its reads and writes wait
 		// for the defragmentation): two members would be unavailable at once.
 		if who := p.defragmenting(); who != "" && p.podHealthy(next) {
 			p.rollHeld = true
-			p.wait("%s to finish defragmenting before restarting %s", who, f.names.Pod(next))
+			p.wait("%s to finish defragmenting before restarting %s", who, f.Names.Pod(next))
 			return true
 		}
 		if what := p.restartingInPlace(); what != "" && p.podHealthy(next) {
 			p.rollHeld = true
-			p.wait("%s before restarting %s", what, f.names.Pod(next))
+			p.wait("%s before restarting %s", what, f.Names.Pod(next))
 			return true
 		}
 		// Stepping over a pod that is not healthy costs nothing; a healthy one needs the quorum rule.
 		// A cluster meant to have one or two members cannot keep quorum through a restart: it rolls
 		// when every voter is healthy and is briefly unavailable (docs/operations.md §9, Limits).
 		if p.podHealthy(next) {
-			all, healthy := f.voters()
+			all, healthy := f.Truth.Voters()
 			small := p.target() <= 2 && all == healthy
 			if healthy-1 < api.Quorum(all) && !small {
 				p.rollHeld = true
-				p.wait("quorum to allow restarting %s (%d of %d voters healthy)", f.names.Pod(next), healthy, all)
+				p.wait("quorum to allow restarting %s (%d of %d voters healthy)", f.Names.Pod(next), healthy, all)
 				return true
 			}
 		}
-		msg := fmt.Sprintf("%s to run the new revision and report a healthy voter", f.names.Pod(next))
+		msg := fmt.Sprintf("%s to run the new revision and report a healthy voter", f.Names.Pod(next))
 		p.wait("%s", msg)
 		if lag || (!full && p.podHealthy(next)) {
 			return true
@@ -99,17 +100,17 @@ func (p *plan) roll(full bool) bool {
 	}
 	// The last step is taken; the roll lasts until every pod runs the update revision.
 	p.rolling = false
-	for _, i := range sortedKeys(f.pods) {
-		if f.pods[i].Labels["controller-revision-hash"] != st.UpdateRevision || st.CurrentRevision != st.UpdateRevision {
+	for _, i := range sortedKeys(f.Pods) {
+		if f.Pods[i].Labels["controller-revision-hash"] != st.UpdateRevision || st.CurrentRevision != st.UpdateRevision {
 			p.rolling = st.UpdateRevision != ""
 			break
 		}
 	}
 	// Every pod carries the update revision: the roll still lasts while the pod it restarted last is on
 	// its way back (recorded: a pod restarted for another reason after a roll is not the roll's).
-	if !p.rolling && st.UpdateRevision != "" && f.configValue(api.ConfigKeyRollingTo) == p.hash {
+	if !p.rolling && st.UpdateRevision != "" && f.ConfigValue(api.ConfigKeyRollingTo) == p.hash {
 		for i := 0; i < p.target(); i++ {
-			if pod := f.pods[i]; pod != nil && f.primary[i] != nil && !p.podUpdated(i) && f.now.Sub(pod.CreationTimestamp.Time) < rollRestartGrace {
+			if pod := f.Pods[i]; pod != nil && f.Truth.Primary[i] != nil && !p.podUpdated(i) && f.Now.Sub(pod.CreationTimestamp.Time) < rollRestartGrace {
 				p.rolling = true
 				break
 			}
@@ -118,7 +119,7 @@ func (p *plan) roll(full bool) bool {
 	p.rollingTo = ""
 	if p.rolling {
 		p.rollingTo = p.hash
-		p.wait("%s to run the new revision and report a healthy voter", f.names.Pod(p.lowestNotUpdated()))
+		p.wait("%s to run the new revision and report a healthy voter", f.Names.Pod(p.lowestNotUpdated()))
 	}
 	return p.rolling
 }
@@ -135,21 +136,21 @@ func (p *plan) lowestNotUpdated() int {
 // podUpdated: the pod at i runs the update revision, its agent holds the Lease, and reports a healthy voter.
 func (p *plan) podUpdated(i int) bool {
 	f := p.f
-	pod := f.pods[i]
-	lv := f.leases[i]
-	if pod == nil || lv == nil || pod.Labels["controller-revision-hash"] != f.sts.Status.UpdateRevision {
+	pod := f.Pods[i]
+	lv := f.Leases[i]
+	if pod == nil || lv == nil || pod.Labels["controller-revision-hash"] != f.StatefulSet.Status.UpdateRevision {
 		return false
 	}
-	return string(pod.UID) == lv.holder && f.reportsHealthyVoter(i, "")
+	return string(pod.UID) == lv.Holder && f.ReportsHealthyVoter(i, "")
 }
 
 // podHealthy: the pod at i counts towards quorum by any sign (ready, or a healthy voter report).
 func (p *plan) podHealthy(i int) bool {
 	f := p.f
-	if m := f.primary[i]; m != nil && m.healthy {
+	if m := f.Truth.Primary[i]; m != nil && m.Healthy {
 		return true
 	}
-	return f.podReady(i) || f.reportsHealthyVoter(i, "")
+	return f.PodReady(i) || f.ReportsHealthyVoter(i, "")
 }
 
 // rollRestartGrace is how long a member a roll is replacing counts as on its way back rather than
@@ -161,14 +162,14 @@ const rollRestartGrace = 2 * time.Minute
 // partition) that is stopping, still on the old revision (the StatefulSet controller replaces it next),
 // or re-created less than rollRestartGrace ago. Derived from observed objects only, so a resync says
 // the same; a member without a pod is never hidden.
-func (p *plan) restartedByRoll(m *memberView) bool {
+func (p *plan) restartedByRoll(m *facts.Member) bool {
 	f := p.f
-	pod := f.pods[m.ordinal]
-	if !p.rolling || f.sts == nil || pod == nil || m.ordinal < int(p.partition) {
+	pod := f.Pods[m.Ordinal]
+	if !p.rolling || f.StatefulSet == nil || pod == nil || m.Ordinal < int(p.partition) {
 		return false
 	}
-	if pod.DeletionTimestamp != nil || pod.Labels["controller-revision-hash"] != f.sts.Status.UpdateRevision {
+	if pod.DeletionTimestamp != nil || pod.Labels["controller-revision-hash"] != f.StatefulSet.Status.UpdateRevision {
 		return true
 	}
-	return f.now.Sub(pod.CreationTimestamp.Time) < rollRestartGrace
+	return f.Now.Sub(pod.CreationTimestamp.Time) < rollRestartGrace
 }

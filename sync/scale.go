@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/sync/facts"
 	"github.com/etcdhook/etcdhook/sync/render"
 	"github.com/etcdhook/etcdhook/sync/wire"
 )
@@ -19,7 +20,7 @@ func (p *plan) adoptFloor(floor int32) int32 {
 	if !p.spec.AdoptExistingData {
 		return floor
 	}
-	for i, pvc := range p.f.pvcs {
+	for i, pvc := range p.f.PVCs {
 		if pvc.DeletionTimestamp == nil && int32(i+1) > floor {
 			floor = int32(i + 1)
 		}
@@ -33,34 +34,34 @@ func (p *plan) deleteVolume() bool {
 	if p.spec.Storage.EmptyDir != nil {
 		return false
 	}
-	for _, i := range sortedKeys(f.pvcs) {
-		pvc := f.pvcs[i]
+	for _, i := range sortedKeys(f.PVCs) {
+		pvc := f.PVCs[i]
 		// Below the target a volume is a member's to be, never a removed one's: after an in-place restore
 		// the cluster grows back from one member onto the old volumes (their agents move the replaced
 		// data aside), and a shrink reversed before its volumes went re-creates them.
-		if i < int(p.replicas) || i < p.target() || f.primary[i] != nil || f.pods[i] != nil || pvc.DeletionTimestamp != nil ||
-			pvc.Labels[api.LabelClusterUID] != f.clusterUID {
+		if i < int(p.replicas) || i < p.target() || f.Truth.Primary[i] != nil || f.Pods[i] != nil || pvc.DeletionTimestamp != nil ||
+			pvc.Labels[api.LabelClusterUID] != f.ClusterUID {
 			continue
 		}
-		if f.sts == nil || f.sts.Spec.Replicas == nil || int(*f.sts.Spec.Replicas) > i {
+		if f.StatefulSet == nil || f.StatefulSet.Spec.Replicas == nil || int(*f.StatefulSet.Spec.Replicas) > i {
 			continue // the StatefulSet has not been lowered yet
 		}
-		js := f.deleteVolumeJobs[i]
+		js := f.DeleteVolumeJobs[i]
 		attempt := 1
 		if len(js) > 0 {
 			last := js[len(js)-1]
-			if last.state == jobFailed && f.now.Before(last.finished.Add(backoff(last.attempt))) {
-				p.wait("retrying the deletion of claim %s after Job %s failed", pvc.Name, last.job.Name)
+			if last.State == facts.JobFailed && f.Now.Before(last.Finished.Add(backoff(last.Attempt))) {
+				p.wait("retrying the deletion of claim %s after Job %s failed", pvc.Name, last.Job.Name)
 				return true
 			}
-			attempt = last.attempt + 1
+			attempt = last.Attempt + 1
 		}
 		if attempt > maxAttempts {
 			continue
 		}
 		job := render.Job{Kind: render.JobDeleteVolume, Attempt: attempt, Ordinal: i, Endpoints: p.voterEndpoints("")}
 		p.jobs = append(p.jobs, job)
-		p.action = fmt.Sprintf("Job %s deleting the volume of %s", job.Name(f.names), f.names.Pod(i))
+		p.action = fmt.Sprintf("Job %s deleting the volume of %s", job.Name(f.Names), f.Names.Pod(i))
 		p.busy, p.busyVolume = p.action, true
 		p.wait("%s", p.action)
 		return true
@@ -72,41 +73,41 @@ func (p *plan) deleteVolume() bool {
 // removal costs no quorum, else the highest.
 func (p *plan) scaleDown() bool {
 	f := p.f
-	h := f.highestMemberOrdinal()
+	h := f.Truth.HighestOrdinal()
 	if h < p.target() {
 		return false
 	}
 	for i := h; i >= p.target(); i-- {
-		if m := f.primary[i]; m != nil && !m.healthy && p.quorumAllowsRemoving(m) {
+		if m := f.Truth.Primary[i]; m != nil && !m.Healthy && p.quorumAllowsRemoving(m) {
 			h = i
 			break
 		}
 	}
-	m := f.primary[h]
+	m := f.Truth.Primary[h]
 	if !p.quorumAllowsRemoving(m) {
-		p.wait("quorum does not allow %s to leave now", f.names.Pod(h))
+		p.wait("quorum does not allow %s to leave now", f.Names.Pod(h))
 		return true
 	}
-	if who := p.defragmenting(); who != "" && m.healthy {
-		p.wait("%s to finish defragmenting before %s leaves", who, f.names.Pod(h))
+	if who := p.defragmenting(); who != "" && m.Healthy {
+		p.wait("%s to finish defragmenting before %s leaves", who, f.Names.Pod(h))
 		return true
 	}
-	if what := p.restartingInPlace(); what != "" && m.healthy {
-		p.wait("%s before %s leaves", what, f.names.Pod(h))
+	if what := p.restartingInPlace(); what != "" && m.Healthy {
+		p.wait("%s before %s leaves", what, f.Names.Pod(h))
 		return true
 	}
 	p.setIntent(h, api.IntentLeave)
 	p.lease(h).Join = api.JoinWindow{}
-	p.action = fmt.Sprintf("%s to leave the cluster", f.names.Pod(h))
+	p.action = fmt.Sprintf("%s to leave the cluster", f.Names.Pod(h))
 	p.busy = p.action
-	if lv := f.leases[h]; lv == nil || !lv.fresh || p.lostData(m) {
+	if lv := f.Leases[h]; lv == nil || !lv.Fresh || p.lostData(m) {
 		p.removeMember(m, "leave") // its agent cannot remove it
 		if p.busy == p.action {
 			p.wait("%s", p.action)
 		}
 		return true
 	}
-	p.action = fmt.Sprintf("%s to leave the cluster", f.names.Pod(h))
+	p.action = fmt.Sprintf("%s to leave the cluster", f.Names.Pod(h))
 	p.busy = p.action
 	p.wait("%s", p.action)
 	return true
@@ -115,13 +116,13 @@ func (p *plan) scaleDown() bool {
 // scaleUp raises replicas by one and permits the new ordinal to join.
 func (p *plan) scaleUp() bool {
 	f := p.f
-	n := len(f.primary)
+	n := len(f.Truth.Primary)
 	if n >= p.target() {
 		return false
 	}
 	i := int(p.replicas)
 	for j := 0; j < i; j++ {
-		if f.primary[j] == nil {
+		if f.Truth.Primary[j] == nil {
 			return false // repairJoin handles holes below replicas
 		}
 	}
@@ -129,13 +130,13 @@ func (p *plan) scaleUp() bool {
 		p.wait("%s", why)
 		return true
 	}
-	if js := f.deleteVolumeJobs[i]; len(js) > 0 && js[len(js)-1].state == jobActive {
-		p.wait("the old claim of %s to be deleted", f.names.Pod(i))
+	if js := f.DeleteVolumeJobs[i]; len(js) > 0 && js[len(js)-1].State == facts.JobActive {
+		p.wait("the old claim of %s to be deleted", f.Names.Pod(i))
 		return true
 	}
 	p.replicas = int32(i + 1)
 	p.permit(i)
-	p.action = fmt.Sprintf("%s to join the cluster", f.names.Pod(i))
+	p.action = fmt.Sprintf("%s to join the cluster", f.Names.Pod(i))
 	p.busy = p.action
 	p.wait("%s", p.action)
 	return true
@@ -145,19 +146,19 @@ func (p *plan) scaleUp() bool {
 // neither members nor wanted nor joining.
 func (p *plan) floorReplicas() {
 	f := p.f
-	if !f.bootstrapped {
+	if !f.Bootstrapped {
 		return
 	}
-	floor := int32(f.highestMemberOrdinal() + 1)
-	if f.truthKnown() && int32(f.unionHighest+1) > floor {
+	floor := int32(f.Truth.HighestOrdinal() + 1)
+	if f.Truth.Known() && int32(f.Truth.UnionHighest+1) > floor {
 		// Another fresh healthy voter lists a member the freshest report does not: the safest view wins.
-		floor = int32(f.unionHighest + 1)
+		floor = int32(f.Truth.UnionHighest + 1)
 	}
-	if !f.truthKnown() {
+	if !f.Truth.Known() {
 		// Without a member list nothing is lowered: status.members is the best memory of who is a member.
 		floor = p.replicas
-		for _, m := range f.parent.Status.Members {
-			if i := f.names.PodOrdinal(m.Name); int32(i+1) > floor {
+		for _, m := range f.Parent.Status.Members {
+			if i := f.Names.PodOrdinal(m.Name); int32(i+1) > floor {
 				floor = int32(i + 1)
 			}
 		}
@@ -169,7 +170,7 @@ func (p *plan) floorReplicas() {
 		}
 	}
 	want := p.replicas
-	if t := int32(p.target()); want > t && f.truthKnown() {
+	if t := int32(p.target()); want > t && f.Truth.Known() {
 		want = t
 	}
 	if want < floor {
@@ -184,13 +185,13 @@ func (p *plan) floorReplicas() {
 	// of a create-5 (e2e/RESULTS.md, timeline). Derived from the target and the member list, not from the
 	// observed replicas, so a stale cache cannot take a started pod away. It stops below an ordinal whose
 	// old claim is still being deleted: a pod would bind it.
-	if t := int32(p.target()); f.truthKnown() && !f.splitBrain && len(f.primary) < p.target() {
+	if t := int32(p.target()); f.Truth.Known() && !f.SplitBrain && len(f.Truth.Primary) < p.target() {
 		for want < t && !p.claimDeleting(int(want)) {
 			want++
 		}
 	}
 	p.replicas = want
-	if f.truthKnown() {
+	if f.Truth.Known() {
 		p.noteCleanup()
 	}
 	if p.partition > p.replicas {
@@ -200,11 +201,11 @@ func (p *plan) floorReplicas() {
 
 // claimDeleting: the claim of ordinal i is being deleted, or a Job is deleting it.
 func (p *plan) claimDeleting(i int) bool {
-	if pvc := p.f.pvcs[i]; pvc != nil && pvc.DeletionTimestamp != nil {
+	if pvc := p.f.PVCs[i]; pvc != nil && pvc.DeletionTimestamp != nil {
 		return true
 	}
-	js := p.f.deleteVolumeJobs[i]
-	return len(js) > 0 && js[len(js)-1].state == jobActive
+	js := p.f.DeleteVolumeJobs[i]
+	return len(js) > 0 && js[len(js)-1].State == facts.JobActive
 }
 
 // noteCleanup says what is left of ordinals above replicas that are no longer members: a pod that must
@@ -213,22 +214,22 @@ func (p *plan) noteCleanup() {
 	f := p.f
 	for i := 0; i < int(p.replicas) && i < p.target(); i++ {
 		lp := p.leases[i]
-		if f.primary[i] == nil && (lp == nil || lp.Join.IsZero()) {
-			p.wait("%s has no member and its agent has not asked to join", f.names.Pod(i))
+		if f.Truth.Primary[i] == nil && (lp == nil || lp.Join.IsZero()) {
+			p.wait("%s has no member and its agent has not asked to join", f.Names.Pod(i))
 		}
 	}
-	for _, i := range sortedKeys(f.pods) {
-		if i >= int(p.replicas) && f.primary[i] == nil {
+	for _, i := range sortedKeys(f.Pods) {
+		if i >= int(p.replicas) && f.Truth.Primary[i] == nil {
 			p.cleanup = true
-			p.wait("%s to stop", f.names.Pod(i))
+			p.wait("%s to stop", f.Names.Pod(i))
 		}
 	}
 	if p.spec.Storage.EmptyDir != nil || p.busy != "" {
 		return
 	}
-	for _, i := range sortedKeys(f.pvcs) {
-		pvc := f.pvcs[i]
-		if i >= int(p.replicas) && f.primary[i] == nil && f.pods[i] == nil && pvc.DeletionTimestamp == nil && pvc.Labels[api.LabelClusterUID] == f.clusterUID {
+	for _, i := range sortedKeys(f.PVCs) {
+		pvc := f.PVCs[i]
+		if i >= int(p.replicas) && f.Truth.Primary[i] == nil && f.Pods[i] == nil && pvc.DeletionTimestamp == nil && pvc.Labels[api.LabelClusterUID] == f.ClusterUID {
 			p.cleanup = true
 			p.wait("claim %s of the removed member to be deleted", pvc.Name)
 		}
@@ -239,10 +240,10 @@ func (p *plan) noteCleanup() {
 func (p *plan) trimLeases() {
 	f := p.f
 	n := int(p.replicas)
-	if h := f.highestMemberOrdinal() + 1; h > n {
+	if h := f.Truth.HighestOrdinal() + 1; h > n {
 		n = h
 	}
-	for i := range f.pods {
+	for i := range f.Pods {
 		if i+1 > n {
 			n = i + 1
 		}
@@ -252,15 +253,15 @@ func (p *plan) trimLeases() {
 			delete(p.leases, i)
 		}
 	}
-	for _, lv := range f.leases {
-		if lv.ordinal >= n {
-			p.release(wire.KeyLease, lv.lease.Name, fmt.Sprintf("ordinal %d has no member, no pod and is above replicas", lv.ordinal))
+	for _, lv := range f.Leases {
+		if lv.Ordinal >= n {
+			p.release(wire.KeyLease, lv.Lease.Name, fmt.Sprintf("ordinal %d has no member, no pod and is above replicas", lv.Ordinal))
 		}
 	}
 	for i := 0; i < n; i++ {
 		lp := p.lease(i)
 		switch {
-		case i >= int(p.replicas) && f.primary[i] == nil:
+		case i >= int(p.replicas) && f.Truth.Primary[i] == nil:
 			// A pod above replicas is on its way out: a restart must park, never rejoin.
 			if lp.Kind != api.IntentLeave {
 				p.setIntent(i, api.IntentLeave)
@@ -268,7 +269,7 @@ func (p *plan) trimLeases() {
 			lp.Join = api.JoinWindow{}
 		case lp.Kind == "":
 			p.setIntent(i, api.IntentMember)
-		case lp.Kind == api.IntentLeave && i < int(p.replicas) && i < p.target() && f.primary[i] == nil && f.truthKnown():
+		case lp.Kind == api.IntentLeave && i < int(p.replicas) && i < p.target() && f.Truth.Primary[i] == nil && f.Truth.Known():
 			// A wanted ordinal below replicas that has left (a stale answer can leave this behind)
 			// becomes a member again: its parked agent restarts and asks to join.
 			p.setIntent(i, api.IntentMember)

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/sync/facts"
 )
 
 // Storage that never fills (docs/design/15-maintenance.md §15.6). A member whose database file passes
@@ -32,28 +33,6 @@ type spaceState struct {
 	maxQuota   int64
 	maxStorage *resource.Quantity
 	volumes    bool
-}
-
-// readSpaceRecords reads the raised quota and storage the hook recorded. A value that does not parse
-// is ignored, and said: the records only ever raise, so dropping one renders the spec's (smaller)
-// figure, which the next sync raises again if the data still needs it.
-func (f *facts) readSpaceRecords() {
-	if v := f.configValue(api.ConfigKeySpaceQuota); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n <= 0 {
-			f.distrusted = append(f.distrusted, fmt.Sprintf("ConfigMap %s key %s %q is ignored: not a positive number of bytes", f.names.ConfigMap(), api.ConfigKeySpaceQuota, v))
-		} else {
-			f.spaceQuota = n
-		}
-	}
-	if v := f.configValue(api.ConfigKeySpaceStorage); v != "" {
-		q, err := resource.ParseQuantity(v)
-		if err != nil || q.Sign() <= 0 {
-			f.distrusted = append(f.distrusted, fmt.Sprintf("ConfigMap %s key %s %q is ignored: not a positive quantity", f.names.ConfigMap(), api.ConfigKeySpaceStorage, v))
-		} else {
-			f.spaceStorage = &q
-		}
-	}
 }
 
 // decideSpace bounds the records by the adopted spec, raises them when a member's data needs room, and
@@ -79,14 +58,14 @@ func (p *plan) decideSpace() {
 	// reports running: a record lost or edited by hand must not lower a quota the data already needs
 	// (the roll back would end in NOSPACE). Never below the spec (a user's raise wins), never above its
 	// maximum (a user's lowered maximum wins; no record or report goes past it).
-	if raised := max(f.spaceQuota, p.reportedQuota()); raised > specQuota && maxQuota > specQuota {
+	if raised := max(f.SpaceQuota, p.reportedQuota()); raised > specQuota && maxQuota > specQuota {
 		st.quota = min(raised, maxQuota)
 	}
 	volumes := s.Storage.EmptyDir == nil && s.Storage.Size != nil
 	if volumes && maxStorage != nil {
 		// The same for the claim size: the claims never shrink, so the largest one asked is a floor.
-		raised := f.storageFloor()
-		if r := f.spaceStorage; r != nil && (raised == nil || r.Cmp(*raised) > 0) {
+		raised := f.StorageFloor()
+		if r := f.SpaceStorage; r != nil && (raised == nil || r.Cmp(*raised) > 0) {
 			raised = r
 		}
 		if raised != nil && raised.Cmp(*s.Storage.Size) > 0 {
@@ -172,13 +151,13 @@ func (p *plan) renderedStorage(st *spaceState) resource.Quantity {
 func (p *plan) spaceNeeders(quota int64, pct int32) []string {
 	f := p.f
 	var out []string
-	for _, i := range sortedKeys(f.primary) {
-		m, lv := f.primary[i], f.leases[i]
-		if lv == nil || !lv.fresh || lv.report.MemberID != m.ID {
+	for _, i := range sortedKeys(f.Truth.Primary) {
+		m, lv := f.Truth.Primary[i], f.Leases[i]
+		if lv == nil || !lv.Fresh || lv.Report.MemberID != m.ID {
 			continue
 		}
-		if api.SpaceWantsQuota(m.dbSize, m.dbSizeInUse, quota, pct) {
-			out = append(out, fmt.Sprintf("%s (%s, %s in use)", memberName(f, m), humanBytes(m.dbSize), humanBytes(m.dbSizeInUse)))
+		if api.SpaceWantsQuota(m.DBSize, m.DBSizeInUse, quota, pct) {
+			out = append(out, fmt.Sprintf("%s (%s, %s in use)", facts.MemberName(f, m), humanBytes(m.DBSize), humanBytes(m.DBSizeInUse)))
 		}
 	}
 	return out
@@ -188,9 +167,9 @@ func (p *plan) spaceNeeders(quota int64, pct int32) []string {
 // member down still has the quota it will start with again).
 func (p *plan) reportedQuota() int64 {
 	var q int64
-	for _, lv := range p.f.leases {
-		if lv != nil && lv.report.MemberID != "" {
-			q = max(q, lv.report.QuotaBytes)
+	for _, lv := range p.f.Leases {
+		if lv != nil && lv.Report.MemberID != "" {
+			q = max(q, lv.Report.QuotaBytes)
 		}
 	}
 	return q
@@ -200,7 +179,7 @@ func (p *plan) reportedQuota() int64 {
 // until the provisioner reports one), the claim size rendered when no claim is observed.
 func (p *plan) spaceCapacity(st *spaceState) int64 {
 	var have int64 = -1
-	for i, pvc := range p.f.pvcs {
+	for i, pvc := range p.f.PVCs {
 		if int32(i) >= p.replicas || pvc.DeletionTimestamp != nil {
 			continue
 		}
@@ -222,12 +201,12 @@ func (p *plan) spaceCapacity(st *spaceState) int64 {
 // spaceRunning says how many members run the quota (their reports).
 func (p *plan) spaceRunning(quota int64) string {
 	n := 0
-	for _, i := range sortedKeys(p.f.primary) {
-		if lv := p.f.leases[i]; lv != nil && lv.report.QuotaBytes == quota {
+	for _, i := range sortedKeys(p.f.Truth.Primary) {
+		if lv := p.f.Leases[i]; lv != nil && lv.Report.QuotaBytes == quota {
 			n++
 		}
 	}
-	return fmt.Sprintf("%d of %d members run it", n, len(p.f.primary))
+	return fmt.Sprintf("%d of %d members run it", n, len(p.f.Truth.Primary))
 }
 
 // spaceMessage says where the raises stand and why a member past the line still waits, from the state

@@ -6,22 +6,23 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/sync/facts"
 )
 
 func TestQuorumRule(t *testing.T) {
 	mk := func(voters, healthy int, targetHealthy, learner bool) bool {
-		f := &facts{}
+		var members []*facts.Member
 		for i := 0; i < voters; i++ {
-			f.members = append(f.members, &memberView{Member: api.Member{ID: api.FormatID(uint64(i + 1))}, healthy: i < healthy})
+			members = append(members, &facts.Member{Member: api.Member{ID: api.FormatID(uint64(i + 1))}, Healthy: i < healthy})
 		}
-		target := f.members[voters-1]
+		target := members[voters-1]
 		if targetHealthy {
-			target = f.members[0]
+			target = members[0]
 		}
 		if learner {
-			target = &memberView{Member: api.Member{ID: "l", Learner: true}}
+			target = &facts.Member{Member: api.Member{ID: "l", Learner: true}}
 		}
-		f.countVoters()
+		f := &facts.Facts{Truth: facts.TruthOf(members)}
 		return (&plan{f: f}).quorumAllowsRemoving(target)
 	}
 	for _, tc := range []struct {

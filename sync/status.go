@@ -12,6 +12,7 @@ import (
 
 	"github.com/etcdhook/etcdhook/api"
 	"github.com/etcdhook/etcdhook/internal/backup"
+	"github.com/etcdhook/etcdhook/sync/facts"
 )
 
 // status renders the parent status. It holds no per-call clock values: lastTransitionTime is carried over
@@ -19,19 +20,19 @@ import (
 func (p *plan) status() *api.ClusterStatus {
 	f := p.f
 	st := &api.ClusterStatus{
-		ObservedGeneration: f.parent.Generation,
-		Bootstrapped:       f.bootstrapped,
-		ClusterID:          f.clusterID,
+		ObservedGeneration: f.Parent.Generation,
+		Bootstrapped:       f.Bootstrapped,
+		ClusterID:          f.ClusterID,
 	}
 	if p.hasSpec {
 		st.Replicas = p.replicas
 	}
-	if f.sts != nil {
-		st.ReadyReplicas = f.sts.Status.ReadyReplicas
+	if f.StatefulSet != nil {
+		st.ReadyReplicas = f.StatefulSet.Status.ReadyReplicas
 	} else {
 		// A StatefulSet being made over running pods (volumes.go) will count them: count them already.
-		for i := range f.pods {
-			if f.podReady(i) {
+		for i := range f.Pods {
+			if f.PodReady(i) {
 				st.ReadyReplicas++
 			}
 		}
@@ -45,8 +46,8 @@ func (p *plan) status() *api.ClusterStatus {
 			st.Leader = m.Name
 		}
 	}
-	if len(f.running) > 0 {
-		st.CurrentVersion = f.running[0].String()
+	if len(f.Running) > 0 {
+		st.CurrentVersion = f.Running[0].String()
 	}
 	// Before the conditions: a backup report it cannot use is noted as ignored input.
 	st.Backup = p.backupStatus()
@@ -56,18 +57,18 @@ func (p *plan) status() *api.ClusterStatus {
 		if ok {
 			s = metav1.ConditionTrue
 		}
-		conds = append(conds, metav1.Condition{Type: typ, Status: s, Reason: reason, Message: boundMessage(msg), ObservedGeneration: f.parent.Generation})
+		conds = append(conds, metav1.Condition{Type: typ, Status: s, Reason: reason, Message: boundMessage(msg), ObservedGeneration: f.Parent.Generation})
 	}
-	all, healthy := f.voters()
-	available := f.bootstrapped && f.truthKnown() && !f.splitBrain && healthy >= api.Quorum(all)
+	all, healthy := f.Truth.Voters()
+	available := f.Bootstrapped && f.Truth.Known() && !f.SplitBrain && healthy >= api.Quorum(all)
 	switch {
 	case p.restoring:
 		add(api.CondAvailable, false, "RestoringInPlace", fmt.Sprintf("the data is being replaced by %q (%s)", p.inPlace.Request, p.inPlacePhase()))
 	case available:
 		add(api.CondAvailable, true, "QuorumHealthy", fmt.Sprintf("%d of %d voters healthy", healthy, all))
-	case !f.bootstrapped:
+	case !f.Bootstrapped:
 		add(api.CondAvailable, false, "NotBootstrapped", "the cluster has not been bootstrapped yet")
-	case f.splitBrain:
+	case f.SplitBrain:
 		add(api.CondAvailable, false, "SplitBrain", "members report different cluster IDs")
 	default:
 		add(api.CondAvailable, false, "NoQuorum", "no voting member reports a healthy cluster")
@@ -77,9 +78,9 @@ func (p *plan) status() *api.ClusterStatus {
 	// is progress. Degraded means a member that
 	// should be healthy is not; an old voter being replaced after data loss still counts.
 	var unhealthy []string
-	for _, m := range f.members {
-		if !m.healthy && !p.joiningAs(m) && !p.restartedByRoll(m) && !p.restartedForCA(m) && !p.switchedPeer(m) {
-			unhealthy = append(unhealthy, memberName(f, m))
+	for _, m := range f.Truth.Members {
+		if !m.Healthy && !p.joiningAs(m) && !p.restartedByRoll(m) && !p.restartedForCA(m) && !p.switchedPeer(m) {
+			unhealthy = append(unhealthy, facts.MemberName(f, m))
 		}
 	}
 	creating := p.creating()
@@ -95,9 +96,9 @@ func (p *plan) status() *api.ClusterStatus {
 		add(api.CondDegraded, true, "MembersUnhealthy", "unhealthy: "+strings.Join(unhealthy, ", "))
 	case p.stalled != "":
 		add(api.CondDegraded, true, "StepStalled", p.stalled)
-	case f.bootstrapped && len(f.primary) < p.target() && p.hasSpec && !p.progressing() && p.defragmenting() == "":
+	case f.Bootstrapped && len(f.Truth.Primary) < p.target() && p.hasSpec && !p.progressing() && p.defragmenting() == "":
 		// (A grow waiting for a member to finish defragmenting is under way, not degraded.)
-		add(api.CondDegraded, true, "MembersMissing", fmt.Sprintf("%d of %d members", len(f.primary), p.target()))
+		add(api.CondDegraded, true, "MembersMissing", fmt.Sprintf("%d of %d members", len(f.Truth.Primary), p.target()))
 	default:
 		add(api.CondDegraded, false, "AllMembersHealthy", "")
 	}
@@ -109,7 +110,7 @@ func (p *plan) status() *api.ClusterStatus {
 		add(api.CondProgressing, false, "Waiting", p.inPlaceFailure)
 	case p.restoring:
 		add(api.CondProgressing, true, "RestoringInPlace", p.message())
-	case !f.bootstrapped && p.hasSpec:
+	case !f.Bootstrapped && p.hasSpec:
 		add(api.CondProgressing, true, "Bootstrapping", p.message())
 	case p.pendingSpec:
 		add(api.CondProgressing, true, "SpecPending", "the new spec waits for: "+p.pendingFor())
@@ -131,11 +132,11 @@ func (p *plan) status() *api.ClusterStatus {
 	if p.quorumLost && !creating {
 		add(api.CondQuorumLost, true, "NoHealthyVoter", "no voting member reports a healthy cluster; membership is frozen. See README: Recovering from quorum loss")
 	}
-	if f.splitBrain {
-		add(api.CondSplitBrain, true, "ClusterIDMismatch", fmt.Sprintf("cluster IDs %s are reported; no membership change is made", strings.Join(f.clusterIDs, ", ")))
+	if f.SplitBrain {
+		add(api.CondSplitBrain, true, "ClusterIDMismatch", fmt.Sprintf("cluster IDs %s are reported; no membership change is made", strings.Join(f.ClusterIDs, ", ")))
 	}
-	if len(f.distrusted)+len(p.distrusted) > 0 {
-		notes := append(slices.Clone(f.distrusted), p.distrusted...)
+	if len(f.Distrusted)+len(p.distrusted) > 0 {
+		notes := append(slices.Clone(f.Distrusted), p.distrusted...)
 		sort.Strings(notes) // gathered from maps: one order, so the same request gives the same bytes
 		add(api.CondInputIgnored, true, "ImpossibleInput", strings.Join(slices.Compact(notes), "; "))
 	}
@@ -154,23 +155,23 @@ func (p *plan) status() *api.ClusterStatus {
 	st.Space = p.spaceStatus()
 	st.Recovery = p.recoveryStatus()
 	st.Auth = p.authStatus(add)
-	p.tlsConditions(st.TLS, add, p.userCertsExpiring(st.Auth, f.now.Add(api.CertExpiringDays*24*time.Hour)))
+	p.tlsConditions(st.TLS, add, p.userCertsExpiring(st.Auth, f.Now.Add(api.CertExpiringDays*24*time.Hour)))
 	p.backupConditions(st.Backup, add)
 	p.continuousConditions(st.Backup, add)
 	p.copyConditions(st.Backup, add)
 	p.databaseConditions(add)
 	p.defragCondition(p.defrag, add)
-	if p.hasSpec && p.spec.Network.PolicyOn() && !f.obs.NetworkPoliciesDeclared {
+	if p.hasSpec && p.spec.Network.PolicyOn() && !f.Observed.NetworkPoliciesDeclared {
 		add(api.CondNetworkPolicyMissing, true, "NotRegistered", "spec.network.policy is on but the CompositeController does not declare networking.k8s.io/v1 networkpolicies: the members' ports are open to every pod; apply the current metacontroller/ registration (operations.md §11)")
 	}
 	st.Restore = p.restoreStatus(add)
 	if rs := p.inPlaceStatus(add); rs != nil {
 		st.Restore = rs
 	}
-	if why := f.refusal(); why != "" {
+	if why := f.InPlace.Refusal; why != "" {
 		// Named by its value (as Redact quotes it): a client that set a new value tells the refusal of
 		// its own from an older one still shown (kubectl etcd restore --in-place).
-		if req := f.restoreFrom(); req != "" && !strings.Contains(why, strconv.Quote(backup.Redact(req))) {
+		if req := f.InPlace.RestoreFrom; req != "" && !strings.Contains(why, strconv.Quote(backup.Redact(req))) {
 			why = fmt.Sprintf("%s %q: %s", api.AnnRestoreFrom, backup.Redact(req), why)
 		}
 		add(api.CondRestoreFailed, true, "InvalidRestoreRequest", why+": nothing was changed (a value is acted on once: set another to try again)")
@@ -192,7 +193,7 @@ func (p *plan) status() *api.ClusterStatus {
 		add(api.CondLimitedDisruptionBudget, true, "SizeBelowThree",
 			"the PodDisruptionBudget allows one member down (a quorum budget would block every drain), so a drain makes the cluster unavailable")
 	}
-	st.Conditions = carryTransitions(conds, f.parent.Status.Conditions, f.now)
+	st.Conditions = carryTransitions(conds, f.Parent.Status.Conditions, f.Now)
 	st.Phase = p.phase(available, len(unhealthy) > 0)
 	// The message adds what holds the spec to the plan's waits; it changes nothing the plan decided
 	// (the resync pace among them).
@@ -212,8 +213,8 @@ func (p *plan) status() *api.ClusterStatus {
 	}
 	if !p.hasSpec && len(p.problems) > 0 {
 		st.Message = "nothing is created until the spec is valid: " + p.problems[0].Message
-		if len(childRefs(f.obs)) > 0 {
-			st.Message = fmt.Sprintf("children are left exactly as they are until the spec is valid (the last valid spec is not recorded: ConfigMap %s is missing): %s", f.names.ConfigMap(), p.problems[0].Message)
+		if len(childRefs(f.Observed)) > 0 {
+			st.Message = fmt.Sprintf("children are left exactly as they are until the spec is valid (the last valid spec is not recorded: ConfigMap %s is missing): %s", f.Names.ConfigMap(), p.problems[0].Message)
 		}
 	}
 	st.Message = boundMessage(st.Message)
@@ -248,9 +249,9 @@ func (p *plan) progressing() bool {
 
 func (p *plan) foreignData() string {
 	var out []string
-	for _, lv := range p.f.sortedLeases() {
-		if lv.report.Reason() == api.ReasonForeignData {
-			out = append(out, fmt.Sprintf("%s: %s", p.f.names.Pod(lv.ordinal), lv.report.Error))
+	for _, lv := range p.f.SortedLeases() {
+		if lv.Report.Reason() == api.ReasonForeignData {
+			out = append(out, fmt.Sprintf("%s: %s", p.f.Names.Pod(lv.Ordinal), lv.Report.Error))
 		}
 	}
 	return strings.Join(out, "; ")
@@ -264,32 +265,32 @@ func (p *plan) message() string { return strings.Join(p.waiting, "; ") }
 // create: neither Degraded nor QuorumLost is reported (a deadline that passes still is).
 func (p *plan) creating() bool {
 	f := p.f
-	return f.bootstrapped && p.hasSpec && !f.formed && p.stalled == "" && !p.formedNow()
+	return f.Bootstrapped && p.hasSpec && !f.Formed && p.stalled == "" && !p.formedNow()
 }
 
 func (p *plan) phase(available, unhealthy bool) string {
 	f := p.f
-	obsPhase := f.parent.Status.Phase
+	obsPhase := f.Parent.Status.Phase
 	switch {
 	case p.paused:
 		return api.PhasePaused
 	case p.restoring:
 		return api.PhaseRestoring
-	case !p.hasSpec, f.splitBrain, !f.bootstrapped && p.foreignData() != "", p.spec.Restore != nil && f.seedRefused():
+	case !p.hasSpec, f.SplitBrain, !f.Bootstrapped && p.foreignData() != "", p.spec.Restore != nil && f.SeedRefused():
 		return api.PhaseFailed
-	case !f.bootstrapped && p.spec.Restore != nil:
+	case !f.Bootstrapped && p.spec.Restore != nil:
 		return api.PhaseRestoring
-	case !f.bootstrapped, p.creating():
+	case !f.Bootstrapped, p.creating():
 		return api.PhaseCreating
 	case p.quorumLost || !available || p.stalled != "":
 		return api.PhaseDegraded
-	case obsPhase == "" && len(f.primary) < p.target():
+	case obsPhase == "" && len(f.Truth.Primary) < p.target():
 		return api.PhaseCreating
 	case unhealthy:
 		return api.PhaseDegraded
 	case p.rolling:
 		return api.PhaseUpgrading
-	case p.busy != "" && !p.busyVolume || len(f.primary) != p.target() || p.pendingSpec:
+	case p.busy != "" && !p.busyVolume || len(f.Truth.Primary) != p.target() || p.pendingSpec:
 		// Not while only cleanup is left (a removed member's pod stopping, its claim being deleted): the
 		// cluster has its size; that took 5-7 s of every scale-down (e2e/RESULTS.md, timeline).
 		return api.PhaseScaling
@@ -300,27 +301,27 @@ func (p *plan) phase(available, unhealthy bool) string {
 // memberStatus lists the truth's members; without a member list the last known members are kept, unhealthy.
 func (p *plan) memberStatus() []api.MemberStatus {
 	f := p.f
-	if !f.truthKnown() {
+	if !f.Truth.Known() {
 		var out []api.MemberStatus
-		for _, m := range f.parent.Status.Members {
+		for _, m := range f.Parent.Status.Members {
 			m.Healthy = false
 			out = append(out, m)
 		}
 		return out
 	}
 	out := []api.MemberStatus{}
-	for _, m := range f.members {
-		ms := api.MemberStatus{ID: m.ID, PeerURL: m.PeerURL, ClientURL: m.ClientURL, Healthy: m.healthy, Version: m.version, Role: api.RoleVoter,
-			DBSize: m.dbSize, DBSizeInUse: m.dbSizeInUse, LastDefragTime: m.lastDefrag}
+	for _, m := range f.Truth.Members {
+		ms := api.MemberStatus{ID: m.ID, PeerURL: m.PeerURL, ClientURL: m.ClientURL, Healthy: m.Healthy, Version: m.Version, Role: api.RoleVoter,
+			DBSize: m.DBSize, DBSizeInUse: m.DBSizeInUse, LastDefragTime: m.LastDefrag}
 		switch {
 		case m.Learner:
 			ms.Role = api.RoleLearner
-		case m.ID == f.leaderID:
+		case m.ID == f.Truth.LeaderID:
 			ms.Role = api.RoleLeader
 		}
-		ms.Name = memberName(f, m)
-		if m.ordinal >= 0 && ms.ClientURL == "" {
-			ms.ClientURL = p.names.ClientURL(m.ordinal)
+		ms.Name = facts.MemberName(f, m)
+		if m.Ordinal >= 0 && ms.ClientURL == "" {
+			ms.ClientURL = p.names.ClientURL(m.Ordinal)
 		}
 		out = append(out, ms)
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/etcdhook/etcdhook/sync/facts"
 	"github.com/etcdhook/etcdhook/sync/wire"
 )
 
@@ -20,11 +21,11 @@ func TestStatusChangesNothingDecided(t *testing.T) {
 		if err != nil {
 			continue // a refused fixture
 		}
-		p, err := decide(newFacts(o, fixtureNow), Options{Image: FixtureImage})
+		p, err := decide(facts.Read(o, fixtureNow), Options{Image: FixtureImage})
 		if err != nil {
 			continue
 		}
-		waits, distrusted := slices.Clone(p.waiting), slices.Clone(p.f.distrusted)
+		waits, distrusted := slices.Clone(p.waiting), slices.Clone(p.f.Distrusted)
 		jobs, resync := len(p.jobs), p.resyncAfter()
 		intents := map[int]string{}
 		for i, lp := range p.leases {
@@ -34,7 +35,7 @@ func TestStatusChangesNothingDecided(t *testing.T) {
 		second := p.status()
 		require.Equal(t, first, second, "%s: status built twice differs", name)
 		require.Equal(t, waits, p.waiting, "%s: status changed the plan's waits", name)
-		require.Equal(t, distrusted, p.f.distrusted, "%s: status changed the distrusted inputs", name)
+		require.Equal(t, distrusted, p.f.Distrusted, "%s: status changed the distrusted inputs", name)
 		require.Equal(t, jobs, len(p.jobs), "%s", name)
 		require.Equal(t, resync, p.resyncAfter(), "%s", name)
 		for i, lp := range p.leases {

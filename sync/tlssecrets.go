@@ -6,6 +6,7 @@ import (
 
 	"github.com/etcdhook/etcdhook/api"
 	"github.com/etcdhook/etcdhook/internal/pki"
+	"github.com/etcdhook/etcdhook/sync/facts"
 )
 
 // tlsSecretNames are the user's TLS Secrets a parent names (sorted, distinct): related objects, read by
@@ -44,11 +45,11 @@ func (c certProblem) String() string {
 // so), the same settings with TLS on: the transition template mounts the user's Secrets, and a member it
 // restarts could not start on an unusable one (docs/design/14-tls.md §14.8). The final roll is checked too,
 // though its pods no longer mount them: a check one roll too long holds nothing that was safe.
-func (f *facts) secretsToCheck(s api.ClusterSpec) api.ClusterSpec {
+func secretsToCheck(f *facts.Facts, s api.ClusterSpec) api.ClusterSpec {
 	if s.Security.TLS.TLSOn() {
 		return s
 	}
-	if (f.applied != nil && f.applied.Security.TLS.TLSOn()) || f.tlsSwitchSeen() {
+	if (f.Applied != nil && f.Applied.Security.TLS.TLSOn()) || f.TLSSwitchSeen() {
 		s.Security.TLS = s.Security.TLS.As(true)
 	}
 	return s
@@ -60,7 +61,7 @@ func (f *facts) secretsToCheck(s api.ClusterSpec) api.ClusterSpec {
 // with server and client auth (the agents and Jobs present it as their client certificate). A Secret
 // the request does not hold is missing: Metacontroller relates the named Secrets, so absence is either
 // no such Secret or a cache that has not seen it yet, and both mean not yet.
-func checkTLSSecrets(f *facts, s api.ClusterSpec) []certProblem {
+func checkTLSSecrets(f *facts.Facts, s api.ClusterSpec) []certProblem {
 	t := s.Security.TLS
 	if !t.TLSOn() {
 		return nil
@@ -71,27 +72,27 @@ func checkTLSSecrets(f *facts, s api.ClusterSpec) []certProblem {
 		if name == "" {
 			return
 		}
-		sec := f.obs.Secrets[name]
+		sec := f.Observed.Secrets[name]
 		if sec == nil {
-			out = append(out, certProblem{name, pki.Problem{Message: "not found in namespace " + f.names.Namespace}})
+			out = append(out, certProblem{name, pki.Problem{Message: "not found in namespace " + f.Names.Namespace}})
 			return
 		}
 		var want []string
 		for i := 0; i < size; i++ {
 			want = append(want, names(i)...)
 		}
-		leaf, problems := pki.CheckSecret(sec.Data, want, pki.Usage{Server: true, Client: true}, f.now)
+		leaf, problems := pki.CheckSecret(sec.Data, want, pki.Usage{Server: true, Client: true}, f.Now)
 		for _, pr := range problems {
 			out = append(out, certProblem{name, pr})
 		}
 		if peer && len(problems) == 0 && leaf != nil {
-			if msg := peerDNSProblem(f.names, leaf.DNSNames, size); msg != "" {
+			if msg := peerDNSProblem(f.Names, leaf.DNSNames, size); msg != "" {
 				out = append(out, certProblem{name, pki.Problem{Key: pki.KeyCert, Message: msg}})
 			}
 		}
 	}
-	check(t.Peer.SecretName, f.names.PeerTLSNames, true)
-	check(t.Client.SecretName, f.names.ClientTLSNames, false)
+	check(t.Peer.SecretName, f.Names.PeerTLSNames, true)
+	check(t.Client.SecretName, f.Names.ClientTLSNames, false)
 	return out
 }
 

@@ -30,11 +30,11 @@ func (p *plan) tlsStatus() *api.TLSStatus {
 		}
 		return cur
 	}
-	for _, lv := range p.f.sortedLeases() {
-		if !lv.fresh {
+	for _, lv := range p.f.SortedLeases() {
+		if !lv.Fresh {
 			continue
 		}
-		r := lv.report
+		r := lv.Report
 		for _, fp := range strings.Split(r.TLSCAs, ",") {
 			if fp != "" && !seen[fp] {
 				seen[fp] = true
@@ -47,12 +47,12 @@ func (p *plan) tlsStatus() *api.TLSStatus {
 	sort.Strings(st.CAFingerprints)
 	if mark := p.renewalMark(); mark != "" {
 		rn := &api.CertRenewal{Request: p.renewRequest()}
-		for _, m := range p.f.members {
-			if m.ordinal < 0 {
+		for _, m := range p.f.Truth.Members {
+			if m.Ordinal < 0 {
 				continue
 			}
 			rn.Members++
-			if lv := p.f.leases[m.ordinal]; lv != nil && lv.fresh && lv.report.MemberID == m.ID && lv.report.TLSRenewal == mark {
+			if lv := p.f.Leases[m.Ordinal]; lv != nil && lv.Fresh && lv.Report.MemberID == m.ID && lv.Report.TLSRenewal == mark {
 				rn.Renewed++
 			}
 		}
@@ -66,7 +66,7 @@ func (p *plan) tlsStatus() *api.TLSStatus {
 // ("" without a request, or when no plane uses the built-in CA: a user's Secret is renewed by its
 // issuer, cert-manager).
 func (p *plan) renewRequest() string {
-	return strings.TrimSpace(p.f.parent.Annotations[api.AnnRenewCertificates])
+	return strings.TrimSpace(p.f.Parent.Annotations[api.AnnRenewCertificates])
 }
 
 func (p *plan) renewalMark() string {
@@ -80,7 +80,7 @@ func (p *plan) renewalMark() string {
 // (built-in ones are replaced at 2/3 of their lifetime, 30 days ahead with the defaults, so this means
 // renewal is failing); CertificatesInvalid when an agent reports certificates it cannot use.
 func (p *plan) tlsConditions(st *api.TLSStatus, add func(typ string, ok bool, reason, msg string), users []string) {
-	soon := p.f.now.Add(api.CertExpiringDays * 24 * time.Hour)
+	soon := p.f.Now.Add(api.CertExpiringDays * 24 * time.Hour)
 	var expiring []string
 	if st != nil && st.CANotAfter != nil && st.CANotAfter.Time.Before(soon) {
 		expiring = append(expiring, "CA expires "+st.CANotAfter.UTC().Format(time.RFC3339))
@@ -112,11 +112,11 @@ func (p *plan) tlsConditions(st *api.TLSStatus, add func(typ string, ok bool, re
 	}
 	// Members that trust different CAs cannot talk to each other, outside a CA rotation (where it is a
 	// passing state, below): say which trusts what.
-	leases := p.f.sortedLeases() // once: this runs on every sync
+	leases := p.f.SortedLeases() // once: this runs on every sync
 	byCAs := map[string][]string{}
 	for _, lv := range leases {
-		if lv.fresh && lv.report.TLSCAs != "" {
-			byCAs[lv.report.TLSCAs] = append(byCAs[lv.report.TLSCAs], p.f.names.Pod(lv.ordinal))
+		if lv.Fresh && lv.Report.TLSCAs != "" {
+			byCAs[lv.Report.TLSCAs] = append(byCAs[lv.Report.TLSCAs], p.f.Names.Pod(lv.Ordinal))
 		}
 	}
 	// A rotation in progress has members trusting different sets on purpose (docs/design/14-tls.md §14.6).
@@ -131,8 +131,8 @@ func (p *plan) tlsConditions(st *api.TLSStatus, add func(typ string, ok bool, re
 		invalid = append(invalid, "members trust different CAs: "+strings.Join(parts, "; "))
 	}
 	for _, lv := range leases {
-		if lv.fresh && lv.report.Reason() == api.ReasonCertificatesInvalid {
-			invalid = append(invalid, fmt.Sprintf("%s: %s", p.f.names.Pod(lv.ordinal), lv.report.Error))
+		if lv.Fresh && lv.Report.Reason() == api.ReasonCertificatesInvalid {
+			invalid = append(invalid, fmt.Sprintf("%s: %s", p.f.Names.Pod(lv.Ordinal), lv.Report.Error))
 		}
 	}
 	if len(invalid) > 0 {

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/sync/facts"
 )
 
 // Switching TLS on or off on a running cluster (docs/design/14-tls.md §14.8), the hook's half. etcd can serve
@@ -24,7 +25,7 @@ import (
 
 // holdTLSSwitch is the etcd.io/hold-tls-switch value ("" none).
 func (p *plan) holdTLSSwitch() string {
-	return strings.TrimSpace(p.f.parent.Annotations[api.AnnHoldTLSSwitch])
+	return strings.TrimSpace(p.f.Parent.Annotations[api.AnnHoldTLSSwitch])
 }
 
 func sameTLSSecretNames(a, b api.TLSSpec) bool {
@@ -49,8 +50,8 @@ func (p *plan) decideTLSMode() {
 		st.mode = tlsOn
 	}
 	observed := ""
-	if f.sts != nil {
-		observed = f.sts.Annotations[api.AnnTLSSwitch]
+	if f.StatefulSet != nil {
+		observed = f.StatefulSet.Annotations[api.AnnTLSSwitch]
 	}
 	obsPhase, obsFrom, _ := strings.Cut(observed, " ")
 	if obsFrom != "http" && obsFrom != "https" {
@@ -58,12 +59,12 @@ func (p *plan) decideTLSMode() {
 	}
 	// Members of no ordinal (orphans, which the hook removes) are not counted: no agent moves them.
 	left, counted := 0, 0
-	for _, m := range f.members {
-		if m.ordinal < 0 {
+	for _, m := range f.Truth.Members {
+		if m.Ordinal < 0 {
 			continue
 		}
 		counted++
-		if peerScheme(m.PeerURL) != to {
+		if facts.PeerScheme(m.PeerURL) != to {
 			left++
 		}
 	}
@@ -123,10 +124,10 @@ func (p *plan) askPeerSwitch(rolled bool) {
 	to := api.Scheme(p.spec.Security.TLS.TLSOn())
 	status := &api.TLSSwitch{To: to}
 	st.status = status
-	for _, m := range f.members {
-		if m.ordinal >= 0 {
+	for _, m := range f.Truth.Members {
+		if m.Ordinal >= 0 {
 			status.Members++
-			if peerScheme(m.PeerURL) == to {
+			if facts.PeerScheme(m.PeerURL) == to {
 				status.Switched++
 			}
 		}
@@ -144,31 +145,31 @@ func (p *plan) askPeerSwitch(rolled bool) {
 	status.Phase = api.TLSSwitchPeers
 	var todo []caReport
 	missing := 0
-	for _, m := range f.members {
-		if m.ordinal < 0 || peerScheme(m.PeerURL) == to {
+	for _, m := range f.Truth.Members {
+		if m.Ordinal < 0 || facts.PeerScheme(m.PeerURL) == to {
 			continue
 		}
-		lv := f.leases[m.ordinal]
-		if f.primary[m.ordinal] != m || lv == nil || !lv.fresh || lv.report.MemberID != m.ID {
+		lv := f.Leases[m.Ordinal]
+		if f.Truth.Primary[m.Ordinal] != m || lv == nil || !lv.Fresh || lv.Report.MemberID != m.ID {
 			missing++
 			continue
 		}
-		todo = append(todo, caReport{i: m.ordinal, id: m.ID})
+		todo = append(todo, caReport{i: m.Ordinal, id: m.ID})
 	}
 	waiting := ""
 	for _, r := range todo {
-		if f.leases[r.i].report.Reason() == api.ReasonSwitchingPeerScheme {
+		if f.Leases[r.i].Report.Reason() == api.ReasonSwitchingPeerScheme {
 			st.turn = r.i // its agent is stopping etcd for the switch, whatever the Lease asks
 			break
 		}
 	}
 	if st.turn < 0 && len(todo) > 0 {
-		st.turn, waiting = p.restartTurn(todo, func(lv *leaseView) bool { return lv.peerScheme == to }, false)
+		st.turn, waiting = p.restartTurn(todo, func(lv *facts.Lease) bool { return lv.PeerScheme == to }, false)
 	}
 	switch {
 	case st.turn >= 0:
-		status.Switching = f.names.Pod(st.turn)
-		waiting = fmt.Sprintf("%s to move its peer URL to %s", f.names.Pod(st.turn), to)
+		status.Switching = f.Names.Pod(st.turn)
+		waiting = fmt.Sprintf("%s to move its peer URL to %s", f.Names.Pod(st.turn), to)
 		p.lease(st.turn).PeerScheme = to
 	case missing > 0 && waiting == "":
 		waiting = fmt.Sprintf("%d member(s) whose peer URL is still %s to report", missing, st.from)

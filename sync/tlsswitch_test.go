@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/sync/facts"
 )
 
 // peerSchemesAsked: the etcd.io/peer-scheme value on each member Lease, by ordinal.
@@ -23,7 +24,7 @@ func (w *world) peerSchemesAsked() []string {
 func (w *world) peerSchemes() []string {
 	var out []string
 	for _, m := range w.etcd.members {
-		out = append(out, peerScheme(m.PeerURL))
+		out = append(out, facts.PeerScheme(m.PeerURL))
 	}
 	return out
 }

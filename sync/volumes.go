@@ -4,10 +4,10 @@ import (
 	"fmt"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/sync/facts"
 	"github.com/etcdhook/etcdhook/sync/render"
 	"github.com/etcdhook/etcdhook/sync/wire"
 )
@@ -29,39 +29,16 @@ func (p *plan) storageSize() (resource.Quantity, bool) {
 // claimBelow: ordinal i has a claim, not being deleted, that does not have the size (whatever cluster
 // UID it carries: a claim adopted from a deleted cluster is a member's volume too, see growVolumes).
 func (p *plan) claimBelow(i int, size resource.Quantity) bool {
-	pvc := p.f.pvcs[i]
+	pvc := p.f.PVCs[i]
 	return pvc != nil && pvc.DeletionTimestamp == nil && !api.ClaimAtSize(pvc, size)
-}
-
-// storageFloor is the largest storage a claim of the cluster asks for, or its StatefulSet's claim
-// template: spec.storage.size may go back down to it (a growth that could not happen), never below.
-func (f *facts) storageFloor() *resource.Quantity {
-	var floor *resource.Quantity
-	take := func(q resource.Quantity) {
-		if floor == nil || q.Cmp(*floor) > 0 {
-			c := q.DeepCopy()
-			floor = &c
-		}
-	}
-	for _, pvc := range f.pvcs {
-		if q, ok := pvc.Spec.Resources.Requests[corev1.ResourceStorage]; ok {
-			take(q)
-		}
-	}
-	if f.sts != nil {
-		if q, ok := api.TemplateSize(f.sts.Spec.VolumeClaimTemplates); ok {
-			take(q)
-		}
-	}
-	return floor
 }
 
 // templateBelow: the observed StatefulSet's claim template asks for less than size.
 func (p *plan) templateBelow(size resource.Quantity) bool {
-	if p.f.sts == nil {
+	if p.f.StatefulSet == nil {
 		return false
 	}
-	q, ok := api.TemplateSize(p.f.sts.Spec.VolumeClaimTemplates)
+	q, ok := api.TemplateSize(p.f.StatefulSet.Spec.VolumeClaimTemplates)
 	return ok && q.Cmp(size) < 0
 }
 
@@ -70,16 +47,16 @@ func (p *plan) templateBelow(size resource.Quantity) bool {
 // once it is gone, the answer that renders it again is safe under any spec: see roll).
 func (p *plan) volumeStepInFlight() string {
 	f := p.f
-	for _, i := range sortedKeys(f.growJobs) {
-		if js := f.growJobs[i]; js[len(js)-1].state == jobActive {
-			return fmt.Sprintf("Job %s growing claim %s", js[len(js)-1].job.Name, f.names.PVC(i))
+	for _, i := range sortedKeys(f.GrowJobs) {
+		if js := f.GrowJobs[i]; js[len(js)-1].State == facts.JobActive {
+			return fmt.Sprintf("Job %s growing claim %s", js[len(js)-1].Job.Name, f.Names.PVC(i))
 		}
 	}
-	if js := f.templateJobs; len(js) > 0 && js[len(js)-1].state == jobActive {
-		return fmt.Sprintf("Job %s re-creating StatefulSet %s for its claim template", js[len(js)-1].job.Name, f.names.StatefulSet())
+	if js := f.TemplateJobs; len(js) > 0 && js[len(js)-1].State == facts.JobActive {
+		return fmt.Sprintf("Job %s re-creating StatefulSet %s for its claim template", js[len(js)-1].Job.Name, f.Names.StatefulSet())
 	}
-	if f.sts != nil && f.sts.DeletionTimestamp != nil && len(f.templateJobs) > 0 {
-		return fmt.Sprintf("StatefulSet %s to be deleted (its pods and claims stay) and re-created", f.names.StatefulSet())
+	if f.StatefulSet != nil && f.StatefulSet.DeletionTimestamp != nil && len(f.TemplateJobs) > 0 {
+		return fmt.Sprintf("StatefulSet %s to be deleted (its pods and claims stay) and re-created", f.Names.StatefulSet())
 	}
 	return ""
 }
@@ -104,11 +81,11 @@ func (p *plan) growVolumes() bool {
 		}
 	}
 	if below >= 0 {
-		if uid := f.pvcs[below].Labels[api.LabelClusterUID]; uid != f.clusterUID {
+		if uid := f.PVCs[below].Labels[api.LabelClusterUID]; uid != f.ClusterUID {
 			// The Job acts only on this cluster's claims (§8.10): an adopted one (adoptExistingData) is
 			// grown by hand, and the template waits for it.
 			p.wait("claim %s carries EtcdCluster UID %q, not this cluster's (adopted data): grow it by hand to %s (kubectl patch pvc %s -p '{\"spec\":{\"resources\":{\"requests\":{\"storage\":\"%s\"}}}}')",
-				f.names.PVC(below), uid, size.String(), f.names.PVC(below), size.String())
+				f.Names.PVC(below), uid, size.String(), f.Names.PVC(below), size.String())
 			return true
 		}
 		return p.growClaim(below, size)
@@ -118,23 +95,23 @@ func (p *plan) growVolumes() bool {
 	}
 	// The template only once no pod is mid-roll: the StatefulSet made afresh adopts pods that all run
 	// its one revision, so none restarts.
-	st := f.sts.Status
-	for _, i := range sortedKeys(f.pods) {
-		if f.pods[i].Labels["controller-revision-hash"] != st.UpdateRevision || st.CurrentRevision != st.UpdateRevision ||
-			f.sts.Annotations[api.AnnTemplateHash] != p.hash {
-			p.wait("every pod on one revision before StatefulSet %s is re-created for its claim template", f.names.StatefulSet())
+	st := f.StatefulSet.Status
+	for _, i := range sortedKeys(f.Pods) {
+		if f.Pods[i].Labels["controller-revision-hash"] != st.UpdateRevision || st.CurrentRevision != st.UpdateRevision ||
+			f.StatefulSet.Annotations[api.AnnTemplateHash] != p.hash {
+			p.wait("every pod on one revision before StatefulSet %s is re-created for its claim template", f.Names.StatefulSet())
 			return true
 		}
 	}
-	js := f.templateJobs
+	js := f.TemplateJobs
 	attempt, why := p.nextAttempt(js)
 	if why != "" {
-		p.wait("re-creating StatefulSet %s for its claim template: %s", f.names.StatefulSet(), why)
+		p.wait("re-creating StatefulSet %s for its claim template: %s", f.Names.StatefulSet(), why)
 		return true
 	}
-	job := render.Job{Kind: render.JobClaimTemplate, Attempt: attempt, Size: size, StatefulSetUID: string(f.sts.UID)}
+	job := render.Job{Kind: render.JobClaimTemplate, Attempt: attempt, Size: size, StatefulSetUID: string(f.StatefulSet.UID)}
 	p.jobs = append(p.jobs, job)
-	p.action = fmt.Sprintf("Job %s re-creating StatefulSet %s for its claim template", job.Name(f.names), f.names.StatefulSet())
+	p.action = fmt.Sprintf("Job %s re-creating StatefulSet %s for its claim template", job.Name(f.Names), f.Names.StatefulSet())
 	p.busy, p.busyVolume, p.growth = p.action, true, true
 	p.wait("%s", p.action)
 	return true
@@ -144,35 +121,35 @@ func (p *plan) growVolumes() bool {
 // may restart member i: for a driver that grows file systems only at mount time, or because it is down).
 func (p *plan) growClaim(i int, size resource.Quantity) bool {
 	f := p.f
-	all, healthy := f.voters()
-	m := f.primary[i]
-	if m != nil && m.voter() && !m.healthy {
+	all, healthy := f.Truth.Voters()
+	m := f.Truth.Primary[i]
+	if m != nil && m.Voter() && !m.Healthy {
 		all-- // member i itself may be down (its disk full): the others must be healthy
 	}
-	if m != nil && m.voter() && m.healthy {
+	if m != nil && m.Voter() && m.Healthy {
 		all, healthy = all-1, healthy-1
 	}
-	if len(f.primary) != p.target() || m == nil || healthy != all || f.learner() != nil {
-		p.wait("every member but %s healthy before growing its claim %s (%d of %d other voters healthy)", f.names.Pod(i), f.names.PVC(i), healthy, all)
+	if len(f.Truth.Primary) != p.target() || m == nil || healthy != all || f.Truth.Learner() != nil {
+		p.wait("every member but %s healthy before growing its claim %s (%d of %d other voters healthy)", f.Names.Pod(i), f.Names.PVC(i), healthy, all)
 		return true
 	}
 	if who := p.defragmenting(); who != "" {
-		p.wait("%s to finish defragmenting before growing claim %s", who, f.names.PVC(i))
+		p.wait("%s to finish defragmenting before growing claim %s", who, f.Names.PVC(i))
 		return true
 	}
 	if what := p.restartingInPlace(); what != "" {
-		p.wait("%s before growing claim %s", what, f.names.PVC(i))
+		p.wait("%s before growing claim %s", what, f.Names.PVC(i))
 		return true
 	}
-	attempt, why := p.nextAttempt(f.growJobs[i])
+	attempt, why := p.nextAttempt(f.GrowJobs[i])
 	if why != "" {
-		p.wait("growing claim %s to %s: %s", f.names.PVC(i), size.String(), why)
+		p.wait("growing claim %s to %s: %s", f.Names.PVC(i), size.String(), why)
 		return true
 	}
 	job := render.Job{Kind: render.JobGrowVolume, Attempt: attempt, Ordinal: i, Size: size, Endpoints: p.voterEndpoints("")}
 	p.jobs = append(p.jobs, job)
-	p.growing = f.names.PVC(i)
-	p.action = fmt.Sprintf("Job %s growing claim %s to %s", job.Name(f.names), f.names.PVC(i), size.String())
+	p.growing = f.Names.PVC(i)
+	p.action = fmt.Sprintf("Job %s growing claim %s to %s", job.Name(f.Names), f.Names.PVC(i), size.String())
 	p.busy, p.busyVolume, p.growth = p.action, true, true
 	p.wait("%s", p.action)
 	return true
@@ -181,24 +158,24 @@ func (p *plan) growClaim(i int, size resource.Quantity) bool {
 // nextAttempt numbers the next Job of a series, or says why none starts now: one is running, the last
 // succeeded moments ago (the cache may not show its work yet), the last failed and its backoff has not
 // passed, or the attempts are used up.
-func (p *plan) nextAttempt(js []*jobView) (int, string) {
+func (p *plan) nextAttempt(js []*facts.Job) (int, string) {
 	if len(js) == 0 {
 		return 1, ""
 	}
 	last := js[len(js)-1]
 	switch {
-	case last.state == jobActive:
-		return 0, fmt.Sprintf("Job %s running", last.job.Name)
-	case last.state == jobSucceeded && p.f.now.Sub(last.finished) < succeededJobGrace:
-		return 0, fmt.Sprintf("Job %s succeeded; waiting for its result to show", last.job.Name)
-	case last.state == jobFailed && last.refused:
-		return 0, fmt.Sprintf("Job %s was refused for a cause another attempt would meet again (kubectl logs job/%s): not retried; delete the Job to try again once the cause is fixed", last.job.Name, last.job.Name)
-	case last.state == jobFailed && p.f.now.Before(last.finished.Add(backoff(last.attempt))):
-		return 0, fmt.Sprintf("Job %s failed (see its log); retrying after %s", last.job.Name, last.finished.Add(backoff(last.attempt)).UTC().Format(time.RFC3339))
-	case last.attempt >= maxAttempts:
-		return 0, fmt.Sprintf("no success in %d attempts: see Job %s", maxAttempts, last.job.Name)
+	case last.State == facts.JobActive:
+		return 0, fmt.Sprintf("Job %s running", last.Job.Name)
+	case last.State == facts.JobSucceeded && p.f.Now.Sub(last.Finished) < succeededJobGrace:
+		return 0, fmt.Sprintf("Job %s succeeded; waiting for its result to show", last.Job.Name)
+	case last.State == facts.JobFailed && last.Refused:
+		return 0, fmt.Sprintf("Job %s was refused for a cause another attempt would meet again (kubectl logs job/%s): not retried; delete the Job to try again once the cause is fixed", last.Job.Name, last.Job.Name)
+	case last.State == facts.JobFailed && p.f.Now.Before(last.Finished.Add(backoff(last.Attempt))):
+		return 0, fmt.Sprintf("Job %s failed (see its log); retrying after %s", last.Job.Name, last.Finished.Add(backoff(last.Attempt)).UTC().Format(time.RFC3339))
+	case last.Attempt >= maxAttempts:
+		return 0, fmt.Sprintf("no success in %d attempts: see Job %s", maxAttempts, last.Job.Name)
 	}
-	return last.attempt + 1, ""
+	return last.Attempt + 1, ""
 }
 
 // keepVolumeJobs carries the growth Jobs still useful (running, or the last failure while its work is
@@ -206,22 +183,22 @@ func (p *plan) nextAttempt(js []*jobView) (int, string) {
 func (p *plan) keepVolumeJobs() {
 	f := p.f
 	size, sized := p.storageSize()
-	keep := func(js []*jobView, pending bool, what string) {
+	keep := func(js []*facts.Job, pending bool, what string) {
 		last := js[len(js)-1]
 		for _, jv := range js {
-			retrying := last.state == jobActive && jv.attempt == last.attempt-1
-			if jv.state == jobActive || (pending && (jv == last || retrying)) || !p.judgeJobs() {
-				p.jobs = append(p.jobs, render.Job{Kind: render.JobCarried, Carried: jv.job})
+			retrying := last.State == facts.JobActive && jv.Attempt == last.Attempt-1
+			if jv.State == facts.JobActive || (pending && (jv == last || retrying)) || !p.judgeJobs() {
+				p.jobs = append(p.jobs, render.Job{Kind: render.JobCarried, Carried: jv.Job})
 			} else {
-				p.release(wire.KeyJob, jv.job.Name, what)
+				p.release(wire.KeyJob, jv.Job.Name, what)
 			}
 		}
 	}
-	for _, i := range sortedKeys(f.growJobs) {
-		keep(f.growJobs[i], sized && p.claimBelow(i, size), "finished claim-growing Job whose claim has the size")
+	for _, i := range sortedKeys(f.GrowJobs) {
+		keep(f.GrowJobs[i], sized && p.claimBelow(i, size), "finished claim-growing Job whose claim has the size")
 	}
-	if len(f.templateJobs) > 0 {
-		keep(f.templateJobs, sized && p.templateBelow(size), "finished Job whose StatefulSet is gone or has the claim template")
+	if len(f.TemplateJobs) > 0 {
+		keep(f.TemplateJobs, sized && p.templateBelow(size), "finished Job whose StatefulSet is gone or has the claim template")
 	}
 }
 
@@ -229,7 +206,7 @@ func (p *plan) keepVolumeJobs() {
 // that ask for and have size.
 func (p *plan) claimsAtSize(size resource.Quantity) (atSize, claims int32) {
 	for i := 0; i < int(p.replicas); i++ {
-		pvc := p.f.pvcs[i]
+		pvc := p.f.PVCs[i]
 		if pvc == nil || pvc.DeletionTimestamp != nil {
 			continue
 		}
@@ -250,17 +227,17 @@ func (p *plan) storageStatus() *api.StorageStatus {
 	f := p.f
 	st := &api.StorageStatus{Size: size.String()}
 	st.AtSize, st.Claims = p.claimsAtSize(size)
-	for _, i := range sortedKeys(f.growJobs) {
-		js := f.growJobs[i]
-		if js[len(js)-1].state == jobActive {
-			st.Growing = f.names.PVC(i)
+	for _, i := range sortedKeys(f.GrowJobs) {
+		js := f.GrowJobs[i]
+		if js[len(js)-1].State == facts.JobActive {
+			st.Growing = f.Names.PVC(i)
 		}
 	}
 	if p.growing != "" {
 		st.Growing = p.growing
 	}
-	if f.sts != nil {
-		if q, ok := api.TemplateSize(f.sts.Spec.VolumeClaimTemplates); ok {
+	if f.StatefulSet != nil {
+		if q, ok := api.TemplateSize(f.StatefulSet.Spec.VolumeClaimTemplates); ok {
 			st.TemplateSize = q.String()
 		}
 	} else {

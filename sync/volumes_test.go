@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/sync/facts"
 	"github.com/etcdhook/etcdhook/sync/wire"
 )
 
@@ -36,7 +37,7 @@ func (w *world) stepUntilGrown(size string) {
 func (w *world) activeJobs(prefix string) []string {
 	var out []string
 	for _, name := range sortedKeys(w.jobs) {
-		if strings.HasPrefix(name, prefix) && w.jobs[name].state == jobActive {
+		if strings.HasPrefix(name, prefix) && w.jobs[name].state == facts.JobActive {
 			out = append(out, name)
 		}
 	}

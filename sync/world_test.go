@@ -15,6 +15,7 @@ import (
 
 	"github.com/etcdhook/etcdhook/api"
 	frozen "github.com/etcdhook/etcdhook/internal/fixture"
+	"github.com/etcdhook/etcdhook/sync/facts"
 	"github.com/etcdhook/etcdhook/sync/wire"
 )
 
@@ -183,7 +184,7 @@ type simLease struct {
 }
 
 type simJob struct {
-	state    jobState
+	state    facts.JobState
 	finished time.Time
 	// refused: failed by its pod failure policy (the command exited with api.RestoreExitRefused).
 	refused bool
@@ -382,12 +383,12 @@ func (w *world) observe(key, name string, desired map[string]any) map[string]any
 
 func jobStatusJSON(j *simJob) map[string]any {
 	switch j.state {
-	case jobSucceeded:
+	case facts.JobSucceeded:
 		t := j.finished.UTC().Format(time.RFC3339)
 		return map[string]any{"succeeded": 1, "completionTime": t, "conditions": []any{
 			map[string]any{"type": "Complete", "status": "True", "lastTransitionTime": t},
 		}}
-	case jobFailed:
+	case facts.JobFailed:
 		t := j.finished.UTC().Format(time.RFC3339)
 		reason := "BackoffLimitExceeded"
 		if j.refused {
@@ -575,7 +576,7 @@ func (w *world) apply(resp *Response) {
 			w.created[key+"/"+name] = w.now
 		}
 		if key == wire.KeyJob && w.jobs[name] == nil {
-			w.jobs[name] = &simJob{state: jobActive}
+			w.jobs[name] = &simJob{state: facts.JobActive}
 		}
 	}
 	for name := range w.jobs {
@@ -1133,11 +1134,11 @@ func (w *world) report(i int, quorum bool) {
 func (w *world) runJobs() {
 	for _, name := range sortedKeys(w.jobs) {
 		j := w.jobs[name]
-		if j.state != jobActive || w.noJobs {
+		if j.state != facts.JobActive || w.noJobs {
 			continue
 		}
 		if w.failJobs {
-			j.state, j.finished = jobFailed, w.now
+			j.state, j.finished = facts.JobFailed, w.now
 			continue
 		}
 		obj := w.desired[wire.KeyJob][name]
@@ -1152,7 +1153,7 @@ func (w *world) runJobs() {
 		case flags["id"] != "":
 			m := w.etcd.byID(flags["id"])
 			if m != nil && !w.canRemove(m.ID) {
-				j.state, j.finished = jobFailed, w.now
+				j.state, j.finished = facts.JobFailed, w.now
 				continue
 			}
 			if m != nil {
@@ -1166,13 +1167,13 @@ func (w *world) runJobs() {
 			at := w.now.UTC()
 			if w.failBackups {
 				w.backupAnn[api.AnnBackupFailure] = api.BackupReport{Time: at, Message: "s3://etcd-backups/prod is not reachable or refused the credentials: AccessDenied", Token: flags["token"]}.String()
-				j.state, j.finished = jobFailed, w.now
+				j.state, j.finished = facts.JobFailed, w.now
 				continue
 			}
 			if w.refuseBackups {
 				// The store answered no: etcdhook backup exits 3 and the Job fails without retrying.
 				w.backupAnn[api.AnnBackupFailure] = api.BackupReport{Time: at, Message: "s3://etcd-backups/prod refused the credentials: credentials refused: AccessDenied", Token: flags["token"], Terminal: true}.String()
-				j.state, j.finished, j.refused = jobFailed, w.now, true
+				j.state, j.finished, j.refused = facts.JobFailed, w.now, true
 				continue
 			}
 			w.backupAnn[api.AnnBackupSuccess] = api.BackupReport{Time: at, Revision: 4242, Size: 2 << 20, Token: flags["token"],
@@ -1208,7 +1209,7 @@ func (w *world) runJobs() {
 			w.backupAnn[api.AnnRestoreReport] = r.String()
 			w.verified++
 			if r.Outcome != api.RestoreVerified {
-				j.state, j.finished = jobFailed, w.now
+				j.state, j.finished = facts.JobFailed, w.now
 				continue
 			}
 		case flags["from"] != "" && flags["token"] != "":
@@ -1217,7 +1218,7 @@ func (w *world) runJobs() {
 			// from the token, which differs per request).
 			w.restoreFlags = flags
 			if w.pods[0] != nil {
-				j.state, j.finished = jobFailed, w.now
+				j.state, j.finished = facts.JobFailed, w.now
 				continue
 			}
 			if w.backupAnn == nil {
@@ -1227,7 +1228,7 @@ func (w *world) runJobs() {
 				// Only a verified snapshot is restored: it is refused before any data is touched.
 				w.backupAnn[api.AnnRestoreReport] = api.RestoreReport{Time: w.now.UTC(), Job: name, Outcome: api.RestoreRefused,
 					Message: "snapshot changed since it was verified"}.String()
-				j.state, j.finished = jobFailed, w.now
+				j.state, j.finished = facts.JobFailed, w.now
 				continue
 			}
 			w.backupAnn[api.AnnRestoreReport] = api.RestoreReport{Time: w.now.UTC(), Job: name, Outcome: api.RestoreRestored, SHA256: flags["expect-sha256"]}.String()
@@ -1242,12 +1243,12 @@ func (w *world) runJobs() {
 			c := w.pvcs[w.names().PVCOrdinal(flags["claim"])]
 			if c == nil || c.clusterUID != flags["cluster-uid"] || w.refuseGrowth {
 				// etcdhook pvc grow exits 3 (a refusal): the Job's pod failure policy fails it at once.
-				j.state, j.finished, j.refused = jobFailed, w.now, true
+				j.state, j.finished, j.refused = facts.JobFailed, w.now, true
 				continue
 			}
 			c.size = flags["size"]
 			if w.noResizer {
-				j.state, j.finished = jobFailed, w.now // its deadline passes
+				j.state, j.finished = facts.JobFailed, w.now // its deadline passes
 				continue
 			}
 			c.capacity = flags["size"]
@@ -1261,13 +1262,13 @@ func (w *world) runJobs() {
 			// pvc delete re-checks: no member at the ordinal's peer URL, no pod using the claim.
 			i := w.names().PVCOrdinal(flags["claim"])
 			if w.etcd.byPeer(flags["peer-url"]) != nil || w.pods[i] != nil {
-				j.state, j.finished = jobFailed, w.now
+				j.state, j.finished = facts.JobFailed, w.now
 				continue
 			}
 			delete(w.pvcs, i)
 			delete(w.data, i)
 		}
-		j.state, j.finished = jobSucceeded, w.now
+		j.state, j.finished = facts.JobSucceeded, w.now
 	}
 }
 

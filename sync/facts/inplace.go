@@ -1,4 +1,4 @@
-package sync
+package facts
 
 import (
 	"fmt"
@@ -14,34 +14,34 @@ import (
 
 // What the facts say about in-place restores: the record read from the ConfigMap (readInPlace), chosen
 // against the parent's annotation (chooseInPlace), judged by its Jobs, finished. The decision's side is
-// inplace.go; the record itself inplacerecord.go.
+// sync/inplace.go; the record itself inplacerecord.go.
 
 // readInPlace parses the hook's record: the ConfigMap's, else the one status.restore keeps (a deleted
 // ConfigMap must not forget a restore in flight, nor the IDs it retired). A record that does not parse
 // is a hand edit and ignored. The IDs it retired count from here on.
-func (f *facts) readInPlace() {
-	if s := f.configValue(api.ConfigKeyRestoreInPlace); s != "" {
-		var rec inPlaceRecord
+func (f *Facts) readInPlace() {
+	if s := f.ConfigValue(api.ConfigKeyRestoreInPlace); s != "" {
+		var rec InPlaceRecord
 		if err := wire.Unmarshal([]byte(s), &rec); err != nil {
-			f.distrusted = append(f.distrusted, fmt.Sprintf("ConfigMap %s key %s does not parse as the hook's record: ignored", f.names.ConfigMap(), api.ConfigKeyRestoreInPlace))
+			f.Distrusted = append(f.Distrusted, fmt.Sprintf("ConfigMap %s key %s does not parse as the hook's record: ignored", f.Names.ConfigMap(), api.ConfigKeyRestoreInPlace))
 		} else {
 			// A value written by an older hook may carry a secret (a refused URL with credentials): from
 			// here on only its fingerprint is kept.
 			rec.scrub()
 			if why := rec.pointProblem(); why != "" {
-				f.distrusted = append(f.distrusted, fmt.Sprintf("ConfigMap %s key %s: %s: the record is ignored", f.names.ConfigMap(), api.ConfigKeyRestoreInPlace, why))
+				f.Distrusted = append(f.Distrusted, fmt.Sprintf("ConfigMap %s key %s: %s: the record is ignored", f.Names.ConfigMap(), api.ConfigKeyRestoreInPlace, why))
 			} else {
-				f.inPlace = &rec
+				f.InPlace.Record = &rec
 			}
 		}
 	}
 	// A restore status shows Verifying has neither stopped nor retired anything: it is not rebuilt, and
 	// starts again from the annotation.
-	if r := f.parent.Status.Restore; f.inPlace == nil && r != nil && r.InPlace && r.Source != "" && r.Phase != inPlaceVerifying {
+	if r := f.Parent.Status.Restore; f.InPlace.Record == nil && r != nil && r.InPlace && r.Source != "" && r.Phase != InPlaceVerifying {
 		// Rebuilt from status, the record does not know which annotation values were acted on: the one
 		// on the parent now counts as seen (a restore is never started from a record half lost).
-		f.inPlace = &inPlaceRecord{Request: r.Source, Retired: r.ReplacedClusterIDs, Lost: r.LostMembers,
-			Committed: r.Phase == inPlaceStarting || r.Phase == inPlaceRestored, Done: r.Phase == inPlaceRestored,
+		f.InPlace.Record = &InPlaceRecord{Request: r.Source, Retired: r.ReplacedClusterIDs, Lost: r.LostMembers,
+			Committed: r.Phase == InPlaceStarting || r.Phase == InPlaceRestored, Done: r.Phase == InPlaceRestored,
 			Point: r.Point().Value(), Seen: remember(nil, backup.Fingerprint(askKey(f.restoreAsk())))}
 	}
 	f.setRetired()
@@ -50,26 +50,26 @@ func (f *facts) readInPlace() {
 // unretireLive drops from the record the retired IDs that live members report (liveRetired): retired,
 // they would make every restarting agent move its cluster's data aside. The record is rewritten
 // without them and the hand edit is named in InputIgnored.
-func (f *facts) unretireLive() bool {
-	if len(f.liveRetired) == 0 || f.inPlace == nil {
+func (f *Facts) unretireLive() bool {
+	if len(f.liveRetired) == 0 || f.InPlace.Record == nil {
 		return false
 	}
 	for _, id := range f.liveRetired {
-		f.inPlace.Retired = slices.DeleteFunc(slices.Clone(f.inPlace.Retired), func(r string) bool { return r == id })
-		if p := f.inPlace.Prior; p != nil {
+		f.InPlace.Record.Retired = slices.DeleteFunc(slices.Clone(f.InPlace.Record.Retired), func(r string) bool { return r == id })
+		if p := f.InPlace.Record.Prior; p != nil {
 			p.Retired = slices.DeleteFunc(slices.Clone(p.Retired), func(r string) bool { return r == id })
 		}
-		f.distrusted = append(f.distrusted, fmt.Sprintf("the in-place restore record (ConfigMap %s key %s) lists cluster ID %s as replaced, but a ready member pod reports it as a healthy voter: not retired", f.names.ConfigMap(), api.ConfigKeyRestoreInPlace, id))
+		f.Distrusted = append(f.Distrusted, fmt.Sprintf("the in-place restore record (ConfigMap %s key %s) lists cluster ID %s as replaced, but a ready member pod reports it as a healthy voter: not retired", f.Names.ConfigMap(), api.ConfigKeyRestoreInPlace, id))
 	}
 	f.liveRetired = nil
 	f.setRetired()
 	return true
 }
 
-func (f *facts) setRetired() {
+func (f *Facts) setRetired() {
 	f.retired = map[string]bool{}
-	if f.inPlace != nil {
-		for _, id := range f.inPlace.Retired {
+	if f.InPlace.Record != nil {
+		for _, id := range f.InPlace.Record.Retired {
 			f.retired[id] = true
 		}
 	}
@@ -87,39 +87,39 @@ func (f *facts) setRetired() {
 //     so a manifest copied with the annotation never restores over a cluster later.
 //   - Nothing new starts while spec.paused (a restore in flight goes on: steps in flight finish).
 //   - Without a value to act on, restoreOnQuorumLoss may start one (quorumDataLost).
-func (f *facts) chooseInPlace() bool {
-	rec := f.inPlace
+func (f *Facts) chooseInPlace() bool {
+	rec := f.InPlace.Record
 	changed := false
 	req, point := f.restoreAsk()
 	if req == "" && point != "" {
-		f.distrusted = append(f.distrusted, fmt.Sprintf("annotation %s %q without %s: it names a point, not a source; nothing to restore", api.AnnRestoreTo, point, api.AnnRestoreFrom))
+		f.Distrusted = append(f.Distrusted, fmt.Sprintf("annotation %s %q without %s: it names a point, not a source; nothing to restore", api.AnnRestoreTo, point, api.AnnRestoreFrom))
 	}
-	live := slices.Clone(f.clusterIDs)
-	if rec.inFlight() && !rec.Committed && f.withdrawn(rec, req, point) {
-		if j := f.obs.Jobs[f.names.RestoreJob(rec.key())]; j != nil {
-			if state, _ := jobStatus(j); state == jobActive {
-				f.inPlaceWithdrawn = true
+	live := slices.Clone(f.ClusterIDs)
+	if rec.InFlight() && !rec.Committed && f.withdrawn(rec, req, point) {
+		if j := f.Observed.Jobs[f.Names.RestoreJob(rec.Key())]; j != nil {
+			if state, _ := JobStatus(j); state == JobActive {
+				f.InPlace.Withdrawn = true
 				return false
 			}
 		}
-		var back *inPlaceRecord
+		var back *InPlaceRecord
 		back, live = rec.back(live)
 		rec, changed = back, true
 	}
-	if rec.inFlight() && !rec.Committed {
+	if rec.InFlight() && !rec.Committed {
 		if next, ok := f.judgeRestoreJobs(rec); ok {
 			rec, changed = next, true
 		}
 	}
-	if b := f.parent.Spec.Backup; rec != nil && rec.RefusedLost && (b == nil || !b.RestoreOnQuorumLoss) {
+	if b := f.Parent.Spec.Backup; rec != nil && rec.RefusedLost && (b == nil || !b.RestoreOnQuorumLoss) {
 		// Switched off (the parent's word: forgetting a refusal changes nothing else): the next
 		// automatic restore may try the destination again.
 		c := *rec
 		c.Refused, c.RefusedWhy, c.RefusedLost = "", "", false
 		rec, changed = &c, true
 	}
-	paused := f.parent.Spec.Paused
-	if ask := askKey(req, point); !rec.inFlight() && req != "" && !rec.seen(ask) && !paused {
+	paused := f.Parent.Spec.Paused
+	if ask := askKey(req, point); !rec.InFlight() && req != "" && !rec.seen(ask) && !paused {
 		next := rec.memory()
 		next.Seen = remember(next.Seen, backup.Fingerprint(ask))
 		if problem := f.restoreRequestProblem(req, point, live); problem == "" {
@@ -138,7 +138,7 @@ func (f *facts) chooseInPlace() bool {
 		rec, changed = next, true
 	}
 	// (The parent's word too: a restoreOnQuorumLoss switched off, not yet applied, starts nothing.)
-	if b := f.parent.Spec.Backup; !rec.inFlight() && !paused && b != nil && b.RestoreOnQuorumLoss {
+	if b := f.Parent.Spec.Backup; !rec.InFlight() && !paused && b != nil && b.RestoreOnQuorumLoss {
 		if src, lost := f.quorumDataLost(); len(lost) > 0 && !(rec != nil && rec.RefusedLost && rec.Refused == backup.Fingerprint(src)) {
 			next := rec.memory()
 			next.Request, next.Replacing, next.Verifying, next.Lost, next.Prior = src, live, true, lost, rec.withoutPrior()
@@ -148,7 +148,7 @@ func (f *facts) chooseInPlace() bool {
 	if !changed {
 		return false
 	}
-	f.inPlace = rec
+	f.InPlace.Record = rec
 	f.setRetired()
 	return true
 }
@@ -156,7 +156,7 @@ func (f *facts) chooseInPlace() bool {
 // withdrawn: the restore is no longer asked for. One the annotations asked for, when the source is gone
 // or another, or the point another; an automatic one, when restoreOnQuorumLoss was switched off, or (while its snapshot is
 // being verified, nothing stopped yet) when the quorum it would replace is no longer lost.
-func (f *facts) withdrawn(rec *inPlaceRecord, req, point string) bool {
+func (f *Facts) withdrawn(rec *InPlaceRecord, req, point string) bool {
 	if len(rec.Lost) > 0 {
 		if rec.Verifying {
 			if _, lost := f.quorumDataLost(); len(lost) == 0 {
@@ -169,8 +169,8 @@ func (f *facts) withdrawn(rec *inPlaceRecord, req, point string) bool {
 }
 
 // acceptCluster is the etcd.io/restore-foreign-cluster value on the parent, "" when none.
-func (f *facts) acceptCluster() string {
-	return strings.TrimSpace(f.parent.Annotations[api.AnnRestoreForeignCluster])
+func (f *Facts) acceptCluster() string {
+	return strings.TrimSpace(f.Parent.Annotations[api.AnnRestoreForeignCluster])
 }
 
 // judgeRestoreJobs moves a restore not committed on from what its Jobs did. The verify Job: passed (it
@@ -179,31 +179,34 @@ func (f *facts) acceptCluster() string {
 // cluster, which never stopped, goes on. The restore Job: refused (a snapshot that changed since its
 // verification, nothing touched), the same; the members start again on their own data. Any other
 // failure of the restore Job is left to decideInPlace (inPlaceFailure: its data may need a look).
-func (f *facts) judgeRestoreJobs(rec *inPlaceRecord) (*inPlaceRecord, bool) {
-	name := f.names.RestoreJob(rec.key())
+func (f *Facts) judgeRestoreJobs(rec *InPlaceRecord) (*InPlaceRecord, bool) {
+	name := f.Names.RestoreJob(rec.Key())
 	if rec.Verifying {
-		name = f.names.RestoreVerifyJob(rec.key())
+		name = f.Names.RestoreVerifyJob(rec.Key())
 	}
-	j := f.obs.Jobs[name]
+	j := f.Observed.Jobs[name]
 	if j == nil || j.DeletionTimestamp != nil {
 		// (One being deleted is an earlier restore's of the same source and IDs, not this one's.)
 		return rec, false
 	}
-	state, _ := jobStatus(j)
-	report := f.restoreReport(name)
-	refuse := func(why string) (*inPlaceRecord, bool) {
+	state, _ := JobStatus(j)
+	report, note := f.RestoreReport(name)
+	if note != "" {
+		f.Distrusted = append(f.Distrusted, note)
+	}
+	refuse := func(why string) (*InPlaceRecord, bool) {
 		back, _ := rec.back(nil)
 		back.Refused, back.RefusedWhy = backup.Fingerprint(askKey(rec.Request, rec.Point)), why
 		back.RefusedLost = len(rec.Lost) > 0
 		return back, true
 	}
 	switch {
-	case rec.Verifying && state == jobSucceeded:
+	case rec.Verifying && state == JobSucceeded:
 		if report == nil || report.Outcome != api.RestoreVerified || !api.IsSHA256(report.SHA256) {
-			return refuse(fmt.Sprintf("verify Job %s succeeded, but its report on Lease %s (annotation %s) is missing or says otherwise: the snapshot is not trusted", name, f.names.BackupName(), api.AnnRestoreReport))
+			return refuse(fmt.Sprintf("verify Job %s succeeded, but its report on Lease %s (annotation %s) is missing or says otherwise: the snapshot is not trusted", name, f.Names.BackupName(), api.AnnRestoreReport))
 		}
 		if rec.Point != "" && report.AtRevision < 1 {
-			return refuse(fmt.Sprintf("verify Job %s succeeded, but its report on Lease %s (annotation %s) names no revision the keyspace is at: the restore to %s is not pinned, and is not carried out", name, f.names.BackupName(), api.AnnRestoreReport, rec.Point))
+			return refuse(fmt.Sprintf("verify Job %s succeeded, but its report on Lease %s (annotation %s) names no revision the keyspace is at: the restore to %s is not pinned, and is not carried out", name, f.Names.BackupName(), api.AnnRestoreReport, rec.Point))
 		}
 		next := *rec
 		next.Verifying, next.Retired, next.Replacing = false, remember(rec.Retired, rec.Replacing...), nil
@@ -214,31 +217,32 @@ func (f *facts) judgeRestoreJobs(rec *inPlaceRecord) (*inPlaceRecord, bool) {
 			next.Target = report.AtRevision
 		}
 		return &next, true
-	case rec.Verifying && state == jobFailed:
+	case rec.Verifying && state == JobFailed:
 		why := fmt.Sprintf("verify Job %s failed (kubectl logs job/%s)", name, name)
 		if report != nil && report.Message != "" {
 			why = fmt.Sprintf("the snapshot failed verification (Job %s): %s", name, report.Message)
 		}
 		return refuse(why)
-	case !rec.Verifying && state == jobFailed && report != nil && report.Outcome == api.RestoreRefused:
+	case !rec.Verifying && state == JobFailed && report != nil && report.Outcome == api.RestoreRefused:
 		return refuse(fmt.Sprintf("restore Job %s refused the snapshot before touching any data: %s; the members start again on their own data", name, report.Message))
 	}
 	return rec, false
 }
 
-// restoreReport is the restore report on the backup Lease when it is job's, nil otherwise (leaseReport).
-func (f *facts) restoreReport(job string) *api.RestoreReport {
-	l := f.obs.Leases[f.names.BackupName()]
+// RestoreReport is the restore report on the backup Lease when it is job's, nil otherwise, and the note
+// naming a report ignored (LeaseReport).
+func (f *Facts) RestoreReport(job string) (*api.RestoreReport, string) {
+	l := f.Observed.Leases[f.Names.BackupName()]
 	if l == nil {
-		return nil
+		return nil, ""
 	}
-	return leaseReport(f, l, api.AnnRestoreReport, api.ParseRestoreReport,
+	return LeaseReport(f.Now, l, api.AnnRestoreReport, api.ParseRestoreReport,
 		func(r *api.RestoreReport) bool { return r.Job == job }, func(r *api.RestoreReport) time.Time { return r.Time })
 }
 
 // restoreOnQuorumLoss: the applied spec asks for automatic restores.
-func (f *facts) restoreOnQuorumLoss() bool {
-	return f.applied != nil && f.applied.Backup != nil && f.applied.QuorumLossMode() == api.QuorumLossFromBackup
+func (f *Facts) restoreOnQuorumLoss() bool {
+	return f.Applied != nil && f.Applied.Backup != nil && f.Applied.QuorumLossMode() == api.QuorumLossFromBackup
 }
 
 // quorumDataLost is spec.backup.restoreOnQuorumLoss's trigger: the source (the destination's newest
@@ -248,31 +252,31 @@ func (f *facts) restoreOnQuorumLoss() bool {
 // been ready for deadMemberSeconds; no voter may report a healthy cluster. The last known voters are
 // status.members: the hook keeps them while no member list is known. Nothing is started for a cluster
 // that never formed, or without that record.
-func (f *facts) quorumDataLost() (string, []string) {
-	if !f.restoreOnQuorumLoss() || !f.bootstrapped || !f.formed {
+func (f *Facts) quorumDataLost() (string, []string) {
+	if !f.restoreOnQuorumLoss() || !f.Bootstrapped || !f.Formed {
 		return "", nil
 	}
-	for _, lv := range f.leases {
-		if lv.fresh && lv.report.IsVoter() && lv.report.Healthy {
+	for _, lv := range f.Leases {
+		if lv.Fresh && lv.Report.IsVoter() && lv.Report.Healthy {
 			return "", nil
 		}
 	}
-	deadAfter := time.Duration(*f.applied.Timeouts.DeadMemberSeconds) * time.Second
+	deadAfter := time.Duration(*f.Applied.Timeouts.DeadMemberSeconds) * time.Second
 	var voters int
 	var lost []string
-	for _, m := range f.parent.Status.Members {
+	for _, m := range f.Parent.Status.Members {
 		if m.Role != api.RoleLeader && m.Role != api.RoleVoter {
 			continue
 		}
 		voters++
-		if d, ok := f.withoutData(f.names.PodOrdinal(m.Name)); ok && d >= deadAfter {
+		if d, ok := f.WithoutData(f.Names.PodOrdinal(m.Name)); ok && d >= deadAfter {
 			lost = append(lost, m.Name)
 		}
 	}
 	if voters == 0 || len(lost) < api.Quorum(voters) {
 		return "", nil
 	}
-	d, err := backup.ParseDestination(f.applied.Backup.Destination)
+	d, err := backup.ParseDestination(f.Applied.Backup.Destination)
 	if err != nil {
 		return "", nil
 	}
@@ -280,21 +284,21 @@ func (f *facts) quorumDataLost() (string, []string) {
 	return d.ObjectURL(backup.Latest), lost
 }
 
-// agentReport is ordinal i's report when its Lease is fresh and held by the ordinal's current pod: what
+// AgentReport is ordinal i's report when its Lease is fresh and held by the ordinal's current pod: what
 // the agent running there now says. False for anything else (no pod, a stale Lease, a former pod's).
-func (f *facts) agentReport(i int) (api.Report, bool) {
-	lv, pod := f.leases[i], f.pods[i]
-	if i < 0 || lv == nil || pod == nil || !lv.fresh || lv.holder != string(pod.UID) {
+func (f *Facts) AgentReport(i int) (api.Report, bool) {
+	lv, pod := f.Leases[i], f.Pods[i]
+	if i < 0 || lv == nil || pod == nil || !lv.Fresh || lv.Holder != string(pod.UID) {
 		return api.Report{}, false
 	}
-	return lv.report, true
+	return lv.Report, true
 }
 
-// withoutData says whether ordinal i's agent (agentReport) waits to join with no data (an unreadable
+// WithoutData says whether ordinal i's agent (AgentReport) waits to join with no data (an unreadable
 // directory is reported otherwise, never as no data), and for how long its pod has not been ready: a
 // member whose data is lost for good once that reaches deadMemberSeconds.
-func (f *facts) withoutData(i int) (time.Duration, bool) {
-	r, ok := f.agentReport(i)
+func (f *Facts) WithoutData(i int) (time.Duration, bool) {
+	r, ok := f.AgentReport(i)
 	if !ok || r.MemberID != "" || r.Reason() != api.ReasonWaitingForJoin {
 		return 0, false
 	}
@@ -304,18 +308,18 @@ func (f *facts) withoutData(i int) (time.Duration, bool) {
 // finishInPlace marks a committed restore done once a healthy voter of the restored cluster reports
 // (its cluster ID is none of the retired ones): from here the cluster grows back as any cluster below
 // its size.
-func (f *facts) finishInPlace() {
-	if rec := f.inPlace; rec.inFlight() && rec.Committed && f.truthKnown() && f.clusterID != "" {
+func (f *Facts) finishInPlace() {
+	if rec := f.InPlace.Record; rec.InFlight() && rec.Committed && f.Truth.Known() && f.ClusterID != "" {
 		done := *rec
 		done.Done, done.Prior = true, nil
-		f.inPlace = &done
+		f.InPlace.Record = &done
 	}
 }
 
 // restoreRequestProblem says why an etcd.io/restore-from value cannot be carried out, "" when it can.
 // The snapshot is reached with spec.backup's credentials (and claim, for file://): a cluster restores
 // from the store it backs up to. The spec is the applied one (the children are rendered from it).
-func (f *facts) restoreRequestProblem(req, point string, live []string) string {
+func (f *Facts) restoreRequestProblem(req, point string, live []string) string {
 	src, err := backup.ParseSource(req)
 	if err != nil {
 		return fmt.Sprintf("annotation %s %q %v", api.AnnRestoreFrom, backup.Redact(req), err)
@@ -323,9 +327,9 @@ func (f *facts) restoreRequestProblem(req, point string, live []string) string {
 	if _, err := backup.ParsePoint(point); err != nil {
 		return fmt.Sprintf("annotation %s %q %v", api.AnnRestoreTo, point, err)
 	}
-	spec := api.Defaulted(f.parent.Spec)
-	if f.applied != nil {
-		spec = *f.applied
+	spec := api.Defaulted(f.Parent.Spec)
+	if f.Applied != nil {
+		spec = *f.Applied
 	}
 	b := spec.Backup
 	if b == nil {
@@ -347,7 +351,7 @@ func (f *facts) restoreRequestProblem(req, point string, live []string) string {
 		return fmt.Sprintf("annotation %s %q is a file:// source: spec.backup.volumeClaimName must name the claim it is on", api.AnnRestoreFrom, backup.Redact(req))
 	case spec.Storage.EmptyDir != nil:
 		return fmt.Sprintf("annotation %s: the members' data is on emptyDir, which has no volume to restore into (create a new EtcdCluster with spec.restore)", api.AnnRestoreFrom)
-	case !f.bootstrapped:
+	case !f.Bootstrapped:
 		return fmt.Sprintf("annotation %s: the cluster has no data yet (use spec.restore when creating a cluster)", api.AnnRestoreFrom)
 	case len(live) == 0:
 		// The restore retires the IDs known now; without one, the members' old data would later look
@@ -359,9 +363,9 @@ func (f *facts) restoreRequestProblem(req, point string, live []string) string {
 
 // refusal is why the etcd.io/restore-from value on the parent (or restoreOnQuorumLoss's restore) was
 // refused, "" when it was not.
-func (f *facts) refusal() string {
+func (f *Facts) refusal() string {
 	req, point := f.restoreAsk()
-	r := f.inPlace
+	r := f.InPlace.Record
 	switch {
 	case r == nil || r.Refused == "":
 		return ""
@@ -374,15 +378,15 @@ func (f *facts) refusal() string {
 }
 
 // restoreFrom is the etcd.io/restore-from value on the parent, "" when none.
-func (f *facts) restoreFrom() string {
-	return strings.TrimSpace(f.parent.Annotations[api.AnnRestoreFrom])
+func (f *Facts) restoreFrom() string {
+	return strings.TrimSpace(f.Parent.Annotations[api.AnnRestoreFrom])
 }
 
 // restoreAsk is the in-place restore the parent's annotations ask for: the source and the point
 // (etcd.io/restore-to, spelled as backup.Point.Value spells it when it parses, as given otherwise, so
 // that restoreRequestProblem names it).
-func (f *facts) restoreAsk() (req, point string) {
-	point = strings.TrimSpace(f.parent.Annotations[api.AnnRestoreTo])
+func (f *Facts) restoreAsk() (req, point string) {
+	point = strings.TrimSpace(f.Parent.Annotations[api.AnnRestoreTo])
 	if p, err := backup.ParsePoint(point); err == nil {
 		point = p.Value()
 	}

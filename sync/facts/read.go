@@ -1,7 +1,8 @@
-package sync
+package facts
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -9,54 +10,55 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/etcdhook/etcdhook/api"
 	"github.com/etcdhook/etcdhook/sync/wire"
 )
 
-// newFacts reads one request into facts: the record, the Leases, the cluster ID, the member list (truth),
+// Read reads one request into its Facts: the record, the Leases, the cluster ID, the member list (truth),
 // the Jobs and the alarms, distrusting each (docs/design/08-safety-rules.md).
-func newFacts(o *Observed, now time.Time) *facts {
+func Read(o *wire.Observed, now time.Time) *Facts {
 	p := &o.Parent
-	f := &facts{
-		now:              now,
-		names:            api.Names{Cluster: p.Name, Namespace: p.Namespace},
-		parent:           p,
-		clusterUID:       string(p.UID),
-		obs:              o,
-		leases:           map[int]*leaseView{},
-		pods:             map[int]*corev1.Pod{},
-		pvcs:             map[int]*corev1.PersistentVolumeClaim{},
-		primary:          map[int]*memberView{},
-		removeJobs:       map[string][]*jobView{},
-		deleteVolumeJobs: map[int][]*jobView{},
-		growJobs:         map[int][]*jobView{},
+	f := &Facts{
+		Now:              now,
+		Names:            api.Names{Cluster: p.Name, Namespace: p.Namespace},
+		Parent:           p,
+		ClusterUID:       string(p.UID),
+		Observed:         o,
+		Leases:           map[int]*Lease{},
+		Pods:             map[int]*corev1.Pod{},
+		PVCs:             map[int]*corev1.PersistentVolumeClaim{},
+		RemoveJobs:       map[string][]*Job{},
+		DeleteVolumeJobs: map[int][]*Job{},
+		GrowJobs:         map[int][]*Job{},
 	}
+	f.Truth.Primary = map[int]*Member{}
 	// Before anything reads a value carried inside a string or a status list (bounds.go).
-	f.distrusted = boundObserved(o, f.names.ConfigMap())
-	f.sts = o.StatefulSets[f.names.StatefulSet()]
-	f.cm = o.ConfigMaps[f.names.ConfigMap()]
+	f.Distrusted = boundObserved(o, f.Names.ConfigMap())
+	f.StatefulSet = o.StatefulSets[f.Names.StatefulSet()]
+	f.cm = o.ConfigMaps[f.Names.ConfigMap()]
 	if f.cm != nil {
 		if s, ok := f.cm.Data[api.ConfigKeySpec]; ok {
-			f.applied, f.recorded = f.readSpecRecord(s)
+			f.Applied, f.Recorded = f.readSpecRecord(s)
 		}
 	}
 	if f.cm != nil {
 		// A ConfigMap written before the key existed belongs to a cluster that was running then.
 		v, ok := f.cm.Data[api.ConfigKeyFormed]
-		f.formed = v == "true" || !ok
-		f.defragNowDone = f.cm.Data[api.ConfigKeyDefragNowDone]
+		f.Formed = v == "true" || !ok
+		f.DefragNowDone = f.cm.Data[api.ConfigKeyDefragNowDone]
 		f.readSpaceRecords()
 	}
 	for _, pod := range o.Pods {
-		if i := f.names.PodOrdinal(pod.Name); i >= 0 && ownedByStatefulSet(pod, f.names.StatefulSet()) {
-			f.pods[i] = pod
+		if i := f.Names.PodOrdinal(pod.Name); i >= 0 && ownedByStatefulSet(pod, f.Names.StatefulSet()) {
+			f.Pods[i] = pod
 		}
 	}
 	for _, pvc := range o.PVCs {
-		if i := f.names.PVCOrdinal(pvc.Name); i >= 0 {
-			f.pvcs[i] = pvc
+		if i := f.Names.PVCOrdinal(pvc.Name); i >= 0 {
+			f.PVCs[i] = pvc
 		}
 	}
 	f.readInPlace()
@@ -76,6 +78,7 @@ func newFacts(o *Observed, now time.Time) *facts {
 	f.readAlarms()
 	f.readJobs()
 	f.finishInPlace()
+	f.InPlace.Refusal, f.InPlace.RestoreFrom = f.refusal(), f.restoreFrom()
 	return f
 }
 
@@ -86,28 +89,28 @@ func newFacts(o *Observed, now time.Time) *facts {
 // ValidateChange, defaults) and no step is in flight, else it answers the children unchanged. The next
 // answer records the spec in force again. Before, a record with --force-new-cluster in its options, or
 // a size of 100000, was rendered whenever the parent's spec was invalid or paused.
-func (f *facts) readSpecRecord(s string) (applied, recorded *api.ClusterSpec) {
+func (f *Facts) readSpecRecord(s string) (applied, recorded *api.ClusterSpec) {
 	var spec api.ClusterSpec
 	if err := wire.Unmarshal([]byte(s), &spec); err != nil {
-		f.distrusted = append(f.distrusted, fmt.Sprintf("ConfigMap %s key %s is ignored: %v", f.names.ConfigMap(), api.ConfigKeySpec, err))
+		f.Distrusted = append(f.Distrusted, fmt.Sprintf("ConfigMap %s key %s is ignored: %v", f.Names.ConfigMap(), api.ConfigKeySpec, err))
 		return nil, nil
 	}
 	if spec.Security.TLS.Enabled == nil {
 		// Recorded before TLS existed: that cluster runs without it.
-		spec.Security.TLS.Enabled = ptr(false)
+		spec.Security.TLS.Enabled = new(false)
 	}
 	if spec.Network.Policy == nil {
 		// Recorded before the NetworkPolicy existed: its clients may come from anywhere.
-		spec.Network.Policy = ptr(false)
+		spec.Network.Policy = new(false)
 	}
 	spec = api.Defaulted(spec)
-	if ps := api.Validate(f.parent.Name, spec); len(ps) > 0 {
+	if ps := api.Validate(f.Parent.Name, spec); len(ps) > 0 {
 		msgs := make([]string, 0, len(ps))
 		for _, p := range ps {
 			msgs = append(msgs, p.Message)
 		}
-		f.distrusted = append(f.distrusted, fmt.Sprintf("ConfigMap %s key %s is ignored: the recorded spec fails validation (%s)",
-			f.names.ConfigMap(), api.ConfigKeySpec, strings.Join(msgs, "; ")))
+		f.Distrusted = append(f.Distrusted, fmt.Sprintf("ConfigMap %s key %s is ignored: the recorded spec fails validation (%s)",
+			f.Names.ConfigMap(), api.ConfigKeySpec, strings.Join(msgs, "; ")))
 		return nil, &spec
 	}
 	return &spec, &spec
@@ -122,26 +125,26 @@ func ownedByStatefulSet(pod *corev1.Pod, name string) bool {
 	return false
 }
 
-func (f *facts) readLeases() {
+func (f *Facts) readLeases() {
 	lists := map[string][]api.Member{} // each distinct member list parsed once
-	for _, l := range f.obs.Leases {
-		i := f.names.LeaseOrdinal(l.Name)
+	for _, l := range f.Observed.Leases {
+		i := f.Names.LeaseOrdinal(l.Name)
 		if i < 0 {
 			continue
 		}
-		lv := &leaseView{ordinal: i, lease: l}
-		lv.report, lv.reportErr = api.ParseReportUsing(l.Annotations, lists)
+		lv := &Lease{Ordinal: i, Lease: l}
+		lv.Report, lv.reportErr = api.ParseReportUsing(l.Annotations, lists)
 		if lv.reportErr != nil && !slices.Contains(f.reportErrs, l.Name) {
 			// readLeases runs again after a restore's choice: each Lease is named once.
 			f.reportErrs = append(f.reportErrs, l.Name)
-			f.distrusted = append(f.distrusted, fmt.Sprintf("Lease %s: %v: its member list is ignored", l.Name, lv.reportErr))
+			f.Distrusted = append(f.Distrusted, fmt.Sprintf("Lease %s: %v: its member list is ignored", l.Name, lv.reportErr))
 		}
 		if l.Spec.HolderIdentity != nil {
-			lv.holder = *l.Spec.HolderIdentity
+			lv.Holder = *l.Spec.HolderIdentity
 		}
-		lv.renewed = l.CreationTimestamp.Time
+		lv.Renewed = l.CreationTimestamp.Time
 		if l.Spec.RenewTime != nil {
-			lv.renewed = l.Spec.RenewTime.Time
+			lv.Renewed = l.Spec.RenewTime.Time
 		}
 		// Freshness is judged on the hook's clock with the renewal interval the agent follows
 		// (api.RenewInterval), not the duration written in the Lease: a hand-edited duration or a
@@ -150,91 +153,91 @@ func (f *facts) readLeases() {
 		// kubelet's probe is then its heartbeat): with the pod not Ready, the agent is judged by the
 		// interval of a member in trouble, as if its report were not a healthy voter's.
 		interval := api.RenewInterval(api.Report{}, api.DefaultLeaseDurationSeconds*time.Second)
-		if f.podReady(i) {
-			interval = api.RenewInterval(lv.report, api.DefaultLeaseDurationSeconds*time.Second)
+		if f.PodReady(i) {
+			interval = api.RenewInterval(lv.Report, api.DefaultLeaseDurationSeconds*time.Second)
 		}
 		d := UnhealthyAfterDurations * interval
-		age := f.now.Sub(lv.renewed)
-		lv.fresh = l.Spec.RenewTime != nil && age <= d && age >= -MaxClockSkew
+		age := f.Now.Sub(lv.Renewed)
+		lv.Fresh = l.Spec.RenewTime != nil && age <= d && age >= -MaxClockSkew
 		if l.Spec.RenewTime != nil && age < -MaxClockSkew {
-			f.distrusted = append(f.distrusted, fmt.Sprintf("Lease %s renewTime %s is ahead of the hook's clock by more than %s: its report is ignored",
-				l.Name, lv.renewed.UTC().Format(time.RFC3339), MaxClockSkew))
+			f.Distrusted = append(f.Distrusted, fmt.Sprintf("Lease %s renewTime %s is ahead of the hook's clock by more than %s: its report is ignored",
+				l.Name, lv.Renewed.UTC().Format(time.RFC3339), MaxClockSkew))
 		}
-		lv.intent = l.Annotations[api.AnnIntent]
-		lv.intentSince = l.Annotations[api.AnnIntentSince]
-		lv.joinPermitted = l.Annotations[api.AnnJoinPermitted]
+		lv.Intent = l.Annotations[api.AnnIntent]
+		lv.IntentSince = l.Annotations[api.AnnIntentSince]
+		lv.JoinPermitted = l.Annotations[api.AnnJoinPermitted]
 		lv.joinDeadline = l.Annotations[api.AnnJoinDeadline]
 		// The steps asked, read as the agents read them (api.ParseIntent): a value an agent ignores (a
 		// hand edit; the agent reports it as a LeaseProblem) asks for nothing here either, and so holds
 		// no other step as a restart in place that never comes.
 		in, _ := api.ParseIntent(l.Annotations)
-		lv.defrag = in.Defrag
-		lv.caRotation, lv.caRestart = in.CARotation, in.CARestart
-		lv.peerScheme = in.PeerScheme
-		lv.recover = in.Recover
+		lv.Defrag = in.Defrag
+		lv.CARotation, lv.CARestart = in.CARotation, in.CARestart
+		lv.PeerScheme = in.PeerScheme
+		lv.Recover = in.Recover
 		// Read as the agent reads it: a window the agent would not join under is no permission here.
-		if lv.join, _ = api.ParseJoinWindow(lv.joinPermitted, lv.joinDeadline); lv.join.IsZero() {
-			lv.joinPermitted, lv.joinDeadline = "", ""
+		if lv.Join, _ = api.ParseJoinWindow(lv.JoinPermitted, lv.joinDeadline); lv.Join.IsZero() {
+			lv.JoinPermitted, lv.joinDeadline = "", ""
 		}
 		// A report from another parent (a deleted cluster of the same name) says nothing about ours.
-		if lv.report.ClusterUID != "" && lv.report.ClusterUID != f.clusterUID {
-			lv.report = api.Report{Error: lv.report.Error, Role: api.RoleNone}
+		if lv.Report.ClusterUID != "" && lv.Report.ClusterUID != f.ClusterUID {
+			lv.Report = api.Report{Error: lv.Report.Error, Role: api.RoleNone}
 		}
 		// Nor does a report of a cluster an in-place restore replaced (its member has not restarted yet).
 		// Once a restore is committed no pod of a replaced cluster can run (every member stopped before
 		// the Job, and agents move replaced data aside before starting): a ready pod holding its Lease
 		// that reports such an ID as a healthy voter means the record lies (a hand edit), see
 		// unretireLive.
-		if f.retired[lv.report.ClusterID] {
-			if r := f.inPlace; r != nil && (r.Committed || r.Done) && lv.fresh && lv.report.IsVoter() && lv.report.Healthy &&
-				f.podReady(i) && lv.holder == string(f.pods[i].UID) && !slices.Contains(f.liveRetired, lv.report.ClusterID) {
-				f.liveRetired = append(f.liveRetired, lv.report.ClusterID)
+		if f.retired[lv.Report.ClusterID] {
+			if r := f.InPlace.Record; r != nil && (r.Committed || r.Done) && lv.Fresh && lv.Report.IsVoter() && lv.Report.Healthy &&
+				f.PodReady(i) && lv.Holder == string(f.Pods[i].UID) && !slices.Contains(f.liveRetired, lv.Report.ClusterID) {
+				f.liveRetired = append(f.liveRetired, lv.Report.ClusterID)
 			}
-			lv.report = api.Report{Role: api.RoleNone}
+			lv.Report = api.Report{Role: api.RoleNone}
 		}
-		f.leases[i] = lv
+		f.Leases[i] = lv
 	}
 }
 
 // readClusterID latches the cluster ID and the bootstrapped flag from every source (docs/design/05-request.md §5.4).
-func (f *facts) readClusterID() {
-	f.clusterID, f.clusterIDs = "", nil
+func (f *Facts) readClusterID() {
+	f.ClusterID, f.ClusterIDs = "", nil
 	ids := map[string]bool{}
 	add := func(id string) {
 		if id != "" && !f.retired[id] {
 			ids[id] = true
 		}
 	}
-	add(f.parent.Status.ClusterID)
+	add(f.Parent.Status.ClusterID)
 	if f.cm != nil {
 		add(f.cm.Data[api.ConfigKeyClusterID])
 	}
-	for _, lv := range f.sortedLeases() {
-		add(lv.report.ClusterID)
+	for _, lv := range f.SortedLeases() {
+		add(lv.Report.ClusterID)
 	}
 	for id := range ids {
-		f.clusterIDs = append(f.clusterIDs, id)
+		f.ClusterIDs = append(f.ClusterIDs, id)
 	}
-	sort.Strings(f.clusterIDs)
-	f.splitBrain = len(f.clusterIDs) > 1
+	sort.Strings(f.ClusterIDs)
+	f.SplitBrain = len(f.ClusterIDs) > 1
 	// The first source in order of authority wins: status, then ConfigMap, then the reports.
 	switch {
-	case f.parent.Status.ClusterID != "" && !f.retired[f.parent.Status.ClusterID]:
-		f.clusterID = f.parent.Status.ClusterID
+	case f.Parent.Status.ClusterID != "" && !f.retired[f.Parent.Status.ClusterID]:
+		f.ClusterID = f.Parent.Status.ClusterID
 	case f.cm != nil && f.cm.Data[api.ConfigKeyClusterID] != "" && !f.retired[f.cm.Data[api.ConfigKeyClusterID]]:
-		f.clusterID = f.cm.Data[api.ConfigKeyClusterID]
-	case len(f.clusterIDs) > 0:
-		f.clusterID = f.clusterIDs[0]
+		f.ClusterID = f.cm.Data[api.ConfigKeyClusterID]
+	case len(f.ClusterIDs) > 0:
+		f.ClusterID = f.ClusterIDs[0]
 	}
 	// Replicas above one are evidence of a bootstrap, except beside the record of a static creation,
-	// which renders every member at once (staticfacts.go).
-	f.bootstrapped = f.clusterID != "" || f.parent.Status.Bootstrapped ||
+	// which renders every member at once (static.go).
+	f.Bootstrapped = f.ClusterID != "" || f.Parent.Status.Bootstrapped ||
 		(f.cm != nil && f.cm.Data[api.ConfigKeyBootstrapped] == "true") ||
-		(f.staticRecord == 0 && f.sts != nil && f.sts.Spec.Replicas != nil && *f.sts.Spec.Replicas > 1)
-	for _, lv := range f.leases {
-		switch lv.report.Role {
+		(f.StaticRecord == 0 && f.StatefulSet != nil && f.StatefulSet.Spec.Replicas != nil && *f.StatefulSet.Spec.Replicas > 1)
+	for _, lv := range f.Leases {
+		switch lv.Report.Role {
 		case api.RoleLeader, api.RoleVoter, api.RoleLearner, api.RoleLeft:
-			f.bootstrapped = true
+			f.Bootstrapped = true
 		}
 	}
 	// A claim of this cluster (its UID label) at an ordinal above 0 exists only because the hook once
@@ -242,45 +245,45 @@ func (f *facts) readClusterID() {
 	// deleted ConfigMap, emptied Leases and a StatefulSet scaled back to one.
 	// With adoptExistingData, kept claims of an old cluster of this name above ordinal 0 are the same
 	// evidence: their data is a cluster to adopt, never one to seed beside.
-	for i, pvc := range f.pvcs {
+	for i, pvc := range f.PVCs {
 		// A static creation in force makes every claim at once: they are evidence only beside a record
 		// that does not agree (then the creation is held, or over).
-		if i > 0 && f.static == 0 && (pvc.Labels[api.LabelClusterUID] == f.clusterUID || f.parent.Spec.AdoptExistingData) {
-			f.bootstrapped = true
+		if i > 0 && f.Static == 0 && (pvc.Labels[api.LabelClusterUID] == f.ClusterUID || f.Parent.Spec.AdoptExistingData) {
+			f.Bootstrapped = true
 		}
 	}
 }
 
 // readTruth picks the freshest member list a healthy voter reported and maps its members to ordinals.
-func (f *facts) readTruth() {
+func (f *Facts) readTruth() {
 	// One pass over the healthy voters' lists: the freshest is the truth; the union of all of them (the
 	// highest ordinal any lists, the most voters any counts) is the safe view for lowering decisions.
-	var best *leaseView
-	f.unionHighest = -1
-	for _, lv := range f.sortedLeases() {
-		if lv.report.Members == nil || !f.reportsHealthyVoter(lv.ordinal, "") {
+	var best *Lease
+	f.Truth.UnionHighest = -1
+	for _, lv := range f.SortedLeases() {
+		if lv.Report.Members == nil || !f.ReportsHealthyVoter(lv.Ordinal, "") {
 			continue
 		}
-		if best == nil || lv.renewed.After(best.renewed) {
+		if best == nil || lv.Renewed.After(best.Renewed) {
 			best = lv
 		}
 		voters := 0
-		for _, m := range lv.report.Members {
-			if i := f.names.PeerURLOrdinal(m.PeerURL); i > f.unionHighest {
-				f.unionHighest = i
+		for _, m := range lv.Report.Members {
+			if i := f.Names.PeerURLOrdinal(m.PeerURL); i > f.Truth.UnionHighest {
+				f.Truth.UnionHighest = i
 			}
 			if !m.Learner {
 				voters++
 			}
 		}
-		f.unionVoters = max(f.unionVoters, voters)
+		f.Truth.UnionVoters = max(f.Truth.UnionVoters, voters)
 	}
 	versions := map[api.SemVer]bool{}
-	for _, lv := range f.leases {
-		if lv.report.MemberID == "" {
+	for _, lv := range f.Leases {
+		if lv.Report.MemberID == "" {
 			continue
 		}
-		if v, err := api.ParseVersion(lv.report.Version); err == nil {
+		if v, err := api.ParseVersion(lv.Report.Version); err == nil {
 			versions[v] = true
 		}
 	}
@@ -293,43 +296,43 @@ func (f *facts) readTruth() {
 			}
 		}
 	}
-	if v, err := api.ParseVersion(f.parent.Status.CurrentVersion); err == nil && len(versions) == 0 {
+	if v, err := api.ParseVersion(f.Parent.Status.CurrentVersion); err == nil && len(versions) == 0 {
 		versions[v] = true
 	}
 	for v := range versions {
-		f.running = append(f.running, v)
+		f.Running = append(f.Running, v)
 	}
 	f.readImageVersions()
-	sort.Slice(f.running, func(i, j int) bool { return f.running[i].Less(f.running[j]) })
+	sort.Slice(f.Running, func(i, j int) bool { return f.Running[i].Less(f.Running[j]) })
 	if best == nil {
 		return
 	}
-	f.truth = best.report.Members
-	f.truthFrom = best.ordinal
-	f.leaderID = best.report.LeaderID
+	f.Truth.list = best.Report.Members
+	f.Truth.from = best.Ordinal
+	f.Truth.LeaderID = best.Report.LeaderID
 	deadAfter := time.Duration(api.DefaultDeadMemberSeconds) * time.Second
-	if f.applied != nil {
-		deadAfter = time.Duration(*f.applied.Timeouts.DeadMemberSeconds) * time.Second
+	if f.Applied != nil {
+		deadAfter = time.Duration(*f.Applied.Timeouts.DeadMemberSeconds) * time.Second
 	}
-	byOrdinal := map[int][]*memberView{}
-	for _, m := range f.truth {
-		mv := &memberView{Member: m, ordinal: f.names.PeerURLOrdinal(m.PeerURL)}
-		if mv.ordinal >= api.MaxSize {
-			mv.ordinal = -1
+	byOrdinal := map[int][]*Member{}
+	for _, m := range f.Truth.list {
+		mv := &Member{Member: m, Ordinal: f.Names.PeerURLOrdinal(m.PeerURL)}
+		if mv.Ordinal >= api.MaxSize {
+			mv.Ordinal = -1
 		}
-		if mv.ordinal >= 0 {
-			lv := f.leases[mv.ordinal]
-			if lv != nil && lv.report.MemberID == m.ID {
-				mv.version = lv.report.Version
-				mv.dbSize, mv.dbSizeInUse = lv.report.DBSize, lv.report.DBSizeInUse
-				if t, err := time.Parse(time.RFC3339, lv.report.LastDefrag); err == nil && !t.After(f.now.Add(MaxClockSkew)) {
-					mv.lastDefrag = &metav1.Time{Time: t.UTC()}
+		if mv.Ordinal >= 0 {
+			lv := f.Leases[mv.Ordinal]
+			if lv != nil && lv.Report.MemberID == m.ID {
+				mv.Version = lv.Report.Version
+				mv.DBSize, mv.DBSizeInUse = lv.Report.DBSize, lv.Report.DBSizeInUse
+				if t, err := time.Parse(time.RFC3339, lv.Report.LastDefrag); err == nil && !t.After(f.Now.Add(MaxClockSkew)) {
+					mv.LastDefrag = &metav1.Time{Time: t.UTC()}
 				}
 			}
 			if m.Learner {
-				mv.healthy = lv != nil && lv.fresh && lv.report.MemberID == m.ID && lv.report.Healthy
+				mv.Healthy = lv != nil && lv.Fresh && lv.Report.MemberID == m.ID && lv.Report.Healthy
 			} else {
-				mv.healthy = f.reportsHealthyVoter(mv.ordinal, m.ID)
+				mv.Healthy = f.ReportsHealthyVoter(mv.Ordinal, m.ID)
 			}
 			// Dead: no renewal and no ready pod for deadMemberSeconds. Both clocks count: a healthy
 			// voter renews only every api.HealthyRenewSeconds, so a Lease that old says nothing on its
@@ -341,50 +344,50 @@ func (f *facts) readTruth() {
 			// 120). A pod that exists (Pending, or being deleted) is judged by the plain rule.
 			stale := lv == nil
 			if lv != nil {
-				age := f.now.Sub(lv.renewed)
-				stale = age >= deadAfter && (f.pods[mv.ordinal] != nil || age >= overdueAfter(lv.report))
+				age := f.Now.Sub(lv.Renewed)
+				stale = age >= deadAfter && (f.Pods[mv.Ordinal] != nil || age >= overdueAfter(lv.Report))
 			}
-			mv.dead = !mv.healthy && stale && f.notReadyFor(mv.ordinal) >= deadAfter
-			byOrdinal[mv.ordinal] = append(byOrdinal[mv.ordinal], mv)
+			mv.Dead = !mv.Healthy && stale && f.notReadyFor(mv.Ordinal) >= deadAfter
+			byOrdinal[mv.Ordinal] = append(byOrdinal[mv.Ordinal], mv)
 		} else {
-			mv.dead = true
-			f.orphans = append(f.orphans, mv)
+			mv.Dead = true
+			f.Truth.Orphans = append(f.Truth.Orphans, mv)
 		}
-		f.members = append(f.members, mv)
+		f.Truth.Members = append(f.Truth.Members, mv)
 	}
 	// A second ID at one ordinal is an orphan: keep the one the ordinal's agent reports, else a started voter.
 	for i, ms := range byOrdinal {
 		sort.Slice(ms, func(a, b int) bool { return f.preferMember(i, ms[a], ms[b]) })
-		f.primary[i] = ms[0]
+		f.Truth.Primary[i] = ms[0]
 		for _, m := range ms[1:] {
-			m.ordinal = -1
-			f.orphans = append(f.orphans, m)
+			m.Ordinal = -1
+			f.Truth.Orphans = append(f.Truth.Orphans, m)
 		}
 	}
-	sort.Slice(f.orphans, func(a, b int) bool { return f.orphans[a].ID < f.orphans[b].ID })
-	f.countVoters()
-	sort.Slice(f.members, func(a, b int) bool {
-		if f.members[a].ordinal != f.members[b].ordinal {
-			return f.members[a].ordinal < f.members[b].ordinal
+	sort.Slice(f.Truth.Orphans, func(a, b int) bool { return f.Truth.Orphans[a].ID < f.Truth.Orphans[b].ID })
+	f.Truth.countVoters()
+	sort.Slice(f.Truth.Members, func(a, b int) bool {
+		if f.Truth.Members[a].Ordinal != f.Truth.Members[b].Ordinal {
+			return f.Truth.Members[a].Ordinal < f.Truth.Members[b].Ordinal
 		}
-		return f.members[a].ID < f.members[b].ID
+		return f.Truth.Members[a].ID < f.Truth.Members[b].ID
 	})
 }
 
 // readImageVersions reads the versions in the etcd images of the pods whose etcd container ran
 // (started, running, or restarted: a pod that never pulled its image wrote nothing).
-func (f *facts) readImageVersions() {
+func (f *Facts) readImageVersions() {
 	seen := map[api.SemVer]bool{}
 	add := func(image string) {
 		if v, ok := imageVersion(image); ok && !seen[v] {
 			seen[v] = true
-			f.imageVersions = append(f.imageVersions, v)
+			f.ImageVersions = append(f.ImageVersions, v)
 		}
 	}
 	// Not the template's image: it is what the hook asked for, and a tag that never started (an
 	// upgrade whose image cannot be pulled) must not forbid going back.
-	for _, i := range sortedKeys(f.pods) {
-		for _, cs := range f.pods[i].Status.ContainerStatuses {
+	for _, i := range slices.Sorted(maps.Keys(f.Pods)) {
+		for _, cs := range f.Pods[i].Status.ContainerStatuses {
 			ran := cs.State.Running != nil || cs.State.Terminated != nil || cs.LastTerminationState.Terminated != nil ||
 				cs.RestartCount > 0 || (cs.Started != nil && *cs.Started)
 			if cs.Name == "etcd" && ran {
@@ -406,10 +409,10 @@ func imageVersion(image string) (api.SemVer, bool) {
 	return v, err == nil
 }
 
-func (f *facts) preferMember(i int, a, b *memberView) bool {
-	if lv := f.leases[i]; lv != nil {
-		if (lv.report.MemberID == a.ID) != (lv.report.MemberID == b.ID) {
-			return lv.report.MemberID == a.ID
+func (f *Facts) preferMember(i int, a, b *Member) bool {
+	if lv := f.Leases[i]; lv != nil {
+		if (lv.Report.MemberID == a.ID) != (lv.Report.MemberID == b.ID) {
+			return lv.Report.MemberID == a.ID
 		}
 	}
 	if a.Started != b.Started {
@@ -421,28 +424,36 @@ func (f *facts) preferMember(i int, a, b *memberView) bool {
 	return a.ID < b.ID
 }
 
+// TruthOf is a truth of members alone, counted as readTruth counts one: for tests of the decision that
+// build their facts by hand.
+func TruthOf(members []*Member) Truth {
+	t := Truth{Members: members}
+	t.countVoters()
+	return t
+}
+
 // countVoters counts the truth's voters once its members are known (readTruth).
-func (f *facts) countVoters() {
-	f.allVoters, f.healthyVoters = 0, 0
-	for _, m := range f.members {
-		if m.voter() {
-			f.allVoters++
-			if m.healthy {
-				f.healthyVoters++
+func (t *Truth) countVoters() {
+	t.allVoters, t.healthyVoters = 0, 0
+	for _, m := range t.Members {
+		if m.Voter() {
+			t.allVoters++
+			if m.Healthy {
+				t.healthyVoters++
 			}
 		}
 	}
 }
 
-func (f *facts) readJobs() {
-	rmPrefix := f.names.Cluster + "-rm-"
-	deleteVolumePrefix := f.names.Cluster + "-pvc-"
-	growPrefix := f.names.Cluster + "-grow-"
-	templatePrefix := f.names.Cluster + "-vct-"
-	for _, j := range f.obs.Jobs {
-		jv := &jobView{job: j, ordinal: -1}
-		jv.state, jv.finished = jobStatus(j)
-		jv.refused = jv.state == jobFailed && jobRefused(j)
+func (f *Facts) readJobs() {
+	rmPrefix := f.Names.Cluster + "-rm-"
+	deleteVolumePrefix := f.Names.Cluster + "-pvc-"
+	growPrefix := f.Names.Cluster + "-grow-"
+	templatePrefix := f.Names.Cluster + "-vct-"
+	for _, j := range f.Observed.Jobs {
+		jv := &Job{Job: j, ordinal: -1}
+		jv.State, jv.Finished = JobStatus(j)
+		jv.Refused = jv.State == JobFailed && jobRefused(j)
 		switch {
 		case strings.HasPrefix(j.Name, rmPrefix):
 			id, n, ok := splitAttempt(strings.TrimPrefix(j.Name, rmPrefix))
@@ -452,30 +463,30 @@ func (f *facts) readJobs() {
 			if _, err := api.ParseID(id); err != nil {
 				continue
 			}
-			jv.memberID, jv.attempt = id, n
-			f.removeJobs[id] = append(f.removeJobs[id], jv)
+			jv.memberID, jv.Attempt = id, n
+			f.RemoveJobs[id] = append(f.RemoveJobs[id], jv)
 		case strings.HasPrefix(j.Name, deleteVolumePrefix):
-			addOrdinalJob(f.deleteVolumeJobs, jv, strings.TrimPrefix(j.Name, deleteVolumePrefix), false)
+			addOrdinalJob(f.DeleteVolumeJobs, jv, strings.TrimPrefix(j.Name, deleteVolumePrefix), false)
 		case strings.HasPrefix(j.Name, growPrefix):
-			addOrdinalJob(f.growJobs, jv, strings.TrimPrefix(j.Name, growPrefix), true)
+			addOrdinalJob(f.GrowJobs, jv, strings.TrimPrefix(j.Name, growPrefix), true)
 		case strings.HasPrefix(j.Name, templatePrefix):
 			n, err := strconv.Atoi(strings.TrimPrefix(j.Name, templatePrefix))
 			if err != nil || n < 1 || strconv.Itoa(n) != strings.TrimPrefix(j.Name, templatePrefix) {
 				continue
 			}
-			jv.attempt = n
-			f.templateJobs = append(f.templateJobs, jv)
+			jv.Attempt = n
+			f.TemplateJobs = append(f.TemplateJobs, jv)
 		}
 	}
-	for _, js := range f.growJobs {
-		sort.Slice(js, func(a, b int) bool { return js[a].attempt < js[b].attempt })
+	for _, js := range f.GrowJobs {
+		sort.Slice(js, func(a, b int) bool { return js[a].Attempt < js[b].Attempt })
 	}
-	sort.Slice(f.templateJobs, func(a, b int) bool { return f.templateJobs[a].attempt < f.templateJobs[b].attempt })
-	for _, js := range f.removeJobs {
-		sort.Slice(js, func(a, b int) bool { return js[a].attempt < js[b].attempt })
+	sort.Slice(f.TemplateJobs, func(a, b int) bool { return f.TemplateJobs[a].Attempt < f.TemplateJobs[b].Attempt })
+	for _, js := range f.RemoveJobs {
+		sort.Slice(js, func(a, b int) bool { return js[a].Attempt < js[b].Attempt })
 	}
-	for _, js := range f.deleteVolumeJobs {
-		sort.Slice(js, func(a, b int) bool { return js[a].attempt < js[b].attempt })
+	for _, js := range f.DeleteVolumeJobs {
+		sort.Slice(js, func(a, b int) bool { return js[a].Attempt < js[b].Attempt })
 	}
 }
 
@@ -483,7 +494,7 @@ func (f *facts) readJobs() {
 // suffix (splitAttempt) with the ordinal below api.MaxSize; a Job whose suffix does not read is left out.
 // canonical also refuses an ordinal not written as strconv.Itoa writes it ("01", "+1"): grow Jobs are
 // read that way, claim-delete Jobs (pvc) have always been read without it.
-func addOrdinalJob(into map[int][]*jobView, jv *jobView, suffix string, canonical bool) {
+func addOrdinalJob(into map[int][]*Job, jv *Job, suffix string, canonical bool) {
 	o, n, ok := splitAttempt(suffix)
 	if !ok {
 		return
@@ -492,7 +503,7 @@ func addOrdinalJob(into map[int][]*jobView, jv *jobView, suffix string, canonica
 	if err != nil || i < 0 || i >= api.MaxSize || (canonical && strconv.Itoa(i) != o) {
 		return
 	}
-	jv.ordinal, jv.attempt = i, n
+	jv.ordinal, jv.Attempt = i, n
 	into[i] = append(into[i], jv)
 }
 
@@ -512,19 +523,41 @@ func splitAttempt(s string) (string, int, bool) {
 // the member list: etcd keeps an alarm after its member is removed, and it still refuses writes
 // cluster-wide, so it counts (the NOSPACE recovery disarms it, decideDefrag). A hand edit of the
 // agent-owned annotation is rewritten from etcd at the agent's next report.
-func (f *facts) readAlarms() {
-	for _, lv := range f.sortedLeases() {
-		if !lv.fresh {
+func (f *Facts) readAlarms() {
+	for _, lv := range f.SortedLeases() {
+		if !lv.Fresh {
 			continue
 		}
-		for _, a := range lv.report.Alarms {
+		for _, a := range lv.Report.Alarms {
 			typ, id, _ := strings.Cut(a, "@")
-			if f.alarms == nil {
-				f.alarms = map[string][]string{}
+			if f.Alarms == nil {
+				f.Alarms = map[string][]string{}
 			}
-			if !slices.Contains(f.alarms[typ], id) {
-				f.alarms[typ] = append(f.alarms[typ], id)
+			if !slices.Contains(f.Alarms[typ], id) {
+				f.Alarms[typ] = append(f.Alarms[typ], id)
 			}
+		}
+	}
+}
+
+// readSpaceRecords reads the raised quota and storage the hook recorded. A value that does not parse
+// is ignored, and said: the records only ever raise, so dropping one renders the spec's (smaller)
+// figure, which the next sync raises again if the data still needs it.
+func (f *Facts) readSpaceRecords() {
+	if v := f.ConfigValue(api.ConfigKeySpaceQuota); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n <= 0 {
+			f.Distrusted = append(f.Distrusted, fmt.Sprintf("ConfigMap %s key %s %q is ignored: not a positive number of bytes", f.Names.ConfigMap(), api.ConfigKeySpaceQuota, v))
+		} else {
+			f.SpaceQuota = n
+		}
+	}
+	if v := f.ConfigValue(api.ConfigKeySpaceStorage); v != "" {
+		q, err := resource.ParseQuantity(v)
+		if err != nil || q.Sign() <= 0 {
+			f.Distrusted = append(f.Distrusted, fmt.Sprintf("ConfigMap %s key %s %q is ignored: not a positive quantity", f.Names.ConfigMap(), api.ConfigKeySpaceStorage, v))
+		} else {
+			f.SpaceStorage = &q
 		}
 	}
 }

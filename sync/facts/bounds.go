@@ -1,4 +1,4 @@
-package sync
+package facts
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/sync/wire"
 )
 
 // Bounds on the lists of the parent's status the hook reads back: each is the hook's own output, at
@@ -22,7 +23,7 @@ const (
 // keys of the hook's ConfigMap, and the lists in the parent's status. A value beyond its bound is
 // removed, as if absent, and named in the returned notes (InputIgnored). It runs once per sync and is
 // linear in the size of what it looks at.
-func boundObserved(o *Observed, configMap string) []string {
+func boundObserved(o *wire.Observed, configMap string) []string {
 	var notes []string
 	note := func(what string, err error) {
 		notes = append(notes, fmt.Sprintf("%s is ignored: %v", what, err))

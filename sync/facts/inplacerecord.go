@@ -1,4 +1,4 @@
-package sync
+package facts
 
 import (
 	"fmt"
@@ -9,15 +9,15 @@ import (
 )
 
 // The in-place restore record the ConfigMap keeps, and its phases. What the facts say about it is
-// inplacefacts.go; the decision's side inplace.go.
+// inplace.go; the decision's side sync/inplace.go.
 
 // maxRemembered bounds the record's lists (values seen, cluster IDs retired): the oldest go first.
 const maxRemembered = 16
 
-// inPlaceRecord is the ConfigMap's record of in-place restores (api.ConfigKeyRestoreInPlace): the last
+// InPlaceRecord is the ConfigMap's record of in-place restores (api.ConfigKeyRestoreInPlace): the last
 // one (Request empty when there was none, or the last was withdrawn before any other ran) and the memory
 // every restore adds to (Seen, Retired).
-type inPlaceRecord struct {
+type InPlaceRecord struct {
 	// Request is the source of the last restore: the etcd.io/restore-from value, or <destination>/latest
 	// for an automatic one.
 	Request string `json:"request,omitempty"`
@@ -58,15 +58,15 @@ type inPlaceRecord struct {
 	AcceptCluster string `json:"acceptCluster,omitempty"`
 	// Prior is the record this restore replaced, kept until it commits: a restore withdrawn before its
 	// data was replaced goes back to it (its retired IDs, its last restore).
-	Prior *inPlaceRecord `json:"prior,omitempty"`
+	Prior *InPlaceRecord `json:"prior,omitempty"`
 }
 
 // inFlight: a restore that has not finished.
-func (r *inPlaceRecord) inFlight() bool { return r != nil && r.Request != "" && !r.Done }
+func (r *InPlaceRecord) InFlight() bool { return r != nil && r.Request != "" && !r.Done }
 
 // scrub keeps only fingerprints of values that carry secrets, in the record and the one it may go back
 // to: an older hook wrote them whole, and quoted a refused one whole in RefusedWhy.
-func (r *inPlaceRecord) scrub() {
+func (r *InPlaceRecord) scrub() {
 	for ; r != nil; r = r.Prior {
 		for i, v := range r.Seen {
 			r.Seen[i] = backup.Fingerprint(v)
@@ -84,27 +84,27 @@ func (r *inPlaceRecord) scrub() {
 
 // seen: v was acted on. Values are remembered by backup.Fingerprint: one that carries secrets (user
 // info, a signature) is remembered by its hash, never written into the record or status.
-func (r *inPlaceRecord) seen(v string) bool {
+func (r *InPlaceRecord) seen(v string) bool {
 	return r != nil && slices.Contains(r.Seen, backup.Fingerprint(v))
 }
 
 // key identifies one restore: its request and the IDs it replaces. The Job's name and the restored
 // cluster's token derive from it, so a second restore of the same source (the automatic restore of a
 // second disaster, from the same /latest) gets another Job and other member and cluster IDs.
-func (r *inPlaceRecord) key() string {
+func (r *InPlaceRecord) Key() string {
 	// The IDs it replaces, retired or not yet (while Verifying): one key from its start to its end.
 	return askKey(r.Request, r.Point) + " " + strings.Join(remember(r.Retired, r.Replacing...), ",")
 }
 
 // point is the record's point (the zero point without one, or one that does not parse: pointProblem
 // refuses the record that holds it when it is read).
-func (r *inPlaceRecord) point() backup.Point {
+func (r *InPlaceRecord) ParsedPoint() backup.Point {
 	p, _ := backup.ParsePoint(r.Point)
 	return p
 }
 
 // pointProblem says why a record's point cannot be the hook's own ("" when it can): a hand edit.
-func (r *inPlaceRecord) pointProblem() string {
+func (r *InPlaceRecord) pointProblem() string {
 	for ; r != nil; r = r.Prior {
 		if p, err := backup.ParsePoint(r.Point); err != nil || p.Value() != r.Point {
 			return fmt.Sprintf("point %q is not one the hook writes", r.Point)
@@ -117,15 +117,15 @@ func (r *inPlaceRecord) pointProblem() string {
 }
 
 // memory is the record without its last restore: what a new one starts from.
-func (r *inPlaceRecord) memory() *inPlaceRecord {
+func (r *InPlaceRecord) memory() *InPlaceRecord {
 	if r == nil {
-		return &inPlaceRecord{}
+		return &InPlaceRecord{}
 	}
-	return &inPlaceRecord{Retired: slices.Clone(r.Retired), Seen: slices.Clone(r.Seen)}
+	return &InPlaceRecord{Retired: slices.Clone(r.Retired), Seen: slices.Clone(r.Seen)}
 }
 
 // withoutPrior is the record as a new restore keeps it to go back to.
-func (r *inPlaceRecord) withoutPrior() *inPlaceRecord {
+func (r *InPlaceRecord) withoutPrior() *InPlaceRecord {
 	if r == nil {
 		return nil
 	}
@@ -151,7 +151,7 @@ func remember(list []string, values ...string) []string {
 // back is the record a restore not committed goes back to when it is withdrawn or refused (its data was
 // never replaced): the one before it, with every value seen kept. live gains the IDs the abandoned
 // restore retired that were live then: they are live again.
-func (r *inPlaceRecord) back(live []string) (*inPlaceRecord, []string) {
+func (r *InPlaceRecord) back(live []string) (*InPlaceRecord, []string) {
 	back := r.Prior
 	if back == nil {
 		back = r.memory()
@@ -169,9 +169,9 @@ func (r *inPlaceRecord) back(live []string) (*inPlaceRecord, []string) {
 
 // In-place restore phases, as status.restore.phase shows them.
 const (
-	inPlaceVerifying = "Verifying"
-	inPlaceStopping  = "Stopping"
-	inPlaceRestoring = "Restoring"
-	inPlaceStarting  = "Starting"
-	inPlaceRestored  = "Restored"
+	InPlaceVerifying = "Verifying"
+	InPlaceStopping  = "Stopping"
+	InPlaceRestoring = "Restoring"
+	InPlaceStarting  = "Starting"
+	InPlaceRestored  = "Restored"
 )
