@@ -4,78 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
 
 	"github.com/etcdhook/etcdhook/api"
 )
-
-// Self is the member this agent runs: who it is and how etcd runs (api.AgentConfig, agent.json, is the
-// part the hook writes; this is what the agent makes of it with its pod's identity).
-type Self struct {
-	// Name is the etcd member name (the pod name).
-	Name      string
-	PeerURL   string
-	ClientURL string
-	// Endpoints are where voters answer before this member runs (the client Service).
-	Endpoints  []string
-	DataDir    string
-	ClusterUID string
-	Adopt      bool
-	// LeaseDuration: an unchanged report is renewed every third of it, a healthy voter's every
-	// api.HealthyRenewSeconds.
-	LeaseDuration time.Duration
-	// EtcdCommand is etcd with its static flags; the agent appends the initial-cluster flags.
-	EtcdCommand []string
-	// Tick is how often a running member is looked at (promote, leave, report); default 2 s.
-	Tick time.Duration
-	// FastTick is how often a member still on its way to a healthy voter (starting, learner, waiting for
-	// its join permission) is looked at, for at most fastWindow; default 250 ms. Every step of a join
-	// waits for the agent to look: at 2 s, looking was most of a scale step.
-	FastTick time.Duration
-	// StopGrace bounds the wait for etcd after SIGTERM before SIGKILL.
-	StopGrace time.Duration
-	// DrainWait is how long a member stopped on purpose while its pod stays (a restart in place, a
-	// removal) answers not ready before etcd stops: long enough for the kubelet to count the readiness
-	// failures and the Service's endpoints to drop it (drain.go). TerminatingWait is the same when the
-	// pod itself is being deleted (the endpoints drop a terminating pod at once; only their propagation
-	// is waited for). Zero: no wait.
-	DrainWait, TerminatingWait time.Duration
-	// JoinTimeout bounds one join (add, start, promote) before the agent starts over.
-	JoinTimeout time.Duration
-	// EtcdOutput receives etcd's stdout and stderr (default: the agent's stderr).
-	EtcdOutput io.Writer
-	// CertLook is how often the certificates are looked at (default certLook).
-	CertLook time.Duration
-	// NoSpaceAgain bounds how often this member's NOSPACE recovery runs (default noSpaceAgain).
-	NoSpaceAgain time.Duration
-	// Restore, when set, is the snapshot the seed of a new cluster starts from (DataDir, Name, PeerURL
-	// and Token filled in); nil for a cluster bootstrapped empty.
-	Restore *RestoreRequest
-	// Bootstrap is agent.json's bootstrap (api.StaticBootstrap(N) for a static creation, "" otherwise), and
-	// StaticPeers the members of a static creation of n (names and peer URLs, this member's among them).
-	Bootstrap   string
-	StaticPeers func(n int) []api.Member
-	// Retired are cluster IDs an in-place restore replaced: a Lease or member list naming one is not
-	// this cluster's, and data of one is moved aside (docs/design/16-backup-restore.md §16.8).
-	Retired map[uint64]bool
-	// LoadRetired, when set, reads Retired again before each start decision (agent.json as the kubelet
-	// refreshes it); a read that fails keeps the last list.
-	LoadRetired func() (map[uint64]bool, error)
-	// Transition is the scheme a TLS switch leaves ("" none; the pod runs the transition template,
-	// docs/design/14-tls.md §14.8): the agent moves its peer URL to the other scheme when its Lease asks.
-	Transition string
-	// AuthSource reads the declared auth (the ConfigMap's auth.json, docs/design/20-auth.md): nil without
-	// spec.auth. Nil: the agent never touches etcd's auth.
-	AuthSource func(ctx context.Context) (*api.AuthConfig, error)
-	// AuthLook: how often the declared auth is read and etcd's auth revision looked at (default
-	// authRead and authLook).
-	AuthLook time.Duration
-}
 
 // Agent supervises etcd in a member pod (docs/design/01-components.md §1.3, §7.2-§7.3).
 type Agent struct {
@@ -96,14 +30,9 @@ type Agent struct {
 	// files in use and are only reported).
 	certsReady bool
 
-	mu      sync.Mutex
-	state   string // for probes and logs: waiting, starting, running, parked, refused
-	running bool
-	pid     int
-	killed  bool
-	left    bool // this member removed itself on intent leave
-	// draining: why this member answers not ready while etcd still runs (drain.go), "" when it does not.
-	draining string
+	// proc: the etcd this agent runs, as the probe port and Kill see it (agent_process.go).
+	proc process
+	left bool // this member removed itself on intent leave
 	// stopRunning stops the etcd the agent runs now (nil when none): the leave stops it before the
 	// removal (drain.go).
 	stopRunning func()
@@ -166,35 +95,12 @@ func (a *Agent) event(reason, action string, warning bool, format string, args .
 
 // State is what the probe server reports while etcd is not running.
 func (a *Agent) State() (state string, running bool) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.state, a.running
+	return a.proc.State()
 }
 
 // Kill ends the agent the way a node crash does: etcd gets SIGKILL, nothing is cleaned up or reported.
 func (a *Agent) Kill() {
-	a.mu.Lock()
-	a.killed = true
-	pid := a.pid
-	a.mu.Unlock()
-	if pid > 0 {
-		_ = syscall.Kill(-pid, syscall.SIGKILL)
-	}
-}
-
-func (a *Agent) isKilled() bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.killed
-}
-
-func (a *Agent) setState(s string, running bool) {
-	a.mu.Lock()
-	a.state, a.running = s, running
-	if s == "starting" {
-		a.draining = "" // a new etcd: ready again once it says so
-	}
-	a.mu.Unlock()
+	a.proc.kill()
 }
 
 func (a *Agent) tick() time.Duration {
@@ -237,13 +143,13 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.recovered = in.Report.Recovered
 	}
 	for {
-		if ctx.Err() != nil || a.isKilled() {
+		if ctx.Err() != nil || a.proc.isKilled() {
 			return nil
 		}
 		if err := a.refreshCerts(ctx); err != nil && !a.certsReady {
 			// etcd cannot start without its certificate: say why and look again.
 			a.Log.Warn("no member certificate yet", "error", err)
-			a.setState("certificates", false)
+			a.proc.setState("certificates", false)
 			a.report(ctx, a.keptReport(), false)
 			a.sleep(ctx, a.tick())
 			continue
@@ -260,7 +166,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.Log.Info("start decision", "action", d.Action.String(), "reason", d.Reason, "detail", d.Detail)
 		switch d.Action {
 		case Wait, Refuse:
-			a.setState(strings.ToLower(d.Reason), false)
+			a.proc.setState(strings.ToLower(d.Reason), false)
 			a.report(ctx, a.idleReport(facts, d.Reason, d.Detail), false)
 			wait := a.tick()
 			if d.Reason == api.ReasonWaitingForJoin {
@@ -301,7 +207,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 		began := time.Now()
 		err = a.start(ctx, d, facts)
-		if ctx.Err() != nil || a.isKilled() {
+		if ctx.Err() != nil || a.proc.isKilled() {
 			return nil
 		}
 		if errors.Is(err, errRestartForCA) || errors.Is(err, errPeerMoved) || errors.Is(err, errRecovery) {
@@ -334,7 +240,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.report(ctx, r, false)
 		}
 		a.Log.Warn("etcd stopped; deciding again", "error", err, "failures", failures, "backoff", wait.String())
-		a.setState("restarting", false)
+		a.proc.setState("restarting", false)
 		a.sleep(ctx, wait)
 	}
 }

@@ -40,7 +40,7 @@ func (a *Agent) leave(ctx context.Context, members []api.Member, leader, self ui
 	}
 	stopped := false
 	if a.stopRunning != nil {
-		a.drain("leaving the cluster", a.Cfg.DrainWait)
+		a.proc.drain(a.Log, "leaving the cluster", a.Cfg.DrainWait)
 		if othersKeepQuorum(members, healthy, id) {
 			a.stopRunning()
 			stopped = true
@@ -92,7 +92,7 @@ func (a *Agent) markLeft(ctx context.Context, r api.Report) {
 // park keeps the container alive without etcd after leaving, reporting "left", until the pod stops or
 // the hook wants this ordinal as a member again (then the agent decides again and rejoins).
 func (a *Agent) park(ctx context.Context, f StartFacts, d Decision) {
-	a.setState("parked", false)
+	a.proc.setState("parked", false)
 	r := a.idleReport(f, d.Reason, d.Detail)
 	r.Role = api.RoleLeft
 	for {

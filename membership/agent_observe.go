@@ -23,7 +23,7 @@ func (a *Agent) observe(ctx context.Context, bound *bool) observation {
 		a.report(ctx, r, false)
 		return stillRunning
 	}
-	a.setState("running", true)
+	a.proc.setState("running", true)
 	a.crashLoop = false
 	self := st.Header.MemberId
 	r.MemberID, r.ClusterID = api.FormatID(self), api.FormatID(st.Header.ClusterId)

@@ -61,7 +61,7 @@ func (s *seedRestore) failed(err error, now time.Time, point func(error) string)
 // a damaged or foreign chain, refused credentials): the hook then ends the restore as Failed, and this
 // pod only repeats its report.
 func (a *Agent) restoreSeed(ctx context.Context) {
-	a.setState("restoring", false)
+	a.proc.setState("restoring", false)
 	if a.seed.refused != "" {
 		r := a.keptReport()
 		r.SetError(api.ReasonRestoreRefused, a.seed.refused)

@@ -301,17 +301,13 @@ func (a *Agent) runEtcd(ctx context.Context, state string, initial []api.Member)
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	a.mu.Lock()
-	a.pid = cmd.Process.Pid
-	killed := a.killed
-	a.mu.Unlock()
-	if killed {
+	if a.proc.started(cmd.Process.Pid) {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	}
 	// Until etcd has answered once, the probe port answers /livez itself: a long WAL replay or join
 	// discovery is not killed by the liveness probe.
-	a.setState("starting", false)
-	defer a.setState("stopped", false)
+	a.proc.setState("starting", false)
+	defer a.proc.setState("stopped", false)
 	// stop stops etcd once, whoever asks (a leave stops it before removing the member: drain.go).
 	var stopOnce sync.Once
 	var stopDone bool
@@ -326,7 +322,7 @@ func (a *Agent) runEtcd(ctx context.Context, state string, initial []api.Member)
 		case err := <-exited:
 			return fmt.Errorf("etcd exited: %v", err)
 		case <-ctx.Done():
-			if a.isKilled() {
+			if a.proc.isKilled() {
 				<-exited
 				return ctx.Err()
 			}
@@ -334,12 +330,12 @@ func (a *Agent) runEtcd(ctx context.Context, state string, initial []api.Member)
 			// new connections must have stopped arriving before etcd closes the ones it has. A leader
 			// hands over in etcd's own stop, after its connections closed (handover.go says why not
 			// before).
-			a.drain("the pod is being deleted", a.Cfg.TerminatingWait)
+			a.proc.drain(a.Log, "the pod is being deleted", a.Cfg.TerminatingWait)
 			stop()
 			return ctx.Err()
 		case <-time.After(a.nextLook(started)):
 		}
-		if a.isKilled() {
+		if a.proc.isKilled() {
 			<-exited
 			return errors.New("killed")
 		}
@@ -355,7 +351,7 @@ func (a *Agent) runEtcd(ctx context.Context, state string, initial []api.Member)
 			r := a.keptReport()
 			r.SetError(api.ReasonRestartingForCA, "restarting etcd to trust the CAs of the CA Secret")
 			a.report(ctx, r, true)
-			a.drain("restarting to trust the CAs of the CA Secret", a.Cfg.DrainWait)
+			a.proc.drain(a.Log, "restarting to trust the CAs of the CA Secret", a.Cfg.DrainWait)
 			stop()
 			a.certChecked = time.Time{}
 			return errRestartForCA
@@ -375,7 +371,7 @@ func (a *Agent) runEtcd(ctx context.Context, state string, initial []api.Member)
 				continue
 			}
 			a.Log.Info("restarting etcd to listen on the new peer URL", "peerURL", a.peerURL)
-			a.drain("restarting on the new peer URL", a.Cfg.DrainWait)
+			a.proc.drain(a.Log, "restarting on the new peer URL", a.Cfg.DrainWait)
 			stop()
 			return errPeerMoved
 		}
