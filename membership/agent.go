@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/etcdhook/etcdhook/api"
@@ -30,18 +32,17 @@ type Agent struct {
 	// files in use and are only reported).
 	certsReady bool
 
+	// The phases' shared view of the fields above, set once (wire).
+	wireOnce sync.Once
+	env      env
 	// proc: the etcd this agent runs, as the probe port and Kill see it (agent_process.go).
 	proc process
+	// rep: the member's report on its Lease (agent_report.go).
+	rep  reporter
 	left bool // this member removed itself on intent leave
 	// stopRunning stops the etcd the agent runs now (nil when none): the leave stops it before the
 	// removal (drain.go).
 	stopRunning func()
-	// crashLoop: etcd keeps failing; the Lease is no longer renewed (only changes are written).
-	crashLoop bool
-	last      api.Report
-	wrote     time.Time
-	// leaseProblems: what the last Lease read held that the agent could not use as written; reported.
-	leaseProblems []string
 	// lossReported: the member ID whose data loss was last posted as an event, so that join attempts
 	// retried for the same loss post it once.
 	lossReported string
@@ -87,12 +88,6 @@ type Agent struct {
 	auth authState
 }
 
-// event posts a Kubernetes Event on the EtcdCluster; notes start with the pod so that the cluster's
-// event list says which member it is about.
-func (a *Agent) event(reason, action string, warning bool, format string, args ...any) {
-	recorderOr(a.Events).Event(reason, action, "pod "+a.Cfg.Name+": "+fmt.Sprintf(format, args...), warning)
-}
-
 // State is what the probe server reports while etcd is not running.
 func (a *Agent) State() (state string, running bool) {
 	return a.proc.State()
@@ -103,35 +98,38 @@ func (a *Agent) Kill() {
 	a.proc.kill()
 }
 
-func (a *Agent) tick() time.Duration {
-	if a.Cfg.Tick > 0 {
-		return a.Cfg.Tick
-	}
-	return 2 * time.Second
+// wire hands the exported fields to the phases, once: before the first look (Run), or before a test
+// calls a phase.
+func (a *Agent) wire() {
+	a.wireOnce.Do(func() {
+		a.env = env{cfg: &a.Cfg, store: a.Store, etcd: a.Etcd, certs: a.Certs, log: a.Log, events: a.Events}
+		a.rep = reporter{env: &a.env, facts: a.facts, spaceLine: a.spaceLine}
+	})
 }
 
-// fastWindow bounds how long an agent looks at the fast cadence: a member that does not become a healthy
-// voter within it (a join never permitted, a stuck learner) goes back to the normal tick, so a broken step
-// does not keep several API and etcd calls per second going.
-const fastWindow = 2 * time.Minute
-
-// nextLook is the wait before the next look: fast while this member is not yet a healthy voter and the
-// fast window that began at since is open.
-func (a *Agent) nextLook(since time.Time) time.Duration {
-	if a.last.IsVoter() && a.last.Healthy || time.Since(since) > fastWindow {
-		return a.tick()
+// facts adds to a report what the phases other than the reporter know: the certificates' state, the
+// recovery this member carried out, the snapshot its data was restored from, and whether its own etcd
+// calls present the root identity.
+func (a *Agent) facts(r *api.Report) {
+	a.certFacts.fill(r)
+	if a.recovered != "" {
+		r.Recovered = a.recovered
 	}
-	if a.Cfg.FastTick > 0 {
-		return a.Cfg.FastTick
+	if a.restored != nil {
+		r.RestoredFrom, r.RestoredRevision = a.restored.URL, strconv.FormatInt(a.restored.Revision, 10)
 	}
-	return 250 * time.Millisecond
+	if a.certErr != "" && r.Error == "" {
+		r.SetError(api.ReasonCertificatesInvalid, a.certErr)
+	}
+	r.RootIdentity = a.usesRootIdentity()
 }
 
 // Run is the agent: decide, act, supervise, until ctx ends (SIGTERM). It returns an error only for
 // what it cannot safely handle; the container then restarts and the decision runs again.
 func (a *Agent) Run(ctx context.Context) error {
+	a.wire()
 	if a.Certs != nil && a.Certs.Confirm == nil {
-		a.Certs.Confirm = a.everyMember
+		a.Certs.Confirm = a.rep.everyMember
 	}
 	failures := 0
 	var waitingSince time.Time
@@ -150,33 +148,33 @@ func (a *Agent) Run(ctx context.Context) error {
 			// etcd cannot start without its certificate: say why and look again.
 			a.Log.Warn("no member certificate yet", "error", err)
 			a.proc.setState("certificates", false)
-			a.report(ctx, a.keptReport(), false)
-			a.sleep(ctx, a.tick())
+			a.rep.report(ctx, a.rep.kept(), false)
+			sleep(ctx, a.env.tick())
 			continue
 		}
 		d, facts, err := a.decide(ctx)
 		if err != nil {
 			a.Log.Warn("cannot decide yet", "error", err)
-			r := a.keptReport()
+			r := a.rep.kept()
 			r.SetError(api.ReasonWaiting, err.Error())
-			a.report(ctx, r, false)
-			a.sleep(ctx, a.tick())
+			a.rep.report(ctx, r, false)
+			sleep(ctx, a.env.tick())
 			continue
 		}
 		a.Log.Info("start decision", "action", d.Action.String(), "reason", d.Reason, "detail", d.Detail)
 		switch d.Action {
 		case Wait, Refuse:
 			a.proc.setState(strings.ToLower(d.Reason), false)
-			a.report(ctx, a.idleReport(facts, d.Reason, d.Detail), false)
-			wait := a.tick()
+			a.rep.report(ctx, a.rep.idle(facts, d.Reason, d.Detail), false)
+			wait := a.env.tick()
 			if d.Reason == api.ReasonWaitingForJoin {
 				// The hook hands out the permission as soon as this report reaches it; look again soon.
 				if waitingSince.IsZero() {
 					waitingSince = time.Now()
 				}
-				wait = a.nextLook(waitingSince)
+				wait = a.env.nextLook(waitingSince, a.rep.settled())
 			}
-			a.sleep(ctx, wait)
+			sleep(ctx, wait)
 			continue
 		case Park:
 			a.park(ctx, facts, d)
@@ -192,7 +190,7 @@ func (a *Agent) Run(ctx context.Context) error {
 				a.Log.Info("data moved aside", "to", aside)
 			}
 			if aside != "" {
-				a.event(EventDataMovedAside, "MoveAside", false, "%s (kept as %s)", d.Detail, aside)
+				a.env.event(EventDataMovedAside, "MoveAside", false, "%s (kept as %s)", d.Detail, aside)
 			}
 			if d.Reason == reasonFenced {
 				a.recovered = facts.Recover.Token
@@ -233,31 +231,14 @@ func (a *Agent) Run(ctx context.Context) error {
 		if failures >= 3 {
 			// One event per backoff step: the step is at least 2 s and soon a minute, and client-go folds
 			// the repeats into one Event with a count.
-			a.event(EventCrashLoop, "RestartEtcd", true, "etcd failed %d times in a row, next start in %s: %v", failures, wait, err)
-			a.crashLoop = true
-			r := a.keptReport()
+			a.env.event(EventCrashLoop, "RestartEtcd", true, "etcd failed %d times in a row, next start in %s: %v", failures, wait, err)
+			a.rep.crashLoop = true
+			r := a.rep.kept()
 			r.SetError(api.ReasonCrashLoop, fmt.Sprintf("etcd failed %d times in a row: %v", failures, err))
-			a.report(ctx, r, false)
+			a.rep.report(ctx, r, false)
 		}
 		a.Log.Warn("etcd stopped; deciding again", "error", err, "failures", failures, "backoff", wait.String())
 		a.proc.setState("restarting", false)
-		a.sleep(ctx, wait)
-	}
-}
-
-// keptReport is the last report without what only a running member can say: its identity stays, so
-// that a transient error never erases the member and cluster IDs from the Lease.
-func (a *Agent) keptReport() api.Report {
-	r := a.last
-	r.Role, r.Healthy, r.Members, r.LeaderID = api.RoleNone, false, nil, ""
-	return r
-}
-
-func (a *Agent) sleep(ctx context.Context, d time.Duration) bool {
-	select {
-	case <-ctx.Done():
-		return false
-	case <-time.After(d):
-		return true
+		sleep(ctx, wait)
 	}
 }

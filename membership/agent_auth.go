@@ -71,7 +71,7 @@ func (a *Agent) readAuthWant(ctx context.Context) {
 	// The Lease says the declaration changed: read it now (at most once a tick, and on the timer while
 	// reads fail: the ConfigMap may lag the Lease by a moment, or be unreadable).
 	if a.auth.hint != "" && (a.auth.want == nil || a.auth.want.Hash != a.auth.hint) && a.auth.wantErr == "" {
-		every = min(every, a.tick())
+		every = min(every, a.env.tick())
 	}
 	if a.Cfg.AuthSource == nil || time.Since(a.auth.readAt) < every && !a.auth.readAt.IsZero() {
 		return
@@ -188,10 +188,10 @@ func (a *Agent) reconcileAuth(ctx context.Context, r *api.Report) {
 		})
 		if len(made) > 0 {
 			if drift {
-				a.event(EventAuthReverted, "ReconcileAuth", true, "put back what a hand edit changed in etcd's users and roles: %s", strings.Join(made, "; "))
+				a.env.event(EventAuthReverted, "ReconcileAuth", true, "put back what a hand edit changed in etcd's users and roles: %s", strings.Join(made, "; "))
 				a.auth.report.Reverted = time.Now().UTC().Format(time.RFC3339) + " " + strings.Join(made, "; ")
 			} else {
-				a.event(EventAuthChanged, "ReconcileAuth", false, "etcd's users and roles now as spec.auth declares (%s): %s", want.Hash, strings.Join(made, "; "))
+				a.env.event(EventAuthChanged, "ReconcileAuth", false, "etcd's users and roles now as spec.auth declares (%s): %s", want.Hash, strings.Join(made, "; "))
 			}
 		}
 		if err != nil {
@@ -282,7 +282,7 @@ func (a *Agent) commitLogins(ctx context.Context, want *api.AuthConfig) error {
 		}
 		if pending {
 			delete(a.auth.next, u.Name)
-			a.event(EventAuthChanged, "RotateLogin", false, "user %s's Secret now logs in as %s; %s works until %s", u.Name, l.User, l.Previous, l.PreviousUntil.UTC().Format(time.RFC3339))
+			a.env.event(EventAuthChanged, "RotateLogin", false, "user %s's Secret now logs in as %s; %s works until %s", u.Name, l.User, l.Previous, l.PreviousUntil.UTC().Format(time.RFC3339))
 		}
 	}
 	return errors.Join(errs...)
@@ -376,7 +376,7 @@ func (a *Agent) everyMemberUsesRoot(ctx context.Context) bool {
 	if !a.usesRootIdentity() {
 		return false
 	}
-	return a.everyMember(ctx, func(r api.Report) bool { return r.RootIdentity })
+	return a.rep.everyMember(ctx, func(r api.Report) bool { return r.RootIdentity })
 }
 
 // authEvery is d, or Cfg.AuthLook when set (tests): one override for every auth interval.

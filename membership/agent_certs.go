@@ -44,7 +44,7 @@ func (a *Agent) refreshCerts(ctx context.Context) error {
 	if a.certErr == "" && a.certsReady && time.Since(a.certChecked) < look {
 		return nil
 	}
-	retry := a.tick() // etcd waits for its files: look again soon
+	retry := a.env.tick() // etcd waits for its files: look again soon
 	if a.certsReady {
 		retry = look // etcd runs on the files it has: a bad Secret is looked at as often as a good one
 	}
@@ -66,7 +66,7 @@ func (a *Agent) refreshCerts(ctx context.Context) error {
 			if !a.certsReady {
 				kept = "etcd waits for usable files"
 			}
-			a.event(EventCertificatesInvalid, "CheckCertificates", true, "%v (%s)", err, kept)
+			a.env.event(EventCertificatesInvalid, "CheckCertificates", true, "%v (%s)", err, kept)
 		}
 		a.certErr = err.Error()
 		a.Log.Warn("certificates", "error", err)

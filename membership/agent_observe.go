@@ -2,8 +2,6 @@ package membership
 
 import (
 	"context"
-	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -18,13 +16,13 @@ func (a *Agent) observe(ctx context.Context, bound *bool) observation {
 	r := api.Report{ClusterUID: a.Cfg.ClusterUID, Role: api.RoleNone}
 	st, err := a.Etcd.Status(ctx, a.Cfg.ClientURL)
 	if err != nil {
-		r = a.keptReport()
+		r = a.rep.kept()
 		r.SetError(api.ReasonStarting, "etcd does not answer yet: "+err.Error())
-		a.report(ctx, r, false)
+		a.rep.report(ctx, r, false)
 		return stillRunning
 	}
 	a.proc.setState("running", true)
-	a.crashLoop = false
+	a.rep.crashLoop = false
 	self := st.Header.MemberId
 	r.MemberID, r.ClusterID = api.FormatID(self), api.FormatID(st.Header.ClusterId)
 	r.Version, r.LeaderID = st.Version, api.FormatID(st.Leader)
@@ -59,7 +57,7 @@ func (a *Agent) observe(ctx context.Context, bound *bool) observation {
 	}
 	if ierr == nil {
 		a.quotaChanged(in.Report.QuotaBytes, r.QuotaBytes)
-		a.leaseProblems = in.Problems
+		a.rep.problems = in.Problems
 		a.askRenewal(in.Renewal)
 		a.askRotation(in)
 		a.peerAsk = in.PeerScheme
@@ -96,14 +94,14 @@ func (a *Agent) observe(ctx context.Context, bound *bool) observation {
 				// No learner report now: the next look (FastTick) reports the voter with its member list,
 				// which is what the hook waits for before the next step.
 				a.Log.Info("promotion accepted", "member", r.MemberID)
-				a.event(EventMemberPromoted, "Promote", false, "learner %s promoted to voter", r.MemberID)
+				a.env.event(EventMemberPromoted, "Promote", false, "learner %s promoted to voter", r.MemberID)
 				return stillRunning
 			} else {
 				r.SetError(api.ReasonPromoting, perr.Error())
 			}
 		}
 		a.maybeDefragment(ctx, in, ierr, st, nil, &r)
-		a.report(ctx, r, false)
+		a.rep.report(ctx, r, false)
 		return stillRunning
 	}
 	r.Role = api.RoleVoter
@@ -136,7 +134,7 @@ func (a *Agent) observe(ctx context.Context, bound *bool) observation {
 	} else {
 		a.stopAuth()
 	}
-	a.report(ctx, r, false)
+	a.rep.report(ctx, r, false)
 	return stillRunning
 }
 
@@ -155,12 +153,12 @@ func (a *Agent) alarmEvents(alarms []string, self uint64) {
 				api.AlarmNoSpace: "its database reached the quota: writes are refused until the alarm is disarmed (the hook starts the recovery)",
 				api.AlarmCorrupt: "its data differs from the other members': writes are refused",
 			}[typ]
-			a.event(EventAlarmRaised, "Alarm", true, "member %s raised %s: %s", api.FormatID(self), typ, what)
+			a.env.event(EventAlarmRaised, "Alarm", true, "member %s raised %s: %s", api.FormatID(self), typ, what)
 		}
 	}
 	for typ := range a.ownAlarms {
 		if !own[typ] {
-			a.event(EventAlarmDisarmed, "Alarm", false, "member %s's %s alarm is disarmed", api.FormatID(self), typ)
+			a.env.event(EventAlarmDisarmed, "Alarm", false, "member %s's %s alarm is disarmed", api.FormatID(self), typ)
 		}
 	}
 	a.ownAlarms = own
@@ -189,51 +187,6 @@ func statusHealthy(errors int, alarms []string, leader uint64) bool {
 	return true
 }
 
-// report writes the Lease when the report changed, or when a renewal is due (api.RenewInterval).
-func (a *Agent) report(ctx context.Context, r api.Report, force bool) {
-	if r.ClusterUID == "" {
-		r.ClusterUID = a.Cfg.ClusterUID
-	}
-	a.certFacts.fill(&r)
-	if a.recovered != "" {
-		r.Recovered = a.recovered
-	}
-	if a.restored != nil {
-		r.RestoredFrom, r.RestoredRevision = a.restored.URL, strconv.FormatInt(a.restored.Revision, 10)
-	}
-	if a.certErr != "" && r.Error == "" {
-		r.SetError(api.ReasonCertificatesInvalid, a.certErr)
-	}
-	if e := withProblems(r.Error, a.leaseProblems); e != r.Error {
-		if r.Error == "" {
-			r.ErrorReason = api.ReasonLeaseProblem
-		}
-		r.Error = e
-	}
-	// Sizes are written when they move by a significant step (api.SizeMoved): until then the report
-	// keeps the values last written, so a member under load does not rewrite its Lease at every look.
-	// A file crossing the quota line (api.OverQuota) is written whatever the step: the NOSPACE recovery
-	// judges a member done by that line, on the hook's side from this report, on the agent's from etcd,
-	// and the two must agree or the hook keeps asking a member that has nothing left to do.
-	if keepSizes(a.last, r, quotaOf(a.Cfg.EtcdCommand), a.spaceLine()) {
-		r.DBSize, r.DBSizeInUse = a.last.DBSize, a.last.DBSizeInUse
-	}
-	r.RootIdentity = a.usesRootIdentity()
-	renew := api.RenewInterval(r, a.Cfg.LeaseDuration)
-	same := reportKey(r) == reportKey(a.last)
-	if same && !force && (time.Since(a.wrote) < renew || a.crashLoop) {
-		return
-	}
-	if err := a.Store.Write(ctx, r); err != nil {
-		a.Log.Warn("writing the member Lease", "error", err)
-		return
-	}
-	if !same {
-		a.Log.Info("reported", "role", r.Role, "healthy", r.Healthy, "member", r.MemberID, "error", r.Error)
-	}
-	a.last, a.wrote = r, time.Now()
-}
-
 // certLook is how often a member's certificates are looked at: the files are renewed at 2/3 of a
 // lifetime of at least an hour, and each look reads the cluster's two Secrets.
 const certLook = time.Minute
@@ -244,12 +197,4 @@ func (a *Agent) localTime(server time.Time) time.Time {
 		return server
 	}
 	return time.Now().Add(server.Sub(a.Store.Now()))
-}
-
-// reportKey is the report as compared for a change: the auth report by value (a pointer printed by
-// fmt would differ at every look, and every write wakes the hook).
-func reportKey(r api.Report) string {
-	auth := r.Auth.String()
-	r.Auth = nil
-	return fmt.Sprint(r) + auth
 }

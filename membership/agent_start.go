@@ -72,7 +72,7 @@ func (a *Agent) decide(ctx context.Context) (Decision, StartFacts, error) {
 	f.Static = a.staticPeers(in, &problems)
 	var idProblems []string
 	f.ClusterID, idProblems = LeaseClusterID(a.current(ids))
-	a.leaseProblems = append(problems, idProblems...)
+	a.rep.problems = append(problems, idProblems...)
 	f.JoinDeadline = a.localTime(in.Join.Until)
 	// The seed of a new cluster (seed mark, no data, no cluster ID on any Lease) asks the client Service,
 	// which has no ready endpoint yet: nobody answering is the expected outcome there, and the full bound
@@ -153,18 +153,6 @@ func (a *Agent) current(ids []string) []string {
 	return out
 }
 
-func (a *Agent) idleReport(f StartFacts, reason, detail string) api.Report {
-	r := api.Report{ClusterUID: a.Cfg.ClusterUID, Role: api.RoleNone, Members: nil}
-	r.SetError(reason, detail)
-	if f.ClusterID != 0 {
-		r.ClusterID = api.FormatID(f.ClusterID)
-	}
-	if f.Data.Present && f.Data.MemberID != 0 {
-		r.MemberID = api.FormatID(f.Data.MemberID)
-	}
-	return r
-}
-
 // start prepares membership for d, runs etcd and supervises it until it exits or ctx ends.
 func (a *Agent) start(ctx context.Context, d Decision, f StartFacts) error {
 	state := "existing"
@@ -183,15 +171,15 @@ func (a *Agent) start(ctx context.Context, d Decision, f StartFacts) error {
 	switch d.Action {
 	case ForceNew:
 		a.forcing = f.Recover.Token
-		a.event(EventRecoveryForced, "ForceNewCluster", true, "%s; the other members' data was lost or set aside", d.Detail)
+		a.env.event(EventRecoveryForced, "ForceNewCluster", true, "%s; the other members' data was lost or set aside", d.Detail)
 	case StartNew:
 		state = "new"
 		initial = []api.Member{{Name: a.Cfg.Name, PeerURL: a.Cfg.PeerURL}}
-		a.event(EventClusterBootstrapped, "Bootstrap", false, "seed of a new cluster: starting etcd as its first member")
+		a.env.event(EventClusterBootstrapped, "Bootstrap", false, "seed of a new cluster: starting etcd as its first member")
 	case StartStatic:
 		state = "new"
 		initial = f.Static
-		a.event(EventClusterBootstrapped, "Bootstrap", false, "one of %d members of a new cluster: starting etcd from a static initial cluster", len(f.Static))
+		a.env.event(EventClusterBootstrapped, "Bootstrap", false, "one of %d members of a new cluster: starting etcd from a static initial cluster", len(f.Static))
 	case StartLearner, StartListed:
 		initial = f.Members
 	case Join, Replace:
@@ -208,13 +196,13 @@ func (a *Agent) start(ctx context.Context, d Decision, f StartFacts) error {
 			a.Log.Info("removing the old ID of this member (its data is gone)", "member", d.Member.ID)
 			if a.lossReported != d.Member.ID {
 				a.lossReported = d.Member.ID
-				a.event(EventDataLossDetected, "ReplaceMember", true, "member %s is in the member list but its data directory is empty: removing that ID and joining under a new one", d.Member.ID)
+				a.env.event(EventDataLossDetected, "ReplaceMember", true, "member %s is in the member list but its data directory is empty: removing that ID and joining under a new one", d.Member.ID)
 			}
 			if err := a.Etcd.Remove(jctx, eps, old); err != nil {
 				return err
 			}
 			// A re-add in the same second as the original add collides with the removed ID.
-			a.sleep(ctx, 1100*time.Millisecond)
+			sleep(ctx, 1100*time.Millisecond)
 		}
 		id, members, err := a.Etcd.AddLearner(jctx, eps, a.Cfg.PeerURL)
 		if err != nil {
@@ -225,7 +213,7 @@ func (a *Agent) start(ctx context.Context, d Decision, f StartFacts) error {
 		if d.Action == Replace {
 			why = "replacing member " + d.Member.ID + ", whose data was lost"
 		}
-		a.event(EventMemberAdded, "AddLearner", false, "added as learner %s (%s); %d members now", api.FormatID(id), why, len(members))
+		a.env.event(EventMemberAdded, "AddLearner", false, "added as learner %s (%s); %d members now", api.FormatID(id), why, len(members))
 		initial = members
 	}
 	return a.runEtcd(ctx, state, initial)
@@ -333,7 +321,7 @@ func (a *Agent) runEtcd(ctx context.Context, state string, initial []api.Member)
 			a.proc.drain(a.Log, "the pod is being deleted", a.Cfg.TerminatingWait)
 			stop()
 			return ctx.Err()
-		case <-time.After(a.nextLook(started)):
+		case <-time.After(a.env.nextLook(started, a.rep.settled())):
 		}
 		if a.proc.isKilled() {
 			<-exited
@@ -345,12 +333,12 @@ func (a *Agent) runEtcd(ctx context.Context, state string, initial []api.Member)
 			// docs/design/14-tls.md §14.6): a graceful stop (a leader hands over), new files, a start on the same
 			// data. Not a failure: no backoff.
 			a.Log.Info("restarting etcd to trust the CAs of the CA Secret", "cas", a.Certs.Restart)
-			a.event(EventCertificateRenewed, "RestartForCA", false, "restarting etcd to trust the CAs %s (CA rotation)", shortFPs(strings.Split(a.Certs.Restart, ",")))
+			a.env.event(EventCertificateRenewed, "RestartForCA", false, "restarting etcd to trust the CAs %s (CA rotation)", shortFPs(strings.Split(a.Certs.Restart, ",")))
 			// Said before etcd stops: the hook holds every other restart while this report stands, even
 			// if its own answer (the permission) is lost to a stale cache.
-			r := a.keptReport()
+			r := a.rep.kept()
 			r.SetError(api.ReasonRestartingForCA, "restarting etcd to trust the CAs of the CA Secret")
-			a.report(ctx, r, true)
+			a.rep.report(ctx, r, true)
 			a.proc.drain(a.Log, "restarting to trust the CAs of the CA Secret", a.Cfg.DrainWait)
 			stop()
 			a.certChecked = time.Time{}
@@ -361,10 +349,10 @@ func (a *Agent) runEtcd(ctx context.Context, state string, initial []api.Member)
 			// docs/design/14-tls.md §14.8): said first, as for a CA restart; the member list changes while etcd
 			// runs (it needs a quorum with this member in it: nothing has stopped if it cannot), then etcd
 			// restarts listening on the new scheme, as etcd's runtime reconfiguration guide orders it.
-			to, self := a.peerAsk, a.last.MemberID
-			r := a.keptReport()
+			to, self := a.peerAsk, a.rep.last.MemberID
+			r := a.rep.kept()
 			r.SetError(api.ReasonSwitchingPeerScheme, "moving the peer URL to "+to)
-			a.report(ctx, r, true)
+			a.rep.report(ctx, r, true)
 			if err := a.movePeerURL(ctx, to, self); err != nil {
 				a.Log.Warn("peer URL not moved; etcd keeps running on the old one", "error", err)
 				a.peerMoveFailed = time.Now()
@@ -408,29 +396,6 @@ func (a *Agent) restartStillAsked(ctx context.Context) bool {
 	}
 	a.askRotation(in)
 	return a.Certs.RestartDue()
-}
-
-// everyMember says whether every member of the last member list this agent read has a fresh Lease whose
-// report satisfies ok (Certs.Confirm). Unknown (no list, a Lease unreadable): false.
-func (a *Agent) everyMember(ctx context.Context, ok func(api.Report) bool) bool {
-	members := a.last.Members
-	if len(members) == 0 {
-		return false
-	}
-	reports, err := a.Store.Peers(ctx)
-	if err != nil {
-		return false
-	}
-	byID := map[string]api.Report{}
-	for _, r := range reports {
-		byID[r.MemberID] = r
-	}
-	for _, m := range members {
-		if r, found := byID[m.ID]; !found || !ok(r) {
-			return false
-		}
-	}
-	return true
 }
 
 // errRestartForCA: etcd was stopped to start again trusting the CAs of the CA Secret.
@@ -477,22 +442,6 @@ func etcdEnv(env []string) []string {
 		out = append(out, kv)
 	}
 	return out
-}
-
-// withProblems adds the Lease problems to a report's error text. The leading reason word stays the
-// decision's (the hook acts on reasons such as WaitingForJoin); a report without one gets LeaseProblem.
-func withProblems(errText string, problems []string) string {
-	if len(problems) == 0 {
-		return errText
-	}
-	p := strings.Join(problems, "; ")
-	if strings.Contains(errText, p) {
-		return errText
-	}
-	if errText == "" {
-		return api.ReasonLeaseProblem + ": " + p
-	}
-	return errText + " (" + p + ")"
 }
 
 // restoreAttemptTimeout bounds one restore: a database of several GiB downloads and restores in minutes

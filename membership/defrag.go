@@ -61,7 +61,7 @@ func (a *Agent) maybeDefragment(ctx context.Context, in Intent, inErr error, st 
 		a.defragFailed = time.Now()
 		a.defragErr = err.Error()
 		r.SetError(api.ReasonDefragmenting, a.defragErr)
-		a.event(EventDefragFailed, "Defragment", true, "defragmentation for pass %s failed (etcd keeps serving; retried in %s): %v", in.Defrag, defragRetry, err)
+		a.env.event(EventDefragFailed, "Defragment", true, "defragmentation for pass %s failed (etcd keeps serving; retried in %s): %v", in.Defrag, defragRetry, err)
 	}
 }
 
@@ -139,34 +139,9 @@ func (a *Agent) disarmOrphans(ctx context.Context, ids []uint64) error {
 			return err
 		}
 		a.Log.Info("disarmed the NOSPACE alarm of a member no longer in the cluster", "member", api.FormatID(id))
-		a.event(EventAlarmDisarmed, "Disarm", false, "disarmed the NOSPACE alarm of member %s, which is no longer in the cluster (etcd keeps a removed member's alarm)", api.FormatID(id))
+		a.env.event(EventAlarmDisarmed, "Disarm", false, "disarmed the NOSPACE alarm of member %s, which is no longer in the cluster (etcd keeps a removed member's alarm)", api.FormatID(id))
 	}
 	return nil
-}
-
-// quotaOf is the backend quota etcd runs with under command (its --quota-backend-bytes flag, etcd's
-// default without it); 0 when the flag does not parse, which the hook refuses before it renders it.
-func quotaOf(command []string) int64 {
-	options := map[string]string{}
-	if v, ok := etcdFlag(command, "quota-backend-bytes"); ok {
-		options["quota-backend-bytes"] = v
-	}
-	quota, _ := api.QuotaBackendBytes(options)
-	return quota
-}
-
-// etcdFlag is the value of etcd's flag --name in command (--name=v or --name v; the last one counts,
-// as etcd's own flag parsing takes it); false when absent.
-func etcdFlag(command []string, name string) (value string, ok bool) {
-	for i, arg := range command {
-		switch {
-		case strings.HasPrefix(arg, "--"+name+"="):
-			value, ok = strings.TrimPrefix(arg, "--"+name+"="), true
-		case arg == "--"+name && i+1 < len(command):
-			value, ok = command[i+1], true
-		}
-	}
-	return value, ok
 }
 
 // defragment defragments this member for the pass token, the leader handing over first. noSpace is
@@ -176,7 +151,7 @@ func (a *Agent) defragment(ctx context.Context, token string, st *clientv3.Statu
 	// Said before it starts: the hook keeps this member's turn while it runs, and asks no other.
 	running := *r
 	running.Defragging = token
-	a.report(ctx, running, true)
+	a.rep.report(ctx, running, true)
 
 	self := st.Header.MemberId
 	if st.Leader == self && members != nil {
@@ -227,18 +202,8 @@ func (a *Agent) defragment(ctx context.Context, token string, st *clientv3.Statu
 
 	}
 	a.Log.Info("defragmented", "pass", token, "before", before, "after", after, "took", took.String())
-	a.event(EventDefragmented, "Defragment", a.noSpaceStuck && noSpace != "", "defragmented for pass %s in %s: %d -> %d bytes%s", token, took.Round(time.Millisecond), before, after, outcome)
+	a.env.event(EventDefragmented, "Defragment", a.noSpaceStuck && noSpace != "", "defragmented for pass %s in %s: %d -> %d bytes%s", token, took.Round(time.Millisecond), before, after, outcome)
 	return nil
-}
-
-// keepSizes says whether a report keeps the sizes last written rather than now's: neither moved by a
-// significant step (api.SizeMoved), the file is on the same side of the quota line (api.OverQuota), and
-// the space pass at pct would judge both alike (api.SpaceWantsDefrag): the hook and the agent judge
-// those two passes by the member's state, the one from the report and the other from etcd.
-func keepSizes(last, now api.Report, quota int64, pct int32) bool {
-	return !api.SizeMoved(last.DBSize, now.DBSize) && !api.SizeMoved(last.DBSizeInUse, now.DBSizeInUse) &&
-		api.OverQuota(last.DBSize, quota) == api.OverQuota(now.DBSize, quota) &&
-		api.SpaceWantsDefrag(last.DBSize, last.DBSizeInUse, quota, pct) == api.SpaceWantsDefrag(now.DBSize, now.DBSizeInUse, quota, pct)
 }
 
 // isSpace says whether token is a space pass (api.SpacePass).
@@ -305,5 +270,5 @@ func (a *Agent) quotaChanged(reported, now int64) {
 		verb = "lowered"
 	}
 	a.Log.Info("etcd runs with another backend quota", "from", reported, "to", now)
-	a.event(EventQuotaChanged, "Restart", false, "backend quota %s from %d to %d bytes (spec.maintenance.space, or spec.options quota-backend-bytes)", verb, reported, now)
+	a.env.event(EventQuotaChanged, "Restart", false, "backend quota %s from %d to %d bytes (spec.maintenance.space, or spec.options quota-backend-bytes)", verb, reported, now)
 }

@@ -149,6 +149,7 @@ func TestEventsCertificatesInvalid(t *testing.T) {
 		Certs: &Certs{PeerSource: src, ClientSource: src, PeerDir: t.TempDir(), ClientDir: t.TempDir(),
 			PeerNames: []string{"localhost"}, ClientNames: []string{"localhost"}},
 	}
+	a.wire()
 	for i := 0; i < 3; i++ {
 		require.Error(t, a.refreshCerts(context.Background()))
 		time.Sleep(time.Millisecond)

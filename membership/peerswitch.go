@@ -111,7 +111,7 @@ func peerArgs(args []string, url string) []string {
 // may: the transition template (certificates on both planes), a voter with a member list.
 func (a *Agent) peerMoveDue() bool {
 	return a.Cfg.Transition != "" && a.Certs != nil && a.peerAsk != "" && a.peerURL != "" &&
-		a.peerAsk != schemeOf(a.peerURL) && a.last.IsVoter() && a.last.Healthy && a.last.MemberID != "" &&
+		a.peerAsk != schemeOf(a.peerURL) && a.rep.last.IsVoter() && a.rep.last.Healthy && a.rep.last.MemberID != "" &&
 		time.Since(a.peerMoveFailed) > 10*time.Second
 }
 
@@ -140,7 +140,7 @@ func (a *Agent) movePeerURL(ctx context.Context, to, self string) error {
 	err = a.Etcd.UpdatePeerURL(uctx, eps, id, url)
 	cancel()
 	if err != nil {
-		a.event(EventPeerURLUpdated, "UpdatePeerURL", true, "could not move the peer URL of member %s to %s: %v", self, url, err)
+		a.env.event(EventPeerURLUpdated, "UpdatePeerURL", true, "could not move the peer URL of member %s to %s: %v", self, url, err)
 		return fmt.Errorf("moving the peer URL to %s: %w", url, err)
 	}
 	if df, err := ReadData(a.Cfg.DataDir); err == nil && df.Binding != nil {
@@ -152,7 +152,7 @@ func (a *Agent) movePeerURL(ctx context.Context, to, self string) error {
 	}
 	a.peerURL = url
 	a.Log.Info("peer URL moved", "member", self, "peerURL", url)
-	a.event(EventPeerURLUpdated, "UpdatePeerURL", false, "member %s moved its peer URL to %s (TLS switch)", self, url)
+	a.env.event(EventPeerURLUpdated, "UpdatePeerURL", false, "member %s moved its peer URL to %s (TLS switch)", self, url)
 	return nil
 }
 

@@ -3,6 +3,7 @@ package membership
 import (
 	"context"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/etcdhook/etcdhook/api"
@@ -69,4 +70,29 @@ type Self struct {
 	// AuthLook: how often the declared auth is read and etcd's auth revision looked at (default
 	// authRead and authLook).
 	AuthLook time.Duration
+}
+
+// quotaOf is the backend quota etcd runs with under command (its --quota-backend-bytes flag, etcd's
+// default without it); 0 when the flag does not parse, which the hook refuses before it renders it.
+func quotaOf(command []string) int64 {
+	options := map[string]string{}
+	if v, ok := etcdFlag(command, "quota-backend-bytes"); ok {
+		options["quota-backend-bytes"] = v
+	}
+	quota, _ := api.QuotaBackendBytes(options)
+	return quota
+}
+
+// etcdFlag is the value of etcd's flag --name in command (--name=v or --name v; the last one counts,
+// as etcd's own flag parsing takes it); false when absent.
+func etcdFlag(command []string, name string) (value string, ok bool) {
+	for i, arg := range command {
+		switch {
+		case strings.HasPrefix(arg, "--"+name+"="):
+			value, ok = strings.TrimPrefix(arg, "--"+name+"="), true
+		case arg == "--"+name && i+1 < len(command):
+			value, ok = command[i+1], true
+		}
+	}
+	return value, ok
 }
