@@ -24,21 +24,16 @@ type Agent struct {
 	// Events receives the Kubernetes Events this member posts on its EtcdCluster (nil: none).
 	Events Recorder
 
-	// The last certificate look: what the files hold, or why they could not be made.
-	certFacts   CertFacts
-	certErr     string
-	certChecked time.Time
-	// certsReady: every plane's files have been usable once (etcd may start; later problems keep the
-	// files in use and are only reported).
-	certsReady bool
-
 	// The phases' shared view of the fields above, set once (wire).
 	wireOnce sync.Once
 	env      env
 	// proc: the etcd this agent runs, as the probe port and Kill see it (agent_process.go).
 	proc process
 	// rep: the member's report on its Lease (agent_report.go).
-	rep  reporter
+	rep reporter
+	// tls: the certificate looks (agent_certs.go); auth: etcd's users and roles (agent_auth.go).
+	tls  certKeeper
+	auth authKeeper
 	left bool // this member removed itself on intent leave
 	// stopRunning stops the etcd the agent runs now (nil when none): the leave stops it before the
 	// removal (drain.go).
@@ -84,8 +79,6 @@ type Agent struct {
 	// move that did not commit (retried 10 s later).
 	peerURL, peerAsk string
 	peerMoveFailed   time.Time
-	// auth: the reconcile of etcd's users and roles (agent_auth.go).
-	auth authState
 }
 
 // State is what the probe server reports while etcd is not running.
@@ -104,6 +97,8 @@ func (a *Agent) wire() {
 	a.wireOnce.Do(func() {
 		a.env = env{cfg: &a.Cfg, store: a.Store, etcd: a.Etcd, certs: a.Certs, log: a.Log, events: a.Events}
 		a.rep = reporter{env: &a.env, facts: a.facts, spaceLine: a.spaceLine}
+		a.auth = authKeeper{env: &a.env, rep: &a.rep}
+		a.tls = certKeeper{env: &a.env, auth: &a.auth}
 	})
 }
 
@@ -111,17 +106,14 @@ func (a *Agent) wire() {
 // recovery this member carried out, the snapshot its data was restored from, and whether its own etcd
 // calls present the root identity.
 func (a *Agent) facts(r *api.Report) {
-	a.certFacts.fill(r)
+	a.tls.fill(r)
 	if a.recovered != "" {
 		r.Recovered = a.recovered
 	}
 	if a.restored != nil {
 		r.RestoredFrom, r.RestoredRevision = a.restored.URL, strconv.FormatInt(a.restored.Revision, 10)
 	}
-	if a.certErr != "" && r.Error == "" {
-		r.SetError(api.ReasonCertificatesInvalid, a.certErr)
-	}
-	r.RootIdentity = a.usesRootIdentity()
+	r.RootIdentity = a.auth.usesRootIdentity()
 }
 
 // Run is the agent: decide, act, supervise, until ctx ends (SIGTERM). It returns an error only for
@@ -136,15 +128,15 @@ func (a *Agent) Run(ctx context.Context) error {
 	// The renewal the hook asks for (etcd.io/renewal) before the first certificate: issued without the
 	// mark it would be renewed again a moment later, at every pod start while the annotation is set.
 	if in, err := a.Store.Read(ctx); err == nil {
-		a.askRenewal(in.Renewal)
-		a.askRotation(in)
+		a.tls.askRenewal(in.Renewal)
+		a.tls.askRotation(in)
 		a.recovered = in.Report.Recovered
 	}
 	for {
 		if ctx.Err() != nil || a.proc.isKilled() {
 			return nil
 		}
-		if err := a.refreshCerts(ctx); err != nil && !a.certsReady {
+		if err := a.tls.refresh(ctx); err != nil && !a.tls.ready {
 			// etcd cannot start without its certificate: say why and look again.
 			a.Log.Warn("no member certificate yet", "error", err)
 			a.proc.setState("certificates", false)

@@ -58,8 +58,8 @@ func (a *Agent) observe(ctx context.Context, bound *bool) observation {
 	if ierr == nil {
 		a.quotaChanged(in.Report.QuotaBytes, r.QuotaBytes)
 		a.rep.problems = in.Problems
-		a.askRenewal(in.Renewal)
-		a.askRotation(in)
+		a.tls.askRenewal(in.Renewal)
+		a.tls.askRotation(in)
 		a.peerAsk = in.PeerScheme
 		a.auth.hint = in.AuthDeclared
 	}
@@ -128,11 +128,15 @@ func (a *Agent) observe(ctx context.Context, bound *bool) observation {
 	}
 	// Every agent reads the declaration: a follower takes the root identity at its next certificate look,
 	// before the leader's agent enables auth (everyMemberUsesRoot).
-	a.readAuthWant(ctx)
+	if a.auth.read(ctx) {
+		a.tls.recheck()
+	}
 	if r.Role == api.RoleLeader && r.Healthy {
-		a.reconcileAuth(ctx, &r)
+		if a.auth.reconcile(ctx, &r) {
+			a.tls.recheck()
+		}
 	} else {
-		a.stopAuth()
+		a.auth.stop()
 	}
 	a.rep.report(ctx, r, false)
 	return stillRunning

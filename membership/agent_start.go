@@ -25,8 +25,8 @@ func (a *Agent) decide(ctx context.Context) (Decision, StartFacts, error) {
 	if err != nil {
 		return Decision{}, StartFacts{}, fmt.Errorf("reading the member Lease: %w", err)
 	}
-	a.askRenewal(in.Renewal)
-	a.askRotation(in)
+	a.tls.askRenewal(in.Renewal)
+	a.tls.askRotation(in)
 	a.peerAsk = in.PeerScheme
 	df, err := ReadData(a.Cfg.DataDir)
 	if err != nil {
@@ -270,8 +270,8 @@ func (a *Agent) runEtcd(ctx context.Context, state string, initial []api.Member)
 		// etcd trusts the CAs of the files it starts on until it stops: bring them up to date with the
 		// Secrets first (a start after a CA rotation's step), then pin what it is handed. A failure
 		// leaves the files as they are, and the pin says so truthfully (docs/design/14-tls.md §14.6).
-		a.certChecked = time.Time{}
-		_ = a.refreshCerts(ctx)
+		a.tls.recheck()
+		_ = a.tls.refresh(ctx)
 		a.Certs.Pin()
 		defer a.Certs.Unpin()
 	}
@@ -327,7 +327,7 @@ func (a *Agent) runEtcd(ctx context.Context, state string, initial []api.Member)
 			<-exited
 			return errors.New("killed")
 		}
-		_ = a.refreshCerts(ctx) // reported; etcd keeps the files it has
+		_ = a.tls.refresh(ctx) // reported; etcd keeps the files it has
 		if a.Certs != nil && a.Certs.RestartDue() && a.restartStillAsked(ctx) {
 			// The hook lets this member restart to trust the CAs of the Secret (a CA rotation's step,
 			// docs/design/14-tls.md §14.6): a graceful stop (a leader hands over), new files, a start on the same
@@ -341,7 +341,7 @@ func (a *Agent) runEtcd(ctx context.Context, state string, initial []api.Member)
 			a.rep.report(ctx, r, true)
 			a.proc.drain(a.Log, "restarting to trust the CAs of the CA Secret", a.Cfg.DrainWait)
 			stop()
-			a.certChecked = time.Time{}
+			a.tls.recheck()
 			return errRestartForCA
 		}
 		if a.peerMoveDue() && a.peerMoveStillAsked(ctx) {
@@ -394,7 +394,7 @@ func (a *Agent) restartStillAsked(ctx context.Context) bool {
 	if err != nil {
 		return false
 	}
-	a.askRotation(in)
+	a.tls.askRotation(in)
 	return a.Certs.RestartDue()
 }
 

@@ -151,7 +151,7 @@ func TestEventsCertificatesInvalid(t *testing.T) {
 	}
 	a.wire()
 	for i := 0; i < 3; i++ {
-		require.Error(t, a.refreshCerts(context.Background()))
+		require.Error(t, a.tls.refresh(context.Background()))
 		time.Sleep(time.Millisecond)
 	}
 	require.Len(t, rec.Events(), 1)
@@ -162,7 +162,7 @@ func TestEventsCertificatesInvalid(t *testing.T) {
 	require.Contains(t, e.Note, "etcd waits for usable files")
 
 	require.NoError(t, os.Remove(filepath.Join(src, "tls.key")))
-	require.Error(t, a.refreshCerts(context.Background()))
+	require.Error(t, a.tls.refresh(context.Background()))
 	require.Len(t, rec.Events(), 2, "another problem is news")
 }
 
