@@ -34,7 +34,9 @@ type Agent struct {
 	// tls: the certificate looks (agent_certs.go); auth: etcd's users and roles (agent_auth.go).
 	tls  certKeeper
 	auth authKeeper
-	left bool // this member removed itself on intent leave
+	// defrag: the defragmentation passes (defrag.go).
+	defrag defragger
+	left   bool // this member removed itself on intent leave
 	// stopRunning stops the etcd the agent runs now (nil when none): the leave stops it before the
 	// removal (drain.go).
 	stopRunning func()
@@ -45,22 +47,6 @@ type Agent struct {
 	restored *Restored
 	// seed: the seed's restore attempts in this pod (agent_restore.go).
 	seed seedRestore
-	// The defragmentation passes (defrag.go): the last one completed and when, read back from the
-	// Lease once so that a restarted agent does not repeat it; the last failure, for the backoff.
-	defragRead   bool
-	defragDone   string
-	defragLast   string
-	defragFailed time.Time
-	defragErr    string // the last failure, reported until the retry
-	// noSpaceAt: this member's last NOSPACE defragmentation; noSpaceStuck: it left the file at the quota.
-	noSpaceAt    time.Time
-	noSpaceStuck bool
-	// spaceAt: this member's last space defragmentation, spaceStuck: it left the file wanting another
-	// (then the next waits a defragRetry); spacePct: the line
-	// of the last space pass asked (api.DefaultSpaceActAtPercent before one), which keepSizes watches.
-	spaceAt    time.Time
-	spacePct   int32
-	spaceStuck bool
 	// forcing: the recovery token etcd is being started for with --force-new-cluster ("" none);
 	// recovered: the recovery token whose part this member carried out, reported (read back from the
 	// Lease at the agent's start).
@@ -68,8 +54,6 @@ type Agent struct {
 	recovered string
 	// boundRecovered: the binding's Recovered as read at the last start decision (a rewrite keeps it).
 	boundRecovered string
-	// quotaRead: the quota of the Lease's earlier report was compared with this etcd's (QuotaChanged).
-	quotaRead bool
 	// ownAlarms: the alarms this member raised, as last seen (events on a change).
 	ownAlarms map[string]bool
 	// known: the last member list this agent read (the start decision's, or its running etcd's).
@@ -96,9 +80,10 @@ func (a *Agent) Kill() {
 func (a *Agent) wire() {
 	a.wireOnce.Do(func() {
 		a.env = env{cfg: &a.Cfg, store: a.Store, etcd: a.Etcd, certs: a.Certs, log: a.Log, events: a.Events}
-		a.rep = reporter{env: &a.env, facts: a.facts, spaceLine: a.spaceLine}
+		a.rep = reporter{env: &a.env, facts: a.facts, spaceLine: a.defrag.spaceLine}
 		a.auth = authKeeper{env: &a.env, rep: &a.rep}
 		a.tls = certKeeper{env: &a.env, auth: &a.auth}
+		a.defrag = defragger{env: &a.env, rep: &a.rep}
 	})
 }
 

@@ -29,7 +29,7 @@ func (a *Agent) leave(ctx context.Context, members []api.Member, leader, self ui
 	if leader == self {
 		// No healthy voter to take over although the quorum rule let the leave through: the leave goes
 		// on as it always did, and the others elect a leader once this one is removed.
-		switch to, err := a.handOver(ctx, members, healthy, id, staysLongest(a.Cfg.Name)); {
+		switch to, err := a.env.handOver(ctx, members, healthy, id, staysLongest(a.Cfg.Name)); {
 		case errors.Is(err, errNoTransferee):
 		case err != nil:
 			r.SetError(api.ReasonLeaving, "moving leadership away: "+err.Error())

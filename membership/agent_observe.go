@@ -56,7 +56,7 @@ func (a *Agent) observe(ctx context.Context, bound *bool) observation {
 		return stopForRecovery
 	}
 	if ierr == nil {
-		a.quotaChanged(in.Report.QuotaBytes, r.QuotaBytes)
+		a.defrag.quotaChanged(in.Report.QuotaBytes, r.QuotaBytes)
 		a.rep.problems = in.Problems
 		a.tls.askRenewal(in.Renewal)
 		a.tls.askRotation(in)
@@ -100,7 +100,7 @@ func (a *Agent) observe(ctx context.Context, bound *bool) observation {
 				r.SetError(api.ReasonPromoting, perr.Error())
 			}
 		}
-		a.maybeDefragment(ctx, in, ierr, st, nil, &r)
+		a.defrag.maybe(ctx, in, ierr, st, nil, &r)
 		a.rep.report(ctx, r, false)
 		return stillRunning
 	}
@@ -124,7 +124,7 @@ func (a *Agent) observe(ctx context.Context, bound *bool) observation {
 			return o
 		}
 	} else if err == nil {
-		a.maybeDefragment(ctx, in, ierr, st, l.Members, &r)
+		a.defrag.maybe(ctx, in, ierr, st, l.Members, &r)
 	}
 	// Every agent reads the declaration: a follower takes the root identity at its next certificate look,
 	// before the leader's agent enables auth (everyMemberUsesRoot).
