@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -36,33 +35,23 @@ type Agent struct {
 	auth authKeeper
 	// defrag: the defragmentation passes (defrag.go).
 	defrag defragger
-	left   bool // this member removed itself on intent leave
+	// recovery: this member's part in a recovery (recovery.go); bound: what its data's binding records
+	// (agent_binding.go).
+	recovery recoveryPart
+	bound    dataBinding
+	// peers: the peer URL through a TLS switch (peerswitch.go).
+	peers peerSwitch
+	left  bool // this member removed itself on intent leave
 	// stopRunning stops the etcd the agent runs now (nil when none): the leave stops it before the
 	// removal (drain.go).
 	stopRunning func()
 	// lossReported: the member ID whose data loss was last posted as an event, so that join attempts
 	// retried for the same loss post it once.
 	lossReported string
-	// restored: the snapshot the data directory was restored from, from its binding; reported.
-	restored *Restored
 	// seed: the seed's restore attempts in this pod (agent_restore.go).
 	seed seedRestore
-	// forcing: the recovery token etcd is being started for with --force-new-cluster ("" none);
-	// recovered: the recovery token whose part this member carried out, reported (read back from the
-	// Lease at the agent's start).
-	forcing   string
-	recovered string
-	// boundRecovered: the binding's Recovered as read at the last start decision (a rewrite keeps it).
-	boundRecovered string
 	// ownAlarms: the alarms this member raised, as last seen (events on a change).
 	ownAlarms map[string]bool
-	// known: the last member list this agent read (the start decision's, or its running etcd's).
-	known []api.Member
-	// peerURL: the peer URL etcd runs with now (its scheme from the member list, peerswitch.go);
-	// peerAsk: the scheme the Lease lets it move to (etcd.io/peer-scheme); peerMoveFailed: the last
-	// move that did not commit (retried 10 s later).
-	peerURL, peerAsk string
-	peerMoveFailed   time.Time
 }
 
 // State is what the probe server reports while etcd is not running.
@@ -84,6 +73,8 @@ func (a *Agent) wire() {
 		a.auth = authKeeper{env: &a.env, rep: &a.rep}
 		a.tls = certKeeper{env: &a.env, auth: &a.auth}
 		a.defrag = defragger{env: &a.env, rep: &a.rep}
+		a.recovery = recoveryPart{env: &a.env}
+		a.peers = peerSwitch{env: &a.env, rep: &a.rep}
 	})
 }
 
@@ -92,13 +83,16 @@ func (a *Agent) wire() {
 // calls present the root identity.
 func (a *Agent) facts(r *api.Report) {
 	a.tls.fill(r)
-	if a.recovered != "" {
-		r.Recovered = a.recovered
-	}
-	if a.restored != nil {
-		r.RestoredFrom, r.RestoredRevision = a.restored.URL, strconv.FormatInt(a.restored.Revision, 10)
-	}
+	a.recovery.fill(r)
+	a.bound.fill(r)
 	r.RootIdentity = a.auth.usesRootIdentity()
+}
+
+// PeersPlaintext says whether this member may make the built-in CA although it has data (Certs.
+// MayCreateCA): a TLS switch on from plaintext, before any peer URL moved (peerSwitch.plaintext).
+func (a *Agent) PeersPlaintext() bool {
+	a.wire()
+	return a.peers.plaintext()
 }
 
 // Run is the agent: decide, act, supervise, until ctx ends (SIGTERM). It returns an error only for
@@ -115,7 +109,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	if in, err := a.Store.Read(ctx); err == nil {
 		a.tls.askRenewal(in.Renewal)
 		a.tls.askRotation(in)
-		a.recovered = in.Report.Recovered
+		a.recovery.recovered = in.Report.Recovered
 	}
 	for {
 		if ctx.Err() != nil || a.proc.isKilled() {
@@ -170,7 +164,7 @@ func (a *Agent) Run(ctx context.Context) error {
 				a.env.event(EventDataMovedAside, "MoveAside", false, "%s (kept as %s)", d.Detail, aside)
 			}
 			if d.Reason == reasonFenced {
-				a.recovered = facts.Recover.Token
+				a.recovery.recovered = facts.Recover.Token
 			}
 			continue
 		}

@@ -43,15 +43,15 @@ func (a *Agent) observe(ctx context.Context, bound *bool) observation {
 		a.alarmEvents(nil, st.Header.MemberId)
 	}
 	if !*bound {
-		b := Binding{ClusterUID: a.Cfg.ClusterUID, ClusterID: r.ClusterID, MemberID: r.MemberID, PeerURL: a.peerURL, Restored: a.restored, Recovered: a.boundRecovered}
-		a.forcedUp(&b)
+		b := Binding{ClusterUID: a.Cfg.ClusterUID, ClusterID: r.ClusterID, MemberID: r.MemberID, PeerURL: a.peers.url, Restored: a.bound.restored, Recovered: a.bound.recovered}
+		a.recovery.forcedUp(&b)
 		if err := WriteBinding(a.Cfg.DataDir, b); err == nil {
 			*bound = true
-			a.boundRecovered = b.Recovered
+			a.bound.recovered = b.Recovered
 		}
 	}
 	in, ierr := a.Store.Read(ctx)
-	if ierr == nil && a.recoveryAsked(in, r.MemberID, st.Leader) {
+	if ierr == nil && a.recovery.asked(in, r.MemberID, st.Leader) {
 		a.Log.Info("stopping etcd for this member's part in a recovery", "recovery", in.Recover.String())
 		return stopForRecovery
 	}
@@ -60,7 +60,7 @@ func (a *Agent) observe(ctx context.Context, bound *bool) observation {
 		a.rep.problems = in.Problems
 		a.tls.askRenewal(in.Renewal)
 		a.tls.askRotation(in)
-		a.peerAsk = in.PeerScheme
+		a.peers.ask = in.PeerScheme
 		a.auth.hint = in.AuthDeclared
 	}
 	listed := func(l List) bool {
@@ -117,7 +117,7 @@ func (a *Agent) observe(ctx context.Context, bound *bool) observation {
 		}
 		r.Healthy = statusHealthy(len(st.Errors), r.Alarms, st.Leader)
 		r.Members = l.Members
-		a.known = l.Members
+		a.peers.known = l.Members
 	}
 	if ierr == nil && leaving(in) && err == nil {
 		if o := a.leave(ctx, l.Members, st.Leader, self, &r); o != stillRunning {

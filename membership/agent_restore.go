@@ -101,7 +101,7 @@ func (a *Agent) restoreSeed(ctx context.Context) {
 		sleep(ctx, wait)
 		return
 	}
-	a.restored = &Restored{URL: res.URL, Revision: res.Revision}
+	a.bound.restored = &Restored{URL: res.URL, Revision: res.Revision}
 	a.seed = seedRestore{}
 	a.env.event(EventSnapshotRestored, "Restore", false, "restored snapshot %s (revision %d, %d bytes) as the seed of this cluster; revisions continue from %d", res.URL, res.Revision, res.Manifest.Size, res.Revision+RevisionBump)
 }

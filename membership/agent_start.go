@@ -27,14 +27,13 @@ func (a *Agent) decide(ctx context.Context) (Decision, StartFacts, error) {
 	}
 	a.tls.askRenewal(in.Renewal)
 	a.tls.askRotation(in)
-	a.peerAsk = in.PeerScheme
+	a.peers.ask = in.PeerScheme
 	df, err := ReadData(a.Cfg.DataDir)
 	if err != nil {
 		return Decision{}, StartFacts{}, err
 	}
 	if df.Binding != nil {
-		a.restored = df.Binding.Restored
-		a.boundRecovered = df.Binding.Recovered
+		a.bound.read(df.Binding)
 	}
 	permitted, permitProblem := in.Join.OpenAt(a.Store.Now())
 	problems := append([]string(nil), in.Problems...)
@@ -101,7 +100,7 @@ func (a *Agent) decide(ctx context.Context) (Decision, StartFacts, error) {
 	}
 	if err == nil {
 		f.Members = l.Members
-		a.known = l.Members
+		a.peers.known = l.Members
 		f.Bootstrapped = true
 		if f.ClusterID == 0 {
 			f.ClusterID = l.ClusterID
@@ -157,20 +156,20 @@ func (a *Agent) current(ids []string) []string {
 func (a *Agent) start(ctx context.Context, d Decision, f StartFacts) error {
 	state := "existing"
 	var initial []api.Member
-	a.peerURL = a.startPeerURL(f)
+	a.peers.url = a.peers.startURL(f)
 	if d.Action == StartNew || d.Action == StartStatic || d.Action == Join || d.Action == Replace {
-		a.peerURL = a.Cfg.PeerURL // the URL it is about to be added (or bootstrapped) under
+		a.peers.url = a.Cfg.PeerURL // the URL it is about to be added (or bootstrapped) under
 	}
 	if d.Action != StartExisting && d.Action != ForceNew {
 		// The binding is written before etcd writes anything, so that data without one is never ours.
-		if err := WriteBinding(a.Cfg.DataDir, Binding{ClusterUID: a.Cfg.ClusterUID, PeerURL: a.peerURL}); err != nil {
+		if err := WriteBinding(a.Cfg.DataDir, Binding{ClusterUID: a.Cfg.ClusterUID, PeerURL: a.peers.url}); err != nil {
 			return fmt.Errorf("writing the data binding: %w", err)
 		}
 	}
-	a.forcing = ""
+	a.recovery.forcing = ""
 	switch d.Action {
 	case ForceNew:
-		a.forcing = f.Recover.Token
+		a.recovery.forcing = f.Recover.Token
 		a.env.event(EventRecoveryForced, "ForceNewCluster", true, "%s; the other members' data was lost or set aside", d.Detail)
 	case StartNew:
 		state = "new"
@@ -242,8 +241,8 @@ func (a *Agent) initialCluster(ms []api.Member) string {
 	}
 	if !hasSelf {
 		self := a.Cfg.PeerURL
-		if a.peerURL != "" {
-			self = a.peerURL
+		if a.peers.url != "" {
+			self = a.peers.url
 		}
 		parts = append(parts, a.Cfg.Name+"="+self)
 	}
@@ -253,12 +252,12 @@ func (a *Agent) initialCluster(ms []api.Member) string {
 // runEtcd starts etcd and supervises it: promote while a learner, leave on intent leave, report.
 func (a *Agent) runEtcd(ctx context.Context, state string, initial []api.Member) error {
 	args := append([]string{}, a.Cfg.EtcdCommand[1:]...)
-	if a.Certs != nil && a.peerURL != "" {
+	if a.Certs != nil && a.peers.url != "" {
 		// The peer listener on the scheme of this member's own peer URL (a TLS switch moves it).
-		args = peerArgs(args, a.peerURL)
+		args = peerArgs(args, a.peers.url)
 	}
 	args = append(args, "--initial-cluster-state="+state)
-	if a.forcing != "" {
+	if a.recovery.forcing != "" {
 		// Once, for the recovery's token: the binding records it at the first look that finds etcd up
 		// (recovery.go), and no later start repeats it.
 		args = append(args, "--force-new-cluster")
@@ -344,21 +343,21 @@ func (a *Agent) runEtcd(ctx context.Context, state string, initial []api.Member)
 			a.tls.recheck()
 			return errRestartForCA
 		}
-		if a.peerMoveDue() && a.peerMoveStillAsked(ctx) {
+		if a.peers.due() && a.peers.stillAsked(ctx) {
 			// The hook lets this member move its peer URL to the other scheme (a TLS switch's step,
 			// docs/design/14-tls.md §14.8): said first, as for a CA restart; the member list changes while etcd
 			// runs (it needs a quorum with this member in it: nothing has stopped if it cannot), then etcd
 			// restarts listening on the new scheme, as etcd's runtime reconfiguration guide orders it.
-			to, self := a.peerAsk, a.rep.last.MemberID
+			to, self := a.peers.ask, a.rep.last.MemberID
 			r := a.rep.kept()
 			r.SetError(api.ReasonSwitchingPeerScheme, "moving the peer URL to "+to)
 			a.rep.report(ctx, r, true)
-			if err := a.movePeerURL(ctx, to, self); err != nil {
+			if err := a.peers.move(ctx, to, self); err != nil {
 				a.Log.Warn("peer URL not moved; etcd keeps running on the old one", "error", err)
-				a.peerMoveFailed = time.Now()
+				a.peers.failedAt = time.Now()
 				continue
 			}
-			a.Log.Info("restarting etcd to listen on the new peer URL", "peerURL", a.peerURL)
+			a.Log.Info("restarting etcd to listen on the new peer URL", "peerURL", a.peers.url)
 			a.proc.drain(a.Log, "restarting on the new peer URL", a.Cfg.DrainWait)
 			stop()
 			return errPeerMoved
