@@ -138,11 +138,15 @@ lint:
 	bash scripts/actionlint.sh
 
 # The e2e suite on the local cluster (localkube) under the real Metacontroller v4.17.2: CI's tier
-# (every scenario but the fleet and the 5-member recovery), and the full tier (those too).
+# (every scenario but the fleet and the 5-member recovery), and the full tier (those too, and first, alone,
+# etcdhook upgraded under running clusters from the previous release, downgraded and upgraded again:
+# TestUpgradeEtcdhook). E2E_UPGRADE_FROM is that release, the commit docs/operations.md §11 names as the
+# release before this one (e2e/local.sh checks that they agree); the next release changes both.
+E2E_UPGRADE_FROM ?= efde95f
 e2e-local:
 	E2E_SKIP='^TestFleet$$|^TestRecoverFromSurvivor$$/^5-lose-3$$' bash e2e/local.sh
 e2e:
-	bash e2e/local.sh
+	E2E_UPGRADE_FROM=$(E2E_UPGRADE_FROM) bash e2e/local.sh
 
 clean:
 	rm -rf bin dist

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"encoding/json"
 	"fmt"
 	"time"
 )
@@ -25,25 +24,18 @@ type BackupReport struct {
 
 // ParseBackupReport reads a report annotation; empty is no report.
 func ParseBackupReport(s string) (*BackupReport, error) {
-	if s == "" {
-		return nil, nil
-	}
-	var r BackupReport
-	if err := json.Unmarshal([]byte(s), &r); err != nil {
-		return nil, err
-	}
-	if r.Time.IsZero() {
-		return nil, fmt.Errorf("no time")
-	}
-	return &r, nil
+	return parseReport(s, func(r *BackupReport) error {
+		if r.Time.IsZero() {
+			return fmt.Errorf("no time")
+		}
+		return nil
+	})
 }
 
 // String renders the report for its annotation.
 func (r BackupReport) String() string {
-	// Within the annotation's bound (BoundReportJSON) with room for the other fields and escaping.
-	r.Message = Truncate(r.Message, BoundReportJSON.Bytes/8) // JSON escapes a byte into at most 6
-	b, _ := json.Marshal(r)                                  // plain fields: cannot fail
-	return string(b)
+	r.Message = reportMessage(r.Message)
+	return reportJSON(r)
 }
 
 // ContinuousReport is what the continuous backup writer (issue 27, docs/design/16-backup-restore.md
@@ -66,31 +58,25 @@ type ContinuousReport struct {
 
 // ParseContinuousReport reads the annotation; empty is no report.
 func ParseContinuousReport(s string) (*ContinuousReport, error) {
-	if s == "" {
-		return nil, nil
-	}
-	var r ContinuousReport
-	if err := json.Unmarshal([]byte(s), &r); err != nil {
-		return nil, err
-	}
-	switch {
-	case r.Time.IsZero():
-		return nil, fmt.Errorf("no time")
-	case r.Revision < 0 || r.ChainStart < 0 || r.Revision > 0 && r.Revision < r.ChainStart:
-		return nil, fmt.Errorf("revision %d is not in the chain from %d", r.Revision, r.ChainStart)
-	case r.Revision > 0 && r.RevisionTime == nil:
-		return nil, fmt.Errorf("revision %d without its time", r.Revision)
-	case r.RevisionTime != nil && r.RevisionTime.After(r.Time):
-		return nil, fmt.Errorf("restorable point %s after the report's own time %s", r.RevisionTime.Format(time.RFC3339), r.Time.Format(time.RFC3339))
-	}
-	return &r, nil
+	return parseReport(s, func(r *ContinuousReport) error {
+		switch {
+		case r.Time.IsZero():
+			return fmt.Errorf("no time")
+		case r.Revision < 0 || r.ChainStart < 0 || r.Revision > 0 && r.Revision < r.ChainStart:
+			return fmt.Errorf("revision %d is not in the chain from %d", r.Revision, r.ChainStart)
+		case r.Revision > 0 && r.RevisionTime == nil:
+			return fmt.Errorf("revision %d without its time", r.Revision)
+		case r.RevisionTime != nil && r.RevisionTime.After(r.Time):
+			return fmt.Errorf("restorable point %s after the report's own time %s", r.RevisionTime.Format(time.RFC3339), r.Time.Format(time.RFC3339))
+		}
+		return nil
+	})
 }
 
 // String renders the report for its annotation.
 func (r ContinuousReport) String() string {
-	r.Message = Truncate(r.Message, BoundReportJSON.Bytes/8)
-	b, _ := json.Marshal(r) // plain fields: cannot fail
-	return string(b)
+	r.Message = reportMessage(r.Message)
+	return reportJSON(r)
 }
 
 // CopyReport is what the pod that keeps spec.backup.copy up to date (the continuous backup writer, or
@@ -112,27 +98,21 @@ type CopyReport struct {
 
 // ParseCopyReport reads the annotation; empty is no report.
 func ParseCopyReport(s string) (*CopyReport, error) {
-	if s == "" {
-		return nil, nil
-	}
-	var r CopyReport
-	if err := json.Unmarshal([]byte(s), &r); err != nil {
-		return nil, err
-	}
-	switch {
-	case r.Time.IsZero():
-		return nil, fmt.Errorf("no time")
-	case r.Revision < 0 || r.Copied < 0 || r.Pruned < 0:
-		return nil, fmt.Errorf("negative counts")
-	}
-	return &r, nil
+	return parseReport(s, func(r *CopyReport) error {
+		switch {
+		case r.Time.IsZero():
+			return fmt.Errorf("no time")
+		case r.Revision < 0 || r.Copied < 0 || r.Pruned < 0:
+			return fmt.Errorf("negative counts")
+		}
+		return nil
+	})
 }
 
 // String renders the report for its annotation.
 func (r CopyReport) String() string {
-	r.Message = Truncate(r.Message, BoundReportJSON.Bytes/8)
-	b, _ := json.Marshal(r) // plain fields: cannot fail
-	return string(b)
+	r.Message = reportMessage(r.Message)
+	return reportJSON(r)
 }
 
 // Restorable is one full snapshot and the chain of revisions after it, as `etcdhook backup-list` prints

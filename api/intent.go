@@ -77,27 +77,25 @@ func ParseIntent(ann map[string]string) (in Intent, problems []string) {
 	} else if ok {
 		in.Static = n
 	}
+	// written is ann[key] when the hook could have written it (valid), else "" and a problem saying what it
+	// is not.
+	written := func(key string, valid func(string) bool, what string) string {
+		v := ann[key]
+		if v == "" || valid(v) {
+			return v
+		}
+		problems = append(problems, fmt.Sprintf("%s %q is not %s: ignored", key, v, what))
+		return ""
+	}
 	// A mark the hook could not have written asks for nothing: a hand edit must not make every agent
 	// renew at every look.
-	if v := ann[AnnRenewal]; v != "" {
-		if IsMark(v) {
-			in.Renewal = v
-		} else {
-			problems = append(problems, fmt.Sprintf("%s %q is not a renewal mark: ignored", AnnRenewal, v))
-		}
-	}
+	in.Renewal = written(AnnRenewal, IsMark, "a renewal mark")
 	if r, err := ParseCARotation(ann[AnnCARotation]); err != nil {
 		problems = append(problems, err.Error()+": ignored")
 	} else {
 		in.CARotation = r
 	}
-	if v := ann[AnnCARestart]; v != "" {
-		if FingerprintList(v) {
-			in.CARestart = v
-		} else {
-			problems = append(problems, fmt.Sprintf("%s %q is not a list of CA fingerprints: ignored", AnnCARestart, v))
-		}
-	}
+	in.CARestart = written(AnnCARestart, FingerprintList, "a list of CA fingerprints")
 	switch v := ann[AnnPeerScheme]; v {
 	case "", "http", "https":
 		in.PeerScheme = v
@@ -109,13 +107,7 @@ func ParseIntent(ann map[string]string) (in Intent, problems []string) {
 	} else {
 		in.Recover = r
 	}
-	if v := ann[AnnAuthDeclared]; v != "" {
-		if authHashRe.MatchString(v) {
-			in.Auth = v
-		} else {
-			problems = append(problems, fmt.Sprintf("%s %q is not an auth hash: ignored", AnnAuthDeclared, v))
-		}
-	}
+	in.Auth = written(AnnAuthDeclared, authHashRe.MatchString, "an auth hash")
 	// The window is read as the hook counts it: a permission the hook does not count starts no join.
 	var p string
 	if in.Join, p = ParseJoinWindow(ann[AnnJoinPermitted], ann[AnnJoinDeadline]); p != "" {

@@ -30,11 +30,13 @@ func TestIntentRoundTrip(t *testing.T) {
 func TestParseIntentDistrustsHandEdits(t *testing.T) {
 	in, problems := ParseIntent(map[string]string{
 		AnnIntent: "drain", AnnRenewal: "renew-please", AnnCARotation: "x sign", AnnCARestart: "not-a-fingerprint",
-		AnnPeerScheme: "ftp", AnnJoinPermitted: "yesterday", AnnJoinDeadline: "tomorrow",
+		AnnPeerScheme: "ftp", AnnAuthDeclared: "not-a-hash", AnnJoinPermitted: "yesterday", AnnJoinDeadline: "tomorrow",
 	})
 	require.Equal(t, Intent{Kind: "drain"}, in)
-	require.Len(t, problems, 5)
-	for i, want := range []string{AnnRenewal, AnnCARotation, AnnCARestart, AnnPeerScheme, "join"} {
+	require.Len(t, problems, 6)
+	for i, want := range []string{AnnRenewal + ` "renew-please" is not a renewal mark`, AnnCARotation,
+		AnnCARestart + ` "not-a-fingerprint" is not a list of CA fingerprints`, AnnPeerScheme,
+		AnnAuthDeclared + ` "not-a-hash" is not an auth hash`, "join"} {
 		require.Contains(t, problems[i], want)
 	}
 }

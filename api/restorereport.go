@@ -1,7 +1,6 @@
 package api
 
 import (
-	"encoding/json"
 	"errors"
 	"time"
 )
@@ -63,30 +62,23 @@ type RestoreReport struct {
 
 // String renders the report for its annotation, within its bound.
 func (r RestoreReport) String() string {
-	r.Message = Truncate(r.Message, BoundReportJSON.Bytes/8)
-	b, _ := json.Marshal(r) // plain fields: cannot fail
-	return string(b)
+	r.Message = reportMessage(r.Message)
+	return reportJSON(r)
 }
 
 // ParseRestoreReport reads a report annotation; empty is no report.
 func ParseRestoreReport(s string) (*RestoreReport, error) {
-	if s == "" {
-		return nil, nil
-	}
-	var r RestoreReport
-	if err := json.Unmarshal([]byte(s), &r); err != nil {
-		return nil, err
-	}
-	switch {
-	case r.Time.IsZero():
-		return nil, errors.New("no time")
-	case r.Job == "":
-		return nil, errors.New("no job")
-	}
-	switch r.Outcome {
-	case RestoreVerified, RestoreRestored, RestoreRefused, RestoreFailed:
-	default:
-		return nil, errors.New("unknown outcome " + Truncate(string(r.Outcome), 64))
-	}
-	return &r, nil
+	return parseReport(s, func(r *RestoreReport) error {
+		switch {
+		case r.Time.IsZero():
+			return errors.New("no time")
+		case r.Job == "":
+			return errors.New("no job")
+		}
+		switch r.Outcome {
+		case RestoreVerified, RestoreRestored, RestoreRefused, RestoreFailed:
+			return nil
+		}
+		return errors.New("unknown outcome " + Truncate(string(r.Outcome), 64))
+	})
 }

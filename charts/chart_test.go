@@ -140,33 +140,27 @@ type difference struct {
 }
 
 func addLabel(name, value string) func(object) error {
-	return func(o object) error {
-		meta := o["metadata"].(map[string]any)
-		labels, _ := meta["labels"].(map[string]any)
-		if labels == nil {
-			labels = map[string]any{}
-			meta["labels"] = labels
-		}
-		if _, ok := labels[name]; ok {
-			return fmt.Errorf("already has label %s", name)
-		}
-		labels[name] = value
-		return nil
-	}
+	return addMetadata("labels", "label", name, value)
 }
 
 func addAnnotation(name, value string) func(object) error {
+	return addMetadata("annotations", "annotation", name, value)
+}
+
+// addMetadata adds name=value to the object's metadata.labels or metadata.annotations (field), where
+// it must not be yet (what names one of them).
+func addMetadata(field, what, name, value string) func(object) error {
 	return func(o object) error {
 		meta := o["metadata"].(map[string]any)
-		ann, _ := meta["annotations"].(map[string]any)
-		if ann == nil {
-			ann = map[string]any{}
-			meta["annotations"] = ann
+		m, _ := meta[field].(map[string]any)
+		if m == nil {
+			m = map[string]any{}
+			meta[field] = m
 		}
-		if _, ok := ann[name]; ok {
-			return fmt.Errorf("already has annotation %s", name)
+		if _, ok := m[name]; ok {
+			return fmt.Errorf("already has %s %s", what, name)
 		}
-		ann[name] = value
+		m[name] = value
 		return nil
 	}
 }

@@ -54,6 +54,25 @@ func appLimits(prefix string) writer.Limits {
 	return writer.Limits{Prefix: prefix, Max: 20000, For: 15 * time.Minute, Every: 50 * time.Millisecond, Timeout: 2 * time.Second}
 }
 
+// setAuth applies the spec with spec.auth (authSpec) enforced or not and waits until etcd holds it: how
+// long that took.
+func (s *scenario) setAuth(sp map[string]any, enabled bool, what string) time.Duration {
+	sp["auth"] = authSpec(enabled)
+	s.apply(sp)
+	return s.authApplied(what, enabled)
+}
+
+// appsWriting starts the two applications' writers, app-a and app-b each on its own prefix with the
+// client connect gives its user, while spec.auth is declared and not enforced, and waits for their first
+// writes. both starts a step in both writers.
+func (s *scenario) appsWriting(connect func(user string) *clientv3.Client) (a, b *swriter, both func(step string)) {
+	a = &swriter{s: s, Writer: writer.Start(connect("app-a"), appLimits("app-a/"), "declared, auth off")}
+	b = &swriter{s: s, Writer: writer.Start(connect("app-b"), appLimits("app-b/"), "declared, auth off")}
+	s.t.Cleanup(func() { a.Stop(); b.Stop() })
+	s.waitFor("both applications' first writes", time.Minute, func() bool { return a.AckedInStep() >= minAcked && b.AckedInStep() >= minAcked })
+	return a, b, func(step string) { a.Step(step); b.Step(step) }
+}
+
 // authApplied waits until status.auth says etcd holds what spec.auth declares, enforced or not.
 func (s *scenario) authApplied(what string, enabled bool) time.Duration {
 	return s.waitFor(what, 3*time.Minute, func() bool {
@@ -72,21 +91,12 @@ func TestAuth(t *testing.T) {
 	beside(t)
 	s := settledScenario(t, "auth", 3)
 	sp := spec(3, *etcdVersion)
-	sp["auth"] = authSpec(false)
-	s.apply(sp)
-	declared := s.authApplied("users and roles created, auth not enforced", false)
+	declared := s.setAuth(sp, false, "users and roles created, auth not enforced")
 
 	n := s.names()
-	a := &swriter{s: s, Writer: writer.Start(s.userClient(n.Cluster+"-user-app-a"), appLimits("app-a/"), "declared, auth off")}
-	b := &swriter{s: s, Writer: writer.Start(s.userClient(n.Cluster+"-user-app-b"), appLimits("app-b/"), "declared, auth off")}
-	t.Cleanup(func() { a.Stop(); b.Stop() })
-	s.waitFor("both applications' first writes", time.Minute, func() bool { return a.AckedInStep() >= minAcked && b.AckedInStep() >= minAcked })
-
-	both := func(step string) { a.Step(step); b.Step(step) }
+	a, b, both := s.appsWriting(func(user string) *clientv3.Client { return s.userClient(n.Cluster + "-user-" + user) })
 	both("enable auth")
-	sp["auth"] = authSpec(true)
-	s.apply(sp)
-	enabled := s.authApplied("auth enforced", true)
+	enabled := s.setAuth(sp, true, "auth enforced")
 	time.Sleep(5 * time.Second)
 
 	// Least privilege through the client Service: app-a cannot touch app-b's prefix, the shared
@@ -138,9 +148,7 @@ func TestAuth(t *testing.T) {
 
 	// Off again, the applications still writing: the shared client Secret works again.
 	both("disable auth")
-	sp["auth"] = authSpec(false)
-	s.apply(sp)
-	disabled := s.authApplied("auth no longer enforced", false)
+	disabled := s.setAuth(sp, false, "auth no longer enforced")
 	_, err = shared.Put(ctx, "app-a/x", "v")
 	require.NoError(t, err, "the shared client Secret writes once auth is off")
 	time.Sleep(5 * time.Second)

@@ -66,16 +66,9 @@ func TestAuthPasswords(t *testing.T) {
 		})
 		return cl
 	}
-	a := &swriter{s: s, Writer: writer.Start(login("app-a"), appLimits("app-a/"), "declared, auth off")}
-	b := &swriter{s: s, Writer: writer.Start(login("app-b"), appLimits("app-b/"), "declared, auth off")}
-	t.Cleanup(func() { a.Stop(); b.Stop() })
-	s.waitFor("both applications' first writes", time.Minute, func() bool { return a.AckedInStep() >= minAcked && b.AckedInStep() >= minAcked })
-
-	both := func(step string) { a.Step(step); b.Step(step) }
+	a, b, both := s.appsWriting(login)
 	both("enable auth")
-	sp["auth"] = authSpec(true)
-	s.apply(sp)
-	enabled := s.authApplied("auth enforced", true)
+	enabled := s.setAuth(sp, true, "auth enforced")
 	time.Sleep(5 * time.Second)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -140,9 +133,7 @@ func TestAuthPasswords(t *testing.T) {
 	// Off again, the applications still writing.
 	a2.Step("disable auth")
 	b.Step("disable auth")
-	sp["auth"] = authSpec(false)
-	s.apply(sp)
-	disabled := s.authApplied("auth no longer enforced", false)
+	disabled := s.setAuth(sp, false, "auth no longer enforced")
 	time.Sleep(5 * time.Second)
 
 	planned := []string{"enable auth", "rotate app-a", "disable auth"}

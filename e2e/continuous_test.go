@@ -81,6 +81,20 @@ func (w *rpoWriter) Stop() {
 	w.done.Wait()
 }
 
+// keysUnder is the keys under prefix, in order, as cl reads them.
+func keysUnder(t *testing.T, cl *clientv3.Client, prefix string) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	resp, err := cl.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	require.NoError(t, err)
+	var keys []string
+	for _, kv := range resp.Kvs {
+		keys = append(keys, string(kv.Key))
+	}
+	return keys
+}
+
 // TestContinuousBackupRPO is issue 27's RPO scenario under the real Metacontroller: a 3-member cluster
 // with continuous backup to MinIO, a writer at 200 writes/s through the client Service; every member's
 // pod and claim deleted at once (the loss); the EtcdCluster re-created under its name from
@@ -166,13 +180,9 @@ func TestContinuousBackupRPO(t *testing.T) {
 	cl2, err := s.newClient([]string{s.clientEndpoint()})
 	require.NoError(t, err)
 	defer cl2.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	resp, err := cl2.Get(ctx, "rpo/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
-	require.NoError(t, err)
 	present := map[string]bool{}
-	for _, kv := range resp.Kvs {
-		present[string(kv.Key)] = true
+	for _, k := range keysUnder(t, cl2, "rpo/") {
+		present[k] = true
 	}
 	type ack struct {
 		key string
@@ -259,14 +269,7 @@ func TestContinuousBackupRPO(t *testing.T) {
 	cl3, err := s.newClient([]string{s.clientEndpoint()})
 	require.NoError(t, err)
 	defer cl3.Close()
-	ctx2, cancel2 := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel2()
-	got, err := cl3.Get(ctx2, "pit/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
-	require.NoError(t, err)
-	var back []string
-	for _, kv := range got.Kvs {
-		back = append(back, string(kv.Key))
-	}
+	back := keysUnder(t, cl3, "pit/")
 	var want []string
 	for _, p := range puts[:20] {
 		want = append(want, p.key)

@@ -2,6 +2,8 @@ package hooks
 
 import (
 	"bytes"
+	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -56,6 +58,41 @@ func BenchmarkScan(b *testing.B) {
 	for b.Loop() {
 		if sh := scan(body); sh.Objects != 39 || sh.Elements != 210 {
 			b.Fatal("miscounted")
+		}
+	}
+}
+
+// BenchmarkFloor is what the least JSON hook must spend on the 9-member request, through the same
+// httptest path as BenchmarkSync: read the body, decode it into map[string]any with encoding/json,
+// encode a small answer (cmd/loadtest's floor server). The CPU budget of a sync is a multiple of it.
+func BenchmarkFloor(b *testing.B) {
+	body, err := os.ReadFile("testdata/bench/nine-members-scaling.request.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	floor := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		in, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		var req map[string]any
+		if err := json.Unmarshal(in, &req); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		out, _ := json.Marshal(map[string]any{"status": map[string]any{"phase": "Running"}, "children": []any{},
+			"resyncAfterSeconds": 30, "finalized": false, "groups": len(req)})
+		_, _ = w.Write(out)
+	})
+	b.ReportAllocs()
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		req := httptest.NewRequest(http.MethodPost, "/sync", bytes.NewReader(body))
+		rec := httptest.NewRecorder()
+		floor.ServeHTTP(rec, req)
+		if rec.Code != http.StatusOK {
+			b.Fatalf("status %d", rec.Code)
 		}
 	}
 }

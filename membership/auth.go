@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
-	"sort"
 	"strings"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -291,14 +291,8 @@ func PlanAuth(want *api.AuthConfig, have AuthState, passwords map[string]string)
 	return steps
 }
 
-func sortedKeysOf[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
+// sortedKeysOf is a map's keys in order: plans and reports come out the same at every reconcile.
+func sortedKeysOf[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
 
 // CheckPasswords fills have.PasswordOK for the users etcd holds whose password is known: with auth on,
 // by logging in (etcd compares against its bcrypt hash: tens of milliseconds a user); with auth off no
@@ -348,58 +342,25 @@ func remakeUser(ctx context.Context, cl *clientv3.Client, s AuthStep) error {
 	return nil
 }
 
+// alreadyDone is, for each step another agent or a hand edit may have made before it, the error etcd
+// answers the step with then: the step counts as made.
+var alreadyDone = map[AuthOp]error{
+	OpAddRole:    rpctypes.ErrRoleAlreadyExist,
+	OpRevokePerm: rpctypes.ErrPermissionNotGranted,
+	OpDeleteRole: rpctypes.ErrRoleNotFound,
+	OpAddUser:    rpctypes.ErrUserAlreadyExist,
+	OpRevokeRole: rpctypes.ErrRoleNotGranted,
+	OpDeleteUser: rpctypes.ErrUserNotFound,
+}
+
 // ApplyAuth makes the steps in order and stops at the first that fails: the next reconcile reads
 // etcd again and plans from there. A step that finds its work done (another agent's, or a hand edit
 // racing it) counts as made.
 func ApplyAuth(ctx context.Context, cl *clientv3.Client, steps []AuthStep, done func(AuthStep)) error {
 	for _, s := range steps {
-		var err error
-		switch s.Op {
-		case OpAddRole:
-			_, err = cl.RoleAdd(ctx, s.Role)
-			if errors.Is(err, rpctypes.ErrRoleAlreadyExist) {
-				err = nil
-			}
-		case OpGrantPerm:
-			_, err = cl.RoleGrantPermission(ctx, s.Role, s.Perm.Key, s.Perm.End, s.Perm.Type)
-		case OpRevokePerm:
-			_, err = cl.RoleRevokePermission(ctx, s.Role, s.Perm.Key, s.Perm.End)
-			if errors.Is(err, rpctypes.ErrPermissionNotGranted) {
-				err = nil
-			}
-		case OpDeleteRole:
-			_, err = cl.RoleDelete(ctx, s.Role)
-			if errors.Is(err, rpctypes.ErrRoleNotFound) {
-				err = nil
-			}
-		case OpAddUser:
-			// A user whose Secret holds no password yet gets none: etcd then refuses a password login.
-			_, err = cl.UserAddWithOptions(ctx, s.User, s.Password, &clientv3.UserAddOptions{NoPassword: s.Password == ""})
-			if errors.Is(err, rpctypes.ErrUserAlreadyExist) {
-				err = nil
-			}
-		case OpSetPassword:
-			_, err = cl.UserChangePassword(ctx, s.User, s.Password)
-		case OpRemakeUser:
-			err = remakeUser(ctx, cl, s)
-		case OpGrantRole:
-			_, err = cl.UserGrantRole(ctx, s.User, s.Role)
-		case OpRevokeRole:
-			_, err = cl.UserRevokeRole(ctx, s.User, s.Role)
-			if errors.Is(err, rpctypes.ErrRoleNotGranted) {
-				err = nil
-			}
-		case OpDeleteUser:
-			_, err = cl.UserDelete(ctx, s.User)
-			if errors.Is(err, rpctypes.ErrUserNotFound) {
-				err = nil
-			}
-		case OpEnableAuth:
-			_, err = cl.AuthEnable(ctx)
-		case OpDisableAuth:
-			_, err = cl.AuthDisable(ctx)
-		default:
-			err = errors.New("unknown step")
+		err := applyAuthStep(ctx, cl, s)
+		if was, ok := alreadyDone[s.Op]; ok && errors.Is(err, was) {
+			err = nil
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", s, err)
@@ -409,4 +370,39 @@ func ApplyAuth(ctx context.Context, cl *clientv3.Client, steps []AuthStep, done 
 		}
 	}
 	return nil
+}
+
+// applyAuthStep is one step's call to etcd.
+func applyAuthStep(ctx context.Context, cl *clientv3.Client, s AuthStep) error {
+	var err error
+	switch s.Op {
+	case OpAddRole:
+		_, err = cl.RoleAdd(ctx, s.Role)
+	case OpGrantPerm:
+		_, err = cl.RoleGrantPermission(ctx, s.Role, s.Perm.Key, s.Perm.End, s.Perm.Type)
+	case OpRevokePerm:
+		_, err = cl.RoleRevokePermission(ctx, s.Role, s.Perm.Key, s.Perm.End)
+	case OpDeleteRole:
+		_, err = cl.RoleDelete(ctx, s.Role)
+	case OpAddUser:
+		// A user whose Secret holds no password yet gets none: etcd then refuses a password login.
+		_, err = cl.UserAddWithOptions(ctx, s.User, s.Password, &clientv3.UserAddOptions{NoPassword: s.Password == ""})
+	case OpSetPassword:
+		_, err = cl.UserChangePassword(ctx, s.User, s.Password)
+	case OpRemakeUser:
+		err = remakeUser(ctx, cl, s)
+	case OpGrantRole:
+		_, err = cl.UserGrantRole(ctx, s.User, s.Role)
+	case OpRevokeRole:
+		_, err = cl.UserRevokeRole(ctx, s.User, s.Role)
+	case OpDeleteUser:
+		_, err = cl.UserDelete(ctx, s.User)
+	case OpEnableAuth:
+		_, err = cl.AuthEnable(ctx)
+	case OpDisableAuth:
+		_, err = cl.AuthDisable(ctx)
+	default:
+		err = errors.New("unknown step")
+	}
+	return err
 }

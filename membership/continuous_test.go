@@ -205,9 +205,7 @@ func restoreFrom(t *testing.T, source, cluster string, p backup.Point, keys back
 func TestMembershipContinuousBackup(t *testing.T) {
 	ctx := context.Background()
 	d := startMinIO(t, "etcd-continuous").destination(t)
-	b, err := d.Open(ctx)
-	require.NoError(t, err)
-	defer b.Close()
+	b := openBucket(t, d)
 	src := bootstrapped(t, newestEtcd, 3)
 	cl := src.client()
 	defer cl.Close()

@@ -20,9 +20,7 @@ import (
 func TestMembershipBackupCopy(t *testing.T) {
 	ctx := context.Background()
 	d := startMinIO(t, "etcd-primary").destination(t)
-	b, err := d.Open(ctx)
-	require.NoError(t, err)
-	defer b.Close()
+	b := openBucket(t, d)
 	cd := startFakeGCS(t, "etcd-copy").destination(t)
 	cb, err := cd.OpenWith(ctx, "")
 	require.NoError(t, err)

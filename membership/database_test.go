@@ -129,6 +129,21 @@ func (c *tcluster) defragPass(token string, order []int) []api.Report {
 	return out
 }
 
+// writeRounds writes 64 keys of 64 KiB under prefix (4 MiB), rounds times over: history to compact. The
+// revision of its last write.
+func writeRounds(ctx context.Context, t *testing.T, cl *clientv3.Client, prefix string, rounds int) int64 {
+	val := strings.Repeat("v", 64<<10)
+	var rev int64
+	for range rounds {
+		for n := 0; n < 64; n++ {
+			resp, err := cl.Put(ctx, prefix+strconv.Itoa(n), val)
+			require.NoError(t, err)
+			rev = resp.Header.Revision
+		}
+	}
+	return rev
+}
+
 // The space pass (docs/design/15-maintenance.md §15.6) against real etcd, every version: asked while
 // a member's file is past 70% of the quota with an eighth of it to give back, the agent defragments
 // and its report says the file is below the line; asked again when nothing is left to give back, it
@@ -141,15 +156,7 @@ func TestMembershipSpacePass(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
 		// 12 MiB of history over 4 MiB of keys, then compacted: past the 11.2 MiB line, 8 MiB free.
-		val := strings.Repeat("s", 64<<10)
-		var rev int64
-		for round := 0; round < 3; round++ {
-			for n := 0; n < 64; n++ {
-				resp, err := cl.Put(ctx, "space/"+strconv.Itoa(n), val)
-				require.NoError(t, err)
-				rev = resp.Header.Revision
-			}
-		}
+		rev := writeRounds(ctx, t, cl, "space/", 3)
 		_, err := cl.Compact(ctx, rev, clientv3.WithCompactPhysical())
 		require.NoError(t, err)
 		token := api.SpacePass(api.DefaultSpaceActAtPercent)
@@ -200,15 +207,7 @@ func TestMembershipDefragmentation(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
 		// Fragment: write 4 MiB, overwrite it once, delete it, compact (8 MiB of a 16 MiB quota).
-		val := strings.Repeat("y", 64<<10)
-		var rev int64
-		for round := 0; round < 2; round++ {
-			for n := 0; n < 64; n++ {
-				resp, err := cl.Put(ctx, "frag/"+strconv.Itoa(n), val)
-				require.NoError(t, err)
-				rev = resp.Header.Revision
-			}
-		}
+		rev := writeRounds(ctx, t, cl, "frag/", 2)
 		_, err := cl.Delete(ctx, "frag/", clientv3.WithPrefix())
 		require.NoError(t, err)
 		_, err = cl.Compact(ctx, rev, clientv3.WithCompactPhysical())
@@ -267,6 +266,7 @@ func TestMembershipDefragmentation(t *testing.T) {
 		require.Len(t, got.Kvs, 1)
 
 		// Full: NOSPACE. The same pass compacts, defragments, disarms; writes are accepted again.
+		val := strings.Repeat("y", 64<<10)
 		var full error
 		for n := 0; n < 600 && full == nil; n++ {
 			_, full = cl.Put(ctx, "fill/"+strconv.Itoa(n%50), val) // overwrites: history, not data, fills it

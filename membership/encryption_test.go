@@ -22,9 +22,7 @@ import (
 func TestMembershipEncryptedContinuousBackup(t *testing.T) {
 	ctx := context.Background()
 	d := startFakeGCS(t, "etcd-encrypted").destination(t)
-	b, err := d.Open(ctx)
-	require.NoError(t, err)
-	defer b.Close()
+	b := openBucket(t, d)
 	id, err := age.GenerateX25519Identity()
 	require.NoError(t, err)
 	keys := backup.Keys{Recipients: []age.Recipient{id.Recipient()}, Identities: []age.Identity{id}}

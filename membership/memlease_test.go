@@ -144,7 +144,7 @@ func (s *memStore) Peers(context.Context) ([]api.Report, error) {
 	s.m.mu.Lock()
 	defer s.m.mu.Unlock()
 	var out []api.Report
-	for _, name := range sortedLeaseNames(s.m.leases) {
+	for _, name := range sortedKeysOf(s.m.leases) {
 		l := s.m.leases[name]
 		if l.holder == "" || s.m.Clock().Sub(l.renewed) > memLeaseFresh {
 			continue
@@ -157,15 +157,6 @@ func (s *memStore) Peers(context.Context) ([]api.Report, error) {
 
 // memLeaseFresh: how long a report in memory counts as fresh (the tests' agents renew every second or so).
 const memLeaseFresh = 15 * time.Second
-
-func sortedLeaseNames[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
 
 func (s *memStore) ClusterIDs(context.Context) ([]string, error) {
 	s.m.mu.Lock()

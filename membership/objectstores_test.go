@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/stretchr/testify/require"
+	"gocloud.dev/blob"
 
 	"github.com/etcdhook/etcdhook/internal/backup"
 )
@@ -136,6 +137,15 @@ func (s store) destination(t *testing.T) backup.Destination {
 	require.NoError(t, err)
 	loadCredentials(t, s.credentials)
 	return d
+}
+
+// openBucket opens d (as destination loaded its credentials) until the test ends.
+func openBucket(t *testing.T, d backup.Destination) *blob.Bucket {
+	t.Helper()
+	b, err := d.Open(context.Background())
+	require.NoError(t, err)
+	t.Cleanup(func() { b.Close() })
+	return b
 }
 
 // loadCredentials loads a credentials directory into the environment for this test only.

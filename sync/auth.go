@@ -26,9 +26,9 @@ func (p *plan) decideAuth() *api.AuthConfig {
 		user, token, err := api.ParseRotateUser(v)
 		switch {
 		case err != nil:
-			p.f.distrusted = append(p.f.distrusted, err.Error()+": ignored")
+			p.distrust("%s: ignored", err)
 		case !slices.ContainsFunc(p.spec.Auth.Users, func(u api.AuthUser) bool { return u.Name == user }):
-			p.f.distrusted = append(p.f.distrusted, fmt.Sprintf("%s names user %q, which spec.auth.users does not declare: ignored", api.AnnRotateUser, user))
+			p.distrust("%s names user %q, which spec.auth.users does not declare: ignored", api.AnnRotateUser, user)
 		default:
 			rotations = map[string]string{user: api.RenewalMark(token)}
 		}

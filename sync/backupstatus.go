@@ -22,7 +22,7 @@ func (p *plan) readBackupReports() {
 	f := p.f
 	if p.spec.Backup == nil {
 		if token := p.backupToken(); token != "" {
-			f.distrusted = append(f.distrusted, fmt.Sprintf("annotation %s=%q asks for a backup, but spec.backup names no destination: ignored", api.AnnBackupNow, token))
+			p.distrust("annotation %s=%q asks for a backup, but spec.backup names no destination: ignored", api.AnnBackupNow, token)
 		}
 		return
 	}
@@ -40,8 +40,8 @@ func (p *plan) readBackupReports() {
 			if r.Snapshot == "" || p.ownSnapshot(r.Snapshot) {
 				return true
 			}
-			f.distrusted = append(f.distrusted, fmt.Sprintf("Lease %s annotation %s names snapshot %s, not one of this cluster's folder in spec.backup.destination: ignored",
-				l.Name, api.AnnBackupContinuous, backup.Redact(r.Snapshot)))
+			p.distrust("Lease %s annotation %s names snapshot %s, not one of this cluster's folder in spec.backup.destination: ignored",
+				l.Name, api.AnnBackupContinuous, backup.Redact(r.Snapshot))
 			return false
 		}, func(r *api.ContinuousReport) time.Time { return r.Time })
 	}
@@ -50,8 +50,8 @@ func (p *plan) readBackupReports() {
 			if r.Snapshot == "" || inFolder(c.Destination, f.names, r.Snapshot) {
 				return true
 			}
-			f.distrusted = append(f.distrusted, fmt.Sprintf("Lease %s annotation %s names snapshot %s, not one of this cluster's folder in spec.backup.copy.destination: ignored",
-				l.Name, api.AnnBackupCopy, backup.Redact(r.Snapshot)))
+			p.distrust("Lease %s annotation %s names snapshot %s, not one of this cluster's folder in spec.backup.copy.destination: ignored",
+				l.Name, api.AnnBackupCopy, backup.Redact(r.Snapshot))
 			return false
 		}, func(r *api.CopyReport) time.Time { return r.Time })
 	}

@@ -48,7 +48,7 @@ func (p *plan) decideCARotation() caRotationState {
 		// One plane on the built-in CA, the other on the user's Secret: the members' reports mix the two
 		// planes' CAs, and the user's CA is its issuer's to rotate (docs/design/14-tls.md §14.8).
 		if mark != "" {
-			f.distrusted = append(f.distrusted, fmt.Sprintf("annotation %s=%q: the built-in CA is rotated only when both planes use it (a plane here is on the user's Secret): ignored", api.AnnRotateCA, request))
+			p.distrust("annotation %s=%q: the built-in CA is rotated only when both planes use it (a plane here is on the user's Secret): ignored", api.AnnRotateCA, request)
 		}
 		return st
 	}

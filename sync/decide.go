@@ -1,7 +1,6 @@
 package sync
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/etcdhook/etcdhook/api"
@@ -13,7 +12,7 @@ import (
 // (chooseSpec) and takes at most one membership step (reconcile). Step families are in their own files
 // (members.go, scale.go, roll.go, volumes.go, tlsswitch.go, carotation.go, defrag.go, inplace.go).
 func decide(f *facts, opts Options) (p *plan, err error) {
-	p = &plan{f: f, opts: opts.withDefaults(), leases: map[int]*api.Intent{}}
+	p = &plan{f: f, opts: opts.withDefaults(), leases: map[int]*api.Intent{}, names: f.names}
 	// Whatever path the sync takes, the backup Lease is read for status with the spec chosen.
 	defer func() {
 		if err == nil {
@@ -38,7 +37,7 @@ func decide(f *facts, opts Options) (p *plan, err error) {
 	p.auth = p.decideAuth()
 	// Every URL the plan renders (Job endpoints, status) has the scheme every member serves now.
 	p.decideTLSMode()
-	f.names.TLS = p.clientHTTPS()
+	p.names.TLS = p.clientHTTPS()
 	p.hash = render.TemplateHash(render.PodTemplate(p.templateInput()))
 	p.keepJobs()
 	p.keepVolumeJobs()
@@ -89,7 +88,7 @@ func (p *plan) carry() {
 	if p.replicas > api.MaxSize || p.replicas < 0 {
 		// The hook never renders more than MaxSize: a larger count is a hand edit (kubectl scale), never
 		// a number to render from.
-		f.distrusted = append(f.distrusted, fmt.Sprintf("StatefulSet %s has replicas %d, outside 0..%d: not taken as a floor", f.names.StatefulSet(), p.replicas, api.MaxSize))
+		p.distrust("StatefulSet %s has replicas %d, outside 0..%d: not taken as a floor", f.names.StatefulSet(), p.replicas, api.MaxSize)
 		p.replicas = api.MaxSize
 	}
 	if f.sts != nil && f.sts.Spec.UpdateStrategy.RollingUpdate != nil && f.sts.Spec.UpdateStrategy.RollingUpdate.Partition != nil {
@@ -194,7 +193,7 @@ func (p *plan) chooseSpec() error {
 //     lowest (etcd admits one learner at a time, so a second permission could only race the first).
 func (p *plan) normalizeIntents(ref api.ClusterSpec) {
 	f := p.f
-	note := func(format string, args ...any) { f.distrusted = append(f.distrusted, fmt.Sprintf(format, args...)) }
+	note := p.distrust
 	target := 0
 	if ref.Size != nil {
 		target = int(*ref.Size)

@@ -68,7 +68,7 @@ func (p *plan) desired() *render.Desired {
 // the outcome is known.
 func (p *plan) templateInput() *render.Desired {
 	d := &render.Desired{
-		Names: p.f.names, ClusterUID: p.f.clusterUID, Spec: p.spec,
+		Names: p.names, ClusterUID: p.f.clusterUID, Spec: p.spec,
 		Image: p.opts.Image, ImagePullPolicy: p.opts.ImagePullPolicy,
 	}
 	d.Template.TLS = p.renderTLS()
@@ -96,7 +96,7 @@ func (p *plan) pdbSize() int {
 // the status), and an earlier token's still running, kept until it finishes (a new token must not
 // kill a backup half-way: its snapshot would be left without a manifest).
 func (p *plan) backupRuns() []render.BackupRun {
-	n := p.f.names
+	n := p.names
 	var runs []render.BackupRun
 	token := p.backupToken()
 	if token != "" {
@@ -137,13 +137,13 @@ func (p *plan) voterEndpoints(skip string) string {
 			continue
 		}
 		if m.ordinal >= 0 {
-			eps = append(eps, p.f.names.ClientURL(m.ordinal))
+			eps = append(eps, p.names.ClientURL(m.ordinal))
 		} else if m.ClientURL != "" {
 			eps = append(eps, m.ClientURL)
 		}
 	}
 	if len(eps) == 0 {
-		eps = []string{p.f.names.ClientEndpoint()}
+		eps = []string{p.names.ClientEndpoint()}
 	}
 	return strings.Join(eps, ",")
 }

@@ -264,11 +264,47 @@ func TestReadinessBlipIsNotDeath(t *testing.T) {
 		return false
 	}
 	p := w.pods[2]
-	w.leases[2].renewed = w.now.Add(-150 * time.Second)
+	w.leases[2].renewed = w.now.Add(-300 * time.Second)
 	p.ready, p.readyWas, p.readyUID, p.readyAt = false, false, p.uid, w.now.Add(-5*time.Second)
 	require.False(t, deadJob(), "not Ready for 5 s: not dead, however old the Lease")
 	p.readyAt = w.now.Add(-61 * time.Second)
 	require.True(t, deadJob(), "not Ready and not renewed for deadMemberSeconds: dead")
+}
+
+// A roll deletes ready pods. A healthy voter renews its Lease every api.HealthyRenewSeconds (180 s), so
+// with deadMemberSeconds below that its Lease is routinely older than deadMemberSeconds; the moment its
+// pod is being deleted, or gone before the StatefulSet makes the next, must not make it dead: before,
+// a sync in that moment removed the member and a new one joined in its place (TestUpgradeEtcdhook,
+// deadMemberSeconds 120). It is dead once the renewal its report promised is overdue.
+func TestRolledPodIsNotDeath(t *testing.T) {
+	w := newWorld(t, 3)
+	w.setSpec(func(s *api.ClusterSpec) { s.Timeouts.DeadMemberSeconds = ptr(int32(60)) })
+	w.converge(80)
+	deadJob := func() bool {
+		resp, err := Compute(w.request(), w.now, w.opts)
+		require.NoError(t, err)
+		for _, c := range resp.Children {
+			m := c.(map[string]any)
+			if m["kind"] == "Job" && m["metadata"].(map[string]any)["annotations"].(map[string]any)[api.AnnJobReason] == "dead" {
+				return true
+			}
+		}
+		return false
+	}
+	require.True(t, w.leases[2].report.IsVoter() && w.leases[2].report.Healthy, "etcd-2 reports a healthy voter")
+	w.leases[2].renewed = w.now.Add(-150 * time.Second)
+	p := w.pods[2]
+	p.deletingAt = w.now
+	require.False(t, deadJob(), "a ready pod asked to go now is not ready for 0 s")
+	delete(w.pods, 2)
+	require.False(t, deadJob(), "no pod, but the Lease's healthy report is not overdue (renewed 150 s ago, due every 180 s)")
+	w.leases[2].renewed = w.now.Add(-211 * time.Second)
+	require.True(t, deadJob(), "no pod and the healthy report's renewal overdue: dead")
+	w.pods[2] = p
+	p.deletingAt = w.now.Add(-61 * time.Second)
+	require.True(t, deadJob(), "asked to go 61 s ago, still there, the renewal overdue: dead (a pod stuck terminating on a lost node)")
+	p.deletingAt = w.now.Add(-30 * time.Second)
+	require.False(t, deadJob(), "asked to go 30 s ago: not ready for less than deadMemberSeconds")
 }
 
 // A restart in place asked by a hand edit the agents ignore (not a CA fingerprint list, not a scheme)

@@ -201,12 +201,14 @@ func (f *facts) configValue(key string) string {
 	return f.cm.Data[key]
 }
 
-// podReady says whether ordinal i has a pod whose Ready condition is true.
+// podReady says whether ordinal i has a pod, not being deleted, whose Ready condition is true.
 func (f *facts) podReady(i int) bool {
 	pod := f.pods[i]
-	if pod == nil || pod.DeletionTimestamp != nil {
-		return false
-	}
+	return pod != nil && pod.DeletionTimestamp == nil && podReadyCondition(pod)
+}
+
+// podReadyCondition: the pod's Ready condition is true.
+func podReadyCondition(pod *corev1.Pod) bool {
 	for _, c := range pod.Status.Conditions {
 		if c.Type == corev1.PodReady {
 			return c.Status == corev1.ConditionTrue
@@ -215,15 +217,24 @@ func (f *facts) podReady(i int) bool {
 	return false
 }
 
+// overdueAfter is how long after its last renewal an agent that wrote report r is overdue: the interval
+// that report promised (api.RenewInterval), plus the margin the freshness rule gives a member in trouble
+// (UnhealthyAfterDurations of its interval) for a renewal on its way.
+func overdueAfter(r api.Report) time.Duration {
+	lease := api.DefaultLeaseDurationSeconds * time.Second
+	return api.RenewInterval(r, lease) + UnhealthyAfterDurations*api.RenewInterval(api.Report{}, lease)
+}
+
 // notReadyFor is how long ordinal i has had no Ready pod: since its pod's Ready condition last turned
-// false (or, without a transition time, since the pod was created), for ever when there is no pod. A time
+// false (or, without a transition time, since the pod was created; for a pod being deleted, since it was
+// asked to go if it was ready then), for ever when there is no pod. A time
 // from the future counts as now: it can only delay a removal.
 func (f *facts) notReadyFor(i int) time.Duration {
 	if f.podReady(i) {
 		return 0
 	}
 	pod := f.pods[i]
-	if pod == nil || pod.DeletionTimestamp != nil {
+	if pod == nil {
 		return math.MaxInt64
 	}
 	since := pod.CreationTimestamp.Time
@@ -231,6 +242,11 @@ func (f *facts) notReadyFor(i int) time.Duration {
 		if c.Type == corev1.PodReady && !c.LastTransitionTime.IsZero() {
 			since = c.LastTransitionTime.Time
 		}
+	}
+	// A pod being deleted stopped counting as ready when it was asked to go (a roll deletes ready pods),
+	// unless it was not ready before.
+	if d := pod.DeletionTimestamp; d != nil && (podReadyCondition(pod) || d.Time.Before(since)) {
+		since = d.Time
 	}
 	if since.IsZero() {
 		return math.MaxInt64

@@ -24,7 +24,13 @@ const (
 type plan struct {
 	f    *facts
 	opts Options
-	spec api.ClusterSpec // rendered from: the adopted spec with the raised quota and storage (space.go)
+	// names: the facts' names, with the client scheme every member serves now (decideTLSMode): every URL
+	// the plan renders uses it.
+	names api.Names
+	// distrusted: inputs the decision ignored as impossible (hand edits), beside the facts' own, for
+	// status (InputIgnored). The facts are never written to by the decision.
+	distrusted []string
+	spec       api.ClusterSpec // rendered from: the adopted spec with the raised quota and storage (space.go)
 	// userSpec: the adopted spec as the user wrote it (defaulted), which the ConfigMap records.
 	userSpec api.ClusterSpec
 	// space: where spec.maintenance.space stands (space.go).
@@ -100,6 +106,11 @@ type plan struct {
 	inPlace        *inPlaceRecord
 	restoring      bool
 	inPlaceFailure string
+}
+
+// distrust notes an input the decision ignored.
+func (p *plan) distrust(format string, args ...any) {
+	p.distrusted = append(p.distrusted, fmt.Sprintf(format, args...))
 }
 
 func (p *plan) wait(format string, args ...any) {

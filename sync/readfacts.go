@@ -333,8 +333,12 @@ func (f *facts) readTruth() {
 			}
 			// Dead: no renewal and no ready pod for deadMemberSeconds. Both clocks count: a healthy
 			// voter renews only every api.HealthyRenewSeconds, so a Lease that old says nothing on its
-			// own, and a readiness blip of a healthy member must not make it dead.
-			stale := lv == nil || f.now.Sub(lv.renewed) >= deadAfter
+			// own, and a readiness blip of a healthy member must not make it dead. Nor is a Lease stale
+			// before the renewal its last report promised is overdue (overdueAfter): with
+			// deadMemberSeconds below that interval, every roll made a healthy voter dead in the moment
+			// its pod was gone (no Ready pod "for ever", a Lease older than deadMemberSeconds) and
+			// replaced it (TestUpgradeEtcdhook's downgrade, 3 members, deadMemberSeconds 120).
+			stale := lv == nil || f.now.Sub(lv.renewed) >= max(deadAfter, overdueAfter(lv.report))
 			mv.dead = !mv.healthy && stale && f.notReadyFor(mv.ordinal) >= deadAfter
 			byOrdinal[mv.ordinal] = append(byOrdinal[mv.ordinal], mv)
 		} else {

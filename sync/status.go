@@ -134,8 +134,8 @@ func (p *plan) status() *api.ClusterStatus {
 	if f.splitBrain {
 		add(api.CondSplitBrain, true, "ClusterIDMismatch", fmt.Sprintf("cluster IDs %s are reported; no membership change is made", strings.Join(f.clusterIDs, ", ")))
 	}
-	if len(f.distrusted) > 0 {
-		notes := append([]string(nil), f.distrusted...)
+	if len(f.distrusted)+len(p.distrusted) > 0 {
+		notes := append(slices.Clone(f.distrusted), p.distrusted...)
 		sort.Strings(notes) // gathered from maps: one order, so the same request gives the same bytes
 		add(api.CondInputIgnored, true, "ImpossibleInput", strings.Join(slices.Compact(notes), "; "))
 	}
@@ -320,7 +320,7 @@ func (p *plan) memberStatus() []api.MemberStatus {
 		}
 		ms.Name = memberName(f, m)
 		if m.ordinal >= 0 && ms.ClientURL == "" {
-			ms.ClientURL = f.names.ClientURL(m.ordinal)
+			ms.ClientURL = p.names.ClientURL(m.ordinal)
 		}
 		out = append(out, ms)
 	}

@@ -154,6 +154,8 @@ type simPod struct {
 	createdAt time.Time
 	// healthy: the agent reported a healthy voter at the last step (readiness follows it under readyLag).
 	healthy bool
+	// deletingAt: when the pod was asked to go (its deletionTimestamp; zero: not being deleted), set by tests.
+	deletingAt time.Time
 }
 
 // trackReady records a readiness change (or a new pod) at now, as the kubelet's status update does.
@@ -500,14 +502,18 @@ func (w *world) podJSON(i int, p *simPod) map[string]any {
 	}
 	labels["controller-revision-hash"] = p.revision
 	labels["statefulset.kubernetes.io/pod-name"] = w.names().Pod(i)
+	md := map[string]any{
+		"name": w.names().Pod(i), "namespace": w.ns, "uid": p.uid, "labels": labels,
+		"creationTimestamp": p.createdAt.UTC().Format(time.RFC3339),
+		"ownerReferences":   []any{map[string]any{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": w.name, "uid": "uid-statefulset-" + w.name, "controller": true}},
+	}
+	if !p.deletingAt.IsZero() {
+		md["deletionTimestamp"] = p.deletingAt.UTC().Format(time.RFC3339)
+	}
 	return map[string]any{
 		"apiVersion": "v1", "kind": "Pod",
-		"metadata": map[string]any{
-			"name": w.names().Pod(i), "namespace": w.ns, "uid": p.uid, "labels": labels,
-			"creationTimestamp": p.createdAt.UTC().Format(time.RFC3339),
-			"ownerReferences":   []any{map[string]any{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": w.name, "uid": "uid-statefulset-" + w.name, "controller": true}},
-		},
-		"spec": map[string]any{"containers": []any{map[string]any{"name": "etcd", "image": p.image}}},
+		"metadata": md,
+		"spec":     map[string]any{"containers": []any{map[string]any{"name": "etcd", "image": p.image}}},
 		"status": map[string]any{"phase": "Running", "conditions": []any{
 			map[string]any{"type": "Ready", "status": ready, "lastTransitionTime": p.readyAt.UTC().Format(time.RFC3339)},
 		}},

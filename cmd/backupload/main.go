@@ -191,8 +191,9 @@ func startMinIO(c config) (store, func(), error) {
 	return store{endpoint: endpoint, creds: creds}, stop, nil
 }
 
-// startEtcd runs etcd's own server on loopback on a fresh data directory.
-func startEtcd(dir string, quota int64) (*embed.Etcd, *clientv3.Client, error) {
+// startEtcd runs etcd's own server on loopback on a fresh data directory: a client of it, its client
+// URL, and stop, which closes the client, then the server.
+func startEtcd(dir string, quota int64) (cl *clientv3.Client, endpoint string, stop func(), err error) {
 	cfg := embed.NewConfig()
 	cfg.Name, cfg.Dir, cfg.LogLevel, cfg.LogOutputs = "src", dir, "error", []string{os.DevNull}
 	pu, _ := url.Parse("http://" + freeAddr())
@@ -204,20 +205,19 @@ func startEtcd(dir string, quota int64) (*embed.Etcd, *clientv3.Client, error) {
 	cfg.MaxRequestBytes = 2 << 20
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
-		return nil, nil, err
+		return nil, "", nil, err
 	}
 	select {
 	case <-e.Server.ReadyNotify():
 	case <-time.After(time.Minute):
 		e.Close()
-		return nil, nil, errors.New("etcd did not become ready")
+		return nil, "", nil, errors.New("etcd did not become ready")
 	}
-	cl, err := clientv3.New(clientv3.Config{Endpoints: []string{cu.String()}, DialTimeout: 5 * time.Second})
-	if err != nil {
+	if cl, err = clientv3.New(clientv3.Config{Endpoints: []string{cu.String()}, DialTimeout: 5 * time.Second}); err != nil {
 		e.Close()
-		return nil, nil, err
+		return nil, "", nil, err
 	}
-	return e, cl, nil
+	return cl, e.Config().AdvertiseClientUrls[0].String(), func() { cl.Close(); e.Close() }, nil
 }
 
 // writerProc is a running `etcdhook backup-follow` and the reports it prints (it has no Lease to write).
@@ -505,13 +505,11 @@ func pct(ds []time.Duration) string {
 }
 
 func costAndRestore(ctx context.Context, c config, s store) error {
-	e, cl, err := startEtcd(filepath.Join(c.work, "etcd"), 16<<30)
+	cl, ep, stop, err := startEtcd(filepath.Join(c.work, "etcd"), 16<<30)
 	if err != nil {
 		return err
 	}
-	defer e.Close()
-	defer cl.Close()
-	ep := e.Config().AdvertiseClientUrls[0].String()
+	defer stop()
 	logf("filling the database to %d MiB", c.dbMiB)
 	t0 := time.Now()
 	size, err := fill(ctx, cl, ep, c.dbMiB)
@@ -658,13 +656,11 @@ func restoreTiming(ctx context.Context, c config, s store, cl *clientv3.Client, 
 // accuracy runs a mixed workload for c.accuracy, then restores 20 random revisions and 5 random times and
 // compares each with etcd's own answer at that revision.
 func accuracy(ctx context.Context, c config, s store) error {
-	e, cl, err := startEtcd(filepath.Join(c.work, "acc-etcd"), 2<<30)
+	cl, ep, stop, err := startEtcd(filepath.Join(c.work, "acc-etcd"), 2<<30)
 	if err != nil {
 		return err
 	}
-	defer e.Close()
-	defer cl.Close()
-	ep := e.Config().AdvertiseClientUrls[0].String()
+	defer stop()
 	if _, err := cl.Put(ctx, "/acc/start", "x"); err != nil {
 		return err
 	}

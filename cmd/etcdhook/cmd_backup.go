@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	"gocloud.dev/blob"
@@ -23,63 +22,50 @@ import (
 // status.backup (docs/design/16-backup-restore.md §16).
 func runBackup(args []string) error {
 	fs := flag.NewFlagSet("backup", flag.ContinueOnError)
-	st := storeFlags(fs)
-	cluster, ns, dest, fileRoot, creds := st.cluster, st.namespace, st.destination, st.fileRoot, st.credentials
-	uid := fs.String("cluster-uid", "", "its UID (in the manifest; retention drops only this UID's snapshots)")
-	endpoints := fs.String("endpoints", "", "comma-separated client URLs (the client Service)")
-	lease := fs.String("lease", "", "the backup Lease to report on (none: report to stderr only)")
-	keepLast := fs.Int("keep-last", 0, "keep the newest N snapshots (0: no count limit)")
-	maxAge := fs.Duration("max-age", 0, "drop snapshots older than this (0: no age limit)")
-	tiers := retentionTierFlags(fs)
-	copyTo := copyFlags(fs)
+	f := backupJobFlags(fs, backupJobUsage{
+		uid:      "its UID (in the manifest; retention drops only this UID's snapshots)",
+		keepLast: "keep the newest N snapshots (0: no count limit)",
+		maxAge:   "drop snapshots older than this (0: no age limit)",
+	})
 	token := fs.String("token", "", "the etcd.io/backup-now token this backup answers")
 	timeout := fs.Duration("timeout", time.Hour, "give up after this long")
-	access := etcdAccessFlags(fs)
 	if err := parseFlags(fs, args, "cluster", "namespace", "endpoints", "destination"); err != nil {
 		return err
 	}
-	d, err := backup.ParseDestination(*dest)
-	if err != nil {
-		return usageError{fmt.Errorf("--destination %q %v", *dest, err)}
-	}
-	keys, err := st.keys()
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	job, flush, err := f.start()
 	if err != nil {
 		return err
 	}
-	log := jsonLogger().With("cluster", *cluster)
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
-	defer cancel()
-	events, flush := jobRecorder(*cluster, *ns, *uid, "etcdhook-backup", log)
 	defer flush()
-	report := leaseReporter(*ns, *lease, "etcdhook-backup", log)
 
-	res, err := backupOnce(ctx, log, d, *fileRoot, *creds, membership.BackupRequest{
-		Endpoints: strings.Split(*endpoints, ","), Destination: d, Namespace: *ns, Cluster: *cluster, ClusterUID: *uid,
-		Retention: tiers.retention(*keepLast, *maxAge), Token: *token, Keys: keys,
-	}, access)
+	req := f.request(job)
+	req.Token = *token
+	res, err := backupOnce(ctx, job.log, job.d, *f.fileRoot, *f.credentials, req, f.access)
 	now := time.Now().UTC()
 	if err != nil && res.Manifest.Key != "" {
 		// The snapshot is stored and verified; only retention failed. The backup succeeded (a retry
 		// would only store more): success first, then the failure dated after it, so that
 		// BackupFailing says retention is failing until the next success.
-		report(api.AnnBackupSuccess, successReport(d, res, now, *token))
+		job.report(api.AnnBackupSuccess, successReport(job.d, res, now, *token))
 		msg := "snapshot stored, but " + err.Error()
-		report(api.AnnBackupFailure, api.BackupReport{Time: now.Add(time.Millisecond), Message: msg, Token: *token})
-		events.Event(membership.EventBackupFailed, "Prune", msg, true)
-		log.Warn("retention failed", "error", err)
+		job.report(api.AnnBackupFailure, api.BackupReport{Time: now.Add(time.Millisecond), Message: msg, Token: *token})
+		job.events.Event(membership.EventBackupFailed, "Prune", msg, true)
+		job.log.Warn("retention failed", "error", err)
 		return nil
 	}
 	if err != nil {
 		msg, terminal := err.Error(), backup.Terminal(err)
-		report(api.AnnBackupFailure, api.BackupReport{Time: now, Message: msg, Token: *token, Terminal: terminal})
-		events.Event(membership.EventBackupFailed, "Backup", "backup to "+d.String()+" failed: "+msg, true)
+		job.report(api.AnnBackupFailure, api.BackupReport{Time: now, Message: msg, Token: *token, Terminal: terminal})
+		job.events.Event(membership.EventBackupFailed, "Backup", "backup to "+job.d.String()+" failed: "+msg, true)
 		if terminal {
 			return refusalError{err} // exit 3: the Job's pod failure policy fails it without retrying
 		}
 		return err
 	}
-	r := successReport(d, res, now, *token)
-	report(api.AnnBackupSuccess, r)
+	r := successReport(job.d, res, now, *token)
+	job.report(api.AnnBackupSuccess, r)
 	note := fmt.Sprintf("snapshot %s stored (revision %d, %d bytes, from %s)", r.Snapshot, r.Revision, r.Size, res.Manifest.Member)
 	if len(res.Pruned) > 0 {
 		note += fmt.Sprintf("; %d older pruned", len(res.Pruned))
@@ -87,10 +73,10 @@ func runBackup(args []string) error {
 	if len(res.Orphans) > 0 {
 		note += fmt.Sprintf("; %d leftovers without a manifest deleted", len(res.Orphans))
 	}
-	events.Event(membership.EventBackupSucceeded, "Backup", note, false)
-	if *copyTo.destination != "" {
+	job.events.Event(membership.EventBackupSucceeded, "Backup", note, false)
+	if *f.copyTo.destination != "" {
 		// The copy after the backup it copies; its failure is its own report, not the backup's.
-		report(api.AnnBackupCopy, copyOnce(ctx, log, d, *fileRoot, *creds, copyTo, *ns, *cluster, *uid, events))
+		job.report(api.AnnBackupCopy, copyOnce(ctx, job.log, job.d, *f.fileRoot, *f.credentials, f.copyTo, *f.namespace, *f.cluster, *f.uid, job.events))
 	}
 	out, _ := json.Marshal(r)
 	fmt.Println(string(out))
@@ -293,114 +279,3 @@ func reportRestore(cluster, ns, uid, lease string, r api.RestoreReport, log *slo
 		events.Event(membership.EventRestoreFailed, "Restore", what+" failed (the Job retries): "+r.Message, true)
 	}
 }
-
-// tierFlags are retention's calendar tiers (--keep-hourly and the like), shared by the backup Job and
-// the continuous backup writer (whose own full snapshots are pruned alike).
-type tierFlags struct{ hourly, daily, weekly, monthly *int }
-
-func retentionTierFlags(fs *flag.FlagSet) tierFlags { return prefixedTierFlags(fs, "") }
-
-// prefixedTierFlags are the tier flags under a prefix ("copy-": the second destination's).
-func prefixedTierFlags(fs *flag.FlagSet, prefix string) tierFlags {
-	return tierFlags{
-		hourly:  fs.Int(prefix+"keep-hourly", 0, "keep the newest snapshot of each of the last N hours that have one"),
-		daily:   fs.Int(prefix+"keep-daily", 0, "keep the newest snapshot of each of the last N days that have one"),
-		weekly:  fs.Int(prefix+"keep-weekly", 0, "keep the newest snapshot of each of the last N ISO weeks that have one"),
-		monthly: fs.Int(prefix+"keep-monthly", 0, "keep the newest snapshot of each of the last N months that have one"),
-	}
-}
-
-// copyFlagSet is spec.backup.copy as the backup Job and the writer take it (§16.12).
-type copyFlagSet struct {
-	destination, credentials *string
-	keepLast                 *int
-	maxAge                   *time.Duration
-	tiers                    tierFlags
-}
-
-func copyFlags(fs *flag.FlagSet) copyFlagSet {
-	return copyFlagSet{
-		destination: fs.String("copy-destination", "", "a second destination kept up to date with this one (s3:// or gs://)"),
-		credentials: fs.String("copy-credentials-dir", "", "the second destination's mounted credentials Secret"),
-		keepLast:    fs.Int("copy-keep-last", 0, "the second destination's retention: keep the newest N snapshots"),
-		maxAge:      fs.Duration("copy-max-age", 0, "the second destination's retention: drop snapshots older than this"),
-		tiers:       prefixedTierFlags(fs, "copy-"),
-	}
-}
-
-// passes is the writer's copy pass (nil without --copy-destination): the second destination is opened at
-// the first pass, and again after a failure, so that a copy that cannot be reached is reported and tried
-// again without ever stopping the chain. close closes what is open.
-func (c copyFlagSet) passes(b *blob.Bucket, ns, name, uid string, log *slog.Logger, events membership.Recorder) (pass func(context.Context) api.CopyReport, close func()) {
-	if *c.destination == "" {
-		return nil, func() {}
-	}
-	var to *membership.BackupCopy
-	closeTo := func() {
-		if to != nil {
-			to.Bucket.Close()
-			to = nil
-		}
-	}
-	return func(ctx context.Context) api.CopyReport {
-		if to == nil {
-			var err error
-			if to, err = c.open(ctx); err != nil {
-				return membership.CopyFailed(backup.Redact(*c.destination), err, events)
-			}
-		}
-		r := membership.CopyBackups(ctx, b, *to, ns, name, uid, time.Now(), log, events)
-		if r.Message != "" {
-			closeTo()
-		}
-		return r
-	}, closeTo
-}
-
-// open is the second destination, opened with its own credentials (after the primary: see
-// backup.Destination.OpenWith); nil without --copy-destination.
-func (c copyFlagSet) open(ctx context.Context) (*membership.BackupCopy, error) {
-	if *c.destination == "" {
-		return nil, nil
-	}
-	d, err := backup.ParseDestination(*c.destination)
-	if err != nil {
-		return nil, usageError{fmt.Errorf("--copy-destination %q %v", backup.Redact(*c.destination), err)}
-	}
-	b, err := d.OpenWith(ctx, *c.credentials)
-	if err != nil {
-		return nil, fmt.Errorf("the copy's destination: %w", err)
-	}
-	if err := backup.Check(ctx, d, b); err != nil {
-		b.Close()
-		return nil, fmt.Errorf("the copy's destination: %w", err)
-	}
-	return &membership.BackupCopy{Bucket: b, Destination: d, Retention: c.tiers.retention(*c.keepLast, *c.maxAge)}, nil
-}
-
-func (t tierFlags) retention(keepLast int, maxAge time.Duration) backup.Retention {
-	return backup.Retention{KeepLast: keepLast, MaxAge: maxAge, Hourly: *t.hourly, Daily: *t.daily, Weekly: *t.weekly, Monthly: *t.monthly}
-}
-
-// storeFlagSet is how the backup commands name their cluster's folder in a destination and reach it
-// as the pod mounts it (the backup Job, the continuous writer, backup-list).
-type storeFlagSet struct{ cluster, namespace, destination, fileRoot, credentials, encryption *string }
-
-func storeFlags(fs *flag.FlagSet) storeFlagSet {
-	return storeFlagSet{
-		cluster:     fs.String("cluster", "", "the EtcdCluster's name (the snapshots' folder)"),
-		namespace:   fs.String("namespace", "", "its namespace"),
-		destination: fs.String("destination", "", "s3://bucket/prefix?…, gs://bucket/prefix or file:///dir"),
-		fileRoot:    fs.String("file-root", "", "where a file destination's claim is mounted"),
-		credentials: fs.String("credentials-dir", "", "the mounted credentials Secret"),
-		encryption:  encryptionFlag(fs),
-	}
-}
-
-// encryptionFlag is where the encryption Secret is mounted (spec.backup.encryption).
-func encryptionFlag(fs *flag.FlagSet) *string {
-	return fs.String("encryption-dir", "", "the mounted encryption Secret: its "+backup.KeyIdentity+" (age identities: the first encrypts, all decrypt) and optional "+backup.KeyRecipients+" (more recipients to encrypt to)")
-}
-
-// keys are the encryption keys the flags name (none: in the clear).
-func (s storeFlagSet) keys() (backup.Keys, error) { return backup.LoadKeysDir(*s.encryption) }

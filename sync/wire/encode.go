@@ -3,6 +3,8 @@ package wire
 import (
 	"bytes"
 	"fmt"
+	"maps"
+	"slices"
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -11,7 +13,29 @@ import (
 
 // encodeOptions write as encoding/json does (the Kubernetes and api types carry v1 tags), maps in key
 // order: the same answer is the same bytes.
-var encodeOptions = jsonv2.JoinOptions(jsonv1.DefaultOptionsV1(), jsonv2.Deterministic(true))
+var encodeOptions = jsonv2.JoinOptions(jsonv1.DefaultOptionsV1(), jsonv2.Deterministic(true),
+	jsonv2.WithMarshalers(jsonv2.MarshalToFunc(writeStringMap)))
+
+// writeStringMap writes a map[string]string (labels, annotations, data) in key order as encoding/json
+// does (nil is null), without the library's reflection on each entry: every child carries several,
+// and they cost a 9-member answer a tenth of its CPU (docs/performance.md, the library wire).
+func writeStringMap(enc *jsontext.Encoder, m map[string]string) error {
+	if m == nil {
+		return enc.WriteToken(jsontext.Null)
+	}
+	if err := enc.WriteToken(jsontext.BeginObject); err != nil {
+		return err
+	}
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		if err := enc.WriteToken(jsontext.String(k)); err != nil {
+			return err
+		}
+		if err := enc.WriteToken(jsontext.String(m[k])); err != nil {
+			return err
+		}
+	}
+	return enc.WriteToken(jsontext.EndObject)
+}
 
 // Marshal encodes v as the answers are encoded.
 func Marshal(v any) ([]byte, error) { return jsonv2.Marshal(v, encodeOptions) }
@@ -55,7 +79,7 @@ var copyOptions = jsonv2.JoinOptions(jsontext.AllowDuplicateNames(true), jsontex
 // rewrite copies the object obj member by member, each value as keep returns it (nil leaves the member
 // out), then adds the member add (unless add is "").
 func rewrite(obj jsontext.Value, keep func(string, jsontext.Value) (jsontext.Value, error), add string, value jsontext.Value) (jsontext.Value, error) {
-	dec := jsontext.NewDecoder(bytes.NewReader(obj), copyOptions)
+	dec := jsontext.NewDecoder(bytes.NewBuffer(obj), copyOptions)
 	var out bytes.Buffer
 	out.Grow(len(obj))
 	enc := jsontext.NewEncoder(&out, copyOptions)

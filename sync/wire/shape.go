@@ -20,7 +20,7 @@ type BodyShape struct {
 // that is not JSON gets the counts up to where it fails, and the error.
 func Shape(body []byte) (BodyShape, error) {
 	var sh BodyShape
-	dec := jsontext.NewDecoder(bytes.NewReader(body), decodeOptions)
+	dec := jsontext.NewDecoder(bytes.NewBuffer(body), decodeOptions)
 	counted := false // the value of the current top-level key is counted
 	for {
 		depth := dec.StackDepth()

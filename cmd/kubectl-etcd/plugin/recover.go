@@ -13,13 +13,13 @@ import (
 // etcd.io/recover-apply names the plan's token, so a plan that changed since it was shown is not the one
 // applied (the hook refuses a token that is not its current plan). docs/design/19-recovery.md.
 func runRecover(ctx context.Context, env Env, args []string) error {
-	o := &requestOpts{}
-	fs := newFlags("recover", env, &o.kube)
+	o, fs := requestFlagSet("recover", env, requestFlags{
+		idHelp:   "with --apply: the plan's token as --plan showed it (default: the plan shown now)",
+		waitHelp: "with --apply: wait until the cluster is recovered",
+		timeout:  30 * time.Minute,
+	})
 	apply := fs.Bool("apply", false, "carry the plan out (annotation etcd.io/recover-apply=TOKEN)")
 	fs.Bool("plan", true, "show the plan (the default; nothing is changed)")
-	fs.StringVar(&o.token, "id", "", "with --apply: the plan's token as --plan showed it (default: the plan shown now)")
-	fs.BoolVarP(&o.wait, "wait", "w", true, "with --apply: wait until the cluster is recovered")
-	fs.DurationVar(&o.timeout, "timeout", 30*time.Minute, "how long --wait waits")
 	if err := fs.Parse(args); err != nil {
 		return parseErr(err)
 	}
@@ -27,11 +27,7 @@ func runRecover(ctx context.Context, env Env, args []string) error {
 	if o.name, err = oneName("recover", fs.Args()); err != nil {
 		return err
 	}
-	c, err := env.Connect(&o.kube)
-	if err != nil {
-		return err
-	}
-	u, err := getCluster(ctx, c, o.name)
+	c, u, err := o.cluster(ctx, env)
 	if err != nil {
 		return err
 	}

@@ -6,11 +6,13 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // requestOpts are the options of a command that sets a request annotation on the EtcdCluster and, with
-// --wait, follows its status until the request is served (backup, defrag, renew, rotate-ca).
+// --wait, follows its status until the request is served (backup, defrag, renew, rotate-ca, recover,
+// rotate-user).
 type requestOpts struct {
 	name    string
 	token   string
@@ -32,11 +34,7 @@ type requestFlags struct {
 // startRequest reads NAME, --id, --wait and --timeout, connects, and reads the EtcdCluster (which must
 // exist). Without --id the token is the time of the request.
 func startRequest(ctx context.Context, cmd string, env Env, args []string, f requestFlags) (*requestOpts, *Clients, *unstructured.Unstructured, error) {
-	o := &requestOpts{}
-	fs := newFlags(cmd, env, &o.kube)
-	fs.StringVar(&o.token, "id", "", f.idHelp)
-	fs.BoolVarP(&o.wait, "wait", "w", true, f.waitHelp)
-	fs.DurationVar(&o.timeout, "timeout", f.timeout, "how long --wait waits")
+	o, fs := requestFlagSet(cmd, env, f)
 	if err := fs.Parse(args); err != nil {
 		return nil, nil, nil, parseErr(err)
 	}
@@ -44,22 +42,48 @@ func startRequest(ctx context.Context, cmd string, env Env, args []string, f req
 	if o.name, err = oneName(cmd, fs.Args()); err != nil {
 		return nil, nil, nil, err
 	}
-	o.asked = env.Now()
-	if o.token == "" {
-		o.token = strconv.FormatInt(o.asked.Unix(), 10)
-		if f.nanos {
-			o.token = strconv.FormatInt(o.asked.UnixNano(), 10)
-		}
-	}
-	c, err := env.Connect(&o.kube)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	u, err := getCluster(ctx, c, o.name)
+	o.defaultToken(env, f.nanos)
+	c, u, err := o.cluster(ctx, env)
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	return o, c, u, nil
+}
+
+// requestFlagSet is a request command's flags: kubectl's, --id, --wait and --timeout; the command adds
+// its own before it parses them.
+func requestFlagSet(cmd string, env Env, f requestFlags) (*requestOpts, *pflag.FlagSet) {
+	o := &requestOpts{}
+	fs := newFlags(cmd, env, &o.kube)
+	fs.StringVar(&o.token, "id", "", f.idHelp)
+	fs.BoolVarP(&o.wait, "wait", "w", true, f.waitHelp)
+	fs.DurationVar(&o.timeout, "timeout", f.timeout, "how long --wait waits")
+	return o, fs
+}
+
+// defaultToken stamps the request with the time and, without --id, makes that time (in seconds, or
+// nanoseconds) the token.
+func (o *requestOpts) defaultToken(env Env, nanos bool) {
+	o.asked = env.Now()
+	if o.token == "" {
+		o.token = strconv.FormatInt(o.asked.Unix(), 10)
+		if nanos {
+			o.token = strconv.FormatInt(o.asked.UnixNano(), 10)
+		}
+	}
+}
+
+// cluster connects and reads the EtcdCluster NAME, which must exist.
+func (o *requestOpts) cluster(ctx context.Context, env Env) (*Clients, *unstructured.Unstructured, error) {
+	c, err := env.Connect(&o.kube)
+	if err != nil {
+		return nil, nil, err
+	}
+	u, err := getCluster(ctx, c, o.name)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, u, nil
 }
 
 // ask sets the request's annotation to the token and says so: asked is a format of the token, the

@@ -3,7 +3,6 @@ package plugin
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -15,11 +14,11 @@ import (
 // etcd.io/rotate-user=USER=TOKEN, docs/design/20-auth.md §20.5) and, with --wait, follows
 // status.auth.users until the user's certificate is a new one (its expiry moved).
 func runRotateUser(ctx context.Context, env Env, args []string) error {
-	o := &requestOpts{}
-	fs := newFlags("rotate-user", env, &o.kube)
-	fs.StringVar(&o.token, "id", "", "the rotation's token (default: the current time, in nanoseconds); use a value never used before")
-	fs.BoolVarP(&o.wait, "wait", "w", true, "wait until the user's Secret holds a new certificate")
-	fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "how long --wait waits")
+	o, fs := requestFlagSet("rotate-user", env, requestFlags{
+		idHelp:   "the rotation's token (default: the current time, in nanoseconds); use a value never used before",
+		waitHelp: "wait until the user's Secret holds a new certificate",
+		timeout:  5 * time.Minute,
+	})
 	if err := fs.Parse(args); err != nil {
 		return parseErr(err)
 	}
@@ -28,14 +27,8 @@ func runRotateUser(ctx context.Context, env Env, args []string) error {
 	}
 	o.name = fs.Args()[0]
 	user := fs.Args()[1]
-	if o.token == "" {
-		o.token = strconv.FormatInt(env.Now().UnixNano(), 10)
-	}
-	c, err := env.Connect(&o.kube)
-	if err != nil {
-		return err
-	}
-	u, err := getCluster(ctx, c, o.name)
+	o.defaultToken(env, true)
+	c, u, err := o.cluster(ctx, env)
 	if err != nil {
 		return err
 	}
