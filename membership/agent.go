@@ -4,78 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/etcdhook/etcdhook/api"
 )
-
-// Self is the member this agent runs: who it is and how etcd runs (api.AgentConfig, agent.json, is the
-// part the hook writes; this is what the agent makes of it with its pod's identity).
-type Self struct {
-	// Name is the etcd member name (the pod name).
-	Name      string
-	PeerURL   string
-	ClientURL string
-	// Endpoints are where voters answer before this member runs (the client Service).
-	Endpoints  []string
-	DataDir    string
-	ClusterUID string
-	Adopt      bool
-	// LeaseDuration: an unchanged report is renewed every third of it, a healthy voter's every
-	// api.HealthyRenewSeconds.
-	LeaseDuration time.Duration
-	// EtcdCommand is etcd with its static flags; the agent appends the initial-cluster flags.
-	EtcdCommand []string
-	// Tick is how often a running member is looked at (promote, leave, report); default 2 s.
-	Tick time.Duration
-	// FastTick is how often a member still on its way to a healthy voter (starting, learner, waiting for
-	// its join permission) is looked at, for at most fastWindow; default 250 ms. Every step of a join
-	// waits for the agent to look: at 2 s, looking was most of a scale step.
-	FastTick time.Duration
-	// StopGrace bounds the wait for etcd after SIGTERM before SIGKILL.
-	StopGrace time.Duration
-	// DrainWait is how long a member stopped on purpose while its pod stays (a restart in place, a
-	// removal) answers not ready before etcd stops: long enough for the kubelet to count the readiness
-	// failures and the Service's endpoints to drop it (drain.go). TerminatingWait is the same when the
-	// pod itself is being deleted (the endpoints drop a terminating pod at once; only their propagation
-	// is waited for). Zero: no wait.
-	DrainWait, TerminatingWait time.Duration
-	// JoinTimeout bounds one join (add, start, promote) before the agent starts over.
-	JoinTimeout time.Duration
-	// EtcdOutput receives etcd's stdout and stderr (default: the agent's stderr).
-	EtcdOutput io.Writer
-	// CertLook is how often the certificates are looked at (default certLook).
-	CertLook time.Duration
-	// NoSpaceAgain bounds how often this member's NOSPACE recovery runs (default noSpaceAgain).
-	NoSpaceAgain time.Duration
-	// Restore, when set, is the snapshot the seed of a new cluster starts from (DataDir, Name, PeerURL
-	// and Token filled in); nil for a cluster bootstrapped empty.
-	Restore *RestoreRequest
-	// Bootstrap is agent.json's bootstrap (api.StaticBootstrap(N) for a static creation, "" otherwise), and
-	// StaticPeers the members of a static creation of n (names and peer URLs, this member's among them).
-	Bootstrap   string
-	StaticPeers func(n int) []api.Member
-	// Retired are cluster IDs an in-place restore replaced: a Lease or member list naming one is not
-	// this cluster's, and data of one is moved aside (docs/design/16-backup-restore.md §16.8).
-	Retired map[uint64]bool
-	// LoadRetired, when set, reads Retired again before each start decision (agent.json as the kubelet
-	// refreshes it); a read that fails keeps the last list.
-	LoadRetired func() (map[uint64]bool, error)
-	// Transition is the scheme a TLS switch leaves ("" none; the pod runs the transition template,
-	// docs/design/14-tls.md §14.8): the agent moves its peer URL to the other scheme when its Lease asks.
-	Transition string
-	// AuthSource reads the declared auth (the ConfigMap's auth.json, docs/design/20-auth.md): nil without
-	// spec.auth. Nil: the agent never touches etcd's auth.
-	AuthSource func(ctx context.Context) (*api.AuthConfig, error)
-	// AuthLook: how often the declared auth is read and etcd's auth revision looked at (default
-	// authRead and authLook).
-	AuthLook time.Duration
-}
 
 // Agent supervises etcd in a member pod (docs/design/01-components.md §1.3, §7.2-§7.3).
 type Agent struct {
@@ -88,189 +23,129 @@ type Agent struct {
 	// Events receives the Kubernetes Events this member posts on its EtcdCluster (nil: none).
 	Events Recorder
 
-	// The last certificate look: what the files hold, or why they could not be made.
-	certFacts   CertFacts
-	certErr     string
-	certChecked time.Time
-	// certsReady: every plane's files have been usable once (etcd may start; later problems keep the
-	// files in use and are only reported).
-	certsReady bool
-
-	mu      sync.Mutex
-	state   string // for probes and logs: waiting, starting, running, parked, refused
-	running bool
-	pid     int
-	killed  bool
-	left    bool // this member removed itself on intent leave
-	// draining: why this member answers not ready while etcd still runs (drain.go), "" when it does not.
-	draining string
+	// The phases' shared view of the fields above, set once (wire).
+	wireOnce sync.Once
+	env      env
+	// proc: the etcd this agent runs, as the probe port and Kill see it (agent_process.go).
+	proc process
+	// rep: the member's report on its Lease (agent_report.go).
+	rep reporter
+	// tls: the certificate looks (agent_certs.go); auth: etcd's users and roles (agent_auth.go).
+	tls  certKeeper
+	auth authKeeper
+	// defrag: the defragmentation passes (defrag.go).
+	defrag defragger
+	// recovery: this member's part in a recovery (recovery.go); bound: what its data's binding records
+	// (agent_binding.go).
+	recovery recoveryPart
+	bound    dataBinding
+	// peers: the peer URL through a TLS switch (peerswitch.go).
+	peers peerSwitch
+	left  bool // this member removed itself on intent leave
 	// stopRunning stops the etcd the agent runs now (nil when none): the leave stops it before the
 	// removal (drain.go).
 	stopRunning func()
-	// crashLoop: etcd keeps failing; the Lease is no longer renewed (only changes are written).
-	crashLoop bool
-	last      api.Report
-	wrote     time.Time
-	// leaseProblems: what the last Lease read held that the agent could not use as written; reported.
-	leaseProblems []string
 	// lossReported: the member ID whose data loss was last posted as an event, so that join attempts
 	// retried for the same loss post it once.
 	lossReported string
-	// restored: the snapshot the data directory was restored from, from its binding; reported.
-	restored *Restored
 	// seed: the seed's restore attempts in this pod (agent_restore.go).
 	seed seedRestore
-	// The defragmentation passes (defrag.go): the last one completed and when, read back from the
-	// Lease once so that a restarted agent does not repeat it; the last failure, for the backoff.
-	defragRead   bool
-	defragDone   string
-	defragLast   string
-	defragFailed time.Time
-	defragErr    string // the last failure, reported until the retry
-	// noSpaceAt: this member's last NOSPACE defragmentation; noSpaceStuck: it left the file at the quota.
-	noSpaceAt    time.Time
-	noSpaceStuck bool
-	// spaceAt: this member's last space defragmentation, spaceStuck: it left the file wanting another
-	// (then the next waits a defragRetry); spacePct: the line
-	// of the last space pass asked (api.DefaultSpaceActAtPercent before one), which keepSizes watches.
-	spaceAt    time.Time
-	spacePct   int32
-	spaceStuck bool
-	// forcing: the recovery token etcd is being started for with --force-new-cluster ("" none);
-	// recovered: the recovery token whose part this member carried out, reported (read back from the
-	// Lease at the agent's start).
-	forcing   string
-	recovered string
-	// boundRecovered: the binding's Recovered as read at the last start decision (a rewrite keeps it).
-	boundRecovered string
-	// quotaRead: the quota of the Lease's earlier report was compared with this etcd's (QuotaChanged).
-	quotaRead bool
 	// ownAlarms: the alarms this member raised, as last seen (events on a change).
 	ownAlarms map[string]bool
-	// known: the last member list this agent read (the start decision's, or its running etcd's).
-	known []api.Member
-	// peerURL: the peer URL etcd runs with now (its scheme from the member list, peerswitch.go);
-	// peerAsk: the scheme the Lease lets it move to (etcd.io/peer-scheme); peerMoveFailed: the last
-	// move that did not commit (retried 10 s later).
-	peerURL, peerAsk string
-	peerMoveFailed   time.Time
-	// auth: the reconcile of etcd's users and roles (agent_auth.go).
-	auth authState
-}
-
-// event posts a Kubernetes Event on the EtcdCluster; notes start with the pod so that the cluster's
-// event list says which member it is about.
-func (a *Agent) event(reason, action string, warning bool, format string, args ...any) {
-	recorderOr(a.Events).Event(reason, action, "pod "+a.Cfg.Name+": "+fmt.Sprintf(format, args...), warning)
 }
 
 // State is what the probe server reports while etcd is not running.
 func (a *Agent) State() (state string, running bool) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.state, a.running
+	return a.proc.State()
 }
 
 // Kill ends the agent the way a node crash does: etcd gets SIGKILL, nothing is cleaned up or reported.
 func (a *Agent) Kill() {
-	a.mu.Lock()
-	a.killed = true
-	pid := a.pid
-	a.mu.Unlock()
-	if pid > 0 {
-		_ = syscall.Kill(-pid, syscall.SIGKILL)
-	}
+	a.proc.kill()
 }
 
-func (a *Agent) isKilled() bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.killed
+// wire hands the exported fields to the phases, once: before the first look (Run), or before a test
+// calls a phase.
+func (a *Agent) wire() {
+	a.wireOnce.Do(func() {
+		a.env = env{cfg: &a.Cfg, store: a.Store, etcd: a.Etcd, certs: a.Certs, log: a.Log, events: a.Events}
+		a.rep = reporter{env: &a.env, facts: a.facts, spaceLine: a.defrag.spaceLine}
+		a.auth = authKeeper{env: &a.env, rep: &a.rep}
+		a.tls = certKeeper{env: &a.env, auth: &a.auth}
+		a.defrag = defragger{env: &a.env, rep: &a.rep}
+		a.recovery = recoveryPart{env: &a.env}
+		a.peers = peerSwitch{env: &a.env, rep: &a.rep}
+	})
 }
 
-func (a *Agent) setState(s string, running bool) {
-	a.mu.Lock()
-	a.state, a.running = s, running
-	if s == "starting" {
-		a.draining = "" // a new etcd: ready again once it says so
-	}
-	a.mu.Unlock()
+// facts adds to a report what the phases other than the reporter know: the certificates' state, the
+// recovery this member carried out, the snapshot its data was restored from, and whether its own etcd
+// calls present the root identity.
+func (a *Agent) facts(r *api.Report) {
+	a.tls.fill(r)
+	a.recovery.fill(r)
+	a.bound.fill(r)
+	r.RootIdentity = a.auth.usesRootIdentity()
 }
 
-func (a *Agent) tick() time.Duration {
-	if a.Cfg.Tick > 0 {
-		return a.Cfg.Tick
-	}
-	return 2 * time.Second
-}
-
-// fastWindow bounds how long an agent looks at the fast cadence: a member that does not become a healthy
-// voter within it (a join never permitted, a stuck learner) goes back to the normal tick, so a broken step
-// does not keep several API and etcd calls per second going.
-const fastWindow = 2 * time.Minute
-
-// nextLook is the wait before the next look: fast while this member is not yet a healthy voter and the
-// fast window that began at since is open.
-func (a *Agent) nextLook(since time.Time) time.Duration {
-	if a.last.IsVoter() && a.last.Healthy || time.Since(since) > fastWindow {
-		return a.tick()
-	}
-	if a.Cfg.FastTick > 0 {
-		return a.Cfg.FastTick
-	}
-	return 250 * time.Millisecond
+// PeersPlaintext says whether this member may make the built-in CA although it has data (Certs.
+// MayCreateCA): a TLS switch on from plaintext, before any peer URL moved (peerSwitch.plaintext).
+func (a *Agent) PeersPlaintext() bool {
+	a.wire()
+	return a.peers.plaintext()
 }
 
 // Run is the agent: decide, act, supervise, until ctx ends (SIGTERM). It returns an error only for
 // what it cannot safely handle; the container then restarts and the decision runs again.
 func (a *Agent) Run(ctx context.Context) error {
+	a.wire()
 	if a.Certs != nil && a.Certs.Confirm == nil {
-		a.Certs.Confirm = a.everyMember
+		a.Certs.Confirm = a.rep.everyMember
 	}
 	failures := 0
 	var waitingSince time.Time
 	// The renewal the hook asks for (etcd.io/renewal) before the first certificate: issued without the
 	// mark it would be renewed again a moment later, at every pod start while the annotation is set.
 	if in, err := a.Store.Read(ctx); err == nil {
-		a.askRenewal(in.Renewal)
-		a.askRotation(in)
-		a.recovered = in.Report.Recovered
+		a.tls.askRenewal(in.Renewal)
+		a.tls.askRotation(in)
+		a.recovery.recovered = in.Report.Recovered
 	}
 	for {
-		if ctx.Err() != nil || a.isKilled() {
+		if ctx.Err() != nil || a.proc.isKilled() {
 			return nil
 		}
-		if err := a.refreshCerts(ctx); err != nil && !a.certsReady {
+		if err := a.tls.refresh(ctx); err != nil && !a.tls.ready {
 			// etcd cannot start without its certificate: say why and look again.
 			a.Log.Warn("no member certificate yet", "error", err)
-			a.setState("certificates", false)
-			a.report(ctx, a.keptReport(), false)
-			a.sleep(ctx, a.tick())
+			a.proc.setState("certificates", false)
+			a.rep.report(ctx, a.rep.kept(), false)
+			sleep(ctx, a.env.tick())
 			continue
 		}
 		d, facts, err := a.decide(ctx)
 		if err != nil {
 			a.Log.Warn("cannot decide yet", "error", err)
-			r := a.keptReport()
+			r := a.rep.kept()
 			r.SetError(api.ReasonWaiting, err.Error())
-			a.report(ctx, r, false)
-			a.sleep(ctx, a.tick())
+			a.rep.report(ctx, r, false)
+			sleep(ctx, a.env.tick())
 			continue
 		}
 		a.Log.Info("start decision", "action", d.Action.String(), "reason", d.Reason, "detail", d.Detail)
 		switch d.Action {
 		case Wait, Refuse:
-			a.setState(strings.ToLower(d.Reason), false)
-			a.report(ctx, a.idleReport(facts, d.Reason, d.Detail), false)
-			wait := a.tick()
+			a.proc.setState(strings.ToLower(d.Reason), false)
+			a.rep.report(ctx, a.rep.idle(facts, d.Reason, d.Detail), false)
+			wait := a.env.tick()
 			if d.Reason == api.ReasonWaitingForJoin {
 				// The hook hands out the permission as soon as this report reaches it; look again soon.
 				if waitingSince.IsZero() {
 					waitingSince = time.Now()
 				}
-				wait = a.nextLook(waitingSince)
+				wait = a.env.nextLook(waitingSince, a.rep.settled())
 			}
-			a.sleep(ctx, wait)
+			sleep(ctx, wait)
 			continue
 		case Park:
 			a.park(ctx, facts, d)
@@ -286,10 +161,10 @@ func (a *Agent) Run(ctx context.Context) error {
 				a.Log.Info("data moved aside", "to", aside)
 			}
 			if aside != "" {
-				a.event(EventDataMovedAside, "MoveAside", false, "%s (kept as %s)", d.Detail, aside)
+				a.env.event(EventDataMovedAside, "MoveAside", false, "%s (kept as %s)", d.Detail, aside)
 			}
 			if d.Reason == reasonFenced {
-				a.recovered = facts.Recover.Token
+				a.recovery.recovered = facts.Recover.Token
 			}
 			continue
 		}
@@ -301,7 +176,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 		began := time.Now()
 		err = a.start(ctx, d, facts)
-		if ctx.Err() != nil || a.isKilled() {
+		if ctx.Err() != nil || a.proc.isKilled() {
 			return nil
 		}
 		if errors.Is(err, errRestartForCA) || errors.Is(err, errPeerMoved) || errors.Is(err, errRecovery) {
@@ -327,31 +202,14 @@ func (a *Agent) Run(ctx context.Context) error {
 		if failures >= 3 {
 			// One event per backoff step: the step is at least 2 s and soon a minute, and client-go folds
 			// the repeats into one Event with a count.
-			a.event(EventCrashLoop, "RestartEtcd", true, "etcd failed %d times in a row, next start in %s: %v", failures, wait, err)
-			a.crashLoop = true
-			r := a.keptReport()
+			a.env.event(EventCrashLoop, "RestartEtcd", true, "etcd failed %d times in a row, next start in %s: %v", failures, wait, err)
+			a.rep.crashLoop = true
+			r := a.rep.kept()
 			r.SetError(api.ReasonCrashLoop, fmt.Sprintf("etcd failed %d times in a row: %v", failures, err))
-			a.report(ctx, r, false)
+			a.rep.report(ctx, r, false)
 		}
 		a.Log.Warn("etcd stopped; deciding again", "error", err, "failures", failures, "backoff", wait.String())
-		a.setState("restarting", false)
-		a.sleep(ctx, wait)
-	}
-}
-
-// keptReport is the last report without what only a running member can say: its identity stays, so
-// that a transient error never erases the member and cluster IDs from the Lease.
-func (a *Agent) keptReport() api.Report {
-	r := a.last
-	r.Role, r.Healthy, r.Members, r.LeaderID = api.RoleNone, false, nil, ""
-	return r
-}
-
-func (a *Agent) sleep(ctx context.Context, d time.Duration) bool {
-	select {
-	case <-ctx.Done():
-		return false
-	case <-time.After(d):
-		return true
+		a.proc.setState("restarting", false)
+		sleep(ctx, wait)
 	}
 }

@@ -35,8 +35,12 @@ const (
 	authReadIdle = 5 * time.Minute
 )
 
-// authState is what the agent keeps between looks.
-type authState struct {
+// authKeeper keeps etcd's users and roles as spec.auth declares them while this member leads, and
+// points the agent's own etcd calls at the root identity. Its fields are what it keeps between looks.
+type authKeeper struct {
+	*env
+	rep *reporter
+
 	want   *api.AuthConfig
 	readAt time.Time
 	// hint: the hash of the declaration the hook writes on the Lease (etcd.io/auth-declared).
@@ -62,97 +66,100 @@ type authState struct {
 	next map[string]Login
 }
 
-// readAuthWant reads the declared auth at most every authRead; a failed read keeps the last one.
-func (a *Agent) readAuthWant(ctx context.Context) {
-	every := a.authEvery(authRead)
-	if a.auth.want == nil {
-		every = a.authEvery(authReadIdle)
+// read reads the declared auth at most every authRead; a failed read keeps the last one. recheck: a
+// new declaration came, whose users get their Secrets at the next certificate look, not a minute later.
+func (k *authKeeper) read(ctx context.Context) (recheck bool) {
+	every := k.every(authRead)
+	if k.want == nil {
+		every = k.every(authReadIdle)
 	}
 	// The Lease says the declaration changed: read it now (at most once a tick, and on the timer while
 	// reads fail: the ConfigMap may lag the Lease by a moment, or be unreadable).
-	if a.auth.hint != "" && (a.auth.want == nil || a.auth.want.Hash != a.auth.hint) && a.auth.wantErr == "" {
-		every = min(every, a.tick())
+	if k.hint != "" && (k.want == nil || k.want.Hash != k.hint) && k.wantErr == "" {
+		every = min(every, k.tick())
 	}
-	if a.Cfg.AuthSource == nil || time.Since(a.auth.readAt) < every && !a.auth.readAt.IsZero() {
+	if k.cfg.AuthSource == nil || time.Since(k.readAt) < every && !k.readAt.IsZero() {
 		return
 	}
-	a.auth.readAt = time.Now()
-	want, err := a.Cfg.AuthSource(ctx)
+	k.readAt = time.Now()
+	want, err := k.cfg.AuthSource(ctx)
 	if err != nil {
-		a.auth.wantErr = err.Error()
+		k.wantErr = err.Error()
 		return
 	}
-	if want != nil && (a.auth.want == nil || want.Hash != a.auth.want.Hash) {
-		a.certChecked = time.Time{} // new users get their Secrets at the next look, not a minute later
+	if want != nil && (k.want == nil || want.Hash != k.want.Hash) {
+		recheck = true
 	}
-	a.auth.wantErr, a.auth.want = "", want
-	if a.Certs != nil {
-		a.Certs.Users, a.Certs.Rotations = nil, nil
+	k.wantErr, k.want = "", want
+	if k.certs != nil {
+		k.certs.Users, k.certs.Rotations = nil, nil
 		if want != nil {
-			a.Certs.Users, a.Certs.Rotations = want.Users, want.Rotations
+			k.certs.Users, k.certs.Rotations = want.Users, want.Rotations
 			// Kept for the agent's life once declared: the agent's own calls use the root identity from
 			// then on (useRootIdentity), which must go on being renewed.
-			a.Certs.RootSecret = want.RootSecret
+			k.certs.RootSecret = want.RootSecret
 		}
 	}
+	return recheck
 }
 
-// reconcileAuth runs on the leader's agent at each look: it reads etcd's auth revision every authLook
+// reconcile runs on the leader's agent at each look: it reads etcd's auth revision every authLook
 // and, when the revision moved since the last reconcile or the declared auth changed, reads etcd's users
 // and roles and applies the difference. A difference found while the declaration did not change is a
-// hand edit: it is put back and reported (Event AuthReverted, report's reverted).
-func (a *Agent) reconcileAuth(ctx context.Context, r *api.Report) {
-	if a.Cfg.AuthSource == nil {
-		return
+// hand edit: it is put back and reported (Event AuthReverted, report's reverted). recheck: the
+// certificates are to be looked at now (a new declaration, or this agent now issues the users').
+func (k *authKeeper) reconcile(ctx context.Context, r *api.Report) (recheck bool) {
+	if k.cfg.AuthSource == nil {
+		return false
 	}
-	a.readAuthWant(ctx)
-	want := a.auth.want
+	recheck = k.read(ctx)
+	want := k.want
 	if want == nil {
 		return // spec.auth not set: etcd's auth is not etcdhook's to keep
 	}
-	if a.Certs != nil && !a.Certs.IssueUsers {
+	if k.certs != nil && !k.certs.IssueUsers {
 		// The leader's agent issues the users' certificates: at once, not at the next certificate look.
-		a.Certs.IssueUsers = true
-		a.certChecked = time.Time{}
+		k.certs.IssueUsers = true
+		recheck = true
 	}
 	defer func() {
-		rep := a.auth.report
+		rep := k.report
 		rep.Expires, rep.UserErrors = nil, nil
-		if a.Certs != nil {
-			for u, t := range a.Certs.UserNotAfter {
+		if k.certs != nil {
+			for u, t := range k.certs.UserNotAfter {
 				if rep.Expires == nil {
 					rep.Expires = map[string]string{}
 				}
 				rep.Expires[u] = t.UTC().Format(time.RFC3339)
 			}
-			if len(a.Certs.UserErrors) > 0 {
-				rep.UserErrors = a.Certs.UserErrors
+			if len(k.certs.UserErrors) > 0 {
+				rep.UserErrors = k.certs.UserErrors
 			}
 		}
-		if a.auth.wantErr != "" && rep.Error == "" {
-			rep.Error = "reading the declared auth: " + a.auth.wantErr
+		if k.wantErr != "" && rep.Error == "" {
+			rep.Error = "reading the declared auth: " + k.wantErr
 		}
 		r.Auth = &rep
 	}()
-	a.rotateLogins(want)
-	passwords := a.wantPasswords(want)
+	k.rotateLogins(want)
+	passwords := k.wantPasswords(want)
 	pwPrint := fingerprint(passwords)
-	changed := want.Hash != a.auth.applied || pwPrint != a.auth.passwords
-	if !changed && time.Since(a.auth.lookAt) < a.authEvery(authLook) {
+	changed := want.Hash != k.applied || pwPrint != k.passwords
+	if !changed && time.Since(k.lookAt) < k.every(authLook) {
 		return
 	}
-	if !a.auth.failedAt.IsZero() && time.Since(a.auth.failedAt) < a.authEvery(authRetry) {
+	if !k.failedAt.IsZero() && time.Since(k.failedAt) < k.every(authRetry) {
 		return
 	}
-	a.auth.lookAt = time.Now()
+	k.lookAt = time.Now()
 	waitRoot := false
-	err := a.Etcd.onEndpoint(ctx, a.Cfg.ClientURL, 10*time.Second, func(ctx context.Context, cl *clientv3.Client) error {
+	err := k.etcd.onEndpoint(ctx, k.cfg.ClientURL, 10*time.Second, func(ctx context.Context, cl *clientv3.Client) error {
 		if !changed {
 			s, err := cl.AuthStatus(ctx)
 			if err != nil {
 				return fmt.Errorf("auth status: %w", err)
 			}
-			if s.AuthRevision == a.auth.revision && s.Enabled == want.Enabled {
+			if s.AuthRevision == k.revision && s.Enabled == want.Enabled {
 				return nil
 			}
 		}
@@ -160,11 +167,11 @@ func (a *Agent) reconcileAuth(ctx context.Context, r *api.Report) {
 		if err != nil {
 			return err
 		}
-		if err := CheckPasswords(ctx, cl, &have, passwords, a.auth.set, a.auth.setAt != 0 && have.Revision == a.auth.setAt); err != nil {
+		if err := CheckPasswords(ctx, cl, &have, passwords, k.set, k.setAt != 0 && have.Revision == k.setAt); err != nil {
 			return err
 		}
 		steps := PlanAuth(want, have, passwords)
-		if len(steps) > 0 && steps[len(steps)-1].Op == OpEnableAuth && !a.everyMemberUsesRoot(ctx) {
+		if len(steps) > 0 && steps[len(steps)-1].Op == OpEnableAuth && !k.everyMemberUsesRoot(ctx) {
 			// Every agent's own calls (promotions, leadership moves, defragmentation) must present the
 			// root identity before etcd refuses the others: the rest is applied, the switch waits.
 			steps = steps[:len(steps)-1]
@@ -177,21 +184,21 @@ func (a *Agent) reconcileAuth(ctx context.Context, r *api.Report) {
 			made = append(made, s.String())
 			switch s.Op {
 			case OpAddUser, OpSetPassword, OpRemakeUser:
-				if a.auth.set == nil {
-					a.auth.set = map[string]string{}
+				if k.set == nil {
+					k.set = map[string]string{}
 				}
-				a.auth.set[s.User] = s.Password
+				k.set[s.User] = s.Password
 			case OpEnableAuth:
 				enabled = true
 			}
-			a.Log.Info("auth change", "change", s.String(), "config", want.Hash, "handEdit", drift)
+			k.log.Info("auth change", "change", s.String(), "config", want.Hash, "handEdit", drift)
 		})
 		if len(made) > 0 {
 			if drift {
-				a.event(EventAuthReverted, "ReconcileAuth", true, "put back what a hand edit changed in etcd's users and roles: %s", strings.Join(made, "; "))
-				a.auth.report.Reverted = time.Now().UTC().Format(time.RFC3339) + " " + strings.Join(made, "; ")
+				k.event(EventAuthReverted, "ReconcileAuth", true, "put back what a hand edit changed in etcd's users and roles: %s", strings.Join(made, "; "))
+				k.report.Reverted = time.Now().UTC().Format(time.RFC3339) + " " + strings.Join(made, "; ")
 			} else {
-				a.event(EventAuthChanged, "ReconcileAuth", false, "etcd's users and roles now as spec.auth declares (%s): %s", want.Hash, strings.Join(made, "; "))
+				k.event(EventAuthChanged, "ReconcileAuth", false, "etcd's users and roles now as spec.auth declares (%s): %s", want.Hash, strings.Join(made, "; "))
 			}
 		}
 		if err != nil {
@@ -210,109 +217,110 @@ func (a *Agent) reconcileAuth(ctx context.Context, r *api.Report) {
 		// With auth off, the passwords this agent set count as right only at the revision now (setAt):
 		// a password edited by hand while this pass ran is missed then, and put back once auth is on,
 		// when every password is checked by a login.
-		a.auth.revision, a.auth.setAt, a.auth.applied, a.auth.passwords = have.Revision, s.AuthRevision, want.Hash, pwPrint
+		k.revision, k.setAt, k.applied, k.passwords = have.Revision, s.AuthRevision, want.Hash, pwPrint
 		if enabled {
 			// Passwords set while auth was off could not be checked: the next look logs in as each user
 			// (a hand edit made while it was off is then put back).
-			a.auth.revision = 0
+			k.revision = 0
 		}
-		a.auth.report.Applied, a.auth.report.Enabled = want.Hash, s.Enabled
+		k.report.Applied, k.report.Enabled = want.Hash, s.Enabled
 		return nil
 	})
 	if err == nil {
-		err = a.commitLogins(ctx, want)
+		err = k.commitLogins(ctx, want)
 	}
 	if err != nil {
-		a.auth.failedAt = time.Now()
-		a.auth.report.Error = err.Error()
-		a.Log.Warn("auth reconcile", "error", err)
+		k.failedAt = time.Now()
+		k.report.Error = err.Error()
+		k.log.Warn("auth reconcile", "error", err)
 		return
 	}
-	a.auth.failedAt, a.auth.report.Error = time.Time{}, ""
+	k.failedAt, k.report.Error = time.Time{}, ""
+	return recheck
 }
 
 // rotateLogins starts a password rotation for each user whose rotation mark its login was not made for:
 // the next login (the other slot, a new password) is what etcd must hold from this pass on, before the
 // Secret names it (commitLogins).
-func (a *Agent) rotateLogins(want *api.AuthConfig) {
-	if a.Certs == nil {
+func (k *authKeeper) rotateLogins(want *api.AuthConfig) {
+	if k.certs == nil {
 		return
 	}
 	for _, u := range want.Users {
 		mark := want.Rotations[u.Name]
-		l, ok := a.Certs.Logins[u.Name]
-		if mark == "" || !ok || l.Mark == mark || a.auth.next[u.Name].Mark == mark {
+		l, ok := k.certs.Logins[u.Name]
+		if mark == "" || !ok || l.Mark == mark || k.next[u.Name].Mark == mark {
 			continue
 		}
-		next, err := l.next(u.Name, mark, time.Now(), a.Certs.loginGrace())
+		next, err := l.next(u.Name, mark, time.Now(), k.certs.loginGrace())
 		if err != nil {
-			a.Log.Warn("rotating a login", "user", u.Name, "error", err)
+			k.log.Warn("rotating a login", "user", u.Name, "error", err)
 			continue
 		}
-		if a.auth.next == nil {
-			a.auth.next = map[string]Login{}
+		if k.next == nil {
+			k.next = map[string]Login{}
 		}
-		a.auth.next[u.Name] = next
-		a.Log.Info("rotating a user's password login", "user", u.Name, "from", l.User, "to", next.User, "until", next.PreviousUntil)
+		k.next[u.Name] = next
+		k.log.Info("rotating a user's password login", "user", u.Name, "from", l.User, "to", next.User, "until", next.PreviousUntil)
 	}
 }
 
 // commitLogins, once etcd holds every login the pass planned, points the users' Secrets at the logins
 // rotations made, and drops from them the previous logins whose grace is over (etcd no longer holds
 // them).
-func (a *Agent) commitLogins(ctx context.Context, want *api.AuthConfig) error {
-	if a.Certs == nil {
+func (k *authKeeper) commitLogins(ctx context.Context, want *api.AuthConfig) error {
+	if k.certs == nil {
 		return nil
 	}
 	var errs []error
 	now := time.Now()
 	for _, u := range want.Users {
-		l, pending := a.auth.next[u.Name]
+		l, pending := k.next[u.Name]
 		if !pending {
-			cur, ok := a.Certs.Logins[u.Name]
+			cur, ok := k.certs.Logins[u.Name]
 			if !ok || !cur.retired(now) {
 				continue
 			}
 			cur.Previous, cur.PreviousPassword, cur.PreviousUntil = "", "", time.Time{}
 			l = cur
 		}
-		if err := a.Certs.CommitLogin(ctx, u.Name, u.SecretName, l); err != nil {
+		if err := k.certs.CommitLogin(ctx, u.Name, u.SecretName, l); err != nil {
 			errs = append(errs, fmt.Errorf("user %s's login: %w", u.Name, err))
 			continue
 		}
 		if pending {
-			delete(a.auth.next, u.Name)
-			a.event(EventAuthChanged, "RotateLogin", false, "user %s's Secret now logs in as %s; %s works until %s", u.Name, l.User, l.Previous, l.PreviousUntil.UTC().Format(time.RFC3339))
+			delete(k.next, u.Name)
+			k.event(EventAuthChanged, "RotateLogin", false, "user %s's Secret now logs in as %s; %s works until %s", u.Name, l.User, l.Previous, l.PreviousUntil.UTC().Format(time.RFC3339))
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// stopAuth is called when this member is no longer the leader: another agent keeps etcd's auth, and
-// this one stops issuing the users' certificates.
-func (a *Agent) stopAuth() {
-	if a.Certs != nil {
-		a.Certs.IssueUsers = false
+// stop is called when this member is no longer the leader: another agent keeps etcd's auth, and this
+// one stops issuing the users' certificates.
+func (k *authKeeper) stop() {
+	if k.certs != nil {
+		k.certs.IssueUsers = false
 	}
-	a.auth.applied, a.auth.revision, a.auth.passwords, a.auth.set, a.auth.setAt, a.auth.next = "", 0, "", nil, 0, nil
+	k.applied, k.revision, k.passwords, k.set, k.setAt, k.next = "", 0, "", nil, 0, nil
 }
 
 // wantPasswords are the logins etcd must hold, with their passwords: root's, and each declared user's
 // as its Secret holds them (Certs.Logins) or as a rotation makes them (the next login, the current one
 // as its previous); a user whose Secret this agent has not read yet is left out.
-func (a *Agent) wantPasswords(want *api.AuthConfig) map[string]string {
+func (k *authKeeper) wantPasswords(want *api.AuthConfig) map[string]string {
 	out := map[string]string{}
-	if a.Certs == nil {
+	if k.certs == nil {
 		return out
 	}
-	if pw := a.Certs.RootPassword; usablePassword(pw) {
+	if pw := k.certs.RootPassword; usablePassword(pw) {
 		out[api.RootUser] = pw
 	}
 	now := time.Now()
 	for _, u := range want.Users {
-		l, ok := a.auth.next[u.Name]
+		l, ok := k.next[u.Name]
 		if !ok {
-			if l, ok = a.Certs.Logins[u.Name]; !ok {
+			if l, ok = k.certs.Logins[u.Name]; !ok {
 				continue
 			}
 		}
@@ -334,55 +342,55 @@ func fingerprint(passwords map[string]string) string {
 // look wrote them: with auth on, only root may change membership, defragment or read the auth store.
 // Without client certificates required (AuthConfig.Passwords) they log in as root with the root
 // Secret's password instead, which etcd then needs to take them for root.
-func (a *Agent) useRootIdentity() {
-	c := a.Certs
+func (k *authKeeper) useRootIdentity() {
+	c := k.certs
 	if c == nil || c.RootSecret == "" || c.RootDir == "" {
 		return
 	}
-	if a.Etcd.TLSDir != c.RootDir {
+	if k.etcd.TLSDir != c.RootDir {
 		if _, err := pki.ReadFiles(c.RootDir, pki.KeyCert, pki.KeyKey, pki.KeyCA); err == nil {
-			a.Log.Info("the agent's etcd calls now use the root identity", "secret", c.RootSecret)
-			a.Etcd.TLSDir = c.RootDir
+			k.log.Info("the agent's etcd calls now use the root identity", "secret", c.RootSecret)
+			k.etcd.TLSDir = c.RootDir
 		}
 	}
-	login := a.auth.want != nil && a.auth.want.Passwords
+	login := k.want != nil && k.want.Passwords
 	switch {
-	case login && a.Etcd.Login == nil:
+	case login && k.etcd.Login == nil:
 		file := filepath.Join(c.RootDir, api.SecretKeyPassword)
 		if _, err := os.Stat(file); err == nil {
-			a.Log.Info("the agent's etcd calls now log in as root (client certificates are not required)", "secret", c.RootSecret)
-			a.Etcd.Login, a.Etcd.LoginEndpoints = PasswordFile(file), a.Cfg.Endpoints
+			k.log.Info("the agent's etcd calls now log in as root (client certificates are not required)", "secret", c.RootSecret)
+			k.etcd.Login, k.etcd.LoginEndpoints = PasswordFile(file), k.cfg.Endpoints
 		}
-	case !login && a.Etcd.Login != nil:
+	case !login && k.etcd.Login != nil:
 		// Only while auth is not enforced (api.ValidateChange): the certificate says root again.
-		a.Log.Info("the agent's etcd calls present the root certificate again (client certificates are required)")
-		a.Etcd.Login = nil
-		a.Etcd.forgetToken()
+		k.log.Info("the agent's etcd calls present the root certificate again (client certificates are required)")
+		k.etcd.Login = nil
+		k.etcd.forgetToken()
 	}
 }
 
 // usesRootIdentity says whether this agent's own etcd calls present the root identity (reported: the
 // leader's agent enables auth only once every member's does, or their membership calls would be refused).
-func (a *Agent) usesRootIdentity() bool {
-	if a.Certs == nil || a.Certs.RootDir == "" || a.Etcd.TLSDir != a.Certs.RootDir {
+func (k *authKeeper) usesRootIdentity() bool {
+	if k.certs == nil || k.certs.RootDir == "" || k.etcd.TLSDir != k.certs.RootDir {
 		return false
 	}
-	return a.auth.want == nil || !a.auth.want.Passwords || a.Etcd.Login != nil
+	return k.want == nil || !k.want.Passwords || k.etcd.Login != nil
 }
 
 // everyMemberUsesRoot says whether every member of the cluster (the last member list read) reports
 // presenting the root identity; this agent's own included.
-func (a *Agent) everyMemberUsesRoot(ctx context.Context) bool {
-	if !a.usesRootIdentity() {
+func (k *authKeeper) everyMemberUsesRoot(ctx context.Context) bool {
+	if !k.usesRootIdentity() {
 		return false
 	}
-	return a.everyMember(ctx, func(r api.Report) bool { return r.RootIdentity })
+	return k.rep.everyMember(ctx, func(r api.Report) bool { return r.RootIdentity })
 }
 
-// authEvery is d, or Cfg.AuthLook when set (tests): one override for every auth interval.
-func (a *Agent) authEvery(d time.Duration) time.Duration {
-	if a.Cfg.AuthLook > 0 {
-		return a.Cfg.AuthLook
+// every is d, or Cfg.AuthLook when set (tests): one override for every auth interval.
+func (k *authKeeper) every(d time.Duration) time.Duration {
+	if k.cfg.AuthLook > 0 {
+		return k.cfg.AuthLook
 	}
 	return d
 }

@@ -29,7 +29,7 @@ func (a *Agent) leave(ctx context.Context, members []api.Member, leader, self ui
 	if leader == self {
 		// No healthy voter to take over although the quorum rule let the leave through: the leave goes
 		// on as it always did, and the others elect a leader once this one is removed.
-		switch to, err := a.handOver(ctx, members, healthy, id, staysLongest(a.Cfg.Name)); {
+		switch to, err := a.env.handOver(ctx, members, healthy, id, staysLongest(a.Cfg.Name)); {
 		case errors.Is(err, errNoTransferee):
 		case err != nil:
 			r.SetError(api.ReasonLeaving, "moving leadership away: "+err.Error())
@@ -40,7 +40,7 @@ func (a *Agent) leave(ctx context.Context, members []api.Member, leader, self ui
 	}
 	stopped := false
 	if a.stopRunning != nil {
-		a.drain("leaving the cluster", a.Cfg.DrainWait)
+		a.proc.drain(a.Log, "leaving the cluster", a.Cfg.DrainWait)
 		if othersKeepQuorum(members, healthy, id) {
 			a.stopRunning()
 			stopped = true
@@ -51,7 +51,7 @@ func (a *Agent) leave(ctx context.Context, members []api.Member, leader, self ui
 	if err := a.Etcd.Remove(rctx, voterEndpoints(members, id), self); err != nil {
 		r.SetError(api.ReasonLeaving, err.Error())
 		if stopped {
-			a.report(ctx, *r, true)
+			a.rep.report(ctx, *r, true)
 			return stoppedToLeave
 		}
 		return stillRunning
@@ -83,25 +83,25 @@ func othersKeepQuorum(members []api.Member, healthy map[string]*clientv3.StatusR
 
 func (a *Agent) markLeft(ctx context.Context, r api.Report) {
 	a.left = true
-	a.event(EventMemberLeft, "Leave", false, "member %s removed itself from the cluster (intent leave); parked without etcd", r.MemberID)
+	a.env.event(EventMemberLeft, "Leave", false, "member %s removed itself from the cluster (intent leave); parked without etcd", r.MemberID)
 	r.Role, r.Healthy, r.Members, r.LeaderID = api.RoleLeft, false, nil, ""
 	r.SetError(api.ReasonParked, "removed from the cluster")
-	a.report(ctx, r, true)
+	a.rep.report(ctx, r, true)
 }
 
 // park keeps the container alive without etcd after leaving, reporting "left", until the pod stops or
 // the hook wants this ordinal as a member again (then the agent decides again and rejoins).
 func (a *Agent) park(ctx context.Context, f StartFacts, d Decision) {
-	a.setState("parked", false)
-	r := a.idleReport(f, d.Reason, d.Detail)
+	a.proc.setState("parked", false)
+	r := a.rep.idle(f, d.Reason, d.Detail)
 	r.Role = api.RoleLeft
 	for {
-		a.report(ctx, r, false)
-		if !a.sleep(ctx, a.tick()) {
+		a.rep.report(ctx, r, false)
+		if !sleep(ctx, a.env.tick()) {
 			return
 		}
 		if in, err := a.Store.Read(ctx); err == nil {
-			a.leaseProblems = in.Problems
+			a.rep.problems = in.Problems
 			if intent, _ := StartIntent(in.Intent); intent == api.IntentMember {
 				a.Log.Info("intent is no longer leave: deciding again", "intent", in.Intent)
 				return

@@ -2,8 +2,6 @@ package membership
 
 import (
 	"context"
-	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -18,13 +16,13 @@ func (a *Agent) observe(ctx context.Context, bound *bool) observation {
 	r := api.Report{ClusterUID: a.Cfg.ClusterUID, Role: api.RoleNone}
 	st, err := a.Etcd.Status(ctx, a.Cfg.ClientURL)
 	if err != nil {
-		r = a.keptReport()
+		r = a.rep.kept()
 		r.SetError(api.ReasonStarting, "etcd does not answer yet: "+err.Error())
-		a.report(ctx, r, false)
+		a.rep.report(ctx, r, false)
 		return stillRunning
 	}
-	a.setState("running", true)
-	a.crashLoop = false
+	a.proc.setState("running", true)
+	a.rep.crashLoop = false
 	self := st.Header.MemberId
 	r.MemberID, r.ClusterID = api.FormatID(self), api.FormatID(st.Header.ClusterId)
 	r.Version, r.LeaderID = st.Version, api.FormatID(st.Leader)
@@ -45,24 +43,24 @@ func (a *Agent) observe(ctx context.Context, bound *bool) observation {
 		a.alarmEvents(nil, st.Header.MemberId)
 	}
 	if !*bound {
-		b := Binding{ClusterUID: a.Cfg.ClusterUID, ClusterID: r.ClusterID, MemberID: r.MemberID, PeerURL: a.peerURL, Restored: a.restored, Recovered: a.boundRecovered}
-		a.forcedUp(&b)
+		b := Binding{ClusterUID: a.Cfg.ClusterUID, ClusterID: r.ClusterID, MemberID: r.MemberID, PeerURL: a.peers.url, Restored: a.bound.restored, Recovered: a.bound.recovered}
+		a.recovery.forcedUp(&b)
 		if err := WriteBinding(a.Cfg.DataDir, b); err == nil {
 			*bound = true
-			a.boundRecovered = b.Recovered
+			a.bound.recovered = b.Recovered
 		}
 	}
 	in, ierr := a.Store.Read(ctx)
-	if ierr == nil && a.recoveryAsked(in, r.MemberID, st.Leader) {
+	if ierr == nil && a.recovery.asked(in, r.MemberID, st.Leader) {
 		a.Log.Info("stopping etcd for this member's part in a recovery", "recovery", in.Recover.String())
 		return stopForRecovery
 	}
 	if ierr == nil {
-		a.quotaChanged(in.Report.QuotaBytes, r.QuotaBytes)
-		a.leaseProblems = in.Problems
-		a.askRenewal(in.Renewal)
-		a.askRotation(in)
-		a.peerAsk = in.PeerScheme
+		a.defrag.quotaChanged(in.Report.QuotaBytes, r.QuotaBytes)
+		a.rep.problems = in.Problems
+		a.tls.askRenewal(in.Renewal)
+		a.tls.askRotation(in)
+		a.peers.ask = in.PeerScheme
 		a.auth.hint = in.AuthDeclared
 	}
 	listed := func(l List) bool {
@@ -96,14 +94,14 @@ func (a *Agent) observe(ctx context.Context, bound *bool) observation {
 				// No learner report now: the next look (FastTick) reports the voter with its member list,
 				// which is what the hook waits for before the next step.
 				a.Log.Info("promotion accepted", "member", r.MemberID)
-				a.event(EventMemberPromoted, "Promote", false, "learner %s promoted to voter", r.MemberID)
+				a.env.event(EventMemberPromoted, "Promote", false, "learner %s promoted to voter", r.MemberID)
 				return stillRunning
 			} else {
 				r.SetError(api.ReasonPromoting, perr.Error())
 			}
 		}
-		a.maybeDefragment(ctx, in, ierr, st, nil, &r)
-		a.report(ctx, r, false)
+		a.defrag.maybe(ctx, in, ierr, st, nil, &r)
+		a.rep.report(ctx, r, false)
 		return stillRunning
 	}
 	r.Role = api.RoleVoter
@@ -119,24 +117,28 @@ func (a *Agent) observe(ctx context.Context, bound *bool) observation {
 		}
 		r.Healthy = statusHealthy(len(st.Errors), r.Alarms, st.Leader)
 		r.Members = l.Members
-		a.known = l.Members
+		a.peers.known = l.Members
 	}
 	if ierr == nil && leaving(in) && err == nil {
 		if o := a.leave(ctx, l.Members, st.Leader, self, &r); o != stillRunning {
 			return o
 		}
 	} else if err == nil {
-		a.maybeDefragment(ctx, in, ierr, st, l.Members, &r)
+		a.defrag.maybe(ctx, in, ierr, st, l.Members, &r)
 	}
 	// Every agent reads the declaration: a follower takes the root identity at its next certificate look,
 	// before the leader's agent enables auth (everyMemberUsesRoot).
-	a.readAuthWant(ctx)
-	if r.Role == api.RoleLeader && r.Healthy {
-		a.reconcileAuth(ctx, &r)
-	} else {
-		a.stopAuth()
+	if a.auth.read(ctx) {
+		a.tls.recheck()
 	}
-	a.report(ctx, r, false)
+	if r.Role == api.RoleLeader && r.Healthy {
+		if a.auth.reconcile(ctx, &r) {
+			a.tls.recheck()
+		}
+	} else {
+		a.auth.stop()
+	}
+	a.rep.report(ctx, r, false)
 	return stillRunning
 }
 
@@ -155,12 +157,12 @@ func (a *Agent) alarmEvents(alarms []string, self uint64) {
 				api.AlarmNoSpace: "its database reached the quota: writes are refused until the alarm is disarmed (the hook starts the recovery)",
 				api.AlarmCorrupt: "its data differs from the other members': writes are refused",
 			}[typ]
-			a.event(EventAlarmRaised, "Alarm", true, "member %s raised %s: %s", api.FormatID(self), typ, what)
+			a.env.event(EventAlarmRaised, "Alarm", true, "member %s raised %s: %s", api.FormatID(self), typ, what)
 		}
 	}
 	for typ := range a.ownAlarms {
 		if !own[typ] {
-			a.event(EventAlarmDisarmed, "Alarm", false, "member %s's %s alarm is disarmed", api.FormatID(self), typ)
+			a.env.event(EventAlarmDisarmed, "Alarm", false, "member %s's %s alarm is disarmed", api.FormatID(self), typ)
 		}
 	}
 	a.ownAlarms = own
@@ -189,51 +191,6 @@ func statusHealthy(errors int, alarms []string, leader uint64) bool {
 	return true
 }
 
-// report writes the Lease when the report changed, or when a renewal is due (api.RenewInterval).
-func (a *Agent) report(ctx context.Context, r api.Report, force bool) {
-	if r.ClusterUID == "" {
-		r.ClusterUID = a.Cfg.ClusterUID
-	}
-	a.certFacts.fill(&r)
-	if a.recovered != "" {
-		r.Recovered = a.recovered
-	}
-	if a.restored != nil {
-		r.RestoredFrom, r.RestoredRevision = a.restored.URL, strconv.FormatInt(a.restored.Revision, 10)
-	}
-	if a.certErr != "" && r.Error == "" {
-		r.SetError(api.ReasonCertificatesInvalid, a.certErr)
-	}
-	if e := withProblems(r.Error, a.leaseProblems); e != r.Error {
-		if r.Error == "" {
-			r.ErrorReason = api.ReasonLeaseProblem
-		}
-		r.Error = e
-	}
-	// Sizes are written when they move by a significant step (api.SizeMoved): until then the report
-	// keeps the values last written, so a member under load does not rewrite its Lease at every look.
-	// A file crossing the quota line (api.OverQuota) is written whatever the step: the NOSPACE recovery
-	// judges a member done by that line, on the hook's side from this report, on the agent's from etcd,
-	// and the two must agree or the hook keeps asking a member that has nothing left to do.
-	if keepSizes(a.last, r, quotaOf(a.Cfg.EtcdCommand), a.spaceLine()) {
-		r.DBSize, r.DBSizeInUse = a.last.DBSize, a.last.DBSizeInUse
-	}
-	r.RootIdentity = a.usesRootIdentity()
-	renew := api.RenewInterval(r, a.Cfg.LeaseDuration)
-	same := reportKey(r) == reportKey(a.last)
-	if same && !force && (time.Since(a.wrote) < renew || a.crashLoop) {
-		return
-	}
-	if err := a.Store.Write(ctx, r); err != nil {
-		a.Log.Warn("writing the member Lease", "error", err)
-		return
-	}
-	if !same {
-		a.Log.Info("reported", "role", r.Role, "healthy", r.Healthy, "member", r.MemberID, "error", r.Error)
-	}
-	a.last, a.wrote = r, time.Now()
-}
-
 // certLook is how often a member's certificates are looked at: the files are renewed at 2/3 of a
 // lifetime of at least an hour, and each look reads the cluster's two Secrets.
 const certLook = time.Minute
@@ -244,12 +201,4 @@ func (a *Agent) localTime(server time.Time) time.Time {
 		return server
 	}
 	return time.Now().Add(server.Sub(a.Store.Now()))
-}
-
-// reportKey is the report as compared for a change: the auth report by value (a pointer printed by
-// fmt would differ at every look, and every write wakes the hook).
-func reportKey(r api.Report) string {
-	auth := r.Auth.String()
-	r.Auth = nil
-	return fmt.Sprint(r) + auth
 }

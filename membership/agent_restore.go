@@ -61,12 +61,12 @@ func (s *seedRestore) failed(err error, now time.Time, point func(error) string)
 // a damaged or foreign chain, refused credentials): the hook then ends the restore as Failed, and this
 // pod only repeats its report.
 func (a *Agent) restoreSeed(ctx context.Context) {
-	a.setState("restoring", false)
+	a.proc.setState("restoring", false)
 	if a.seed.refused != "" {
-		r := a.keptReport()
+		r := a.rep.kept()
 		r.SetError(api.ReasonRestoreRefused, a.seed.refused)
-		a.report(ctx, r, false)
-		a.sleep(ctx, time.Minute)
+		a.rep.report(ctx, r, false)
+		sleep(ctx, time.Minute)
 		return
 	}
 	req := *a.Cfg.Restore
@@ -90,18 +90,18 @@ func (a *Agent) restoreSeed(ctx context.Context) {
 		if err.Error() != a.seed.posted || reason == api.ReasonRestoreRefused {
 			a.seed.posted = err.Error()
 			if reason == api.ReasonRestoreRefused {
-				a.event(EventRestoreFailed, "Restore", true, "the seed's restore cannot succeed as written and is not tried again (delete this pod to try once more after fixing the cause): %s", msg)
+				a.env.event(EventRestoreFailed, "Restore", true, "the seed's restore cannot succeed as written and is not tried again (delete this pod to try once more after fixing the cause): %s", msg)
 			} else {
-				a.event(EventRestoreFailed, "Restore", true, "restoring the seed failed (retrying in %s): %v", wait, err)
+				a.env.event(EventRestoreFailed, "Restore", true, "restoring the seed failed (retrying in %s): %v", wait, err)
 			}
 		}
-		r := a.keptReport()
+		r := a.rep.kept()
 		r.SetError(reason, msg)
-		a.report(ctx, r, false)
-		a.sleep(ctx, wait)
+		a.rep.report(ctx, r, false)
+		sleep(ctx, wait)
 		return
 	}
-	a.restored = &Restored{URL: res.URL, Revision: res.Revision}
+	a.bound.restored = &Restored{URL: res.URL, Revision: res.Revision}
 	a.seed = seedRestore{}
-	a.event(EventSnapshotRestored, "Restore", false, "restored snapshot %s (revision %d, %d bytes) as the seed of this cluster; revisions continue from %d", res.URL, res.Revision, res.Manifest.Size, res.Revision+RevisionBump)
+	a.env.event(EventSnapshotRestored, "Restore", false, "restored snapshot %s (revision %d, %d bytes) as the seed of this cluster; revisions continue from %d", res.URL, res.Revision, res.Manifest.Size, res.Revision+RevisionBump)
 }

@@ -25,16 +25,15 @@ func (a *Agent) decide(ctx context.Context) (Decision, StartFacts, error) {
 	if err != nil {
 		return Decision{}, StartFacts{}, fmt.Errorf("reading the member Lease: %w", err)
 	}
-	a.askRenewal(in.Renewal)
-	a.askRotation(in)
-	a.peerAsk = in.PeerScheme
+	a.tls.askRenewal(in.Renewal)
+	a.tls.askRotation(in)
+	a.peers.ask = in.PeerScheme
 	df, err := ReadData(a.Cfg.DataDir)
 	if err != nil {
 		return Decision{}, StartFacts{}, err
 	}
 	if df.Binding != nil {
-		a.restored = df.Binding.Restored
-		a.boundRecovered = df.Binding.Recovered
+		a.bound.read(df.Binding)
 	}
 	permitted, permitProblem := in.Join.OpenAt(a.Store.Now())
 	problems := append([]string(nil), in.Problems...)
@@ -72,7 +71,7 @@ func (a *Agent) decide(ctx context.Context) (Decision, StartFacts, error) {
 	f.Static = a.staticPeers(in, &problems)
 	var idProblems []string
 	f.ClusterID, idProblems = LeaseClusterID(a.current(ids))
-	a.leaseProblems = append(problems, idProblems...)
+	a.rep.problems = append(problems, idProblems...)
 	f.JoinDeadline = a.localTime(in.Join.Until)
 	// The seed of a new cluster (seed mark, no data, no cluster ID on any Lease) asks the client Service,
 	// which has no ready endpoint yet: nobody answering is the expected outcome there, and the full bound
@@ -101,7 +100,7 @@ func (a *Agent) decide(ctx context.Context) (Decision, StartFacts, error) {
 	}
 	if err == nil {
 		f.Members = l.Members
-		a.known = l.Members
+		a.peers.known = l.Members
 		f.Bootstrapped = true
 		if f.ClusterID == 0 {
 			f.ClusterID = l.ClusterID
@@ -153,45 +152,33 @@ func (a *Agent) current(ids []string) []string {
 	return out
 }
 
-func (a *Agent) idleReport(f StartFacts, reason, detail string) api.Report {
-	r := api.Report{ClusterUID: a.Cfg.ClusterUID, Role: api.RoleNone, Members: nil}
-	r.SetError(reason, detail)
-	if f.ClusterID != 0 {
-		r.ClusterID = api.FormatID(f.ClusterID)
-	}
-	if f.Data.Present && f.Data.MemberID != 0 {
-		r.MemberID = api.FormatID(f.Data.MemberID)
-	}
-	return r
-}
-
 // start prepares membership for d, runs etcd and supervises it until it exits or ctx ends.
 func (a *Agent) start(ctx context.Context, d Decision, f StartFacts) error {
 	state := "existing"
 	var initial []api.Member
-	a.peerURL = a.startPeerURL(f)
+	a.peers.url = a.peers.startURL(f)
 	if d.Action == StartNew || d.Action == StartStatic || d.Action == Join || d.Action == Replace {
-		a.peerURL = a.Cfg.PeerURL // the URL it is about to be added (or bootstrapped) under
+		a.peers.url = a.Cfg.PeerURL // the URL it is about to be added (or bootstrapped) under
 	}
 	if d.Action != StartExisting && d.Action != ForceNew {
 		// The binding is written before etcd writes anything, so that data without one is never ours.
-		if err := WriteBinding(a.Cfg.DataDir, Binding{ClusterUID: a.Cfg.ClusterUID, PeerURL: a.peerURL}); err != nil {
+		if err := WriteBinding(a.Cfg.DataDir, Binding{ClusterUID: a.Cfg.ClusterUID, PeerURL: a.peers.url}); err != nil {
 			return fmt.Errorf("writing the data binding: %w", err)
 		}
 	}
-	a.forcing = ""
+	a.recovery.forcing = ""
 	switch d.Action {
 	case ForceNew:
-		a.forcing = f.Recover.Token
-		a.event(EventRecoveryForced, "ForceNewCluster", true, "%s; the other members' data was lost or set aside", d.Detail)
+		a.recovery.forcing = f.Recover.Token
+		a.env.event(EventRecoveryForced, "ForceNewCluster", true, "%s; the other members' data was lost or set aside", d.Detail)
 	case StartNew:
 		state = "new"
 		initial = []api.Member{{Name: a.Cfg.Name, PeerURL: a.Cfg.PeerURL}}
-		a.event(EventClusterBootstrapped, "Bootstrap", false, "seed of a new cluster: starting etcd as its first member")
+		a.env.event(EventClusterBootstrapped, "Bootstrap", false, "seed of a new cluster: starting etcd as its first member")
 	case StartStatic:
 		state = "new"
 		initial = f.Static
-		a.event(EventClusterBootstrapped, "Bootstrap", false, "one of %d members of a new cluster: starting etcd from a static initial cluster", len(f.Static))
+		a.env.event(EventClusterBootstrapped, "Bootstrap", false, "one of %d members of a new cluster: starting etcd from a static initial cluster", len(f.Static))
 	case StartLearner, StartListed:
 		initial = f.Members
 	case Join, Replace:
@@ -208,13 +195,13 @@ func (a *Agent) start(ctx context.Context, d Decision, f StartFacts) error {
 			a.Log.Info("removing the old ID of this member (its data is gone)", "member", d.Member.ID)
 			if a.lossReported != d.Member.ID {
 				a.lossReported = d.Member.ID
-				a.event(EventDataLossDetected, "ReplaceMember", true, "member %s is in the member list but its data directory is empty: removing that ID and joining under a new one", d.Member.ID)
+				a.env.event(EventDataLossDetected, "ReplaceMember", true, "member %s is in the member list but its data directory is empty: removing that ID and joining under a new one", d.Member.ID)
 			}
 			if err := a.Etcd.Remove(jctx, eps, old); err != nil {
 				return err
 			}
 			// A re-add in the same second as the original add collides with the removed ID.
-			a.sleep(ctx, 1100*time.Millisecond)
+			sleep(ctx, 1100*time.Millisecond)
 		}
 		id, members, err := a.Etcd.AddLearner(jctx, eps, a.Cfg.PeerURL)
 		if err != nil {
@@ -225,7 +212,7 @@ func (a *Agent) start(ctx context.Context, d Decision, f StartFacts) error {
 		if d.Action == Replace {
 			why = "replacing member " + d.Member.ID + ", whose data was lost"
 		}
-		a.event(EventMemberAdded, "AddLearner", false, "added as learner %s (%s); %d members now", api.FormatID(id), why, len(members))
+		a.env.event(EventMemberAdded, "AddLearner", false, "added as learner %s (%s); %d members now", api.FormatID(id), why, len(members))
 		initial = members
 	}
 	return a.runEtcd(ctx, state, initial)
@@ -254,8 +241,8 @@ func (a *Agent) initialCluster(ms []api.Member) string {
 	}
 	if !hasSelf {
 		self := a.Cfg.PeerURL
-		if a.peerURL != "" {
-			self = a.peerURL
+		if a.peers.url != "" {
+			self = a.peers.url
 		}
 		parts = append(parts, a.Cfg.Name+"="+self)
 	}
@@ -265,12 +252,12 @@ func (a *Agent) initialCluster(ms []api.Member) string {
 // runEtcd starts etcd and supervises it: promote while a learner, leave on intent leave, report.
 func (a *Agent) runEtcd(ctx context.Context, state string, initial []api.Member) error {
 	args := append([]string{}, a.Cfg.EtcdCommand[1:]...)
-	if a.Certs != nil && a.peerURL != "" {
+	if a.Certs != nil && a.peers.url != "" {
 		// The peer listener on the scheme of this member's own peer URL (a TLS switch moves it).
-		args = peerArgs(args, a.peerURL)
+		args = peerArgs(args, a.peers.url)
 	}
 	args = append(args, "--initial-cluster-state="+state)
-	if a.forcing != "" {
+	if a.recovery.forcing != "" {
 		// Once, for the recovery's token: the binding records it at the first look that finds etcd up
 		// (recovery.go), and no later start repeats it.
 		args = append(args, "--force-new-cluster")
@@ -282,8 +269,8 @@ func (a *Agent) runEtcd(ctx context.Context, state string, initial []api.Member)
 		// etcd trusts the CAs of the files it starts on until it stops: bring them up to date with the
 		// Secrets first (a start after a CA rotation's step), then pin what it is handed. A failure
 		// leaves the files as they are, and the pin says so truthfully (docs/design/14-tls.md §14.6).
-		a.certChecked = time.Time{}
-		_ = a.refreshCerts(ctx)
+		a.tls.recheck()
+		_ = a.tls.refresh(ctx)
 		a.Certs.Pin()
 		defer a.Certs.Unpin()
 	}
@@ -301,17 +288,13 @@ func (a *Agent) runEtcd(ctx context.Context, state string, initial []api.Member)
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	a.mu.Lock()
-	a.pid = cmd.Process.Pid
-	killed := a.killed
-	a.mu.Unlock()
-	if killed {
+	if a.proc.started(cmd.Process.Pid) {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	}
 	// Until etcd has answered once, the probe port answers /livez itself: a long WAL replay or join
 	// discovery is not killed by the liveness probe.
-	a.setState("starting", false)
-	defer a.setState("stopped", false)
+	a.proc.setState("starting", false)
+	defer a.proc.setState("stopped", false)
 	// stop stops etcd once, whoever asks (a leave stops it before removing the member: drain.go).
 	var stopOnce sync.Once
 	var stopDone bool
@@ -326,7 +309,7 @@ func (a *Agent) runEtcd(ctx context.Context, state string, initial []api.Member)
 		case err := <-exited:
 			return fmt.Errorf("etcd exited: %v", err)
 		case <-ctx.Done():
-			if a.isKilled() {
+			if a.proc.isKilled() {
 				<-exited
 				return ctx.Err()
 			}
@@ -334,48 +317,48 @@ func (a *Agent) runEtcd(ctx context.Context, state string, initial []api.Member)
 			// new connections must have stopped arriving before etcd closes the ones it has. A leader
 			// hands over in etcd's own stop, after its connections closed (handover.go says why not
 			// before).
-			a.drain("the pod is being deleted", a.Cfg.TerminatingWait)
+			a.proc.drain(a.Log, "the pod is being deleted", a.Cfg.TerminatingWait)
 			stop()
 			return ctx.Err()
-		case <-time.After(a.nextLook(started)):
+		case <-time.After(a.env.nextLook(started, a.rep.settled())):
 		}
-		if a.isKilled() {
+		if a.proc.isKilled() {
 			<-exited
 			return errors.New("killed")
 		}
-		_ = a.refreshCerts(ctx) // reported; etcd keeps the files it has
+		_ = a.tls.refresh(ctx) // reported; etcd keeps the files it has
 		if a.Certs != nil && a.Certs.RestartDue() && a.restartStillAsked(ctx) {
 			// The hook lets this member restart to trust the CAs of the Secret (a CA rotation's step,
 			// docs/design/14-tls.md §14.6): a graceful stop (a leader hands over), new files, a start on the same
 			// data. Not a failure: no backoff.
 			a.Log.Info("restarting etcd to trust the CAs of the CA Secret", "cas", a.Certs.Restart)
-			a.event(EventCertificateRenewed, "RestartForCA", false, "restarting etcd to trust the CAs %s (CA rotation)", shortFPs(strings.Split(a.Certs.Restart, ",")))
+			a.env.event(EventCertificateRenewed, "RestartForCA", false, "restarting etcd to trust the CAs %s (CA rotation)", shortFPs(strings.Split(a.Certs.Restart, ",")))
 			// Said before etcd stops: the hook holds every other restart while this report stands, even
 			// if its own answer (the permission) is lost to a stale cache.
-			r := a.keptReport()
+			r := a.rep.kept()
 			r.SetError(api.ReasonRestartingForCA, "restarting etcd to trust the CAs of the CA Secret")
-			a.report(ctx, r, true)
-			a.drain("restarting to trust the CAs of the CA Secret", a.Cfg.DrainWait)
+			a.rep.report(ctx, r, true)
+			a.proc.drain(a.Log, "restarting to trust the CAs of the CA Secret", a.Cfg.DrainWait)
 			stop()
-			a.certChecked = time.Time{}
+			a.tls.recheck()
 			return errRestartForCA
 		}
-		if a.peerMoveDue() && a.peerMoveStillAsked(ctx) {
+		if a.peers.due() && a.peers.stillAsked(ctx) {
 			// The hook lets this member move its peer URL to the other scheme (a TLS switch's step,
 			// docs/design/14-tls.md §14.8): said first, as for a CA restart; the member list changes while etcd
 			// runs (it needs a quorum with this member in it: nothing has stopped if it cannot), then etcd
 			// restarts listening on the new scheme, as etcd's runtime reconfiguration guide orders it.
-			to, self := a.peerAsk, a.last.MemberID
-			r := a.keptReport()
+			to, self := a.peers.ask, a.rep.last.MemberID
+			r := a.rep.kept()
 			r.SetError(api.ReasonSwitchingPeerScheme, "moving the peer URL to "+to)
-			a.report(ctx, r, true)
-			if err := a.movePeerURL(ctx, to, self); err != nil {
+			a.rep.report(ctx, r, true)
+			if err := a.peers.move(ctx, to, self); err != nil {
 				a.Log.Warn("peer URL not moved; etcd keeps running on the old one", "error", err)
-				a.peerMoveFailed = time.Now()
+				a.peers.failedAt = time.Now()
 				continue
 			}
-			a.Log.Info("restarting etcd to listen on the new peer URL", "peerURL", a.peerURL)
-			a.drain("restarting on the new peer URL", a.Cfg.DrainWait)
+			a.Log.Info("restarting etcd to listen on the new peer URL", "peerURL", a.peers.url)
+			a.proc.drain(a.Log, "restarting on the new peer URL", a.Cfg.DrainWait)
 			stop()
 			return errPeerMoved
 		}
@@ -410,31 +393,8 @@ func (a *Agent) restartStillAsked(ctx context.Context) bool {
 	if err != nil {
 		return false
 	}
-	a.askRotation(in)
+	a.tls.askRotation(in)
 	return a.Certs.RestartDue()
-}
-
-// everyMember says whether every member of the last member list this agent read has a fresh Lease whose
-// report satisfies ok (Certs.Confirm). Unknown (no list, a Lease unreadable): false.
-func (a *Agent) everyMember(ctx context.Context, ok func(api.Report) bool) bool {
-	members := a.last.Members
-	if len(members) == 0 {
-		return false
-	}
-	reports, err := a.Store.Peers(ctx)
-	if err != nil {
-		return false
-	}
-	byID := map[string]api.Report{}
-	for _, r := range reports {
-		byID[r.MemberID] = r
-	}
-	for _, m := range members {
-		if r, found := byID[m.ID]; !found || !ok(r) {
-			return false
-		}
-	}
-	return true
 }
 
 // errRestartForCA: etcd was stopped to start again trusting the CAs of the CA Secret.
@@ -481,22 +441,6 @@ func etcdEnv(env []string) []string {
 		out = append(out, kv)
 	}
 	return out
-}
-
-// withProblems adds the Lease problems to a report's error text. The leading reason word stays the
-// decision's (the hook acts on reasons such as WaitingForJoin); a report without one gets LeaseProblem.
-func withProblems(errText string, problems []string) string {
-	if len(problems) == 0 {
-		return errText
-	}
-	p := strings.Join(problems, "; ")
-	if strings.Contains(errText, p) {
-		return errText
-	}
-	if errText == "" {
-		return api.ReasonLeaseProblem + ": " + p
-	}
-	return errText + " (" + p + ")"
 }
 
 // restoreAttemptTimeout bounds one restore: a database of several GiB downloads and restores in minutes

@@ -74,6 +74,7 @@ func TestDecideStopsOnUnreadableData(t *testing.T) {
 	leases := NewMemLeases()
 	leases.SetIntent("m-0-member", "member", false, 0)
 	a := &Agent{Cfg: Self{Name: "m0", DataDir: data, ClusterUID: "p"}, Store: leases.Store("m-0-member", "pod"), Etcd: &Etcd{}, Log: testLogger(t)}
+	a.wire()
 	d, _, err := a.decide(t.Context())
 	require.ErrorIs(t, err, syscall.ENOTDIR, "decided %s", d)
 }

@@ -28,40 +28,69 @@ const (
 	noSpaceAgain = 5 * time.Minute
 )
 
-// maybeDefragment executes the pass the Lease asks for, if this member has not done it yet; the report
+// defragger executes the defragmentation passes the Lease asks this member for (one member at a time,
+// by token), its turns in the NOSPACE recovery (§15.5) and in the space passes (§15.6), and posts
+// QuotaChanged.
+type defragger struct {
+	*env
+	// rep: a defragmentation is reported before it starts (the hook keeps the turn meanwhile).
+	rep *reporter
+
+	// The last pass completed (done) and when (last), read back from the Lease once (read) so that a
+	// restarted agent does not repeat it; the last failure and when, for the backoff (reported until the
+	// retry).
+	read     bool
+	done     string
+	last     string
+	failedAt time.Time
+	err      string
+	// noSpaceAt: this member's last NOSPACE defragmentation; noSpaceStuck: it left the file at the quota.
+	noSpaceAt    time.Time
+	noSpaceStuck bool
+	// spaceAt: this member's last space defragmentation, spaceStuck: it left the file wanting another
+	// (then the next waits a defragRetry); spacePct: the line of the last space pass asked
+	// (api.DefaultSpaceActAtPercent before one), which keepSizes watches.
+	spaceAt    time.Time
+	spacePct   int32
+	spaceStuck bool
+	// quotaRead: the quota of the Lease's earlier report was compared with this etcd's (QuotaChanged).
+	quotaRead bool
+}
+
+// maybe executes the pass the Lease asks for, if this member has not done it yet; the report
 // carries the outcome. members is the member list (nil for a learner, which never leads).
-func (a *Agent) maybeDefragment(ctx context.Context, in Intent, inErr error, st *clientv3.StatusResponse, members []api.Member, r *api.Report) {
-	if inErr == nil && !a.defragRead {
-		a.defragRead = true
-		a.defragDone, a.defragLast = in.Report.DefragDone, in.Report.LastDefrag
+func (d *defragger) maybe(ctx context.Context, in Intent, inErr error, st *clientv3.StatusResponse, members []api.Member, r *api.Report) {
+	if inErr == nil && !d.read {
+		d.read = true
+		d.done, d.last = in.Report.DefragDone, in.Report.LastDefrag
 	}
-	defer func() { r.DefragDone, r.LastDefrag = a.defragDone, a.defragLast }()
+	defer func() { r.DefragDone, r.LastDefrag = d.done, d.last }()
 	if inErr != nil || in.Defrag == "" {
 		return
 	}
-	if time.Since(a.defragFailed) < defragRetry {
+	if time.Since(d.failedAt) < defragRetry {
 		// The failure stays in the report until the retry: the hook passes the turn on meanwhile and
 		// holds no step for a member that is not executing (sync.mayExecute).
 		if r.Error == "" {
-			r.SetError(api.ReasonDefragmenting, a.defragErr)
+			r.SetError(api.ReasonDefragmenting, d.err)
 		}
 		return
 	}
 	var err error
 	switch {
 	case in.Defrag == api.NoSpacePass:
-		err = a.recoverNoSpace(ctx, st, members, r)
+		err = d.recoverNoSpace(ctx, st, members, r)
 	case isSpace(in.Defrag):
-		err = a.spaceDefrag(ctx, in.Defrag, st, members, r)
-	case in.Defrag != a.defragDone:
-		err = a.defragment(ctx, in.Defrag, st, members, r, "")
+		err = d.spaceDefrag(ctx, in.Defrag, st, members, r)
+	case in.Defrag != d.done:
+		err = d.defragment(ctx, in.Defrag, st, members, r, "")
 	}
-	a.defragErr = ""
+	d.err = ""
 	if err != nil {
-		a.defragFailed = time.Now()
-		a.defragErr = err.Error()
-		r.SetError(api.ReasonDefragmenting, a.defragErr)
-		a.event(EventDefragFailed, "Defragment", true, "defragmentation for pass %s failed (etcd keeps serving; retried in %s): %v", in.Defrag, defragRetry, err)
+		d.failedAt = time.Now()
+		d.err = err.Error()
+		r.SetError(api.ReasonDefragmenting, d.err)
+		d.event(EventDefragFailed, "Defragment", true, "defragmentation for pass %s failed (etcd keeps serving; retried in %s): %v", in.Defrag, defragRetry, err)
 	}
 }
 
@@ -76,9 +105,9 @@ func ownAlarm(alarms []string, self uint64) bool {
 // (cluster-wide, idempotent), defragment this member if its file is at the line, and disarm its own
 // alarm once its file has room. When the data itself fills the quota nothing is given back: the next
 // attempt waits noSpaceAgain, not the next look.
-func (a *Agent) recoverNoSpace(ctx context.Context, st *clientv3.StatusResponse, members []api.Member, r *api.Report) error {
+func (d *defragger) recoverNoSpace(ctx context.Context, st *clientv3.StatusResponse, members []api.Member, r *api.Report) error {
 	self := st.Header.MemberId
-	quota := quotaOf(a.Cfg.EtcdCommand)
+	quota := quotaOf(d.cfg.EtcdCommand)
 	own, over := ownAlarm(r.Alarms, self), api.OverQuota(st.DbSize, quota)
 	orphans := orphanNoSpace(r.Alarms, members)
 	if !own && !over && len(orphans) == 0 {
@@ -88,26 +117,26 @@ func (a *Agent) recoverNoSpace(ctx context.Context, st *clientv3.StatusResponse,
 		// Its file has room (defragmented in an earlier turn, or by another pass): only alarms are left,
 		// its own, or (the turn the hook asks for last) those of members removed since.
 		if own {
-			return a.disarm(ctx, self)
+			return d.disarm(ctx, self)
 		}
-		return a.disarmOrphans(ctx, orphans)
+		return d.disarmOrphans(ctx, orphans)
 	}
 	again := noSpaceAgain
-	if a.Cfg.NoSpaceAgain > 0 {
-		again = a.Cfg.NoSpaceAgain
+	if d.cfg.NoSpaceAgain > 0 {
+		again = d.cfg.NoSpaceAgain
 	}
-	if a.noSpaceStuck && time.Since(a.noSpaceAt) < again {
+	if d.noSpaceStuck && time.Since(d.noSpaceAt) < again {
 		return nil
 	}
-	return a.defragment(ctx, api.NoSpacePass, st, members, r, map[bool]string{true: "own", false: "other"}[own])
+	return d.defragment(ctx, api.NoSpacePass, st, members, r, map[bool]string{true: "own", false: "other"}[own])
 }
 
 // disarm disarms this member's NOSPACE alarm.
-func (a *Agent) disarm(ctx context.Context, self uint64) error {
-	if err := a.Etcd.DisarmNoSpace(ctx, a.Cfg.ClientURL, self); err != nil {
+func (d *defragger) disarm(ctx context.Context, self uint64) error {
+	if err := d.etcd.DisarmNoSpace(ctx, d.cfg.ClientURL, self); err != nil {
 		return err
 	}
-	a.Log.Info("disarmed this member's NOSPACE alarm: its file has room")
+	d.log.Info("disarmed this member's NOSPACE alarm: its file has room")
 	return nil
 }
 
@@ -133,55 +162,30 @@ func orphanNoSpace(alarms []string, members []api.Member) []uint64 {
 // disarmOrphans disarms NOSPACE alarms raised by members removed since: etcd keeps them and refuses
 // writes for them, and no agent of theirs is left to disarm them. The hook asks for this only once every
 // member's file has room (sync.decideDefrag).
-func (a *Agent) disarmOrphans(ctx context.Context, ids []uint64) error {
+func (d *defragger) disarmOrphans(ctx context.Context, ids []uint64) error {
 	for _, id := range ids {
-		if err := a.Etcd.DisarmNoSpace(ctx, a.Cfg.ClientURL, id); err != nil {
+		if err := d.etcd.DisarmNoSpace(ctx, d.cfg.ClientURL, id); err != nil {
 			return err
 		}
-		a.Log.Info("disarmed the NOSPACE alarm of a member no longer in the cluster", "member", api.FormatID(id))
-		a.event(EventAlarmDisarmed, "Disarm", false, "disarmed the NOSPACE alarm of member %s, which is no longer in the cluster (etcd keeps a removed member's alarm)", api.FormatID(id))
+		d.log.Info("disarmed the NOSPACE alarm of a member no longer in the cluster", "member", api.FormatID(id))
+		d.event(EventAlarmDisarmed, "Disarm", false, "disarmed the NOSPACE alarm of member %s, which is no longer in the cluster (etcd keeps a removed member's alarm)", api.FormatID(id))
 	}
 	return nil
-}
-
-// quotaOf is the backend quota etcd runs with under command (its --quota-backend-bytes flag, etcd's
-// default without it); 0 when the flag does not parse, which the hook refuses before it renders it.
-func quotaOf(command []string) int64 {
-	options := map[string]string{}
-	if v, ok := etcdFlag(command, "quota-backend-bytes"); ok {
-		options["quota-backend-bytes"] = v
-	}
-	quota, _ := api.QuotaBackendBytes(options)
-	return quota
-}
-
-// etcdFlag is the value of etcd's flag --name in command (--name=v or --name v; the last one counts,
-// as etcd's own flag parsing takes it); false when absent.
-func etcdFlag(command []string, name string) (value string, ok bool) {
-	for i, arg := range command {
-		switch {
-		case strings.HasPrefix(arg, "--"+name+"="):
-			value, ok = strings.TrimPrefix(arg, "--"+name+"="), true
-		case arg == "--"+name && i+1 < len(command):
-			value, ok = command[i+1], true
-		}
-	}
-	return value, ok
 }
 
 // defragment defragments this member for the pass token, the leader handing over first. noSpace is
 // "" outside the NOSPACE recovery, else whether the alarm it recovers from is this member's ("own",
 // disarmed once the file has room) or another's ("other"): then the history is compacted first.
-func (a *Agent) defragment(ctx context.Context, token string, st *clientv3.StatusResponse, members []api.Member, r *api.Report, noSpace string) error {
+func (d *defragger) defragment(ctx context.Context, token string, st *clientv3.StatusResponse, members []api.Member, r *api.Report, noSpace string) error {
 	// Said before it starts: the hook keeps this member's turn while it runs, and asks no other.
 	running := *r
 	running.Defragging = token
-	a.report(ctx, running, true)
+	d.rep.report(ctx, running, true)
 
 	self := st.Header.MemberId
 	if st.Leader == self && members != nil {
 		// A defragmenting member blocks its reads and writes: a leader hands over first.
-		to, err := a.handOver(ctx, members, a.Etcd.Health(ctx, members), api.FormatID(self), nil)
+		to, err := d.handOver(ctx, members, d.etcd.Health(ctx, members), api.FormatID(self), nil)
 		switch {
 		case errors.Is(err, errNoTransferee) && len(members) == 1:
 			// The only member: nobody to hand over to, and nobody else to serve meanwhile.
@@ -190,55 +194,45 @@ func (a *Agent) defragment(ctx context.Context, token string, st *clientv3.Statu
 		case err != nil:
 			return err
 		default:
-			a.Log.Info("moved leadership away before defragmenting", "to", to)
+			d.log.Info("moved leadership away before defragmenting", "to", to)
 		}
 	}
 	if noSpace != "" {
 		// Under NOSPACE (the alarm stops writes cluster-wide) the history is what fills the files: compact
 		// it so that the defragmentation gives the space back (the first member's turn does it).
-		if err := a.Etcd.Compact(ctx, a.Cfg.ClientURL, st.Header.Revision); err != nil {
+		if err := d.etcd.Compact(ctx, d.cfg.ClientURL, st.Header.Revision); err != nil {
 			return err
 		}
 	}
 	start, before := time.Now(), st.DbSize
-	if err := a.Etcd.Defragment(ctx, a.Cfg.ClientURL, defragTimeout); err != nil {
+	if err := d.etcd.Defragment(ctx, d.cfg.ClientURL, defragTimeout); err != nil {
 		return err
 	}
 	took := time.Since(start)
 	after := before
-	if st2, err := a.Etcd.Status(ctx, a.Cfg.ClientURL); err == nil {
+	if st2, err := d.etcd.Status(ctx, d.cfg.ClientURL); err == nil {
 		after = st2.DbSize
 		r.DBSize, r.DBSizeInUse = st2.DbSize, st2.DbSizeInUse
 	}
-	a.defragDone, a.defragLast = token, time.Now().UTC().Format(time.RFC3339)
+	d.done, d.last = token, time.Now().UTC().Format(time.RFC3339)
 	outcome := ""
 	if noSpace != "" {
-		a.noSpaceAt = time.Now()
-		a.noSpaceStuck = api.OverQuota(after, quotaOf(a.Cfg.EtcdCommand))
+		d.noSpaceAt = time.Now()
+		d.noSpaceStuck = api.OverQuota(after, quotaOf(d.cfg.EtcdCommand))
 		switch {
-		case a.noSpaceStuck:
+		case d.noSpaceStuck:
 			outcome = "; the file is still at the quota (the data itself fills it): delete data or raise quota-backend-bytes"
 		case noSpace == "own":
-			if err := a.disarm(ctx, self); err != nil {
+			if err := d.disarm(ctx, self); err != nil {
 				return err
 			}
 			outcome = "; NOSPACE disarmed"
 		}
 
 	}
-	a.Log.Info("defragmented", "pass", token, "before", before, "after", after, "took", took.String())
-	a.event(EventDefragmented, "Defragment", a.noSpaceStuck && noSpace != "", "defragmented for pass %s in %s: %d -> %d bytes%s", token, took.Round(time.Millisecond), before, after, outcome)
+	d.log.Info("defragmented", "pass", token, "before", before, "after", after, "took", took.String())
+	d.event(EventDefragmented, "Defragment", d.noSpaceStuck && noSpace != "", "defragmented for pass %s in %s: %d -> %d bytes%s", token, took.Round(time.Millisecond), before, after, outcome)
 	return nil
-}
-
-// keepSizes says whether a report keeps the sizes last written rather than now's: neither moved by a
-// significant step (api.SizeMoved), the file is on the same side of the quota line (api.OverQuota), and
-// the space pass at pct would judge both alike (api.SpaceWantsDefrag): the hook and the agent judge
-// those two passes by the member's state, the one from the report and the other from etcd.
-func keepSizes(last, now api.Report, quota int64, pct int32) bool {
-	return !api.SizeMoved(last.DBSize, now.DBSize) && !api.SizeMoved(last.DBSizeInUse, now.DBSizeInUse) &&
-		api.OverQuota(last.DBSize, quota) == api.OverQuota(now.DBSize, quota) &&
-		api.SpaceWantsDefrag(last.DBSize, last.DBSizeInUse, quota, pct) == api.SpaceWantsDefrag(now.DBSize, now.DBSizeInUse, quota, pct)
 }
 
 // isSpace says whether token is a space pass (api.SpacePass).
@@ -248,9 +242,9 @@ func isSpace(token string) bool {
 }
 
 // spaceLine is the line of the last space pass asked, the default before one.
-func (a *Agent) spaceLine() int32 {
-	if a.spacePct > 0 {
-		return a.spacePct
+func (d *defragger) spaceLine() int32 {
+	if d.spacePct > 0 {
+		return d.spacePct
 	}
 	return api.DefaultSpaceActAtPercent
 }
@@ -262,23 +256,23 @@ func (a *Agent) spaceLine() int32 {
 // that is behind (the auto-compactor runs every five minutes) is caught up first: the history it would
 // drop is room the defragmentation then gives back. A periodic compactor's revision at the retention's
 // start is not known to the agent; that history stays until the compactor's next run.
-func (a *Agent) spaceDefrag(ctx context.Context, token string, st *clientv3.StatusResponse, members []api.Member, r *api.Report) error {
+func (d *defragger) spaceDefrag(ctx context.Context, token string, st *clientv3.StatusResponse, members []api.Member, r *api.Report) error {
 	pct, _ := api.ParseSpacePass(token)
-	a.spacePct = pct
-	quota := quotaOf(a.Cfg.EtcdCommand)
-	if !api.SpaceWantsDefrag(st.DbSize, st.DbSizeInUse, quota, pct) || (a.spaceStuck && time.Since(a.spaceAt) < defragRetry) {
+	d.spacePct = pct
+	quota := quotaOf(d.cfg.EtcdCommand)
+	if !api.SpaceWantsDefrag(st.DbSize, st.DbSizeInUse, quota, pct) || (d.spaceStuck && time.Since(d.spaceAt) < defragRetry) {
 		return nil
 	}
-	a.spaceAt = time.Now()
-	if keep, ok := revisionRetention(a.Cfg.EtcdCommand); ok && st.Header.Revision > keep {
-		if err := a.Etcd.Compact(ctx, a.Cfg.ClientURL, st.Header.Revision-keep); err != nil {
+	d.spaceAt = time.Now()
+	if keep, ok := revisionRetention(d.cfg.EtcdCommand); ok && st.Header.Revision > keep {
+		if err := d.etcd.Compact(ctx, d.cfg.ClientURL, st.Header.Revision-keep); err != nil {
 			return err
 		}
 	}
-	if err := a.defragment(ctx, token, st, members, r, ""); err != nil {
+	if err := d.defragment(ctx, token, st, members, r, ""); err != nil {
 		return err
 	}
-	a.spaceStuck = api.SpaceWantsDefrag(r.DBSize, r.DBSizeInUse, quota, pct)
+	d.spaceStuck = api.SpaceWantsDefrag(r.DBSize, r.DBSizeInUse, quota, pct)
 	return nil
 }
 
@@ -292,11 +286,11 @@ func revisionRetention(command []string) (int64, bool) {
 
 // quotaChanged posts QuotaChanged once, at the first look, when this etcd runs with another quota
 // than the Lease's earlier report said (reported 0: a first start, or an agent from before the key).
-func (a *Agent) quotaChanged(reported, now int64) {
-	if a.quotaRead {
+func (d *defragger) quotaChanged(reported, now int64) {
+	if d.quotaRead {
 		return
 	}
-	a.quotaRead = true
+	d.quotaRead = true
 	if reported <= 0 || now <= 0 || reported == now {
 		return
 	}
@@ -304,6 +298,6 @@ func (a *Agent) quotaChanged(reported, now int64) {
 	if now < reported {
 		verb = "lowered"
 	}
-	a.Log.Info("etcd runs with another backend quota", "from", reported, "to", now)
-	a.event(EventQuotaChanged, "Restart", false, "backend quota %s from %d to %d bytes (spec.maintenance.space, or spec.options quota-backend-bytes)", verb, reported, now)
+	d.log.Info("etcd runs with another backend quota", "from", reported, "to", now)
+	d.event(EventQuotaChanged, "Restart", false, "backend quota %s from %d to %d bytes (spec.maintenance.space, or spec.options quota-backend-bytes)", verb, reported, now)
 }

@@ -1,6 +1,9 @@
 package membership
 
-import "time"
+import (
+	"log/slog"
+	"time"
+)
 
 // Draining (issue 28, docs/design/07-steps.md §7.14): a member stopped on purpose leaves the client
 // Service before its etcd stops. A restart in place (a CA rotation's, a peer URL's move) keeps its pod,
@@ -15,20 +18,20 @@ import "time"
 
 // drain makes this member answer not ready for why, and waits d (not on a context: on SIGTERM the
 // agent's context is already done, and the point is to wait before etcd stops).
-func (a *Agent) drain(why string, d time.Duration) {
-	a.mu.Lock()
-	a.draining = why
-	a.mu.Unlock()
+func (p *process) drain(log *slog.Logger, why string, d time.Duration) {
+	p.mu.Lock()
+	p.draining = why
+	p.mu.Unlock()
 	if d <= 0 {
 		return
 	}
-	a.Log.Info("draining before etcd stops: not ready for the client Service", "why", why, "wait", d)
+	log.Info("draining before etcd stops: not ready for the client Service", "why", why, "wait", d)
 	time.Sleep(d)
 }
 
 // drainingFor is why this member answers not ready while etcd runs, "" when it does not.
-func (a *Agent) drainingFor() string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.draining
+func (p *process) drainingFor() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.draining
 }

@@ -149,8 +149,9 @@ func TestEventsCertificatesInvalid(t *testing.T) {
 		Certs: &Certs{PeerSource: src, ClientSource: src, PeerDir: t.TempDir(), ClientDir: t.TempDir(),
 			PeerNames: []string{"localhost"}, ClientNames: []string{"localhost"}},
 	}
+	a.wire()
 	for i := 0; i < 3; i++ {
-		require.Error(t, a.refreshCerts(context.Background()))
+		require.Error(t, a.tls.refresh(context.Background()))
 		time.Sleep(time.Millisecond)
 	}
 	require.Len(t, rec.Events(), 1)
@@ -161,7 +162,7 @@ func TestEventsCertificatesInvalid(t *testing.T) {
 	require.Contains(t, e.Note, "etcd waits for usable files")
 
 	require.NoError(t, os.Remove(filepath.Join(src, "tls.key")))
-	require.Error(t, a.refreshCerts(context.Background()))
+	require.Error(t, a.tls.refresh(context.Background()))
 	require.Len(t, rec.Events(), 2, "another problem is news")
 }
 

@@ -77,13 +77,13 @@ func staysLongest(self string) func(api.Member) int {
 
 // handOver moves leadership from this member (self, the leader) to the best transferee among the
 // healthy members, and returns it (a leave, a defragmentation; the remove Job chooses the same way).
-func (a *Agent) handOver(ctx context.Context, members []api.Member, healthy map[string]*clientv3.StatusResponse, self string, rank func(api.Member) int) (string, error) {
+func (e *env) handOver(ctx context.Context, members []api.Member, healthy map[string]*clientv3.StatusResponse, self string, rank func(api.Member) int) (string, error) {
 	to := transferee(members, healthy, self, rank)
 	if to.ID == "" {
 		return "", errNoTransferee
 	}
 	id, _ := api.ParseID(to.ID)
-	if err := a.Etcd.MoveLeader(ctx, a.Cfg.ClientURL, id); err != nil {
+	if err := e.etcd.MoveLeader(ctx, e.cfg.ClientURL, id); err != nil {
 		return "", err
 	}
 	return to.ID, nil

@@ -132,6 +132,7 @@ func TestReportRenewalCadence(t *testing.T) {
 	leases := NewMemLeases()
 	leases.SetIntent("c-0-member", api.IntentMember, false, 0)
 	a := &Agent{Cfg: Self{ClusterUID: "uid", LeaseDuration: 30 * time.Second}, Store: leases.Store("c-0-member", "pod"), Log: slog.New(slog.DiscardHandler)}
+	a.wire()
 	healthy := api.Report{ClusterUID: "uid", Role: api.RoleLeader, Healthy: true, MemberID: "a"}
 	learner := api.Report{ClusterUID: "uid", Role: api.RoleLearner, MemberID: "a"}
 	for _, tc := range []struct {
@@ -149,9 +150,9 @@ func TestReportRenewalCadence(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			wrote := time.Now().Add(-tc.ago)
-			a.last, a.wrote = tc.last, wrote
-			a.report(context.Background(), tc.next, false)
-			require.Equal(t, tc.writes, a.wrote != wrote)
+			a.rep.last, a.rep.wrote = tc.last, wrote
+			a.rep.report(context.Background(), tc.next, false)
+			require.Equal(t, tc.writes, a.rep.wrote != wrote)
 		})
 	}
 }

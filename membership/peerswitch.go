@@ -19,6 +19,22 @@ import (
 // scheme. Whatever the hook or a hand edit asks, a member only moves while it runs the transition
 // template, as a healthy voter.
 
+// peerSwitch is this member's peer URL through a TLS switch: the URL etcd runs with, the scheme the
+// Lease lets it move to, and the move itself.
+type peerSwitch struct {
+	*env
+	// rep: a move is said before etcd stops, and only a healthy voter's (its last report) moves.
+	rep *reporter
+
+	// url: the peer URL etcd runs with now (its scheme from the member list); ask: the scheme the Lease
+	// lets it move to (etcd.io/peer-scheme); failedAt: the last move that did not commit (retried 10 s
+	// later).
+	url, ask string
+	failedAt time.Time
+	// known: the last member list this agent read (the start decision's, or its running etcd's).
+	known []api.Member
+}
+
 // errPeerMoved: etcd was stopped and its peer URL moved; it starts again on the new scheme.
 var errPeerMoved = errors.New("peer URL moved to the other scheme")
 
@@ -38,13 +54,13 @@ func schemeOf(url string) string {
 	return "http"
 }
 
-// startPeerURL is the peer URL etcd starts with. With certificates (TLS or the transition) it is the
+// startURL is the peer URL etcd starts with. With certificates (TLS or the transition) it is the
 // member's own URL in the member list the start decision read, whichever scheme a switch left it at;
 // without an answer from the others, the URL the binding recorded (written after each move); else the
 // template's. A member without certificates can only listen on http.
-func (a *Agent) startPeerURL(f StartFacts) string {
-	url := a.Cfg.PeerURL
-	if a.Certs == nil {
+func (p *peerSwitch) startURL(f StartFacts) string {
+	url := p.cfg.PeerURL
+	if p.certs == nil {
 		return url
 	}
 	for _, m := range f.Members {
@@ -58,25 +74,25 @@ func (a *Agent) startPeerURL(f StartFacts) string {
 	return url
 }
 
-// PeersPlaintext says whether this member may make the built-in CA although it has data (Certs.
+// plaintext says whether this member may make the built-in CA although it has data (Certs.
 // MayCreateCA): a TLS switch on from plaintext, before any peer URL moved (every member's peer URL in
 // the member list is http), so no member's etcd trusts a CA on its peer plane yet. Once one moved, a
 // missing CA Secret is not made again (its peers trust the one they started with). When no member
 // answers (a cluster of one, restarting into the transition), its own binding's URL stands for the list.
-func (a *Agent) PeersPlaintext() bool {
-	if a.Cfg.Transition != "http" {
+func (p *peerSwitch) plaintext() bool {
+	if p.cfg.Transition != "http" {
 		return false
 	}
-	ms := a.known
+	ms := p.known
 	if len(ms) == 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		defer cancel()
-		l, err := a.Etcd.MemberList(ctx, a.Cfg.Endpoints)
+		l, err := p.etcd.MemberList(ctx, p.cfg.Endpoints)
 		switch {
 		case err == nil:
 			ms = l.Members
 		default:
-			d, derr := ReadData(a.Cfg.DataDir)
+			d, derr := ReadData(p.cfg.DataDir)
 			if derr != nil || d.Binding == nil || d.Binding.PeerURL == "" {
 				return false
 			}
@@ -107,52 +123,52 @@ func peerArgs(args []string, url string) []string {
 	return out
 }
 
-// peerMoveDue: the Lease asks this member to move its peer URL to the scheme it does not run, and it
+// due: the Lease asks this member to move its peer URL to the scheme it does not run, and it
 // may: the transition template (certificates on both planes), a voter with a member list.
-func (a *Agent) peerMoveDue() bool {
-	return a.Cfg.Transition != "" && a.Certs != nil && a.peerAsk != "" && a.peerURL != "" &&
-		a.peerAsk != schemeOf(a.peerURL) && a.last.IsVoter() && a.last.Healthy && a.last.MemberID != "" &&
-		time.Since(a.peerMoveFailed) > 10*time.Second
+func (p *peerSwitch) due() bool {
+	return p.cfg.Transition != "" && p.certs != nil && p.ask != "" && p.url != "" &&
+		p.ask != schemeOf(p.url) && p.rep.last.IsVoter() && p.rep.last.Healthy && p.rep.last.MemberID != "" &&
+		time.Since(p.failedAt) > 10*time.Second
 }
 
-// peerMoveStillAsked reads the Lease again right before stopping etcd: the hook may have moved the turn
+// stillAsked reads the Lease again right before stopping etcd: the hook may have moved the turn
 // to another member since the last look (only one moves at a time).
-func (a *Agent) peerMoveStillAsked(ctx context.Context) bool {
-	in, err := a.Store.Read(ctx)
+func (p *peerSwitch) stillAsked(ctx context.Context) bool {
+	in, err := p.store.Read(ctx)
 	if err != nil {
 		return false
 	}
-	a.peerAsk = in.PeerScheme
-	return a.peerMoveDue()
+	p.ask = in.PeerScheme
+	return p.due()
 }
 
-// movePeerURL updates this member's (self's) peer URL to scheme `to` through its own running etcd and
-// records it in the binding (a.peerURL is the new URL then). On failure the member list keeps the old
+// move updates this member's (self's) peer URL to scheme `to` through its own running etcd and
+// records it in the binding (url is the new URL then). On failure the member list keeps the old
 // URL (the update is checked against it when its answer is lost).
-func (a *Agent) movePeerURL(ctx context.Context, to, self string) error {
+func (p *peerSwitch) move(ctx context.Context, to, self string) error {
 	id, err := api.ParseID(self)
 	if err != nil {
 		return fmt.Errorf("moving the peer URL: %w", err)
 	}
-	url := withScheme(a.peerURL, to)
-	eps := []string{a.Cfg.ClientURL}
+	url := withScheme(p.url, to)
+	eps := []string{p.cfg.ClientURL}
 	uctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	err = a.Etcd.UpdatePeerURL(uctx, eps, id, url)
+	err = p.etcd.UpdatePeerURL(uctx, eps, id, url)
 	cancel()
 	if err != nil {
-		a.event(EventPeerURLUpdated, "UpdatePeerURL", true, "could not move the peer URL of member %s to %s: %v", self, url, err)
+		p.event(EventPeerURLUpdated, "UpdatePeerURL", true, "could not move the peer URL of member %s to %s: %v", self, url, err)
 		return fmt.Errorf("moving the peer URL to %s: %w", url, err)
 	}
-	if df, err := ReadData(a.Cfg.DataDir); err == nil && df.Binding != nil {
+	if df, err := ReadData(p.cfg.DataDir); err == nil && df.Binding != nil {
 		b := *df.Binding
 		b.PeerURL = url
-		if err := WriteBinding(a.Cfg.DataDir, b); err != nil {
-			a.Log.Warn("peer URL moved; the binding keeps the old one (the member list says the new one)", "error", err)
+		if err := WriteBinding(p.cfg.DataDir, b); err != nil {
+			p.log.Warn("peer URL moved; the binding keeps the old one (the member list says the new one)", "error", err)
 		}
 	}
-	a.peerURL = url
-	a.Log.Info("peer URL moved", "member", self, "peerURL", url)
-	a.event(EventPeerURLUpdated, "UpdatePeerURL", false, "member %s moved its peer URL to %s (TLS switch)", self, url)
+	p.url = url
+	p.log.Info("peer URL moved", "member", self, "peerURL", url)
+	p.event(EventPeerURLUpdated, "UpdatePeerURL", false, "member %s moved its peer URL to %s (TLS switch)", self, url)
 	return nil
 }
 

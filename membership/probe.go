@@ -58,7 +58,7 @@ func probeHandler(a *Agent, etcdMetrics string, timeout time.Duration) (http.Han
 			return
 		}
 		state, running := a.State()
-		if why := a.drainingFor(); why != "" && r.URL.Path == "/readyz" {
+		if why := a.proc.drainingFor(); why != "" && r.URL.Path == "/readyz" {
 			// Out of the client Service before etcd stops on purpose (drain.go).
 			http.Error(w, "draining: "+why, http.StatusServiceUnavailable)
 			return

@@ -62,7 +62,7 @@ func probeServer(t *testing.T, state string, running bool, upstreamTimeout time.
 	etcd := httptest.NewServer(up)
 	t.Cleanup(etcd.Close)
 	a := &Agent{}
-	a.setState(state, running)
+	a.proc.setState(state, running)
 	h, err := probeHandler(a, etcd.URL, upstreamTimeout)
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)
@@ -152,13 +152,13 @@ func TestProbeWhileDraining(t *testing.T) {
 	etcd := httptest.NewServer(up)
 	t.Cleanup(etcd.Close)
 	a := &Agent{Log: slog.New(slog.DiscardHandler)}
-	a.setState("running", true)
+	a.proc.setState("running", true)
 	h, err := probeHandler(a, etcd.URL, time.Second)
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 
-	a.drain("restarting to trust the CAs of the CA Secret", 0)
+	a.proc.drain(a.Log, "restarting to trust the CAs of the CA Secret", 0)
 	code, body := probeGet(t, srv, "GET", "/readyz")
 	require.Equal(t, 503, code)
 	require.Contains(t, body, "draining: restarting to trust the CAs")
@@ -168,8 +168,8 @@ func TestProbeWhileDraining(t *testing.T) {
 	}
 	require.Equal(t, []string{"GET /livez", "GET /metrics"}, up.seen(), "/readyz is answered by the agent while draining")
 
-	a.setState("starting", false)
-	a.setState("running", true)
+	a.proc.setState("starting", false)
+	a.proc.setState("running", true)
 	code, _ = probeGet(t, srv, "GET", "/readyz")
 	require.Equal(t, 200, code, "a new etcd is not draining")
 }

@@ -88,9 +88,9 @@ func timedOut(err error) bool {
 }
 
 func (s *slot) etcdPID() int {
-	s.agent.mu.Lock()
-	defer s.agent.mu.Unlock()
-	return s.agent.pid
+	s.agent.proc.mu.Lock()
+	defer s.agent.proc.mu.Unlock()
+	return s.agent.proc.pid
 }
 
 // Leaf rotation under a continuous writer (docs/design/14-tls.md §14.3): the agents renew their member
