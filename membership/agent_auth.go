@@ -2,8 +2,6 @@ package membership
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
@@ -327,15 +325,6 @@ func (k *authKeeper) wantPasswords(want *api.AuthConfig) map[string]string {
 		maps.Copy(out, l.passwords(now))
 	}
 	return out
-}
-
-// fingerprint identifies a set of passwords without keeping them (a SHA-256 prefix).
-func fingerprint(passwords map[string]string) string {
-	h := sha256.New()
-	for _, u := range sortedKeysOf(passwords) {
-		fmt.Fprintf(h, "%s\x00%s\x00", u, passwords[u])
-	}
-	return hex.EncodeToString(h.Sum(nil)[:8])
 }
 
 // useRootIdentity points the agent's own etcd client at the root identity's files once the certificate

@@ -18,60 +18,6 @@ import (
 // report; every step here is conditional on the Secret's resourceVersion, so agents racing (or a crash
 // in between) never leave two new CAs: the loser reads the winner's.
 
-// Keys of the CA replacing the current one during a rotation.
-const (
-	KeyNextCert = "next.crt"
-	KeyNextKey  = "next.key"
-)
-
-// caSecret is the CA Secret as read.
-type caSecret struct {
-	data    map[string][]byte
-	version string
-	cur     pki.KeyPair
-	next    *pki.KeyPair
-}
-
-func parseCASecret(name string, data map[string][]byte, version string) (caSecret, error) {
-	cur, err := pki.ParseKeyPair(data[pki.KeyCert], data[pki.KeyKey])
-	if err != nil {
-		return caSecret{}, fmt.Errorf("Secret %s: %w", name, err)
-	}
-	if !cur.Cert.IsCA {
-		return caSecret{}, fmt.Errorf("Secret %s: %s is not a CA certificate", name, pki.KeyCert)
-	}
-	sec := caSecret{data: data, version: version, cur: cur}
-	if len(data[KeyNextCert]) > 0 || len(data[KeyNextKey]) > 0 {
-		next, err := pki.ParseKeyPair(data[KeyNextCert], data[KeyNextKey])
-		if err != nil {
-			return caSecret{}, fmt.Errorf("Secret %s: the rotation's new CA: %w", name, err)
-		}
-		if !next.Cert.IsCA || pki.Fingerprint(next.Cert) == pki.Fingerprint(cur.Cert) {
-			return caSecret{}, fmt.Errorf("Secret %s: %s is not a second CA certificate", name, KeyNextCert)
-		}
-		sec.next = &next
-	}
-	return sec, nil
-}
-
-func (s caSecret) state() api.CASecretState {
-	st := api.CASecretState{Current: pki.Fingerprint(s.cur.Cert), CurrentMark: pki.RotationOf(s.cur.Cert), CurrentCarry: pki.CarriedOf(s.cur.Cert)}
-	if s.next != nil {
-		st.Next, st.NextMark, st.NextCarry = pki.Fingerprint(s.next.Cert), pki.RotationOf(s.next.Cert), pki.CarriedOf(s.next.Cert)
-	}
-	return st
-}
-
-// trustPEM is the ca.crt members started now get: the CA that signs and, during a rotation, the new one.
-// Without a rotation it is the Secret's certificate as stored, so a cluster made before rotations
-// existed keeps byte-identical files.
-func (s caSecret) trustPEM() []byte {
-	if s.next == nil {
-		return s.cur.CertPEM
-	}
-	return append(append([]byte(nil), s.cur.CertPEM...), s.next.CertPEM...)
-}
-
 // addNextCA makes the rotation's new CA when the hook asks for the trust step of a rotation the Secret
 // has not started: the current CA was not made for the mark and there is no next one. A next CA of
 // another mark (an earlier request not finished) is left alone: the hook finishes that rotation first.

@@ -573,3 +573,26 @@ func voterEndpoints(ms []api.Member, skip string) []string {
 	}
 	return eps
 }
+
+// statusHealthy: a member with a leader and no error in its Status, where a NOSPACE alarm (one error per
+// alarm) is not an error of the member: raft works, reads and deletes are served, the pod stays ready
+// (etcd's /readyz ignores it), and compaction, defragmentation and membership steps, which it does not
+// stop, must still be allowed; DatabaseFull says it instead of a false QuorumLost. Any other error
+// (no leader, CORRUPT, an alarm list that could not be read) is unhealthy.
+func statusHealthy(errors int, alarms []string, leader uint64) bool {
+	if leader == 0 {
+		return false
+	}
+	if errors == 0 {
+		return true
+	}
+	if len(alarms) != errors {
+		return false
+	}
+	for _, a := range alarms {
+		if typ, _, _ := strings.Cut(a, "@"); typ != api.AlarmNoSpace {
+			return false
+		}
+	}
+	return true
+}

@@ -1,8 +1,6 @@
 package membership
 
 import (
-	"context"
-	"fmt"
 	"maps"
 	"time"
 
@@ -89,29 +87,3 @@ func (l Login) next(owner, mark string, now time.Time, grace time.Duration) (Log
 	}
 	return Login{User: slot, Password: pw, Previous: l.User, PreviousPassword: l.Password, PreviousUntil: now.Add(grace), Mark: mark}, nil
 }
-
-// CommitLogin writes l into owner's Secret (the leader's agent, once etcd holds l's login): from then on
-// applications reading the Secret log in with it. The Secret must still be this cluster's.
-func (c *Certs) CommitLogin(ctx context.Context, owner, secret string, l Login) error {
-	id := identity{secret: secret, cn: owner, owned: true}
-	data, version, found, err := c.getIdentity(ctx, id)
-	if err != nil {
-		return fmt.Errorf("reading Secret %s: %w", secret, err)
-	}
-	if !found {
-		return fmt.Errorf("Secret %s is gone", secret)
-	}
-	if err := c.Store.Update(ctx, secret, version, l.put(data)); err != nil {
-		return fmt.Errorf("writing Secret %s: %w", secret, err)
-	}
-	if c.Logins == nil {
-		c.Logins = map[string]Login{}
-	}
-	c.Logins[owner] = l
-	return nil
-}
-
-// loginGrace is how long a replaced login keeps working: the grace of a CA rotation's client Secret
-// (spec.security.tls.builtIn.rotationGrace, defaulted by the hook; 0 retires it at once), the time for
-// mounted copies of a Secret to follow.
-func (c *Certs) loginGrace() time.Duration { return c.ClientGrace }

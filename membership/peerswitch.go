@@ -38,22 +38,6 @@ type peerSwitch struct {
 // errPeerMoved: etcd was stopped and its peer URL moved; it starts again on the new scheme.
 var errPeerMoved = errors.New("peer URL moved to the other scheme")
 
-// withScheme is url with scheme ("http" or "https") in place of its own.
-func withScheme(url, scheme string) string {
-	_, rest, ok := strings.Cut(url, "://")
-	if !ok {
-		return url
-	}
-	return scheme + "://" + rest
-}
-
-func schemeOf(url string) string {
-	if strings.HasPrefix(url, "https://") {
-		return "https"
-	}
-	return "http"
-}
-
 // startURL is the peer URL etcd starts with. With certificates (TLS or the transition) it is the
 // member's own URL in the member list the start decision read, whichever scheme a switch left it at;
 // without an answer from the others, the URL the binding recorded (written after each move); else the

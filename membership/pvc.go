@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -69,18 +68,4 @@ func DeletePVC(ctx context.Context, e *Etcd, kube kubernetes.Interface, log *slo
 	recorderOr(req.Events).Event(EventClaimDeleted, "DeleteClaim",
 		fmt.Sprintf("claim %s of removed member %s (pod %s gone) deleted by Job", req.Claim, req.PeerURL, req.Pod), false)
 	return nil
-}
-
-// samePeer compares peer URLs without their scheme: a member whose peer URL was changed from http to
-// https (or back, a TLS switch) is still the member at that address, and its volume must not be deleted.
-func samePeer(a, b string) bool {
-	strip := func(u string) string {
-		for _, p := range []string{"https://", "http://"} {
-			if strings.HasPrefix(u, p) {
-				return u[len(p):]
-			}
-		}
-		return u
-	}
-	return strip(a) == strip(b)
 }
