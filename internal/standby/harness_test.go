@@ -9,6 +9,7 @@ import (
 	"path"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -95,8 +96,8 @@ func revisionOf(t testing.TB, c *clientv3.Client) int64 {
 	return r.Header.Revision
 }
 
-// snapshotCount makes each full snapshot's key unique within a test process.
-var snapshotCount sync.Map
+// snapshotCount orders the full snapshots of a test process in time, and makes their keys unique.
+var snapshotCount atomic.Int64
 
 // fullSnapshot stores a full snapshot of c as a backup does (the revision read first, etcd's stream
 // uploaded and checked, the manifest last) and returns its manifest.
@@ -104,9 +105,7 @@ func fullSnapshot(t testing.TB, c *clientv3.Client, b *blob.Bucket) backup.Manif
 	t.Helper()
 	ctx := context.Background()
 	rev := revisionOf(t, c)
-	n, _ := snapshotCount.LoadOrStore(b, new(int))
-	*n.(*int)++
-	at := time.Date(2026, 1, 1, 0, 0, *n.(*int), 0, time.UTC) // ordered like the snapshots
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(snapshotCount.Add(1)) * time.Second)
 	key := backup.SnapshotKey(ns, primaryName, at, rev)
 	rc, err := c.Snapshot(ctx)
 	require.NoError(t, err)

@@ -1,14 +1,17 @@
 package standby
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"gocloud.dev/blob"
 
 	"github.com/etcdhook/etcdhook/internal/backup/delta"
 )
@@ -158,4 +161,100 @@ func TestStandbyDiverged(t *testing.T) {
 	err = delta.Apply(ctx, delta.ClientTarget(standby), delta.Revision{Rev: end + 5, Ops: []delta.Op{{Type: delta.Put, Key: []byte("x"), Value: []byte("y")}}},
 		map[int64]bool{}, func(int64) error { return nil })
 	require.ErrorIs(t, err, ErrDiverged)
+}
+
+// A chain that cannot be followed stops the standby at the last complete revision, with the reason and
+// the object: a chunk missing, a chunk of another cluster, a broken chunk, a newer chain that starts
+// after the standby's revision while the one before ended short of it (a gap), and the primary's
+// newest snapshot of another etcd cluster (the primary restored or re-created). The standby then holds
+// exactly the primary's keyspace at that revision: nothing partial was applied.
+func TestStandbyStops(t *testing.T) {
+	ctx := context.Background()
+	primary := startEtcd(t, filepath.Join(t.TempDir(), "primary"), "primary")
+	baseDir := filepath.Join(t.TempDir(), "bucket")
+	base := openBucket(t, baseDir)
+	id := clusterID(t, primary)
+	writeKeys(t, primary, "seed", 10)
+	m1 := fullSnapshot(t, primary, base)
+	f1 := follow(t, primary, base, m1, 64) // small chunks: several of them
+	for i := range 6 {
+		_, err := primary.Txn(ctx).Then(clientv3.OpPut("txn/a", fmt.Sprint(i)), clientv3.OpDelete("k01")).Commit()
+		require.NoError(t, err)
+		writeKeys(t, primary, fmt.Sprint("round", i), 8)
+	}
+	end := revisionOf(t, primary)
+	f1.waitStored(t, m1.Revision, end)
+	f1.stop()
+	spans, _, err := f1.chain.List(ctx, m1.Revision)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(spans), 4)
+	const k = 2 // the chunk tampered with
+	before := spans[k-1].Last
+
+	// stopsAt runs an applier of b into a standby seeded from m1 until it stops, and checks where.
+	stopsAt := func(t *testing.T, b *blob.Bucket, reason error, object string, reached int64) {
+		t.Helper()
+		standby := seed(t, b, m1, "standby")
+		fctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		p := &progress{}
+		err := applier(b, id, standby, p).Follow(fctx)
+		var stopped *Stopped
+		require.ErrorAs(t, err, &stopped, "stopped, not ended by its context")
+		require.ErrorIs(t, err, reason)
+		require.Equal(t, object, stopped.Object)
+		require.Equal(t, reached, stopped.Reached, "the last complete revision")
+		require.Equal(t, reached, revisionOf(t, standby))
+		requireSame(t, primary, standby)
+		require.Equal(t, reached, p.get().Revision, "reported")
+	}
+	// copyOf is a bucket holding what base holds now.
+	copyOf := func(t *testing.T) *blob.Bucket {
+		dir := filepath.Join(t.TempDir(), "bucket")
+		require.NoError(t, os.CopyFS(dir, os.DirFS(baseDir)))
+		return openBucket(t, dir)
+	}
+
+	t.Run("missing", func(t *testing.T) {
+		b := copyOf(t)
+		require.NoError(t, b.Delete(ctx, spans[k].Key))
+		stopsAt(t, b, ErrMissing, spans[k+1].Key, before)
+	})
+	t.Run("foreign", func(t *testing.T) {
+		b := copyOf(t)
+		raw, err := b.ReadAll(ctx, spans[k].Key)
+		require.NoError(t, err)
+		_, revs, err := delta.Read(bytes.NewReader(raw))
+		require.NoError(t, err)
+		var buf bytes.Buffer
+		_, err = delta.Write(&buf, "00000000000000ff", m1.Revision, revs)
+		require.NoError(t, err)
+		require.NoError(t, b.WriteAll(ctx, spans[k].Key, buf.Bytes(), nil))
+		stopsAt(t, b, ErrForeign, spans[k].Key, before)
+	})
+	t.Run("broken", func(t *testing.T) {
+		b := copyOf(t)
+		raw, err := b.ReadAll(ctx, spans[k].Key)
+		require.NoError(t, err)
+		require.NoError(t, b.WriteAll(ctx, spans[k].Key, raw[:len(raw)/2], nil))
+		stopsAt(t, b, ErrBroken, spans[k].Key, before)
+	})
+	t.Run("another cluster's snapshot", func(t *testing.T) {
+		b := copyOf(t)
+		other := startEtcd(t, filepath.Join(t.TempDir(), "recreated"), "primary")
+		writeKeys(t, other, "recreated", 3)
+		m := fullSnapshot(t, other, b)
+		require.NotEqual(t, id, m.EtcdClusterID)
+		stopsAt(t, b, ErrForeign, m.Key, end) // the whole chain of its own cluster first
+	})
+	t.Run("gap", func(t *testing.T) {
+		// The writer stopped at end; the primary wrote on; a new full snapshot starts a chain after
+		// revisions no chain holds.
+		writeKeys(t, primary, "unrecorded", 5)
+		m2 := fullSnapshot(t, primary, base)
+		f2 := follow(t, primary, base, m2, 256)
+		f2.waitStored(t, m2.Revision, writeKeys(t, primary, "new chain", 5))
+		f2.stop()
+		stopsAt(t, base, ErrGap, m2.ChainDir(), end)
+	})
 }
