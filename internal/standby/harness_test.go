@@ -41,7 +41,7 @@ func freeURL(t testing.TB) url.URL {
 }
 
 // startEtcd runs a one-member etcd on dataDir (empty, or restored) and returns a client of it.
-func startEtcd(t testing.TB, dataDir, name string) *clientv3.Client {
+func startEtcd(t testing.TB, dataDir, name string, tune ...func(*embed.Config)) *clientv3.Client {
 	t.Helper()
 	peer, client := freeURL(t), freeURL(t)
 	cfg := embed.NewConfig()
@@ -50,6 +50,9 @@ func startEtcd(t testing.TB, dataDir, name string) *clientv3.Client {
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
 	cfg.InitialCluster = name + "=" + peer.String()
+	for _, f := range tune {
+		f(cfg)
+	}
 	e, err := embed.StartEtcd(cfg)
 	require.NoError(t, err)
 	t.Cleanup(e.Close)
@@ -120,7 +123,7 @@ func fullSnapshot(t testing.TB, c *clientv3.Client, b *blob.Bucket) backup.Manif
 
 // seed is a standby seeded from m as the restore path does, with the revisions kept (no bump): the
 // snapshot fetched and checked against its manifest, restored with etcd's library, served alone.
-func seed(t testing.TB, b *blob.Bucket, m backup.Manifest, name string) *clientv3.Client {
+func seed(t testing.TB, b *blob.Bucket, m backup.Manifest, name string, tune ...func(*embed.Config)) *clientv3.Client {
 	t.Helper()
 	dir := t.TempDir()
 	file := filepath.Join(dir, "snap.db")
@@ -129,7 +132,7 @@ func seed(t testing.TB, b *blob.Bucket, m backup.Manifest, name string) *clientv
 	peer := freeURL(t)
 	require.NoError(t, snapshot.NewV3(zap.NewNop()).Restore(snapshot.RestoreConfig{SnapshotPath: file, Name: name,
 		OutputDataDir: data, PeerURLs: []string{peer.String()}, InitialCluster: name + "=" + peer.String(), InitialClusterToken: name}))
-	return startEtcd(t, data, name)
+	return startEtcd(t, data, name, tune...)
 }
 
 // follower runs a continuous backup writer (delta.Follower) of c into m's chain until stopped: it
@@ -141,9 +144,15 @@ type follower struct {
 
 func follow(t testing.TB, c *clientv3.Client, b *blob.Bucket, m backup.Manifest, maxBytes int) *follower {
 	t.Helper()
+	return followEvery(t, c, b, m, maxBytes, 50*time.Millisecond)
+}
+
+// followEvery is follow with chunks cut every maxAge.
+func followEvery(t testing.TB, c *clientv3.Client, b *blob.Bucket, m backup.Manifest, maxBytes int, maxAge time.Duration) *follower {
+	t.Helper()
 	chain := delta.BlobChain{Bucket: b, Prefix: m.ChainsPrefix()}
 	f := &delta.Follower{Client: c, Uploader: chain, ClusterID: m.EtcdClusterID, ChainStart: m.Revision,
-		MaxAge: 50 * time.Millisecond, MaxBytes: maxBytes}
+		MaxAge: maxAge, MaxBytes: maxBytes}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { _, err := f.Follow(ctx, m.Revision+1); done <- err }()
