@@ -257,34 +257,40 @@ func (a *Applier) pass(ctx context.Context) (progressed bool, err error) {
 		return false, stop(ErrGap, m.ChainDir(), m.Revision, fmt.Errorf("the oldest chain kept starts at revision %d, after the standby's", m.Revision))
 	}
 	m := ours[at]
-	newest, err := a.newest(ctx, ours[0])
-	if err != nil {
-		return false, err
-	}
-	report := func(reached int64) {
-		if a.Progress == nil {
-			return
-		}
-		p := Progress{Revision: reached, Time: a.at, Newest: newest.rev, NewestTime: newest.at, Chain: m.ChainDir(), ChainStart: m.Revision, ClusterID: a.ClusterID}
-		if reached < p.Newest && p.NewestTime.After(p.Time) {
-			p.Lag = p.NewestTime.Sub(p.Time)
-		}
-		p.Newest = max(p.Newest, reached)
-		a.Progress(p)
-	}
-	if cur == m.Revision && a.at.IsZero() {
-		a.at = m.Time
-	}
 	chain := delta.BlobChain{Bucket: a.Bucket, Prefix: m.ChainsPrefix()}
 	spans, _, listErr := chain.List(ctx, m.Revision)
 	if listErr != nil && !errors.Is(listErr, delta.ErrGap) {
 		return false, listErr
 	}
-	if n := len(spans); n > 0 && spans[n-1].Last > newest.rev {
-		// The chain followed goes past the newest snapshot (its writer has not left it yet).
+	// The newest revision stored: the end of the chain followed (whose writer may not have left it
+	// yet), or of a newer one.
+	newest := point{rev: m.Revision, at: m.Time}
+	if n := len(spans); n > 0 {
 		if newest, err = a.end(ctx, spans[n-1]); err != nil {
 			return false, err
 		}
+	}
+	if at > 0 {
+		n, err := a.newest(ctx, ours[0])
+		if err != nil {
+			return false, err
+		}
+		if n.rev > newest.rev {
+			newest = n
+		}
+	}
+	report := func(reached int64) {
+		if a.Progress == nil {
+			return
+		}
+		p := Progress{Revision: reached, Time: a.at, Newest: max(newest.rev, reached), NewestTime: newest.at, Chain: m.ChainDir(), ChainStart: m.Revision, ClusterID: a.ClusterID}
+		if reached < newest.rev && newest.at.After(a.at) {
+			p.Lag = newest.at.Sub(a.at)
+		}
+		a.Progress(p)
+	}
+	if cur == m.Revision && a.at.IsZero() {
+		a.at = m.Time
 	}
 	need := cur + 1
 	var prev *delta.Header
