@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"os/exec"
 	"path"
 	"path/filepath"
 	"sync"
@@ -24,10 +25,12 @@ import (
 	"github.com/etcdhook/etcdhook/api"
 	"github.com/etcdhook/etcdhook/internal/backup"
 	"github.com/etcdhook/etcdhook/internal/backup/delta"
+	"github.com/etcdhook/etcdhook/internal/testsupport"
 )
 
-// Real etcd of etcd's own libraries (go.mod's version), on loopback, as internal/backup/delta's tests
-// run it; the backups in a file:// bucket through backup.Destination, as a writer stores them.
+// Real etcd on loopback: etcd's own libraries (go.mod's version), as internal/backup/delta's tests run
+// it, or a process of each version membership's tests run (startOn); the backups in a file:// bucket
+// through backup.Destination, as a writer stores them.
 
 const ns, primaryName = "prod", "main"
 
@@ -43,7 +46,12 @@ func freeURL(t testing.TB) url.URL {
 // startEtcd runs a one-member etcd on dataDir (empty, or restored) and returns a client of it.
 func startEtcd(t testing.TB, dataDir, name string, tune ...func(*embed.Config)) *clientv3.Client {
 	t.Helper()
-	peer, client := freeURL(t), freeURL(t)
+	return startEmbedded(t, dataDir, name, freeURL(t), tune...)
+}
+
+func startEmbedded(t testing.TB, dataDir, name string, peer url.URL, tune ...func(*embed.Config)) *clientv3.Client {
+	t.Helper()
+	client := freeURL(t)
 	cfg := embed.NewConfig()
 	cfg.Name, cfg.Dir, cfg.LogLevel = name, dataDir, "error"
 	cfg.LogOutputs = []string{os.DevNull}
@@ -121,9 +129,54 @@ func fullSnapshot(t testing.TB, c *clientv3.Client, b *blob.Bucket) backup.Manif
 	return m
 }
 
+// startOn runs a one-member etcd of version on dataDir: a process of the server built from its Go
+// module (testsupport.EtcdBinary, as membership's tests run it), or, for "", etcd's libraries in
+// this process (go.mod's version).
+func startOn(t testing.TB, version, dataDir, name string, peer url.URL) *clientv3.Client {
+	t.Helper()
+	if version == "" {
+		return startEmbedded(t, dataDir, name, peer)
+	}
+	client := freeURL(t)
+	cmd := exec.Command(testsupport.EtcdBinary(t, version), "--name", name, "--data-dir", dataDir, "--log-level", "error",
+		"--listen-peer-urls", peer.String(), "--initial-advertise-peer-urls", peer.String(),
+		"--listen-client-urls", client.String(), "--advertise-client-urls", client.String(),
+		"--initial-cluster", name+"="+peer.String())
+	require.NoError(t, cmd.Start())
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+	})
+	c := dial(t, client.String(), "", "")
+	_, ok := testsupport.Poll(time.Minute, 50*time.Millisecond, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_, err := c.Get(ctx, "\x00", clientv3.WithLimit(1))
+		return err == nil
+	})
+	require.True(t, ok, "etcd %s serves within a minute", version)
+	return c
+}
+
 // seed is a standby seeded from m as the restore path does, with the revisions kept (no bump): the
 // snapshot fetched and checked against its manifest, restored with etcd's library, served alone.
 func seed(t testing.TB, b *blob.Bucket, m backup.Manifest, name string, tune ...func(*embed.Config)) *clientv3.Client {
+	t.Helper()
+	peer, data := restored(t, b, m, name)
+	return startEmbedded(t, data, name, peer, tune...)
+}
+
+// seedOn is seed onto an etcd of version ("" embedded).
+func seedOn(t testing.TB, version string, b *blob.Bucket, m backup.Manifest, name string) *clientv3.Client {
+	t.Helper()
+	peer, data := restored(t, b, m, name)
+	return startOn(t, version, data, name, peer)
+}
+
+// restored is m's snapshot restored into a data directory for a member name with peer URL peer.
+func restored(t testing.TB, b *blob.Bucket, m backup.Manifest, name string) (url.URL, string) {
 	t.Helper()
 	dir := t.TempDir()
 	file := filepath.Join(dir, "snap.db")
@@ -132,7 +185,7 @@ func seed(t testing.TB, b *blob.Bucket, m backup.Manifest, name string, tune ...
 	peer := freeURL(t)
 	require.NoError(t, snapshot.NewV3(zap.NewNop()).Restore(snapshot.RestoreConfig{SnapshotPath: file, Name: name,
 		OutputDataDir: data, PeerURLs: []string{peer.String()}, InitialCluster: name + "=" + peer.String(), InitialClusterToken: name}))
-	return startEtcd(t, data, name, tune...)
+	return peer, data
 }
 
 // follower runs a continuous backup writer (delta.Follower) of c into m's chain until stopped: it

@@ -14,103 +14,107 @@ import (
 	"gocloud.dev/blob"
 
 	"github.com/etcdhook/etcdhook/internal/backup/delta"
+	"github.com/etcdhook/etcdhook/internal/testsupport"
 )
 
 // A standby seeded from the primary's full snapshot follows the primary's continuous backup while the
 // primary writes (puts, deletes, range deletes, transactions, leases granted, expiring and revoked, a
 // compaction) and a new full snapshot starts a new chain under it: it holds exactly the primary's
 // keyspace at the revision it reached (`get --rev`: values, create and mod revisions, versions, leases),
-// the leases under their IDs, and says so. Stopped and started again, it skips what it holds.
+// the leases under their IDs, and says so. Stopped and started again, it skips what it holds. Primary
+// and standby are processes of each etcd version.
 func TestStandbyFollowsThePrimary(t *testing.T) {
-	ctx := context.Background()
-	primary := startEtcd(t, filepath.Join(t.TempDir(), "primary"), "primary")
-	b := openBucket(t, filepath.Join(t.TempDir(), "bucket"))
-	id := clusterID(t, primary)
-	old, err := primary.Grant(ctx, 60)
-	require.NoError(t, err)
-	_, err = primary.Put(ctx, "held", "before the snapshot", clientv3.WithLease(old.ID))
-	require.NoError(t, err)
-	writeKeys(t, primary, "seed", 30)
+	forEachVersion(t, func(t *testing.T, version string) {
+		ctx := context.Background()
+		primary := startOn(t, version, filepath.Join(t.TempDir(), "primary"), "primary", freeURL(t))
+		b := openBucket(t, filepath.Join(t.TempDir(), "bucket"))
+		id := clusterID(t, primary)
+		old, err := primary.Grant(ctx, 60)
+		require.NoError(t, err)
+		_, err = primary.Put(ctx, "held", "before the snapshot", clientv3.WithLease(old.ID))
+		require.NoError(t, err)
+		writeKeys(t, primary, "seed", 30)
 
-	m1 := fullSnapshot(t, primary, b)
-	f1 := follow(t, primary, b, m1, 2048)
-	standby := seed(t, b, m1, "standby")
-	require.Equal(t, m1.Revision, revisionOf(t, standby), "seeded at the snapshot's revision, no bump")
+		m1 := fullSnapshot(t, primary, b)
+		f1 := follow(t, primary, b, m1, 2048)
+		standby := seedOn(t, version, b, m1, "standby")
+		require.Equal(t, m1.Revision, revisionOf(t, standby), "seeded at the snapshot's revision, no bump")
 
-	p := &progress{}
-	stop := run(applier(b, id, standby, p))
+		p := &progress{}
+		stop := run(applier(b, id, standby, p))
 
-	// Every kind of write, while the applier follows.
-	kept, err := primary.Grant(ctx, 60)
-	require.NoError(t, err)
-	short, err := primary.Grant(ctx, 2)
-	require.NoError(t, err)
-	revoked, err := primary.Grant(ctx, 60)
-	require.NoError(t, err)
-	for i := range 40 {
-		k := fmt.Sprintf("k%02d", i%25)
-		switch i % 8 {
-		case 0:
-			_, err = primary.Delete(ctx, k)
-		case 1:
-			_, err = primary.Txn(ctx).Then(clientv3.OpPut(k, fmt.Sprint("t", i)), clientv3.OpDelete(fmt.Sprintf("k%02d", (i+3)%25)), clientv3.OpPut("txn", fmt.Sprint(i))).Commit()
-		case 2:
-			_, err = primary.Delete(ctx, "k1", clientv3.WithPrefix())
-		case 3:
-			_, err = primary.Put(ctx, "lease/kept", fmt.Sprint(i), clientv3.WithLease(kept.ID))
-		case 4:
-			_, err = primary.Put(ctx, fmt.Sprintf("lease/revoked/%d", i), "x", clientv3.WithLease(revoked.ID))
-		case 5:
-			_, err = primary.Put(ctx, "lease/short", "x", clientv3.WithLease(short.ID))
-		default:
-			_, err = primary.Put(ctx, k, fmt.Sprint("v", i))
+		// Every kind of write, while the applier follows.
+		kept, err := primary.Grant(ctx, 60)
+		require.NoError(t, err)
+		short, err := primary.Grant(ctx, 2)
+		require.NoError(t, err)
+		revoked, err := primary.Grant(ctx, 60)
+		require.NoError(t, err)
+		for i := range 40 {
+			k := fmt.Sprintf("k%02d", i%25)
+			switch i % 8 {
+			case 0:
+				_, err = primary.Delete(ctx, k)
+			case 1:
+				_, err = primary.Txn(ctx).Then(clientv3.OpPut(k, fmt.Sprint("t", i)), clientv3.OpDelete(fmt.Sprintf("k%02d", (i+3)%25)), clientv3.OpPut("txn", fmt.Sprint(i))).Commit()
+			case 2:
+				_, err = primary.Delete(ctx, "k1", clientv3.WithPrefix())
+			case 3:
+				_, err = primary.Put(ctx, "lease/kept", fmt.Sprint(i), clientv3.WithLease(kept.ID))
+			case 4:
+				_, err = primary.Put(ctx, fmt.Sprintf("lease/revoked/%d", i), "x", clientv3.WithLease(revoked.ID))
+			case 5:
+				_, err = primary.Put(ctx, "lease/short", "x", clientv3.WithLease(short.ID))
+			default:
+				_, err = primary.Put(ctx, k, fmt.Sprint("v", i))
+			}
+			require.NoError(t, err)
 		}
+		_, err = primary.Revoke(ctx, revoked.ID)
 		require.NoError(t, err)
-	}
-	_, err = primary.Revoke(ctx, revoked.ID)
-	require.NoError(t, err)
-	require.Eventually(t, func() bool { // the short lease expires on the primary: its deletes are in the stream
-		r, err := primary.Get(ctx, "lease/short")
-		return err == nil && len(r.Kvs) == 0
-	}, 15*time.Second, 100*time.Millisecond)
-	mid := writeKeys(t, primary, "mid", 20)
-	_, err = primary.Compact(ctx, mid)
-	require.NoError(t, err)
-
-	// A new full snapshot: the writer goes on in the old chain until it notices, then starts the new
-	// one. The standby continues in the new chain without a gap.
-	m2 := fullSnapshot(t, primary, b)
-	after := writeKeys(t, primary, "after", 30)
-	f1.waitStored(t, m1.Revision, after)
-	f1.stop()
-	f2 := follow(t, primary, b, m2, 2048)
-	end := writeKeys(t, primary, "new chain", 40)
-	f2.waitStored(t, m2.Revision, end)
-
-	require.Eventually(t, func() bool { return p.get().Revision == end }, 60*time.Second, 20*time.Millisecond, "the standby reaches %d", end)
-	require.NoError(t, stop(), "stopped by its context: no error")
-	require.Equal(t, end, requireSame(t, primary, standby))
-	last := p.get()
-	require.Equal(t, Progress{Revision: end, Time: last.Time, Newest: end, NewestTime: last.Time, Chain: m2.ChainDir(), ChainStart: m2.Revision, ClusterID: id}, last,
-		"in the new chain, caught up: no lag")
-	require.False(t, last.Time.IsZero(), "the time the primary's writer received the revision")
-
-	// The leases under the primary's IDs, kept alive: held and kept have keys; the short one's keys
-	// are gone as on the primary.
-	for _, l := range []clientv3.LeaseID{old.ID, kept.ID} {
-		ttl, err := standby.TimeToLive(ctx, l)
+		require.Eventually(t, func() bool { // the short lease expires on the primary: its deletes are in the stream
+			r, err := primary.Get(ctx, "lease/short")
+			return err == nil && len(r.Kvs) == 0
+		}, 15*time.Second, 100*time.Millisecond)
+		mid := writeKeys(t, primary, "mid", 20)
+		_, err = primary.Compact(ctx, mid)
 		require.NoError(t, err)
-		require.EqualValues(t, 60, ttl.GrantedTTL, "lease %x", l)
-	}
 
-	// Stopped, the primary writing on; started again, it goes on from the standby's revision.
-	more := writeKeys(t, primary, "resumed", 25)
-	f2.waitStored(t, m2.Revision, more)
-	p2 := &progress{}
-	stop = run(applier(b, id, standby, p2))
-	require.Eventually(t, func() bool { return p2.get().Revision == more }, 60*time.Second, 20*time.Millisecond)
-	require.NoError(t, stop())
-	require.Equal(t, more, requireSame(t, primary, standby))
+		// A new full snapshot: the writer goes on in the old chain until it notices, then starts the new
+		// one. The standby continues in the new chain without a gap.
+		m2 := fullSnapshot(t, primary, b)
+		after := writeKeys(t, primary, "after", 30)
+		f1.waitStored(t, m1.Revision, after)
+		f1.stop()
+		f2 := follow(t, primary, b, m2, 2048)
+		end := writeKeys(t, primary, "new chain", 40)
+		f2.waitStored(t, m2.Revision, end)
+
+		require.Eventually(t, func() bool { return p.get().Revision == end }, 60*time.Second, 20*time.Millisecond, "the standby reaches %d", end)
+		require.NoError(t, stop(), "stopped by its context: no error")
+		require.Equal(t, end, requireSame(t, primary, standby))
+		last := p.get()
+		require.Equal(t, Progress{Revision: end, Time: last.Time, Newest: end, NewestTime: last.Time, Chain: m2.ChainDir(), ChainStart: m2.Revision, ClusterID: id}, last,
+			"in the new chain, caught up: no lag")
+		require.False(t, last.Time.IsZero(), "the time the primary's writer received the revision")
+
+		// The leases under the primary's IDs, kept alive: held and kept have keys; the short one's keys
+		// are gone as on the primary.
+		for _, l := range []clientv3.LeaseID{old.ID, kept.ID} {
+			ttl, err := standby.TimeToLive(ctx, l)
+			require.NoError(t, err)
+			require.EqualValues(t, 60, ttl.GrantedTTL, "lease %x", l)
+		}
+
+		// Stopped, the primary writing on; started again, it goes on from the standby's revision.
+		more := writeKeys(t, primary, "resumed", 25)
+		f2.waitStored(t, m2.Revision, more)
+		p2 := &progress{}
+		stop = run(applier(b, id, standby, p2))
+		require.Eventually(t, func() bool { return p2.get().Revision == more }, 60*time.Second, 20*time.Millisecond)
+		require.NoError(t, stop())
+		require.Equal(t, more, requireSame(t, primary, standby))
+	})
 }
 
 // A standby written to by anyone but its applier is not the primary's history any more: the next
@@ -257,4 +261,11 @@ func TestStandbyStops(t *testing.T) {
 		f2.stop()
 		stopsAt(t, base, ErrGap, m2.ChainDir(), end)
 	})
+}
+
+// forEachVersion runs a test on each etcd version the repository tests (testsupport.EtcdVersions).
+func forEachVersion(t *testing.T, run func(t *testing.T, version string)) {
+	for _, v := range testsupport.EtcdVersions {
+		t.Run(v, func(t *testing.T) { run(t, v) })
+	}
 }
