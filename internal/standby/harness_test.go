@@ -268,14 +268,17 @@ func requireSame(t testing.TB, primary, standby *clientv3.Client) int64 {
 
 // progress keeps the applier's reports.
 type progress struct {
-	mu   sync.Mutex
-	last Progress
-	n    int
+	mu          sync.Mutex
+	first, last Progress
+	n           int
 }
 
 func (p *progress) report(r Progress) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.n == 0 {
+		p.first = r
+	}
 	p.last, p.n = r, p.n+1
 }
 

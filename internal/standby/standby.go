@@ -293,9 +293,12 @@ func (a *Applier) pass(ctx context.Context) (progressed bool, err error) {
 		a.at = m.Time
 	}
 	need := cur + 1
+	// A held revision this applier did not apply is checked first (and its time taken): the chunk
+	// holding it is read even when it ends there.
+	check := a.applied != cur && cur > m.Revision
 	var prev *delta.Header
 	for _, s := range spans {
-		if s.Last < need {
+		if s.Last < need && !(check && s.Last >= cur) {
 			continue
 		}
 		if s.First > need {

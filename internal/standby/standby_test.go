@@ -113,6 +113,10 @@ func TestStandbyFollowsThePrimary(t *testing.T) {
 		stop = run(applier(b, id, standby, p2))
 		require.Eventually(t, func() bool { return p2.get().Revision == more }, 60*time.Second, 20*time.Millisecond)
 		require.NoError(t, stop())
+		p2.mu.Lock()
+		require.Equal(t, last.Revision, p2.first.Revision, "resumed from the standby's revision")
+		require.Equal(t, last.Time, p2.first.Time, "its time read from the chain again")
+		p2.mu.Unlock()
 		require.Equal(t, more, requireSame(t, primary, standby))
 	})
 }
