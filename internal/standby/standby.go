@@ -325,8 +325,10 @@ func (a *Applier) pass(ctx context.Context) (progressed bool, err error) {
 		for _, r := range ch.Revisions {
 			if r.Rev <= cur {
 				if r.Rev == cur && a.applied != cur {
-					if err := a.verify(ctx, r); err != nil {
+					if err := a.verify(ctx, r); errors.Is(err, ErrDiverged) {
 						return progressed, stop(ErrDiverged, s.Key, m.Revision, err)
+					} else if err != nil {
+						return progressed, err // the standby did not answer: another attempt
 					}
 					a.applied, a.at = cur, r.Time
 				}
