@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"gocloud.dev/blob"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/etcdhook/etcdhook/internal/backup/delta"
 	"github.com/etcdhook/etcdhook/internal/testsupport"
@@ -272,4 +273,44 @@ func forEachVersion(t *testing.T, run func(t *testing.T, version string)) {
 	for _, v := range testsupport.EtcdVersions {
 		t.Run(v, func(t *testing.T) { run(t, v) })
 	}
+}
+
+// The store gone for a while (its directory moved away) is a failure retried with backoff and told to
+// Problem, not a stop: once it is back the standby catches up.
+func TestStandbyRetriesTheStore(t *testing.T) {
+	primary := startEtcd(t, filepath.Join(t.TempDir(), "primary"), "primary")
+	dir := filepath.Join(t.TempDir(), "bucket")
+	b := openBucket(t, dir)
+	id := clusterID(t, primary)
+	writeKeys(t, primary, "seed", 5)
+	m := fullSnapshot(t, primary, b)
+	f := follow(t, primary, b, m, 1024)
+	standby := seed(t, b, m, "standby")
+	end := writeKeys(t, primary, "after", 20)
+	f.waitStored(t, m.Revision, end)
+	f.stop()
+
+	require.NoError(t, os.Rename(dir, dir+".away"))
+	problems := make(chan error, 100)
+	p := &progress{}
+	a := applier(b, id, standby, p)
+	a.Backoff = wait.Backoff{Duration: 10 * time.Millisecond, Factor: 2, Cap: 100 * time.Millisecond, Steps: 1 << 30}
+	a.Problem = func(err error) {
+		select {
+		case problems <- err:
+		default:
+		}
+	}
+	stop := run(a)
+	select {
+	case err := <-problems:
+		require.Error(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("no problem reported with the store gone")
+	}
+	require.Equal(t, m.Revision, revisionOf(t, standby), "nothing applied without the store")
+	require.NoError(t, os.Rename(dir+".away", dir))
+	require.Eventually(t, func() bool { return p.get().Revision == end }, 30*time.Second, 20*time.Millisecond)
+	require.NoError(t, stop())
+	requireSame(t, primary, standby)
 }
