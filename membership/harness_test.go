@@ -2,14 +2,11 @@ package membership
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -30,66 +27,12 @@ import (
 )
 
 // Real etcd for the membership tests (docs/design/12-test-beds.md §12): the server is built from its Go module by a
-// three-line main per version (testdata/etcd-vX), cached by the hash of its go.sum, and every member runs
-// as its own process on 127.0.0.1 so that tests can SIGKILL, restart and wipe it.
-var etcdVersions = []string{"v3.5.35", "v3.6.16", "v3.7.3"}
+// three-line main per version (testdata/etcd-vX), cached by the hash of its go.sum
+// (testsupport.EtcdBinary), and every member runs as its own process on 127.0.0.1 so that tests can
+// SIGKILL, restart and wipe it.
+var etcdVersions = testsupport.EtcdVersions
 
-var (
-	buildOnce sync.Map // version -> *builtEtcd
-)
-
-type builtEtcd struct {
-	once sync.Once
-	path string
-	err  error
-}
-
-func etcdBinary(t testing.TB, version string) string {
-	v, _ := buildOnce.LoadOrStore(version, &builtEtcd{})
-	b := v.(*builtEtcd)
-	b.once.Do(func() {
-		src, err := filepath.Abs(filepath.Join("testdata", "etcd-"+version))
-		if err != nil {
-			b.err = err
-			return
-		}
-		sum, err := os.ReadFile(filepath.Join(src, "go.sum"))
-		if err != nil {
-			b.err = err
-			return
-		}
-		h := sha256.Sum256(sum)
-		cache, err := os.UserCacheDir()
-		if err != nil {
-			cache = os.TempDir()
-		}
-		out := filepath.Join(cache, "etcdhook", "etcd-"+version+"-"+hex.EncodeToString(h[:6]))
-		if _, err := os.Stat(out); err == nil {
-			b.path = out
-			return
-		}
-		if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
-			b.err = err
-			return
-		}
-		start := time.Now()
-		// A temporary name of this process: two test processes building at once must not rename each
-		// other's file away.
-		tmp := fmt.Sprintf("%s.tmp-%d", out, os.Getpid())
-		cmd := exec.Command("go", "build", "-o", tmp, ".")
-		cmd.Dir = src
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-mod=mod")
-		if msg, err := cmd.CombinedOutput(); err != nil {
-			b.err = fmt.Errorf("building etcd %s: %v\n%s", version, err, msg)
-			return
-		}
-		b.err = os.Rename(tmp, out)
-		b.path = out
-		fmt.Fprintf(os.Stderr, "built etcd %s in %s\n", version, time.Since(start).Round(time.Second))
-	})
-	require.NoError(t, b.err)
-	return b.path
-}
+func etcdBinary(t testing.TB, version string) string { return testsupport.EtcdBinary(t, version) }
 
 // portCursor walks this process's block of ports below the kernel's ephemeral range.
 var portCursor atomic.Int32

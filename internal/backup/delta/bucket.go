@@ -120,7 +120,7 @@ func (c BlobChain) ReadSpan(ctx context.Context, s Span, chainStart int64, clust
 	case h.First != s.First || h.Last != s.Last || h.ChainStart != chainStart:
 		return Chunk{}, fmt.Errorf("%s holds revisions %d-%d of the chain from %d, not what its name says", s.Key, h.First, h.Last, h.ChainStart)
 	case h.ClusterID != clusterID:
-		return Chunk{}, fmt.Errorf("%s is of cluster %s, not %s", s.Key, h.ClusterID, clusterID)
+		return Chunk{}, fmt.Errorf("%w: %s is of cluster %s, not %s", ErrForeign, s.Key, h.ClusterID, clusterID)
 	}
 	return Chunk{Header: h, Revisions: revs, Raw: b}, nil
 }

@@ -210,13 +210,17 @@ func (h Header) check(revs []Revision) error {
 	return nil
 }
 
+// ErrForeign: a chunk of another etcd cluster than its chain's. Its revisions are another history's,
+// whatever their numbers.
+var ErrForeign = errors.New("a chunk of another cluster")
+
 // Follows says whether next continues a chain that prev's chunk ended: the same cluster and chain, and
 // no revision missing between them. A gap means the chain cannot be replayed past prev: the follower
 // reports it and starts a new chain from a full snapshot.
 func Follows(prev, next Header) error {
 	switch {
 	case next.ClusterID != prev.ClusterID:
-		return fmt.Errorf("the chunk is of cluster %s, the chain of %s", next.ClusterID, prev.ClusterID)
+		return fmt.Errorf("%w: the chunk is of cluster %s, the chain of %s", ErrForeign, next.ClusterID, prev.ClusterID)
 	case next.ChainStart != prev.ChainStart:
 		return fmt.Errorf("the chunk is of the chain from revision %d, not %d", next.ChainStart, prev.ChainStart)
 	case next.First != prev.Last+1:

@@ -99,6 +99,7 @@ func Replay(ctx context.Context, snapshotFile string, chainStart int64, chunks [
 		}
 	}
 	granted := map[int64]bool{}
+	keep := func(id int64) error { return keepAlive(clientv3.LeaseID(id)) }
 
 	reached = st.Revision
 	for i, h := range chunks {
@@ -126,34 +127,8 @@ func Replay(ctx context.Context, snapshotFile string, chainStart int64, chunks [
 			}
 			// Straight to the server (etcd's own Txn), not through the in-process client: a third of
 			// the time per revision went to the client's adapter.
-			ops := make([]*pb.RequestOp, 0, len(r.Ops))
-			for _, op := range r.Ops {
-				switch op.Type {
-				case Grant:
-					if granted[op.Lease] {
-						continue
-					}
-					// The server's own call: the client API grants under IDs of its choosing.
-					_, err := e.Server.LeaseGrant(ctx, &pb.LeaseGrantRequest{ID: op.Lease, TTL: op.TTL})
-					if err != nil && !errors.Is(err, lease.ErrLeaseExists) && !errors.Is(err, rpctypes.ErrLeaseExist) {
-						return reached, fmt.Errorf("granting lease %x at revision %d: %w", op.Lease, r.Rev, err)
-					}
-					if err := keepAlive(clientv3.LeaseID(op.Lease)); err != nil {
-						return reached, fmt.Errorf("keeping lease %x alive: %w", op.Lease, err)
-					}
-					granted[op.Lease] = true
-				case Put:
-					ops = append(ops, &pb.RequestOp{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: op.Key, Value: op.Value, Lease: op.Lease}}})
-				default:
-					ops = append(ops, &pb.RequestOp{Request: &pb.RequestOp_RequestDeleteRange{RequestDeleteRange: &pb.DeleteRangeRequest{Key: op.Key}}})
-				}
-			}
-			resp, err := e.Server.Txn(ctx, &pb.TxnRequest{Success: ops})
-			if err != nil {
-				return reached, fmt.Errorf("applying revision %d: %w", r.Rev, err)
-			}
-			if resp.Header.Revision != r.Rev {
-				return reached, fmt.Errorf("revision %d landed on %d: the replay is not etcd's history", r.Rev, resp.Header.Revision)
+			if err := Apply(ctx, e.Server, r, granted, keep); err != nil {
+				return reached, err
 			}
 			reached = r.Rev
 		}
@@ -229,4 +204,76 @@ func loopbackURLs() (*url.URL, *url.URL, error) {
 		out[i] = &url.URL{Scheme: "http", Host: addr}
 	}
 	return out[0], out[1], nil
+}
+
+// ErrDiverged: a recorded revision did not land on its own number where it was applied. What it was
+// applied to is not at the source's history (written to by someone else, a lease expired there, or
+// revisions missing): nothing after it can be etcd's answer.
+var ErrDiverged = errors.New("the target's history is not the source's")
+
+// Target is where recorded revisions are applied: etcd's own server (Replay's scratch etcd) or a
+// cluster's client API (a standby, ClientTarget). Both take etcd's raw requests, so that a lease is
+// granted under the source's ID and TTL (LeaseGrantRequest.ID), which clientv3's Grant cannot do.
+type Target interface {
+	Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, error)
+	LeaseGrant(ctx context.Context, r *pb.LeaseGrantRequest) (*pb.LeaseGrantResponse, error)
+}
+
+// Apply applies one recorded revision to t as one transaction (a transaction's events share their
+// revision, so it lands on the revision it had), and checks that it landed there (else ErrDiverged).
+// A lease the revision grants is granted first under its ID and TTL, unless granted says it is held
+// (a lease that already exists counts as granted: a restarted follower records its grant again), then
+// handed to keep, which keeps it alive: a lease expiring where revisions are applied would delete keys
+// at revisions the source never had. Replay and the standby's applier (internal/standby) share it.
+func Apply(ctx context.Context, t Target, r Revision, granted map[int64]bool, keep func(id int64) error) error {
+	ops := make([]*pb.RequestOp, 0, len(r.Ops))
+	for _, op := range r.Ops {
+		switch op.Type {
+		case Grant:
+			if granted[op.Lease] {
+				continue
+			}
+			_, err := t.LeaseGrant(ctx, &pb.LeaseGrantRequest{ID: op.Lease, TTL: op.TTL})
+			if err != nil && !errors.Is(err, lease.ErrLeaseExists) && !errors.Is(err, rpctypes.ErrLeaseExist) {
+				return fmt.Errorf("granting lease %x at revision %d: %w", op.Lease, r.Rev, err)
+			}
+			if err := keep(op.Lease); err != nil {
+				return fmt.Errorf("keeping lease %x alive: %w", op.Lease, err)
+			}
+			granted[op.Lease] = true
+		case Put:
+			ops = append(ops, &pb.RequestOp{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: op.Key, Value: op.Value, Lease: op.Lease}}})
+		default:
+			ops = append(ops, &pb.RequestOp{Request: &pb.RequestOp_RequestDeleteRange{RequestDeleteRange: &pb.DeleteRangeRequest{Key: op.Key}}})
+		}
+	}
+	resp, err := t.Txn(ctx, &pb.TxnRequest{Success: ops})
+	if err != nil {
+		return fmt.Errorf("applying revision %d: %w", r.Rev, err)
+	}
+	if resp.Header.Revision != r.Rev {
+		return fmt.Errorf("%w: revision %d landed on %d", ErrDiverged, r.Rev, resp.Header.Revision)
+	}
+	return nil
+}
+
+// ClientTarget applies revisions through a cluster's client API, on the client's connection (its
+// credentials and retries included).
+func ClientTarget(c *clientv3.Client) Target {
+	return clientTarget{kv: pb.NewKVClient(c.ActiveConnection()), lease: pb.NewLeaseClient(c.ActiveConnection())}
+}
+
+type clientTarget struct {
+	kv    pb.KVClient
+	lease pb.LeaseClient
+}
+
+func (c clientTarget) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, error) {
+	resp, err := c.kv.Txn(ctx, r)
+	return resp, rpctypes.Error(err)
+}
+
+func (c clientTarget) LeaseGrant(ctx context.Context, r *pb.LeaseGrantRequest) (*pb.LeaseGrantResponse, error) {
+	resp, err := c.lease.LeaseGrant(ctx, r)
+	return resp, rpctypes.Error(err)
 }
