@@ -7,6 +7,7 @@ import (
 
 	"github.com/etcdhook/etcdhook/api"
 	"github.com/etcdhook/etcdhook/sync/facts"
+	"github.com/etcdhook/etcdhook/sync/steps"
 )
 
 // CA rotation (docs/design/14-tls.md §14.6), the hook's half. The hook never sees the CA Secret: it decides
@@ -74,7 +75,7 @@ func (p *plan) decideCARotation() caRotationState {
 		if held := p.observedCARotation(); held.intent.Mark != "" {
 			held.status = &api.CARotation{Request: request, Phase: caStatusPhase(held.intent.Phase), Members: int32(len(f.Truth.Primary)),
 				Waiting: "every member to report the same CA Secret (etcd.io/tls-ca-secret)"}
-			p.wait("CA rotation: every member to report the same CA Secret")
+			p.wait(steps.CARotation, "", "every member to report the same CA Secret")
 			return held
 		}
 		// Nothing to go on (no fresh report, or agents that do not report the Secret yet): nothing asked,
@@ -186,7 +187,7 @@ func (p *plan) decideCARotation() caRotationState {
 	}
 	st.status.Waiting = waiting
 	if waiting != "" {
-		p.wait("CA rotation: %s", waiting)
+		p.wait(steps.CARotation, "", "%s", waiting)
 	}
 	return st
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/etcdhook/etcdhook/api"
 	"github.com/etcdhook/etcdhook/sync/facts"
 	"github.com/etcdhook/etcdhook/sync/render"
+	"github.com/etcdhook/etcdhook/sync/steps"
 )
 
 // decide runs one sync's membership protocol (docs/design/06-sync-order.md §6): it starts from what was
@@ -59,11 +60,11 @@ func decide(f *facts.Facts, opts Options) (p *plan, err error) {
 	case !f.Bootstrapped:
 		p.bootstrap()
 	case f.SplitBrain:
-		p.wait("two cluster IDs %v are reported: no membership change is made until a human resolves it", f.ClusterIDs)
+		p.wait(steps.SplitBrain, "", "two cluster IDs %v are reported: no membership change is made until a human resolves it", f.ClusterIDs)
 	case !f.Truth.Known():
 		p.quorumLost = true
 		p.decideRecovery()
-		p.wait("no voting member reports a healthy cluster; waiting for quorum (see README: Recovering from quorum loss)")
+		p.wait(steps.Quorum, "", "no voting member reports a healthy cluster; waiting for quorum (see README: Recovering from quorum loss)")
 		p.roll(false)
 	default:
 		p.reconcile()
@@ -158,7 +159,7 @@ func (p *plan) chooseSpec() error {
 		// A record that is not rendered from, and a step in flight: the new spec waits as it would
 		// behind a valid record, and the children stay as they are meanwhile.
 		p.pendingSpec = true
-		p.wait("%s to finish before the spec is adopted (the recorded spec fails validation: nothing is rendered from it)", p.inFlight())
+		p.wait(steps.Spec, p.inFlight(), "to finish before the spec is adopted (the recorded spec fails validation: nothing is rendered from it)")
 	case f.Applied == nil && valid:
 		p.spec, p.hasSpec = cand, true
 	case f.Applied == nil:
@@ -170,12 +171,12 @@ func (p *plan) chooseSpec() error {
 		// A CA rotation finishes first: its restarts and a switch's peer URL moves are one kind of step,
 		// and the switch renders the certificates the rotation is replacing.
 		p.spec, p.hasSpec, p.pendingSpec, p.tlsWaitsForCA = *f.Applied, true, true, true
-		p.wait("the CA rotation to finish before TLS is switched %s", onOff(cand.Security.TLS.TLSOn()))
+		p.wait(steps.Spec, "", "the CA rotation to finish before TLS is switched %s", onOff(cand.Security.TLS.TLSOn()))
 	case valid && f.Applied.Security.TLS.TLSOn() != cand.Security.TLS.TLSOn() && !f.Truth.Known():
 		// Without a member list the template's TLS cannot be derived (tlsswitch.go): a switch adopted now
 		// would render the final template over members whose peer URLs are on the other scheme.
 		p.spec, p.hasSpec, p.pendingSpec = *f.Applied, true, true
-		p.wait("a healthy quorum before TLS is switched %s", onOff(cand.Security.TLS.TLSOn()))
+		p.wait(steps.Spec, "", "a healthy quorum before TLS is switched %s", onOff(cand.Security.TLS.TLSOn()))
 	case valid:
 		p.spec, p.hasSpec = cand, true
 	default:
@@ -278,14 +279,14 @@ func (p *plan) bootstrap() {
 	p.lease(0).Seed = true
 	p.busy = "bootstrap"
 	if lv := f.Leases[0]; lv != nil && lv.Report.Reason() == api.ReasonForeignData {
-		p.wait("%s refuses its volume: %s", f.Names.Pod(0), lv.Report.Error)
+		p.wait(steps.Bootstrap, f.Names.Pod(0), "refuses its volume: %s", lv.Report.Error)
 		return
 	}
 	if f.SeedRefused() {
-		p.wait("the restore has failed and is not retried (RestoreFailed): delete this EtcdCluster and restore again, or delete pod %s to try once more after fixing the cause", f.Names.Pod(0))
+		p.wait(steps.Restore, "", "the restore has failed and is not retried (RestoreFailed): delete this EtcdCluster and restore again, or delete pod %s to try once more after fixing the cause", f.Names.Pod(0))
 		return
 	}
-	p.wait("%s to bootstrap the cluster", f.Names.Pod(0))
+	p.wait(steps.Bootstrap, f.Names.Pod(0), "to bootstrap the cluster")
 }
 
 // staticCreation is the member count of the static creation this sync renders: the one the StatefulSet
@@ -319,10 +320,10 @@ func (p *plan) bootstrapStatic(n int) {
 	p.busy = "bootstrap"
 	for i := 0; i < n; i++ {
 		if lv := f.Leases[i]; lv != nil && lv.Report.Reason() == api.ReasonForeignData {
-			p.wait("%s refuses its volume: %s", f.Names.Pod(i), lv.Report.Error)
+			p.wait(steps.Bootstrap, f.Names.Pod(i), "refuses its volume: %s", lv.Report.Error)
 		}
 	}
-	p.wait("%d members to start together and form the cluster", n)
+	p.wait(steps.Bootstrap, "", "%d members to start together and form the cluster", n)
 }
 
 // holdStatic: the StatefulSet records a static creation that the rest does not agree with (a hand
@@ -334,7 +335,7 @@ func (p *plan) holdStatic() {
 		p.setIntent(i, api.IntentMember)
 	}
 	p.busy = "bootstrap"
-	p.wait("the record of a static creation of %d members does not agree with the StatefulSet or the Leases (see InputIgnored): no member is asked to start until it does", p.f.StaticRecord)
+	p.wait(steps.Bootstrap, "", "the record of a static creation of %d members does not agree with the StatefulSet or the Leases (see InputIgnored): no member is asked to start until it does", p.f.StaticRecord)
 }
 
 // reconcile is the normal path: cluster bootstrapped, one cluster ID, a healthy voter's member list known.
@@ -345,7 +346,7 @@ func (p *plan) reconcile() {
 	p.advanceLeave()
 	p.advanceLearner()
 	if p.busy != "" {
-		p.wait("%s", p.busy)
+		p.wait(steps.InFlight, p.busy, "")
 		p.roll(false)
 		return
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/etcdhook/etcdhook/internal/backup"
 	"github.com/etcdhook/etcdhook/sync/facts"
 	"github.com/etcdhook/etcdhook/sync/render"
+	"github.com/etcdhook/etcdhook/sync/steps"
 	"github.com/etcdhook/etcdhook/sync/wire"
 )
 
@@ -45,7 +46,7 @@ func (p *plan) decideInPlace() bool {
 	}
 	p.inPlaceMode()
 	if f.InPlace.Withdrawn {
-		p.wait("restore Job %s to finish: the restore of %q cannot be withdrawn while it runs", f.Names.RestoreJob(rec.Key()), rec.Request)
+		p.wait(steps.Restore, "", "restore Job %s to finish: the restore of %q cannot be withdrawn while it runs", f.Names.RestoreJob(rec.Key()), rec.Request)
 	}
 	switch {
 	case rec.Committed:
@@ -64,7 +65,7 @@ func (p *plan) decideInPlace() bool {
 		if len(names) == 0 {
 			names = append(names, "StatefulSet "+f.Names.StatefulSet()+" at 0 replicas")
 		}
-		p.wait("member pods to stop before the restore: %s", strings.Join(names, ", "))
+		p.wait(steps.Restore, "", "member pods to stop before the restore: %s", strings.Join(names, ", "))
 	default:
 		p.replicas = 0
 		j := f.Observed.Jobs[f.Names.RestoreJob(rec.Key())]
@@ -74,7 +75,7 @@ func (p *plan) decideInPlace() bool {
 				return true
 			}
 			p.jobs = append(p.jobs, p.restoreJobSpec(render.JobRestore, rec))
-			p.wait("restore Job %s to restore %q", f.Names.RestoreJob(rec.Key()), rec.Request)
+			p.wait(steps.Restore, "", "restore Job %s to restore %q", f.Names.RestoreJob(rec.Key()), rec.Request)
 			return true
 		}
 		p.inPlaceJob(rec, j)
@@ -99,7 +100,7 @@ func (p *plan) inPlaceJob(rec *facts.InPlaceRecord, j *batchv1.Job) {
 	state, _ := facts.JobStatus(j)
 	switch state {
 	case facts.JobActive:
-		p.wait("restore Job %s to restore %q", j.Name, rec.Request)
+		p.wait(steps.Restore, "", "restore Job %s to restore %q", j.Name, rec.Request)
 	case facts.JobSucceeded:
 		c := *rec
 		c.Committed = true
@@ -135,10 +136,10 @@ func (p *plan) startPod0() {
 func (p *plan) waitPod0() {
 	f := p.f
 	if lv := f.Leases[0]; lv != nil && lv.Fresh && lv.Report.Error != "" && f.Pods[0] != nil && lv.Holder == string(f.Pods[0].UID) {
-		p.wait("%s to start on the restored data (its agent reports %q)", f.Names.Pod(0), lv.Report.Error)
+		p.wait(steps.Restore, f.Names.Pod(0), "to start on the restored data (its agent reports %q)", lv.Report.Error)
 		return
 	}
-	p.wait("%s to start on the restored data", f.Names.Pod(0))
+	p.wait(steps.Restore, f.Names.Pod(0), "to start on the restored data")
 }
 
 // inPlaceMode renders what a restore in flight needs around it: the Leases as they are (no intent

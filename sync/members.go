@@ -7,6 +7,7 @@ import (
 	"github.com/etcdhook/etcdhook/api"
 	"github.com/etcdhook/etcdhook/sync/facts"
 	"github.com/etcdhook/etcdhook/sync/render"
+	"github.com/etcdhook/etcdhook/sync/steps"
 )
 
 // Joins and removals, one member at a time (docs/design/07-steps.md §7): a learner is permitted, promoted,
@@ -99,7 +100,7 @@ func (p *plan) advanceLeave() {
 			// again, and other repairs can go first. An agent already removing itself meets etcd's own
 			// check; one that made it anyway is seen as gone and parked by the next sync.
 			p.setIntent(i, api.IntentMember)
-			p.wait("%s stays a member: quorum does not allow it to leave now", f.Names.Pod(i))
+			p.wait(steps.Scale, f.Names.Pod(i), "stays a member: quorum does not allow it to leave now")
 			return
 		}
 		lv := f.Leases[i]
@@ -123,7 +124,7 @@ func (p *plan) removeMember(m *facts.Member, reason string) {
 		last := js[len(js)-1]
 		switch last.State {
 		case facts.JobActive:
-			p.wait("Job %s to remove member %s (%s)", last.Job.Name, m.ID, reason)
+			p.wait(steps.Removal, "", "Job %s to remove member %s (%s)", last.Job.Name, m.ID, reason)
 			return
 		case facts.JobSucceeded:
 			if f.Now.Sub(last.Finished) < succeededJobGrace {
@@ -131,14 +132,14 @@ func (p *plan) removeMember(m *facts.Member, reason string) {
 			}
 		case facts.JobFailed:
 			if next := last.Finished.Add(backoff(last.Attempt)); f.Now.Before(next) {
-				p.wait("retrying the removal of member %s after %s (Job %s failed)", m.ID, next.UTC().Format(time.RFC3339), last.Job.Name)
+				p.wait(steps.Removal, "", "retrying the removal of member %s after %s (Job %s failed)", m.ID, next.UTC().Format(time.RFC3339), last.Job.Name)
 				return
 			}
 		}
 		attempt = last.Attempt + 1
 	}
 	if attempt > maxAttempts {
-		p.wait("member %s could not be removed in %d attempts: see Job %s", m.ID, maxAttempts, js[len(js)-1].Job.Name)
+		p.wait(steps.Removal, "", "member %s could not be removed in %d attempts: see Job %s", m.ID, maxAttempts, js[len(js)-1].Job.Name)
 		return
 	}
 	job := render.Job{Kind: render.JobRemove, Attempt: attempt, MemberID: m.ID, PeerURL: m.PeerURL, Reason: reason, Endpoints: p.voterEndpoints(m.ID)}
@@ -146,7 +147,7 @@ func (p *plan) removeMember(m *facts.Member, reason string) {
 	p.removing = true
 	p.action = fmt.Sprintf("Job %s removing member %s", job.Name(f.Names), m.ID)
 	p.busy = p.action
-	p.wait("%s", p.action)
+	p.wait(steps.Removal, p.action, "")
 }
 
 // removeOrphan removes a member that maps to no ordinal, or a second ID at one ordinal.
@@ -163,9 +164,9 @@ func (p *plan) removeOrphan() bool {
 	}
 	switch n := len(refused); {
 	case n == 1:
-		p.wait("quorum does not allow removing orphan member %s (%s)", refused[0].ID, refused[0].PeerURL)
+		p.wait(steps.Removal, "", "quorum does not allow removing orphan member %s (%s)", refused[0].ID, refused[0].PeerURL)
 	case n > 1:
-		p.wait("quorum does not allow removing orphan member %s (%s) nor %d more", refused[0].ID, refused[0].PeerURL, n-1)
+		p.wait(steps.Removal, "", "quorum does not allow removing orphan member %s (%s) nor %d more", refused[0].ID, refused[0].PeerURL, n-1)
 	}
 	return false
 }
@@ -195,7 +196,7 @@ func (p *plan) removeDead() bool {
 			p.removeMember(m, reason)
 			return true
 		}
-		p.wait("%s (member %s) is %s but removing it would break quorum", f.Names.Pod(m.Ordinal), m.ID, reason)
+		p.wait(steps.Removal, f.Names.Pod(m.Ordinal), "(member %s) is %s but removing it would break quorum", m.ID, reason)
 		return true
 	}
 	return false
@@ -249,17 +250,17 @@ func (p *plan) repairJoin() bool {
 		}
 		replace := m != nil
 		if replace && !p.quorumAllowsRemoving(m) {
-			p.wait("%s lost its data but replacing member %s would break quorum", f.Names.Pod(i), m.ID)
+			p.wait(steps.Join, f.Names.Pod(i), "lost its data but replacing member %s would break quorum", m.ID)
 			continue
 		}
 		if ok, why := p.joinable(i); !ok {
-			p.wait("%s", why)
+			p.wait(steps.Join, "", "%s", why)
 			continue
 		}
 		p.permit(i)
 		p.action = fmt.Sprintf("%s to join the cluster", f.Names.Pod(i))
 		p.busy = p.action
-		p.wait("%s", p.action)
+		p.wait(steps.Join, p.action, "")
 		return true
 	}
 	return false

@@ -1,6 +1,9 @@
 package sync
 
-import "github.com/etcdhook/etcdhook/api"
+import (
+	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/sync/steps"
+)
 
 // pause renders what is observed and starts nothing (docs/design/06-sync-order.md §6.4): replicas, partition, Lease
 // intents and Jobs as carried over (carry, keepJobs), the recorded spec. Steps already in flight finish on
@@ -12,6 +15,6 @@ func (p *plan) pause() {
 	if f.StatefulSet != nil && f.StatefulSet.Annotations[api.AnnTemplateHash] != p.hash {
 		p.partition = p.replicas
 	}
-	p.wait("spec.paused to be false: no membership change, roll or spec change is started while paused")
+	p.wait(steps.Pause, "", "spec.paused to be false: no membership change, roll or spec change is started while paused")
 	p.pauseWaited = true
 }

@@ -2,13 +2,13 @@ package sync
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/etcdhook/etcdhook/api"
 	"github.com/etcdhook/etcdhook/sync/facts"
 	"github.com/etcdhook/etcdhook/sync/render"
+	"github.com/etcdhook/etcdhook/sync/steps"
 )
 
 // Timing of Jobs and resyncs.
@@ -65,8 +65,8 @@ type plan struct {
 	// busy names the membership change in flight ("" when none); action the change started this sync.
 	busy    string
 	action  string
-	waiting []string // what the hook waits for, in order
-	stalled string   // a step past its deadline
+	waiting steps.Waits // what the hook waits for, in order
+	stalled string      // a step past its deadline
 	rolling bool
 	// cleanup: pods or volumes of removed ordinals are still to go.
 	cleanup bool
@@ -114,16 +114,10 @@ func (p *plan) distrust(format string, args ...any) {
 	p.distrusted = append(p.distrusted, fmt.Sprintf(format, args...))
 }
 
-func (p *plan) wait(format string, args ...any) {
-	p.waiting = addWait(p.waiting, fmt.Sprintf(format, args...))
-}
-
-// addWait adds msg to waits unless it is there already.
-func addWait(waits []string, msg string) []string {
-	if slices.Contains(waits, msg) {
-		return waits
-	}
-	return append(waits, msg)
+// wait notes what the decision waits for: of step family kind, about subject ("" when the sentence
+// does not start with it), the rest formatted.
+func (p *plan) wait(kind steps.WaitKind, subject, format string, args ...any) {
+	p.waiting = p.waiting.Add(steps.Wait{Kind: kind, Subject: subject, Detail: fmt.Sprintf(format, args...)})
 }
 
 // target is the latched size; 0 when there is no spec to render from.

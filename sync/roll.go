@@ -6,6 +6,7 @@ import (
 
 	"github.com/etcdhook/etcdhook/api"
 	"github.com/etcdhook/etcdhook/sync/facts"
+	"github.com/etcdhook/etcdhook/sync/steps"
 )
 
 // roll steps the StatefulSet's RollingUpdate partition one pod at a time (docs/design/07-steps.md §7.11).
@@ -28,7 +29,7 @@ func (p *plan) roll(full bool) bool {
 			for i := range f.Pods {
 				top = max(top, i)
 			}
-			p.wait("%s to run the new revision and report a healthy voter", f.Names.Pod(top))
+			p.wait(steps.Roll, f.Names.Pod(top), "to run the new revision and report a healthy voter")
 			return true
 		}
 		return false
@@ -49,7 +50,7 @@ func (p *plan) roll(full bool) bool {
 		p.rolling = true
 		p.rollingTo = p.hash
 		if part < int(p.replicas) && !updated(part) {
-			p.wait("%s to run the new revision and report a healthy voter", f.Names.Pod(part))
+			p.wait(steps.Roll, f.Names.Pod(part), "to run the new revision and report a healthy voter")
 			return true
 		}
 		next := part - 1
@@ -62,19 +63,19 @@ func (p *plan) roll(full bool) bool {
 		// could not start, so no healthy member is restarted (docs/design/14-tls.md §14.5).
 		if len(p.certProblems) > 0 && p.podHealthy(next) {
 			p.rollHeld = true
-			p.wait("usable TLS Secrets before restarting %s (%s)", f.Names.Pod(next), p.certProblems[0])
+			p.wait(steps.Roll, "", "usable TLS Secrets before restarting %s (%s)", f.Names.Pod(next), p.certProblems[0])
 			return true
 		}
 		// A healthy pod is not restarted while another member defragments (its reads and writes wait
 		// for the defragmentation): two members would be unavailable at once.
 		if who := p.defragmenting(); who != "" && p.podHealthy(next) {
 			p.rollHeld = true
-			p.wait("%s to finish defragmenting before restarting %s", who, f.Names.Pod(next))
+			p.wait(steps.Roll, who, "to finish defragmenting before restarting %s", f.Names.Pod(next))
 			return true
 		}
 		if what := p.restartingInPlace(); what != "" && p.podHealthy(next) {
 			p.rollHeld = true
-			p.wait("%s before restarting %s", what, f.Names.Pod(next))
+			p.wait(steps.Roll, what, "before restarting %s", f.Names.Pod(next))
 			return true
 		}
 		// Stepping over a pod that is not healthy costs nothing; a healthy one needs the quorum rule.
@@ -85,12 +86,12 @@ func (p *plan) roll(full bool) bool {
 			small := p.target() <= 2 && all == healthy
 			if healthy-1 < api.Quorum(all) && !small {
 				p.rollHeld = true
-				p.wait("quorum to allow restarting %s (%d of %d voters healthy)", f.Names.Pod(next), healthy, all)
+				p.wait(steps.Roll, "", "quorum to allow restarting %s (%d of %d voters healthy)", f.Names.Pod(next), healthy, all)
 				return true
 			}
 		}
 		msg := fmt.Sprintf("%s to run the new revision and report a healthy voter", f.Names.Pod(next))
-		p.wait("%s", msg)
+		p.wait(steps.Roll, f.Names.Pod(next), "to run the new revision and report a healthy voter")
 		if lag || (!full && p.podHealthy(next)) {
 			return true
 		}
@@ -119,7 +120,7 @@ func (p *plan) roll(full bool) bool {
 	p.rollingTo = ""
 	if p.rolling {
 		p.rollingTo = p.hash
-		p.wait("%s to run the new revision and report a healthy voter", f.Names.Pod(p.lowestNotUpdated()))
+		p.wait(steps.Roll, f.Names.Pod(p.lowestNotUpdated()), "to run the new revision and report a healthy voter")
 	}
 	return p.rolling
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/etcdhook/etcdhook/api"
 	"github.com/etcdhook/etcdhook/sync/facts"
 	"github.com/etcdhook/etcdhook/sync/render"
+	"github.com/etcdhook/etcdhook/sync/steps"
 	"github.com/etcdhook/etcdhook/sync/wire"
 )
 
@@ -51,7 +52,7 @@ func (p *plan) deleteVolume() bool {
 		if len(js) > 0 {
 			last := js[len(js)-1]
 			if last.State == facts.JobFailed && f.Now.Before(last.Finished.Add(backoff(last.Attempt))) {
-				p.wait("retrying the deletion of claim %s after Job %s failed", pvc.Name, last.Job.Name)
+				p.wait(steps.Volume, "", "retrying the deletion of claim %s after Job %s failed", pvc.Name, last.Job.Name)
 				return true
 			}
 			attempt = last.Attempt + 1
@@ -63,7 +64,7 @@ func (p *plan) deleteVolume() bool {
 		p.jobs = append(p.jobs, job)
 		p.action = fmt.Sprintf("Job %s deleting the volume of %s", job.Name(f.Names), f.Names.Pod(i))
 		p.busy, p.busyVolume = p.action, true
-		p.wait("%s", p.action)
+		p.wait(steps.Volume, p.action, "")
 		return true
 	}
 	return false
@@ -85,15 +86,15 @@ func (p *plan) scaleDown() bool {
 	}
 	m := f.Truth.Primary[h]
 	if !p.quorumAllowsRemoving(m) {
-		p.wait("quorum does not allow %s to leave now", f.Names.Pod(h))
+		p.wait(steps.Scale, "", "quorum does not allow %s to leave now", f.Names.Pod(h))
 		return true
 	}
 	if who := p.defragmenting(); who != "" && m.Healthy {
-		p.wait("%s to finish defragmenting before %s leaves", who, f.Names.Pod(h))
+		p.wait(steps.Scale, who, "to finish defragmenting before %s leaves", f.Names.Pod(h))
 		return true
 	}
 	if what := p.restartingInPlace(); what != "" && m.Healthy {
-		p.wait("%s before %s leaves", what, f.Names.Pod(h))
+		p.wait(steps.Scale, what, "before %s leaves", f.Names.Pod(h))
 		return true
 	}
 	p.setIntent(h, api.IntentLeave)
@@ -103,13 +104,13 @@ func (p *plan) scaleDown() bool {
 	if lv := f.Leases[h]; lv == nil || !lv.Fresh || p.lostData(m) {
 		p.removeMember(m, "leave") // its agent cannot remove it
 		if p.busy == p.action {
-			p.wait("%s", p.action)
+			p.wait(steps.Scale, p.action, "")
 		}
 		return true
 	}
 	p.action = fmt.Sprintf("%s to leave the cluster", f.Names.Pod(h))
 	p.busy = p.action
-	p.wait("%s", p.action)
+	p.wait(steps.Scale, p.action, "")
 	return true
 }
 
@@ -127,18 +128,18 @@ func (p *plan) scaleUp() bool {
 		}
 	}
 	if ok, why := p.joinable(i); !ok {
-		p.wait("%s", why)
+		p.wait(steps.Scale, "", "%s", why)
 		return true
 	}
 	if js := f.DeleteVolumeJobs[i]; len(js) > 0 && js[len(js)-1].State == facts.JobActive {
-		p.wait("the old claim of %s to be deleted", f.Names.Pod(i))
+		p.wait(steps.Scale, "", "the old claim of %s to be deleted", f.Names.Pod(i))
 		return true
 	}
 	p.replicas = int32(i + 1)
 	p.permit(i)
 	p.action = fmt.Sprintf("%s to join the cluster", f.Names.Pod(i))
 	p.busy = p.action
-	p.wait("%s", p.action)
+	p.wait(steps.Scale, p.action, "")
 	return true
 }
 
@@ -215,13 +216,13 @@ func (p *plan) noteCleanup() {
 	for i := 0; i < int(p.replicas) && i < p.target(); i++ {
 		lp := p.leases[i]
 		if f.Truth.Primary[i] == nil && (lp == nil || lp.Join.IsZero()) {
-			p.wait("%s has no member and its agent has not asked to join", f.Names.Pod(i))
+			p.wait(steps.Scale, f.Names.Pod(i), "has no member and its agent has not asked to join")
 		}
 	}
 	for _, i := range sortedKeys(f.Pods) {
 		if i >= int(p.replicas) && f.Truth.Primary[i] == nil {
 			p.cleanup = true
-			p.wait("%s to stop", f.Names.Pod(i))
+			p.wait(steps.Scale, f.Names.Pod(i), "to stop")
 		}
 	}
 	if p.spec.Storage.EmptyDir != nil || p.busy != "" {
@@ -231,7 +232,7 @@ func (p *plan) noteCleanup() {
 		pvc := f.PVCs[i]
 		if i >= int(p.replicas) && f.Truth.Primary[i] == nil && f.Pods[i] == nil && pvc.DeletionTimestamp == nil && pvc.Labels[api.LabelClusterUID] == f.ClusterUID {
 			p.cleanup = true
-			p.wait("claim %s of the removed member to be deleted", pvc.Name)
+			p.wait(steps.Scale, "", "claim %s of the removed member to be deleted", pvc.Name)
 		}
 	}
 }

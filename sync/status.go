@@ -13,6 +13,7 @@ import (
 	"github.com/etcdhook/etcdhook/api"
 	"github.com/etcdhook/etcdhook/internal/backup"
 	"github.com/etcdhook/etcdhook/sync/facts"
+	"github.com/etcdhook/etcdhook/sync/steps"
 )
 
 // status renders the parent status. It holds no per-call clock values: lastTransitionTime is carried over
@@ -199,12 +200,12 @@ func (p *plan) status() *api.ClusterStatus {
 	// (the resync pace among them).
 	waits := slices.Clip(p.waiting)
 	if p.hasSpec && len(p.problems) > 0 {
-		waits = addWait(waits, fmt.Sprintf("a valid spec (%s)", p.problems[0].Message))
+		waits = waits.Add(steps.Wait{Kind: steps.Spec, Detail: fmt.Sprintf("a valid spec (%s)", p.problems[0].Message)})
 	}
 	if p.hasSpec && p.certBlocked {
-		waits = addWait(waits, fmt.Sprintf("usable TLS Secrets (%s)", p.certProblems[0]))
+		waits = waits.Add(steps.Wait{Kind: steps.Spec, Detail: fmt.Sprintf("usable TLS Secrets (%s)", p.certProblems[0])})
 	}
-	st.Message = strings.Join(waits, "; ")
+	st.Message = waits.String()
 	if !p.hasSpec && p.paused {
 		st.Message = "paused: nothing is created until spec.paused is false"
 	}
@@ -257,7 +258,7 @@ func (p *plan) foreignData() string {
 	return strings.Join(out, "; ")
 }
 
-func (p *plan) message() string { return strings.Join(p.waiting, "; ") }
+func (p *plan) message() string { return p.waiting.String() }
 
 // creating: a new cluster has not yet had all its members healthy for the first time (the hook's record,
 // ConfigMap key formed, says whether it ever had), and no step has stalled.

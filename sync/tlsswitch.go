@@ -6,6 +6,7 @@ import (
 
 	"github.com/etcdhook/etcdhook/api"
 	"github.com/etcdhook/etcdhook/sync/facts"
+	"github.com/etcdhook/etcdhook/sync/steps"
 )
 
 // Switching TLS on or off on a running cluster (docs/design/14-tls.md §14.8), the hook's half. etcd can serve
@@ -178,6 +179,6 @@ func (p *plan) askPeerSwitch(rolled bool) {
 	}
 	status.Waiting = waiting
 	if waiting != "" {
-		p.wait("TLS switch: %s", waiting)
+		p.wait(steps.TLSSwitch, "", "%s", waiting)
 	}
 }

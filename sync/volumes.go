@@ -9,6 +9,7 @@ import (
 	"github.com/etcdhook/etcdhook/api"
 	"github.com/etcdhook/etcdhook/sync/facts"
 	"github.com/etcdhook/etcdhook/sync/render"
+	"github.com/etcdhook/etcdhook/sync/steps"
 	"github.com/etcdhook/etcdhook/sync/wire"
 )
 
@@ -84,7 +85,7 @@ func (p *plan) growVolumes() bool {
 		if uid := f.PVCs[below].Labels[api.LabelClusterUID]; uid != f.ClusterUID {
 			// The Job acts only on this cluster's claims (§8.10): an adopted one (adoptExistingData) is
 			// grown by hand, and the template waits for it.
-			p.wait("claim %s carries EtcdCluster UID %q, not this cluster's (adopted data): grow it by hand to %s (kubectl patch pvc %s -p '{\"spec\":{\"resources\":{\"requests\":{\"storage\":\"%s\"}}}}')",
+			p.wait(steps.Volume, "", "claim %s carries EtcdCluster UID %q, not this cluster's (adopted data): grow it by hand to %s (kubectl patch pvc %s -p '{\"spec\":{\"resources\":{\"requests\":{\"storage\":\"%s\"}}}}')",
 				f.Names.PVC(below), uid, size.String(), f.Names.PVC(below), size.String())
 			return true
 		}
@@ -99,21 +100,21 @@ func (p *plan) growVolumes() bool {
 	for _, i := range sortedKeys(f.Pods) {
 		if f.Pods[i].Labels["controller-revision-hash"] != st.UpdateRevision || st.CurrentRevision != st.UpdateRevision ||
 			f.StatefulSet.Annotations[api.AnnTemplateHash] != p.hash {
-			p.wait("every pod on one revision before StatefulSet %s is re-created for its claim template", f.Names.StatefulSet())
+			p.wait(steps.Volume, "", "every pod on one revision before StatefulSet %s is re-created for its claim template", f.Names.StatefulSet())
 			return true
 		}
 	}
 	js := f.TemplateJobs
 	attempt, why := p.nextAttempt(js)
 	if why != "" {
-		p.wait("re-creating StatefulSet %s for its claim template: %s", f.Names.StatefulSet(), why)
+		p.wait(steps.Volume, "", "re-creating StatefulSet %s for its claim template: %s", f.Names.StatefulSet(), why)
 		return true
 	}
 	job := render.Job{Kind: render.JobClaimTemplate, Attempt: attempt, Size: size, StatefulSetUID: string(f.StatefulSet.UID)}
 	p.jobs = append(p.jobs, job)
 	p.action = fmt.Sprintf("Job %s re-creating StatefulSet %s for its claim template", job.Name(f.Names), f.Names.StatefulSet())
 	p.busy, p.busyVolume, p.growth = p.action, true, true
-	p.wait("%s", p.action)
+	p.wait(steps.Volume, p.action, "")
 	return true
 }
 
@@ -130,20 +131,20 @@ func (p *plan) growClaim(i int, size resource.Quantity) bool {
 		all, healthy = all-1, healthy-1
 	}
 	if len(f.Truth.Primary) != p.target() || m == nil || healthy != all || f.Truth.Learner() != nil {
-		p.wait("every member but %s healthy before growing its claim %s (%d of %d other voters healthy)", f.Names.Pod(i), f.Names.PVC(i), healthy, all)
+		p.wait(steps.Volume, "", "every member but %s healthy before growing its claim %s (%d of %d other voters healthy)", f.Names.Pod(i), f.Names.PVC(i), healthy, all)
 		return true
 	}
 	if who := p.defragmenting(); who != "" {
-		p.wait("%s to finish defragmenting before growing claim %s", who, f.Names.PVC(i))
+		p.wait(steps.Volume, who, "to finish defragmenting before growing claim %s", f.Names.PVC(i))
 		return true
 	}
 	if what := p.restartingInPlace(); what != "" {
-		p.wait("%s before growing claim %s", what, f.Names.PVC(i))
+		p.wait(steps.Volume, what, "before growing claim %s", f.Names.PVC(i))
 		return true
 	}
 	attempt, why := p.nextAttempt(f.GrowJobs[i])
 	if why != "" {
-		p.wait("growing claim %s to %s: %s", f.Names.PVC(i), size.String(), why)
+		p.wait(steps.Volume, "", "growing claim %s to %s: %s", f.Names.PVC(i), size.String(), why)
 		return true
 	}
 	job := render.Job{Kind: render.JobGrowVolume, Attempt: attempt, Ordinal: i, Size: size, Endpoints: p.voterEndpoints("")}
@@ -151,7 +152,7 @@ func (p *plan) growClaim(i int, size resource.Quantity) bool {
 	p.growing = f.Names.PVC(i)
 	p.action = fmt.Sprintf("Job %s growing claim %s to %s", job.Name(f.Names), f.Names.PVC(i), size.String())
 	p.busy, p.busyVolume, p.growth = p.action, true, true
-	p.wait("%s", p.action)
+	p.wait(steps.Volume, p.action, "")
 	return true
 }
 
