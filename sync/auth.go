@@ -18,7 +18,7 @@ import (
 // decideAuth is the auth config of the spec in force (nil without spec.auth). A rotation token for a
 // user not declared is ignored, and said.
 func (p *plan) decideAuth() *api.AuthConfig {
-	if !p.hasSpec || p.spec.Auth == nil {
+	if !p.HasSpec || p.Spec.Auth == nil {
 		return nil
 	}
 	var rotations map[string]string
@@ -27,13 +27,13 @@ func (p *plan) decideAuth() *api.AuthConfig {
 		switch {
 		case err != nil:
 			p.distrust("%s: ignored", err)
-		case !slices.ContainsFunc(p.spec.Auth.Users, func(u api.AuthUser) bool { return u.Name == user }):
+		case !slices.ContainsFunc(p.Spec.Auth.Users, func(u api.AuthUser) bool { return u.Name == user }):
 			p.distrust("%s names user %q, which spec.auth.users does not declare: ignored", api.AnnRotateUser, user)
 		default:
 			rotations = map[string]string{user: api.RenewalMark(token)}
 		}
 	}
-	return api.DesiredAuthRotated(p.f.Names, p.spec.Auth, !p.spec.Security.TLS.ClientAuth(), rotations)
+	return api.DesiredAuthRotated(p.f.Names, p.Spec.Auth, !p.Spec.Security.TLS.ClientAuth(), rotations)
 }
 
 // authRemovalRefused refuses removing spec.auth while the leader's agent reports etcd enforcing
@@ -51,7 +51,7 @@ func authRemovalRefused(recorded *api.ClusterSpec, next api.ClusterSpec, rep *ap
 
 // authStatus and its condition: where etcd's auth stands against the declaration.
 func (p *plan) authStatus(add func(typ string, ok bool, reason, msg string)) *api.AuthStatus {
-	want := p.auth
+	want := p.Auth
 	if want == nil {
 		return nil
 	}

@@ -11,18 +11,19 @@ import (
 	"github.com/etcdhook/etcdhook/api"
 	"github.com/etcdhook/etcdhook/internal/backup"
 	"github.com/etcdhook/etcdhook/sync/facts"
+	"github.com/etcdhook/etcdhook/sync/steps"
 )
 
 // readBackupReports reads, with the spec chosen, what the backup Jobs reported on the backup Lease, for
 // status to render. Without spec.backup the Lease is not read, and an on-demand backup asked anyway is
 // named (InputIgnored).
 func (p *plan) readBackupReports() {
-	if !p.hasSpec {
+	if !p.HasSpec {
 		return
 	}
 	f := p.f
-	if p.spec.Backup == nil {
-		if token := p.backupToken(); token != "" {
+	if p.Spec.Backup == nil {
+		if token := steps.BackupToken(p.f); token != "" {
 			p.distrust("annotation %s=%q asks for a backup, but spec.backup names no destination: ignored", api.AnnBackupNow, token)
 		}
 		return
@@ -43,10 +44,10 @@ func (p *plan) readBackupReports() {
 		noted(note)
 		return r
 	}
-	p.backupSuccess, p.backupFailure = read(api.AnnBackupSuccess), read(api.AnnBackupFailure)
-	if p.spec.Backup.Continuous != nil {
+	p.BackupSuccess, p.BackupFailure = read(api.AnnBackupSuccess), read(api.AnnBackupFailure)
+	if p.Spec.Backup.Continuous != nil {
 		var note string
-		p.backupContinuous, note = facts.LeaseReport(f.Now, l, api.AnnBackupContinuous, api.ParseContinuousReport, func(r *api.ContinuousReport) bool {
+		p.BackupContinuous, note = facts.LeaseReport(f.Now, l, api.AnnBackupContinuous, api.ParseContinuousReport, func(r *api.ContinuousReport) bool {
 			if r.Snapshot == "" || p.ownSnapshot(r.Snapshot) {
 				return true
 			}
@@ -56,9 +57,9 @@ func (p *plan) readBackupReports() {
 		}, func(r *api.ContinuousReport) time.Time { return r.Time })
 		noted(note)
 	}
-	if c := p.spec.Backup.Copy; c != nil {
+	if c := p.Spec.Backup.Copy; c != nil {
 		var note string
-		p.backupCopy, note = facts.LeaseReport(f.Now, l, api.AnnBackupCopy, api.ParseCopyReport, func(r *api.CopyReport) bool {
+		p.BackupCopy, note = facts.LeaseReport(f.Now, l, api.AnnBackupCopy, api.ParseCopyReport, func(r *api.CopyReport) bool {
 			if r.Snapshot == "" || inFolder(c.Destination, f.Names, r.Snapshot) {
 				return true
 			}
@@ -73,7 +74,7 @@ func (p *plan) readBackupReports() {
 // ownSnapshot says whether url names a snapshot in this cluster's folder of spec.backup.destination,
 // as the writer names the snapshot its chain follows (a hand-edited report could name anything).
 func (p *plan) ownSnapshot(url string) bool {
-	return inFolder(p.spec.Backup.Destination, p.f.Names, url)
+	return inFolder(p.Spec.Backup.Destination, p.f.Names, url)
 }
 
 // inFolder says whether url names a snapshot in the cluster's folder of destination.
@@ -93,20 +94,20 @@ func inFolder(destination string, n api.Names, url string) bool {
 // parse or claims a time ahead of the hook's clock is ignored and named there, since the Lease is
 // writable by the backup Jobs and by hand) and the on-demand Job, nil without spec.backup.
 func (p *plan) backupStatus() *api.BackupStatus {
-	if !p.hasSpec || p.spec.Backup == nil {
+	if !p.HasSpec || p.Spec.Backup == nil {
 		return nil
 	}
 	f, n := p.f, p.f.Names
 	st := &api.BackupStatus{}
-	if r := p.backupSuccess; r != nil {
+	if r := p.BackupSuccess; r != nil {
 		st.LastSuccessTime = &metav1.Time{Time: r.Time.UTC()}
 		st.LastSnapshot, st.Revision, st.Size = r.Snapshot, r.Revision, r.Size
 	}
-	if r := p.backupFailure; r != nil {
+	if r := p.BackupFailure; r != nil {
 		st.LastFailureTime = &metav1.Time{Time: r.Time.UTC()}
 		st.LastFailure = r.Message
 	}
-	if token := p.backupToken(); token != "" {
+	if token := steps.BackupToken(p.f); token != "" {
 		name := n.BackupJob(token)
 		// Running from the answer that renders the Job: its creation is not a new fact.
 		od := &api.OnDemandBackup{Token: token, Job: name, Phase: "Running"}
@@ -120,7 +121,7 @@ func (p *plan) backupStatus() *api.BackupStatus {
 		}
 		st.OnDemand = od
 	}
-	if r := p.backupContinuous; r != nil {
+	if r := p.BackupContinuous; r != nil {
 		c := &api.ContinuousBackupStatus{Snapshot: r.Snapshot, ChainStart: r.ChainStart, Revision: r.Revision,
 			ReportTime: &metav1.Time{Time: r.Time.UTC()}, Message: r.Message}
 		if r.RevisionTime != nil {
@@ -128,7 +129,7 @@ func (p *plan) backupStatus() *api.BackupStatus {
 		}
 		st.Continuous = c
 	}
-	if r := p.backupCopy; r != nil {
+	if r := p.BackupCopy; r != nil {
 		st.Copy = &api.BackupCopyStatus{Snapshot: r.Snapshot, Revision: r.Revision, Time: &metav1.Time{Time: r.Time.UTC()}, Message: r.Message}
 	}
 	return st
@@ -137,7 +138,7 @@ func (p *plan) backupStatus() *api.BackupStatus {
 // copyConditions: BackupCopyFailing while the last copy pass failed (its message); the next pass that
 // succeeds clears it.
 func (p *plan) copyConditions(st *api.BackupStatus, add func(string, bool, string, string)) {
-	if st == nil || st.Copy == nil || p.spec.Backup == nil || p.spec.Backup.Copy == nil || st.Copy.Message == "" {
+	if st == nil || st.Copy == nil || p.Spec.Backup == nil || p.Spec.Backup.Copy == nil || st.Copy.Message == "" {
 		return
 	}
 	add(api.CondBackupCopyFailing, true, "CopyFailed", st.Copy.Message+" (the next pass tries again; the primary's backups are not affected)")
@@ -148,8 +149,8 @@ func (p *plan) copyConditions(st *api.BackupStatus, add func(string, bool, strin
 // creation. The writer reports its point every 15 s even when nothing is written, so an old point is a
 // writer stopped, failing or behind, not an idle cluster.
 func (p *plan) continuousConditions(st *api.BackupStatus, add func(string, bool, string, string)) {
-	b := p.spec.Backup
-	if st == nil || b == nil || b.Continuous == nil || !p.f.Bootstrapped || p.restoring {
+	b := p.Spec.Backup
+	if st == nil || b == nil || b.Continuous == nil || !p.f.Bootstrapped || p.Restoring {
 		return
 	}
 	lag := b.Continuous.Lag()
@@ -182,7 +183,7 @@ func (p *plan) continuousConditions(st *api.BackupStatus, add func(string, bool,
 // had no success for two of its periods (counted from when backups were configured until the first
 // success).
 func (p *plan) backupConditions(st *api.BackupStatus, add func(string, bool, string, string)) {
-	b := p.spec.Backup
+	b := p.Spec.Backup
 	if st == nil || b == nil {
 		return
 	}
@@ -190,7 +191,7 @@ func (p *plan) backupConditions(st *api.BackupStatus, add func(string, bool, str
 		add(api.CondBackupFailing, true, "CronJobsNotRegistered",
 			"spec.backup.schedule is set but the CompositeController does not declare batch/v1 cronjobs as children: apply the current metacontroller/ registration")
 	} else if st.LastFailureTime != nil && (st.LastSuccessTime == nil || st.LastFailureTime.After(st.LastSuccessTime.Time)) {
-		if r := p.backupFailure; r != nil && r.Terminal {
+		if r := p.BackupFailure; r != nil && r.Terminal {
 			add(api.CondBackupFailing, true, "BackupRefused", st.LastFailure+" (not retried by its Job: fix the cause; the next scheduled run or a new etcd.io/backup-now token tries again)")
 		} else {
 			add(api.CondBackupFailing, true, "BackupFailed", st.LastFailure)
@@ -232,12 +233,12 @@ func (p *plan) backupConditions(st *api.BackupStatus, add func(string, bool, str
 // restoreStatus is status.restore of a cluster created from a snapshot: the seed's Lease report says
 // whether and what it restored, or why it cannot.
 func (p *plan) restoreStatus(add func(string, bool, string, string)) *api.RestoreStatus {
-	if !p.hasSpec || p.spec.Restore == nil {
+	if !p.HasSpec || p.Spec.Restore == nil {
 		return nil
 	}
 	f := p.f
-	rs := &api.RestoreStatus{Source: p.spec.Restore.From, Phase: "Restoring", ToTime: p.spec.Restore.ToTime.DeepCopy()}
-	if r := p.spec.Restore.ToRevision; r != nil {
+	rs := &api.RestoreStatus{Source: p.Spec.Restore.From, Phase: "Restoring", ToTime: p.Spec.Restore.ToTime.DeepCopy()}
+	if r := p.Spec.Restore.ToRevision; r != nil {
 		rs.ToRevision = *r
 	}
 	if f.Bootstrapped {

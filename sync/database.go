@@ -16,8 +16,8 @@ import (
 func (p *plan) databaseConditions(add func(typ string, ok bool, reason, msg string)) {
 	f := p.f
 	options := map[string]string(nil)
-	if p.hasSpec {
-		options = p.spec.Options
+	if p.HasSpec {
+		options = p.Spec.Options
 	}
 	if quota, ok := api.QuotaBackendBytes(options); ok && quota > 0 {
 		var near []string

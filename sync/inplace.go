@@ -31,7 +31,7 @@ import (
 func (p *plan) decideInPlace() bool {
 	f := p.f
 	rec := f.InPlace.Record
-	p.inPlace = rec
+	p.InPlace = rec
 	if !rec.InFlight() {
 		return false
 	}
@@ -57,7 +57,7 @@ func (p *plan) decideInPlace() bool {
 		}
 		p.startPod0()
 	case len(f.Pods) > 0 || !p.statefulSetStopped():
-		p.replicas = 0
+		p.Replicas = 0
 		var names []string
 		for _, i := range sortedKeys(f.Pods) {
 			names = append(names, f.Names.Pod(i))
@@ -67,11 +67,11 @@ func (p *plan) decideInPlace() bool {
 		}
 		p.wait(steps.Restore, "", "member pods to stop before the restore: %s", strings.Join(names, ", "))
 	default:
-		p.replicas = 0
+		p.Replicas = 0
 		j := f.Observed.Jobs[f.Names.RestoreJob(rec.Key())]
 		if j == nil {
 			if pvc := f.PVCs[0]; pvc == nil || pvc.DeletionTimestamp != nil {
-				p.inPlaceFailure = fmt.Sprintf("claim %s, which the restore writes into, does not exist", f.Names.PVC(0))
+				p.InPlaceFailure = fmt.Sprintf("claim %s, which the restore writes into, does not exist", f.Names.PVC(0))
 				return true
 			}
 			p.jobs = append(p.jobs, p.restoreJobSpec(render.JobRestore, rec))
@@ -104,7 +104,7 @@ func (p *plan) inPlaceJob(rec *facts.InPlaceRecord, j *batchv1.Job) {
 	case facts.JobSucceeded:
 		c := *rec
 		c.Committed = true
-		p.inPlace = &c
+		p.InPlace = &c
 		p.startPod0()
 	case facts.JobFailed:
 		how := fmt.Sprintf("remove or change the %s annotation", api.AnnRestoreFrom)
@@ -119,7 +119,7 @@ func (p *plan) inPlaceJob(rec *facts.InPlaceRecord, j *batchv1.Job) {
 		if r != nil && r.Message != "" {
 			why = fmt.Sprintf("(%s)", r.Message)
 		}
-		p.inPlaceFailure = fmt.Sprintf("restore Job %s failed %s: it replaces the data only as its last step, so the cluster's data is as it was unless its log says otherwise; %s to start the cluster again on its data", j.Name, why, how)
+		p.InPlaceFailure = fmt.Sprintf("restore Job %s failed %s: it replaces the data only as its last step, so the cluster's data is as it was unless its log says otherwise; %s to start the cluster again on its data", j.Name, why, how)
 	}
 }
 
@@ -128,7 +128,7 @@ func (p *plan) inPlaceJob(rec *facts.InPlaceRecord, j *batchv1.Job) {
 // Leases' reports make the restored data look foreign, and reads the file again before each decision.
 func (p *plan) startPod0() {
 	p.setIntent(0, api.IntentMember)
-	p.replicas = 1
+	p.Replicas = 1
 	p.waitPod0()
 }
 
@@ -145,7 +145,7 @@ func (p *plan) waitPod0() {
 // inPlaceMode renders what a restore in flight needs around it: the Leases as they are (no intent
 // changes: a leave would make a running member remove itself), every pod on the current template.
 func (p *plan) inPlaceMode() {
-	p.restoring = true
+	p.Restoring = true
 	p.partition = 0
 	for _, lp := range p.leases {
 		lp.Join = api.JoinWindow{}
@@ -154,7 +154,7 @@ func (p *plan) inPlaceMode() {
 
 // inPlacePhase is the phase status.restore shows for the record to write.
 func (p *plan) inPlacePhase() string {
-	rec := p.inPlace
+	rec := p.InPlace
 	switch {
 	case rec == nil:
 		return ""
@@ -172,11 +172,11 @@ func (p *plan) inPlacePhase() string {
 
 // inPlaceStatus is status.restore of a cluster restored in place; nil without a record.
 func (p *plan) inPlaceStatus(add func(string, bool, string, string)) *api.RestoreStatus {
-	rec := p.inPlace
+	rec := p.InPlace
 	if rec == nil || rec.Request == "" {
 		return nil
 	}
-	rs := &api.RestoreStatus{Source: rec.Request, Phase: p.inPlacePhase(), InPlace: true, ReplacedClusterIDs: slices.Clone(rec.Retired), LostMembers: slices.Clone(rec.Lost)}
+	rs := &api.RestoreStatus{Source: rec.Request, Phase: p.InPlacePhase, InPlace: true, ReplacedClusterIDs: slices.Clone(rec.Retired), LostMembers: slices.Clone(rec.Lost)}
 	rs.SetPoint(rec.ParsedPoint())
 	if lv := p.f.Leases[0]; lv != nil && rec.Committed && lv.Report.RestoredFrom != "" {
 		rs.Snapshot = lv.Report.RestoredFrom
@@ -191,9 +191,9 @@ func (p *plan) inPlaceStatus(add func(string, bool, string, string)) *api.Restor
 	case rec.Snapshot != "" && !rec.Committed:
 		rs.Snapshot = rec.Snapshot
 	}
-	if p.inPlaceFailure != "" && !rec.Done {
-		rs.Message = p.inPlaceFailure
-		add(api.CondRestoreFailed, true, "RestoreFailed", p.inPlaceFailure)
+	if p.InPlaceFailure != "" && !rec.Done {
+		rs.Message = p.InPlaceFailure
+		add(api.CondRestoreFailed, true, "RestoreFailed", p.InPlaceFailure)
 	}
 	return rs
 }
@@ -214,10 +214,10 @@ func (p *plan) restoreJobSpec(kind render.JobKind, rec *facts.InPlaceRecord) ren
 
 // inPlaceRecordJSON is the record as the ConfigMap holds it, "" without one.
 func (p *plan) inPlaceRecordJSON() string {
-	if p.inPlace == nil {
+	if p.InPlace == nil {
 		return ""
 	}
-	b, _ := wire.Marshal(p.inPlace) // plain struct: cannot fail
+	b, _ := wire.Marshal(p.InPlace) // plain struct: cannot fail
 	return string(b)
 }
 

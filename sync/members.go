@@ -31,7 +31,7 @@ func (p *plan) advanceJoins() {
 		switch {
 		case m != nil && !m.Learner && f.ReportsHealthyVoter(i, m.ID):
 			lp.Join = api.JoinWindow{}
-		case m == nil && i >= p.target() && p.busy == "":
+		case m == nil && i >= p.Target() && p.Busy == "":
 			lp.Join = api.JoinWindow{}
 		}
 	}
@@ -48,7 +48,7 @@ func (p *plan) noteStalledJoins() {
 			continue
 		}
 		if !lv.PermitLive(f.Now) {
-			p.stalled = fmt.Sprintf("%s was permitted to join at %s and has not joined", f.Names.Pod(i), lv.JoinPermitted)
+			p.Stalled = fmt.Sprintf("%s was permitted to join at %s and has not joined", f.Names.Pod(i), lv.JoinPermitted)
 		}
 	}
 }
@@ -67,7 +67,7 @@ func (p *plan) advanceLearner() {
 	case m.Ordinal < 0:
 		reason = "orphan"
 	case p.joining(m.Ordinal): // the permission as normalised, not as observed
-	case m.Ordinal >= p.target():
+	case m.Ordinal >= p.Target():
 		reason = "unwanted-learner"
 	default:
 		reason = "stuck-learner"
@@ -76,7 +76,7 @@ func (p *plan) advanceLearner() {
 		return
 	}
 	if reason == "stuck-learner" {
-		p.stalled = fmt.Sprintf("learner %s (%s) was not promoted in time", m.ID, m.PeerURL)
+		p.Stalled = fmt.Sprintf("learner %s (%s) was not promoted in time", m.ID, m.PeerURL)
 	}
 	if !p.removalRunning() {
 		p.removeMember(m, reason)
@@ -107,7 +107,7 @@ func (p *plan) advanceLeave() {
 		since, err := time.Parse(time.RFC3339, lp.Since)
 		// An agent without its data cannot remove its member itself.
 		agentGone := lv == nil || !lv.Fresh || p.lostData(m)
-		slow := err == nil && f.Now.Sub(since) >= p.timeout(p.spec.Timeouts.LeaveSeconds)
+		slow := err == nil && f.Now.Sub(since) >= p.timeout(p.Spec.Timeouts.LeaveSeconds)
 		if agentGone || slow {
 			p.removeMember(m, "leave")
 		}
@@ -146,7 +146,7 @@ func (p *plan) removeMember(m *facts.Member, reason string) {
 	p.jobs = append(p.jobs, job)
 	p.removing = true
 	p.action = fmt.Sprintf("Job %s removing member %s", job.Name(f.Names), m.ID)
-	p.busy = p.action
+	p.Busy = p.action
 	p.wait(steps.Removal, p.action, "")
 }
 
@@ -237,7 +237,7 @@ func (p *plan) joinable(i int) (bool, string) {
 // whose agent does not ask (pod pending, node gone) blocks nothing.
 func (p *plan) repairJoin() bool {
 	f := p.f
-	for i := 0; i < int(p.replicas) && i < p.target(); i++ {
+	for i := 0; i < int(p.Replicas) && i < p.Target(); i++ {
 		m := f.Truth.Primary[i]
 		lv := f.Leases[i]
 		asking := lv != nil && lv.Fresh && lv.Report.Reason() == api.ReasonWaitingForJoin &&
@@ -259,7 +259,7 @@ func (p *plan) repairJoin() bool {
 		}
 		p.permit(i)
 		p.action = fmt.Sprintf("%s to join the cluster", f.Names.Pod(i))
-		p.busy = p.action
+		p.Busy = p.action
 		p.wait(steps.Join, p.action, "")
 		return true
 	}

@@ -13,7 +13,7 @@ func (p *plan) pause() {
 	// A template that differs from the StatefulSet's (a new hook release, or a spec change pending from
 	// before the pause) must not reach a single pod: the partition holds every one.
 	if f.StatefulSet != nil && f.StatefulSet.Annotations[api.AnnTemplateHash] != p.hash {
-		p.partition = p.replicas
+		p.partition = p.Replicas
 	}
 	p.wait(steps.Pause, "", "spec.paused to be false: no membership change, roll or spec change is started while paused")
 	p.pauseWaited = true

@@ -25,8 +25,8 @@ func (p *plan) status() *api.ClusterStatus {
 		Bootstrapped:       f.Bootstrapped,
 		ClusterID:          f.ClusterID,
 	}
-	if p.hasSpec {
-		st.Replicas = p.replicas
+	if p.HasSpec {
+		st.Replicas = p.Replicas
 	}
 	if f.StatefulSet != nil {
 		st.ReadyReplicas = f.StatefulSet.Status.ReadyReplicas
@@ -38,8 +38,8 @@ func (p *plan) status() *api.ClusterStatus {
 			}
 		}
 	}
-	if p.hasSpec {
-		st.Target = &api.Target{Size: *p.spec.Size, Version: p.spec.Version}
+	if p.HasSpec {
+		st.Target = &api.Target{Size: *p.Spec.Size, Version: p.Spec.Version}
 	}
 	st.Members = p.memberStatus()
 	for _, m := range st.Members {
@@ -63,8 +63,8 @@ func (p *plan) status() *api.ClusterStatus {
 	all, healthy := f.Truth.Voters()
 	available := f.Bootstrapped && f.Truth.Known() && !f.SplitBrain && healthy >= api.Quorum(all)
 	switch {
-	case p.restoring:
-		add(api.CondAvailable, false, "RestoringInPlace", fmt.Sprintf("the data is being replaced by %q (%s)", p.inPlace.Request, p.inPlacePhase()))
+	case p.Restoring:
+		add(api.CondAvailable, false, "RestoringInPlace", fmt.Sprintf("the data is being replaced by %q (%s)", p.InPlace.Request, p.InPlacePhase))
 	case available:
 		add(api.CondAvailable, true, "QuorumHealthy", fmt.Sprintf("%d of %d voters healthy", healthy, all))
 	case !f.Bootstrapped:
@@ -74,82 +74,80 @@ func (p *plan) status() *api.ClusterStatus {
 	default:
 		add(api.CondAvailable, false, "NoQuorum", "no voting member reports a healthy cluster")
 	}
-	// A member being added right now (its ordinal holds a live join permission and its agent reports this
-	// very member ID), or the member a roll step just restarted, is not yet expected to be healthy: that
-	// is progress. Degraded means a member that
-	// should be healthy is not; an old voter being replaced after data loss still counts.
+	// Degraded means a member that should be healthy is not (not one a step takes down on purpose:
+	// ExpectedDown); an old voter being replaced after data loss still counts.
 	var unhealthy []string
 	for _, m := range f.Truth.Members {
-		if !m.Healthy && !p.joiningAs(m) && !p.restartedByRoll(m) && !p.restartedForCA(m) && !p.switchedPeer(m) {
+		if !m.Healthy && !p.ExpectedDown[m.ID] {
 			unhealthy = append(unhealthy, facts.MemberName(f, m))
 		}
 	}
 	creating := p.creating()
 	switch {
-	case p.restoring:
+	case p.Restoring:
 		// Asked for: the members are down on purpose.
 		add(api.CondDegraded, false, "RestoringInPlace", "")
 	case creating:
 		add(api.CondDegraded, false, "Creating", "")
-	case p.quorumLost:
+	case p.QuorumLost:
 		add(api.CondDegraded, true, "QuorumLost", "no voting member reports a healthy cluster")
 	case len(unhealthy) > 0:
 		add(api.CondDegraded, true, "MembersUnhealthy", "unhealthy: "+strings.Join(unhealthy, ", "))
-	case p.stalled != "":
-		add(api.CondDegraded, true, "StepStalled", p.stalled)
-	case f.Bootstrapped && len(f.Truth.Primary) < p.target() && p.hasSpec && !p.progressing() && p.defragmenting() == "":
+	case p.Stalled != "":
+		add(api.CondDegraded, true, "StepStalled", p.Stalled)
+	case f.Bootstrapped && len(f.Truth.Primary) < p.Target() && p.HasSpec && !p.progressing() && p.Defragmenting == "":
 		// (A grow waiting for a member to finish defragmenting is under way, not degraded.)
-		add(api.CondDegraded, true, "MembersMissing", fmt.Sprintf("%d of %d members", len(f.Truth.Primary), p.target()))
+		add(api.CondDegraded, true, "MembersMissing", fmt.Sprintf("%d of %d members", len(f.Truth.Primary), p.Target()))
 	default:
 		add(api.CondDegraded, false, "AllMembersHealthy", "")
 	}
 	switch {
-	case p.stalled != "":
-		add(api.CondProgressing, false, "StepDeadlineExceeded", p.stalled)
-	case p.restoring && p.inPlaceFailure != "":
+	case p.Stalled != "":
+		add(api.CondProgressing, false, "StepDeadlineExceeded", p.Stalled)
+	case p.Restoring && p.InPlaceFailure != "":
 		// Stuck until a human acts (RestoreFailed says how): nothing is progressing.
-		add(api.CondProgressing, false, "Waiting", p.inPlaceFailure)
-	case p.restoring:
+		add(api.CondProgressing, false, "Waiting", p.InPlaceFailure)
+	case p.Restoring:
 		add(api.CondProgressing, true, "RestoringInPlace", p.message())
-	case !f.Bootstrapped && p.hasSpec:
+	case !f.Bootstrapped && p.HasSpec:
 		add(api.CondProgressing, true, "Bootstrapping", p.message())
-	case p.pendingSpec:
+	case p.PendingSpec:
 		add(api.CondProgressing, true, "SpecPending", "the new spec waits for: "+p.pendingFor())
-	case p.busy != "" && p.growth:
-		add(api.CondProgressing, true, "VolumeGrowth", p.busy)
-	case p.busy != "":
-		add(api.CondProgressing, true, "MembershipChange", p.busy)
-	case p.tlsSw.active():
+	case p.Busy != "" && p.Growth:
+		add(api.CondProgressing, true, "VolumeGrowth", p.Busy)
+	case p.Busy != "":
+		add(api.CondProgressing, true, "MembershipChange", p.Busy)
+	case p.TLSSw.Active():
 		add(api.CondProgressing, true, "TLSSwitch", p.message())
-	case p.rolling:
+	case p.Rolling:
 		add(api.CondProgressing, true, "RollingUpdate", p.message())
-	case p.caRot.active:
+	case p.CARot.Active:
 		add(api.CondProgressing, true, "CARotation", p.message())
-	case len(p.waiting) > 0:
+	case len(p.Waiting) > 0:
 		add(api.CondProgressing, false, "Waiting", p.message())
 	default:
 		add(api.CondProgressing, false, "Stable", "")
 	}
-	if p.quorumLost && !creating {
+	if p.QuorumLost && !creating {
 		add(api.CondQuorumLost, true, "NoHealthyVoter", "no voting member reports a healthy cluster; membership is frozen. See README: Recovering from quorum loss")
 	}
 	if f.SplitBrain {
 		add(api.CondSplitBrain, true, "ClusterIDMismatch", fmt.Sprintf("cluster IDs %s are reported; no membership change is made", strings.Join(f.ClusterIDs, ", ")))
 	}
-	if len(f.Distrusted)+len(p.distrusted) > 0 {
-		notes := append(slices.Clone(f.Distrusted), p.distrusted...)
+	if len(f.Distrusted)+len(p.Distrusted) > 0 {
+		notes := append(slices.Clone(f.Distrusted), p.Distrusted...)
 		sort.Strings(notes) // gathered from maps: one order, so the same request gives the same bytes
 		add(api.CondInputIgnored, true, "ImpossibleInput", strings.Join(slices.Compact(notes), "; "))
 	}
 	if foreign := p.foreignData(); foreign != "" {
 		add(api.CondForeignData, true, "VolumeOfAnotherCluster", foreign)
 	}
-	if len(p.problems) > 0 {
+	if len(p.Problems) > 0 {
 		var msgs []string
-		for _, pr := range p.problems {
+		for _, pr := range p.Problems {
 			msgs = append(msgs, pr.Message)
 		}
-		add(api.CondInvalidSpec, true, p.problems[0].Reason, strings.Join(msgs, "; ")+p.keptNote())
+		add(api.CondInvalidSpec, true, p.Problems[0].Reason, strings.Join(msgs, "; ")+p.keptNote())
 	}
 	st.TLS = p.tlsStatus()
 	st.Storage = p.storageStatus()
@@ -161,8 +159,8 @@ func (p *plan) status() *api.ClusterStatus {
 	p.continuousConditions(st.Backup, add)
 	p.copyConditions(st.Backup, add)
 	p.databaseConditions(add)
-	p.defragCondition(p.defrag, add)
-	if p.hasSpec && p.spec.Network.PolicyOn() && !f.Observed.NetworkPoliciesDeclared {
+	p.defragCondition(p.Defrag, add)
+	if p.HasSpec && p.Spec.Network.PolicyOn() && !f.Observed.NetworkPoliciesDeclared {
 		add(api.CondNetworkPolicyMissing, true, "NotRegistered", "spec.network.policy is on but the CompositeController does not declare networking.k8s.io/v1 networkpolicies: the members' ports are open to every pod; apply the current metacontroller/ registration (operations.md §11)")
 	}
 	st.Restore = p.restoreStatus(add)
@@ -177,20 +175,20 @@ func (p *plan) status() *api.ClusterStatus {
 		}
 		add(api.CondRestoreFailed, true, "InvalidRestoreRequest", why+": nothing was changed (a value is acted on once: set another to try again)")
 	}
-	if p.paused {
+	if p.Paused {
 		msg := "spec.paused: no membership change, roll or spec change is started; steps already in flight finish"
-		if p.pendingSpec {
+		if p.PendingSpec {
 			msg += "; a spec change waits"
 		}
-		if !p.hasSpec {
+		if !p.HasSpec {
 			msg += "; nothing is created until it is unpaused"
 		}
 		add(api.CondPaused, true, "SpecPaused", msg)
 	}
-	if p.hasSpec && p.target()%2 == 0 {
-		add(api.CondEvenSize, true, "EvenSize", fmt.Sprintf("size %d tolerates no more failures than size %d", p.target(), p.target()-1))
+	if p.HasSpec && p.Target()%2 == 0 {
+		add(api.CondEvenSize, true, "EvenSize", fmt.Sprintf("size %d tolerates no more failures than size %d", p.Target(), p.Target()-1))
 	}
-	if p.hasSpec && p.target() <= 2 {
+	if p.HasSpec && p.Target() <= 2 {
 		add(api.CondLimitedDisruptionBudget, true, "SizeBelowThree",
 			"the PodDisruptionBudget allows one member down (a quorum budget would block every drain), so a drain makes the cluster unavailable")
 	}
@@ -198,24 +196,24 @@ func (p *plan) status() *api.ClusterStatus {
 	st.Phase = p.phase(available, len(unhealthy) > 0)
 	// The message adds what holds the spec to the plan's waits; it changes nothing the plan decided
 	// (the resync pace among them).
-	waits := slices.Clip(p.waiting)
-	if p.hasSpec && len(p.problems) > 0 {
-		waits = waits.Add(steps.Wait{Kind: steps.Spec, Detail: fmt.Sprintf("a valid spec (%s)", p.problems[0].Message)})
+	waits := slices.Clip(p.Waiting)
+	if p.HasSpec && len(p.Problems) > 0 {
+		waits = waits.Add(steps.Wait{Kind: steps.Spec, Detail: fmt.Sprintf("a valid spec (%s)", p.Problems[0].Message)})
 	}
-	if p.hasSpec && p.certBlocked {
-		waits = waits.Add(steps.Wait{Kind: steps.Spec, Detail: fmt.Sprintf("usable TLS Secrets (%s)", p.certProblems[0])})
+	if p.HasSpec && p.CertBlocked {
+		waits = waits.Add(steps.Wait{Kind: steps.Spec, Detail: fmt.Sprintf("usable TLS Secrets (%s)", p.CertProblems[0])})
 	}
 	st.Message = waits.String()
-	if !p.hasSpec && p.paused {
+	if !p.HasSpec && p.Paused {
 		st.Message = "paused: nothing is created until spec.paused is false"
 	}
-	if !p.hasSpec && p.certBlocked {
-		st.Message = fmt.Sprintf("nothing is created until the TLS Secrets are usable: %s", p.certProblems[0])
+	if !p.HasSpec && p.CertBlocked {
+		st.Message = fmt.Sprintf("nothing is created until the TLS Secrets are usable: %s", p.CertProblems[0])
 	}
-	if !p.hasSpec && len(p.problems) > 0 {
-		st.Message = "nothing is created until the spec is valid: " + p.problems[0].Message
-		if len(childRefs(f.Observed)) > 0 {
-			st.Message = fmt.Sprintf("children are left exactly as they are until the spec is valid (the last valid spec is not recorded: ConfigMap %s is missing): %s", f.Names.ConfigMap(), p.problems[0].Message)
+	if !p.HasSpec && len(p.Problems) > 0 {
+		st.Message = "nothing is created until the spec is valid: " + p.Problems[0].Message
+		if p.Echo {
+			st.Message = fmt.Sprintf("children are left exactly as they are until the spec is valid (the last valid spec is not recorded: ConfigMap %s is missing): %s", f.Names.ConfigMap(), p.Problems[0].Message)
 		}
 	}
 	st.Message = boundMessage(st.Message)
@@ -238,14 +236,14 @@ func boundMessage(msg string) string {
 }
 
 func (p *plan) pendingFor() string {
-	if p.busy != "" {
-		return p.busy
+	if p.Busy != "" {
+		return p.Busy
 	}
 	return p.message()
 }
 
 func (p *plan) progressing() bool {
-	return p.busy != "" || p.rolling || p.pendingSpec || p.tlsSw.active()
+	return p.Busy != "" || p.Rolling || p.PendingSpec || p.TLSSw.Active()
 }
 
 func (p *plan) foreignData() string {
@@ -258,7 +256,7 @@ func (p *plan) foreignData() string {
 	return strings.Join(out, "; ")
 }
 
-func (p *plan) message() string { return p.waiting.String() }
+func (p *plan) message() string { return p.Waiting.String() }
 
 // creating: a new cluster has not yet had all its members healthy for the first time (the hook's record,
 // ConfigMap key formed, says whether it ever had), and no step has stalled.
@@ -266,32 +264,32 @@ func (p *plan) message() string { return p.waiting.String() }
 // create: neither Degraded nor QuorumLost is reported (a deadline that passes still is).
 func (p *plan) creating() bool {
 	f := p.f
-	return f.Bootstrapped && p.hasSpec && !f.Formed && p.stalled == "" && !p.formedNow()
+	return f.Bootstrapped && p.HasSpec && !f.Formed && p.Stalled == "" && !p.FormedNow(p.f)
 }
 
 func (p *plan) phase(available, unhealthy bool) string {
 	f := p.f
 	obsPhase := f.Parent.Status.Phase
 	switch {
-	case p.paused:
+	case p.Paused:
 		return api.PhasePaused
-	case p.restoring:
+	case p.Restoring:
 		return api.PhaseRestoring
-	case !p.hasSpec, f.SplitBrain, !f.Bootstrapped && p.foreignData() != "", p.spec.Restore != nil && f.SeedRefused():
+	case !p.HasSpec, f.SplitBrain, !f.Bootstrapped && p.foreignData() != "", p.Spec.Restore != nil && f.SeedRefused():
 		return api.PhaseFailed
-	case !f.Bootstrapped && p.spec.Restore != nil:
+	case !f.Bootstrapped && p.Spec.Restore != nil:
 		return api.PhaseRestoring
 	case !f.Bootstrapped, p.creating():
 		return api.PhaseCreating
-	case p.quorumLost || !available || p.stalled != "":
+	case p.QuorumLost || !available || p.Stalled != "":
 		return api.PhaseDegraded
-	case obsPhase == "" && len(f.Truth.Primary) < p.target():
+	case obsPhase == "" && len(f.Truth.Primary) < p.Target():
 		return api.PhaseCreating
 	case unhealthy:
 		return api.PhaseDegraded
-	case p.rolling:
+	case p.Rolling:
 		return api.PhaseUpgrading
-	case p.busy != "" && !p.busyVolume || len(f.Truth.Primary) != p.target() || p.pendingSpec:
+	case p.Busy != "" && !p.BusyVolume || len(f.Truth.Primary) != p.Target() || p.PendingSpec:
 		// Not while only cleanup is left (a removed member's pod stopping, its claim being deleted): the
 		// cluster has its size; that took 5-7 s of every scale-down (e2e/RESULTS.md, timeline).
 		return api.PhaseScaling
@@ -322,7 +320,7 @@ func (p *plan) memberStatus() []api.MemberStatus {
 		}
 		ms.Name = facts.MemberName(f, m)
 		if m.Ordinal >= 0 && ms.ClientURL == "" {
-			ms.ClientURL = p.names.ClientURL(m.Ordinal)
+			ms.ClientURL = p.Names.ClientURL(m.Ordinal)
 		}
 		out = append(out, ms)
 	}

@@ -25,7 +25,7 @@ func TestStatusChangesNothingDecided(t *testing.T) {
 		if err != nil {
 			continue
 		}
-		waits, distrusted := slices.Clone(p.waiting), slices.Clone(p.f.Distrusted)
+		waits, distrusted := slices.Clone(p.Waiting), slices.Clone(p.f.Distrusted)
 		jobs, resync := len(p.jobs), p.resyncAfter()
 		intents := map[int]string{}
 		for i, lp := range p.leases {
@@ -34,7 +34,7 @@ func TestStatusChangesNothingDecided(t *testing.T) {
 		first := p.status()
 		second := p.status()
 		require.Equal(t, first, second, "%s: status built twice differs", name)
-		require.Equal(t, waits, p.waiting, "%s: status changed the plan's waits", name)
+		require.Equal(t, waits, p.Waiting, "%s: status changed the plan's waits", name)
 		require.Equal(t, distrusted, p.f.Distrusted, "%s: status changed the distrusted inputs", name)
 		require.Equal(t, jobs, len(p.jobs), "%s", name)
 		require.Equal(t, resync, p.resyncAfter(), "%s", name)

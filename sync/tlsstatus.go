@@ -9,16 +9,17 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/sync/steps"
 )
 
 // tlsStatus gathers what the members' agents report of their certificate files (docs/design/14-tls.md §14.4):
 // the CAs they trust, the earliest CA expiry and the earliest member certificate expiry. Only fresh
 // reports count: a dead member's last word says nothing about the files in use now. Nil without TLS.
 func (p *plan) tlsStatus() *api.TLSStatus {
-	if !p.hasSpec || p.tlsSw.mode == tlsPlain && !p.tlsSw.final {
+	if !p.HasSpec || p.TLSSw.Mode == steps.TLSPlain && !p.TLSSw.Final {
 		return nil
 	}
-	st := &api.TLSStatus{Switch: p.tlsSw.status}
+	st := &api.TLSStatus{Switch: p.TLSSw.Status}
 	seen := map[string]bool{}
 	earliest := func(cur *metav1.Time, s string) *metav1.Time {
 		t, err := time.Parse(time.RFC3339, s)
@@ -45,8 +46,8 @@ func (p *plan) tlsStatus() *api.TLSStatus {
 		st.CertNotAfter = earliest(st.CertNotAfter, r.TLSCertNotAfter)
 	}
 	sort.Strings(st.CAFingerprints)
-	if mark := p.renewalMark(); mark != "" {
-		rn := &api.CertRenewal{Request: p.renewRequest()}
+	if mark := p.RenewalMark(p.f); mark != "" {
+		rn := &api.CertRenewal{Request: steps.RenewRequest(p.f)}
 		for _, m := range p.f.Truth.Members {
 			if m.Ordinal < 0 {
 				continue
@@ -58,22 +59,8 @@ func (p *plan) tlsStatus() *api.TLSStatus {
 		}
 		st.Renewal = rn
 	}
-	st.CARotation = p.caRot.status
+	st.CARotation = p.CARot.Status
 	return st
-}
-
-// renewRequest is the etcd.io/renew-certificates value; renewalMark what the member Leases ask for
-// ("" without a request, or when no plane uses the built-in CA: a user's Secret is renewed by its
-// issuer, cert-manager).
-func (p *plan) renewRequest() string {
-	return strings.TrimSpace(p.f.Parent.Annotations[api.AnnRenewCertificates])
-}
-
-func (p *plan) renewalMark() string {
-	if v := p.renewRequest(); v != "" && p.hasSpec && p.spec.Security.TLS.BuiltInNeeded() {
-		return api.RenewalMark(v)
-	}
-	return ""
 }
 
 // tlsConditions: CertificatesExpiring when a certificate in use expires within api.CertExpiringDays
@@ -96,15 +83,15 @@ func (p *plan) tlsConditions(st *api.TLSStatus, add func(typ string, ok bool, re
 	// agents report of the files they were handed.
 	var invalid []string
 	reason := "MemberReports"
-	if len(p.certProblems) > 0 {
+	if len(p.CertProblems) > 0 {
 		reason = "SecretUnusable"
-		for _, c := range p.certProblems {
+		for _, c := range p.CertProblems {
 			invalid = append(invalid, c.String())
 		}
 		switch {
-		case p.certBlocked && !p.hasSpec:
+		case p.CertBlocked && !p.HasSpec:
 			invalid[len(invalid)-1] += " (nothing is created until the Secrets are usable)"
-		case p.certBlocked:
+		case p.CertBlocked:
 			invalid[len(invalid)-1] += p.keptNote()
 		default:
 			invalid[len(invalid)-1] += " (the members keep using the certificates they have)"
@@ -120,7 +107,7 @@ func (p *plan) tlsConditions(st *api.TLSStatus, add func(typ string, ok bool, re
 		}
 	}
 	// A rotation in progress has members trusting different sets on purpose (docs/design/14-tls.md §14.6).
-	if len(byCAs) > 1 && !p.caRot.active {
+	if len(byCAs) > 1 && !p.CARot.Active {
 		if reason == "MemberReports" && len(invalid) == 0 {
 			reason = "CAMismatch"
 		}
