@@ -90,7 +90,7 @@ func decideAnswer(ctx context.Context, o *Observed, now time.Time, opts Options)
 		if err != nil {
 			return nil, err
 		}
-		return &Response{Status: p.status(), Children: children, ResyncAfterSeconds: resyncBusySeconds}, nil
+		return &Response{Status: render.Status(p.f, &p.Decision), Children: children, ResyncAfterSeconds: resyncBusySeconds}, nil
 	}
 	children, rendered, err := p.children(ctx)
 	if err != nil {
@@ -100,7 +100,7 @@ func decideAnswer(ctx context.Context, o *Observed, now time.Time, opts Options)
 	if err != nil {
 		return nil, err
 	}
-	return &Response{Status: p.status(), Children: children, ResyncAfterSeconds: p.resyncAfter(), Deleted: deleted}, nil
+	return &Response{Status: render.Status(p.f, &p.Decision), Children: children, ResyncAfterSeconds: p.resyncAfter(), Deleted: deleted}, nil
 }
 
 // children renders every child in a fixed order (render.Objects), each as its JSON (wire.Child), and says

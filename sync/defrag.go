@@ -1,7 +1,6 @@
 package sync
 
 import (
-	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -251,21 +250,4 @@ func (p *plan) askDefrag() {
 	if lp, ok := p.leases[p.Defrag.Target]; ok && p.Defrag.Target >= 0 {
 		lp.Defrag = p.Defrag.Token
 	}
-}
-
-// defragCondition says what the pass due is doing.
-func (p *plan) defragCondition(st steps.DefragState, add func(typ string, ok bool, reason, msg string)) {
-	if st.Token == "" || (st.Target < 0 && st.Held == "") {
-		return
-	}
-	if st.Next != "" {
-		add(api.CondDefragmenting, true, "MemberDefragmenting", fmt.Sprintf("%s finishes pass %s first (one member at a time); pass %s follows", p.f.Names.Pod(st.Target), st.Token, st.Next))
-		return
-	}
-	progress := fmt.Sprintf("pass %s: %d done, %d to go", st.Token, st.Done, st.Todo)
-	if st.Target >= 0 {
-		add(api.CondDefragmenting, true, "MemberDefragmenting", fmt.Sprintf("%s; %s defragments (one member at a time, the leader last)", progress, p.f.Names.Pod(st.Target)))
-		return
-	}
-	add(api.CondDefragmenting, false, "Held", fmt.Sprintf("%s; waits for %s", progress, st.Held))
 }

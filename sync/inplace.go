@@ -2,7 +2,6 @@ package sync
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -168,34 +167,6 @@ func (p *plan) inPlacePhase() string {
 		return facts.InPlaceStopping
 	}
 	return facts.InPlaceRestoring
-}
-
-// inPlaceStatus is status.restore of a cluster restored in place; nil without a record.
-func (p *plan) inPlaceStatus(add func(string, bool, string, string)) *api.RestoreStatus {
-	rec := p.InPlace
-	if rec == nil || rec.Request == "" {
-		return nil
-	}
-	rs := &api.RestoreStatus{Source: rec.Request, Phase: p.InPlacePhase, InPlace: true, ReplacedClusterIDs: slices.Clone(rec.Retired), LostMembers: slices.Clone(rec.Lost)}
-	rs.SetPoint(rec.ParsedPoint())
-	if lv := p.f.Leases[0]; lv != nil && rec.Committed && lv.Report.RestoredFrom != "" {
-		rs.Snapshot = lv.Report.RestoredFrom
-		fmt.Sscan(lv.Report.RestoredRevision, &rs.Revision)
-	}
-	if len(rec.Lost) > 0 {
-		rs.Message = fmt.Sprintf("restoreOnQuorumLoss: %s ran without their data, a quorum of the last members", strings.Join(rec.Lost, ", "))
-	}
-	switch {
-	case rec.Verifying:
-		rs.Message = strings.TrimPrefix(rs.Message+"; ", "; ") + fmt.Sprintf("Job %s verifies the snapshot before any member is stopped; they stop only once it passed", p.f.Names.RestoreVerifyJob(rec.Key()))
-	case rec.Snapshot != "" && !rec.Committed:
-		rs.Snapshot = rec.Snapshot
-	}
-	if p.InPlaceFailure != "" && !rec.Done {
-		rs.Message = p.InPlaceFailure
-		add(api.CondRestoreFailed, true, "RestoreFailed", p.InPlaceFailure)
-	}
-	return rs
 }
 
 // restoreJobSpec asks for rec's verify or restore Job.

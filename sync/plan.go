@@ -100,10 +100,3 @@ func (p *plan) release(key, name, reason string) {
 	}
 	p.released[key+"/"+name] = reason
 }
-
-func (p *plan) keptNote() string {
-	if p.HasSpec && p.f.Applied != nil {
-		return fmt.Sprintf(" (children keep the last valid spec: size %d, version %s)", *p.Spec.Size, p.Spec.Version)
-	}
-	return ""
-}

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/etcdhook/etcdhook/api"
-	"github.com/etcdhook/etcdhook/sync/facts"
 	"github.com/etcdhook/etcdhook/sync/steps"
 )
 
@@ -273,25 +272,4 @@ func (p *plan) recoveryLoses(s recoveryVoter, others, unheard []recoveryVoter) s
 	}
 	parts = append(parts, "writes acknowledged by the lost members only, after the survivor's last entry")
 	return strings.Join(parts, "; ")
-}
-
-// recoveryStatus is status.recovery: the plan while the quorum is lost; Recovered while a member still
-// reports the survivor's token and the cluster has not its size again; nil otherwise.
-func (p *plan) recoveryStatus() *api.RecoveryStatus {
-	if p.Recovery.Status != nil {
-		return p.Recovery.Status
-	}
-	f := p.f
-	if !f.Truth.Known() || !p.HasSpec || len(f.Truth.Primary) >= p.Target() {
-		return nil
-	}
-	for _, i := range sortedKeys(f.Truth.Primary) {
-		m, lv := f.Truth.Primary[i], f.Leases[i]
-		if lv == nil || !lv.Fresh || lv.Report.MemberID != m.ID || lv.Report.Recovered == "" || !strings.HasPrefix(lv.Report.Recovered, m.ID+"@") {
-			continue
-		}
-		return &api.RecoveryStatus{Phase: api.RecoveryRecovered, Token: lv.Report.Recovered, Survivor: facts.MemberName(f, m),
-			Message: fmt.Sprintf("%s runs on its data; the others rejoin as learners, one at a time (%d of %d members)", facts.MemberName(f, m), len(f.Truth.Primary), p.Target())}
-	}
-	return nil
 }

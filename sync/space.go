@@ -11,6 +11,7 @@ import (
 
 	"github.com/etcdhook/etcdhook/api"
 	"github.com/etcdhook/etcdhook/sync/facts"
+	"github.com/etcdhook/etcdhook/sync/render"
 	"github.com/etcdhook/etcdhook/sync/steps"
 )
 
@@ -119,9 +120,9 @@ func (p *plan) spaceWait(st steps.SpaceState) string {
 	case cur.Value() >= api.SpaceVolumeFor(next) || (maxStorage != nil && cur.Cmp(*maxStorage) < 0):
 		return fmt.Sprintf("the quota waits for the volumes to grow to %s", cur.String())
 	case maxStorage != nil:
-		return fmt.Sprintf("a %s quota needs %s volumes and spec.maintenance.space.maxStorage is %s", humanBytes(next), humanBytes(api.SpaceVolumeFor(next)), maxStorage.String())
+		return fmt.Sprintf("a %s quota needs %s volumes and spec.maintenance.space.maxStorage is %s", render.HumanBytes(next), render.HumanBytes(api.SpaceVolumeFor(next)), maxStorage.String())
 	}
-	return fmt.Sprintf("a %s quota needs %s volumes: set spec.maintenance.space.maxStorage to let the hook grow them", humanBytes(next), humanBytes(api.SpaceVolumeFor(next)))
+	return fmt.Sprintf("a %s quota needs %s volumes: set spec.maintenance.space.maxStorage to let the hook grow them", render.HumanBytes(next), render.HumanBytes(api.SpaceVolumeFor(next)))
 }
 
 // renderedStorage is the claim size rendered: the raised one, else the spec's.
@@ -143,7 +144,7 @@ func (p *plan) spaceNeeders(quota int64, pct int32) []string {
 			continue
 		}
 		if api.SpaceWantsQuota(m.DBSize, m.DBSizeInUse, quota, pct) {
-			out = append(out, fmt.Sprintf("%s (%s, %s in use)", facts.MemberName(f, m), humanBytes(m.DBSize), humanBytes(m.DBSizeInUse)))
+			out = append(out, fmt.Sprintf("%s (%s, %s in use)", facts.MemberName(f, m), render.HumanBytes(m.DBSize), render.HumanBytes(m.DBSizeInUse)))
 		}
 	}
 	return out
@@ -202,33 +203,16 @@ func (p *plan) spaceMessage() string {
 	st := p.Space
 	var say []string
 	if st.Quota > st.SpecQuota {
-		say = append(say, fmt.Sprintf("quota raised from %s to %s (%s)", humanBytes(st.SpecQuota), humanBytes(st.Quota), p.spaceRunning(st.Quota)))
+		say = append(say, fmt.Sprintf("quota raised from %s to %s (%s)", render.HumanBytes(st.SpecQuota), render.HumanBytes(st.Quota), p.spaceRunning(st.Quota)))
 	}
 	if st.Storage != nil {
 		at, claims := steps.ClaimsAtSize(p.f, p.Replicas, *st.Storage)
 		say = append(say, fmt.Sprintf("volumes raised to %s for the quota (%d of %d claims have it)", st.Storage.String(), at, claims))
 	}
 	if need := p.spaceNeeders(st.Quota, st.Pct); len(need) > 0 {
-		say = append(say, fmt.Sprintf("%s past %d%% of the %s quota with little to defragment: %s", strings.Join(need, ", "), st.Pct, humanBytes(st.Quota), p.spaceWait(st)))
+		say = append(say, fmt.Sprintf("%s past %d%% of the %s quota with little to defragment: %s", strings.Join(need, ", "), st.Pct, render.HumanBytes(st.Quota), p.spaceWait(st)))
 	}
 	return strings.Join(say, "; ")
-}
-
-// spaceStatus is status.space: nil while nothing was raised and nothing is asked.
-func (p *plan) spaceStatus() *api.SpaceStatus {
-	st := p.Space
-	if !st.On {
-		return nil
-	}
-	msg := st.Message
-	if st.Quota == st.SpecQuota && st.Storage == nil && msg == "" {
-		return nil
-	}
-	out := &api.SpaceStatus{QuotaBytes: st.Quota, SpecQuotaBytes: st.SpecQuota, Message: msg}
-	if st.Storage != nil {
-		out.Storage = st.Storage.String()
-	}
-	return out
 }
 
 func minQuantity(a, b resource.Quantity) resource.Quantity {

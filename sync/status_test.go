@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/etcdhook/etcdhook/sync/facts"
+	"github.com/etcdhook/etcdhook/sync/render"
 	"github.com/etcdhook/etcdhook/sync/wire"
 )
 
@@ -31,8 +32,8 @@ func TestStatusChangesNothingDecided(t *testing.T) {
 		for i, lp := range p.leases {
 			intents[i] = lp.Kind + "/" + lp.Since
 		}
-		first := p.status()
-		second := p.status()
+		first := render.Status(p.f, &p.Decision)
+		second := render.Status(p.f, &p.Decision)
 		require.Equal(t, first, second, "%s: status built twice differs", name)
 		require.Equal(t, waits, p.Waiting, "%s: status changed the plan's waits", name)
 		require.Equal(t, distrusted, p.f.Distrusted, "%s: status changed the distrusted inputs", name)

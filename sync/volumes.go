@@ -194,31 +194,3 @@ func (p *plan) keepVolumeJobs() {
 		keep(f.TemplateJobs, sized && p.templateBelow(size), "finished Job whose StatefulSet is gone or has the claim template")
 	}
 }
-
-// storageStatus is status.storage: the member claims against the size in force.
-func (p *plan) storageStatus() *api.StorageStatus {
-	size, ok := steps.StorageSize(p.Spec)
-	if !ok {
-		return nil
-	}
-	f := p.f
-	st := &api.StorageStatus{Size: size.String()}
-	st.AtSize, st.Claims = steps.ClaimsAtSize(p.f, p.Replicas, size)
-	for _, i := range sortedKeys(f.GrowJobs) {
-		js := f.GrowJobs[i]
-		if js[len(js)-1].State == facts.JobActive {
-			st.Growing = f.Names.PVC(i)
-		}
-	}
-	if p.Growing != "" {
-		st.Growing = p.Growing
-	}
-	if f.StatefulSet != nil {
-		if q, ok := api.TemplateSize(f.StatefulSet.Spec.VolumeClaimTemplates); ok {
-			st.TemplateSize = q.String()
-		}
-	} else {
-		st.TemplateSize = size.String() // rendered by this answer
-	}
-	return st
-}

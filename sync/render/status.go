@@ -1,4 +1,4 @@
-package sync
+package render
 
 import (
 	"fmt"
@@ -16,32 +16,32 @@ import (
 	"github.com/etcdhook/etcdhook/sync/steps"
 )
 
-// status renders the parent status. It holds no per-call clock values: lastTransitionTime is carried over
-// while a condition's status is unchanged, so the same facts give the same status and no sync loop.
-func (p *plan) status() *api.ClusterStatus {
-	f := p.f
+// Status renders the parent status of what the decision d decided from the facts f, and changes neither.
+// It holds no per-call clock values: lastTransitionTime is carried over while a condition's status is
+// unchanged, so the same facts give the same status and no sync loop.
+func Status(f *facts.Facts, d *steps.Decision) *api.ClusterStatus {
 	st := &api.ClusterStatus{
 		ObservedGeneration: f.Parent.Generation,
 		Bootstrapped:       f.Bootstrapped,
 		ClusterID:          f.ClusterID,
 	}
-	if p.HasSpec {
-		st.Replicas = p.Replicas
+	if d.HasSpec {
+		st.Replicas = d.Replicas
 	}
 	if f.StatefulSet != nil {
 		st.ReadyReplicas = f.StatefulSet.Status.ReadyReplicas
 	} else {
-		// A StatefulSet being made over running pods (volumes.go) will count them: count them already.
+		// A StatefulSet being made over running pods (sync/volumes.go) will count them: count them already.
 		for i := range f.Pods {
 			if f.PodReady(i) {
 				st.ReadyReplicas++
 			}
 		}
 	}
-	if p.HasSpec {
-		st.Target = &api.Target{Size: *p.Spec.Size, Version: p.Spec.Version}
+	if d.HasSpec {
+		st.Target = &api.Target{Size: *d.Spec.Size, Version: d.Spec.Version}
 	}
-	st.Members = p.memberStatus()
+	st.Members = memberStatus(f, d)
 	for _, m := range st.Members {
 		if m.Role == api.RoleLeader {
 			st.Leader = m.Name
@@ -51,7 +51,7 @@ func (p *plan) status() *api.ClusterStatus {
 		st.CurrentVersion = f.Running[0].String()
 	}
 	// Before the conditions: a backup report it cannot use is noted as ignored input.
-	st.Backup = p.backupStatus()
+	st.Backup = backupStatus(f, d)
 	var conds []metav1.Condition
 	add := func(typ string, ok bool, reason, msg string) {
 		s := metav1.ConditionFalse
@@ -63,8 +63,8 @@ func (p *plan) status() *api.ClusterStatus {
 	all, healthy := f.Truth.Voters()
 	available := f.Bootstrapped && f.Truth.Known() && !f.SplitBrain && healthy >= api.Quorum(all)
 	switch {
-	case p.Restoring:
-		add(api.CondAvailable, false, "RestoringInPlace", fmt.Sprintf("the data is being replaced by %q (%s)", p.InPlace.Request, p.InPlacePhase))
+	case d.Restoring:
+		add(api.CondAvailable, false, "RestoringInPlace", fmt.Sprintf("the data is being replaced by %q (%s)", d.InPlace.Request, d.InPlacePhase))
 	case available:
 		add(api.CondAvailable, true, "QuorumHealthy", fmt.Sprintf("%d of %d voters healthy", healthy, all))
 	case !f.Bootstrapped:
@@ -78,93 +78,93 @@ func (p *plan) status() *api.ClusterStatus {
 	// ExpectedDown); an old voter being replaced after data loss still counts.
 	var unhealthy []string
 	for _, m := range f.Truth.Members {
-		if !m.Healthy && !p.ExpectedDown[m.ID] {
+		if !m.Healthy && !d.ExpectedDown[m.ID] {
 			unhealthy = append(unhealthy, facts.MemberName(f, m))
 		}
 	}
-	creating := p.creating()
+	creating := creating(f, d)
 	switch {
-	case p.Restoring:
+	case d.Restoring:
 		// Asked for: the members are down on purpose.
 		add(api.CondDegraded, false, "RestoringInPlace", "")
 	case creating:
 		add(api.CondDegraded, false, "Creating", "")
-	case p.QuorumLost:
+	case d.QuorumLost:
 		add(api.CondDegraded, true, "QuorumLost", "no voting member reports a healthy cluster")
 	case len(unhealthy) > 0:
 		add(api.CondDegraded, true, "MembersUnhealthy", "unhealthy: "+strings.Join(unhealthy, ", "))
-	case p.Stalled != "":
-		add(api.CondDegraded, true, "StepStalled", p.Stalled)
-	case f.Bootstrapped && len(f.Truth.Primary) < p.Target() && p.HasSpec && !p.progressing() && p.Defragmenting == "":
+	case d.Stalled != "":
+		add(api.CondDegraded, true, "StepStalled", d.Stalled)
+	case f.Bootstrapped && len(f.Truth.Primary) < d.Target() && d.HasSpec && !progressing(d) && d.Defragmenting == "":
 		// (A grow waiting for a member to finish defragmenting is under way, not degraded.)
-		add(api.CondDegraded, true, "MembersMissing", fmt.Sprintf("%d of %d members", len(f.Truth.Primary), p.Target()))
+		add(api.CondDegraded, true, "MembersMissing", fmt.Sprintf("%d of %d members", len(f.Truth.Primary), d.Target()))
 	default:
 		add(api.CondDegraded, false, "AllMembersHealthy", "")
 	}
 	switch {
-	case p.Stalled != "":
-		add(api.CondProgressing, false, "StepDeadlineExceeded", p.Stalled)
-	case p.Restoring && p.InPlaceFailure != "":
+	case d.Stalled != "":
+		add(api.CondProgressing, false, "StepDeadlineExceeded", d.Stalled)
+	case d.Restoring && d.InPlaceFailure != "":
 		// Stuck until a human acts (RestoreFailed says how): nothing is progressing.
-		add(api.CondProgressing, false, "Waiting", p.InPlaceFailure)
-	case p.Restoring:
-		add(api.CondProgressing, true, "RestoringInPlace", p.message())
-	case !f.Bootstrapped && p.HasSpec:
-		add(api.CondProgressing, true, "Bootstrapping", p.message())
-	case p.PendingSpec:
-		add(api.CondProgressing, true, "SpecPending", "the new spec waits for: "+p.pendingFor())
-	case p.Busy != "" && p.Growth:
-		add(api.CondProgressing, true, "VolumeGrowth", p.Busy)
-	case p.Busy != "":
-		add(api.CondProgressing, true, "MembershipChange", p.Busy)
-	case p.TLSSw.Active():
-		add(api.CondProgressing, true, "TLSSwitch", p.message())
-	case p.Rolling:
-		add(api.CondProgressing, true, "RollingUpdate", p.message())
-	case p.CARot.Active:
-		add(api.CondProgressing, true, "CARotation", p.message())
-	case len(p.Waiting) > 0:
-		add(api.CondProgressing, false, "Waiting", p.message())
+		add(api.CondProgressing, false, "Waiting", d.InPlaceFailure)
+	case d.Restoring:
+		add(api.CondProgressing, true, "RestoringInPlace", message(d))
+	case !f.Bootstrapped && d.HasSpec:
+		add(api.CondProgressing, true, "Bootstrapping", message(d))
+	case d.PendingSpec:
+		add(api.CondProgressing, true, "SpecPending", "the new spec waits for: "+pendingFor(d))
+	case d.Busy != "" && d.Growth:
+		add(api.CondProgressing, true, "VolumeGrowth", d.Busy)
+	case d.Busy != "":
+		add(api.CondProgressing, true, "MembershipChange", d.Busy)
+	case d.TLSSw.Active():
+		add(api.CondProgressing, true, "TLSSwitch", message(d))
+	case d.Rolling:
+		add(api.CondProgressing, true, "RollingUpdate", message(d))
+	case d.CARot.Active:
+		add(api.CondProgressing, true, "CARotation", message(d))
+	case len(d.Waiting) > 0:
+		add(api.CondProgressing, false, "Waiting", message(d))
 	default:
 		add(api.CondProgressing, false, "Stable", "")
 	}
-	if p.QuorumLost && !creating {
+	if d.QuorumLost && !creating {
 		add(api.CondQuorumLost, true, "NoHealthyVoter", "no voting member reports a healthy cluster; membership is frozen. See README: Recovering from quorum loss")
 	}
 	if f.SplitBrain {
 		add(api.CondSplitBrain, true, "ClusterIDMismatch", fmt.Sprintf("cluster IDs %s are reported; no membership change is made", strings.Join(f.ClusterIDs, ", ")))
 	}
-	if len(f.Distrusted)+len(p.Distrusted) > 0 {
-		notes := append(slices.Clone(f.Distrusted), p.Distrusted...)
+	if len(f.Distrusted)+len(d.Distrusted) > 0 {
+		notes := append(slices.Clone(f.Distrusted), d.Distrusted...)
 		sort.Strings(notes) // gathered from maps: one order, so the same request gives the same bytes
 		add(api.CondInputIgnored, true, "ImpossibleInput", strings.Join(slices.Compact(notes), "; "))
 	}
-	if foreign := p.foreignData(); foreign != "" {
+	if foreign := foreignData(f); foreign != "" {
 		add(api.CondForeignData, true, "VolumeOfAnotherCluster", foreign)
 	}
-	if len(p.Problems) > 0 {
+	if len(d.Problems) > 0 {
 		var msgs []string
-		for _, pr := range p.Problems {
+		for _, pr := range d.Problems {
 			msgs = append(msgs, pr.Message)
 		}
-		add(api.CondInvalidSpec, true, p.Problems[0].Reason, strings.Join(msgs, "; ")+p.keptNote())
+		add(api.CondInvalidSpec, true, d.Problems[0].Reason, strings.Join(msgs, "; ")+keptNote(f, d))
 	}
-	st.TLS = p.tlsStatus()
-	st.Storage = p.storageStatus()
-	st.Space = p.spaceStatus()
-	st.Recovery = p.recoveryStatus()
-	st.Auth = p.authStatus(add)
-	p.tlsConditions(st.TLS, add, p.userCertsExpiring(st.Auth, f.Now.Add(api.CertExpiringDays*24*time.Hour)))
-	p.backupConditions(st.Backup, add)
-	p.continuousConditions(st.Backup, add)
-	p.copyConditions(st.Backup, add)
-	p.databaseConditions(add)
-	p.defragCondition(p.Defrag, add)
-	if p.HasSpec && p.Spec.Network.PolicyOn() && !f.Observed.NetworkPoliciesDeclared {
+	st.TLS = tlsStatus(f, d)
+	st.Storage = storageStatus(f, d)
+	st.Space = spaceStatus(d)
+	st.Recovery = recoveryStatus(f, d)
+	st.Auth = authStatus(f, d, add)
+	tlsConditions(f, d, st.TLS, add, userCertsExpiring(st.Auth, f.Now.Add(api.CertExpiringDays*24*time.Hour)))
+	backupConditions(f, d, st.Backup, add)
+	continuousConditions(f, d, st.Backup, add)
+	copyConditions(d, st.Backup, add)
+	databaseConditions(f, d, add)
+	defragCondition(f, d, d.Defrag, add)
+	if d.HasSpec && d.Spec.Network.PolicyOn() && !f.Observed.NetworkPoliciesDeclared {
 		add(api.CondNetworkPolicyMissing, true, "NotRegistered", "spec.network.policy is on but the CompositeController does not declare networking.k8s.io/v1 networkpolicies: the members' ports are open to every pod; apply the current metacontroller/ registration (operations.md §11)")
 	}
-	st.Restore = p.restoreStatus(add)
-	if rs := p.inPlaceStatus(add); rs != nil {
+	st.Restore = restoreStatus(f, d, add)
+	if rs := inPlaceStatus(f, d, add); rs != nil {
 		st.Restore = rs
 	}
 	if why := f.InPlace.Refusal; why != "" {
@@ -175,156 +175,124 @@ func (p *plan) status() *api.ClusterStatus {
 		}
 		add(api.CondRestoreFailed, true, "InvalidRestoreRequest", why+": nothing was changed (a value is acted on once: set another to try again)")
 	}
-	if p.Paused {
+	if d.Paused {
 		msg := "spec.paused: no membership change, roll or spec change is started; steps already in flight finish"
-		if p.PendingSpec {
+		if d.PendingSpec {
 			msg += "; a spec change waits"
 		}
-		if !p.HasSpec {
+		if !d.HasSpec {
 			msg += "; nothing is created until it is unpaused"
 		}
 		add(api.CondPaused, true, "SpecPaused", msg)
 	}
-	if p.HasSpec && p.Target()%2 == 0 {
-		add(api.CondEvenSize, true, "EvenSize", fmt.Sprintf("size %d tolerates no more failures than size %d", p.Target(), p.Target()-1))
+	if d.HasSpec && d.Target()%2 == 0 {
+		add(api.CondEvenSize, true, "EvenSize", fmt.Sprintf("size %d tolerates no more failures than size %d", d.Target(), d.Target()-1))
 	}
-	if p.HasSpec && p.Target() <= 2 {
+	if d.HasSpec && d.Target() <= 2 {
 		add(api.CondLimitedDisruptionBudget, true, "SizeBelowThree",
 			"the PodDisruptionBudget allows one member down (a quorum budget would block every drain), so a drain makes the cluster unavailable")
 	}
 	st.Conditions = carryTransitions(conds, f.Parent.Status.Conditions, f.Now)
-	st.Phase = p.phase(available, len(unhealthy) > 0)
-	// The message adds what holds the spec to the plan's waits; it changes nothing the plan decided
+	st.Phase = phase(f, d, available, len(unhealthy) > 0)
+	// The message adds what holds the spec to the decision's waits; it changes nothing decided
 	// (the resync pace among them).
-	waits := slices.Clip(p.Waiting)
-	if p.HasSpec && len(p.Problems) > 0 {
-		waits = waits.Add(steps.Wait{Kind: steps.Spec, Detail: fmt.Sprintf("a valid spec (%s)", p.Problems[0].Message)})
+	waits := slices.Clip(d.Waiting)
+	if d.HasSpec && len(d.Problems) > 0 {
+		waits = waits.Add(steps.Wait{Kind: steps.Spec, Detail: fmt.Sprintf("a valid spec (%s)", d.Problems[0].Message)})
 	}
-	if p.HasSpec && p.CertBlocked {
-		waits = waits.Add(steps.Wait{Kind: steps.Spec, Detail: fmt.Sprintf("usable TLS Secrets (%s)", p.CertProblems[0])})
+	if d.HasSpec && d.CertBlocked {
+		waits = waits.Add(steps.Wait{Kind: steps.Spec, Detail: fmt.Sprintf("usable TLS Secrets (%s)", d.CertProblems[0])})
 	}
 	st.Message = waits.String()
-	if !p.HasSpec && p.Paused {
+	if !d.HasSpec && d.Paused {
 		st.Message = "paused: nothing is created until spec.paused is false"
 	}
-	if !p.HasSpec && p.CertBlocked {
-		st.Message = fmt.Sprintf("nothing is created until the TLS Secrets are usable: %s", p.CertProblems[0])
+	if !d.HasSpec && d.CertBlocked {
+		st.Message = fmt.Sprintf("nothing is created until the TLS Secrets are usable: %s", d.CertProblems[0])
 	}
-	if !p.HasSpec && len(p.Problems) > 0 {
-		st.Message = "nothing is created until the spec is valid: " + p.Problems[0].Message
-		if p.Echo {
-			st.Message = fmt.Sprintf("children are left exactly as they are until the spec is valid (the last valid spec is not recorded: ConfigMap %s is missing): %s", f.Names.ConfigMap(), p.Problems[0].Message)
+	if !d.HasSpec && len(d.Problems) > 0 {
+		st.Message = "nothing is created until the spec is valid: " + d.Problems[0].Message
+		if d.Echo {
+			st.Message = fmt.Sprintf("children are left exactly as they are until the spec is valid (the last valid spec is not recorded: ConfigMap %s is missing): %s", f.Names.ConfigMap(), d.Problems[0].Message)
 		}
 	}
 	st.Message = boundMessage(st.Message)
 	return st
 }
 
-// maxMessageBytes bounds every message the hook writes into status (each condition's and
+// MaxMessageBytes bounds every message the hook writes into status (each condition's and
 // status.message). The CRD allows 32768 for a condition's message; a longer one made the API server
 // refuse the whole status write, so status froze (a 40 KB agent error, a long URL). Messages quote
 // inputs, which are bounded (api/bounds.go) but add up: several members' errors, several ignored inputs.
-const maxMessageBytes = 4096
+const MaxMessageBytes = 4096
 
-// boundMessage cuts msg to maxMessageBytes on a character boundary and says how much was left out.
+// boundMessage cuts msg to MaxMessageBytes on a character boundary and says how much was left out.
 func boundMessage(msg string) string {
-	if len(msg) <= maxMessageBytes {
+	if len(msg) <= MaxMessageBytes {
 		return msg
 	}
-	kept := api.CutAt(msg, maxMessageBytes-64)
+	kept := api.CutAt(msg, MaxMessageBytes-64)
 	return fmt.Sprintf("%s… (%d more bytes)", kept, len(msg)-len(kept))
 }
 
-func (p *plan) pendingFor() string {
-	if p.Busy != "" {
-		return p.Busy
+func pendingFor(d *steps.Decision) string {
+	if d.Busy != "" {
+		return d.Busy
 	}
-	return p.message()
+	return message(d)
 }
 
-func (p *plan) progressing() bool {
-	return p.Busy != "" || p.Rolling || p.PendingSpec || p.TLSSw.Active()
+func progressing(d *steps.Decision) bool {
+	return d.Busy != "" || d.Rolling || d.PendingSpec || d.TLSSw.Active()
 }
 
-func (p *plan) foreignData() string {
+func foreignData(f *facts.Facts) string {
 	var out []string
-	for _, lv := range p.f.SortedLeases() {
+	for _, lv := range f.SortedLeases() {
 		if lv.Report.Reason() == api.ReasonForeignData {
-			out = append(out, fmt.Sprintf("%s: %s", p.f.Names.Pod(lv.Ordinal), lv.Report.Error))
+			out = append(out, fmt.Sprintf("%s: %s", f.Names.Pod(lv.Ordinal), lv.Report.Error))
 		}
 	}
 	return strings.Join(out, "; ")
 }
 
-func (p *plan) message() string { return p.Waiting.String() }
+func message(d *steps.Decision) string { return d.Waiting.String() }
 
 // creating: a new cluster has not yet had all its members healthy for the first time (the hook's record,
 // ConfigMap key formed, says whether it ever had), and no step has stalled.
 // Until then a seed that has not reported yet, or a learner on its way in, is the normal course of a
 // create: neither Degraded nor QuorumLost is reported (a deadline that passes still is).
-func (p *plan) creating() bool {
-	f := p.f
-	return f.Bootstrapped && p.HasSpec && !f.Formed && p.Stalled == "" && !p.FormedNow(p.f)
+func creating(f *facts.Facts, d *steps.Decision) bool {
+	return f.Bootstrapped && d.HasSpec && !f.Formed && d.Stalled == "" && !d.FormedNow(f)
 }
 
-func (p *plan) phase(available, unhealthy bool) string {
-	f := p.f
+func phase(f *facts.Facts, d *steps.Decision, available, unhealthy bool) string {
 	obsPhase := f.Parent.Status.Phase
 	switch {
-	case p.Paused:
+	case d.Paused:
 		return api.PhasePaused
-	case p.Restoring:
+	case d.Restoring:
 		return api.PhaseRestoring
-	case !p.HasSpec, f.SplitBrain, !f.Bootstrapped && p.foreignData() != "", p.Spec.Restore != nil && f.SeedRefused():
+	case !d.HasSpec, f.SplitBrain, !f.Bootstrapped && foreignData(f) != "", d.Spec.Restore != nil && f.SeedRefused():
 		return api.PhaseFailed
-	case !f.Bootstrapped && p.Spec.Restore != nil:
+	case !f.Bootstrapped && d.Spec.Restore != nil:
 		return api.PhaseRestoring
-	case !f.Bootstrapped, p.creating():
+	case !f.Bootstrapped, creating(f, d):
 		return api.PhaseCreating
-	case p.QuorumLost || !available || p.Stalled != "":
+	case d.QuorumLost || !available || d.Stalled != "":
 		return api.PhaseDegraded
-	case obsPhase == "" && len(f.Truth.Primary) < p.Target():
+	case obsPhase == "" && len(f.Truth.Primary) < d.Target():
 		return api.PhaseCreating
 	case unhealthy:
 		return api.PhaseDegraded
-	case p.Rolling:
+	case d.Rolling:
 		return api.PhaseUpgrading
-	case p.Busy != "" && !p.BusyVolume || len(f.Truth.Primary) != p.Target() || p.PendingSpec:
+	case d.Busy != "" && !d.BusyVolume || len(f.Truth.Primary) != d.Target() || d.PendingSpec:
 		// Not while only cleanup is left (a removed member's pod stopping, its claim being deleted): the
 		// cluster has its size; that took 5-7 s of every scale-down (e2e/RESULTS.md, timeline).
 		return api.PhaseScaling
 	}
 	return api.PhaseRunning
-}
-
-// memberStatus lists the truth's members; without a member list the last known members are kept, unhealthy.
-func (p *plan) memberStatus() []api.MemberStatus {
-	f := p.f
-	if !f.Truth.Known() {
-		var out []api.MemberStatus
-		for _, m := range f.Parent.Status.Members {
-			m.Healthy = false
-			out = append(out, m)
-		}
-		return out
-	}
-	out := []api.MemberStatus{}
-	for _, m := range f.Truth.Members {
-		ms := api.MemberStatus{ID: m.ID, PeerURL: m.PeerURL, ClientURL: m.ClientURL, Healthy: m.Healthy, Version: m.Version, Role: api.RoleVoter,
-			DBSize: m.DBSize, DBSizeInUse: m.DBSizeInUse, LastDefragTime: m.LastDefrag}
-		switch {
-		case m.Learner:
-			ms.Role = api.RoleLearner
-		case m.ID == f.Truth.LeaderID:
-			ms.Role = api.RoleLeader
-		}
-		ms.Name = facts.MemberName(f, m)
-		if m.Ordinal >= 0 && ms.ClientURL == "" {
-			ms.ClientURL = p.Names.ClientURL(m.Ordinal)
-		}
-		out = append(out, ms)
-	}
-	return out
 }
 
 // carryTransitions keeps lastTransitionTime from the observed condition of the same type and status.
@@ -342,4 +310,11 @@ func carryTransitions(conds, observed []metav1.Condition, now time.Time) []metav
 	}
 	sort.SliceStable(conds, func(i, j int) bool { return conds[i].Type < conds[j].Type })
 	return conds
+}
+
+func keptNote(f *facts.Facts, d *steps.Decision) string {
+	if d.HasSpec && f.Applied != nil {
+		return fmt.Sprintf(" (children keep the last valid spec: size %d, version %s)", *d.Spec.Size, d.Spec.Version)
+	}
+	return ""
 }
