@@ -25,7 +25,7 @@ import (
 // are retired: no report, member list or data directory of theirs counts again.
 
 // decideInPlace carries out the in-place restore the record holds (chooseInPlace). It returns true
-// while one runs (Stopping, Restoring, Starting): the plan is then the restore's alone. p.inPlace is
+// while one runs (Stopping, Restoring, Starting): the plan is then the restore's alone. p.InPlace is
 // the record to write back.
 func (p *plan) decideInPlace() bool {
 	f := p.f

@@ -20,10 +20,10 @@ import (
 // space pass, defrag.go); when it would not, the live data needs room and the quota is raised, doubling,
 // within maxQuota, after the volumes grew within maxStorage where the raised quota needs them to. The
 // raised quota and storage are the hook's records (ConfigMap space-quota, space-storage), bounded by
-// the spec at every read; the rendered spec (p.spec) carries them, the recorded one (p.userSpec) never.
+// the spec at every read; the rendered spec (p.Spec) carries them, the recorded one (p.userSpec) never.
 
 // decideSpace bounds the records by the adopted spec, raises them when a member's data needs room, and
-// overlays the result on p.spec (p.userSpec keeps the spec as adopted, for the record).
+// overlays the result on p.Spec (p.userSpec keeps the spec as adopted, for the record).
 func (p *plan) decideSpace() {
 	f := p.f
 	p.userSpec = p.Spec
