@@ -41,7 +41,7 @@ var clusterLabels = []string{"namespace", "etcd_cluster"}
 // phases are the values of status.phase, in the order etcdhook_cluster_phase lists them.
 var phases = [...]string{api.PhaseCreating, api.PhaseRunning, api.PhaseScaling, api.PhaseUpgrading, api.PhaseDegraded, api.PhaseFailed, api.PhasePaused, api.PhaseRestoring}
 
-// steps are the reasons of a true Progressing condition (sync/status.go): the kind of change in
+// steps are the reasons of a true Progressing condition (sync/render/status.go): the kind of change in
 // flight. A stalled step (Progressing false, StepDeadlineExceeded) is etcdhook_cluster_step_stalled.
 var steps = [...]string{"Bootstrapping", "MembershipChange", "RollingUpdate", "SpecPending", "RestoringInPlace", "VolumeGrowth", "CARotation", "TLSSwitch"}
 

@@ -169,14 +169,14 @@ func TestClusterGaugesWithoutTarget(t *testing.T) {
 // The metrics' closed sets follow the status the sync package writes: every phase is one
 // etcdhook_cluster_phase lists, and every reason of the Progressing condition is either a step of
 // etcdhook_cluster_step_in_flight (when true) or one of the known not-in-flight reasons. A new reason in
-// sync/status.go fails here until the metric (and docs/monitoring.md) learn it.
+// sync/render/status.go fails here until the metric (and docs/monitoring.md) learn it.
 func TestPhasesAndStepsCoverTheStatus(t *testing.T) {
 	notInFlight := []string{"Stable", "Waiting", stepStalledReason}
-	src, err := os.ReadFile(filepath.Join("..", "sync", "status.go"))
+	src, err := os.ReadFile(filepath.Join("..", "sync", "render", "status.go"))
 	require.NoError(t, err)
 	re := regexp.MustCompile(`add\(api\.CondProgressing, (true|false), "(\w+)"`)
 	found := re.FindAllStringSubmatch(string(src), -1)
-	require.GreaterOrEqual(t, len(found), 5, "sync/status.go no longer sets Progressing as this test reads it")
+	require.GreaterOrEqual(t, len(found), 5, "sync/render/status.go no longer sets Progressing as this test reads it")
 	seen := map[string]bool{}
 	for _, m := range found {
 		if m[1] == "true" {
@@ -187,7 +187,7 @@ func TestPhasesAndStepsCoverTheStatus(t *testing.T) {
 		seen[m[2]] = true
 	}
 	for _, s := range steps {
-		require.True(t, seen[s], "step %s is no longer a reason sync/status.go writes", s)
+		require.True(t, seen[s], "step %s is no longer a reason sync/render/status.go writes", s)
 	}
 
 	files, err := filepath.Glob("testdata/sync/*.response.json")

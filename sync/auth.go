@@ -1,11 +1,8 @@
 package sync
 
 import (
-	"fmt"
 	"slices"
-	"sort"
 	"strings"
-	"time"
 
 	"github.com/etcdhook/etcdhook/api"
 )
@@ -18,7 +15,7 @@ import (
 // decideAuth is the auth config of the spec in force (nil without spec.auth). A rotation token for a
 // user not declared is ignored, and said.
 func (p *plan) decideAuth() *api.AuthConfig {
-	if !p.hasSpec || p.spec.Auth == nil {
+	if !p.HasSpec || p.Spec.Auth == nil {
 		return nil
 	}
 	var rotations map[string]string
@@ -27,13 +24,13 @@ func (p *plan) decideAuth() *api.AuthConfig {
 		switch {
 		case err != nil:
 			p.distrust("%s: ignored", err)
-		case !slices.ContainsFunc(p.spec.Auth.Users, func(u api.AuthUser) bool { return u.Name == user }):
+		case !slices.ContainsFunc(p.Spec.Auth.Users, func(u api.AuthUser) bool { return u.Name == user }):
 			p.distrust("%s names user %q, which spec.auth.users does not declare: ignored", api.AnnRotateUser, user)
 		default:
 			rotations = map[string]string{user: api.RenewalMark(token)}
 		}
 	}
-	return api.DesiredAuthRotated(p.f.Names, p.spec.Auth, !p.spec.Security.TLS.ClientAuth(), rotations)
+	return api.DesiredAuthRotated(p.f.Names, p.Spec.Auth, !p.Spec.Security.TLS.ClientAuth(), rotations)
 }
 
 // authRemovalRefused refuses removing spec.auth while the leader's agent reports etcd enforcing
@@ -47,63 +44,4 @@ func authRemovalRefused(recorded *api.ClusterSpec, next api.ClusterSpec, rep *ap
 		return nil
 	}
 	return []api.Problem{{Reason: "InvalidAuth", Message: "spec.auth cannot be removed while etcd still enforces authentication (status.auth.enabled): the leader's agent has not applied enabled: false yet; remove spec.auth once it has"}}
-}
-
-// authStatus and its condition: where etcd's auth stands against the declaration.
-func (p *plan) authStatus(add func(typ string, ok bool, reason, msg string)) *api.AuthStatus {
-	want := p.auth
-	if want == nil {
-		return nil
-	}
-	rep := p.f.AuthReport()
-	st := &api.AuthStatus{Declared: want.Hash}
-	if rep != nil {
-		st.Enabled, st.Applied, st.LastReverted = rep.Enabled, rep.Applied, rep.Reverted
-	}
-	var problems []string
-	for _, u := range want.Users {
-		us := api.AuthUserStatus{Name: u.Name, SecretName: u.SecretName}
-		if rep != nil {
-			if t, err := time.Parse(time.RFC3339, rep.Expires[u.Name]); err == nil {
-				us.NotAfter = t.UTC().Format(time.RFC3339)
-			}
-			if e := rep.UserErrors[u.Name]; e != "" {
-				us.Problem = api.Truncate(e, 256)
-				problems = append(problems, fmt.Sprintf("user %s: %s", u.Name, us.Problem))
-			}
-		}
-		st.Users = append(st.Users, us)
-	}
-	sort.Strings(problems)
-	switch {
-	case rep == nil:
-		add(api.CondAuthOutOfSync, true, "NotReported", "no leader's agent reports etcd's users and roles yet")
-	case rep.Error != "":
-		add(api.CondAuthOutOfSync, true, "ApplyFailing", "applying spec.auth ("+want.Hash+"): "+api.Truncate(rep.Error, 512))
-	case rep.Applied != want.Hash:
-		add(api.CondAuthOutOfSync, true, "Applying", fmt.Sprintf("etcd's users and roles are being brought to spec.auth (%s)", want.Hash))
-	case len(problems) > 0:
-		add(api.CondAuthOutOfSync, true, "UserSecretNotKept", strings.Join(problems, "; "))
-	default:
-		msg := fmt.Sprintf("etcd's users and roles are as spec.auth declares (%s); authentication %s", want.Hash, map[bool]string{true: "enforced", false: "not enforced (spec.auth.enabled is false)"}[rep.Enabled])
-		if rep.Reverted != "" {
-			msg += "; last hand edit put back: " + api.Truncate(rep.Reverted, 512)
-		}
-		add(api.CondAuthOutOfSync, false, "InSync", msg)
-	}
-	return st
-}
-
-// userCertsExpiring lists the users whose certificate expires before soon (CertificatesExpiring).
-func (p *plan) userCertsExpiring(st *api.AuthStatus, soon time.Time) []string {
-	if st == nil {
-		return nil
-	}
-	var out []string
-	for _, u := range st.Users {
-		if t, err := time.Parse(time.RFC3339, u.NotAfter); err == nil && t.Before(soon) {
-			out = append(out, fmt.Sprintf("user %s's certificate (Secret %s) expires %s", u.Name, u.SecretName, u.NotAfter))
-		}
-	}
-	return out
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/etcdhook/etcdhook/api"
 	"github.com/etcdhook/etcdhook/sync/facts"
+	"github.com/etcdhook/etcdhook/sync/steps"
 )
 
 // CA rotation (docs/design/14-tls.md §14.6), the hook's half. The hook never sees the CA Secret: it decides
@@ -38,14 +39,14 @@ func (p *plan) rotateRequest() (string, string) {
 }
 
 // decideCARotation finds the step the rotation is at and which member, if any, restarts now.
-func (p *plan) decideCARotation() caRotationState {
-	st := caRotationState{restart: -1}
+func (p *plan) decideCARotation() steps.CARotationState {
+	st := steps.CARotationState{Restart: -1}
 	f := p.f
-	if !p.hasSpec || !p.spec.Security.TLS.BuiltInNeeded() || p.tlsSw.active() {
+	if !p.HasSpec || !p.Spec.Security.TLS.BuiltInNeeded() || p.TLSSw.Active() {
 		return st // (a TLS switch waits for a rotation to finish, chooseSpec, and no rotation starts in one)
 	}
 	request, mark := p.rotateRequest()
-	if tls := p.spec.Security.TLS; tls.Peer.SecretName != "" || tls.Client.SecretName != "" {
+	if tls := p.Spec.Security.TLS; tls.Peer.SecretName != "" || tls.Client.SecretName != "" {
 		// One plane on the built-in CA, the other on the user's Secret: the members' reports mix the two
 		// planes' CAs, and the user's CA is its issuer's to rotate (docs/design/14-tls.md §14.8).
 		if mark != "" {
@@ -71,10 +72,10 @@ func (p *plan) decideCARotation() caRotationState {
 	if len(secrets) != 1 {
 		// Reports that disagree on the Secret (an agent has not read it since its last change): the step
 		// and the restart last asked stay as they are for a look, rather than being withdrawn.
-		if held := p.observedCARotation(); held.intent.Mark != "" {
-			held.status = &api.CARotation{Request: request, Phase: caStatusPhase(held.intent.Phase), Members: int32(len(f.Truth.Primary)),
+		if held := p.observedCARotation(); held.Intent.Mark != "" {
+			held.Status = &api.CARotation{Request: request, Phase: caStatusPhase(held.Intent.Phase), Members: int32(len(f.Truth.Primary)),
 				Waiting: "every member to report the same CA Secret (etcd.io/tls-ca-secret)"}
-			p.wait("CA rotation: every member to report the same CA Secret")
+			p.wait(steps.CARotation, "", "every member to report the same CA Secret")
 			return held
 		}
 		// Nothing to go on (no fresh report, or agents that do not report the Secret yet): nothing asked,
@@ -130,8 +131,8 @@ func (p *plan) decideCARotation() caRotationState {
 	}
 	if rot.Mark == "" {
 		if sec.Serves(mark) {
-			st.status = &api.CARotation{Request: request, Phase: api.CARotationDone, Members: int32(len(f.Truth.Primary))}
-			st.status.Trusting, st.status.Issued = countCA(reports, sec.Current)
+			st.Status = &api.CARotation{Request: request, Phase: api.CARotationDone, Members: int32(len(f.Truth.Primary))}
+			st.Status.Trusting, st.Status.Issued = countCA(reports, sec.Current)
 		}
 		return st
 	}
@@ -142,10 +143,10 @@ func (p *plan) decideCARotation() caRotationState {
 	default:
 		request = "(an earlier request, finished first)"
 	}
-	st.intent, st.active = rot, true
-	st.status = &api.CARotation{Request: request, Phase: caStatusPhase(rot.Phase), Members: int32(len(f.Truth.Primary))}
+	st.Intent, st.Active = rot, true
+	st.Status = &api.CARotation{Request: request, Phase: caStatusPhase(rot.Phase), Members: int32(len(f.Truth.Primary))}
 	if newCA != "" {
-		st.status.Trusting, st.status.Issued = countCA(reports, newCA)
+		st.Status.Trusting, st.Status.Issued = countCA(reports, newCA)
 	}
 	// Who restarts: in the trust step (once the new CA is in the Secret) every member not trusting both;
 	// at the end, every member trusting more than the new CA.
@@ -172,29 +173,29 @@ func (p *plan) decideCARotation() caRotationState {
 	// (the answer that allowed it may be lost to a stale cache).
 	for _, r := range todo {
 		if lv := f.Leases[r.i]; lv.Report.Reason() == api.ReasonRestartingForCA {
-			st.trust, st.restart = trust, r.i
+			st.Trust, st.Restart = trust, r.i
 			break
 		}
 	}
-	if len(todo) > 0 && st.restart < 0 {
-		st.trust = trust
-		st.restart, waiting = p.restartTurn(todo, func(lv *facts.Lease) bool { return lv.CARestart == trust }, true)
+	if len(todo) > 0 && st.Restart < 0 {
+		st.Trust = trust
+		st.Restart, waiting = p.restartTurn(todo, func(lv *facts.Lease) bool { return lv.CARestart == trust }, true)
 	}
-	if st.restart >= 0 {
-		st.status.Restarting = f.Names.Pod(st.restart)
-		waiting = fmt.Sprintf("%s to restart trusting %s", f.Names.Pod(st.restart), shortList(trust))
+	if st.Restart >= 0 {
+		st.Status.Restarting = f.Names.Pod(st.Restart)
+		waiting = fmt.Sprintf("%s to restart trusting %s", f.Names.Pod(st.Restart), shortList(trust))
 	}
-	st.status.Waiting = waiting
+	st.Status.Waiting = waiting
 	if waiting != "" {
-		p.wait("CA rotation: %s", waiting)
+		p.wait(steps.CARotation, "", "%s", waiting)
 	}
 	return st
 }
 
 // observedCARotation is what the member Leases asked last: the step, and the restart on the one member
 // that has it (zero when none).
-func (p *plan) observedCARotation() caRotationState {
-	st := caRotationState{restart: -1}
+func (p *plan) observedCARotation() steps.CARotationState {
+	st := steps.CARotationState{Restart: -1}
 	// The mark most Leases ask for (a Lease left with a finished rotation's step must not win), then
 	// the furthest step asked for it.
 	count := map[string]int{}
@@ -214,14 +215,14 @@ func (p *plan) observedCARotation() caRotationState {
 		if r.Mark != mark || mark == "" {
 			continue
 		}
-		if caPhaseRank(r.Phase) > caPhaseRank(st.intent.Phase) {
-			st.intent = r
+		if caPhaseRank(r.Phase) > caPhaseRank(st.Intent.Phase) {
+			st.Intent = r
 		}
-		if lv.CARestart != "" && st.restart < 0 {
-			st.restart, st.trust = lv.Ordinal, lv.CARestart
+		if lv.CARestart != "" && st.Restart < 0 {
+			st.Restart, st.Trust = lv.Ordinal, lv.CARestart
 		}
 	}
-	st.active = st.intent.Mark != ""
+	st.Active = st.Intent.Mark != ""
 	return st
 }
 
@@ -247,7 +248,7 @@ func caPhaseRank(phase string) int {
 // caDue: the CA that signs has passed 2/3 of its lifetime (by the spec's caDuration) and every member
 // trusts it alone; the rotation then starts by itself (Request "auto").
 func (p *plan) caDue(reports []caReport, sec api.CASecretState) bool {
-	if len(reports) == 0 || p.spec.Security.TLS.BuiltIn.CADuration == nil {
+	if len(reports) == 0 || p.Spec.Security.TLS.BuiltIn.CADuration == nil {
 		return false
 	}
 	var notAfter time.Time
@@ -264,7 +265,7 @@ func (p *plan) caDue(reports []caReport, sec api.CASecretState) bool {
 			notAfter = t
 		}
 	}
-	life := p.spec.Security.TLS.BuiltIn.CADuration.Duration
+	life := p.Spec.Security.TLS.BuiltIn.CADuration.Duration
 	return !p.f.Now.Before(notAfter.Add(-life / 3))
 }
 
@@ -293,14 +294,14 @@ func shortList(fps string) string {
 
 // askCARotation decides and writes the step on every member Lease and the restart on one.
 func (p *plan) askCARotation() {
-	p.caRot = p.decideCARotation()
-	if !p.caRot.active {
+	p.CARot = p.decideCARotation()
+	if !p.CARot.Active {
 		return
 	}
 	for _, lp := range p.leases {
-		lp.CARotation = p.caRot.intent
+		lp.CARotation = p.CARot.Intent
 	}
-	if lp, ok := p.leases[p.caRot.restart]; ok && p.caRot.restart >= 0 {
-		lp.CARestart = p.caRot.trust
+	if lp, ok := p.leases[p.CARot.Restart]; ok && p.CARot.Restart >= 0 {
+		lp.CARestart = p.CARot.Trust
 	}
 }

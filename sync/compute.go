@@ -84,13 +84,13 @@ func decideAnswer(ctx context.Context, o *Observed, now time.Time, opts Options)
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if !p.hasSpec && len(childRefs(o)) > 0 {
+	if p.Echo {
 		// Nothing to render from, but children exist: answer them unchanged and say why in status.
 		children, err := echoLastApplied(o)
 		if err != nil {
 			return nil, err
 		}
-		return &Response{Status: p.status(), Children: children, ResyncAfterSeconds: resyncBusySeconds}, nil
+		return &Response{Status: render.Status(p.f, &p.Decision), Children: children, ResyncAfterSeconds: resyncBusySeconds}, nil
 	}
 	children, rendered, err := p.children(ctx)
 	if err != nil {
@@ -100,7 +100,7 @@ func decideAnswer(ctx context.Context, o *Observed, now time.Time, opts Options)
 	if err != nil {
 		return nil, err
 	}
-	return &Response{Status: p.status(), Children: children, ResyncAfterSeconds: p.resyncAfter(), Deleted: deleted}, nil
+	return &Response{Status: render.Status(p.f, &p.Decision), Children: children, ResyncAfterSeconds: p.resyncAfter(), Deleted: deleted}, nil
 }
 
 // children renders every child in a fixed order (render.Objects), each as its JSON (wire.Child), and says
@@ -109,7 +109,7 @@ func decideAnswer(ctx context.Context, o *Observed, now time.Time, opts Options)
 func (p *plan) children(ctx context.Context) ([]any, map[wire.ChildID]bool, error) {
 	out := []any{}
 	rendered := map[wire.ChildID]bool{}
-	if !p.hasSpec {
+	if !p.HasSpec {
 		return out, rendered, nil
 	}
 	for _, obj := range render.Objects(p.desired()) {
@@ -204,13 +204,13 @@ func Customize(req *CustomizeRequest) (*CustomizeResponse, error) {
 // resyncAfter is how soon Metacontroller asks again: soon while anything is under way or awaited, else
 // at the idle pace.
 func (p *plan) resyncAfter() float64 {
-	waits := len(p.waiting)
+	waits := len(p.Waiting)
 	if p.pauseWaited {
 		// A paused cluster waits for a human, not for time: its fleet measurement (e2e/RESULTS-fleet.md)
 		// had 25 paused clusters asking every 5 s, more syncs than 75 running ones.
 		waits--
 	}
-	if p.busy != "" || p.rolling || p.pendingSpec || p.quorumLost || p.cleanup || !p.f.Bootstrapped || waits > 0 {
+	if p.Busy != "" || p.Rolling || p.PendingSpec || p.QuorumLost || p.cleanup || !p.f.Bootstrapped || waits > 0 {
 		return resyncBusySeconds
 	}
 	return resyncIdleSeconds

@@ -6,6 +6,7 @@ import (
 	"github.com/etcdhook/etcdhook/api"
 	"github.com/etcdhook/etcdhook/sync/facts"
 	"github.com/etcdhook/etcdhook/sync/render"
+	"github.com/etcdhook/etcdhook/sync/steps"
 )
 
 // decide runs one sync's membership protocol (docs/design/06-sync-order.md §6): it starts from what was
@@ -13,11 +14,13 @@ import (
 // (chooseSpec) and takes at most one membership step (reconcile). Step families are in their own files
 // (members.go, scale.go, roll.go, volumes.go, tlsswitch.go, carotation.go, defrag.go, inplace.go).
 func decide(f *facts.Facts, opts Options) (p *plan, err error) {
-	p = &plan{f: f, opts: opts.withDefaults(), leases: map[int]*api.Intent{}, names: f.Names}
-	// Whatever path the sync takes, the backup Lease is read for status with the spec chosen.
+	p = &plan{f: f, opts: opts.withDefaults(), leases: map[int]*api.Intent{}, Decision: steps.Decision{Names: f.Names}}
+	// Whatever path the sync takes, the backup Lease is read for status with the spec chosen, and the
+	// conclusions are drawn from every step taken.
 	defer func() {
 		if err == nil {
 			p.readBackupReports()
+			p.conclude()
 		}
 	}()
 	p.carry()
@@ -31,14 +34,14 @@ func decide(f *facts.Facts, opts Options) (p *plan, err error) {
 	if err := p.chooseSpec(); err != nil {
 		return nil, err
 	}
-	if !p.hasSpec {
+	if !p.HasSpec {
 		return p, nil
 	}
 	p.decideSpace()
-	p.auth = p.decideAuth()
+	p.Auth = p.decideAuth()
 	// Every URL the plan renders (Job endpoints, status) has the scheme every member serves now.
 	p.decideTLSMode()
-	p.names.TLS = p.clientHTTPS()
+	p.Names.TLS = p.clientHTTPS()
 	p.hash = render.TemplateHash(render.PodTemplate(p.templateInput()))
 	p.keepJobs()
 	p.keepVolumeJobs()
@@ -48,7 +51,7 @@ func decide(f *facts.Facts, opts Options) (p *plan, err error) {
 		return p, nil
 	}
 	p.releaseRestoreJobs()
-	if p.paused {
+	if p.Paused {
 		p.pause()
 		p.askPeerSwitch(false)
 		p.askCARotation()
@@ -59,11 +62,11 @@ func decide(f *facts.Facts, opts Options) (p *plan, err error) {
 	case !f.Bootstrapped:
 		p.bootstrap()
 	case f.SplitBrain:
-		p.wait("two cluster IDs %v are reported: no membership change is made until a human resolves it", f.ClusterIDs)
+		p.wait(steps.SplitBrain, "", "two cluster IDs %v are reported: no membership change is made until a human resolves it", f.ClusterIDs)
 	case !f.Truth.Known():
-		p.quorumLost = true
+		p.QuorumLost = true
 		p.decideRecovery()
-		p.wait("no voting member reports a healthy cluster; waiting for quorum (see README: Recovering from quorum loss)")
+		p.wait(steps.Quorum, "", "no voting member reports a healthy cluster; waiting for quorum (see README: Recovering from quorum loss)")
 		p.roll(false)
 	default:
 		p.reconcile()
@@ -82,15 +85,15 @@ func decide(f *facts.Facts, opts Options) (p *plan, err error) {
 // carry starts from what was observed: replicas, partition, the hook's Lease intents.
 func (p *plan) carry() {
 	f := p.f
-	p.replicas = 1
+	p.Replicas = 1
 	if f.StatefulSet != nil && f.StatefulSet.Spec.Replicas != nil {
-		p.replicas = *f.StatefulSet.Spec.Replicas
+		p.Replicas = *f.StatefulSet.Spec.Replicas
 	}
-	if p.replicas > api.MaxSize || p.replicas < 0 {
+	if p.Replicas > api.MaxSize || p.Replicas < 0 {
 		// The hook never renders more than MaxSize: a larger count is a hand edit (kubectl scale), never
 		// a number to render from.
-		p.distrust("StatefulSet %s has replicas %d, outside 0..%d: not taken as a floor", f.Names.StatefulSet(), p.replicas, api.MaxSize)
-		p.replicas = api.MaxSize
+		p.distrust("StatefulSet %s has replicas %d, outside 0..%d: not taken as a floor", f.Names.StatefulSet(), p.Replicas, api.MaxSize)
+		p.Replicas = api.MaxSize
 	}
 	if f.StatefulSet != nil && f.StatefulSet.Spec.UpdateStrategy.RollingUpdate != nil && f.StatefulSet.Spec.UpdateStrategy.RollingUpdate.Partition != nil {
 		p.partition = *f.StatefulSet.Spec.UpdateStrategy.RollingUpdate.Partition
@@ -112,44 +115,44 @@ func (p *plan) chooseSpec() error {
 	// a cluster an older hook recorded under looser rules still runs what it says.
 	cand := api.Defaulted(api.WithAppliedDefaults(f.Parent.Spec, f.Recorded))
 	cand.Paused = false // a switch, not part of the spec the children are rendered from
-	p.paused = f.Parent.Spec.Paused
-	p.problems = api.Validate(f.Names.Cluster, cand)
+	p.Paused = f.Parent.Spec.Paused
+	p.Problems = api.Validate(f.Names.Cluster, cand)
 	if f.Observed.SpecError != "" {
-		p.problems = append([]api.Problem{{Reason: "SpecDoesNotDecode", Message: "spec: " + f.Observed.SpecError}}, p.problems...)
+		p.Problems = append([]api.Problem{{Reason: "SpecDoesNotDecode", Message: "spec: " + f.Observed.SpecError}}, p.Problems...)
 	}
-	if len(p.problems) == 0 {
-		p.problems = api.ValidateChange(f.Recorded, cand, f.Running, f.ImageVersions, f.StorageFloor())
+	if len(p.Problems) == 0 {
+		p.Problems = api.ValidateChange(f.Recorded, cand, f.Running, f.ImageVersions, f.StorageFloor())
 	}
-	if len(p.problems) == 0 {
-		p.problems = authRemovalRefused(f.Recorded, cand, f.AuthReport())
+	if len(p.Problems) == 0 {
+		p.Problems = authRemovalRefused(f.Recorded, cand, f.AuthReport())
 	}
-	if len(p.problems) == 0 && f.Recorded != nil && !sameTLSSecretNames(f.Recorded.Security.TLS, cand.Security.TLS) && f.TLSSwitchSeen() {
+	if len(p.Problems) == 0 && f.Recorded != nil && !sameTLSSecretNames(f.Recorded.Security.TLS, cand.Security.TLS) && f.TLSSwitchSeen() {
 		// Members still serve the certificates of the Secrets they started on: another Secret can mean
 		// another CA, which peers on TLS would refuse (docs/design/14-tls.md §14.8).
-		p.problems = append(p.problems, api.Problem{Reason: "TLSSecretChange", Message: "spec.security.tls peer/client secretName cannot change while TLS is being switched (status.tls.switch): set them back, and change them once the switch is over"})
+		p.Problems = append(p.Problems, api.Problem{Reason: "TLSSecretChange", Message: "spec.security.tls peer/client secretName cannot change while TLS is being switched (status.tls.switch): set them back, and change them once the switch is over"})
 	}
-	valid := len(p.problems) == 0
+	valid := len(p.Problems) == 0
 	switch {
 	case valid:
 		// The user's TLS Secrets (docs/design/14-tls.md §14.5): while one is unusable no spec change is adopted
 		// (a new or restarted pod could not start: the new spec may add members or roll them), and the
 		// roll holds (roll.go); a Secret that goes bad under an unchanged spec changes nothing rendered
 		// (the running members keep their files).
-		p.certProblems = checkTLSSecrets(f, secretsToCheck(f, cand))
-		if len(p.certProblems) > 0 && (f.Applied == nil || !specEqual(*f.Applied, cand)) {
-			valid, p.certBlocked = false, true
+		p.CertProblems = checkTLSSecrets(f, secretsToCheck(f, cand))
+		if len(p.CertProblems) > 0 && (f.Applied == nil || !specEqual(*f.Applied, cand)) {
+			valid, p.CertBlocked = false, true
 		}
 	case f.Applied != nil && sameTLSSecrets(*f.Applied, cand):
 		// Only Secrets the request's spec names are related: the applied spec's are known only when
 		// they are the same.
-		p.certProblems = checkTLSSecrets(f, secretsToCheck(f, *f.Applied))
+		p.CertProblems = checkTLSSecrets(f, secretsToCheck(f, *f.Applied))
 	}
-	if p.paused {
+	if p.Paused {
 		// Nothing new is adopted while paused: the recorded spec stays in force (a new cluster gets
 		// nothing until it is unpaused).
 		if f.Applied != nil {
-			p.spec, p.hasSpec = *f.Applied, true
-			p.pendingSpec = valid && !specEqual(*f.Applied, cand)
+			p.Spec, p.HasSpec = *f.Applied, true
+			p.PendingSpec = valid && !specEqual(*f.Applied, cand)
 		}
 		return nil
 	}
@@ -157,29 +160,29 @@ func (p *plan) chooseSpec() error {
 	case f.Applied == nil && valid && f.Recorded != nil && p.inFlight() != "":
 		// A record that is not rendered from, and a step in flight: the new spec waits as it would
 		// behind a valid record, and the children stay as they are meanwhile.
-		p.pendingSpec = true
-		p.wait("%s to finish before the spec is adopted (the recorded spec fails validation: nothing is rendered from it)", p.inFlight())
+		p.PendingSpec = true
+		p.wait(steps.Spec, p.inFlight(), "to finish before the spec is adopted (the recorded spec fails validation: nothing is rendered from it)")
 	case f.Applied == nil && valid:
-		p.spec, p.hasSpec = cand, true
+		p.Spec, p.HasSpec = cand, true
 	case f.Applied == nil:
 		// No spec to render from. Existing children are answered unchanged (echoLastApplied) and
 		// status says why: a 4xx would freeze status and every repair along with it.
 	case valid && !specEqual(*f.Applied, cand) && p.inFlight() != "":
-		p.spec, p.hasSpec, p.pendingSpec = *f.Applied, true, true
+		p.Spec, p.HasSpec, p.PendingSpec = *f.Applied, true, true
 	case valid && f.Applied.Security.TLS.TLSOn() != cand.Security.TLS.TLSOn() && f.CARotationUnderway():
 		// A CA rotation finishes first: its restarts and a switch's peer URL moves are one kind of step,
 		// and the switch renders the certificates the rotation is replacing.
-		p.spec, p.hasSpec, p.pendingSpec, p.tlsWaitsForCA = *f.Applied, true, true, true
-		p.wait("the CA rotation to finish before TLS is switched %s", onOff(cand.Security.TLS.TLSOn()))
+		p.Spec, p.HasSpec, p.PendingSpec, p.tlsWaitsForCA = *f.Applied, true, true, true
+		p.wait(steps.Spec, "", "the CA rotation to finish before TLS is switched %s", onOff(cand.Security.TLS.TLSOn()))
 	case valid && f.Applied.Security.TLS.TLSOn() != cand.Security.TLS.TLSOn() && !f.Truth.Known():
 		// Without a member list the template's TLS cannot be derived (tlsswitch.go): a switch adopted now
 		// would render the final template over members whose peer URLs are on the other scheme.
-		p.spec, p.hasSpec, p.pendingSpec = *f.Applied, true, true
-		p.wait("a healthy quorum before TLS is switched %s", onOff(cand.Security.TLS.TLSOn()))
+		p.Spec, p.HasSpec, p.PendingSpec = *f.Applied, true, true
+		p.wait(steps.Spec, "", "a healthy quorum before TLS is switched %s", onOff(cand.Security.TLS.TLSOn()))
 	case valid:
-		p.spec, p.hasSpec = cand, true
+		p.Spec, p.HasSpec = cand, true
 	default:
-		p.spec, p.hasSpec = *f.Applied, true
+		p.Spec, p.HasSpec = *f.Applied, true
 	}
 	return nil
 }
@@ -273,19 +276,19 @@ func (p *plan) bootstrap() {
 		p.holdStatic()
 		return
 	}
-	p.replicas = p.adoptFloor(1)
+	p.Replicas = p.adoptFloor(1)
 	p.setIntent(0, api.IntentMember)
 	p.lease(0).Seed = true
-	p.busy = "bootstrap"
+	p.Busy = "bootstrap"
 	if lv := f.Leases[0]; lv != nil && lv.Report.Reason() == api.ReasonForeignData {
-		p.wait("%s refuses its volume: %s", f.Names.Pod(0), lv.Report.Error)
+		p.wait(steps.Bootstrap, f.Names.Pod(0), "refuses its volume: %s", lv.Report.Error)
 		return
 	}
 	if f.SeedRefused() {
-		p.wait("the restore has failed and is not retried (RestoreFailed): delete this EtcdCluster and restore again, or delete pod %s to try once more after fixing the cause", f.Names.Pod(0))
+		p.wait(steps.Restore, "", "the restore has failed and is not retried (RestoreFailed): delete this EtcdCluster and restore again, or delete pod %s to try once more after fixing the cause", f.Names.Pod(0))
 		return
 	}
-	p.wait("%s to bootstrap the cluster", f.Names.Pod(0))
+	p.wait(steps.Bootstrap, f.Names.Pod(0), "to bootstrap the cluster")
 }
 
 // staticCreation is the member count of the static creation this sync renders: the one the StatefulSet
@@ -299,8 +302,8 @@ func (p *plan) staticCreation() int {
 	if n := f.LeaseRecord(); n > 0 {
 		return n
 	}
-	if f.StatefulSet == nil && !p.opts.SeedBootstrap && f.FreshCreation(p.spec) {
-		return p.target()
+	if f.StatefulSet == nil && !p.opts.SeedBootstrap && f.FreshCreation(p.Spec) {
+		return p.Target()
 	}
 	return 0
 }
@@ -311,18 +314,18 @@ func (p *plan) staticCreation() int {
 func (p *plan) bootstrapStatic(n int) {
 	f := p.f
 	p.staticN = n
-	p.replicas = int32(n)
+	p.Replicas = int32(n)
 	for i := 0; i < n; i++ {
 		p.setIntent(i, api.IntentMember)
 		p.lease(i).Static = n
 	}
-	p.busy = "bootstrap"
+	p.Busy = "bootstrap"
 	for i := 0; i < n; i++ {
 		if lv := f.Leases[i]; lv != nil && lv.Report.Reason() == api.ReasonForeignData {
-			p.wait("%s refuses its volume: %s", f.Names.Pod(i), lv.Report.Error)
+			p.wait(steps.Bootstrap, f.Names.Pod(i), "refuses its volume: %s", lv.Report.Error)
 		}
 	}
-	p.wait("%d members to start together and form the cluster", n)
+	p.wait(steps.Bootstrap, "", "%d members to start together and form the cluster", n)
 }
 
 // holdStatic: the StatefulSet records a static creation that the rest does not agree with (a hand
@@ -330,22 +333,22 @@ func (p *plan) bootstrapStatic(n int) {
 // already goes on (etcd forms the cluster by itself and its report ends the creation); nothing is
 // started a second way, from a seed or from another initial cluster.
 func (p *plan) holdStatic() {
-	for i := 0; i < int(p.replicas); i++ {
+	for i := 0; i < int(p.Replicas); i++ {
 		p.setIntent(i, api.IntentMember)
 	}
-	p.busy = "bootstrap"
-	p.wait("the record of a static creation of %d members does not agree with the StatefulSet or the Leases (see InputIgnored): no member is asked to start until it does", p.f.StaticRecord)
+	p.Busy = "bootstrap"
+	p.wait(steps.Bootstrap, "", "the record of a static creation of %d members does not agree with the StatefulSet or the Leases (see InputIgnored): no member is asked to start until it does", p.f.StaticRecord)
 }
 
 // reconcile is the normal path: cluster bootstrapped, one cluster ID, a healthy voter's member list known.
 func (p *plan) reconcile() {
-	p.busy, p.busyVolume = p.stepInFlight()
-	p.growth = p.busy != "" && p.busy == p.volumeStepInFlight()
+	p.Busy, p.BusyVolume = p.stepInFlight()
+	p.Growth = p.Busy != "" && p.Busy == p.volumeStepInFlight()
 	p.advanceJoins()
 	p.advanceLeave()
 	p.advanceLearner()
-	if p.busy != "" {
-		p.wait("%s", p.busy)
+	if p.Busy != "" {
+		p.wait(steps.InFlight, p.Busy, "")
 		p.roll(false)
 		return
 	}
@@ -370,7 +373,7 @@ func (p *plan) reconcile() {
 		p.roll(false)
 		return
 	}
-	if p.roll(true) && !(p.rollHeld && len(p.f.Truth.Primary) < p.target()) {
+	if p.roll(true) && !(p.rollHeld && len(p.f.Truth.Primary) < p.Target()) {
 		return
 	}
 	if p.scaleUp() {

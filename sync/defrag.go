@@ -1,13 +1,13 @@
 package sync
 
 import (
-	"fmt"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/etcdhook/etcdhook/api"
 	"github.com/etcdhook/etcdhook/sync/facts"
+	"github.com/etcdhook/etcdhook/sync/steps"
 )
 
 // Defragmentation (docs/design/15-maintenance.md §15.5): the hook decides which member defragments, one at a time,
@@ -39,11 +39,11 @@ func (p *plan) defragPass() (token string, forced bool) {
 	if v := strings.TrimSpace(p.f.Parent.Annotations[api.AnnDefragNow]); v != "" && v != p.f.DefragNowDone {
 		return "now:" + v, true
 	}
-	if p.hasSpec && p.space.on && len(p.spaceDefragTodo()) > 0 {
+	if p.HasSpec && p.Space.On && len(p.spaceDefragTodo()) > 0 {
 		// Before the schedule: a file past the line is a NOSPACE to come (§15.6).
-		return api.SpacePass(p.spec.SpaceActAt()), true
+		return api.SpacePass(p.Spec.SpaceActAt()), true
 	}
-	d := p.spec.Maintenance.Defrag
+	d := p.Spec.Maintenance.Defrag
 	if d == nil || d.Schedule == "" {
 		return "", false
 	}
@@ -67,27 +67,27 @@ func (p *plan) defragPass() (token string, forced bool) {
 // decideDefrag picks the member to defragment for the pass due: never during a membership step, a roll,
 // a pending spec or a restore, never with a member unhealthy; a member already defragmenting keeps the
 // turn; followers first by ordinal, the leader last (in the NOSPACE recovery, the raisers after the rest).
-func (p *plan) decideDefrag() defragState {
+func (p *plan) decideDefrag() steps.DefragState {
 	f := p.f
-	st := defragState{target: -1}
+	st := steps.DefragState{Target: -1}
 	token, forced := p.defragPass()
-	if token == "" || !p.hasSpec {
+	if token == "" || !p.HasSpec {
 		return st
 	}
-	st.token = token
+	st.Token = token
 	if i, other := p.unfinishedPass(token); i >= 0 {
 		// A pass that is no longer the one due (the schedule fired again, defrag-now changed, NOSPACE
 		// came) is still executing, or asked for, on a member: that member finishes it first (its agent
 		// does not look at the Lease while it defragments), and no member is asked for the new pass beside it.
-		st.token, st.target, st.next = other, i, token
+		st.Token, st.Target, st.Next = other, i, token
 		return st
 	}
 	minFree := int64(api.DefaultDefragMinFreePercent)
-	if d := p.spec.Maintenance.Defrag; d != nil && d.MinFreePercent != nil {
+	if d := p.Spec.Maintenance.Defrag; d != nil && d.MinFreePercent != nil {
 		minFree = int64(*d.MinFreePercent)
 	}
 	raisers := p.noSpaceRaisers()
-	quota, _ := api.QuotaBackendBytes(p.spec.Options)
+	quota, _ := api.QuotaBackendBytes(p.Spec.Options)
 	// turns[0] are followers, turns[1] the leader; in the NOSPACE recovery turns[2] and turns[3] are the
 	// raisers (followers, then the leader), after every member that did not raise the alarm.
 	var turns [4][]int
@@ -101,7 +101,7 @@ func (p *plan) decideDefrag() defragState {
 		}
 		r := lv.Report
 		if p.passDone(token, m, r, raisers[m.ID], quota) {
-			st.done++
+			st.Done++
 			continue
 		}
 		if r.Defragging == token && lv.Fresh {
@@ -116,7 +116,7 @@ func (p *plan) decideDefrag() defragState {
 		if !forced && (m.DBSize <= 0 || (m.DBSize-m.DBSizeInUse)*100 < m.DBSize*minFree) {
 			continue // not fragmented enough for a scheduled pass
 		}
-		st.todo++
+		st.Todo++
 		if r.Reason() == api.ReasonDefragmenting {
 			failed = append(failed, i) // its agent retries after a minute: the others go first
 			continue
@@ -130,14 +130,14 @@ func (p *plan) decideDefrag() defragState {
 		}
 		turns[turn] = append(turns[turn], i)
 	}
-	if token == NoSpacePass && st.todo == 0 && running < 0 && asked < 0 {
+	if token == NoSpacePass && st.Todo == 0 && running < 0 && asked < 0 {
 		// Every member has room and its own alarm is gone, yet an alarm is left: one raised by a member
 		// removed since (etcd keeps it, and refuses writes for it). Only another member can disarm it:
 		// the first follower is asked, whose agent disarms the alarms of members not in the list.
 		for _, i := range sortedKeys(f.Truth.Primary) {
 			m, lv := f.Truth.Primary[i], f.Leases[i]
 			if lv != nil && lv.Fresh && lv.Report.MemberID == m.ID && m.Voter() && (m.ID != f.Truth.LeaderID || len(f.Truth.Primary) == 1) {
-				turns[0], st.todo = []int{i}, 1
+				turns[0], st.Todo = []int{i}, 1
 				break
 			}
 		}
@@ -149,40 +149,40 @@ func (p *plan) decideDefrag() defragState {
 		// Whatever else changed (a new leader reorders the turns), the member executing this pass, or
 		// asked to by the last answer, keeps its turn until it reports the pass done: a second one must
 		// not start beside it.
-		st.target = running
+		st.Target = running
 		return st
 	}
-	if st.todo == 0 {
+	if st.Todo == 0 {
 		return st
 	}
 	switch {
-	case p.paused:
-		st.held = "spec.paused to be cleared"
-	case !f.Bootstrapped || p.quorumLost || f.SplitBrain:
-		st.held = "a healthy quorum"
-	case p.busy != "":
-		st.held = "the membership change in flight (" + p.busy + ")"
-	case p.rolling:
-		st.held = "the rolling update to finish"
-	case p.pendingSpec:
-		st.held = "the waiting spec change to be adopted"
-	case p.caRot.restart >= 0 || p.restarting(caRestart) != "":
-		st.held = "the CA rotation's member restart"
-	case p.tlsSw.turn >= 0 || p.restarting(peerMove) != "":
-		st.held = "the TLS switch's peer URL move"
+	case p.Paused:
+		st.Held = "spec.paused to be cleared"
+	case !f.Bootstrapped || p.QuorumLost || f.SplitBrain:
+		st.Held = "a healthy quorum"
+	case p.Busy != "":
+		st.Held = "the membership change in flight (" + p.Busy + ")"
+	case p.Rolling:
+		st.Held = "the rolling update to finish"
+	case p.PendingSpec:
+		st.Held = "the waiting spec change to be adopted"
+	case p.CARot.Restart >= 0 || p.restarting(caRestart) != "":
+		st.Held = "the CA rotation's member restart"
+	case p.TLSSw.Turn >= 0 || p.restarting(peerMove) != "":
+		st.Held = "the TLS switch's peer URL move"
 	}
-	if st.held == "" {
+	if st.Held == "" {
 		for _, m := range f.Truth.Members {
 			if !m.Healthy {
-				st.held = "member " + facts.MemberName(f, m) + " to be healthy"
+				st.Held = "member " + facts.MemberName(f, m) + " to be healthy"
 				break
 			}
 		}
 	}
-	if st.held != "" {
+	if st.Held != "" {
 		return st
 	}
-	st.target = slices.Concat(append(turns[:], failed)...)[0]
+	st.Target = slices.Concat(append(turns[:], failed)...)[0]
 	return st
 }
 
@@ -210,10 +210,10 @@ func stateBased(token string) bool {
 // would give back room to a defragmentation (api.SpaceWantsDefrag).
 func (p *plan) spaceDefragTodo() []int {
 	var out []int
-	pct := p.spec.SpaceActAt()
+	pct := p.Spec.SpaceActAt()
 	for _, i := range sortedKeys(p.f.Truth.Primary) {
 		m, lv := p.f.Truth.Primary[i], p.f.Leases[i]
-		if lv != nil && lv.Fresh && lv.Report.MemberID == m.ID && api.SpaceWantsDefrag(m.DBSize, m.DBSizeInUse, p.space.quota, pct) {
+		if lv != nil && lv.Fresh && lv.Report.MemberID == m.ID && api.SpaceWantsDefrag(m.DBSize, m.DBSizeInUse, p.Space.Quota, pct) {
 			out = append(out, i)
 		}
 	}
@@ -236,9 +236,9 @@ func (p *plan) unfinishedPass(token string) (int, string) {
 // went over every member (each member of the cluster reports it done, none executes it), else the
 // recorded one.
 func (p *plan) defragNowDone() string {
-	st, recorded := p.defrag, p.f.DefragNowDone
-	v, ok := strings.CutPrefix(st.token, "now:")
-	if !ok || st.next != "" || st.target >= 0 || st.todo > 0 || len(p.f.Truth.Primary) == 0 || st.done < len(p.f.Truth.Primary) {
+	st, recorded := p.Defrag, p.f.DefragNowDone
+	v, ok := strings.CutPrefix(st.Token, "now:")
+	if !ok || st.Next != "" || st.Target >= 0 || st.Todo > 0 || len(p.f.Truth.Primary) == 0 || st.Done < len(p.f.Truth.Primary) {
 		return recorded
 	}
 	return v
@@ -246,25 +246,8 @@ func (p *plan) defragNowDone() string {
 
 // askDefrag decides and writes the intent on the chosen member's Lease (only a Lease the plan renders).
 func (p *plan) askDefrag() {
-	p.defrag = p.decideDefrag()
-	if lp, ok := p.leases[p.defrag.target]; ok && p.defrag.target >= 0 {
-		lp.Defrag = p.defrag.token
+	p.Defrag = p.decideDefrag()
+	if lp, ok := p.leases[p.Defrag.Target]; ok && p.Defrag.Target >= 0 {
+		lp.Defrag = p.Defrag.Token
 	}
-}
-
-// defragCondition says what the pass due is doing.
-func (p *plan) defragCondition(st defragState, add func(typ string, ok bool, reason, msg string)) {
-	if st.token == "" || (st.target < 0 && st.held == "") {
-		return
-	}
-	if st.next != "" {
-		add(api.CondDefragmenting, true, "MemberDefragmenting", fmt.Sprintf("%s finishes pass %s first (one member at a time); pass %s follows", p.f.Names.Pod(st.target), st.token, st.next))
-		return
-	}
-	progress := fmt.Sprintf("pass %s: %d done, %d to go", st.token, st.done, st.todo)
-	if st.target >= 0 {
-		add(api.CondDefragmenting, true, "MemberDefragmenting", fmt.Sprintf("%s; %s defragments (one member at a time, the leader last)", progress, p.f.Names.Pod(st.target)))
-		return
-	}
-	add(api.CondDefragmenting, false, "Held", fmt.Sprintf("%s; waits for %s", progress, st.held))
 }

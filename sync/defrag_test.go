@@ -11,6 +11,7 @@ import (
 
 	"github.com/etcdhook/etcdhook/api"
 	"github.com/etcdhook/etcdhook/sync/facts"
+	"github.com/etcdhook/etcdhook/sync/steps"
 	"github.com/etcdhook/etcdhook/sync/wire"
 )
 
@@ -101,7 +102,7 @@ func TestDefragPassToken(t *testing.T) {
 	} {
 		w := newWorldAt(t, 3, at)
 		w.spec.Maintenance.Defrag = &api.DefragSpec{Schedule: tc.schedule}
-		p := &plan{f: &facts.Facts{Now: at, Parent: &api.EtcdCluster{}}, spec: api.Defaulted(w.spec), hasSpec: true}
+		p := &plan{f: &facts.Facts{Now: at, Parent: &api.EtcdCluster{}}, Decision: steps.Decision{Spec: api.Defaulted(w.spec), HasSpec: true}}
 		tok, forced := p.defragPass()
 		require.Equal(t, tc.want, tok, tc.schedule)
 		require.False(t, forced)

@@ -91,7 +91,7 @@ func (p *plan) deletions(rendered map[wire.ChildID]bool) ([]Deletion, error) {
 			case wire.KeyNetworkPolicy:
 				if c.name != p.f.Names.NetworkPolicy() {
 					reason, ok = "not a name etcdhook renders", true
-				} else if !p.spec.Network.PolicyOn() {
+				} else if !p.Spec.Network.PolicyOn() {
 					reason, ok = "spec.network.policy is false", true
 				}
 			}

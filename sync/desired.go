@@ -10,6 +10,7 @@ import (
 	"github.com/etcdhook/etcdhook/api"
 	"github.com/etcdhook/etcdhook/sync/facts"
 	"github.com/etcdhook/etcdhook/sync/render"
+	"github.com/etcdhook/etcdhook/sync/steps"
 )
 
 // desired is the plan's outcome as the renderers take it (package render): everything they need, as
@@ -19,8 +20,8 @@ func (p *plan) desired() *render.Desired {
 	d := p.templateInput()
 	d.Template.AgentTLS = p.agentKeepsTLS()
 	d.Template.Hash = p.hash
-	d.Template.SwitchAnnotation = p.tlsSw.switchAnnotation()
-	d.Replicas, d.Partition = p.replicas, p.partition
+	d.Template.SwitchAnnotation = p.TLSSw.SwitchAnnotation()
+	d.Replicas, d.Partition = p.Replicas, p.partition
 	d.Live = f.StatefulSet
 	if n := max(p.staticN, f.StaticRecord); n > 0 {
 		d.Bootstrap = api.StaticBootstrap(n)
@@ -28,9 +29,9 @@ func (p *plan) desired() *render.Desired {
 	d.PDBSize = p.pdbSize()
 	for _, i := range sortedKeys(p.leases) {
 		in := *p.leases[i]
-		in.Renewal = p.renewalMark()
-		if p.auth != nil {
-			in.Auth = p.auth.Hash
+		in.Renewal = p.RenewalMark(p.f)
+		if p.Auth != nil {
+			in.Auth = p.Auth.Hash
 		}
 		d.Leases = append(d.Leases, render.MemberLease{Ordinal: i, Intent: in})
 	}
@@ -38,29 +39,29 @@ func (p *plan) desired() *render.Desired {
 		Bootstrapped:    f.Bootstrapped,
 		ClusterID:       f.ClusterID,
 		Running:         runningRecord(f.Running),
-		Formed:          f.Formed || p.formedNow(),
+		Formed:          f.Formed || p.FormedNow(p.f),
 		RollingTo:       p.rollingTo,
 		DefragNowDone:   p.defragNowDone(),
 		RestoreInPlace:  p.inPlaceRecordJSON(),
 		RetiredClusters: p.retiredClusters(),
 	}
 	d.SpecRecord = p.userSpec
-	if p.space.quota > p.space.specQuota {
-		d.Config.SpaceQuota = strconv.FormatInt(p.space.quota, 10)
+	if p.Space.Quota > p.Space.SpecQuota {
+		d.Config.SpaceQuota = strconv.FormatInt(p.Space.Quota, 10)
 	}
-	if p.space.storage != nil {
-		d.Config.SpaceStorage = p.space.storage.String()
+	if p.Space.Storage != nil {
+		d.Config.SpaceStorage = p.Space.Storage.String()
 	}
-	if p.spec.Backup != nil {
+	if p.Spec.Backup != nil {
 		d.Backup = &render.Backup{
-			Schedule:  p.spec.Backup.Schedule != "" && f.Observed.CronJobsDeclared,
-			Suspended: p.restoring, // the members are down on purpose (inplace.go): a run would only fail
+			Schedule:  p.Spec.Backup.Schedule != "" && f.Observed.CronJobsDeclared,
+			Suspended: p.Restoring, // the members are down on purpose (inplace.go): a run would only fail
 			Runs:      p.backupRuns(),
 			Writer:    p.writerWanted() == "",
 		}
 	}
-	d.NetworkPolicy = p.spec.Network.PolicyOn() && f.Observed.NetworkPoliciesDeclared
-	d.Auth = p.auth
+	d.NetworkPolicy = p.Spec.Network.PolicyOn() && f.Observed.NetworkPoliciesDeclared
+	d.Auth = p.Auth
 	d.Jobs = p.jobs
 	return d
 }
@@ -69,12 +70,12 @@ func (p *plan) desired() *render.Desired {
 // the outcome is known.
 func (p *plan) templateInput() *render.Desired {
 	d := &render.Desired{
-		Names: p.names, ClusterUID: p.f.ClusterUID, Spec: p.spec,
+		Names: p.Names, ClusterUID: p.f.ClusterUID, Spec: p.Spec,
 		Image: p.opts.Image, ImagePullPolicy: p.opts.ImagePullPolicy,
 	}
 	d.Template.TLS = p.renderTLS()
-	if p.tlsSw.mode == tlsTransition {
-		d.Template.Transition = p.tlsSw.from
+	if p.TLSSw.Mode == steps.TLSTransition {
+		d.Template.Transition = p.TLSSw.From
 	}
 	return d
 }
@@ -82,7 +83,7 @@ func (p *plan) templateInput() *render.Desired {
 // pdbSize is the size the PDB's quorum budget is computed on (docs/design/10-status.md §10.3): the
 // larger of the current voters and the target, so that a scale step never weakens it.
 func (p *plan) pdbSize() int {
-	size := p.target()
+	size := p.Target()
 	if voters, _ := p.f.Truth.Voters(); voters > size {
 		size = voters
 	}
@@ -97,9 +98,9 @@ func (p *plan) pdbSize() int {
 // the status), and an earlier token's still running, kept until it finishes (a new token must not
 // kill a backup half-way: its snapshot would be left without a manifest).
 func (p *plan) backupRuns() []render.BackupRun {
-	n := p.names
+	n := p.Names
 	var runs []render.BackupRun
-	token := p.backupToken()
+	token := steps.BackupToken(p.f)
 	if token != "" {
 		runs = append(runs, render.BackupRun{Name: n.BackupJob(token), Token: token})
 	}
@@ -138,13 +139,13 @@ func (p *plan) voterEndpoints(skip string) string {
 			continue
 		}
 		if m.Ordinal >= 0 {
-			eps = append(eps, p.names.ClientURL(m.Ordinal))
+			eps = append(eps, p.Names.ClientURL(m.Ordinal))
 		} else if m.ClientURL != "" {
 			eps = append(eps, m.ClientURL)
 		}
 	}
 	if len(eps) == 0 {
-		eps = []string{p.names.ClientEndpoint()}
+		eps = []string{p.Names.ClientEndpoint()}
 	}
 	return strings.Join(eps, ",")
 }
@@ -153,7 +154,7 @@ func (p *plan) voterEndpoints(skip string) string {
 // restore not committed yet are still the live cluster's (a member restarting meanwhile must start on
 // its data, and the restore may yet be withdrawn), so only the IDs of the restore before it count.
 func (p *plan) retiredClusters() []string {
-	r := p.inPlace
+	r := p.InPlace
 	if r.InFlight() && !r.Committed {
 		r = r.Prior
 	}
@@ -179,11 +180,11 @@ func runningRecord(vs []api.SemVer) string {
 // is rendered again.
 func (p *plan) writerWanted() string {
 	switch {
-	case !p.hasSpec || p.spec.Backup == nil || p.spec.Backup.Continuous == nil:
+	case !p.HasSpec || p.Spec.Backup == nil || p.Spec.Backup.Continuous == nil:
 		return "spec.backup.continuous is off"
 	case !p.f.Bootstrapped:
 		return "the cluster has not formed: nothing to follow yet"
-	case p.restoring:
+	case p.Restoring:
 		return "an in-place restore has the members down: the writer stops until it is done"
 	}
 	return ""

@@ -2,7 +2,6 @@ package sync
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -11,6 +10,7 @@ import (
 	"github.com/etcdhook/etcdhook/internal/backup"
 	"github.com/etcdhook/etcdhook/sync/facts"
 	"github.com/etcdhook/etcdhook/sync/render"
+	"github.com/etcdhook/etcdhook/sync/steps"
 	"github.com/etcdhook/etcdhook/sync/wire"
 )
 
@@ -25,12 +25,12 @@ import (
 // are retired: no report, member list or data directory of theirs counts again.
 
 // decideInPlace carries out the in-place restore the record holds (chooseInPlace). It returns true
-// while one runs (Stopping, Restoring, Starting): the plan is then the restore's alone. p.inPlace is
+// while one runs (Stopping, Restoring, Starting): the plan is then the restore's alone. p.InPlace is
 // the record to write back.
 func (p *plan) decideInPlace() bool {
 	f := p.f
 	rec := f.InPlace.Record
-	p.inPlace = rec
+	p.InPlace = rec
 	if !rec.InFlight() {
 		return false
 	}
@@ -45,7 +45,7 @@ func (p *plan) decideInPlace() bool {
 	}
 	p.inPlaceMode()
 	if f.InPlace.Withdrawn {
-		p.wait("restore Job %s to finish: the restore of %q cannot be withdrawn while it runs", f.Names.RestoreJob(rec.Key()), rec.Request)
+		p.wait(steps.Restore, "", "restore Job %s to finish: the restore of %q cannot be withdrawn while it runs", f.Names.RestoreJob(rec.Key()), rec.Request)
 	}
 	switch {
 	case rec.Committed:
@@ -56,7 +56,7 @@ func (p *plan) decideInPlace() bool {
 		}
 		p.startPod0()
 	case len(f.Pods) > 0 || !p.statefulSetStopped():
-		p.replicas = 0
+		p.Replicas = 0
 		var names []string
 		for _, i := range sortedKeys(f.Pods) {
 			names = append(names, f.Names.Pod(i))
@@ -64,17 +64,17 @@ func (p *plan) decideInPlace() bool {
 		if len(names) == 0 {
 			names = append(names, "StatefulSet "+f.Names.StatefulSet()+" at 0 replicas")
 		}
-		p.wait("member pods to stop before the restore: %s", strings.Join(names, ", "))
+		p.wait(steps.Restore, "", "member pods to stop before the restore: %s", strings.Join(names, ", "))
 	default:
-		p.replicas = 0
+		p.Replicas = 0
 		j := f.Observed.Jobs[f.Names.RestoreJob(rec.Key())]
 		if j == nil {
 			if pvc := f.PVCs[0]; pvc == nil || pvc.DeletionTimestamp != nil {
-				p.inPlaceFailure = fmt.Sprintf("claim %s, which the restore writes into, does not exist", f.Names.PVC(0))
+				p.InPlaceFailure = fmt.Sprintf("claim %s, which the restore writes into, does not exist", f.Names.PVC(0))
 				return true
 			}
 			p.jobs = append(p.jobs, p.restoreJobSpec(render.JobRestore, rec))
-			p.wait("restore Job %s to restore %q", f.Names.RestoreJob(rec.Key()), rec.Request)
+			p.wait(steps.Restore, "", "restore Job %s to restore %q", f.Names.RestoreJob(rec.Key()), rec.Request)
 			return true
 		}
 		p.inPlaceJob(rec, j)
@@ -99,11 +99,11 @@ func (p *plan) inPlaceJob(rec *facts.InPlaceRecord, j *batchv1.Job) {
 	state, _ := facts.JobStatus(j)
 	switch state {
 	case facts.JobActive:
-		p.wait("restore Job %s to restore %q", j.Name, rec.Request)
+		p.wait(steps.Restore, "", "restore Job %s to restore %q", j.Name, rec.Request)
 	case facts.JobSucceeded:
 		c := *rec
 		c.Committed = true
-		p.inPlace = &c
+		p.InPlace = &c
 		p.startPod0()
 	case facts.JobFailed:
 		how := fmt.Sprintf("remove or change the %s annotation", api.AnnRestoreFrom)
@@ -118,7 +118,7 @@ func (p *plan) inPlaceJob(rec *facts.InPlaceRecord, j *batchv1.Job) {
 		if r != nil && r.Message != "" {
 			why = fmt.Sprintf("(%s)", r.Message)
 		}
-		p.inPlaceFailure = fmt.Sprintf("restore Job %s failed %s: it replaces the data only as its last step, so the cluster's data is as it was unless its log says otherwise; %s to start the cluster again on its data", j.Name, why, how)
+		p.InPlaceFailure = fmt.Sprintf("restore Job %s failed %s: it replaces the data only as its last step, so the cluster's data is as it was unless its log says otherwise; %s to start the cluster again on its data", j.Name, why, how)
 	}
 }
 
@@ -127,7 +127,7 @@ func (p *plan) inPlaceJob(rec *facts.InPlaceRecord, j *batchv1.Job) {
 // Leases' reports make the restored data look foreign, and reads the file again before each decision.
 func (p *plan) startPod0() {
 	p.setIntent(0, api.IntentMember)
-	p.replicas = 1
+	p.Replicas = 1
 	p.waitPod0()
 }
 
@@ -135,16 +135,16 @@ func (p *plan) startPod0() {
 func (p *plan) waitPod0() {
 	f := p.f
 	if lv := f.Leases[0]; lv != nil && lv.Fresh && lv.Report.Error != "" && f.Pods[0] != nil && lv.Holder == string(f.Pods[0].UID) {
-		p.wait("%s to start on the restored data (its agent reports %q)", f.Names.Pod(0), lv.Report.Error)
+		p.wait(steps.Restore, f.Names.Pod(0), "to start on the restored data (its agent reports %q)", lv.Report.Error)
 		return
 	}
-	p.wait("%s to start on the restored data", f.Names.Pod(0))
+	p.wait(steps.Restore, f.Names.Pod(0), "to start on the restored data")
 }
 
 // inPlaceMode renders what a restore in flight needs around it: the Leases as they are (no intent
 // changes: a leave would make a running member remove itself), every pod on the current template.
 func (p *plan) inPlaceMode() {
-	p.restoring = true
+	p.Restoring = true
 	p.partition = 0
 	for _, lp := range p.leases {
 		lp.Join = api.JoinWindow{}
@@ -153,7 +153,7 @@ func (p *plan) inPlaceMode() {
 
 // inPlacePhase is the phase status.restore shows for the record to write.
 func (p *plan) inPlacePhase() string {
-	rec := p.inPlace
+	rec := p.InPlace
 	switch {
 	case rec == nil:
 		return ""
@@ -167,34 +167,6 @@ func (p *plan) inPlacePhase() string {
 		return facts.InPlaceStopping
 	}
 	return facts.InPlaceRestoring
-}
-
-// inPlaceStatus is status.restore of a cluster restored in place; nil without a record.
-func (p *plan) inPlaceStatus(add func(string, bool, string, string)) *api.RestoreStatus {
-	rec := p.inPlace
-	if rec == nil || rec.Request == "" {
-		return nil
-	}
-	rs := &api.RestoreStatus{Source: rec.Request, Phase: p.inPlacePhase(), InPlace: true, ReplacedClusterIDs: slices.Clone(rec.Retired), LostMembers: slices.Clone(rec.Lost)}
-	rs.SetPoint(rec.ParsedPoint())
-	if lv := p.f.Leases[0]; lv != nil && rec.Committed && lv.Report.RestoredFrom != "" {
-		rs.Snapshot = lv.Report.RestoredFrom
-		fmt.Sscan(lv.Report.RestoredRevision, &rs.Revision)
-	}
-	if len(rec.Lost) > 0 {
-		rs.Message = fmt.Sprintf("restoreOnQuorumLoss: %s ran without their data, a quorum of the last members", strings.Join(rec.Lost, ", "))
-	}
-	switch {
-	case rec.Verifying:
-		rs.Message = strings.TrimPrefix(rs.Message+"; ", "; ") + fmt.Sprintf("Job %s verifies the snapshot before any member is stopped; they stop only once it passed", p.f.Names.RestoreVerifyJob(rec.Key()))
-	case rec.Snapshot != "" && !rec.Committed:
-		rs.Snapshot = rec.Snapshot
-	}
-	if p.inPlaceFailure != "" && !rec.Done {
-		rs.Message = p.inPlaceFailure
-		add(api.CondRestoreFailed, true, "RestoreFailed", p.inPlaceFailure)
-	}
-	return rs
 }
 
 // restoreJobSpec asks for rec's verify or restore Job.
@@ -213,10 +185,10 @@ func (p *plan) restoreJobSpec(kind render.JobKind, rec *facts.InPlaceRecord) ren
 
 // inPlaceRecordJSON is the record as the ConfigMap holds it, "" without one.
 func (p *plan) inPlaceRecordJSON() string {
-	if p.inPlace == nil {
+	if p.InPlace == nil {
 		return ""
 	}
-	b, _ := wire.Marshal(p.inPlace) // plain struct: cannot fail
+	b, _ := wire.Marshal(p.InPlace) // plain struct: cannot fail
 	return string(b)
 }
 

@@ -68,7 +68,7 @@ func (p *plan) restartingInPlace() string {
 // member whose agent stops reporting is degraded as any other.
 func (p *plan) restartedForCA(m *facts.Member) bool {
 	lv := p.f.Reporting(m)
-	return lv != nil && (m.Ordinal == p.caRot.restart || caRestart.pending(m, lv) || lv.Report.Reason() == caRestart.reason)
+	return lv != nil && (m.Ordinal == p.CARot.Restart || caRestart.pending(m, lv) || lv.Report.Reason() == caRestart.reason)
 }
 
 // switchedPeer: m's etcd is down because its agent moves its peer URL now (it says so: etcd runs until
@@ -92,15 +92,15 @@ func (p *plan) restartTurn(todo []caReport, asked func(*facts.Lease) bool, unhea
 		}
 	}
 	switch {
-	case p.paused:
+	case p.Paused:
 		return -1, "spec.paused to be cleared before restarting a member"
-	case !f.Bootstrapped || p.quorumLost || f.SplitBrain:
+	case !f.Bootstrapped || p.QuorumLost || f.SplitBrain:
 		return -1, "a healthy quorum before restarting a member"
-	case p.busy != "":
-		return -1, "the membership change in flight (" + p.busy + ") before restarting a member"
-	case p.rolling:
+	case p.Busy != "":
+		return -1, "the membership change in flight (" + p.Busy + ") before restarting a member"
+	case p.Rolling:
 		return -1, "the rolling update to finish before restarting a member"
-	case p.pendingSpec && !p.tlsWaitsForCA:
+	case p.PendingSpec && !p.tlsWaitsForCA:
 		// (A TLS switch waiting for the CA rotation to finish must not hold the rotation.)
 		return -1, "the waiting spec change to be adopted before restarting a member"
 	}
@@ -120,7 +120,7 @@ func (p *plan) restartTurn(todo []caReport, asked func(*facts.Lease) bool, unhea
 		}
 	}
 	all, healthy := f.Truth.Voters()
-	small := p.target() <= 2 && all == healthy
+	small := p.Target() <= 2 && all == healthy
 	if healthy-1 < api.Quorum(all) && !small {
 		return -1, fmt.Sprintf("quorum to allow restarting a member (%d of %d voters healthy)", healthy, all)
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/etcdhook/etcdhook/api"
 	"github.com/etcdhook/etcdhook/sync/facts"
 	"github.com/etcdhook/etcdhook/sync/render"
+	"github.com/etcdhook/etcdhook/sync/steps"
 )
 
 // Joins and removals, one member at a time (docs/design/07-steps.md §7): a learner is permitted, promoted,
@@ -30,7 +31,7 @@ func (p *plan) advanceJoins() {
 		switch {
 		case m != nil && !m.Learner && f.ReportsHealthyVoter(i, m.ID):
 			lp.Join = api.JoinWindow{}
-		case m == nil && i >= p.target() && p.busy == "":
+		case m == nil && i >= p.Target() && p.Busy == "":
 			lp.Join = api.JoinWindow{}
 		}
 	}
@@ -47,7 +48,7 @@ func (p *plan) noteStalledJoins() {
 			continue
 		}
 		if !lv.PermitLive(f.Now) {
-			p.stalled = fmt.Sprintf("%s was permitted to join at %s and has not joined", f.Names.Pod(i), lv.JoinPermitted)
+			p.Stalled = fmt.Sprintf("%s was permitted to join at %s and has not joined", f.Names.Pod(i), lv.JoinPermitted)
 		}
 	}
 }
@@ -66,7 +67,7 @@ func (p *plan) advanceLearner() {
 	case m.Ordinal < 0:
 		reason = "orphan"
 	case p.joining(m.Ordinal): // the permission as normalised, not as observed
-	case m.Ordinal >= p.target():
+	case m.Ordinal >= p.Target():
 		reason = "unwanted-learner"
 	default:
 		reason = "stuck-learner"
@@ -75,7 +76,7 @@ func (p *plan) advanceLearner() {
 		return
 	}
 	if reason == "stuck-learner" {
-		p.stalled = fmt.Sprintf("learner %s (%s) was not promoted in time", m.ID, m.PeerURL)
+		p.Stalled = fmt.Sprintf("learner %s (%s) was not promoted in time", m.ID, m.PeerURL)
 	}
 	if !p.removalRunning() {
 		p.removeMember(m, reason)
@@ -99,14 +100,14 @@ func (p *plan) advanceLeave() {
 			// again, and other repairs can go first. An agent already removing itself meets etcd's own
 			// check; one that made it anyway is seen as gone and parked by the next sync.
 			p.setIntent(i, api.IntentMember)
-			p.wait("%s stays a member: quorum does not allow it to leave now", f.Names.Pod(i))
+			p.wait(steps.Scale, f.Names.Pod(i), "stays a member: quorum does not allow it to leave now")
 			return
 		}
 		lv := f.Leases[i]
 		since, err := time.Parse(time.RFC3339, lp.Since)
 		// An agent without its data cannot remove its member itself.
 		agentGone := lv == nil || !lv.Fresh || p.lostData(m)
-		slow := err == nil && f.Now.Sub(since) >= p.timeout(p.spec.Timeouts.LeaveSeconds)
+		slow := err == nil && f.Now.Sub(since) >= p.timeout(p.Spec.Timeouts.LeaveSeconds)
 		if agentGone || slow {
 			p.removeMember(m, "leave")
 		}
@@ -123,7 +124,7 @@ func (p *plan) removeMember(m *facts.Member, reason string) {
 		last := js[len(js)-1]
 		switch last.State {
 		case facts.JobActive:
-			p.wait("Job %s to remove member %s (%s)", last.Job.Name, m.ID, reason)
+			p.wait(steps.Removal, "", "Job %s to remove member %s (%s)", last.Job.Name, m.ID, reason)
 			return
 		case facts.JobSucceeded:
 			if f.Now.Sub(last.Finished) < succeededJobGrace {
@@ -131,22 +132,22 @@ func (p *plan) removeMember(m *facts.Member, reason string) {
 			}
 		case facts.JobFailed:
 			if next := last.Finished.Add(backoff(last.Attempt)); f.Now.Before(next) {
-				p.wait("retrying the removal of member %s after %s (Job %s failed)", m.ID, next.UTC().Format(time.RFC3339), last.Job.Name)
+				p.wait(steps.Removal, "", "retrying the removal of member %s after %s (Job %s failed)", m.ID, next.UTC().Format(time.RFC3339), last.Job.Name)
 				return
 			}
 		}
 		attempt = last.Attempt + 1
 	}
 	if attempt > maxAttempts {
-		p.wait("member %s could not be removed in %d attempts: see Job %s", m.ID, maxAttempts, js[len(js)-1].Job.Name)
+		p.wait(steps.Removal, "", "member %s could not be removed in %d attempts: see Job %s", m.ID, maxAttempts, js[len(js)-1].Job.Name)
 		return
 	}
 	job := render.Job{Kind: render.JobRemove, Attempt: attempt, MemberID: m.ID, PeerURL: m.PeerURL, Reason: reason, Endpoints: p.voterEndpoints(m.ID)}
 	p.jobs = append(p.jobs, job)
 	p.removing = true
 	p.action = fmt.Sprintf("Job %s removing member %s", job.Name(f.Names), m.ID)
-	p.busy = p.action
-	p.wait("%s", p.action)
+	p.Busy = p.action
+	p.wait(steps.Removal, p.action, "")
 }
 
 // removeOrphan removes a member that maps to no ordinal, or a second ID at one ordinal.
@@ -163,9 +164,9 @@ func (p *plan) removeOrphan() bool {
 	}
 	switch n := len(refused); {
 	case n == 1:
-		p.wait("quorum does not allow removing orphan member %s (%s)", refused[0].ID, refused[0].PeerURL)
+		p.wait(steps.Removal, "", "quorum does not allow removing orphan member %s (%s)", refused[0].ID, refused[0].PeerURL)
 	case n > 1:
-		p.wait("quorum does not allow removing orphan member %s (%s) nor %d more", refused[0].ID, refused[0].PeerURL, n-1)
+		p.wait(steps.Removal, "", "quorum does not allow removing orphan member %s (%s) nor %d more", refused[0].ID, refused[0].PeerURL, n-1)
 	}
 	return false
 }
@@ -195,7 +196,7 @@ func (p *plan) removeDead() bool {
 			p.removeMember(m, reason)
 			return true
 		}
-		p.wait("%s (member %s) is %s but removing it would break quorum", f.Names.Pod(m.Ordinal), m.ID, reason)
+		p.wait(steps.Removal, f.Names.Pod(m.Ordinal), "(member %s) is %s but removing it would break quorum", m.ID, reason)
 		return true
 	}
 	return false
@@ -236,7 +237,7 @@ func (p *plan) joinable(i int) (bool, string) {
 // whose agent does not ask (pod pending, node gone) blocks nothing.
 func (p *plan) repairJoin() bool {
 	f := p.f
-	for i := 0; i < int(p.replicas) && i < p.target(); i++ {
+	for i := 0; i < int(p.Replicas) && i < p.Target(); i++ {
 		m := f.Truth.Primary[i]
 		lv := f.Leases[i]
 		asking := lv != nil && lv.Fresh && lv.Report.Reason() == api.ReasonWaitingForJoin &&
@@ -249,17 +250,17 @@ func (p *plan) repairJoin() bool {
 		}
 		replace := m != nil
 		if replace && !p.quorumAllowsRemoving(m) {
-			p.wait("%s lost its data but replacing member %s would break quorum", f.Names.Pod(i), m.ID)
+			p.wait(steps.Join, f.Names.Pod(i), "lost its data but replacing member %s would break quorum", m.ID)
 			continue
 		}
 		if ok, why := p.joinable(i); !ok {
-			p.wait("%s", why)
+			p.wait(steps.Join, "", "%s", why)
 			continue
 		}
 		p.permit(i)
 		p.action = fmt.Sprintf("%s to join the cluster", f.Names.Pod(i))
-		p.busy = p.action
-		p.wait("%s", p.action)
+		p.Busy = p.action
+		p.wait(steps.Join, p.action, "")
 		return true
 	}
 	return false

@@ -1,6 +1,9 @@
 package sync
 
-import "github.com/etcdhook/etcdhook/api"
+import (
+	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/sync/steps"
+)
 
 // pause renders what is observed and starts nothing (docs/design/06-sync-order.md §6.4): replicas, partition, Lease
 // intents and Jobs as carried over (carry, keepJobs), the recorded spec. Steps already in flight finish on
@@ -10,8 +13,8 @@ func (p *plan) pause() {
 	// A template that differs from the StatefulSet's (a new hook release, or a spec change pending from
 	// before the pause) must not reach a single pod: the partition holds every one.
 	if f.StatefulSet != nil && f.StatefulSet.Annotations[api.AnnTemplateHash] != p.hash {
-		p.partition = p.replicas
+		p.partition = p.Replicas
 	}
-	p.wait("spec.paused to be false: no membership change, roll or spec change is started while paused")
+	p.wait(steps.Pause, "", "spec.paused to be false: no membership change, roll or spec change is started while paused")
 	p.pauseWaited = true
 }

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/etcdhook/etcdhook/api"
-	"github.com/etcdhook/etcdhook/sync/facts"
+	"github.com/etcdhook/etcdhook/sync/steps"
 )
 
 // Recovery from the freshest survivor (docs/design/19-recovery.md). Derived afresh at every sync from
@@ -22,16 +22,6 @@ import (
 // never deletes it); members not heard from are waited for deadMemberSeconds, then fenced in their Lease
 // for when they return. Then the survivor restarts as a one-member cluster on its data, and the others
 // rejoin as learners through the usual grow, one at a time.
-
-// recoveryState is the plan, for the Lease intents and status.recovery.
-type recoveryState struct {
-	status   *api.RecoveryStatus
-	token    string
-	survivor int // ordinal asked to force, -1 none
-	// survivorID: the survivor's member ID, as its data holds it.
-	survivorID string
-	fence      map[int]string // ordinal -> the member ID whose data it sets aside
-}
 
 // recoveryVoter is one last known voter as the plan sees it.
 type recoveryVoter struct {
@@ -51,35 +41,35 @@ type recoveryVoter struct {
 // writing its intents. Called with the quorum lost (no fresh report of a healthy voter).
 func (p *plan) decideRecovery() {
 	st := p.planRecovery()
-	p.recovery = st
-	if st.status == nil || st.token == "" {
+	p.Recovery = st
+	if st.Status == nil || st.Token == "" {
 		return
 	}
-	for i, id := range st.fence {
-		p.lease(i).Recover = api.RecoverIntent{Token: st.token, Role: api.RecoverFence, MemberID: id}
+	for i, id := range st.Fence {
+		p.lease(i).Recover = api.RecoverIntent{Token: st.Token, Role: api.RecoverFence, MemberID: id}
 	}
-	if st.survivor >= 0 {
-		p.lease(st.survivor).Recover = api.RecoverIntent{Token: st.token, Role: api.RecoverSurvivor, MemberID: st.survivorID}
+	if st.Survivor >= 0 {
+		p.lease(st.Survivor).Recover = api.RecoverIntent{Token: st.Token, Role: api.RecoverSurvivor, MemberID: st.SurvivorID}
 	}
 }
 
 // planRecovery is decideRecovery's pure part.
-func (p *plan) planRecovery() recoveryState {
+func (p *plan) planRecovery() steps.RecoveryState {
 	f := p.f
-	out := recoveryState{survivor: -1}
-	if !p.hasSpec || !f.Bootstrapped || !f.Formed {
+	out := steps.RecoveryState{Survivor: -1}
+	if !p.HasSpec || !f.Bootstrapped || !f.Formed {
 		return out
 	}
 	// The spec in force this sync (adopted now, or latched), not the record: the answer that adopts a
 	// changed mode must say what the next one says.
-	mode := p.spec.QuorumLossMode()
+	mode := p.Spec.QuorumLossMode()
 	if mode == api.QuorumLossFromBackup {
 		return out // the snapshot restore (sync/facts/inplace.go) answers it
 	}
-	deadAfter := time.Duration(*p.spec.Timeouts.DeadMemberSeconds) * time.Second
+	deadAfter := time.Duration(*p.Spec.Timeouts.DeadMemberSeconds) * time.Second
 	voters := p.recoveryVoters(deadAfter)
 	st := &api.RecoveryStatus{Phase: api.RecoveryWaiting}
-	out.status = st
+	out.Status = st
 	var lost, holders, unheard, forcing []recoveryVoter
 	for _, v := range voters {
 		m := api.RecoveryMember{Name: v.name, MemberID: v.id}
@@ -133,8 +123,8 @@ func (p *plan) planRecovery() recoveryState {
 		// The survivor asked restarts: its report has no revision until it answers again. The plan
 		// stays the one asked, never a new one beside it.
 		v := forcing[0]
-		out.token, out.survivorID, out.survivor = v.forcing.Token, v.forcing.MemberID, v.ordinal
-		st.Phase, st.Token, st.Survivor = api.RecoveryForcing, out.token, v.name
+		out.Token, out.SurvivorID, out.Survivor = v.forcing.Token, v.forcing.MemberID, v.ordinal
+		st.Phase, st.Token, st.Survivor = api.RecoveryForcing, out.Token, v.name
 		st.Message = fmt.Sprintf("%s restarts on its data as a one-member cluster; the others rejoin as learners, one at a time", v.name)
 		return out
 	}
@@ -153,8 +143,8 @@ func (p *plan) planRecovery() recoveryState {
 		return holders[a].ordinal < holders[b].ordinal
 	})
 	s := holders[0]
-	out.token, out.survivorID = api.RecoveryToken(s.report.MemberID, s.report.Revision), s.report.MemberID
-	st.Token, st.Survivor, st.Revision, st.RaftTerm = out.token, s.name, s.report.Revision, s.report.RaftTerm
+	out.Token, out.SurvivorID = api.RecoveryToken(s.report.MemberID, s.report.Revision), s.report.MemberID
+	st.Token, st.Survivor, st.Revision, st.RaftTerm = out.Token, s.name, s.report.Revision, s.report.RaftTerm
 	st.Loses = p.recoveryLoses(s, holders[1:], unheard)
 	for _, v := range unheard {
 		if v.since < deadAfter {
@@ -165,23 +155,23 @@ func (p *plan) planRecovery() recoveryState {
 	apply := strings.TrimSpace(f.Parent.Annotations[api.AnnRecoverApply])
 	switch {
 	case mode == api.QuorumLossFromSurvivor:
-	case apply == out.token:
+	case apply == out.Token:
 	case apply != "":
 		st.Phase = api.RecoveryPlanned
-		st.Message = fmt.Sprintf("annotation %s %q is not this plan (%s): nothing done; kubectl etcd recover NAME --plan shows it", api.AnnRecoverApply, apply, out.token)
+		st.Message = fmt.Sprintf("annotation %s %q is not this plan (%s): nothing done; kubectl etcd recover NAME --plan shows it", api.AnnRecoverApply, apply, out.Token)
 		return out
 	default:
 		st.Phase = api.RecoveryPlanned
 		st.Message = "spec.recovery.quorumLoss is Manual: kubectl etcd recover NAME --apply carries this plan out"
 		return out
 	}
-	if p.paused {
+	if p.Paused {
 		st.Message = "spec.paused to be cleared"
 		return out
 	}
 	// Fence every other member that holds data (and, for when they return, those not heard from), then
 	// force the survivor once all that can answer set theirs aside.
-	out.fence = map[int]string{}
+	out.Fence = map[int]string{}
 	pending := []string{}
 	for _, v := range append(append([]recoveryVoter{}, holders[1:]...), unheard...) {
 		id := v.id
@@ -191,7 +181,7 @@ func (p *plan) planRecovery() recoveryState {
 		if v.ordinal < 0 || id == "" {
 			continue
 		}
-		out.fence[v.ordinal] = id
+		out.Fence[v.ordinal] = id
 		if v.holds {
 			pending = append(pending, v.name)
 		}
@@ -203,7 +193,7 @@ func (p *plan) planRecovery() recoveryState {
 	}
 	st.Phase = api.RecoveryForcing
 	st.Message = fmt.Sprintf("%s restarts on its data as a one-member cluster; the others rejoin as learners, one at a time", s.name)
-	out.survivor = s.ordinal
+	out.Survivor = s.ordinal
 	return out
 }
 
@@ -282,25 +272,4 @@ func (p *plan) recoveryLoses(s recoveryVoter, others, unheard []recoveryVoter) s
 	}
 	parts = append(parts, "writes acknowledged by the lost members only, after the survivor's last entry")
 	return strings.Join(parts, "; ")
-}
-
-// recoveryStatus is status.recovery: the plan while the quorum is lost; Recovered while a member still
-// reports the survivor's token and the cluster has not its size again; nil otherwise.
-func (p *plan) recoveryStatus() *api.RecoveryStatus {
-	if p.recovery.status != nil {
-		return p.recovery.status
-	}
-	f := p.f
-	if !f.Truth.Known() || !p.hasSpec || len(f.Truth.Primary) >= p.target() {
-		return nil
-	}
-	for _, i := range sortedKeys(f.Truth.Primary) {
-		m, lv := f.Truth.Primary[i], f.Leases[i]
-		if lv == nil || !lv.Fresh || lv.Report.MemberID != m.ID || lv.Report.Recovered == "" || !strings.HasPrefix(lv.Report.Recovered, m.ID+"@") {
-			continue
-		}
-		return &api.RecoveryStatus{Phase: api.RecoveryRecovered, Token: lv.Report.Recovered, Survivor: facts.MemberName(f, m),
-			Message: fmt.Sprintf("%s runs on its data; the others rejoin as learners, one at a time (%d of %d members)", facts.MemberName(f, m), len(f.Truth.Primary), p.target())}
-	}
-	return nil
 }

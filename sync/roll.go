@@ -6,6 +6,7 @@ import (
 
 	"github.com/etcdhook/etcdhook/api"
 	"github.com/etcdhook/etcdhook/sync/facts"
+	"github.com/etcdhook/etcdhook/sync/steps"
 )
 
 // roll steps the StatefulSet's RollingUpdate partition one pod at a time (docs/design/07-steps.md §7.11).
@@ -23,12 +24,12 @@ func (p *plan) roll(full bool) bool {
 		p.partition = 0
 		if len(f.Pods) > 0 {
 			p.partition = api.MaxSize
-			p.rolling, p.rollingTo = true, p.hash
+			p.Rolling, p.rollingTo = true, p.hash
 			top := 0
 			for i := range f.Pods {
 				top = max(top, i)
 			}
-			p.wait("%s to run the new revision and report a healthy voter", f.Names.Pod(top))
+			p.wait(steps.Roll, f.Names.Pod(top), "to run the new revision and report a healthy voter")
 			return true
 		}
 		return false
@@ -40,16 +41,16 @@ func (p *plan) roll(full bool) bool {
 	// catches up.
 	lag := st.ObservedGeneration < f.StatefulSet.Generation
 	if f.StatefulSet.Annotations[api.AnnTemplateHash] != p.hash {
-		p.partition = p.replicas
+		p.partition = p.Replicas
 		lag = true
 	}
 	updated := func(i int) bool { return !lag && p.podUpdated(i) }
 	part := int(p.partition)
 	for part > 0 {
-		p.rolling = true
+		p.Rolling = true
 		p.rollingTo = p.hash
-		if part < int(p.replicas) && !updated(part) {
-			p.wait("%s to run the new revision and report a healthy voter", f.Names.Pod(part))
+		if part < int(p.Replicas) && !updated(part) {
+			p.wait(steps.Roll, f.Names.Pod(part), "to run the new revision and report a healthy voter")
 			return true
 		}
 		next := part - 1
@@ -60,21 +61,21 @@ func (p *plan) roll(full bool) bool {
 		}
 		// A restarted pod takes its certificates from the user's Secrets afresh: while one is unusable it
 		// could not start, so no healthy member is restarted (docs/design/14-tls.md §14.5).
-		if len(p.certProblems) > 0 && p.podHealthy(next) {
+		if len(p.CertProblems) > 0 && p.podHealthy(next) {
 			p.rollHeld = true
-			p.wait("usable TLS Secrets before restarting %s (%s)", f.Names.Pod(next), p.certProblems[0])
+			p.wait(steps.Roll, "", "usable TLS Secrets before restarting %s (%s)", f.Names.Pod(next), p.CertProblems[0])
 			return true
 		}
 		// A healthy pod is not restarted while another member defragments (its reads and writes wait
 		// for the defragmentation): two members would be unavailable at once.
 		if who := p.defragmenting(); who != "" && p.podHealthy(next) {
 			p.rollHeld = true
-			p.wait("%s to finish defragmenting before restarting %s", who, f.Names.Pod(next))
+			p.wait(steps.Roll, who, "to finish defragmenting before restarting %s", f.Names.Pod(next))
 			return true
 		}
 		if what := p.restartingInPlace(); what != "" && p.podHealthy(next) {
 			p.rollHeld = true
-			p.wait("%s before restarting %s", what, f.Names.Pod(next))
+			p.wait(steps.Roll, what, "before restarting %s", f.Names.Pod(next))
 			return true
 		}
 		// Stepping over a pod that is not healthy costs nothing; a healthy one needs the quorum rule.
@@ -82,15 +83,15 @@ func (p *plan) roll(full bool) bool {
 		// when every voter is healthy and is briefly unavailable (docs/operations.md §9, Limits).
 		if p.podHealthy(next) {
 			all, healthy := f.Truth.Voters()
-			small := p.target() <= 2 && all == healthy
+			small := p.Target() <= 2 && all == healthy
 			if healthy-1 < api.Quorum(all) && !small {
 				p.rollHeld = true
-				p.wait("quorum to allow restarting %s (%d of %d voters healthy)", f.Names.Pod(next), healthy, all)
+				p.wait(steps.Roll, "", "quorum to allow restarting %s (%d of %d voters healthy)", f.Names.Pod(next), healthy, all)
 				return true
 			}
 		}
 		msg := fmt.Sprintf("%s to run the new revision and report a healthy voter", f.Names.Pod(next))
-		p.wait("%s", msg)
+		p.wait(steps.Roll, f.Names.Pod(next), "to run the new revision and report a healthy voter")
 		if lag || (!full && p.podHealthy(next)) {
 			return true
 		}
@@ -99,33 +100,33 @@ func (p *plan) roll(full bool) bool {
 		return true
 	}
 	// The last step is taken; the roll lasts until every pod runs the update revision.
-	p.rolling = false
+	p.Rolling = false
 	for _, i := range sortedKeys(f.Pods) {
 		if f.Pods[i].Labels["controller-revision-hash"] != st.UpdateRevision || st.CurrentRevision != st.UpdateRevision {
-			p.rolling = st.UpdateRevision != ""
+			p.Rolling = st.UpdateRevision != ""
 			break
 		}
 	}
 	// Every pod carries the update revision: the roll still lasts while the pod it restarted last is on
 	// its way back (recorded: a pod restarted for another reason after a roll is not the roll's).
-	if !p.rolling && st.UpdateRevision != "" && f.ConfigValue(api.ConfigKeyRollingTo) == p.hash {
-		for i := 0; i < p.target(); i++ {
+	if !p.Rolling && st.UpdateRevision != "" && f.ConfigValue(api.ConfigKeyRollingTo) == p.hash {
+		for i := 0; i < p.Target(); i++ {
 			if pod := f.Pods[i]; pod != nil && f.Truth.Primary[i] != nil && !p.podUpdated(i) && f.Now.Sub(pod.CreationTimestamp.Time) < rollRestartGrace {
-				p.rolling = true
+				p.Rolling = true
 				break
 			}
 		}
 	}
 	p.rollingTo = ""
-	if p.rolling {
+	if p.Rolling {
 		p.rollingTo = p.hash
-		p.wait("%s to run the new revision and report a healthy voter", f.Names.Pod(p.lowestNotUpdated()))
+		p.wait(steps.Roll, f.Names.Pod(p.lowestNotUpdated()), "to run the new revision and report a healthy voter")
 	}
-	return p.rolling
+	return p.Rolling
 }
 
 func (p *plan) lowestNotUpdated() int {
-	for i := 0; i < int(p.replicas); i++ {
+	for i := 0; i < int(p.Replicas); i++ {
 		if !p.podUpdated(i) {
 			return i
 		}
@@ -165,7 +166,7 @@ const rollRestartGrace = 2 * time.Minute
 func (p *plan) restartedByRoll(m *facts.Member) bool {
 	f := p.f
 	pod := f.Pods[m.Ordinal]
-	if !p.rolling || f.StatefulSet == nil || pod == nil || m.Ordinal < int(p.partition) {
+	if !p.Rolling || f.StatefulSet == nil || pod == nil || m.Ordinal < int(p.partition) {
 		return false
 	}
 	if pod.DeletionTimestamp != nil || pod.Labels["controller-revision-hash"] != f.StatefulSet.Status.UpdateRevision {

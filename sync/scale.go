@@ -6,6 +6,7 @@ import (
 	"github.com/etcdhook/etcdhook/api"
 	"github.com/etcdhook/etcdhook/sync/facts"
 	"github.com/etcdhook/etcdhook/sync/render"
+	"github.com/etcdhook/etcdhook/sync/steps"
 	"github.com/etcdhook/etcdhook/sync/wire"
 )
 
@@ -17,7 +18,7 @@ import (
 // pod 0 alone runs on one member's data and can never reach the old quorum. A claim of a member that was
 // removed makes its agent wait for a join; a seed is only ever used on an empty volume.
 func (p *plan) adoptFloor(floor int32) int32 {
-	if !p.spec.AdoptExistingData {
+	if !p.Spec.AdoptExistingData {
 		return floor
 	}
 	for i, pvc := range p.f.PVCs {
@@ -31,7 +32,7 @@ func (p *plan) adoptFloor(floor int32) int32 {
 // deleteVolume deletes the claim of an ordinal that left: above replicas, no member, no pod.
 func (p *plan) deleteVolume() bool {
 	f := p.f
-	if p.spec.Storage.EmptyDir != nil {
+	if p.Spec.Storage.EmptyDir != nil {
 		return false
 	}
 	for _, i := range sortedKeys(f.PVCs) {
@@ -39,7 +40,7 @@ func (p *plan) deleteVolume() bool {
 		// Below the target a volume is a member's to be, never a removed one's: after an in-place restore
 		// the cluster grows back from one member onto the old volumes (their agents move the replaced
 		// data aside), and a shrink reversed before its volumes went re-creates them.
-		if i < int(p.replicas) || i < p.target() || f.Truth.Primary[i] != nil || f.Pods[i] != nil || pvc.DeletionTimestamp != nil ||
+		if i < int(p.Replicas) || i < p.Target() || f.Truth.Primary[i] != nil || f.Pods[i] != nil || pvc.DeletionTimestamp != nil ||
 			pvc.Labels[api.LabelClusterUID] != f.ClusterUID {
 			continue
 		}
@@ -51,7 +52,7 @@ func (p *plan) deleteVolume() bool {
 		if len(js) > 0 {
 			last := js[len(js)-1]
 			if last.State == facts.JobFailed && f.Now.Before(last.Finished.Add(backoff(last.Attempt))) {
-				p.wait("retrying the deletion of claim %s after Job %s failed", pvc.Name, last.Job.Name)
+				p.wait(steps.Volume, "", "retrying the deletion of claim %s after Job %s failed", pvc.Name, last.Job.Name)
 				return true
 			}
 			attempt = last.Attempt + 1
@@ -62,8 +63,8 @@ func (p *plan) deleteVolume() bool {
 		job := render.Job{Kind: render.JobDeleteVolume, Attempt: attempt, Ordinal: i, Endpoints: p.voterEndpoints("")}
 		p.jobs = append(p.jobs, job)
 		p.action = fmt.Sprintf("Job %s deleting the volume of %s", job.Name(f.Names), f.Names.Pod(i))
-		p.busy, p.busyVolume = p.action, true
-		p.wait("%s", p.action)
+		p.Busy, p.BusyVolume = p.action, true
+		p.wait(steps.Volume, p.action, "")
 		return true
 	}
 	return false
@@ -74,10 +75,10 @@ func (p *plan) deleteVolume() bool {
 func (p *plan) scaleDown() bool {
 	f := p.f
 	h := f.Truth.HighestOrdinal()
-	if h < p.target() {
+	if h < p.Target() {
 		return false
 	}
-	for i := h; i >= p.target(); i-- {
+	for i := h; i >= p.Target(); i-- {
 		if m := f.Truth.Primary[i]; m != nil && !m.Healthy && p.quorumAllowsRemoving(m) {
 			h = i
 			break
@@ -85,31 +86,31 @@ func (p *plan) scaleDown() bool {
 	}
 	m := f.Truth.Primary[h]
 	if !p.quorumAllowsRemoving(m) {
-		p.wait("quorum does not allow %s to leave now", f.Names.Pod(h))
+		p.wait(steps.Scale, "", "quorum does not allow %s to leave now", f.Names.Pod(h))
 		return true
 	}
 	if who := p.defragmenting(); who != "" && m.Healthy {
-		p.wait("%s to finish defragmenting before %s leaves", who, f.Names.Pod(h))
+		p.wait(steps.Scale, who, "to finish defragmenting before %s leaves", f.Names.Pod(h))
 		return true
 	}
 	if what := p.restartingInPlace(); what != "" && m.Healthy {
-		p.wait("%s before %s leaves", what, f.Names.Pod(h))
+		p.wait(steps.Scale, what, "before %s leaves", f.Names.Pod(h))
 		return true
 	}
 	p.setIntent(h, api.IntentLeave)
 	p.lease(h).Join = api.JoinWindow{}
 	p.action = fmt.Sprintf("%s to leave the cluster", f.Names.Pod(h))
-	p.busy = p.action
+	p.Busy = p.action
 	if lv := f.Leases[h]; lv == nil || !lv.Fresh || p.lostData(m) {
 		p.removeMember(m, "leave") // its agent cannot remove it
-		if p.busy == p.action {
-			p.wait("%s", p.action)
+		if p.Busy == p.action {
+			p.wait(steps.Scale, p.action, "")
 		}
 		return true
 	}
 	p.action = fmt.Sprintf("%s to leave the cluster", f.Names.Pod(h))
-	p.busy = p.action
-	p.wait("%s", p.action)
+	p.Busy = p.action
+	p.wait(steps.Scale, p.action, "")
 	return true
 }
 
@@ -117,28 +118,28 @@ func (p *plan) scaleDown() bool {
 func (p *plan) scaleUp() bool {
 	f := p.f
 	n := len(f.Truth.Primary)
-	if n >= p.target() {
+	if n >= p.Target() {
 		return false
 	}
-	i := int(p.replicas)
+	i := int(p.Replicas)
 	for j := 0; j < i; j++ {
 		if f.Truth.Primary[j] == nil {
 			return false // repairJoin handles holes below replicas
 		}
 	}
 	if ok, why := p.joinable(i); !ok {
-		p.wait("%s", why)
+		p.wait(steps.Scale, "", "%s", why)
 		return true
 	}
 	if js := f.DeleteVolumeJobs[i]; len(js) > 0 && js[len(js)-1].State == facts.JobActive {
-		p.wait("the old claim of %s to be deleted", f.Names.Pod(i))
+		p.wait(steps.Scale, "", "the old claim of %s to be deleted", f.Names.Pod(i))
 		return true
 	}
-	p.replicas = int32(i + 1)
+	p.Replicas = int32(i + 1)
 	p.permit(i)
 	p.action = fmt.Sprintf("%s to join the cluster", f.Names.Pod(i))
-	p.busy = p.action
-	p.wait("%s", p.action)
+	p.Busy = p.action
+	p.wait(steps.Scale, p.action, "")
 	return true
 }
 
@@ -156,7 +157,7 @@ func (p *plan) floorReplicas() {
 	}
 	if !f.Truth.Known() {
 		// Without a member list nothing is lowered: status.members is the best memory of who is a member.
-		floor = p.replicas
+		floor = p.Replicas
 		for _, m := range f.Parent.Status.Members {
 			if i := f.Names.PodOrdinal(m.Name); int32(i+1) > floor {
 				floor = int32(i + 1)
@@ -165,12 +166,12 @@ func (p *plan) floorReplicas() {
 		floor = p.adoptFloor(floor)
 	}
 	for i := range p.leases {
-		if p.joining(i) && int32(i+1) > floor && i < p.target() {
+		if p.joining(i) && int32(i+1) > floor && i < p.Target() {
 			floor = int32(i + 1)
 		}
 	}
-	want := p.replicas
-	if t := int32(p.target()); want > t && f.Truth.Known() {
+	want := p.Replicas
+	if t := int32(p.Target()); want > t && f.Truth.Known() {
 		want = t
 	}
 	if want < floor {
@@ -185,17 +186,17 @@ func (p *plan) floorReplicas() {
 	// of a create-5 (e2e/RESULTS.md, timeline). Derived from the target and the member list, not from the
 	// observed replicas, so a stale cache cannot take a started pod away. It stops below an ordinal whose
 	// old claim is still being deleted: a pod would bind it.
-	if t := int32(p.target()); f.Truth.Known() && !f.SplitBrain && len(f.Truth.Primary) < p.target() {
+	if t := int32(p.Target()); f.Truth.Known() && !f.SplitBrain && len(f.Truth.Primary) < p.Target() {
 		for want < t && !p.claimDeleting(int(want)) {
 			want++
 		}
 	}
-	p.replicas = want
+	p.Replicas = want
 	if f.Truth.Known() {
 		p.noteCleanup()
 	}
-	if p.partition > p.replicas {
-		p.partition = p.replicas
+	if p.partition > p.Replicas {
+		p.partition = p.Replicas
 	}
 }
 
@@ -212,26 +213,26 @@ func (p *plan) claimDeleting(i int) bool {
 // stop, a volume that must be deleted. Derived from observed objects, so a resync says the same.
 func (p *plan) noteCleanup() {
 	f := p.f
-	for i := 0; i < int(p.replicas) && i < p.target(); i++ {
+	for i := 0; i < int(p.Replicas) && i < p.Target(); i++ {
 		lp := p.leases[i]
 		if f.Truth.Primary[i] == nil && (lp == nil || lp.Join.IsZero()) {
-			p.wait("%s has no member and its agent has not asked to join", f.Names.Pod(i))
+			p.wait(steps.Scale, f.Names.Pod(i), "has no member and its agent has not asked to join")
 		}
 	}
 	for _, i := range sortedKeys(f.Pods) {
-		if i >= int(p.replicas) && f.Truth.Primary[i] == nil {
+		if i >= int(p.Replicas) && f.Truth.Primary[i] == nil {
 			p.cleanup = true
-			p.wait("%s to stop", f.Names.Pod(i))
+			p.wait(steps.Scale, f.Names.Pod(i), "to stop")
 		}
 	}
-	if p.spec.Storage.EmptyDir != nil || p.busy != "" {
+	if p.Spec.Storage.EmptyDir != nil || p.Busy != "" {
 		return
 	}
 	for _, i := range sortedKeys(f.PVCs) {
 		pvc := f.PVCs[i]
-		if i >= int(p.replicas) && f.Truth.Primary[i] == nil && f.Pods[i] == nil && pvc.DeletionTimestamp == nil && pvc.Labels[api.LabelClusterUID] == f.ClusterUID {
+		if i >= int(p.Replicas) && f.Truth.Primary[i] == nil && f.Pods[i] == nil && pvc.DeletionTimestamp == nil && pvc.Labels[api.LabelClusterUID] == f.ClusterUID {
 			p.cleanup = true
-			p.wait("claim %s of the removed member to be deleted", pvc.Name)
+			p.wait(steps.Scale, "", "claim %s of the removed member to be deleted", pvc.Name)
 		}
 	}
 }
@@ -239,7 +240,7 @@ func (p *plan) noteCleanup() {
 // trimLeases renders a Lease for every ordinal in use: below replicas, a member, or with a pod left.
 func (p *plan) trimLeases() {
 	f := p.f
-	n := int(p.replicas)
+	n := int(p.Replicas)
 	if h := f.Truth.HighestOrdinal() + 1; h > n {
 		n = h
 	}
@@ -261,7 +262,7 @@ func (p *plan) trimLeases() {
 	for i := 0; i < n; i++ {
 		lp := p.lease(i)
 		switch {
-		case i >= int(p.replicas) && f.Truth.Primary[i] == nil:
+		case i >= int(p.Replicas) && f.Truth.Primary[i] == nil:
 			// A pod above replicas is on its way out: a restart must park, never rejoin.
 			if lp.Kind != api.IntentLeave {
 				p.setIntent(i, api.IntentLeave)
@@ -269,7 +270,7 @@ func (p *plan) trimLeases() {
 			lp.Join = api.JoinWindow{}
 		case lp.Kind == "":
 			p.setIntent(i, api.IntentMember)
-		case lp.Kind == api.IntentLeave && i < int(p.replicas) && i < p.target() && f.Truth.Primary[i] == nil && f.Truth.Known():
+		case lp.Kind == api.IntentLeave && i < int(p.Replicas) && i < p.Target() && f.Truth.Primary[i] == nil && f.Truth.Known():
 			// A wanted ordinal below replicas that has left (a stale answer can leave this behind)
 			// becomes a member again: its parked agent restarts and asks to join.
 			p.setIntent(i, api.IntentMember)

@@ -11,6 +11,8 @@ import (
 
 	"github.com/etcdhook/etcdhook/api"
 	"github.com/etcdhook/etcdhook/sync/facts"
+	"github.com/etcdhook/etcdhook/sync/render"
+	"github.com/etcdhook/etcdhook/sync/steps"
 )
 
 // Storage that never fills (docs/design/15-maintenance.md §15.6). A member whose database file passes
@@ -18,34 +20,19 @@ import (
 // space pass, defrag.go); when it would not, the live data needs room and the quota is raised, doubling,
 // within maxQuota, after the volumes grew within maxStorage where the raised quota needs them to. The
 // raised quota and storage are the hook's records (ConfigMap space-quota, space-storage), bounded by
-// the spec at every read; the rendered spec (p.spec) carries them, the recorded one (p.userSpec) never.
-
-// spaceState is what decideSpace found, for the overlay, the records and status.
-type spaceState struct {
-	// on: the spec has a quota to manage (not disabled, parses).
-	on bool
-	// specQuota: the spec's quota; quota: the one rendered (raised or the spec's).
-	specQuota, quota int64
-	// storage: the claim size rendered when it is above the spec's (a growth for the quota), else nil.
-	storage *resource.Quantity
-	// The figures it decided by, for the message (spaceMessage).
-	pct        int32
-	maxQuota   int64
-	maxStorage *resource.Quantity
-	volumes    bool
-}
+// the spec at every read; the rendered spec (p.Spec) carries them, the recorded one (p.userSpec) never.
 
 // decideSpace bounds the records by the adopted spec, raises them when a member's data needs room, and
-// overlays the result on p.spec (p.userSpec keeps the spec as adopted, for the record).
+// overlays the result on p.Spec (p.userSpec keeps the spec as adopted, for the record).
 func (p *plan) decideSpace() {
 	f := p.f
-	p.userSpec = p.spec
-	s := p.spec
+	p.userSpec = p.Spec
+	s := p.Spec
 	specQuota, ok := api.QuotaBackendBytes(s.Options)
 	if !ok || specQuota <= 0 {
 		return // no quota: nothing fills
 	}
-	st := spaceState{on: true, specQuota: specQuota, quota: specQuota}
+	st := steps.SpaceState{On: true, SpecQuota: specQuota, Quota: specQuota}
 	var maxQuota int64
 	var maxStorage *resource.Quantity
 	if sp := s.Maintenance.Space; sp != nil {
@@ -59,7 +46,7 @@ func (p *plan) decideSpace() {
 	// (the roll back would end in NOSPACE). Never below the spec (a user's raise wins), never above its
 	// maximum (a user's lowered maximum wins; no record or report goes past it).
 	if raised := max(f.SpaceQuota, p.reportedQuota()); raised > specQuota && maxQuota > specQuota {
-		st.quota = min(raised, maxQuota)
+		st.Quota = min(raised, maxQuota)
 	}
 	volumes := s.Storage.EmptyDir == nil && s.Storage.Size != nil
 	if volumes && maxStorage != nil {
@@ -71,61 +58,61 @@ func (p *plan) decideSpace() {
 		if raised != nil && raised.Cmp(*s.Storage.Size) > 0 {
 			q := minQuantity(*raised, *maxStorage)
 			if q.Cmp(*s.Storage.Size) > 0 {
-				st.storage = &q
+				st.Storage = &q
 			}
 		}
 	}
 	pct := s.SpaceActAt()
-	if need := p.spaceNeeders(st.quota, pct); len(need) > 0 && maxQuota > st.quota && !p.paused {
+	if need := p.spaceNeeders(st.Quota, pct); len(need) > 0 && maxQuota > st.Quota && !p.Paused {
 		p.raiseSpace(&st, maxQuota, maxStorage, volumes)
 	}
-	st.pct, st.maxQuota, st.maxStorage, st.volumes = pct, maxQuota, maxStorage, volumes
-	p.space = st
-	if st.quota != specQuota {
-		p.spec.Options = maps.Clone(s.Options)
-		if p.spec.Options == nil {
-			p.spec.Options = map[string]string{}
+	st.Pct, st.MaxQuota, st.MaxStorage, st.Volumes = pct, maxQuota, maxStorage, volumes
+	p.Space = st
+	if st.Quota != specQuota {
+		p.Spec.Options = maps.Clone(s.Options)
+		if p.Spec.Options == nil {
+			p.Spec.Options = map[string]string{}
 		}
-		p.spec.Options["quota-backend-bytes"] = strconv.FormatInt(st.quota, 10)
+		p.Spec.Options["quota-backend-bytes"] = strconv.FormatInt(st.Quota, 10)
 	}
-	if st.storage != nil {
-		q := st.storage.DeepCopy()
-		p.spec.Storage.Size = &q
+	if st.Storage != nil {
+		q := st.Storage.DeepCopy()
+		p.Spec.Storage.Size = &q
 	}
 }
 
 // raiseSpace raises the quota (doubling, within maxQuota) as far as the members' volumes hold it now
 // (SpaceQuotaFor of the smallest claim's capacity), and the storage record when the volumes must grow
 // for the rest (within maxStorage, whole GiB): what does not fit waits for the volumes.
-func (p *plan) raiseSpace(st *spaceState, maxQuota int64, maxStorage *resource.Quantity, volumes bool) {
-	next := min(2*st.quota, maxQuota)
+func (p *plan) raiseSpace(st *steps.SpaceState, maxQuota int64, maxStorage *resource.Quantity, volumes bool) {
+	next := min(2*st.Quota, maxQuota)
 	if !volumes {
-		st.quota = next
+		st.Quota = next
 		return
 	}
 	if api.SpaceVolumeFor(next) > p.spaceCapacity(st) && maxStorage != nil {
 		target := minQuantity(roundUpGi(api.SpaceVolumeFor(next)), *maxStorage)
 		if cur := p.renderedStorage(st); target.Cmp(cur) > 0 {
-			st.storage = &target
+			st.Storage = &target
 		}
 	}
-	st.quota = max(st.quota, min(next, api.SpaceQuotaFor(p.spaceCapacity(st))))
+	st.Quota = max(st.Quota, min(next, api.SpaceQuotaFor(p.spaceCapacity(st))))
 }
 
 // spaceWait says why a member past the line still waits for room.
-func (p *plan) spaceWait(st spaceState) string {
-	maxQuota, maxStorage, volumes := st.maxQuota, st.maxStorage, st.volumes
+func (p *plan) spaceWait(st steps.SpaceState) string {
+	maxQuota, maxStorage, volumes := st.MaxQuota, st.MaxStorage, st.Volumes
 	switch {
 	case maxQuota == 0:
 		return "set spec.maintenance.space.maxQuota to let the hook raise the quota"
-	case maxQuota <= st.quota:
+	case maxQuota <= st.Quota:
 		return "the quota is at spec.maintenance.space.maxQuota: delete data, shorten spec.maintenance.compaction, or raise maxQuota"
-	case p.paused:
+	case p.Paused:
 		return "the quota is raised once spec.paused is cleared"
 	case !volumes:
 		return "the quota is raised at the next sync"
 	}
-	next := min(2*st.quota, maxQuota)
+	next := min(2*st.Quota, maxQuota)
 	cur := p.renderedStorage(&st)
 	switch {
 	case api.SpaceVolumeFor(next) <= p.spaceCapacity(&st):
@@ -133,17 +120,17 @@ func (p *plan) spaceWait(st spaceState) string {
 	case cur.Value() >= api.SpaceVolumeFor(next) || (maxStorage != nil && cur.Cmp(*maxStorage) < 0):
 		return fmt.Sprintf("the quota waits for the volumes to grow to %s", cur.String())
 	case maxStorage != nil:
-		return fmt.Sprintf("a %s quota needs %s volumes and spec.maintenance.space.maxStorage is %s", humanBytes(next), humanBytes(api.SpaceVolumeFor(next)), maxStorage.String())
+		return fmt.Sprintf("a %s quota needs %s volumes and spec.maintenance.space.maxStorage is %s", render.HumanBytes(next), render.HumanBytes(api.SpaceVolumeFor(next)), maxStorage.String())
 	}
-	return fmt.Sprintf("a %s quota needs %s volumes: set spec.maintenance.space.maxStorage to let the hook grow them", humanBytes(next), humanBytes(api.SpaceVolumeFor(next)))
+	return fmt.Sprintf("a %s quota needs %s volumes: set spec.maintenance.space.maxStorage to let the hook grow them", render.HumanBytes(next), render.HumanBytes(api.SpaceVolumeFor(next)))
 }
 
 // renderedStorage is the claim size rendered: the raised one, else the spec's.
-func (p *plan) renderedStorage(st *spaceState) resource.Quantity {
-	if st.storage != nil {
-		return *st.storage
+func (p *plan) renderedStorage(st *steps.SpaceState) resource.Quantity {
+	if st.Storage != nil {
+		return *st.Storage
 	}
-	return *p.spec.Storage.Size
+	return *p.Spec.Storage.Size
 }
 
 // spaceNeeders names the members whose file is past the line with too little to give back to a
@@ -157,7 +144,7 @@ func (p *plan) spaceNeeders(quota int64, pct int32) []string {
 			continue
 		}
 		if api.SpaceWantsQuota(m.DBSize, m.DBSizeInUse, quota, pct) {
-			out = append(out, fmt.Sprintf("%s (%s, %s in use)", facts.MemberName(f, m), humanBytes(m.DBSize), humanBytes(m.DBSizeInUse)))
+			out = append(out, fmt.Sprintf("%s (%s, %s in use)", facts.MemberName(f, m), render.HumanBytes(m.DBSize), render.HumanBytes(m.DBSizeInUse)))
 		}
 	}
 	return out
@@ -177,10 +164,10 @@ func (p *plan) reportedQuota() int64 {
 
 // spaceCapacity is the smallest volume a member has: the claims' reported capacity (their request
 // until the provisioner reports one), the claim size rendered when no claim is observed.
-func (p *plan) spaceCapacity(st *spaceState) int64 {
+func (p *plan) spaceCapacity(st *steps.SpaceState) int64 {
 	var have int64 = -1
 	for i, pvc := range p.f.PVCs {
-		if int32(i) >= p.replicas || pvc.DeletionTimestamp != nil {
+		if int32(i) >= p.Replicas || pvc.DeletionTimestamp != nil {
 			continue
 		}
 		q, ok := pvc.Status.Capacity[corev1.ResourceStorage]
@@ -213,36 +200,19 @@ func (p *plan) spaceRunning(quota int64) string {
 // reached, not from the step taken: the next sync, which reads the records, says the same (status is a
 // fixed point too).
 func (p *plan) spaceMessage() string {
-	st := p.space
+	st := p.Space
 	var say []string
-	if st.quota > st.specQuota {
-		say = append(say, fmt.Sprintf("quota raised from %s to %s (%s)", humanBytes(st.specQuota), humanBytes(st.quota), p.spaceRunning(st.quota)))
+	if st.Quota > st.SpecQuota {
+		say = append(say, fmt.Sprintf("quota raised from %s to %s (%s)", render.HumanBytes(st.SpecQuota), render.HumanBytes(st.Quota), p.spaceRunning(st.Quota)))
 	}
-	if st.storage != nil {
-		at, claims := p.claimsAtSize(*st.storage)
-		say = append(say, fmt.Sprintf("volumes raised to %s for the quota (%d of %d claims have it)", st.storage.String(), at, claims))
+	if st.Storage != nil {
+		at, claims := steps.ClaimsAtSize(p.f, p.Replicas, *st.Storage)
+		say = append(say, fmt.Sprintf("volumes raised to %s for the quota (%d of %d claims have it)", st.Storage.String(), at, claims))
 	}
-	if need := p.spaceNeeders(st.quota, st.pct); len(need) > 0 {
-		say = append(say, fmt.Sprintf("%s past %d%% of the %s quota with little to defragment: %s", strings.Join(need, ", "), st.pct, humanBytes(st.quota), p.spaceWait(st)))
+	if need := p.spaceNeeders(st.Quota, st.Pct); len(need) > 0 {
+		say = append(say, fmt.Sprintf("%s past %d%% of the %s quota with little to defragment: %s", strings.Join(need, ", "), st.Pct, render.HumanBytes(st.Quota), p.spaceWait(st)))
 	}
 	return strings.Join(say, "; ")
-}
-
-// spaceStatus is status.space: nil while nothing was raised and nothing is asked.
-func (p *plan) spaceStatus() *api.SpaceStatus {
-	st := p.space
-	if !st.on {
-		return nil
-	}
-	msg := p.spaceMessage()
-	if st.quota == st.specQuota && st.storage == nil && msg == "" {
-		return nil
-	}
-	out := &api.SpaceStatus{QuotaBytes: st.quota, SpecQuotaBytes: st.specQuota, Message: msg}
-	if st.storage != nil {
-		out.Storage = st.storage.String()
-	}
-	return out
 }
 
 func minQuantity(a, b resource.Quantity) resource.Quantity {

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/etcdhook/etcdhook/sync/facts"
+	"github.com/etcdhook/etcdhook/sync/render"
 	"github.com/etcdhook/etcdhook/sync/wire"
 )
 
@@ -25,16 +26,16 @@ func TestStatusChangesNothingDecided(t *testing.T) {
 		if err != nil {
 			continue
 		}
-		waits, distrusted := slices.Clone(p.waiting), slices.Clone(p.f.Distrusted)
+		waits, distrusted := slices.Clone(p.Waiting), slices.Clone(p.f.Distrusted)
 		jobs, resync := len(p.jobs), p.resyncAfter()
 		intents := map[int]string{}
 		for i, lp := range p.leases {
 			intents[i] = lp.Kind + "/" + lp.Since
 		}
-		first := p.status()
-		second := p.status()
+		first := render.Status(p.f, &p.Decision)
+		second := render.Status(p.f, &p.Decision)
 		require.Equal(t, first, second, "%s: status built twice differs", name)
-		require.Equal(t, waits, p.waiting, "%s: status changed the plan's waits", name)
+		require.Equal(t, waits, p.Waiting, "%s: status changed the plan's waits", name)
 		require.Equal(t, distrusted, p.f.Distrusted, "%s: status changed the distrusted inputs", name)
 		require.Equal(t, jobs, len(p.jobs), "%s", name)
 		require.Equal(t, resync, p.resyncAfter(), "%s", name)

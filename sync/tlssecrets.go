@@ -7,6 +7,7 @@ import (
 	"github.com/etcdhook/etcdhook/api"
 	"github.com/etcdhook/etcdhook/internal/pki"
 	"github.com/etcdhook/etcdhook/sync/facts"
+	"github.com/etcdhook/etcdhook/sync/steps"
 )
 
 // tlsSecretNames are the user's TLS Secrets a parent names (sorted, distinct): related objects, read by
@@ -25,19 +26,6 @@ func tlsSecretNames(p *api.EtcdCluster) []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-// certProblem is one thing wrong with a user's TLS Secret, for CertificatesInvalid.
-type certProblem struct {
-	secret string
-	pki.Problem
-}
-
-func (c certProblem) String() string {
-	if c.Key == "" {
-		return fmt.Sprintf("Secret %s: %s", c.secret, c.Message)
-	}
-	return fmt.Sprintf("Secret %s: %s: %s", c.secret, c.Key, c.Message)
 }
 
 // secretsToCheck is the spec whose TLS Secrets the pods may mount: the spec as it is, or, with TLS off
@@ -61,20 +49,20 @@ func secretsToCheck(f *facts.Facts, s api.ClusterSpec) api.ClusterSpec {
 // with server and client auth (the agents and Jobs present it as their client certificate). A Secret
 // the request does not hold is missing: Metacontroller relates the named Secrets, so absence is either
 // no such Secret or a cache that has not seen it yet, and both mean not yet.
-func checkTLSSecrets(f *facts.Facts, s api.ClusterSpec) []certProblem {
+func checkTLSSecrets(f *facts.Facts, s api.ClusterSpec) []steps.CertProblem {
 	t := s.Security.TLS
 	if !t.TLSOn() {
 		return nil
 	}
 	size := int(*s.Size)
-	var out []certProblem
+	var out []steps.CertProblem
 	check := func(name string, names func(int) []string, peer bool) {
 		if name == "" {
 			return
 		}
 		sec := f.Observed.Secrets[name]
 		if sec == nil {
-			out = append(out, certProblem{name, pki.Problem{Message: "not found in namespace " + f.Names.Namespace}})
+			out = append(out, steps.CertProblem{Secret: name, Problem: pki.Problem{Message: "not found in namespace " + f.Names.Namespace}})
 			return
 		}
 		var want []string
@@ -83,11 +71,11 @@ func checkTLSSecrets(f *facts.Facts, s api.ClusterSpec) []certProblem {
 		}
 		leaf, problems := pki.CheckSecret(sec.Data, want, pki.Usage{Server: true, Client: true}, f.Now)
 		for _, pr := range problems {
-			out = append(out, certProblem{name, pr})
+			out = append(out, steps.CertProblem{Secret: name, Problem: pr})
 		}
 		if peer && len(problems) == 0 && leaf != nil {
 			if msg := peerDNSProblem(f.Names, leaf.DNSNames, size); msg != "" {
-				out = append(out, certProblem{name, pki.Problem{Key: pki.KeyCert, Message: msg}})
+				out = append(out, steps.CertProblem{Secret: name, Problem: pki.Problem{Key: pki.KeyCert, Message: msg}})
 			}
 		}
 	}

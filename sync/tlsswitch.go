@@ -6,6 +6,7 @@ import (
 
 	"github.com/etcdhook/etcdhook/api"
 	"github.com/etcdhook/etcdhook/sync/facts"
+	"github.com/etcdhook/etcdhook/sync/steps"
 )
 
 // Switching TLS on or off on a running cluster (docs/design/14-tls.md §14.8), the hook's half. etcd can serve
@@ -43,11 +44,11 @@ func onOff(on bool) string {
 // is rendered).
 func (p *plan) decideTLSMode() {
 	f := p.f
-	target := p.spec.Security.TLS.TLSOn()
+	target := p.Spec.Security.TLS.TLSOn()
 	to := api.Scheme(target)
-	st := tlsSwitchState{mode: tlsPlain, turn: -1}
+	st := steps.TLSSwitchState{Mode: steps.TLSPlain, Turn: -1}
 	if target {
-		st.mode = tlsOn
+		st.Mode = steps.TLSOn
 	}
 	observed := ""
 	if f.StatefulSet != nil {
@@ -71,23 +72,23 @@ func (p *plan) decideTLSMode() {
 	switch {
 	case counted == 0 && obsPhase == "transition":
 		// No member list (no quorum, or not reported yet): the pods keep the template they were given.
-		st.mode, st.from = tlsTransition, obsFrom
+		st.Mode, st.From = steps.TLSTransition, obsFrom
 	case left > 0:
-		st.mode, st.from = tlsTransition, api.Scheme(!target)
+		st.Mode, st.From = steps.TLSTransition, api.Scheme(!target)
 	case obsPhase == "transition" && obsFrom != to && p.holdTLSSwitch() != "":
 		// Every peer URL moved, and the user holds the final roll: both schemes stay served.
-		st.mode, st.from = tlsTransition, obsFrom
+		st.Mode, st.From = steps.TLSTransition, obsFrom
 	case obsPhase != "" && obsFrom != to:
-		st.final, st.from = true, obsFrom // the roll decides later whether it is over (finishTLSSwitch)
+		st.Final, st.From = true, obsFrom // the roll decides later whether it is over (finishTLSSwitch)
 	}
-	p.tlsSw = st
+	p.TLSSw = st
 }
 
 // renderTLS is the TLS the template and the agent configuration are rendered from: the spec's, or in
 // the transition the spec's settings with TLS on (either way the switch goes).
 func (p *plan) renderTLS() api.TLSSpec {
-	t := p.spec.Security.TLS
-	switch on := p.tlsSw.mode != tlsPlain; {
+	t := p.Spec.Security.TLS
+	switch on := p.TLSSw.Mode != steps.TLSPlain; {
 	case on == t.TLSOn():
 		return t
 	default:
@@ -99,31 +100,31 @@ func (p *plan) renderTLS() api.TLSSpec {
 // agents' endpoints. In the transition it is the scheme being left (the pods not yet rolled serve only
 // that one); in the final roll the new one (the pods not yet rolled serve both).
 func (p *plan) clientHTTPS() bool {
-	if p.tlsSw.mode == tlsTransition {
-		return p.tlsSw.from == "https"
+	if p.TLSSw.Mode == steps.TLSTransition {
+		return p.TLSSw.From == "https"
 	}
-	return p.tlsSw.mode == tlsOn
+	return p.TLSSw.Mode == steps.TLSOn
 }
 
 // agentKeepsTLS: the agent configuration carries the TLS settings, so that a pod of the transition
 // template (started, or restarted in place, before it is rolled) can read them.
-func (p *plan) agentKeepsTLS() bool { return p.tlsSw.mode != tlsPlain || p.tlsSw.final }
+func (p *plan) agentKeepsTLS() bool { return p.TLSSw.Mode != steps.TLSPlain || p.TLSSw.Final }
 
 // askPeerSwitch decides the switch's step after the roll (rolled: the roll was evaluated in this sync;
 // paused or split, it was not, and the final roll is not over for it), and writes the peer scheme on
 // the Lease of the one member whose turn it is.
 func (p *plan) askPeerSwitch(rolled bool) {
-	st := &p.tlsSw
+	st := &p.TLSSw
 	f := p.f
-	if st.final && rolled && !p.rolling {
-		st.final = false // every pod runs the final template: the switch is over
+	if st.Final && rolled && !p.Rolling {
+		st.Final = false // every pod runs the final template: the switch is over
 	}
-	if !st.active() {
+	if !st.Active() {
 		return
 	}
-	to := api.Scheme(p.spec.Security.TLS.TLSOn())
+	to := api.Scheme(p.Spec.Security.TLS.TLSOn())
 	status := &api.TLSSwitch{To: to}
-	st.status = status
+	st.Status = status
 	for _, m := range f.Truth.Members {
 		if m.Ordinal >= 0 {
 			status.Members++
@@ -133,11 +134,11 @@ func (p *plan) askPeerSwitch(rolled bool) {
 		}
 	}
 	switch {
-	case st.final:
+	case st.Final:
 		status.Phase = api.TLSSwitchRollingOut
 		status.Waiting = "the rolling update to the final template"
 		return
-	case p.rolling:
+	case p.Rolling:
 		status.Phase = api.TLSSwitchRollingIn
 		status.Waiting = "the rolling update to the transition template (both schemes served)"
 		return
@@ -159,25 +160,25 @@ func (p *plan) askPeerSwitch(rolled bool) {
 	waiting := ""
 	for _, r := range todo {
 		if f.Leases[r.i].Report.Reason() == api.ReasonSwitchingPeerScheme {
-			st.turn = r.i // its agent is stopping etcd for the switch, whatever the Lease asks
+			st.Turn = r.i // its agent is stopping etcd for the switch, whatever the Lease asks
 			break
 		}
 	}
-	if st.turn < 0 && len(todo) > 0 {
-		st.turn, waiting = p.restartTurn(todo, func(lv *facts.Lease) bool { return lv.PeerScheme == to }, false)
+	if st.Turn < 0 && len(todo) > 0 {
+		st.Turn, waiting = p.restartTurn(todo, func(lv *facts.Lease) bool { return lv.PeerScheme == to }, false)
 	}
 	switch {
-	case st.turn >= 0:
-		status.Switching = f.Names.Pod(st.turn)
-		waiting = fmt.Sprintf("%s to move its peer URL to %s", f.Names.Pod(st.turn), to)
-		p.lease(st.turn).PeerScheme = to
+	case st.Turn >= 0:
+		status.Switching = f.Names.Pod(st.Turn)
+		waiting = fmt.Sprintf("%s to move its peer URL to %s", f.Names.Pod(st.Turn), to)
+		p.lease(st.Turn).PeerScheme = to
 	case missing > 0 && waiting == "":
-		waiting = fmt.Sprintf("%d member(s) whose peer URL is still %s to report", missing, st.from)
+		waiting = fmt.Sprintf("%d member(s) whose peer URL is still %s to report", missing, st.From)
 	case len(todo) == 0 && p.holdTLSSwitch() != "":
 		waiting = fmt.Sprintf("annotation %s to be removed before the final roll (both schemes are served until then)", api.AnnHoldTLSSwitch)
 	}
 	status.Waiting = waiting
 	if waiting != "" {
-		p.wait("TLS switch: %s", waiting)
+		p.wait(steps.TLSSwitch, "", "%s", waiting)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/etcdhook/etcdhook/api"
 	"github.com/etcdhook/etcdhook/sync/facts"
 	"github.com/etcdhook/etcdhook/sync/render"
+	"github.com/etcdhook/etcdhook/sync/steps"
 	"github.com/etcdhook/etcdhook/sync/wire"
 )
 
@@ -17,14 +18,6 @@ import (
 // offline needs the member restarted); then a Job deletes the StatefulSet with propagation Orphan,
 // since its claim template is immutable, and the hook renders it afresh with the new size over the
 // same pods, which it adopts without a restart (their template is unchanged).
-
-// storageSize is the size in force for member claims; false with emptyDir.
-func (p *plan) storageSize() (resource.Quantity, bool) {
-	if p.spec.Storage.EmptyDir != nil || p.spec.Storage.Size == nil {
-		return resource.Quantity{}, false
-	}
-	return *p.spec.Storage.Size, true
-}
 
 // claimBelow: ordinal i has a claim, not being deleted, that does not have the size (whatever cluster
 // UID it carries: a claim adopted from a deleted cluster is a member's volume too, see growVolumes).
@@ -65,14 +58,14 @@ func (p *plan) volumeStepInFlight() string {
 // claim template is brought to it. It reports whether it started or waits on something.
 func (p *plan) growVolumes() bool {
 	f := p.f
-	size, ok := p.storageSize()
+	size, ok := steps.StorageSize(p.Spec)
 	if !ok {
 		return false
 	}
 	// A member that is down first: a full disk is the likeliest reason to grow, and a member whose disk is
 	// full crash-loops; growing its claim costs no one's availability.
 	below := -1
-	for i := 0; i < int(p.replicas); i++ {
+	for i := 0; i < int(p.Replicas); i++ {
 		if !p.claimBelow(i, size) {
 			continue
 		}
@@ -84,7 +77,7 @@ func (p *plan) growVolumes() bool {
 		if uid := f.PVCs[below].Labels[api.LabelClusterUID]; uid != f.ClusterUID {
 			// The Job acts only on this cluster's claims (§8.10): an adopted one (adoptExistingData) is
 			// grown by hand, and the template waits for it.
-			p.wait("claim %s carries EtcdCluster UID %q, not this cluster's (adopted data): grow it by hand to %s (kubectl patch pvc %s -p '{\"spec\":{\"resources\":{\"requests\":{\"storage\":\"%s\"}}}}')",
+			p.wait(steps.Volume, "", "claim %s carries EtcdCluster UID %q, not this cluster's (adopted data): grow it by hand to %s (kubectl patch pvc %s -p '{\"spec\":{\"resources\":{\"requests\":{\"storage\":\"%s\"}}}}')",
 				f.Names.PVC(below), uid, size.String(), f.Names.PVC(below), size.String())
 			return true
 		}
@@ -99,21 +92,21 @@ func (p *plan) growVolumes() bool {
 	for _, i := range sortedKeys(f.Pods) {
 		if f.Pods[i].Labels["controller-revision-hash"] != st.UpdateRevision || st.CurrentRevision != st.UpdateRevision ||
 			f.StatefulSet.Annotations[api.AnnTemplateHash] != p.hash {
-			p.wait("every pod on one revision before StatefulSet %s is re-created for its claim template", f.Names.StatefulSet())
+			p.wait(steps.Volume, "", "every pod on one revision before StatefulSet %s is re-created for its claim template", f.Names.StatefulSet())
 			return true
 		}
 	}
 	js := f.TemplateJobs
 	attempt, why := p.nextAttempt(js)
 	if why != "" {
-		p.wait("re-creating StatefulSet %s for its claim template: %s", f.Names.StatefulSet(), why)
+		p.wait(steps.Volume, "", "re-creating StatefulSet %s for its claim template: %s", f.Names.StatefulSet(), why)
 		return true
 	}
 	job := render.Job{Kind: render.JobClaimTemplate, Attempt: attempt, Size: size, StatefulSetUID: string(f.StatefulSet.UID)}
 	p.jobs = append(p.jobs, job)
 	p.action = fmt.Sprintf("Job %s re-creating StatefulSet %s for its claim template", job.Name(f.Names), f.Names.StatefulSet())
-	p.busy, p.busyVolume, p.growth = p.action, true, true
-	p.wait("%s", p.action)
+	p.Busy, p.BusyVolume, p.Growth = p.action, true, true
+	p.wait(steps.Volume, p.action, "")
 	return true
 }
 
@@ -129,29 +122,29 @@ func (p *plan) growClaim(i int, size resource.Quantity) bool {
 	if m != nil && m.Voter() && m.Healthy {
 		all, healthy = all-1, healthy-1
 	}
-	if len(f.Truth.Primary) != p.target() || m == nil || healthy != all || f.Truth.Learner() != nil {
-		p.wait("every member but %s healthy before growing its claim %s (%d of %d other voters healthy)", f.Names.Pod(i), f.Names.PVC(i), healthy, all)
+	if len(f.Truth.Primary) != p.Target() || m == nil || healthy != all || f.Truth.Learner() != nil {
+		p.wait(steps.Volume, "", "every member but %s healthy before growing its claim %s (%d of %d other voters healthy)", f.Names.Pod(i), f.Names.PVC(i), healthy, all)
 		return true
 	}
 	if who := p.defragmenting(); who != "" {
-		p.wait("%s to finish defragmenting before growing claim %s", who, f.Names.PVC(i))
+		p.wait(steps.Volume, who, "to finish defragmenting before growing claim %s", f.Names.PVC(i))
 		return true
 	}
 	if what := p.restartingInPlace(); what != "" {
-		p.wait("%s before growing claim %s", what, f.Names.PVC(i))
+		p.wait(steps.Volume, what, "before growing claim %s", f.Names.PVC(i))
 		return true
 	}
 	attempt, why := p.nextAttempt(f.GrowJobs[i])
 	if why != "" {
-		p.wait("growing claim %s to %s: %s", f.Names.PVC(i), size.String(), why)
+		p.wait(steps.Volume, "", "growing claim %s to %s: %s", f.Names.PVC(i), size.String(), why)
 		return true
 	}
 	job := render.Job{Kind: render.JobGrowVolume, Attempt: attempt, Ordinal: i, Size: size, Endpoints: p.voterEndpoints("")}
 	p.jobs = append(p.jobs, job)
-	p.growing = f.Names.PVC(i)
+	p.Growing = f.Names.PVC(i)
 	p.action = fmt.Sprintf("Job %s growing claim %s to %s", job.Name(f.Names), f.Names.PVC(i), size.String())
-	p.busy, p.busyVolume, p.growth = p.action, true, true
-	p.wait("%s", p.action)
+	p.Busy, p.BusyVolume, p.Growth = p.action, true, true
+	p.wait(steps.Volume, p.action, "")
 	return true
 }
 
@@ -182,7 +175,7 @@ func (p *plan) nextAttempt(js []*facts.Job) (int, string) {
 // not done: its time drives the backoff) and releases the others.
 func (p *plan) keepVolumeJobs() {
 	f := p.f
-	size, sized := p.storageSize()
+	size, sized := steps.StorageSize(p.Spec)
 	keep := func(js []*facts.Job, pending bool, what string) {
 		last := js[len(js)-1]
 		for _, jv := range js {
@@ -200,48 +193,4 @@ func (p *plan) keepVolumeJobs() {
 	if len(f.TemplateJobs) > 0 {
 		keep(f.TemplateJobs, sized && p.templateBelow(size), "finished Job whose StatefulSet is gone or has the claim template")
 	}
-}
-
-// claimsAtSize counts the member claims (ordinals below replicas, not being deleted) and those among them
-// that ask for and have size.
-func (p *plan) claimsAtSize(size resource.Quantity) (atSize, claims int32) {
-	for i := 0; i < int(p.replicas); i++ {
-		pvc := p.f.PVCs[i]
-		if pvc == nil || pvc.DeletionTimestamp != nil {
-			continue
-		}
-		claims++
-		if api.ClaimAtSize(pvc, size) {
-			atSize++
-		}
-	}
-	return atSize, claims
-}
-
-// storageStatus is status.storage: the member claims against the size in force.
-func (p *plan) storageStatus() *api.StorageStatus {
-	size, ok := p.storageSize()
-	if !ok {
-		return nil
-	}
-	f := p.f
-	st := &api.StorageStatus{Size: size.String()}
-	st.AtSize, st.Claims = p.claimsAtSize(size)
-	for _, i := range sortedKeys(f.GrowJobs) {
-		js := f.GrowJobs[i]
-		if js[len(js)-1].State == facts.JobActive {
-			st.Growing = f.Names.PVC(i)
-		}
-	}
-	if p.growing != "" {
-		st.Growing = p.growing
-	}
-	if f.StatefulSet != nil {
-		if q, ok := api.TemplateSize(f.StatefulSet.Spec.VolumeClaimTemplates); ok {
-			st.TemplateSize = q.String()
-		}
-	} else {
-		st.TemplateSize = size.String() // rendered by this answer
-	}
-	return st
 }

@@ -2,7 +2,8 @@
 // function here is a pure function of a Desired value: it decides nothing (which step, which member,
 // which Job) and reads nothing but its argument. The decision (package sync) fills Desired and may call
 // PodTemplate to hash the template, as Kubernetes' StatefulSet controller calls newRevision; this
-// package never imports the decision. One file per child kind.
+// package never imports the decision. One file per child kind; the status (Status, status*.go) is
+// rendered alike, from the facts and the decision's value (steps.Decision).
 package render
 
 import (

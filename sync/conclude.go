@@ -1,0 +1,22 @@
+package sync
+
+// conclude draws the conclusions that read what several steps decided (steps.Concluded), once every
+// step has run: status reads them instead of asking the plan again.
+func (p *plan) conclude() {
+	f := p.f
+	// A member being added right now (its ordinal holds a live join permission and its agent reports this
+	// very member ID), or the member a roll step or a CA rotation just restarted, or one moving its peer
+	// URL, is not yet expected to be healthy: that is progress, not a degradation.
+	p.ExpectedDown = map[string]bool{}
+	for _, m := range f.Truth.Members {
+		if !m.Healthy && (p.joiningAs(m) || p.restartedByRoll(m) || p.restartedForCA(m) || p.switchedPeer(m)) {
+			p.ExpectedDown[m.ID] = true
+		}
+	}
+	p.Defragmenting = p.defragmenting()
+	p.InPlacePhase = p.inPlacePhase()
+	if p.Space.On {
+		p.Space.Message = p.spaceMessage()
+	}
+	p.Echo = !p.HasSpec && len(childRefs(f.Observed)) > 0
+}

@@ -1,0 +1,32 @@
+package steps
+
+import (
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/sync/facts"
+)
+
+// StorageSize is the size in force for member claims; false with emptyDir.
+func StorageSize(spec api.ClusterSpec) (resource.Quantity, bool) {
+	if spec.Storage.EmptyDir != nil || spec.Storage.Size == nil {
+		return resource.Quantity{}, false
+	}
+	return *spec.Storage.Size, true
+}
+
+// ClaimsAtSize counts the member claims (ordinals below replicas, not being deleted) and those among
+// them that ask for and have size.
+func ClaimsAtSize(f *facts.Facts, replicas int32, size resource.Quantity) (atSize, claims int32) {
+	for i := 0; i < int(replicas); i++ {
+		pvc := f.PVCs[i]
+		if pvc == nil || pvc.DeletionTimestamp != nil {
+			continue
+		}
+		claims++
+		if api.ClaimAtSize(pvc, size) {
+			atSize++
+		}
+	}
+	return atSize, claims
+}
