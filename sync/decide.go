@@ -38,7 +38,9 @@ func decide(f *facts.Facts, opts Options) (p *plan, err error) {
 		return p, nil
 	}
 	p.decideSpace()
-	p.Auth = p.decideAuth()
+	auth := steps.Auth(f, steps.AuthInput{HasSpec: p.HasSpec, Spec: p.Spec})
+	p.Auth = auth.Config
+	p.Distrusted = append(p.Distrusted, auth.Distrusted...)
 	// Every URL the plan renders (Job endpoints, status) has the scheme every member serves now.
 	p.decideTLSMode()
 	p.Names.TLS = p.clientHTTPS()
@@ -124,7 +126,7 @@ func (p *plan) chooseSpec() error {
 		p.Problems = api.ValidateChange(f.Recorded, cand, f.Running, f.ImageVersions, f.StorageFloor())
 	}
 	if len(p.Problems) == 0 {
-		p.Problems = authRemovalRefused(f.Recorded, cand, f.AuthReport())
+		p.Problems = steps.AuthRemovalRefused(f.Recorded, cand, f.AuthReport())
 	}
 	if len(p.Problems) == 0 && f.Recorded != nil && !sameTLSSecretNames(f.Recorded.Security.TLS, cand.Security.TLS) && f.TLSSwitchSeen() {
 		// Members still serve the certificates of the Secrets they started on: another Secret can mean

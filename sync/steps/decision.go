@@ -50,7 +50,7 @@ type Decision struct {
 	Space SpaceState
 	// Recovery: the plan for a quorum that lost its data (recovery.go).
 	Recovery RecoveryState
-	// Auth: the auth config the agents apply (auth.go); nil without spec.auth.
+	// Auth: the auth config the agents apply (steps.Auth); nil without spec.auth.
 	Auth *api.AuthConfig
 	// Defrag: the defragmentation pass due and the member asked (defrag.go).
 	Defrag DefragState
