@@ -37,7 +37,10 @@ func decide(f *facts.Facts, opts Options) (p *plan, err error) {
 	if !p.HasSpec {
 		return p, nil
 	}
-	p.decideSpace()
+	// The spec as adopted is recorded; the one rendered carries the raised quota and storage.
+	p.userSpec = p.Spec
+	space := steps.Space(f, steps.SpaceInput{Spec: p.Spec, Paused: p.Paused, Replicas: p.Replicas})
+	p.Space, p.Spec = space.State, space.Spec
 	auth := steps.Auth(f, steps.AuthInput{HasSpec: p.HasSpec, Spec: p.Spec})
 	p.Auth = auth.Config
 	p.Distrusted = append(p.Distrusted, auth.Distrusted...)

@@ -15,7 +15,7 @@ type Decision struct {
 	// status (InputIgnored). The facts are never written to by the decision.
 	Distrusted []string
 	// HasSpec: there is a spec to render from; Spec: it, the adopted spec with the raised quota and
-	// storage (space.go).
+	// storage (steps.Space).
 	HasSpec bool
 	Spec    api.ClusterSpec
 	// Problems: why the user's spec is not (yet) applied.
@@ -46,7 +46,7 @@ type Decision struct {
 	// QuorumLost: no voting member reports a healthy cluster (membership is frozen).
 	QuorumLost bool
 
-	// Space: where spec.maintenance.space stands (space.go).
+	// Space: where spec.maintenance.space stands (steps.Space).
 	Space SpaceState
 	// Recovery: the plan for a quorum that lost its data (recovery.go).
 	Recovery RecoveryState
