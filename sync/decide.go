@@ -57,7 +57,8 @@ func decide(f *facts.Facts, opts Options) (p *plan, err error) {
 	}
 	p.releaseRestoreJobs()
 	if p.Paused {
-		p.pause()
+		pause := steps.Paused(f, steps.PauseInput{Hash: p.hash, Replicas: p.Replicas, Partition: p.partition})
+		p.partition, p.Waiting, p.pauseWaited = pause.Partition, p.Waiting.Add(pause.Wait), true
 		p.askPeerSwitch(false)
 		p.askCARotation()
 		p.askDefrag()

@@ -24,7 +24,7 @@ type Decision struct {
 	// because of them.
 	CertProblems []CertProblem
 	CertBlocked  bool
-	// Paused: spec.paused (pause.go).
+	// Paused: spec.paused (steps.Paused).
 	Paused bool
 	// PendingSpec: a valid new spec waits for the step in flight.
 	PendingSpec bool
