@@ -15,7 +15,7 @@ func (p *plan) conclude() {
 			p.ExpectedDown[m.ID] = true
 		}
 	}
-	p.Defragmenting = p.defragmenting()
+	p.Defragmenting = steps.Defragmenting(p.f)
 	p.InPlacePhase = p.inPlacePhase()
 	if p.Space.On {
 		p.Space.Message = steps.SpaceMessage(f, p.Space, steps.SpaceInput{Spec: p.Spec, Paused: p.Paused, Replicas: p.Replicas})

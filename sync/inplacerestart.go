@@ -7,6 +7,7 @@ import (
 
 	"github.com/etcdhook/etcdhook/api"
 	"github.com/etcdhook/etcdhook/sync/facts"
+	"github.com/etcdhook/etcdhook/sync/steps"
 )
 
 // Restarting one member's etcd in place (its pod stays): a CA rotation's restart to trust a new CA set,
@@ -104,7 +105,7 @@ func (p *plan) restartTurn(todo []caReport, asked func(*facts.Lease) bool, unhea
 		// (A TLS switch waiting for the CA rotation to finish must not hold the rotation.)
 		return -1, "the waiting spec change to be adopted before restarting a member"
 	}
-	if who := p.defragmenting(); who != "" {
+	if who := steps.Defragmenting(p.f); who != "" {
 		return -1, who + " to finish defragmenting before restarting a member"
 	}
 	// A member that is not healthy first (one trusting neither CA cannot talk to its peers): restarting

@@ -52,7 +52,7 @@ type Decision struct {
 	Recovery RecoveryState
 	// Auth: the auth config the agents apply (steps.Auth); nil without spec.auth.
 	Auth *api.AuthConfig
-	// Defrag: the defragmentation pass due and the member asked (defrag.go).
+	// Defrag: the defragmentation pass due and the member asked (steps.Defrag).
 	Defrag DefragState
 	// CARot: the CA rotation's step and restart (carotation.go).
 	CARot CARotationState
