@@ -48,7 +48,7 @@ type Decision struct {
 
 	// Space: where spec.maintenance.space stands (steps.Space).
 	Space SpaceState
-	// Recovery: the plan for a quorum that lost its data (recovery.go).
+	// Recovery: the plan for a quorum that lost its data (steps.Recovery).
 	Recovery RecoveryState
 	// Auth: the auth config the agents apply (steps.Auth); nil without spec.auth.
 	Auth *api.AuthConfig
