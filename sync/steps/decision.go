@@ -54,7 +54,7 @@ type Decision struct {
 	Auth *api.AuthConfig
 	// Defrag: the defragmentation pass due and the member asked (steps.Defrag).
 	Defrag DefragState
-	// CARot: the CA rotation's step and restart (carotation.go).
+	// CARot: the CA rotation's step and restart (steps.RotateCA).
 	CARot CARotationState
 	// TLSSw: where a switch of spec.security.tls.enabled stands (tlsswitch.go).
 	TLSSw TLSSwitchState
