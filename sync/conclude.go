@@ -1,5 +1,7 @@
 package sync
 
+import "github.com/etcdhook/etcdhook/sync/steps"
+
 // conclude draws the conclusions that read what several steps decided (steps.Concluded), once every
 // step has run: status reads them instead of asking the plan again.
 func (p *plan) conclude() {
@@ -13,10 +15,10 @@ func (p *plan) conclude() {
 			p.ExpectedDown[m.ID] = true
 		}
 	}
-	p.Defragmenting = p.defragmenting()
+	p.Defragmenting = steps.Defragmenting(p.f)
 	p.InPlacePhase = p.inPlacePhase()
 	if p.Space.On {
-		p.Space.Message = p.spaceMessage()
+		p.Space.Message = steps.SpaceMessage(f, p.Space, steps.SpaceInput{Spec: p.Spec, Paused: p.Paused, Replicas: p.Replicas})
 	}
 	p.Echo = !p.HasSpec && len(childRefs(f.Observed)) > 0
 }

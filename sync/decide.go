@@ -12,7 +12,8 @@ import (
 // decide runs one sync's membership protocol (docs/design/06-sync-order.md §6): it starts from what was
 // observed (carry), re-derives the hook's own Lease halves (normalizeIntents), latches the spec
 // (chooseSpec) and takes at most one membership step (reconcile). Step families are in their own files
-// (members.go, scale.go, roll.go, volumes.go, tlsswitch.go, carotation.go, defrag.go, inplace.go).
+// (members.go, scale.go, roll.go, volumes.go, tlsswitch.go, inplace.go) or, moved, in package steps as
+// pure functions whose values the plan copies (steps.Space, Auth, Paused, Recovery, RotateCA, Defrag).
 func decide(f *facts.Facts, opts Options) (p *plan, err error) {
 	p = &plan{f: f, opts: opts.withDefaults(), leases: map[int]*api.Intent{}, Decision: steps.Decision{Names: f.Names}}
 	// Whatever path the sync takes, the backup Lease is read for status with the spec chosen, and the
@@ -37,8 +38,13 @@ func decide(f *facts.Facts, opts Options) (p *plan, err error) {
 	if !p.HasSpec {
 		return p, nil
 	}
-	p.decideSpace()
-	p.Auth = p.decideAuth()
+	// The spec as adopted is recorded; the one rendered carries the raised quota and storage.
+	p.userSpec = p.Spec
+	space := steps.Space(f, steps.SpaceInput{Spec: p.Spec, Paused: p.Paused, Replicas: p.Replicas})
+	p.Space, p.Spec = space.State, space.Spec
+	auth := steps.Auth(f, steps.AuthInput{HasSpec: p.HasSpec, Spec: p.Spec})
+	p.Auth = auth.Config
+	p.Distrusted = append(p.Distrusted, auth.Distrusted...)
 	// Every URL the plan renders (Job endpoints, status) has the scheme every member serves now.
 	p.decideTLSMode()
 	p.Names.TLS = p.clientHTTPS()
@@ -52,7 +58,8 @@ func decide(f *facts.Facts, opts Options) (p *plan, err error) {
 	}
 	p.releaseRestoreJobs()
 	if p.Paused {
-		p.pause()
+		pause := steps.Paused(f, steps.PauseInput{Hash: p.hash, Replicas: p.Replicas, Partition: p.partition})
+		p.partition, p.Waiting, p.pauseWaited = pause.Partition, p.Waiting.Add(pause.Wait), true
 		p.askPeerSwitch(false)
 		p.askCARotation()
 		p.askDefrag()
@@ -124,7 +131,7 @@ func (p *plan) chooseSpec() error {
 		p.Problems = api.ValidateChange(f.Recorded, cand, f.Running, f.ImageVersions, f.StorageFloor())
 	}
 	if len(p.Problems) == 0 {
-		p.Problems = authRemovalRefused(f.Recorded, cand, f.AuthReport())
+		p.Problems = steps.AuthRemovalRefused(f.Recorded, cand, f.AuthReport())
 	}
 	if len(p.Problems) == 0 && f.Recorded != nil && !sameTLSSecretNames(f.Recorded.Security.TLS, cand.Security.TLS) && f.TLSSwitchSeen() {
 		// Members still serve the certificates of the Secrets they started on: another Secret can mean

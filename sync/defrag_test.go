@@ -102,8 +102,7 @@ func TestDefragPassToken(t *testing.T) {
 	} {
 		w := newWorldAt(t, 3, at)
 		w.spec.Maintenance.Defrag = &api.DefragSpec{Schedule: tc.schedule}
-		p := &plan{f: &facts.Facts{Now: at, Parent: &api.EtcdCluster{}}, Decision: steps.Decision{Spec: api.Defaulted(w.spec), HasSpec: true}}
-		tok, forced := p.defragPass()
+		tok, forced := steps.DefragPass(&facts.Facts{Now: at, Parent: &api.EtcdCluster{}}, steps.DefragInput{Spec: api.Defaulted(w.spec), HasSpec: true})
 		require.Equal(t, tc.want, tok, tc.schedule)
 		require.False(t, forced)
 	}

@@ -41,7 +41,7 @@ func (p *plan) desired() *render.Desired {
 		Running:         runningRecord(f.Running),
 		Formed:          f.Formed || p.FormedNow(p.f),
 		RollingTo:       p.rollingTo,
-		DefragNowDone:   p.defragNowDone(),
+		DefragNowDone:   steps.DefragNowDone(p.f, p.Defrag),
 		RestoreInPlace:  p.inPlaceRecordJSON(),
 		RetiredClusters: p.retiredClusters(),
 	}

@@ -1,19 +1,15 @@
 package sync
 
 import (
-	"fmt"
-	"slices"
-	"strings"
-
 	"github.com/etcdhook/etcdhook/api"
 	"github.com/etcdhook/etcdhook/sync/facts"
 )
 
 // Restarting one member's etcd in place (its pod stays): a CA rotation's restart to trust a new CA set,
-// and a TLS switch's peer URL move. Both follow one machine: one member at a time, whose turn restartTurn
-// decides; the Lease asks it; until its agent reports the step done (or while it says it is at it), the
-// member is "restarting" (no other disruptive step starts beside it) and its etcd being down is the step
-// itself, not a degradation.
+// and a TLS switch's peer URL move. Both follow one machine: one member at a time, whose turn
+// steps.RestartTurn decides; the Lease asks it; until its agent reports the step done (or while it says
+// it is at it), the member is "restarting" (no other disruptive step starts beside it) and its etcd
+// being down is the step itself, not a degradation.
 
 // inPlaceRestart is one kind of restart in place: pending says member m was asked (its Lease, lv) and
 // its report does not show it done; reason is what its agent reports while it does it.
@@ -77,70 +73,3 @@ func (p *plan) switchedPeer(m *facts.Member) bool {
 	lv := p.f.Reporting(m)
 	return lv != nil && lv.Report.Reason() == peerMove.reason
 }
-
-// restartTurn picks the member of todo whose etcd restarts in place now (a CA rotation's restart, a TLS
-// switch's peer URL move): the one already asked, until it is no longer in todo (whatever its health:
-// it is restarting); otherwise, with every member healthy, no other step in flight and quorum to spare,
-// followers by ordinal, the leader last. It says why none, when none.
-// unhealthyFirst: a member that is not healthy goes first, without the checks (a CA restart: one trusting
-// neither CA cannot talk to its peers until it restarts). A peer URL move needs its member healthy.
-func (p *plan) restartTurn(todo []caReport, asked func(*facts.Lease) bool, unhealthyFirst bool) (int, string) {
-	f := p.f
-	for _, r := range todo {
-		if lv := f.Leases[r.i]; lv != nil && asked(lv) {
-			return r.i, ""
-		}
-	}
-	switch {
-	case p.Paused:
-		return -1, "spec.paused to be cleared before restarting a member"
-	case !f.Bootstrapped || p.QuorumLost || f.SplitBrain:
-		return -1, "a healthy quorum before restarting a member"
-	case p.Busy != "":
-		return -1, "the membership change in flight (" + p.Busy + ") before restarting a member"
-	case p.Rolling:
-		return -1, "the rolling update to finish before restarting a member"
-	case p.PendingSpec && !p.tlsWaitsForCA:
-		// (A TLS switch waiting for the CA rotation to finish must not hold the rotation.)
-		return -1, "the waiting spec change to be adopted before restarting a member"
-	}
-	if who := p.defragmenting(); who != "" {
-		return -1, who + " to finish defragmenting before restarting a member"
-	}
-	// A member that is not healthy first (one trusting neither CA cannot talk to its peers): restarting
-	// it costs nothing, and waiting for it to be healthy would wait forever.
-	for _, r := range todo {
-		if m := f.Truth.Primary[r.i]; m != nil && !m.Healthy && unhealthyFirst {
-			return r.i, ""
-		}
-	}
-	for _, m := range f.Truth.Members {
-		if !m.Healthy {
-			return -1, "member " + facts.MemberName(f, m) + " to be healthy before restarting a member"
-		}
-	}
-	all, healthy := f.Truth.Voters()
-	small := p.Target() <= 2 && all == healthy
-	if healthy-1 < api.Quorum(all) && !small {
-		return -1, fmt.Sprintf("quorum to allow restarting a member (%d of %d voters healthy)", healthy, all)
-	}
-	var leader []caReport
-	for _, r := range todo {
-		if r.id == f.Truth.LeaderID {
-			leader = append(leader, r)
-			continue
-		}
-		return r.i, ""
-	}
-	return leader[0].i, ""
-}
-
-// caReport is one member's fresh report, for the rotation.
-type caReport struct {
-	i      int
-	id     string
-	trusts string // etcd.io/tls-cas
-	issuer string
-}
-
-func (c caReport) trustsCA(fp string) bool { return slices.Contains(strings.Split(c.trusts, ","), fp) }

@@ -223,7 +223,7 @@ func (p *plan) joinable(i int) (bool, string) {
 	if pvc := f.PVCs[i]; pvc != nil && pvc.DeletionTimestamp != nil {
 		return false, fmt.Sprintf("claim %s to finish deleting", pvc.Name)
 	}
-	if who := p.defragmenting(); who != "" {
+	if who := steps.Defragmenting(p.f); who != "" {
 		return false, fmt.Sprintf("%s to finish defragmenting before %s joins", who, f.Names.Pod(i))
 	}
 	if what := p.restartingInPlace(); what != "" {

@@ -68,7 +68,7 @@ func (p *plan) roll(full bool) bool {
 		}
 		// A healthy pod is not restarted while another member defragments (its reads and writes wait
 		// for the defragmentation): two members would be unavailable at once.
-		if who := p.defragmenting(); who != "" && p.podHealthy(next) {
+		if who := steps.Defragmenting(p.f); who != "" && p.podHealthy(next) {
 			p.rollHeld = true
 			p.wait(steps.Roll, who, "to finish defragmenting before restarting %s", f.Names.Pod(next))
 			return true

@@ -89,7 +89,7 @@ func (p *plan) scaleDown() bool {
 		p.wait(steps.Scale, "", "quorum does not allow %s to leave now", f.Names.Pod(h))
 		return true
 	}
-	if who := p.defragmenting(); who != "" && m.Healthy {
+	if who := steps.Defragmenting(p.f); who != "" && m.Healthy {
 		p.wait(steps.Scale, who, "to finish defragmenting before %s leaves", f.Names.Pod(h))
 		return true
 	}

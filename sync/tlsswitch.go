@@ -144,7 +144,7 @@ func (p *plan) askPeerSwitch(rolled bool) {
 		return
 	}
 	status.Phase = api.TLSSwitchPeers
-	var todo []caReport
+	var todo []steps.CAReport
 	missing := 0
 	for _, m := range f.Truth.Members {
 		if m.Ordinal < 0 || facts.PeerScheme(m.PeerURL) == to {
@@ -155,17 +155,17 @@ func (p *plan) askPeerSwitch(rolled bool) {
 			missing++
 			continue
 		}
-		todo = append(todo, caReport{i: m.Ordinal, id: m.ID})
+		todo = append(todo, steps.CAReport{Ordinal: m.Ordinal, ID: m.ID})
 	}
 	waiting := ""
 	for _, r := range todo {
-		if f.Leases[r.i].Report.Reason() == api.ReasonSwitchingPeerScheme {
-			st.Turn = r.i // its agent is stopping etcd for the switch, whatever the Lease asks
+		if f.Leases[r.Ordinal].Report.Reason() == api.ReasonSwitchingPeerScheme {
+			st.Turn = r.Ordinal // its agent is stopping etcd for the switch, whatever the Lease asks
 			break
 		}
 	}
 	if st.Turn < 0 && len(todo) > 0 {
-		st.Turn, waiting = p.restartTurn(todo, func(lv *facts.Lease) bool { return lv.PeerScheme == to }, false)
+		st.Turn, waiting = steps.RestartTurn(f, p.restartHolds(), todo, func(lv *facts.Lease) bool { return lv.PeerScheme == to }, false)
 	}
 	switch {
 	case st.Turn >= 0:

@@ -126,7 +126,7 @@ func (p *plan) growClaim(i int, size resource.Quantity) bool {
 		p.wait(steps.Volume, "", "every member but %s healthy before growing its claim %s (%d of %d other voters healthy)", f.Names.Pod(i), f.Names.PVC(i), healthy, all)
 		return true
 	}
-	if who := p.defragmenting(); who != "" {
+	if who := steps.Defragmenting(p.f); who != "" {
 		p.wait(steps.Volume, who, "to finish defragmenting before growing claim %s", f.Names.PVC(i))
 		return true
 	}

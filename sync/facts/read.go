@@ -521,7 +521,7 @@ func splitAttempt(s string) (string, int, bool) {
 
 // readAlarms collects the alarms of the fresh reports. An alarm may name a member that is no longer in
 // the member list: etcd keeps an alarm after its member is removed, and it still refuses writes
-// cluster-wide, so it counts (the NOSPACE recovery disarms it, decideDefrag). A hand edit of the
+// cluster-wide, so it counts (the NOSPACE recovery disarms it, steps.Defrag). A hand edit of the
 // agent-owned annotation is rewritten from etcd at the agent's next report.
 func (f *Facts) readAlarms() {
 	for _, lv := range f.SortedLeases() {

@@ -68,13 +68,13 @@ func databaseConditions(f *facts.Facts, d *steps.Decision, add func(typ string, 
 		var near []string
 		for _, m := range f.Truth.Members {
 			if m.DBSize*100 >= quota*api.DatabaseNearQuotaPercent {
-				near = append(near, fmt.Sprintf("%s %s (%d%%, %s in use)", facts.MemberName(f, m), HumanBytes(m.DBSize),
-					m.DBSize*100/quota, HumanBytes(m.DBSizeInUse)))
+				near = append(near, fmt.Sprintf("%s %s (%d%%, %s in use)", facts.MemberName(f, m), steps.HumanBytes(m.DBSize),
+					m.DBSize*100/quota, steps.HumanBytes(m.DBSizeInUse)))
 			}
 		}
 		if len(near) > 0 {
 			add(api.CondDatabaseNearQuota, true, "NearQuota", fmt.Sprintf("of a %s quota: %s; at the quota etcd refuses writes (NOSPACE): defragment (spec.maintenance.defrag, or the annotation etcd.io/defrag-now; operations.md §5.12) or raise spec.options quota-backend-bytes (spec.maintenance.space.maxQuota lets the hook raise it, docs/spec.md)",
-				HumanBytes(quota), strings.Join(near, ", ")))
+				steps.HumanBytes(quota), strings.Join(near, ", ")))
 		}
 	}
 	byType := map[string][]string{}
@@ -95,20 +95,6 @@ func databaseConditions(f *facts.Facts, d *steps.Decision, add func(typ string, 
 		slices.Sort(on)
 		add(api.CondDataCorrupt, true, "CorruptAlarm", "etcd raised CORRUPT (members "+strings.Join(on, ", ")+" disagree with the others): writes are refused; see operations.md §5.12")
 	}
-}
-
-// HumanBytes renders a size with a binary unit, one decimal.
-func HumanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
 // defragCondition says what the pass due is doing.

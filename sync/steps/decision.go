@@ -15,7 +15,7 @@ type Decision struct {
 	// status (InputIgnored). The facts are never written to by the decision.
 	Distrusted []string
 	// HasSpec: there is a spec to render from; Spec: it, the adopted spec with the raised quota and
-	// storage (space.go).
+	// storage (steps.Space).
 	HasSpec bool
 	Spec    api.ClusterSpec
 	// Problems: why the user's spec is not (yet) applied.
@@ -24,7 +24,7 @@ type Decision struct {
 	// because of them.
 	CertProblems []CertProblem
 	CertBlocked  bool
-	// Paused: spec.paused (pause.go).
+	// Paused: spec.paused (steps.Paused).
 	Paused bool
 	// PendingSpec: a valid new spec waits for the step in flight.
 	PendingSpec bool
@@ -46,15 +46,15 @@ type Decision struct {
 	// QuorumLost: no voting member reports a healthy cluster (membership is frozen).
 	QuorumLost bool
 
-	// Space: where spec.maintenance.space stands (space.go).
+	// Space: where spec.maintenance.space stands (steps.Space).
 	Space SpaceState
-	// Recovery: the plan for a quorum that lost its data (recovery.go).
+	// Recovery: the plan for a quorum that lost its data (steps.Recovery).
 	Recovery RecoveryState
-	// Auth: the auth config the agents apply (auth.go); nil without spec.auth.
+	// Auth: the auth config the agents apply (steps.Auth); nil without spec.auth.
 	Auth *api.AuthConfig
-	// Defrag: the defragmentation pass due and the member asked (defrag.go).
+	// Defrag: the defragmentation pass due and the member asked (steps.Defrag).
 	Defrag DefragState
-	// CARot: the CA rotation's step and restart (carotation.go).
+	// CARot: the CA rotation's step and restart (steps.RotateCA).
 	CARot CARotationState
 	// TLSSw: where a switch of spec.security.tls.enabled stands (tlsswitch.go).
 	TLSSw TLSSwitchState
