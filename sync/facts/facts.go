@@ -241,8 +241,13 @@ func podReadyCondition(pod *corev1.Pod) bool {
 // that report promised (api.RenewInterval), plus the margin the freshness rule gives a member in trouble
 // (UnhealthyAfterDurations of its interval) for a renewal on its way.
 func overdueAfter(r api.Report) time.Duration {
-	lease := api.DefaultLeaseDurationSeconds * time.Second
-	return api.RenewInterval(r, lease) + UnhealthyAfterDurations*api.RenewInterval(api.Report{}, lease)
+	return renewInterval(r) + UnhealthyAfterDurations*renewInterval(api.Report{})
+}
+
+// renewInterval is how often an agent that wrote report r renews it: the interval the agent follows
+// (api.RenewInterval) under the Lease duration it is configured with, never the one written in the Lease.
+func renewInterval(r api.Report) time.Duration {
+	return api.RenewInterval(r, api.DefaultLeaseDurationSeconds*time.Second)
 }
 
 // notReadyFor is how long ordinal i has had no Ready pod: since its pod's Ready condition last turned

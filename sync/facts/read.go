@@ -152,9 +152,9 @@ func (f *Facts) readLeases() {
 		// A healthy voter renews rarely; its slow interval counts only while its pod is Ready (the
 		// kubelet's probe is then its heartbeat): with the pod not Ready, the agent is judged by the
 		// interval of a member in trouble, as if its report were not a healthy voter's.
-		interval := api.RenewInterval(api.Report{}, api.DefaultLeaseDurationSeconds*time.Second)
+		interval := renewInterval(api.Report{})
 		if f.PodReady(i) {
-			interval = api.RenewInterval(lv.Report, api.DefaultLeaseDurationSeconds*time.Second)
+			interval = renewInterval(lv.Report)
 		}
 		d := UnhealthyAfterDurations * interval
 		age := f.Now.Sub(lv.Renewed)
