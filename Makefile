@@ -31,8 +31,11 @@ test:
 	@for part in $(TEST_PARTS); do start=$$(date +%s); $(MAKE) --no-print-directory $$part || exit 1; \
 	  echo "== make test: $$part took $$(( $$(date +%s) - start ))s"; done
 
+# -parallel 3: the membership scenarios run their three etcd versions side by side (forEachVersionParallel);
+# they mostly wait on etcd's fsyncs and elections, so three clusters on two cores take about a third of
+# the time one after another did, and go test's default (GOMAXPROCS, 2 in CI) would run only two.
 unit:
-	$(GO) test -count=1 -timeout 30m ./...
+	$(GO) test -count=1 -timeout 30m -parallel 3 ./...
 
 # The object stores the backup tests write to (real MinIO and fake-gcs-server), built once into bin/tools
 # by scripts/gotool.sh before the tests ask for them, so that the build and its time show in the log.

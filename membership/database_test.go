@@ -30,7 +30,7 @@ func quotaCluster(t *testing.T, v string, quota int) *tcluster {
 // that stays healthy (raft works, reads are served): against real etcd with a 1 MiB quota, every
 // version.
 func TestMembershipDatabaseFullReported(t *testing.T) {
-	forEachVersion(t, func(t *testing.T, v string) {
+	forEachVersionParallel(t, func(t *testing.T, v string) {
 		c := quotaCluster(t, v, 4<<20)
 		ids := map[string]bool{}
 		for i := range c.slots {
@@ -150,7 +150,7 @@ func writeRounds(ctx context.Context, t *testing.T, cl *clientv3.Client, prefix 
 // does not defragment; and every report carries the quota etcd runs with.
 func TestMembershipSpacePass(t *testing.T) {
 	const quota = 16 << 20
-	forEachVersion(t, func(t *testing.T, v string) {
+	forEachVersionParallel(t, func(t *testing.T, v string) {
 		c := quotaCluster(t, v, quota)
 		cl := c.client()
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -201,7 +201,7 @@ func TestMembershipSpacePass(t *testing.T) {
 // stays readable; and a cluster full at its quota (NOSPACE) is recovered by the same pass: compacted,
 // defragmented, its alarms disarmed, writes accepted again.
 func TestMembershipDefragmentation(t *testing.T) {
-	forEachVersion(t, func(t *testing.T, v string) {
+	forEachVersionParallel(t, func(t *testing.T, v string) {
 		c := quotaCluster(t, v, 16<<20)
 		cl := c.client()
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

@@ -39,7 +39,7 @@ func forEachVersionParallel(t *testing.T, run func(t *testing.T, version string)
 // underWrites runs scenario on every etcd version against a cluster of n slots bootstrapped to grown
 // voters under the continuous writer, then checks that no acknowledged write was lost.
 func underWrites(t *testing.T, n, grown int, scenario func(t *testing.T, c *tcluster, w *twriter)) {
-	forEachVersion(t, func(t *testing.T, v string) {
+	forEachVersionParallel(t, func(t *testing.T, v string) {
 		c := newCluster(t, v, n)
 		var w *twriter
 		c.bootstrap(&w, grown)

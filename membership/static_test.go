@@ -26,7 +26,7 @@ func (c *tcluster) setStatic(i, n int) {
 // that comes up after the others formed starts as the listed voter it is; a member that loses its data
 // after it ran never starts "new" again, whatever its Lease still says, and rejoins under a permission.
 func TestMembershipStaticBootstrap(t *testing.T) {
-	forEachVersion(t, func(t *testing.T, v string) {
+	forEachVersionParallel(t, func(t *testing.T, v string) {
 		c := newCluster(t, v, 3)
 		c.static = 3
 		for i := range c.slots {

@@ -98,7 +98,7 @@ func (s *slot) etcdPID() int {
 // handshake on, without a restart (the same etcd process) and without a lost acknowledged write. This
 // is the per-version evidence that etcd reads its certificate files again for new connections.
 func TestMembershipTLSLeafRotation(t *testing.T) {
-	forEachVersion(t, func(t *testing.T, v string) {
+	forEachVersionParallel(t, func(t *testing.T, v string) {
 		c := newCluster(t, v, 3)
 		// The agents' certificate clock runs 2 h behind while the cluster is made, then catches up: the
 		// certificates (3 h, made 2 h "ago") are then past 2/3 of their lifetime, and the renewed ones are
@@ -516,7 +516,7 @@ func TestCertsCARotation(t *testing.T) {
 // restarts again to trust the new one alone. Every member then serves a certificate of the new CA on
 // both planes, and no acknowledged write is lost; the writer's failed writes are recorded per step.
 func TestMembershipTLSCARotation(t *testing.T) {
-	forEachVersion(t, func(t *testing.T, v string) {
+	forEachVersionParallel(t, func(t *testing.T, v string) {
 		c := newCluster(t, v, 3)
 		var w *twriter
 		c.bootstrap(&w, 3)

@@ -41,7 +41,7 @@ func startWriterOn(c *tcluster, cl *clientv3.Client, prefix, first string) *twri
 // until the peer URLs are moved, one of the new scheme from the end of the transition roll: every
 // acknowledged write stays readable, and the failed ones are counted per step.
 func TestMembershipTLSSwitch(t *testing.T) {
-	forEachVersion(t, func(t *testing.T, v string) {
+	forEachVersionParallel(t, func(t *testing.T, v string) {
 		c := newPlainCluster(t, v, 3)
 		var first *twriter
 		c.bootstrap(&first, 3)
