@@ -38,6 +38,7 @@ func TestMembershipRollLeaderLast(t *testing.T) {
 				// leader on the top pod: it stops first and etcd hands over to a pod still to roll, which
 				// leads when its own turn comes.
 				top := len(c.slots) - 1
+				w.Step("leader moved to the top pod")
 				if l := c.leaderSlot(); l != top {
 					c.moveLeader(l, top)
 				}
