@@ -156,3 +156,15 @@ func TestRollAdopts(t *testing.T) {
 	require.Equal(t, int32(0), r.Partition)
 	require.False(t, r.Rolling)
 }
+
+// The leader the roll's order passes over is the one the freshest member list names, by ordinal.
+func TestLeaderOrdinal(t *testing.T) {
+	up := rollPod{rev: "old", healthy: true}
+	f := rollFacts(t, 3, false, up, up, up)
+	require.Equal(t, 0, LeaderOrdinal(f))
+	require.Equal(t, 2, RollNext([]int{0, 1, 2}, LeaderOrdinal(f)))
+	f.Truth.LeaderID = "3"
+	require.Equal(t, 2, LeaderOrdinal(f))
+	f.Truth.LeaderID = ""
+	require.Equal(t, -1, LeaderOrdinal(f))
+}
