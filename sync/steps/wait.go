@@ -25,8 +25,8 @@ const (
 	Removal
 	// Scale: the size changing (a member leaving at the top, its pod and claim going).
 	Scale
-	// Roll: the rolling update of the pods.
-	Roll
+	// RollWait: the rolling update of the pods.
+	RollWait
 	// Volume: a claim growing or the StatefulSet re-created for its claim template.
 	Volume
 	// TLSSwitch: spec.security.tls.enabled being switched.
