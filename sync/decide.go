@@ -20,7 +20,8 @@ func decide(f *facts.Facts, opts Options) (p *plan, err error) {
 	// conclusions are drawn from every step taken.
 	defer func() {
 		if err == nil {
-			p.readBackupReports()
+			backup := steps.BackupReports(f, steps.BackupInput{HasSpec: p.HasSpec, Spec: p.Spec})
+			p.Backup, p.Distrusted = backup.Reports, append(p.Distrusted, backup.Distrusted...)
 			p.conclude()
 		}
 	}()
@@ -32,9 +33,7 @@ func decide(f *facts.Facts, opts Options) (p *plan, err error) {
 		ref = *f.Applied
 	}
 	p.normalizeIntents(ref)
-	if err := p.chooseSpec(); err != nil {
-		return nil, err
-	}
+	p.chooseSpec()
 	if !p.HasSpec {
 		return p, nil
 	}
@@ -50,7 +49,6 @@ func decide(f *facts.Facts, opts Options) (p *plan, err error) {
 	p.Names.TLS = p.clientHTTPS()
 	p.hash = render.TemplateHash(render.PodTemplate(p.templateInput()))
 	p.keepJobs()
-	p.keepVolumeJobs()
 	// A restore in flight goes on while paused (steps in flight finish); none starts (chooseInPlace).
 	if p.decideInPlace() {
 		p.releaseRestoreJobs()
@@ -112,86 +110,6 @@ func (p *plan) carry() {
 		lp := p.lease(i)
 		lp.Kind, lp.Since, lp.Join = lv.Intent, lv.IntentSince, lv.Join
 	}
-}
-
-// chooseSpec latches the spec: a valid spec is adopted unless a membership step is in flight; an invalid
-// one leaves the last applied spec (read from the ConfigMap, not from the request) in force.
-func (p *plan) chooseSpec() error {
-	f := p.f
-	// Defaults and the change rules come from the record even when it is not rendered from (recorded):
-	// a cluster an older hook recorded under looser rules still runs what it says.
-	cand := api.Defaulted(api.WithAppliedDefaults(f.Parent.Spec, f.Recorded))
-	cand.Paused = false // a switch, not part of the spec the children are rendered from
-	p.Paused = f.Parent.Spec.Paused
-	p.Problems = api.Validate(f.Names.Cluster, cand)
-	if f.Observed.SpecError != "" {
-		p.Problems = append([]api.Problem{{Reason: "SpecDoesNotDecode", Message: "spec: " + f.Observed.SpecError}}, p.Problems...)
-	}
-	if len(p.Problems) == 0 {
-		p.Problems = api.ValidateChange(f.Recorded, cand, f.Running, f.ImageVersions, f.StorageFloor())
-	}
-	if len(p.Problems) == 0 {
-		p.Problems = steps.AuthRemovalRefused(f.Recorded, cand, f.AuthReport())
-	}
-	if len(p.Problems) == 0 && f.Recorded != nil && !sameTLSSecretNames(f.Recorded.Security.TLS, cand.Security.TLS) && f.TLSSwitchSeen() {
-		// Members still serve the certificates of the Secrets they started on: another Secret can mean
-		// another CA, which peers on TLS would refuse (docs/design/14-tls.md §14.8).
-		p.Problems = append(p.Problems, api.Problem{Reason: "TLSSecretChange", Message: "spec.security.tls peer/client secretName cannot change while TLS is being switched (status.tls.switch): set them back, and change them once the switch is over"})
-	}
-	valid := len(p.Problems) == 0
-	switch {
-	case valid:
-		// The user's TLS Secrets (docs/design/14-tls.md §14.5): while one is unusable no spec change is adopted
-		// (a new or restarted pod could not start: the new spec may add members or roll them), and the
-		// roll holds (roll.go); a Secret that goes bad under an unchanged spec changes nothing rendered
-		// (the running members keep their files).
-		p.CertProblems = checkTLSSecrets(f, secretsToCheck(f, cand))
-		if len(p.CertProblems) > 0 && (f.Applied == nil || !specEqual(*f.Applied, cand)) {
-			valid, p.CertBlocked = false, true
-		}
-	case f.Applied != nil && sameTLSSecrets(*f.Applied, cand):
-		// Only Secrets the request's spec names are related: the applied spec's are known only when
-		// they are the same.
-		p.CertProblems = checkTLSSecrets(f, secretsToCheck(f, *f.Applied))
-	}
-	if p.Paused {
-		// Nothing new is adopted while paused: the recorded spec stays in force (a new cluster gets
-		// nothing until it is unpaused).
-		if f.Applied != nil {
-			p.Spec, p.HasSpec = *f.Applied, true
-			p.PendingSpec = valid && !specEqual(*f.Applied, cand)
-		}
-		return nil
-	}
-	switch {
-	case f.Applied == nil && valid && f.Recorded != nil && p.inFlight() != "":
-		// A record that is not rendered from, and a step in flight: the new spec waits as it would
-		// behind a valid record, and the children stay as they are meanwhile.
-		p.PendingSpec = true
-		p.wait(steps.Spec, p.inFlight(), "to finish before the spec is adopted (the recorded spec fails validation: nothing is rendered from it)")
-	case f.Applied == nil && valid:
-		p.Spec, p.HasSpec = cand, true
-	case f.Applied == nil:
-		// No spec to render from. Existing children are answered unchanged (echoLastApplied) and
-		// status says why: a 4xx would freeze status and every repair along with it.
-	case valid && !specEqual(*f.Applied, cand) && p.inFlight() != "":
-		p.Spec, p.HasSpec, p.PendingSpec = *f.Applied, true, true
-	case valid && f.Applied.Security.TLS.TLSOn() != cand.Security.TLS.TLSOn() && f.CARotationUnderway():
-		// A CA rotation finishes first: its restarts and a switch's peer URL moves are one kind of step,
-		// and the switch renders the certificates the rotation is replacing.
-		p.Spec, p.HasSpec, p.PendingSpec, p.tlsWaitsForCA = *f.Applied, true, true, true
-		p.wait(steps.Spec, "", "the CA rotation to finish before TLS is switched %s", onOff(cand.Security.TLS.TLSOn()))
-	case valid && f.Applied.Security.TLS.TLSOn() != cand.Security.TLS.TLSOn() && !f.Truth.Known():
-		// Without a member list the template's TLS cannot be derived (tlsswitch.go): a switch adopted now
-		// would render the final template over members whose peer URLs are on the other scheme.
-		p.Spec, p.HasSpec, p.PendingSpec = *f.Applied, true, true
-		p.wait(steps.Spec, "", "a healthy quorum before TLS is switched %s", onOff(cand.Security.TLS.TLSOn()))
-	case valid:
-		p.Spec, p.HasSpec = cand, true
-	default:
-		p.Spec, p.HasSpec = *f.Applied, true
-	}
-	return nil
 }
 
 // normalizeIntents re-derives the hook-owned half of every Lease from what the hook itself would have
@@ -387,4 +305,14 @@ func (p *plan) reconcile() {
 		return
 	}
 	p.growVolumes()
+}
+
+// chooseSpec latches the spec (steps.ChooseSpec) against the step in flight.
+func (p *plan) chooseSpec() {
+	c := steps.ChooseSpec(p.f, steps.SpecInput{InFlight: p.inFlight()})
+	p.HasSpec, p.Spec, p.Problems, p.CertProblems, p.CertBlocked = c.HasSpec, c.Spec, c.Problems, c.CertProblems, c.CertBlocked
+	p.Paused, p.PendingSpec, p.tlsWaitsForCA = c.Paused, c.PendingSpec, c.TLSWaitsForCA
+	if c.Wait != (steps.Wait{}) {
+		p.Waiting = p.Waiting.Add(c.Wait)
+	}
 }

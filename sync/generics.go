@@ -4,7 +4,6 @@ import (
 	"sort"
 
 	"github.com/etcdhook/etcdhook/api"
-	"github.com/etcdhook/etcdhook/sync/render"
 )
 
 // Small generic helpers the whole package uses.
@@ -20,10 +19,6 @@ func sortedKeys[K int | string, V any](m map[K]V) []K {
 	}
 	sort.Slice(ks, func(i, j int) bool { return ks[i] < ks[j] })
 	return ks
-}
-
-func specEqual(a, b api.ClusterSpec) bool {
-	return string(render.SpecJSON(a)) == string(render.SpecJSON(b))
 }
 
 func ptr[T any](v T) *T { return &v }

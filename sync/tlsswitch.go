@@ -29,17 +29,6 @@ func (p *plan) holdTLSSwitch() string {
 	return strings.TrimSpace(p.f.Parent.Annotations[api.AnnHoldTLSSwitch])
 }
 
-func sameTLSSecretNames(a, b api.TLSSpec) bool {
-	return a.Peer.SecretName == b.Peer.SecretName && a.Client.SecretName == b.Client.SecretName
-}
-
-func onOff(on bool) string {
-	if on {
-		return "on"
-	}
-	return "off"
-}
-
 // decideTLSMode picks the template's TLS from the spec and the members' peer URLs (before the template
 // is rendered).
 func (p *plan) decideTLSMode() {

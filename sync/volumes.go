@@ -10,7 +10,6 @@ import (
 	"github.com/etcdhook/etcdhook/sync/facts"
 	"github.com/etcdhook/etcdhook/sync/render"
 	"github.com/etcdhook/etcdhook/sync/steps"
-	"github.com/etcdhook/etcdhook/sync/wire"
 )
 
 // Volume growth (docs/design/17-growing-volumes.md §17): spec.storage.size may grow. Each member's claim is grown by a Job,
@@ -18,22 +17,6 @@ import (
 // offline needs the member restarted); then a Job deletes the StatefulSet with propagation Orphan,
 // since its claim template is immutable, and the hook renders it afresh with the new size over the
 // same pods, which it adopts without a restart (their template is unchanged).
-
-// claimBelow: ordinal i has a claim, not being deleted, that does not have the size (whatever cluster
-// UID it carries: a claim adopted from a deleted cluster is a member's volume too, see growVolumes).
-func (p *plan) claimBelow(i int, size resource.Quantity) bool {
-	pvc := p.f.PVCs[i]
-	return pvc != nil && pvc.DeletionTimestamp == nil && !api.ClaimAtSize(pvc, size)
-}
-
-// templateBelow: the observed StatefulSet's claim template asks for less than size.
-func (p *plan) templateBelow(size resource.Quantity) bool {
-	if p.f.StatefulSet == nil {
-		return false
-	}
-	q, ok := api.TemplateSize(p.f.StatefulSet.Spec.VolumeClaimTemplates)
-	return ok && q.Cmp(size) < 0
-}
 
 // volumeStepInFlight names a growth step under way: a Job growing a claim or re-creating the
 // StatefulSet, or the StatefulSet being deleted (Metacontroller leaves an object being deleted alone;
@@ -66,7 +49,7 @@ func (p *plan) growVolumes() bool {
 	// full crash-loops; growing its claim costs no one's availability.
 	below := -1
 	for i := 0; i < int(p.Replicas); i++ {
-		if !p.claimBelow(i, size) {
+		if !steps.ClaimBelow(f, i, size) {
 			continue
 		}
 		if below < 0 || (p.podHealthy(below) && !p.podHealthy(i)) {
@@ -83,7 +66,7 @@ func (p *plan) growVolumes() bool {
 		}
 		return p.growClaim(below, size)
 	}
-	if !p.templateBelow(size) {
+	if !steps.TemplateBelow(f, size) {
 		return false
 	}
 	// The template only once no pod is mid-roll: the StatefulSet made afresh adopts pods that all run
@@ -169,28 +152,4 @@ func (p *plan) nextAttempt(js []*facts.Job) (int, string) {
 		return 0, fmt.Sprintf("no success in %d attempts: see Job %s", maxAttempts, last.Job.Name)
 	}
 	return last.Attempt + 1, ""
-}
-
-// keepVolumeJobs carries the growth Jobs still useful (running, or the last failure while its work is
-// not done: its time drives the backoff) and releases the others.
-func (p *plan) keepVolumeJobs() {
-	f := p.f
-	size, sized := steps.StorageSize(p.Spec)
-	keep := func(js []*facts.Job, pending bool, what string) {
-		last := js[len(js)-1]
-		for _, jv := range js {
-			retrying := last.State == facts.JobActive && jv.Attempt == last.Attempt-1
-			if jv.State == facts.JobActive || (pending && (jv == last || retrying)) || !p.judgeJobs() {
-				p.jobs = append(p.jobs, render.Job{Kind: render.JobCarried, Carried: jv.Job})
-			} else {
-				p.release(wire.KeyJob, jv.Job.Name, what)
-			}
-		}
-	}
-	for _, i := range sortedKeys(f.GrowJobs) {
-		keep(f.GrowJobs[i], sized && p.claimBelow(i, size), "finished claim-growing Job whose claim has the size")
-	}
-	if len(f.TemplateJobs) > 0 {
-		keep(f.TemplateJobs, sized && p.templateBelow(size), "finished Job whose StatefulSet is gone or has the claim template")
-	}
 }

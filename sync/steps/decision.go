@@ -22,7 +22,7 @@ type Decision struct {
 	Problems []api.Problem
 	// CertProblems: what is wrong with the user's TLS Secrets; CertBlocked: the spec was not adopted
 	// because of them.
-	CertProblems []CertProblem
+	CertProblems []facts.CertProblem
 	CertBlocked  bool
 	// Paused: spec.paused (steps.Paused).
 	Paused bool
@@ -59,12 +59,8 @@ type Decision struct {
 	// TLSSw: where a switch of spec.security.tls.enabled stands (tlsswitch.go).
 	TLSSw TLSSwitchState
 
-	// BackupSuccess, BackupFailure: the backup Lease's reports (readBackupReports).
-	BackupSuccess, BackupFailure *api.BackupReport
-	// BackupContinuous: the continuous backup writer's report on the same Lease.
-	BackupContinuous *api.ContinuousReport
-	// BackupCopy: the last copy pass's report (spec.backup.copy).
-	BackupCopy *api.CopyReport
+	// Backup: the backup Lease's reports (BackupReports).
+	Backup BackupReportsState
 
 	// In-place restore (inplace.go): the record to write; Restoring while one runs; why it is stuck.
 	InPlace        *facts.InPlaceRecord

@@ -30,3 +30,19 @@ func ClaimsAtSize(f *facts.Facts, replicas int32, size resource.Quantity) (atSiz
 	}
 	return atSize, claims
 }
+
+// ClaimBelow: ordinal i has a claim, not being deleted, that does not have the size (whatever cluster
+// UID it carries: a claim adopted from a deleted cluster is a member's volume too).
+func ClaimBelow(f *facts.Facts, i int, size resource.Quantity) bool {
+	pvc := f.PVCs[i]
+	return pvc != nil && pvc.DeletionTimestamp == nil && !api.ClaimAtSize(pvc, size)
+}
+
+// TemplateBelow: the observed StatefulSet's claim template asks for less than size.
+func TemplateBelow(f *facts.Facts, size resource.Quantity) bool {
+	if f.StatefulSet == nil {
+		return false
+	}
+	q, ok := api.TemplateSize(f.StatefulSet.Spec.VolumeClaimTemplates)
+	return ok && q.Cmp(size) < 0
+}
