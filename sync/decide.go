@@ -45,8 +45,8 @@ func decide(f *facts.Facts, opts Options) (p *plan, err error) {
 	p.Auth = auth.Config
 	p.Distrusted = append(p.Distrusted, auth.Distrusted...)
 	// Every URL the plan renders (Job endpoints, status) has the scheme every member serves now.
-	p.decideTLSMode()
-	p.Names.TLS = p.clientHTTPS()
+	p.TLSSw = steps.TLSModeOf(f, p.Spec)
+	p.Names.TLS = p.TLSSw.ClientHTTPS()
 	p.hash = render.TemplateHash(render.PodTemplate(p.templateInput()))
 	p.keepJobs()
 	// A restore in flight goes on while paused (steps in flight finish); none starts (chooseInPlace).

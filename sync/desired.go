@@ -18,7 +18,7 @@ import (
 func (p *plan) desired() *render.Desired {
 	f := p.f
 	d := p.templateInput()
-	d.Template.AgentTLS = p.agentKeepsTLS()
+	d.Template.AgentTLS = p.TLSSw.AgentKeepsTLS()
 	d.Template.Hash = p.hash
 	d.Template.SwitchAnnotation = p.TLSSw.SwitchAnnotation()
 	d.Replicas, d.Partition = p.Replicas, p.partition
@@ -73,7 +73,7 @@ func (p *plan) templateInput() *render.Desired {
 		Names: p.Names, ClusterUID: p.f.ClusterUID, Spec: p.Spec,
 		Image: p.opts.Image, ImagePullPolicy: p.opts.ImagePullPolicy,
 	}
-	d.Template.TLS = p.renderTLS()
+	d.Template.TLS = p.TLSSw.RenderTLS(p.Spec.Security.TLS)
 	if p.TLSSw.Mode == steps.TLSTransition {
 		d.Template.Transition = p.TLSSw.From
 	}
