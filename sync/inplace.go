@@ -9,7 +9,6 @@ import (
 	"github.com/etcdhook/etcdhook/api"
 	"github.com/etcdhook/etcdhook/internal/backup"
 	"github.com/etcdhook/etcdhook/sync/facts"
-	"github.com/etcdhook/etcdhook/sync/render"
 	"github.com/etcdhook/etcdhook/sync/steps"
 	"github.com/etcdhook/etcdhook/sync/wire"
 )
@@ -37,7 +36,7 @@ func (p *plan) decideInPlace() bool {
 	// The verify Job stays until the restore is done: a cache that has not seen the record past its
 	// verification must find it finished, not start it again.
 	if verify := f.Names.RestoreVerifyJob(rec.Key()); rec.Verifying || f.Observed.Jobs[verify] != nil {
-		p.jobs = append(p.jobs, p.restoreJobSpec(render.JobRestoreVerify, rec))
+		p.jobs = append(p.jobs, p.restoreJobSpec(steps.JobRestoreVerify, rec))
 	}
 	if rec.Verifying {
 		// The cluster serves on while the snapshot is checked: nothing else about it changes.
@@ -52,7 +51,7 @@ func (p *plan) decideInPlace() bool {
 		// The Job stays until the restored member runs: a cache that has not seen the record yet
 		// must find it finished, not render it again.
 		if j := f.Observed.Jobs[f.Names.RestoreJob(rec.Key())]; j != nil {
-			p.jobs = append(p.jobs, p.restoreJobSpec(render.JobRestore, rec))
+			p.jobs = append(p.jobs, p.restoreJobSpec(steps.JobRestore, rec))
 		}
 		p.startPod0()
 	case len(f.Pods) > 0 || !p.statefulSetStopped():
@@ -73,7 +72,7 @@ func (p *plan) decideInPlace() bool {
 				p.InPlaceFailure = fmt.Sprintf("claim %s, which the restore writes into, does not exist", f.Names.PVC(0))
 				return true
 			}
-			p.jobs = append(p.jobs, p.restoreJobSpec(render.JobRestore, rec))
+			p.jobs = append(p.jobs, p.restoreJobSpec(steps.JobRestore, rec))
 			p.wait(steps.Restore, "", "restore Job %s to restore %q", f.Names.RestoreJob(rec.Key()), rec.Request)
 			return true
 		}
@@ -95,7 +94,7 @@ func (p *plan) statefulSetStopped() bool {
 
 // inPlaceJob judges the observed restore Job: it keeps it, and a success commits the restore.
 func (p *plan) inPlaceJob(rec *facts.InPlaceRecord, j *batchv1.Job) {
-	p.jobs = append(p.jobs, p.restoreJobSpec(render.JobRestore, rec))
+	p.jobs = append(p.jobs, p.restoreJobSpec(steps.JobRestore, rec))
 	state, _ := facts.JobStatus(j)
 	switch state {
 	case facts.JobActive:
@@ -172,12 +171,12 @@ func (p *plan) inPlacePhase() string {
 // restoreJobSpec asks for rec's verify or restore Job.
 // The verify Job looks for the point asked; the restore Job restores the revision the verification
 // found (a time point's revision does not move with chunks uploaded in between).
-func (p *plan) restoreJobSpec(kind render.JobKind, rec *facts.InPlaceRecord) render.Job {
+func (p *plan) restoreJobSpec(kind steps.JobKind, rec *facts.InPlaceRecord) steps.Job {
 	point := rec.ParsedPoint()
-	if kind == render.JobRestore && rec.Target > 0 {
+	if kind == steps.JobRestore && rec.Target > 0 {
 		point = backup.Point{Revision: rec.Target}
 	}
-	return render.Job{Kind: kind, Restore: &render.RestoreJob{
+	return steps.Job{Kind: kind, Restore: &steps.RestoreJob{
 		Request: rec.Request, Key: rec.Key(), SHA256: rec.SHA256, AcceptCluster: rec.AcceptCluster, OnQuorumLoss: len(rec.Lost) > 0,
 		Point: point,
 	}}

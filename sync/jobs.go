@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/etcdhook/etcdhook/sync/facts"
-	"github.com/etcdhook/etcdhook/sync/render"
 	"github.com/etcdhook/etcdhook/sync/steps"
 )
 
@@ -12,7 +11,7 @@ import (
 func (p *plan) keepJobs() {
 	d := steps.KeepJobs(p.f, steps.JobsInput{Spec: p.Spec})
 	for _, j := range d.Carried {
-		p.jobs = append(p.jobs, render.Job{Kind: render.JobCarried, Carried: j})
+		p.jobs = append(p.jobs, steps.Job{Kind: steps.JobCarried, Carried: j})
 	}
 	for _, r := range d.Released {
 		p.release(r.Key, r.Name, r.Reason)

@@ -6,7 +6,6 @@ import (
 
 	"github.com/etcdhook/etcdhook/api"
 	"github.com/etcdhook/etcdhook/sync/facts"
-	"github.com/etcdhook/etcdhook/sync/render"
 	"github.com/etcdhook/etcdhook/sync/steps"
 )
 
@@ -142,7 +141,7 @@ func (p *plan) removeMember(m *facts.Member, reason string) {
 		p.wait(steps.Removal, "", "member %s could not be removed in %d attempts: see Job %s", m.ID, maxAttempts, js[len(js)-1].Job.Name)
 		return
 	}
-	job := render.Job{Kind: render.JobRemove, Attempt: attempt, MemberID: m.ID, PeerURL: m.PeerURL, Reason: reason, Endpoints: p.voterEndpoints(m.ID)}
+	job := steps.Job{Kind: steps.JobRemove, Attempt: attempt, MemberID: m.ID, PeerURL: m.PeerURL, Reason: reason, Endpoints: p.voterEndpoints(m.ID)}
 	p.jobs = append(p.jobs, job)
 	p.removing = true
 	p.action = fmt.Sprintf("Job %s removing member %s", job.Name(f.Names), m.ID)

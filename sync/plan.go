@@ -6,7 +6,6 @@ import (
 
 	"github.com/etcdhook/etcdhook/api"
 	"github.com/etcdhook/etcdhook/sync/facts"
-	"github.com/etcdhook/etcdhook/sync/render"
 	"github.com/etcdhook/etcdhook/sync/steps"
 )
 
@@ -38,7 +37,7 @@ type plan struct {
 	staticN int
 	hash    string
 	leases  map[int]*api.Intent // the hook's half of each member Lease, by ordinal
-	jobs    []render.Job        // new Jobs and carried-over observed ones
+	jobs    []steps.Job         // new Jobs and carried-over observed ones
 
 	// action: the change started this sync.
 	action string

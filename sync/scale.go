@@ -5,7 +5,6 @@ import (
 
 	"github.com/etcdhook/etcdhook/api"
 	"github.com/etcdhook/etcdhook/sync/facts"
-	"github.com/etcdhook/etcdhook/sync/render"
 	"github.com/etcdhook/etcdhook/sync/steps"
 	"github.com/etcdhook/etcdhook/sync/wire"
 )
@@ -60,7 +59,7 @@ func (p *plan) deleteVolume() bool {
 		if attempt > maxAttempts {
 			continue
 		}
-		job := render.Job{Kind: render.JobDeleteVolume, Attempt: attempt, Ordinal: i, Endpoints: p.voterEndpoints("")}
+		job := steps.Job{Kind: steps.JobDeleteVolume, Attempt: attempt, Ordinal: i, Endpoints: p.voterEndpoints("")}
 		p.jobs = append(p.jobs, job)
 		p.action = fmt.Sprintf("Job %s deleting the volume of %s", job.Name(f.Names), f.Names.Pod(i))
 		p.Busy, p.BusyVolume = p.action, true

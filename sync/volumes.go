@@ -8,7 +8,6 @@ import (
 
 	"github.com/etcdhook/etcdhook/api"
 	"github.com/etcdhook/etcdhook/sync/facts"
-	"github.com/etcdhook/etcdhook/sync/render"
 	"github.com/etcdhook/etcdhook/sync/steps"
 )
 
@@ -85,7 +84,7 @@ func (p *plan) growVolumes() bool {
 		p.wait(steps.Volume, "", "re-creating StatefulSet %s for its claim template: %s", f.Names.StatefulSet(), why)
 		return true
 	}
-	job := render.Job{Kind: render.JobClaimTemplate, Attempt: attempt, Size: size, StatefulSetUID: string(f.StatefulSet.UID)}
+	job := steps.Job{Kind: steps.JobClaimTemplate, Attempt: attempt, Size: size, StatefulSetUID: string(f.StatefulSet.UID)}
 	p.jobs = append(p.jobs, job)
 	p.action = fmt.Sprintf("Job %s re-creating StatefulSet %s for its claim template", job.Name(f.Names), f.Names.StatefulSet())
 	p.Busy, p.BusyVolume, p.Growth = p.action, true, true
@@ -122,7 +121,7 @@ func (p *plan) growClaim(i int, size resource.Quantity) bool {
 		p.wait(steps.Volume, "", "growing claim %s to %s: %s", f.Names.PVC(i), size.String(), why)
 		return true
 	}
-	job := render.Job{Kind: render.JobGrowVolume, Attempt: attempt, Ordinal: i, Size: size, Endpoints: p.voterEndpoints("")}
+	job := steps.Job{Kind: steps.JobGrowVolume, Attempt: attempt, Ordinal: i, Size: size, Endpoints: p.voterEndpoints("")}
 	p.jobs = append(p.jobs, job)
 	p.Growing = f.Names.PVC(i)
 	p.action = fmt.Sprintf("Job %s growing claim %s to %s", job.Name(f.Names), f.Names.PVC(i), size.String())
