@@ -268,7 +268,7 @@ func (p *plan) holdStatic() {
 // reconcile is the normal path: cluster bootstrapped, one cluster ID, a healthy voter's member list known.
 func (p *plan) reconcile() {
 	p.Busy, p.BusyVolume = p.stepInFlight()
-	p.Growth = p.Busy != "" && p.Busy == p.volumeStepInFlight()
+	p.Growth = p.Busy != "" && p.Busy == steps.VolumeStepInFlight(p.f)
 	p.advanceJoins()
 	p.advanceLeave()
 	p.advanceLearner()
@@ -312,7 +312,5 @@ func (p *plan) chooseSpec() {
 	c := steps.ChooseSpec(p.f, steps.SpecInput{InFlight: p.inFlight()})
 	p.HasSpec, p.Spec, p.Problems, p.CertProblems, p.CertBlocked = c.HasSpec, c.Spec, c.Problems, c.CertProblems, c.CertBlocked
 	p.Paused, p.PendingSpec, p.tlsWaitsForCA = c.Paused, c.PendingSpec, c.TLSWaitsForCA
-	if c.Wait != (steps.Wait{}) {
-		p.Waiting = p.Waiting.Add(c.Wait)
-	}
+	p.await(c.Wait)
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/etcdhook/etcdhook/api"
 	"github.com/etcdhook/etcdhook/sync/facts"
+	"github.com/etcdhook/etcdhook/sync/steps"
 )
 
 // The membership step in flight, judged from observed objects alone: it holds the next step and a new spec.
@@ -29,7 +30,7 @@ func (p *plan) stepInFlight() (what string, volume bool) {
 		if last.State == facts.JobActive {
 			return fmt.Sprintf("Job %s removing member %s", last.Job.Name, id), false
 		}
-		if last.State == facts.JobSucceeded && f.Truth.Member(id) != nil && f.Now.Sub(last.Finished) < succeededJobGrace {
+		if last.State == facts.JobSucceeded && f.Truth.Member(id) != nil && f.Now.Sub(last.Finished) < steps.SucceededJobGrace {
 			return fmt.Sprintf("member %s to leave the member list after Job %s", id, last.Job.Name), false
 		}
 	}
@@ -39,7 +40,7 @@ func (p *plan) stepInFlight() (what string, volume bool) {
 			return fmt.Sprintf("Job %s deleting the volume of %s", js[len(js)-1].Job.Name, f.Names.Pod(i)), true
 		}
 	}
-	if what := p.volumeStepInFlight(); what != "" {
+	if what := steps.VolumeStepInFlight(p.f); what != "" {
 		return what, true
 	}
 	if m := f.Truth.Learner(); m != nil {

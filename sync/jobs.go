@@ -1,8 +1,6 @@
 package sync
 
 import (
-	"time"
-
 	"github.com/etcdhook/etcdhook/sync/facts"
 	"github.com/etcdhook/etcdhook/sync/steps"
 )
@@ -29,15 +27,4 @@ func (p *plan) removalRunning() bool {
 		}
 	}
 	return false
-}
-
-func backoff(attempt int) time.Duration {
-	d := retryBackoffBase
-	for i := 1; i < attempt && d < retryBackoffMax; i++ {
-		d *= 2
-	}
-	if d > retryBackoffMax {
-		d = retryBackoffMax
-	}
-	return d
 }

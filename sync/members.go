@@ -126,19 +126,19 @@ func (p *plan) removeMember(m *facts.Member, reason string) {
 			p.wait(steps.Removal, "", "Job %s to remove member %s (%s)", last.Job.Name, m.ID, reason)
 			return
 		case facts.JobSucceeded:
-			if f.Now.Sub(last.Finished) < succeededJobGrace {
+			if f.Now.Sub(last.Finished) < steps.SucceededJobGrace {
 				return
 			}
 		case facts.JobFailed:
-			if next := last.Finished.Add(backoff(last.Attempt)); f.Now.Before(next) {
+			if next := last.Finished.Add(steps.Backoff(last.Attempt)); f.Now.Before(next) {
 				p.wait(steps.Removal, "", "retrying the removal of member %s after %s (Job %s failed)", m.ID, next.UTC().Format(time.RFC3339), last.Job.Name)
 				return
 			}
 		}
 		attempt = last.Attempt + 1
 	}
-	if attempt > maxAttempts {
-		p.wait(steps.Removal, "", "member %s could not be removed in %d attempts: see Job %s", m.ID, maxAttempts, js[len(js)-1].Job.Name)
+	if attempt > steps.MaxAttempts {
+		p.wait(steps.Removal, "", "member %s could not be removed in %d attempts: see Job %s", m.ID, steps.MaxAttempts, js[len(js)-1].Job.Name)
 		return
 	}
 	job := steps.Job{Kind: steps.JobRemove, Attempt: attempt, MemberID: m.ID, PeerURL: m.PeerURL, Reason: reason, Endpoints: p.voterEndpoints(m.ID)}

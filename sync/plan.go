@@ -11,10 +11,6 @@ import (
 
 // Timing of Jobs and resyncs.
 const (
-	succeededJobGrace = 2 * time.Minute
-	retryBackoffBase  = 30 * time.Second
-	retryBackoffMax   = 10 * time.Minute
-	maxAttempts       = 99
 	resyncBusySeconds = 5
 	resyncIdleSeconds = 60
 )
@@ -65,6 +61,15 @@ func (p *plan) distrust(format string, args ...any) {
 // does not start with it), the rest formatted.
 func (p *plan) wait(kind steps.WaitKind, subject, format string, args ...any) {
 	p.Waiting = p.Waiting.Add(steps.Wait{Kind: kind, Subject: subject, Detail: fmt.Sprintf(format, args...)})
+}
+
+// await adds what a step family's value waits for (zero waits: nothing).
+func (p *plan) await(ws ...steps.Wait) {
+	for _, w := range ws {
+		if w != (steps.Wait{}) {
+			p.Waiting = p.Waiting.Add(w)
+		}
+	}
 }
 
 func (p *plan) timeout(secs *int32) time.Duration { return time.Duration(*secs) * time.Second }

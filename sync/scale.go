@@ -50,13 +50,13 @@ func (p *plan) deleteVolume() bool {
 		attempt := 1
 		if len(js) > 0 {
 			last := js[len(js)-1]
-			if last.State == facts.JobFailed && f.Now.Before(last.Finished.Add(backoff(last.Attempt))) {
+			if last.State == facts.JobFailed && f.Now.Before(last.Finished.Add(steps.Backoff(last.Attempt))) {
 				p.wait(steps.Volume, "", "retrying the deletion of claim %s after Job %s failed", pvc.Name, last.Job.Name)
 				return true
 			}
 			attempt = last.Attempt + 1
 		}
-		if attempt > maxAttempts {
+		if attempt > steps.MaxAttempts {
 			continue
 		}
 		job := steps.Job{Kind: steps.JobDeleteVolume, Attempt: attempt, Ordinal: i, Endpoints: p.voterEndpoints("")}

@@ -12,7 +12,5 @@ func (p *plan) askPeerSwitch(rolled bool) {
 	if d.State.Turn >= 0 {
 		p.lease(d.State.Turn).PeerScheme = d.To
 	}
-	if d.Wait != (steps.Wait{}) {
-		p.Waiting = p.Waiting.Add(d.Wait)
-	}
+	p.await(d.Wait)
 }

@@ -1,8 +1,10 @@
 package steps
 
 import (
+	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 
@@ -13,6 +15,51 @@ import (
 
 // The Jobs already observed: which are carried into the answer, which are released once their outcome
 // is read.
+
+// Timing of Jobs.
+const (
+	// SucceededJobGrace: a Job that succeeded this recently may not show its work in the cache yet.
+	SucceededJobGrace = 2 * time.Minute
+	retryBackoffBase  = 30 * time.Second
+	retryBackoffMax   = 10 * time.Minute
+	// MaxAttempts: a series of Jobs gives up after so many.
+	MaxAttempts = 99
+)
+
+// Backoff is the wait after a failed attempt before the next.
+func Backoff(attempt int) time.Duration {
+	d := retryBackoffBase
+	for i := 1; i < attempt && d < retryBackoffMax; i++ {
+		d *= 2
+	}
+	if d > retryBackoffMax {
+		d = retryBackoffMax
+	}
+	return d
+}
+
+// NextAttempt numbers the next Job of a series, or says why none starts now: one is running, the last
+// succeeded moments ago (the cache may not show its work yet), the last failed and its backoff has not
+// passed, or the attempts are used up.
+func NextAttempt(f *facts.Facts, js []*facts.Job) (int, string) {
+	if len(js) == 0 {
+		return 1, ""
+	}
+	last := js[len(js)-1]
+	switch {
+	case last.State == facts.JobActive:
+		return 0, fmt.Sprintf("Job %s running", last.Job.Name)
+	case last.State == facts.JobSucceeded && f.Now.Sub(last.Finished) < SucceededJobGrace:
+		return 0, fmt.Sprintf("Job %s succeeded; waiting for its result to show", last.Job.Name)
+	case last.State == facts.JobFailed && last.Refused:
+		return 0, fmt.Sprintf("Job %s was refused for a cause another attempt would meet again (kubectl logs job/%s): not retried; delete the Job to try again once the cause is fixed", last.Job.Name, last.Job.Name)
+	case last.State == facts.JobFailed && f.Now.Before(last.Finished.Add(Backoff(last.Attempt))):
+		return 0, fmt.Sprintf("Job %s failed (see its log); retrying after %s", last.Job.Name, last.Finished.Add(Backoff(last.Attempt)).UTC().Format(time.RFC3339))
+	case last.Attempt >= MaxAttempts:
+		return 0, fmt.Sprintf("no success in %d attempts: see Job %s", MaxAttempts, last.Job.Name)
+	}
+	return last.Attempt + 1, ""
+}
 
 // Release is an observed child the decision deletes on purpose, and why (the answer's deletions).
 type Release struct{ Key, Name, Reason string }
