@@ -16,7 +16,7 @@ func (p *plan) conclude() {
 		}
 	}
 	p.Defragmenting = steps.Defragmenting(p.f)
-	p.InPlacePhase = p.inPlacePhase()
+	p.InPlacePhase = steps.InPlacePhase(f, p.InPlace)
 	if p.Space.On {
 		p.Space.Message = steps.SpaceMessage(f, p.Space, steps.SpaceInput{Spec: p.Spec, Paused: p.Paused, Replicas: p.Replicas})
 	}
