@@ -15,7 +15,7 @@ import (
 // (members.go, scale.go, roll.go, volumes.go, tlsswitch.go, inplace.go) or, moved, in package steps as
 // pure functions whose values the plan copies (steps.Space, Auth, Paused, Recovery, RotateCA, Defrag).
 func decide(f *facts.Facts, opts Options) (p *plan, err error) {
-	p = &plan{f: f, opts: opts.withDefaults(), leases: map[int]*api.Intent{}, Decision: steps.Decision{Names: f.Names}}
+	p = &plan{f: f, opts: opts.withDefaults(), leases: steps.Leases{}, Decision: steps.Decision{Names: f.Names}}
 	// Whatever path the sync takes, the backup Lease is read for status with the spec chosen, and the
 	// conclusions are drawn from every step taken.
 	defer func() {
@@ -107,7 +107,7 @@ func (p *plan) carry() {
 		p.partition = api.MaxSize
 	}
 	for i, lv := range f.Leases {
-		lp := p.lease(i)
+		lp := p.leases.Lease(i)
 		lp.Kind, lp.Since, lp.Join = lv.Intent, lv.IntentSince, lv.Join
 	}
 }
@@ -132,14 +132,14 @@ func (p *plan) normalizeIntents(ref api.ClusterSpec) {
 		maxWindow = time.Duration(*t) * time.Second
 	}
 	leaving := -1
-	for _, i := range sortedKeys(p.leases) {
+	for _, i := range p.leases.Ordinals() {
 		lp := p.leases[i]
 		switch lp.Kind {
 		case "", api.IntentMember:
 		case api.IntentLeave:
 			if i < target && f.Truth.Primary[i] != nil {
 				note("%s carried intent leave below the target size: set back to member", f.Names.Lease(i))
-				p.setIntent(i, api.IntentMember)
+				p.leases.SetIntent(i, api.IntentMember, p.f.Now)
 			} else if f.Truth.Primary[i] != nil {
 				leaving = i // the highest wins: sortedKeys is ascending
 			}
@@ -164,17 +164,17 @@ func (p *plan) normalizeIntents(ref api.ClusterSpec) {
 			}
 		}
 	}
-	for _, i := range sortedKeys(p.leases) {
+	for _, i := range p.leases.Ordinals() {
 		if lp := p.leases[i]; lp.Kind == api.IntentLeave && f.Truth.Primary[i] != nil && i != leaving {
 			note("%s carried a second leave intent: only one member leaves at a time", f.Names.Lease(i))
-			p.setIntent(i, api.IntentMember)
+			p.leases.SetIntent(i, api.IntentMember, p.f.Now)
 		}
 	}
 	keep := -1
 	if m := f.Truth.Learner(); m != nil && m.Ordinal >= 0 && p.leases[m.Ordinal] != nil && !p.leases[m.Ordinal].Join.IsZero() {
 		keep = m.Ordinal
 	}
-	for _, i := range sortedKeys(p.leases) {
+	for _, i := range p.leases.Ordinals() {
 		lp := p.leases[i]
 		if lp.Join.IsZero() {
 			continue
@@ -202,8 +202,8 @@ func (p *plan) bootstrap() {
 		return
 	}
 	p.Replicas = p.adoptFloor(1)
-	p.setIntent(0, api.IntentMember)
-	p.lease(0).Seed = true
+	p.leases.SetIntent(0, api.IntentMember, p.f.Now)
+	p.leases.Lease(0).Seed = true
 	p.Busy = "bootstrap"
 	if lv := f.Leases[0]; lv != nil && lv.Report.Reason() == api.ReasonForeignData {
 		p.wait(steps.Bootstrap, f.Names.Pod(0), "refuses its volume: %s", lv.Report.Error)
@@ -241,8 +241,8 @@ func (p *plan) bootstrapStatic(n int) {
 	p.staticN = n
 	p.Replicas = int32(n)
 	for i := 0; i < n; i++ {
-		p.setIntent(i, api.IntentMember)
-		p.lease(i).Static = n
+		p.leases.SetIntent(i, api.IntentMember, p.f.Now)
+		p.leases.Lease(i).Static = n
 	}
 	p.Busy = "bootstrap"
 	for i := 0; i < n; i++ {
@@ -259,7 +259,7 @@ func (p *plan) bootstrapStatic(n int) {
 // started a second way, from a seed or from another initial cluster.
 func (p *plan) holdStatic() {
 	for i := 0; i < int(p.Replicas); i++ {
-		p.setIntent(i, api.IntentMember)
+		p.leases.SetIntent(i, api.IntentMember, p.f.Now)
 	}
 	p.Busy = "bootstrap"
 	p.wait(steps.Bootstrap, "", "the record of a static creation of %d members does not agree with the StatefulSet or the Leases (see InputIgnored): no member is asked to start until it does", p.f.StaticRecord)

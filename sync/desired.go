@@ -27,7 +27,7 @@ func (p *plan) desired() *render.Desired {
 		d.Bootstrap = api.StaticBootstrap(n)
 	}
 	d.PDBSize = p.pdbSize()
-	for _, i := range sortedKeys(p.leases) {
+	for _, i := range p.leases.Ordinals() {
 		in := *p.leases[i]
 		in.Renewal = p.RenewalMark(p.f)
 		if p.Auth != nil {

@@ -47,13 +47,13 @@ func (p *plan) stepInFlight() (what string, volume bool) {
 		return fmt.Sprintf("learner %s (%s) to be promoted", m.ID, m.PeerURL), false
 	}
 	// The Lease intents as normalised (carry, normalizeIntents), never the raw observed ones.
-	for _, i := range sortedKeys(p.leases) {
+	for _, i := range p.leases.Ordinals() {
 		lp := p.leases[i]
 		m := f.Truth.Primary[i]
 		if lp.Kind == api.IntentLeave && m != nil && p.quorumAllowsRemoving(m) {
 			return fmt.Sprintf("%s to leave the cluster", f.Names.Pod(i)), false
 		}
-		if p.joining(i) && (m == nil || !f.ReportsHealthyVoter(i, m.ID)) {
+		if p.leases.Joining(i, p.f.Now) && (m == nil || !f.ReportsHealthyVoter(i, m.ID)) {
 			return fmt.Sprintf("%s to join the cluster", f.Names.Pod(i)), false
 		}
 	}

@@ -24,7 +24,7 @@ func (p *plan) decideInPlace() bool {
 		p.Replicas = d.Replicas
 	}
 	if d.Pod0 {
-		p.setIntent(0, api.IntentMember)
+		p.leases.SetIntent(0, api.IntentMember, p.f.Now)
 	}
 	p.await(d.Waiting...)
 	return d.Running

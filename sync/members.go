@@ -21,7 +21,7 @@ func (p *plan) quorumAllowsRemoving(m *facts.Member) bool {
 // advanceJoins clears join permissions of finished joins and of ordinals no longer wanted.
 func (p *plan) advanceJoins() {
 	f := p.f
-	for _, i := range sortedKeys(p.leases) {
+	for _, i := range p.leases.Ordinals() {
 		lp := p.leases[i]
 		if lp.Join.IsZero() {
 			continue
@@ -40,7 +40,7 @@ func (p *plan) advanceJoins() {
 // (renewal happens when the agent asks again) is a stalled step.
 func (p *plan) noteStalledJoins() {
 	f := p.f
-	for _, i := range sortedKeys(p.leases) {
+	for _, i := range p.leases.Ordinals() {
 		lp := p.leases[i]
 		lv := f.Leases[i]
 		if lp.Join.IsZero() || lv == nil || !sameWindow(lv.Join, lp.Join) || f.Truth.Primary[i] != nil {
@@ -65,7 +65,7 @@ func (p *plan) advanceLearner() {
 	switch {
 	case m.Ordinal < 0:
 		reason = "orphan"
-	case p.joining(m.Ordinal): // the permission as normalised, not as observed
+	case p.leases.Joining(m.Ordinal, p.f.Now): // the permission as normalised, not as observed
 	case m.Ordinal >= p.Target():
 		reason = "unwanted-learner"
 	default:
@@ -88,7 +88,7 @@ func (p *plan) advanceLeave() {
 	if p.removalRunning() {
 		return
 	}
-	for _, i := range sortedKeys(p.leases) {
+	for _, i := range p.leases.Ordinals() {
 		lp := p.leases[i]
 		m := f.Truth.Primary[i]
 		if lp.Kind != api.IntentLeave || m == nil {
@@ -98,7 +98,7 @@ func (p *plan) advanceLeave() {
 			// Health changed since the leave was asked: the member stays until quorum allows it
 			// again, and other repairs can go first. An agent already removing itself meets etcd's own
 			// check; one that made it anyway is seen as gone and parked by the next sync.
-			p.setIntent(i, api.IntentMember)
+			p.leases.SetIntent(i, api.IntentMember, p.f.Now)
 			p.wait(steps.Scale, f.Names.Pod(i), "stays a member: quorum does not allow it to leave now")
 			return
 		}
@@ -256,7 +256,7 @@ func (p *plan) repairJoin() bool {
 			p.wait(steps.Join, "", "%s", why)
 			continue
 		}
-		p.permit(i)
+		p.leases.Permit(i, p.f.Now, p.timeout(p.Spec.Timeouts.LearnerPromotionSeconds))
 		p.action = fmt.Sprintf("%s to join the cluster", f.Names.Pod(i))
 		p.Busy = p.action
 		p.wait(steps.Join, p.action, "")
@@ -270,20 +270,8 @@ func (p *plan) repairJoin() bool {
 // first report with the new ID: counting it unhealthy flapped the phase to Degraded on every join).
 func (p *plan) joiningAs(m *facts.Member) bool {
 	lv := p.f.Leases[m.Ordinal]
-	if !p.joining(m.Ordinal) || lv == nil {
+	if !p.leases.Joining(m.Ordinal, p.f.Now) || lv == nil {
 		return false
 	}
 	return lv.Report.MemberID == m.ID || m.Learner && !m.Started
-}
-
-// joining: ordinal i holds a join permission whose deadline has not passed.
-func (p *plan) joining(i int) bool {
-	lp := p.leases[i]
-	if i < 0 || lp == nil {
-		return false
-	}
-	// Read as the agent reads it (api/join.go), like every other reading of a permission.
-	w := lp.Join
-	open, _ := w.OpenAt(p.f.Now)
-	return open
 }

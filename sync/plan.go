@@ -32,8 +32,8 @@ type plan struct {
 	// its record (facts.StaticRecord) whatever this sync renders.
 	staticN int
 	hash    string
-	leases  map[int]*api.Intent // the hook's half of each member Lease, by ordinal
-	jobs    []steps.Job         // new Jobs and carried-over observed ones
+	leases  steps.Leases // the hook's half of each member Lease, by ordinal
+	jobs    []steps.Job  // new Jobs and carried-over observed ones
 
 	// action: the change started this sync.
 	action string
@@ -73,29 +73,6 @@ func (p *plan) await(ws ...steps.Wait) {
 }
 
 func (p *plan) timeout(secs *int32) time.Duration { return time.Duration(*secs) * time.Second }
-
-func (p *plan) lease(i int) *api.Intent {
-	lp := p.leases[i]
-	if lp == nil {
-		lp = &api.Intent{}
-		p.leases[i] = lp
-	}
-	return lp
-}
-
-func (p *plan) setIntent(i int, intent string) {
-	lp := p.lease(i)
-	if lp.Kind != intent {
-		lp.Kind = intent
-		lp.Since = p.f.Now.UTC().Format(time.RFC3339)
-	}
-}
-
-func (p *plan) permit(i int) {
-	p.setIntent(i, api.IntentMember)
-	lp := p.lease(i)
-	lp.Join = api.NewJoinWindow(p.f.Now, p.timeout(p.Spec.Timeouts.LearnerPromotionSeconds))
-}
 
 // release records that the plan deletes an observed child, and why.
 func (p *plan) release(key, name, reason string) {

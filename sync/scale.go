@@ -96,8 +96,8 @@ func (p *plan) scaleDown() bool {
 		p.wait(steps.Scale, what, "before %s leaves", f.Names.Pod(h))
 		return true
 	}
-	p.setIntent(h, api.IntentLeave)
-	p.lease(h).Join = api.JoinWindow{}
+	p.leases.SetIntent(h, api.IntentLeave, p.f.Now)
+	p.leases.Lease(h).Join = api.JoinWindow{}
 	p.action = fmt.Sprintf("%s to leave the cluster", f.Names.Pod(h))
 	p.Busy = p.action
 	if lv := f.Leases[h]; lv == nil || !lv.Fresh || p.lostData(m) {
@@ -135,7 +135,7 @@ func (p *plan) scaleUp() bool {
 		return true
 	}
 	p.Replicas = int32(i + 1)
-	p.permit(i)
+	p.leases.Permit(i, p.f.Now, p.timeout(p.Spec.Timeouts.LearnerPromotionSeconds))
 	p.action = fmt.Sprintf("%s to join the cluster", f.Names.Pod(i))
 	p.Busy = p.action
 	p.wait(steps.Scale, p.action, "")
@@ -165,7 +165,7 @@ func (p *plan) floorReplicas() {
 		floor = p.adoptFloor(floor)
 	}
 	for i := range p.leases {
-		if p.joining(i) && int32(i+1) > floor && i < p.Target() {
+		if p.leases.Joining(i, p.f.Now) && int32(i+1) > floor && i < p.Target() {
 			floor = int32(i + 1)
 		}
 	}
@@ -259,20 +259,20 @@ func (p *plan) trimLeases() {
 		}
 	}
 	for i := 0; i < n; i++ {
-		lp := p.lease(i)
+		lp := p.leases.Lease(i)
 		switch {
 		case i >= int(p.Replicas) && f.Truth.Primary[i] == nil:
 			// A pod above replicas is on its way out: a restart must park, never rejoin.
 			if lp.Kind != api.IntentLeave {
-				p.setIntent(i, api.IntentLeave)
+				p.leases.SetIntent(i, api.IntentLeave, p.f.Now)
 			}
 			lp.Join = api.JoinWindow{}
 		case lp.Kind == "":
-			p.setIntent(i, api.IntentMember)
+			p.leases.SetIntent(i, api.IntentMember, p.f.Now)
 		case lp.Kind == api.IntentLeave && i < int(p.Replicas) && i < p.Target() && f.Truth.Primary[i] == nil && f.Truth.Known():
 			// A wanted ordinal below replicas that has left (a stale answer can leave this behind)
 			// becomes a member again: its parked agent restarts and asks to join.
-			p.setIntent(i, api.IntentMember)
+			p.leases.SetIntent(i, api.IntentMember, p.f.Now)
 		}
 	}
 }

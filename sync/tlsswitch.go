@@ -10,7 +10,7 @@ func (p *plan) askPeerSwitch(rolled bool) {
 	d := steps.PeerSwitch(p.f, steps.PeerSwitchInput{Spec: p.Spec, State: p.TLSSw, Rolled: rolled, Rolling: p.Rolling, Holds: p.restartHolds()})
 	p.TLSSw = d.State
 	if d.State.Turn >= 0 {
-		p.lease(d.State.Turn).PeerScheme = d.To
+		p.leases.Lease(d.State.Turn).PeerScheme = d.To
 	}
 	p.await(d.Wait)
 }
