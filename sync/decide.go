@@ -201,7 +201,7 @@ func (p *plan) bootstrap() {
 		p.holdStatic()
 		return
 	}
-	p.Replicas = p.adoptFloor(1)
+	p.Replicas = steps.AdoptFloor(p.f, p.Spec, 1)
 	p.leases.SetIntent(0, api.IntentMember, p.f.Now)
 	p.leases.Lease(0).Seed = true
 	p.Busy = "bootstrap"

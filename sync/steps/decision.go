@@ -86,11 +86,14 @@ type Concluded struct {
 }
 
 // Target is the latched size; 0 when there is no spec to render from.
-func (d *Decision) Target() int {
-	if d.Spec.Size == nil {
+func (d *Decision) Target() int { return TargetOf(d.Spec) }
+
+// TargetOf is spec's size; 0 without one.
+func TargetOf(spec api.ClusterSpec) int {
+	if spec.Size == nil {
 		return 0
 	}
-	return int(*d.Spec.Size)
+	return int(*spec.Size)
 }
 
 // FormedNow: every member of the target size is a healthy voter.

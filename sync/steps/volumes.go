@@ -169,7 +169,7 @@ func growClaim(f *facts.Facts, in VolumesInput, i int, size resource.Quantity) (
 	if m != nil && m.Voter() && m.Healthy {
 		all, healthy = all-1, healthy-1
 	}
-	if len(f.Truth.Primary) != (&Decision{Spec: in.Spec}).Target() || m == nil || healthy != all || f.Truth.Learner() != nil {
+	if len(f.Truth.Primary) != TargetOf(in.Spec) || m == nil || healthy != all || f.Truth.Learner() != nil {
 		return wait("", "every member but %s healthy before growing its claim %s (%d of %d other voters healthy)", f.Names.Pod(i), f.Names.PVC(i), healthy, all)
 	}
 	if who := Defragmenting(f); who != "" {
