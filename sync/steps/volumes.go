@@ -89,17 +89,11 @@ type VolumesInput struct {
 	Endpoints string
 }
 
-// VolumesDecision is the growth's part of the decision.
+// VolumesDecision is the growth's part of the decision: its Step, and the claim its Job grows ("" for
+// the claim template's Job).
 type VolumesDecision struct {
-	// Acted: the growth started a Job or waits on something (reconcile's last step is taken).
-	Acted bool
-	// Job: the Job started (nil none); Action names it, and Growing the claim it grows ("" for the
-	// claim template's Job).
-	Job     *Job
-	Action  string
+	Step
 	Growing string
-	// Waiting: what the growth waits for (the Job started, or why none starts).
-	Waiting Waits
 }
 
 // GrowVolumes is reconcile's last step: the lowest member claim below the size is grown, then the
@@ -110,7 +104,7 @@ func GrowVolumes(f *facts.Facts, in VolumesInput) (d VolumesDecision) {
 		return d
 	}
 	wait := func(subject, format string, args ...any) VolumesDecision {
-		d.Acted, d.Waiting = true, d.Waiting.Add(Wait{Kind: Volume, Subject: subject, Detail: fmt.Sprintf(format, args...)})
+		d.wait(Volume, subject, format, args...)
 		return d
 	}
 	// A member that is down first: a full disk is the likeliest reason to grow, and a member whose disk is
@@ -158,7 +152,7 @@ func GrowVolumes(f *facts.Facts, in VolumesInput) (d VolumesDecision) {
 // may restart member i: for a driver that grows file systems only at mount time, or because it is down).
 func growClaim(f *facts.Facts, in VolumesInput, i int, size resource.Quantity) (d VolumesDecision) {
 	wait := func(subject, format string, args ...any) VolumesDecision {
-		d.Acted, d.Waiting = true, d.Waiting.Add(Wait{Kind: Volume, Subject: subject, Detail: fmt.Sprintf(format, args...)})
+		d.wait(Volume, subject, format, args...)
 		return d
 	}
 	all, healthy := f.Truth.Voters()
