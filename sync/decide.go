@@ -310,7 +310,6 @@ func (p *plan) reconcile() {
 // chooseSpec latches the spec (steps.ChooseSpec) against the step in flight.
 func (p *plan) chooseSpec() {
 	c := steps.ChooseSpec(p.f, steps.SpecInput{InFlight: p.inFlight()})
-	p.HasSpec, p.Spec, p.Problems, p.CertProblems, p.CertBlocked = c.HasSpec, c.Spec, c.Problems, c.CertProblems, c.CertBlocked
-	p.Paused, p.PendingSpec, p.tlsWaitsForCA = c.Paused, c.PendingSpec, c.TLSWaitsForCA
+	p.SpecState, p.tlsWaitsForCA = c.SpecState, c.TLSWaitsForCA
 	p.await(c.Wait)
 }

@@ -11,19 +11,26 @@ type SpecInput struct {
 	InFlight string
 }
 
-// SpecChoice is the spec in force and why (Decision's HasSpec, Spec, Problems, CertProblems,
-// CertBlocked, Paused, PendingSpec).
-type SpecChoice struct {
+// SpecState is the spec in force and why (Decision's).
+type SpecState struct {
+	// HasSpec: there is a spec to render from; Spec: it.
 	HasSpec bool
 	Spec    api.ClusterSpec
-	// Problems, CertProblems: the candidate's (facts.Candidate); CertBlocked: a valid candidate is not
-	// adopted because of its TLS Secrets.
+	// Problems, CertProblems: the candidate's (facts.Candidate): why the user's spec is not (yet)
+	// applied, what is wrong with its TLS Secrets; CertBlocked: a valid candidate is not adopted because
+	// of them.
 	Problems     []api.Problem
 	CertProblems []facts.CertProblem
 	CertBlocked  bool
-	Paused       bool
+	// Paused: spec.paused.
+	Paused bool
 	// PendingSpec: a valid new spec waits (for the step in flight, the CA rotation, a healthy quorum).
 	PendingSpec bool
+}
+
+// SpecChoice is ChooseSpec's part of the decision.
+type SpecChoice struct {
+	SpecState
 	// TLSWaitsForCA: the new spec switches TLS and waits for a CA rotation in progress (whose restarts go
 	// on meanwhile).
 	TLSWaitsForCA bool
@@ -36,7 +43,7 @@ type SpecChoice struct {
 // request) in force.
 func ChooseSpec(f *facts.Facts, in SpecInput) SpecChoice {
 	cand := f.Candidate
-	c := SpecChoice{Problems: cand.Problems, CertProblems: cand.CertProblems, Paused: f.Parent.Spec.Paused}
+	c := SpecChoice{SpecState: SpecState{Problems: cand.Problems, CertProblems: cand.CertProblems, Paused: f.Parent.Spec.Paused}}
 	valid := cand.Valid()
 	// The user's TLS Secrets (docs/design/14-tls.md §14.5): while one is unusable no spec change is adopted
 	// (a new or restarted pod could not start: the new spec may add members or roll them), and the
