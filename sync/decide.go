@@ -82,7 +82,7 @@ func decide(f *facts.Facts, opts Options) (p *plan, err error) {
 	p.askCARotation()
 	p.askDefrag()
 	if f.Bootstrapped && f.Truth.Known() {
-		p.noteStalledJoins()
+		p.member((*steps.Members).NoteStalledJoins)
 	}
 	return p, nil
 }
@@ -269,9 +269,9 @@ func (p *plan) holdStatic() {
 func (p *plan) reconcile() {
 	p.Busy, p.BusyVolume = p.stepInFlight()
 	p.Growth = p.Busy != "" && p.Busy == steps.VolumeStepInFlight(p.f)
-	p.advanceJoins()
-	p.advanceLeave()
-	p.advanceLearner()
+	p.member((*steps.Members).AdvanceJoins)
+	p.member((*steps.Members).AdvanceLeave)
+	p.member((*steps.Members).AdvanceLearner)
 	if p.Busy != "" {
 		p.wait(steps.InFlight, p.Busy, "")
 		p.roll(false)
@@ -283,7 +283,13 @@ func (p *plan) reconcile() {
 		p.roll(false)
 		return
 	}
-	for _, step := range []func() bool{p.removeOrphan, p.removeDead, p.repairJoin, p.deleteVolume} {
+	repairs := []func() bool{
+		func() bool { return p.member((*steps.Members).RemoveOrphan) },
+		func() bool { return p.member((*steps.Members).RemoveDead) },
+		func() bool { return p.member((*steps.Members).RepairJoin) },
+		p.deleteVolume,
+	}
+	for _, step := range repairs {
 		if step() {
 			// The roll is still evaluated (and may step over a pod that is down anyway) so that the
 			// status reads the same whichever path a sync takes.
@@ -294,14 +300,14 @@ func (p *plan) reconcile() {
 	// Shrinking goes before a roll (fewer pods to restart, and a leaving pod need not become healthy
 	// first); a roll goes before growing, unless quorum holds it and members are missing: a cluster
 	// growing from two voters may add its third before any restart is safe.
-	if p.scaleDown() {
+	if p.member((*steps.Members).ScaleDown) {
 		p.roll(false)
 		return
 	}
 	if p.roll(true) && !(p.rollHeld && len(p.f.Truth.Primary) < p.Target()) {
 		return
 	}
-	if p.scaleUp() {
+	if p.member((*steps.Members).ScaleUp) {
 		return
 	}
 	p.growVolumes()

@@ -131,24 +131,8 @@ func jobArg(j *batchv1.Job, prefix string) string {
 	return ""
 }
 
-// voterEndpoints are the client URLs of the voters other than skip, for Jobs that talk to etcd.
-func (p *plan) voterEndpoints(skip string) string {
-	var eps []string
-	for _, m := range p.f.Truth.Members {
-		if m.Learner || m.ID == skip {
-			continue
-		}
-		if m.Ordinal >= 0 {
-			eps = append(eps, p.Names.ClientURL(m.Ordinal))
-		} else if m.ClientURL != "" {
-			eps = append(eps, m.ClientURL)
-		}
-	}
-	if len(eps) == 0 {
-		eps = []string{p.Names.ClientEndpoint()}
-	}
-	return strings.Join(eps, ",")
-}
+// voterEndpoints are the client URLs of the voters other than skip (steps.VoterEndpoints).
+func (p *plan) voterEndpoints(skip string) string { return steps.VoterEndpoints(p.f, p.Names, skip) }
 
 // retiredClusters are the cluster IDs in-place restores replaced, as the agents get them: those of a
 // restore not committed yet are still the live cluster's (a member restarting meanwhile must start on

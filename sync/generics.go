@@ -2,14 +2,9 @@ package sync
 
 import (
 	"sort"
-
-	"github.com/etcdhook/etcdhook/api"
 )
 
 // Small generic helpers the whole package uses.
-
-// sameWindow: two join windows are the same permission.
-func sameWindow(a, b api.JoinWindow) bool { return a.From.Equal(b.From) && a.Until.Equal(b.Until) }
 
 // sortedKeys returns a map's int or string keys in order, so every loop is deterministic.
 func sortedKeys[K int | string, V any](m map[K]V) []K {

@@ -50,7 +50,7 @@ func (p *plan) stepInFlight() (what string, volume bool) {
 	for _, i := range p.leases.Ordinals() {
 		lp := p.leases[i]
 		m := f.Truth.Primary[i]
-		if lp.Kind == api.IntentLeave && m != nil && p.quorumAllowsRemoving(m) {
+		if lp.Kind == api.IntentLeave && m != nil && steps.QuorumAllowsRemoving(f, m) {
 			return fmt.Sprintf("%s to leave the cluster", f.Names.Pod(i)), false
 		}
 		if p.leases.Joining(i, p.f.Now) && (m == nil || !f.ReportsHealthyVoter(i, m.ID)) {

@@ -1,7 +1,6 @@
 package sync
 
 import (
-	"github.com/etcdhook/etcdhook/sync/facts"
 	"github.com/etcdhook/etcdhook/sync/steps"
 )
 
@@ -14,17 +13,4 @@ func (p *plan) keepJobs() {
 	for _, r := range d.Released {
 		p.release(r.Key, r.Name, r.Reason)
 	}
-}
-
-// removalRunning says whether any remove Job is active or was made this sync: removals go one at a time.
-func (p *plan) removalRunning() bool {
-	if p.removing {
-		return true
-	}
-	for _, js := range p.f.RemoveJobs {
-		if js[len(js)-1].State == facts.JobActive {
-			return true
-		}
-	}
-	return false
 }

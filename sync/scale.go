@@ -1,16 +1,12 @@
 package sync
 
 import (
-	"fmt"
-
-	"github.com/etcdhook/etcdhook/api"
-	"github.com/etcdhook/etcdhook/sync/facts"
 	"github.com/etcdhook/etcdhook/sync/steps"
 )
 
-// Scaling to the spec's size: one member added or removed per step; the replicas floor, the volumes of
-// removed members and the Leases of ordinals that are gone are steps.FloorReplicas, DeleteVolume and
-// TrimLeases.
+// Scaling to the spec's size: one member added or removed per step (steps.Members: ScaleUp, ScaleDown);
+// the replicas floor, the volumes of removed members and the Leases of ordinals that are gone
+// (steps.FloorReplicas, DeleteVolume, TrimLeases).
 
 // scaleInput is what the scale steps read of the plan so far.
 func (p *plan) scaleInput() steps.ScaleInput {
@@ -43,77 +39,4 @@ func (p *plan) trimLeases() {
 	for _, r := range d.Released {
 		p.release(r.Key, r.Name, r.Reason)
 	}
-}
-
-// scaleDown asks a member above the target to leave (docs/design/07-steps.md §7.5): an unhealthy one first, since its
-// removal costs no quorum, else the highest.
-func (p *plan) scaleDown() bool {
-	f := p.f
-	h := f.Truth.HighestOrdinal()
-	if h < p.Target() {
-		return false
-	}
-	for i := h; i >= p.Target(); i-- {
-		if m := f.Truth.Primary[i]; m != nil && !m.Healthy && p.quorumAllowsRemoving(m) {
-			h = i
-			break
-		}
-	}
-	m := f.Truth.Primary[h]
-	if !p.quorumAllowsRemoving(m) {
-		p.wait(steps.Scale, "", "quorum does not allow %s to leave now", f.Names.Pod(h))
-		return true
-	}
-	if who := steps.Defragmenting(p.f); who != "" && m.Healthy {
-		p.wait(steps.Scale, who, "to finish defragmenting before %s leaves", f.Names.Pod(h))
-		return true
-	}
-	if what := p.restartingInPlace(); what != "" && m.Healthy {
-		p.wait(steps.Scale, what, "before %s leaves", f.Names.Pod(h))
-		return true
-	}
-	p.leases.SetIntent(h, api.IntentLeave, p.f.Now)
-	p.leases.Lease(h).Join = api.JoinWindow{}
-	p.action = fmt.Sprintf("%s to leave the cluster", f.Names.Pod(h))
-	p.Busy = p.action
-	if lv := f.Leases[h]; lv == nil || !lv.Fresh || p.lostData(m) {
-		p.removeMember(m, "leave") // its agent cannot remove it
-		if p.Busy == p.action {
-			p.wait(steps.Scale, p.action, "")
-		}
-		return true
-	}
-	p.action = fmt.Sprintf("%s to leave the cluster", f.Names.Pod(h))
-	p.Busy = p.action
-	p.wait(steps.Scale, p.action, "")
-	return true
-}
-
-// scaleUp raises replicas by one and permits the new ordinal to join.
-func (p *plan) scaleUp() bool {
-	f := p.f
-	n := len(f.Truth.Primary)
-	if n >= p.Target() {
-		return false
-	}
-	i := int(p.Replicas)
-	for j := 0; j < i; j++ {
-		if f.Truth.Primary[j] == nil {
-			return false // repairJoin handles holes below replicas
-		}
-	}
-	if ok, why := p.joinable(i); !ok {
-		p.wait(steps.Scale, "", "%s", why)
-		return true
-	}
-	if js := f.DeleteVolumeJobs[i]; len(js) > 0 && js[len(js)-1].State == facts.JobActive {
-		p.wait(steps.Scale, "", "the old claim of %s to be deleted", f.Names.Pod(i))
-		return true
-	}
-	p.Replicas = int32(i + 1)
-	p.leases.Permit(i, p.f.Now, p.timeout(p.Spec.Timeouts.LearnerPromotionSeconds))
-	p.action = fmt.Sprintf("%s to join the cluster", f.Names.Pod(i))
-	p.Busy = p.action
-	p.wait(steps.Scale, p.action, "")
-	return true
 }

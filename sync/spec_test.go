@@ -24,7 +24,7 @@ func TestQuorumRule(t *testing.T) {
 			target = &facts.Member{Member: api.Member{ID: "l", Learner: true}}
 		}
 		f := &facts.Facts{Truth: facts.TruthOf(members)}
-		return (&plan{f: f}).quorumAllowsRemoving(target)
+		return steps.QuorumAllowsRemoving(f, target)
 	}
 	for _, tc := range []struct {
 		voters, healthy int
