@@ -11,7 +11,7 @@ func (p *plan) conclude() {
 	// URL, is not yet expected to be healthy: that is progress, not a degradation.
 	p.ExpectedDown = map[string]bool{}
 	for _, m := range f.Truth.Members {
-		if !m.Healthy && (steps.JoiningAs(f, p.leases, m) || p.restartedByRoll(m) || p.restartedForCA(m) || p.switchedPeer(m)) {
+		if !m.Healthy && (steps.JoiningAs(f, p.leases, m) || p.restartedByRoll(m) || steps.RestartedForCA(f, p.CARot.Restart, m) || steps.SwitchedPeer(f, m)) {
 			p.ExpectedDown[m.ID] = true
 		}
 	}

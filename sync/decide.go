@@ -267,7 +267,7 @@ func (p *plan) holdStatic() {
 
 // reconcile is the normal path: cluster bootstrapped, one cluster ID, a healthy voter's member list known.
 func (p *plan) reconcile() {
-	p.Busy, p.BusyVolume = p.stepInFlight()
+	p.Busy, p.BusyVolume = steps.StepInFlight(p.f, p.leases)
 	p.Growth = p.Busy != "" && p.Busy == steps.VolumeStepInFlight(p.f)
 	p.member((*steps.Members).AdvanceJoins)
 	p.member((*steps.Members).AdvanceLeave)
@@ -315,7 +315,8 @@ func (p *plan) reconcile() {
 
 // chooseSpec latches the spec (steps.ChooseSpec) against the step in flight.
 func (p *plan) chooseSpec() {
-	c := steps.ChooseSpec(p.f, steps.SpecInput{InFlight: p.inFlight()})
+	inFlight, _ := steps.StepInFlight(p.f, p.leases)
+	c := steps.ChooseSpec(p.f, steps.SpecInput{InFlight: inFlight})
 	p.SpecState, p.tlsWaitsForCA = c.SpecState, c.TLSWaitsForCA
 	p.await(c.Wait)
 }
