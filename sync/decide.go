@@ -1,7 +1,6 @@
 package sync
 
 import (
-	"github.com/etcdhook/etcdhook/api"
 	"github.com/etcdhook/etcdhook/sync/facts"
 	"github.com/etcdhook/etcdhook/sync/render"
 	"github.com/etcdhook/etcdhook/sync/steps"
@@ -80,80 +79,11 @@ func decide(f *facts.Facts, opts Options) (p *plan, err error) {
 	return p, nil
 }
 
-// bootstrap: every member at once from a static initial cluster at a fresh creation, else replicas 1 and
-// the seed may start "new" (docs/design/07-steps.md §7.1). Nothing else happens before a cluster ID exists.
+// bootstrap starts the cluster (steps.StartCluster).
 func (p *plan) bootstrap() {
-	f := p.f
-	if n := p.staticCreation(); n > 0 {
-		p.bootstrapStatic(n)
-		return
-	}
-	if f.StaticRecord > 0 {
-		p.holdStatic()
-		return
-	}
-	p.Replicas = steps.AdoptFloor(p.f, p.Spec, 1)
-	p.leases.SetIntent(0, api.IntentMember, p.f.Now)
-	p.leases.Lease(0).Seed = true
-	p.Busy = "bootstrap"
-	if lv := f.Leases[0]; lv != nil && lv.Report.Reason() == api.ReasonForeignData {
-		p.wait(steps.Bootstrap, f.Names.Pod(0), "refuses its volume: %s", lv.Report.Error)
-		return
-	}
-	if f.SeedRefused() {
-		p.wait(steps.Restore, "", "the restore has failed and is not retried (RestoreFailed): delete this EtcdCluster and restore again, or delete pod %s to try once more after fixing the cause", f.Names.Pod(0))
-		return
-	}
-	p.wait(steps.Bootstrap, f.Names.Pod(0), "to bootstrap the cluster")
-}
-
-// staticCreation is the member count of the static creation this sync renders: the one the StatefulSet
-// records and still agrees with, the one the Leases ask for when nothing else of it was applied, or, at
-// a fresh creation, the spec's size. 0: the seed's way.
-func (p *plan) staticCreation() int {
-	f := p.f
-	if f.Static > 0 {
-		return f.Static
-	}
-	if n := f.LeaseRecord(); n > 0 {
-		return n
-	}
-	if f.StatefulSet == nil && !p.opts.SeedBootstrap && f.FreshCreation(p.Spec) {
-		return p.Target()
-	}
-	return 0
-}
-
-// bootstrapStatic renders a static creation of n members: replicas n, every Lease asks its member to
-// start from the static initial cluster (the agents check it against agent.json). The marks go with the
-// first cluster ID: from then on a member without data joins as any member does.
-func (p *plan) bootstrapStatic(n int) {
-	f := p.f
-	p.staticN = n
-	p.Replicas = int32(n)
-	for i := 0; i < n; i++ {
-		p.leases.SetIntent(i, api.IntentMember, p.f.Now)
-		p.leases.Lease(i).Static = n
-	}
-	p.Busy = "bootstrap"
-	for i := 0; i < n; i++ {
-		if lv := f.Leases[i]; lv != nil && lv.Report.Reason() == api.ReasonForeignData {
-			p.wait(steps.Bootstrap, f.Names.Pod(i), "refuses its volume: %s", lv.Report.Error)
-		}
-	}
-	p.wait(steps.Bootstrap, "", "%d members to start together and form the cluster", n)
-}
-
-// holdStatic: the StatefulSet records a static creation that the rest does not agree with (a hand
-// edit, InputIgnored says which). Until it agrees again no member is asked to start: a member that ran
-// already goes on (etcd forms the cluster by itself and its report ends the creation); nothing is
-// started a second way, from a seed or from another initial cluster.
-func (p *plan) holdStatic() {
-	for i := 0; i < int(p.Replicas); i++ {
-		p.leases.SetIntent(i, api.IntentMember, p.f.Now)
-	}
-	p.Busy = "bootstrap"
-	p.wait(steps.Bootstrap, "", "the record of a static creation of %d members does not agree with the StatefulSet or the Leases (see InputIgnored): no member is asked to start until it does", p.f.StaticRecord)
+	d := steps.StartCluster(p.f, steps.BootstrapInput{Spec: p.Spec, Replicas: p.Replicas, Leases: p.leases, SeedBootstrap: p.opts.SeedBootstrap})
+	p.Replicas, p.leases, p.staticN, p.Busy = d.Replicas, d.Leases, d.StaticN, "bootstrap"
+	p.await(d.Waiting...)
 }
 
 // reconcile is the normal path: cluster bootstrapped, one cluster ID, a healthy voter's member list known.

@@ -51,3 +51,13 @@ func (ls Leases) Joining(i int, now time.Time) bool {
 	open, _ := lp.Join.OpenAt(now)
 	return open
 }
+
+// Clone is a copy of ls that a step may write without touching ls.
+func (ls Leases) Clone() Leases {
+	out := make(Leases, len(ls))
+	for i, lp := range ls {
+		c := *lp
+		out[i] = &c
+	}
+	return out
+}

@@ -49,12 +49,7 @@ type Members struct {
 
 // NewMembers starts a membership step from in (its Leases copied).
 func NewMembers(f *facts.Facts, in MembersInput) *Members {
-	ls := make(Leases, len(in.Leases))
-	for i, lp := range in.Leases {
-		c := *lp
-		ls[i] = &c
-	}
-	return &Members{f: f, in: in, Leases: ls, Replicas: in.Replicas, Busy: in.Busy, Removing: in.Removing}
+	return &Members{f: f, in: in, Leases: in.Leases.Clone(), Replicas: in.Replicas, Busy: in.Busy, Removing: in.Removing}
 }
 
 func (s *Members) wait(kind WaitKind, subject, format string, args ...any) {
