@@ -7,10 +7,10 @@ import (
 )
 
 // decide runs one sync's membership protocol (docs/design/06-sync-order.md §6): it starts from what was
-// observed (carry), re-derives the hook's own Lease halves (normalizeIntents), latches the spec
-// (chooseSpec) and takes at most one membership step (reconcile). Step families are in their own files
-// (members.go, scale.go, roll.go, volumes.go, tlsswitch.go, inplace.go) or, moved, in package steps as
-// pure functions whose values the plan copies (steps.Space, Auth, Paused, Recovery, RotateCA, Defrag).
+// observed, the hook's own Lease halves re-derived (steps.Carry), latches the spec (steps.ChooseSpec)
+// and takes at most one membership step (reconcile). The order below is the precedence of the steps;
+// each step family is a pure function in package steps whose value the plan takes in (plan.go), except
+// the roll (roll.go).
 func decide(f *facts.Facts, opts Options) (p *plan, err error) {
 	p = &plan{f: f, opts: opts.withDefaults(), leases: steps.Leases{}, Decision: steps.Decision{Names: f.Names}}
 	// Whatever path the sync takes, the backup Lease is read for status with the spec chosen, and the
