@@ -2,14 +2,13 @@ package sync
 
 import (
 	"fmt"
-	"time"
 
 	"github.com/etcdhook/etcdhook/api"
 	"github.com/etcdhook/etcdhook/sync/facts"
 	"github.com/etcdhook/etcdhook/sync/steps"
 )
 
-// Timing of Jobs and resyncs.
+// Timing of resyncs.
 const (
 	resyncBusySeconds = 5
 	resyncIdleSeconds = 60
@@ -28,7 +27,7 @@ type plan struct {
 	pauseWaited bool
 
 	partition int32
-	// staticN: the static creation this sync renders (bootstrapStatic), 0 none; the StatefulSet keeps
+	// staticN: the static creation this sync renders (steps.StartCluster), 0 none; the StatefulSet keeps
 	// its record (facts.StaticRecord) whatever this sync renders.
 	staticN int
 	hash    string
@@ -52,11 +51,6 @@ type plan struct {
 	tlsWaitsForCA bool
 }
 
-// distrust notes an input the decision ignored.
-func (p *plan) distrust(format string, args ...any) {
-	p.Distrusted = append(p.Distrusted, fmt.Sprintf(format, args...))
-}
-
 // wait notes what the decision waits for: of step family kind, about subject ("" when the sentence
 // does not start with it), the rest formatted.
 func (p *plan) wait(kind steps.WaitKind, subject, format string, args ...any) {
@@ -71,8 +65,6 @@ func (p *plan) await(ws ...steps.Wait) {
 		}
 	}
 }
-
-func (p *plan) timeout(secs *int32) time.Duration { return time.Duration(*secs) * time.Second }
 
 // release records that the plan deletes an observed child, and why.
 func (p *plan) release(key, name, reason string) {
