@@ -118,13 +118,13 @@ type PeerSwitchDecision struct {
 
 // PeerSwitch decides the switch's step after the roll: whether the final roll is over, and which one
 // member moves its peer URL now.
-func PeerSwitch(f *facts.Facts, in PeerSwitchInput) PeerSwitchDecision {
+func PeerSwitch(f *facts.Facts, in PeerSwitchInput) (d PeerSwitchDecision) {
 	st := in.State
 	if st.Final && in.Rolled && !in.Rolling {
 		st.Final = false // every pod runs the final template: the switch is over
 	}
 	to := api.Scheme(in.Spec.Security.TLS.TLSOn())
-	d := PeerSwitchDecision{To: to}
+	d = PeerSwitchDecision{To: to}
 	defer func() { d.State = st }()
 	if !st.Active() {
 		return d
