@@ -391,10 +391,13 @@ func (f *Facts) preferMember(i int, a, b *Member) bool {
 	return a.ID < b.ID
 }
 
-// TruthOf is a truth of members alone, counted as readTruth counts one: for tests of the decision that
-// build their facts by hand.
+// TruthOf is a known truth of members alone (their list), counted as readTruth counts one: for tests
+// of the decision that build their facts by hand.
 func TruthOf(members []*Member) Truth {
-	t := Truth{Members: members}
+	t := Truth{Members: members, list: []api.Member{}}
+	for _, m := range members {
+		t.list = append(t.list, m.Member)
+	}
 	t.countVoters()
 	return t
 }
