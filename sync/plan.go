@@ -1,8 +1,6 @@
 package sync
 
 import (
-	"fmt"
-
 	"github.com/etcdhook/etcdhook/api"
 	"github.com/etcdhook/etcdhook/sync/facts"
 	"github.com/etcdhook/etcdhook/sync/steps"
@@ -54,7 +52,7 @@ type plan struct {
 // wait notes what the decision waits for: of step family kind, about subject ("" when the sentence
 // does not start with it), the rest formatted.
 func (p *plan) wait(kind steps.WaitKind, subject, format string, args ...any) {
-	p.Waiting = p.Waiting.Add(steps.Wait{Kind: kind, Subject: subject, Detail: fmt.Sprintf(format, args...)})
+	p.Waiting = p.Waiting.Addf(kind, subject, format, args...)
 }
 
 // await adds what a step family's value waits for (zero waits: nothing).

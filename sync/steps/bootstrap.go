@@ -1,8 +1,6 @@
 package steps
 
 import (
-	"fmt"
-
 	"github.com/etcdhook/etcdhook/api"
 	"github.com/etcdhook/etcdhook/sync/facts"
 )
@@ -27,7 +25,7 @@ type BootstrapDecision struct {
 }
 
 func (d *BootstrapDecision) wait(kind WaitKind, subject, format string, args ...any) {
-	d.Waiting = d.Waiting.Add(Wait{Kind: kind, Subject: subject, Detail: fmt.Sprintf(format, args...)})
+	d.Waiting = d.Waiting.Addf(kind, subject, format, args...)
 }
 
 // StartCluster: every member at once from a static initial cluster at a fresh creation, else replicas 1 and

@@ -50,7 +50,7 @@ func InPlace(f *facts.Facts) InPlaceDecision {
 	rec := f.InPlace.Record
 	d := InPlaceDecision{Record: rec, Replicas: -1}
 	wait := func(subject, format string, args ...any) {
-		d.Waiting = d.Waiting.Add(Wait{Kind: Restore, Subject: subject, Detail: fmt.Sprintf(format, args...)})
+		d.Waiting = d.Waiting.Addf(Restore, subject, format, args...)
 	}
 	if !rec.InFlight() {
 		return d

@@ -53,7 +53,7 @@ func NewMembers(f *facts.Facts, in MembersInput) *Members {
 }
 
 func (s *Members) wait(kind WaitKind, subject, format string, args ...any) {
-	s.Waiting = s.Waiting.Add(Wait{Kind: kind, Subject: subject, Detail: fmt.Sprintf(format, args...)})
+	s.Waiting = s.Waiting.Addf(kind, subject, format, args...)
 }
 
 // start notes the change this step starts.

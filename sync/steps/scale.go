@@ -24,7 +24,7 @@ type Step struct {
 
 // wait notes a wait of kind and says the step acted.
 func (s *Step) wait(kind WaitKind, subject, format string, args ...any) {
-	s.Acted, s.Waiting = true, s.Waiting.Add(Wait{Kind: kind, Subject: subject, Detail: fmt.Sprintf(format, args...)})
+	s.Acted, s.Waiting = true, s.Waiting.Addf(kind, subject, format, args...)
 }
 
 // ScaleInput is what the scale steps read of the decisions before them.
@@ -167,7 +167,7 @@ func claimDeleting(f *facts.Facts, i int) bool {
 // stop, a volume that must be deleted. Derived from observed objects, so a resync says the same.
 func cleanupLeft(f *facts.Facts, in ScaleInput, replicas int32) (cleanup bool, ws Waits) {
 	wait := func(subject, format string, args ...any) {
-		ws = ws.Add(Wait{Kind: Scale, Subject: subject, Detail: fmt.Sprintf(format, args...)})
+		ws = ws.Addf(Scale, subject, format, args...)
 	}
 	for i := 0; i < int(replicas) && i < TargetOf(in.Spec); i++ {
 		lp := in.Leases[i]
