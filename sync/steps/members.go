@@ -62,7 +62,8 @@ func (s *Members) start(kind WaitKind, action string) {
 	s.wait(kind, action, "")
 }
 
-func (s *Members) timeout(secs *int32) time.Duration { return time.Duration(*secs) * time.Second }
+// seconds is a spec timeout (defaulted: never nil) as a duration.
+func seconds(secs *int32) time.Duration { return time.Duration(*secs) * time.Second }
 
 // QuorumAllowsRemoving applies the quorum rule of docs/design/08-safety-rules.md §8.2 to removing m.
 func QuorumAllowsRemoving(f *facts.Facts, m *facts.Member) bool {
@@ -213,7 +214,7 @@ func (s *Members) AdvanceLeave() bool {
 		since, err := time.Parse(time.RFC3339, lp.Since)
 		// An agent without its data cannot remove its member itself.
 		agentGone := lv == nil || !lv.Fresh || lostData(f, m)
-		slow := err == nil && f.Now.Sub(since) >= s.timeout(s.in.Spec.Timeouts.LeaveSeconds)
+		slow := err == nil && f.Now.Sub(since) >= seconds(s.in.Spec.Timeouts.LeaveSeconds)
 		if agentGone || slow {
 			s.removeMember(m, "leave")
 		}
@@ -330,7 +331,7 @@ func (s *Members) joinable(i int) (bool, string) {
 
 // permit lets ordinal i join, under the spec's promotion timeout.
 func (s *Members) permit(i int) {
-	s.Leases.Permit(i, s.f.Now, s.timeout(s.in.Spec.Timeouts.LearnerPromotionSeconds))
+	s.Leases.Permit(i, s.f.Now, seconds(s.in.Spec.Timeouts.LearnerPromotionSeconds))
 }
 
 // RepairJoin lets a wanted ordinal below replicas (re)join when its agent asks: its member was removed,
