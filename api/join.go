@@ -31,6 +31,9 @@ func (w JoinWindow) Annotations() (permitted, deadline string) {
 // IsZero: no usable permission.
 func (w JoinWindow) IsZero() bool { return w.From.IsZero() || w.Until.IsZero() }
 
+// Same: the two windows are the same permission.
+func (w JoinWindow) Same(o JoinWindow) bool { return w.From.Equal(o.From) && w.Until.Equal(o.Until) }
+
 // ParseJoinWindow reads the two annotation values ("" when absent). A window is usable only when both
 // ends parse, it ends after it starts and it is no longer than MaxJoinWindow; otherwise it is zero and
 // problem says why (empty when neither annotation is set).

@@ -9,9 +9,7 @@ func (p *plan) askCARotation() {
 	rot := steps.RotateCA(p.f, steps.RotateCAInput{HasSpec: p.HasSpec, Spec: p.Spec, TLSSwitchActive: p.TLSSw.Active(), Holds: p.restartHolds()})
 	p.CARot = rot.State
 	p.Distrusted = append(p.Distrusted, rot.Distrusted...)
-	for _, w := range rot.Waiting {
-		p.Waiting = p.Waiting.Add(w)
-	}
+	p.await(rot.Waiting...)
 	if !p.CARot.Active {
 		return
 	}

@@ -11,12 +11,12 @@ func (p *plan) conclude() {
 	// URL, is not yet expected to be healthy: that is progress, not a degradation.
 	p.ExpectedDown = map[string]bool{}
 	for _, m := range f.Truth.Members {
-		if !m.Healthy && (p.joiningAs(m) || p.restartedByRoll(m) || p.restartedForCA(m) || p.switchedPeer(m)) {
+		if !m.Healthy && (steps.JoiningAs(f, p.leases, m) || p.restartedByRoll(m) || steps.RestartedForCA(f, p.CARot.Restart, m) || steps.SwitchedPeer(f, m)) {
 			p.ExpectedDown[m.ID] = true
 		}
 	}
 	p.Defragmenting = steps.Defragmenting(p.f)
-	p.InPlacePhase = p.inPlacePhase()
+	p.InPlacePhase = steps.InPlacePhase(f, p.InPlace)
 	if p.Space.On {
 		p.Space.Message = steps.SpaceMessage(f, p.Space, steps.SpaceInput{Spec: p.Spec, Paused: p.Paused, Replicas: p.Replicas})
 	}

@@ -18,7 +18,7 @@ func (p *plan) defragInput() steps.DefragInput {
 	return steps.DefragInput{
 		HasSpec: p.HasSpec, Spec: p.Spec, Space: p.Space,
 		Paused: p.Paused, QuorumLost: p.QuorumLost, Busy: p.Busy, Rolling: p.Rolling, PendingSpec: p.PendingSpec,
-		CARestart: p.CARot.Restart, CARestarting: p.restarting(caRestart),
-		TLSTurn: p.TLSSw.Turn, PeerMoving: p.restarting(peerMove),
+		CARestart: p.CARot.Restart, CARestarting: steps.CARestarting(p.f),
+		TLSTurn: p.TLSSw.Turn, PeerMoving: steps.PeerMoving(p.f),
 	}
 }

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/sync/facts"
 	"github.com/etcdhook/etcdhook/sync/wire"
 )
 
@@ -59,39 +60,46 @@ func childRefs(o *Observed) []childRef {
 	return out
 }
 
+// deletionInput is what deletions reads of the decision: the children it released on purpose ("key/name"
+// -> reason), whether the NetworkPolicy is on, and why the backup writer is not rendered ("" when it is).
+type deletionInput struct {
+	released  map[string]string
+	policyOn  bool
+	writerOff string
+}
+
 // deletions checks the rendered children against the observed ones: each observed child left out must
 // have been released by the plan, or be a leftover of a kind the hook renders under fixed names (a
 // Lease, Job, ServiceAccount, Role or RoleBinding whose name etcdhook never renders). Anything else is
 // a bug that would make Metacontroller delete a live object: the answer is refused instead (500).
-func (p *plan) deletions(rendered map[wire.ChildID]bool) ([]Deletion, error) {
+func deletions(f *facts.Facts, rendered map[wire.ChildID]bool, in deletionInput) ([]Deletion, error) {
 	var out []Deletion
-	for _, c := range childRefs(p.f.Observed) {
+	for _, c := range childRefs(f.Observed) {
 		if rendered[wire.ChildID{Key: c.key, Name: c.name}] {
 			continue
 		}
 		id := c.key + "/" + c.name
-		reason, ok := p.released[id]
+		reason, ok := in.released[id]
 		if !ok {
 			switch c.key {
 			case wire.KeyLease:
-				if p.f.Names.LeaseOrdinal(c.name) < 0 {
+				if f.Names.LeaseOrdinal(c.name) < 0 {
 					reason, ok = "not a member Lease name of this cluster", true
 				}
 			case wire.KeyJob:
-				if !p.knownJob(c.name) {
+				if !knownJob(f, c.name) {
 					reason, ok = "not a Job name etcdhook makes", true
 				}
 			case wire.KeyServiceAccount, wire.KeyRole, wire.KeyRoleBinding, wire.KeyCronJob:
 				reason, ok = "not a name etcdhook renders", true
 			case wire.KeyStatefulSet:
-				if c.name == p.f.Names.BackupWriter() {
-					reason = p.writerWanted()
-					ok = reason != ""
+				if c.name == f.Names.BackupWriter() {
+					reason, ok = in.writerOff, in.writerOff != ""
 				}
 			case wire.KeyNetworkPolicy:
-				if c.name != p.f.Names.NetworkPolicy() {
+				if c.name != f.Names.NetworkPolicy() {
 					reason, ok = "not a name etcdhook renders", true
-				} else if !p.Spec.Network.PolicyOn() {
+				} else if !in.policyOn {
 					reason, ok = "spec.network.policy is false", true
 				}
 			}
@@ -106,18 +114,18 @@ func (p *plan) deletions(rendered map[wire.ChildID]bool) ([]Deletion, error) {
 }
 
 // knownJob says whether name parses as a remove, pvc-delete or restore Job of this cluster.
-func (p *plan) knownJob(name string) bool {
-	if strings.HasPrefix(name, p.f.Names.Cluster+"-restore-") {
+func knownJob(f *facts.Facts, name string) bool {
+	if strings.HasPrefix(name, f.Names.Cluster+"-restore-") {
 		return true
 	}
-	for _, js := range p.f.RemoveJobs {
+	for _, js := range f.RemoveJobs {
 		for _, jv := range js {
 			if jv.Job.Name == name {
 				return true
 			}
 		}
 	}
-	for _, js := range p.f.DeleteVolumeJobs {
+	for _, js := range f.DeleteVolumeJobs {
 		for _, jv := range js {
 			if jv.Job.Name == name {
 				return true

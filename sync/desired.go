@@ -18,7 +18,7 @@ import (
 func (p *plan) desired() *render.Desired {
 	f := p.f
 	d := p.templateInput()
-	d.Template.AgentTLS = p.agentKeepsTLS()
+	d.Template.AgentTLS = p.TLSSw.AgentKeepsTLS()
 	d.Template.Hash = p.hash
 	d.Template.SwitchAnnotation = p.TLSSw.SwitchAnnotation()
 	d.Replicas, d.Partition = p.Replicas, p.partition
@@ -27,7 +27,7 @@ func (p *plan) desired() *render.Desired {
 		d.Bootstrap = api.StaticBootstrap(n)
 	}
 	d.PDBSize = p.pdbSize()
-	for _, i := range sortedKeys(p.leases) {
+	for _, i := range p.leases.Ordinals() {
 		in := *p.leases[i]
 		in.Renewal = p.RenewalMark(p.f)
 		if p.Auth != nil {
@@ -73,7 +73,7 @@ func (p *plan) templateInput() *render.Desired {
 		Names: p.Names, ClusterUID: p.f.ClusterUID, Spec: p.Spec,
 		Image: p.opts.Image, ImagePullPolicy: p.opts.ImagePullPolicy,
 	}
-	d.Template.TLS = p.renderTLS()
+	d.Template.TLS = p.TLSSw.RenderTLS(p.Spec.Security.TLS)
 	if p.TLSSw.Mode == steps.TLSTransition {
 		d.Template.Transition = p.TLSSw.From
 	}
@@ -131,24 +131,8 @@ func jobArg(j *batchv1.Job, prefix string) string {
 	return ""
 }
 
-// voterEndpoints are the client URLs of the voters other than skip, for Jobs that talk to etcd.
-func (p *plan) voterEndpoints(skip string) string {
-	var eps []string
-	for _, m := range p.f.Truth.Members {
-		if m.Learner || m.ID == skip {
-			continue
-		}
-		if m.Ordinal >= 0 {
-			eps = append(eps, p.Names.ClientURL(m.Ordinal))
-		} else if m.ClientURL != "" {
-			eps = append(eps, m.ClientURL)
-		}
-	}
-	if len(eps) == 0 {
-		eps = []string{p.Names.ClientEndpoint()}
-	}
-	return strings.Join(eps, ",")
-}
+// voterEndpoints are the client URLs of the voters other than skip (steps.VoterEndpoints).
+func (p *plan) voterEndpoints(skip string) string { return steps.VoterEndpoints(p.f, p.Names, skip) }
 
 // retiredClusters are the cluster IDs in-place restores replaced, as the agents get them: those of a
 // restore not committed yet are still the live cluster's (a member restarting meanwhile must start on

@@ -16,7 +16,6 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/etcdhook/etcdhook/api"
@@ -1338,5 +1337,3 @@ func TestFixturesUpToDate(t *testing.T) {
 func fmtInt(n int) string { return string(mustJSON(n)) }
 
 var corev1EmptyDir = corev1.EmptyDirVolumeSource{}
-
-func mustQuantity(s string) resource.Quantity { return resource.MustParse(s) }

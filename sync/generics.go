@@ -2,15 +2,9 @@ package sync
 
 import (
 	"sort"
-
-	"github.com/etcdhook/etcdhook/api"
-	"github.com/etcdhook/etcdhook/sync/render"
 )
 
 // Small generic helpers the whole package uses.
-
-// sameWindow: two join windows are the same permission.
-func sameWindow(a, b api.JoinWindow) bool { return a.From.Equal(b.From) && a.Until.Equal(b.Until) }
 
 // sortedKeys returns a map's int or string keys in order, so every loop is deterministic.
 func sortedKeys[K int | string, V any](m map[K]V) []K {
@@ -20,10 +14,6 @@ func sortedKeys[K int | string, V any](m map[K]V) []K {
 	}
 	sort.Slice(ks, func(i, j int) bool { return ks[i] < ks[j] })
 	return ks
-}
-
-func specEqual(a, b api.ClusterSpec) bool {
-	return string(render.SpecJSON(a)) == string(render.SpecJSON(b))
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -1,21 +1,13 @@
 package sync
 
 import (
-	"fmt"
-	"time"
-
 	"github.com/etcdhook/etcdhook/api"
 	"github.com/etcdhook/etcdhook/sync/facts"
-	"github.com/etcdhook/etcdhook/sync/render"
 	"github.com/etcdhook/etcdhook/sync/steps"
 )
 
-// Timing of Jobs and resyncs.
+// Timing of resyncs.
 const (
-	succeededJobGrace = 2 * time.Minute
-	retryBackoffBase  = 30 * time.Second
-	retryBackoffMax   = 10 * time.Minute
-	maxAttempts       = 99
 	resyncBusySeconds = 5
 	resyncIdleSeconds = 60
 )
@@ -33,12 +25,12 @@ type plan struct {
 	pauseWaited bool
 
 	partition int32
-	// staticN: the static creation this sync renders (bootstrapStatic), 0 none; the StatefulSet keeps
+	// staticN: the static creation this sync renders (steps.StartCluster), 0 none; the StatefulSet keeps
 	// its record (facts.StaticRecord) whatever this sync renders.
 	staticN int
 	hash    string
-	leases  map[int]*api.Intent // the hook's half of each member Lease, by ordinal
-	jobs    []render.Job        // new Jobs and carried-over observed ones
+	leases  steps.Leases // the hook's half of each member Lease, by ordinal
+	jobs    []steps.Job  // new Jobs and carried-over observed ones
 
 	// action: the change started this sync.
 	action string
@@ -57,40 +49,19 @@ type plan struct {
 	tlsWaitsForCA bool
 }
 
-// distrust notes an input the decision ignored.
-func (p *plan) distrust(format string, args ...any) {
-	p.Distrusted = append(p.Distrusted, fmt.Sprintf(format, args...))
-}
-
 // wait notes what the decision waits for: of step family kind, about subject ("" when the sentence
 // does not start with it), the rest formatted.
 func (p *plan) wait(kind steps.WaitKind, subject, format string, args ...any) {
-	p.Waiting = p.Waiting.Add(steps.Wait{Kind: kind, Subject: subject, Detail: fmt.Sprintf(format, args...)})
+	p.Waiting = p.Waiting.Addf(kind, subject, format, args...)
 }
 
-func (p *plan) timeout(secs *int32) time.Duration { return time.Duration(*secs) * time.Second }
-
-func (p *plan) lease(i int) *api.Intent {
-	lp := p.leases[i]
-	if lp == nil {
-		lp = &api.Intent{}
-		p.leases[i] = lp
+// await adds what a step family's value waits for (zero waits: nothing).
+func (p *plan) await(ws ...steps.Wait) {
+	for _, w := range ws {
+		if w != (steps.Wait{}) {
+			p.Waiting = p.Waiting.Add(w)
+		}
 	}
-	return lp
-}
-
-func (p *plan) setIntent(i int, intent string) {
-	lp := p.lease(i)
-	if lp.Kind != intent {
-		lp.Kind = intent
-		lp.Since = p.f.Now.UTC().Format(time.RFC3339)
-	}
-}
-
-func (p *plan) permit(i int) {
-	p.setIntent(i, api.IntentMember)
-	lp := p.lease(i)
-	lp.Join = api.NewJoinWindow(p.f.Now, p.timeout(p.Spec.Timeouts.LearnerPromotionSeconds))
 }
 
 // release records that the plan deletes an observed child, and why.

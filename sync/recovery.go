@@ -14,9 +14,9 @@ func (p *plan) decideRecovery() {
 		return
 	}
 	for i, id := range st.Fence {
-		p.lease(i).Recover = api.RecoverIntent{Token: st.Token, Role: api.RecoverFence, MemberID: id}
+		p.leases.Lease(i).Recover = api.RecoverIntent{Token: st.Token, Role: api.RecoverFence, MemberID: id}
 	}
 	if st.Survivor >= 0 {
-		p.lease(st.Survivor).Recover = api.RecoverIntent{Token: st.Token, Role: api.RecoverSurvivor, MemberID: st.SurvivorID}
+		p.leases.Lease(st.Survivor).Recover = api.RecoverIntent{Token: st.Token, Role: api.RecoverSurvivor, MemberID: st.SurvivorID}
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/etcdhook/etcdhook/api"
 	"github.com/etcdhook/etcdhook/sync/facts"
+	"github.com/etcdhook/etcdhook/sync/steps"
 )
 
 func TestQuorumRule(t *testing.T) {
@@ -23,7 +24,7 @@ func TestQuorumRule(t *testing.T) {
 			target = &facts.Member{Member: api.Member{ID: "l", Learner: true}}
 		}
 		f := &facts.Facts{Truth: facts.TruthOf(members)}
-		return (&plan{f: f}).quorumAllowsRemoving(target)
+		return steps.QuorumAllowsRemoving(f, target)
 	}
 	for _, tc := range []struct {
 		voters, healthy int
@@ -46,7 +47,7 @@ func TestQuorumRule(t *testing.T) {
 }
 
 func TestBackoff(t *testing.T) {
-	require.Equal(t, 30e9, float64(backoff(1)))
-	require.Equal(t, 60e9, float64(backoff(2)))
-	require.Equal(t, 600e9, float64(backoff(9)))
+	require.Equal(t, 30e9, float64(steps.Backoff(1)))
+	require.Equal(t, 60e9, float64(steps.Backoff(2)))
+	require.Equal(t, 600e9, float64(steps.Backoff(9)))
 }

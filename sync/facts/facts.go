@@ -124,6 +124,8 @@ type Facts struct {
 	// so a new spec is judged against it (immutable fields, defaults), but nothing is rendered from it.
 	Applied  *api.ClusterSpec
 	Recorded *api.ClusterSpec
+	// Candidate: the parent's spec, validated (spec.go).
+	Candidate Candidate
 
 	// formed: the cluster has had all its members healthy at least once (the ConfigMap's record).
 	Formed bool

@@ -79,41 +79,8 @@ func Read(o *wire.Observed, now time.Time) *Facts {
 	f.readJobs()
 	f.finishInPlace()
 	f.InPlace.Refusal, f.InPlace.RestoreFrom = f.refusal(), f.restoreFrom()
+	f.Candidate = f.checkCandidate()
 	return f
-}
-
-// readSpecRecord reads the spec the hook recorded (ConfigMap spec.json). The record is an input like
-// any other: the namespace's editors can write the ConfigMap. It is rendered from only if it passes the
-// validation the parent's spec passes (Validate: applied); one that does not is named, and nothing it
-// says is rendered: the hook adopts the parent's spec if that is valid against the record (recorded:
-// ValidateChange, defaults) and no step is in flight, else it answers the children unchanged. The next
-// answer records the spec in force again. Before, a record with --force-new-cluster in its options, or
-// a size of 100000, was rendered whenever the parent's spec was invalid or paused.
-func (f *Facts) readSpecRecord(s string) (applied, recorded *api.ClusterSpec) {
-	var spec api.ClusterSpec
-	if err := wire.Unmarshal([]byte(s), &spec); err != nil {
-		f.Distrusted = append(f.Distrusted, fmt.Sprintf("ConfigMap %s key %s is ignored: %v", f.Names.ConfigMap(), api.ConfigKeySpec, err))
-		return nil, nil
-	}
-	if spec.Security.TLS.Enabled == nil {
-		// Recorded before TLS existed: that cluster runs without it.
-		spec.Security.TLS.Enabled = new(false)
-	}
-	if spec.Network.Policy == nil {
-		// Recorded before the NetworkPolicy existed: its clients may come from anywhere.
-		spec.Network.Policy = new(false)
-	}
-	spec = api.Defaulted(spec)
-	if ps := api.Validate(f.Parent.Name, spec); len(ps) > 0 {
-		msgs := make([]string, 0, len(ps))
-		for _, p := range ps {
-			msgs = append(msgs, p.Message)
-		}
-		f.Distrusted = append(f.Distrusted, fmt.Sprintf("ConfigMap %s key %s is ignored: the recorded spec fails validation (%s)",
-			f.Names.ConfigMap(), api.ConfigKeySpec, strings.Join(msgs, "; ")))
-		return nil, &spec
-	}
-	return &spec, &spec
 }
 
 func ownedByStatefulSet(pod *corev1.Pod, name string) bool {
@@ -424,10 +391,13 @@ func (f *Facts) preferMember(i int, a, b *Member) bool {
 	return a.ID < b.ID
 }
 
-// TruthOf is a truth of members alone, counted as readTruth counts one: for tests of the decision that
-// build their facts by hand.
+// TruthOf is a known truth of members alone (their list), counted as readTruth counts one: for tests
+// of the decision that build their facts by hand.
 func TruthOf(members []*Member) Truth {
-	t := Truth{Members: members}
+	t := Truth{Members: members, list: []api.Member{}}
+	for _, m := range members {
+		t.list = append(t.list, m.Member)
+	}
 	t.countVoters()
 	return t
 }

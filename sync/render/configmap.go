@@ -116,12 +116,6 @@ func clientIdentitySecret(d *Desired) string {
 	return d.Names.ClientSecret()
 }
 
-// SpecJSON is the applied spec as the ConfigMap records it.
-func SpecJSON(s api.ClusterSpec) []byte {
-	b, _ := json.Marshal(s) // typed struct: cannot fail
-	return b
-}
-
 // ConfigMap holds the agent configuration and the hook's records (docs/design/06-sync-order.md).
 func ConfigMap(d *Desired) *corev1.ConfigMap {
 	agent, _ := json.MarshalIndent(AgentConfig(d), "", "  ")
@@ -130,7 +124,7 @@ func ConfigMap(d *Desired) *corev1.ConfigMap {
 		ObjectMeta: meta(d.Names, d.Names.ConfigMap(), api.ComponentEtcd),
 		Data: map[string]string{
 			api.ConfigKeyAgent:        string(agent) + "\n",
-			api.ConfigKeySpec:         string(SpecJSON(d.SpecRecord)),
+			api.ConfigKeySpec:         string(api.SpecJSON(d.SpecRecord)),
 			api.ConfigKeyBootstrapped: fmt.Sprint(d.Config.Bootstrapped),
 			api.ConfigKeyClusterID:    d.Config.ClusterID,
 			api.ConfigKeyRunning:      d.Config.Running,

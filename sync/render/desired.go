@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/etcdhook/etcdhook/api"
+	"github.com/etcdhook/etcdhook/sync/steps"
 )
 
 // Desired is one sync's whole decision as data: what every child must be.
@@ -48,7 +49,7 @@ type Desired struct {
 	// NetworkPolicy: spec.network.policy is on and the registration declares the kind.
 	NetworkPolicy bool
 	// Jobs: the membership and volume Jobs, new and carried (a name listed twice renders once).
-	Jobs []Job
+	Jobs []steps.Job
 	// Auth: the auth config the agents apply (the ConfigMap's auth.json), nil without spec.auth; the
 	// Jobs then present the root identity, and the member Role may keep the users' Secrets.
 	Auth *api.AuthConfig

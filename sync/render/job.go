@@ -10,6 +10,7 @@ import (
 
 	"github.com/etcdhook/etcdhook/api"
 	"github.com/etcdhook/etcdhook/internal/backup"
+	"github.com/etcdhook/etcdhook/sync/steps"
 )
 
 // Deadlines and timeouts of the Jobs. Each command's own timeout ends well before its Job's deadline,
@@ -36,7 +37,7 @@ const (
 func Jobs(d *Desired) []*batchv1.Job {
 	type named struct {
 		name string
-		job  Job
+		job  steps.Job
 	}
 	js := make([]named, len(d.Jobs))
 	for i, j := range d.Jobs {
@@ -55,10 +56,10 @@ func Jobs(d *Desired) []*batchv1.Job {
 }
 
 // renderJob renders j, named name (j.Name, worked out once by Jobs).
-func renderJob(d *Desired, name string, j Job) *batchv1.Job {
+func renderJob(d *Desired, name string, j steps.Job) *batchv1.Job {
 	n := d.Names
 	switch j.Kind {
-	case JobRemove:
+	case steps.JobRemove:
 		args := []string{"member", "remove",
 			"--id=" + j.MemberID,
 			"--peer-url=" + j.PeerURL,
@@ -70,7 +71,7 @@ func renderJob(d *Desired, name string, j Job) *batchv1.Job {
 		}
 		// An API token only to post its Event (MemberRemoved); the removal itself talks to etcd alone.
 		return opsJob(d, name, j.Reason, n.OpsAccount(), args)
-	case JobDeleteVolume:
+	case steps.JobDeleteVolume:
 		args := []string{"pvc", "delete",
 			"--claim=" + n.PVC(j.Ordinal),
 			"--namespace=" + n.Namespace,
@@ -81,7 +82,7 @@ func renderJob(d *Desired, name string, j Job) *batchv1.Job {
 			fmt.Sprintf("--timeout=%ds", RemoveJobDeadlineSeconds-30),
 		}
 		return opsJob(d, name, "volume-of-removed-member", n.OpsAccount(), args)
-	case JobGrowVolume:
+	case steps.JobGrowVolume:
 		args := []string{"pvc", "grow",
 			"--claim=" + n.PVC(j.Ordinal),
 			"--namespace=" + n.Namespace,
@@ -97,7 +98,7 @@ func renderJob(d *Desired, name string, j Job) *batchv1.Job {
 		out.Spec.ActiveDeadlineSeconds = ptr(int64(GrowJobDeadlineSeconds))
 		failOnRefusal(out)
 		return out
-	case JobClaimTemplate:
+	case steps.JobClaimTemplate:
 		args := []string{"statefulset", "orphan",
 			"--name=" + n.StatefulSet(),
 			"--namespace=" + n.Namespace,
@@ -106,9 +107,9 @@ func renderJob(d *Desired, name string, j Job) *batchv1.Job {
 			fmt.Sprintf("--timeout=%ds", RemoveJobDeadlineSeconds-30),
 		}
 		return opsJob(d, name, "claim-template", n.OpsAccount(), args)
-	case JobRestoreVerify:
+	case steps.JobRestoreVerify:
 		return verifyJob(d, name, j)
-	case JobRestore:
+	case steps.JobRestore:
 		return restoreJob(d, name, j)
 	}
 	return carriedJob(d, j.Carried)
@@ -191,7 +192,7 @@ func carriedJob(d *Desired, j *batchv1.Job) *batchv1.Job {
 }
 
 // restoreJob restores the verified snapshot into ordinal 0's volume while no member runs.
-func restoreJob(d *Desired, name string, j Job) *batchv1.Job {
+func restoreJob(d *Desired, name string, j steps.Job) *batchv1.Job {
 	n, r := d.Names, j.Restore
 	args := []string{"--replace", "--data-dir=" + api.DataDir}
 	if r.SHA256 != "" {
@@ -219,7 +220,7 @@ func restoreJob(d *Desired, name string, j Job) *batchv1.Job {
 
 // verifyJob checks the snapshot while the cluster serves: the restore Job's every step but the last,
 // into scratch space that goes with its pod.
-func verifyJob(d *Desired, name string, j Job) *batchv1.Job {
+func verifyJob(d *Desired, name string, j steps.Job) *batchv1.Job {
 	out := restoreJobOf(d, name, j.Restore, []string{"--verify-only", "--data-dir=" + restoreScratch + "/data"})
 	c := &out.Spec.Template.Spec.Containers[0]
 	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "scratch", MountPath: restoreScratch})
@@ -233,7 +234,7 @@ func verifyJob(d *Desired, name string, j Job) *batchv1.Job {
 // snapshot must belong to, the report on the backup Lease (and the Event) under the backup account, and
 // a pod failure policy that ends the Job at once when the snapshot is refused (damaged, missing,
 // changed, another cluster's): only a store's or the volume's hiccup is worth another attempt.
-func restoreJobOf(d *Desired, name string, r *RestoreJob, more []string) *batchv1.Job {
+func restoreJobOf(d *Desired, name string, r *steps.RestoreJob, more []string) *batchv1.Job {
 	n := d.Names
 	args := append([]string{"restore",
 		"--from=" + r.Request,

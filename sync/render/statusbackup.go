@@ -21,11 +21,11 @@ func backupStatus(f *facts.Facts, d *steps.Decision) *api.BackupStatus {
 	}
 	n := f.Names
 	st := &api.BackupStatus{}
-	if r := d.BackupSuccess; r != nil {
+	if r := d.Backup.Success; r != nil {
 		st.LastSuccessTime = &metav1.Time{Time: r.Time.UTC()}
 		st.LastSnapshot, st.Revision, st.Size = r.Snapshot, r.Revision, r.Size
 	}
-	if r := d.BackupFailure; r != nil {
+	if r := d.Backup.Failure; r != nil {
 		st.LastFailureTime = &metav1.Time{Time: r.Time.UTC()}
 		st.LastFailure = r.Message
 	}
@@ -43,7 +43,7 @@ func backupStatus(f *facts.Facts, d *steps.Decision) *api.BackupStatus {
 		}
 		st.OnDemand = od
 	}
-	if r := d.BackupContinuous; r != nil {
+	if r := d.Backup.Continuous; r != nil {
 		c := &api.ContinuousBackupStatus{Snapshot: r.Snapshot, ChainStart: r.ChainStart, Revision: r.Revision,
 			ReportTime: &metav1.Time{Time: r.Time.UTC()}, Message: r.Message}
 		if r.RevisionTime != nil {
@@ -51,7 +51,7 @@ func backupStatus(f *facts.Facts, d *steps.Decision) *api.BackupStatus {
 		}
 		st.Continuous = c
 	}
-	if r := d.BackupCopy; r != nil {
+	if r := d.Backup.Copy; r != nil {
 		st.Copy = &api.BackupCopyStatus{Snapshot: r.Snapshot, Revision: r.Revision, Time: &metav1.Time{Time: r.Time.UTC()}, Message: r.Message}
 	}
 	return st
@@ -113,7 +113,7 @@ func backupConditions(f *facts.Facts, d *steps.Decision, st *api.BackupStatus, a
 		add(api.CondBackupFailing, true, "CronJobsNotRegistered",
 			"spec.backup.schedule is set but the CompositeController does not declare batch/v1 cronjobs as children: apply the current metacontroller/ registration")
 	} else if st.LastFailureTime != nil && (st.LastSuccessTime == nil || st.LastFailureTime.After(st.LastSuccessTime.Time)) {
-		if r := d.BackupFailure; r != nil && r.Terminal {
+		if r := d.Backup.Failure; r != nil && r.Terminal {
 			add(api.CondBackupFailing, true, "BackupRefused", st.LastFailure+" (not retried by its Job: fix the cause; the next scheduled run or a new etcd.io/backup-now token tries again)")
 		} else {
 			add(api.CondBackupFailing, true, "BackupFailed", st.LastFailure)

@@ -14,7 +14,7 @@ import (
 // ConfigMap's auth.json; the leader's agent applies it and reports (api.AuthReport), and the hook shows
 // that report in status.auth and AuthOutOfSync. Nothing is recorded: each sync derives it again.
 
-// AuthInput is what Auth reads of the decisions before it: the spec adopted (chooseSpec, with the
+// AuthInput is what Auth reads of the decisions before it: the spec adopted (ChooseSpec, with the
 // space overlay), if any.
 type AuthInput struct {
 	HasSpec bool
@@ -50,17 +50,4 @@ func Auth(f *facts.Facts, in AuthInput) AuthDecision {
 	}
 	d.Config = api.DesiredAuthRotated(f.Names, in.Spec.Auth, !in.Spec.Security.TLS.ClientAuth(), rotations)
 	return d
-}
-
-// AuthRemovalRefused refuses removing spec.auth while the leader's agent reports etcd enforcing
-// authentication (rep), even though the recorded spec already says enabled: false: api.ValidateChange
-// checks only the record, and the agents apply enabled: false a look later. Once auth.json is gone no
-// agent disables auth (etcd's auth is left as it is), and the Jobs fall back to the shared client
-// Secret, which is no etcd user (docs/design/20-auth.md §20.6). Without a report nothing is known, and
-// nothing refused.
-func AuthRemovalRefused(recorded *api.ClusterSpec, next api.ClusterSpec, rep *api.AuthReport) []api.Problem {
-	if recorded == nil || recorded.Auth == nil || next.Auth != nil || rep == nil || !rep.Enabled {
-		return nil
-	}
-	return []api.Problem{{Reason: "InvalidAuth", Message: "spec.auth cannot be removed while etcd still enforces authentication (status.auth.enabled): the leader's agent has not applied enabled: false yet; remove spec.auth once it has"}}
 }

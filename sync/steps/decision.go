@@ -8,27 +8,16 @@ import (
 // Decision is what one sync decided, as status reports it (render.Status): the parts the steps fill,
 // and the few conclusions drawn once every step has run (the fields under "Concluded").
 type Decision struct {
-	// Names: the facts' names, with the client scheme every member serves now (decideTLSMode): every URL
+	// Names: the facts' names, with the client scheme every member serves now (TLSModeOf): every URL
 	// the plan renders uses it.
 	Names api.Names
 	// Distrusted: inputs the decision ignored as impossible (hand edits), beside the facts' own, for
 	// status (InputIgnored). The facts are never written to by the decision.
 	Distrusted []string
-	// HasSpec: there is a spec to render from; Spec: it, the adopted spec with the raised quota and
-	// storage (steps.Space).
-	HasSpec bool
-	Spec    api.ClusterSpec
-	// Problems: why the user's spec is not (yet) applied.
-	Problems []api.Problem
-	// CertProblems: what is wrong with the user's TLS Secrets; CertBlocked: the spec was not adopted
-	// because of them.
-	CertProblems []CertProblem
-	CertBlocked  bool
-	// Paused: spec.paused (steps.Paused).
-	Paused bool
-	// PendingSpec: a valid new spec waits for the step in flight.
-	PendingSpec bool
-	Replicas    int32
+	// SpecState: the spec in force and why (ChooseSpec); its Spec carries the raised quota and storage
+	// (Space).
+	SpecState
+	Replicas int32
 
 	// Busy names the membership change in flight ("" when none); BusyVolume: it only touches volumes:
 	// deletes a removed member's, grows a member's claim or re-creates the StatefulSet for its claim
@@ -59,12 +48,8 @@ type Decision struct {
 	// TLSSw: where a switch of spec.security.tls.enabled stands (tlsswitch.go).
 	TLSSw TLSSwitchState
 
-	// BackupSuccess, BackupFailure: the backup Lease's reports (readBackupReports).
-	BackupSuccess, BackupFailure *api.BackupReport
-	// BackupContinuous: the continuous backup writer's report on the same Lease.
-	BackupContinuous *api.ContinuousReport
-	// BackupCopy: the last copy pass's report (spec.backup.copy).
-	BackupCopy *api.CopyReport
+	// Backup: the backup Lease's reports (BackupReports).
+	Backup BackupReportsState
 
 	// In-place restore (inplace.go): the record to write; Restoring while one runs; why it is stuck.
 	InPlace        *facts.InPlaceRecord
@@ -90,11 +75,14 @@ type Concluded struct {
 }
 
 // Target is the latched size; 0 when there is no spec to render from.
-func (d *Decision) Target() int {
-	if d.Spec.Size == nil {
+func (d *Decision) Target() int { return TargetOf(d.Spec) }
+
+// TargetOf is spec's size; 0 without one.
+func TargetOf(spec api.ClusterSpec) int {
+	if spec.Size == nil {
 		return 0
 	}
-	return int(*d.Spec.Size)
+	return int(*spec.Size)
 }
 
 // FormedNow: every member of the target size is a healthy voter.

@@ -33,7 +33,7 @@ type RecoveryState struct {
 	Fence      map[int]string // ordinal -> the member ID whose data it sets aside
 }
 
-// RecoveryInput is what Recovery reads of the decisions before it: the spec in force (chooseSpec) and
+// RecoveryInput is what Recovery reads of the decisions before it: the spec in force (ChooseSpec) and
 // spec.paused.
 type RecoveryInput struct {
 	HasSpec bool

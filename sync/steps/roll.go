@@ -21,7 +21,7 @@ type RollInput struct {
 	// Target: the latched size.
 	Target int
 	// CertProblems: what is wrong with the user's TLS Secrets: a restarted pod could not start on them.
-	CertProblems []CertProblem
+	CertProblems []facts.CertProblem
 	// InPlace: the restart in place under way (a CA rotation's, a peer URL move's; "" none).
 	InPlace string
 }

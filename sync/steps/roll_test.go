@@ -117,7 +117,7 @@ func TestRoll(t *testing.T) {
 			pods: []rollPod{down("old"), up("old"), up("old")}, partition: 3, rolling: true, held: true, wait: "quorum to allow restarting c-2 (2 of 3 voters healthy)"},
 		{name: "a restart in place holds it", in: RollInput{Full: true, Hash: "h", Partition: 3, InPlace: "c-0 restarting for the CA"},
 			pods: []rollPod{up("old"), up("old"), up("old")}, partition: 3, rolling: true, held: true, wait: "c-0 restarting for the CA before restarting c-2"},
-		{name: "an unusable Secret holds it", in: RollInput{Full: true, Hash: "h", Partition: 3, CertProblems: []CertProblem{{Secret: "s"}}},
+		{name: "an unusable Secret holds it", in: RollInput{Full: true, Hash: "h", Partition: 3, CertProblems: []facts.CertProblem{{Secret: "s"}}},
 			pods: []rollPod{up("old"), up("old"), up("old")}, partition: 3, rolling: true, held: true, wait: "usable TLS Secrets before restarting c-2"},
 		{name: "pods already on the update revision are stepped over at once", in: RollInput{Full: true, Hash: "h", Partition: 3},
 			pods: []rollPod{up("old"), up("new"), up("new")}, partition: 0, rolling: true, action: "c-0 to run"},

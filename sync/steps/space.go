@@ -42,9 +42,9 @@ type SpaceState struct {
 
 // SpaceInput is what Space reads of the decisions before it.
 type SpaceInput struct {
-	// Spec: the spec adopted (chooseSpec).
+	// Spec: the spec adopted (ChooseSpec).
 	Spec api.ClusterSpec
-	// Paused: spec.paused (chooseSpec): no raise while paused.
+	// Paused: spec.paused (ChooseSpec): no raise while paused.
 	Paused bool
 	// Replicas: the members' count so far (carry): their claims hold the quota.
 	Replicas int32

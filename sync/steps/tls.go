@@ -1,11 +1,9 @@
 package steps
 
 import (
-	"fmt"
 	"strings"
 
 	"github.com/etcdhook/etcdhook/api"
-	"github.com/etcdhook/etcdhook/internal/pki"
 	"github.com/etcdhook/etcdhook/sync/facts"
 )
 
@@ -43,19 +41,6 @@ func (s TLSSwitchState) SwitchAnnotation() string {
 		return "final " + s.From
 	}
 	return ""
-}
-
-// CertProblem is one thing wrong with a user's TLS Secret, for CertificatesInvalid.
-type CertProblem struct {
-	Secret string
-	pki.Problem
-}
-
-func (c CertProblem) String() string {
-	if c.Key == "" {
-		return fmt.Sprintf("Secret %s: %s", c.Secret, c.Message)
-	}
-	return fmt.Sprintf("Secret %s: %s: %s", c.Secret, c.Key, c.Message)
 }
 
 // RenewRequest is the etcd.io/renew-certificates value.

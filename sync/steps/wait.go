@@ -1,6 +1,9 @@
 package steps
 
-import "strings"
+import (
+	"fmt"
+	"strings"
+)
 
 // WaitKind is the step family a wait holds: what a client or a test can group the waits by without
 // parsing their text.
@@ -76,6 +79,11 @@ func (ws Waits) Add(w Wait) Waits {
 		}
 	}
 	return append(ws, w)
+}
+
+// Addf adds a wait of kind about subject, the rest formatted (Add).
+func (ws Waits) Addf(kind WaitKind, subject, format string, args ...any) Waits {
+	return ws.Add(Wait{Kind: kind, Subject: subject, Detail: fmt.Sprintf(format, args...)})
 }
 
 // String is status.message's form: the waits in order, "; " between them.

@@ -1,4 +1,4 @@
-package steps
+package facts
 
 import (
 	"testing"
@@ -28,7 +28,7 @@ func TestAuthRemovalRefused(t *testing.T) {
 		{"no record", nil, api.ClusterSpec{}, on, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ps := AuthRemovalRefused(tc.recorded, tc.next, tc.rep)
+			ps := authRemovalRefused(tc.recorded, tc.next, tc.rep)
 			if !tc.refused {
 				require.Empty(t, ps)
 				return

@@ -1,4 +1,4 @@
-package render
+package steps
 
 import (
 	batchv1 "k8s.io/api/batch/v1"
