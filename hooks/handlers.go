@@ -24,7 +24,7 @@ func (s *Server) handleSync(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	defer putBuffer(body) // decoding copies what it keeps
+	defer putBuffer(body) // the Observed reads body only while this request is answered; what outlives it is copied
 	// A body that is not JSON is counted up to where it fails.
 	sh, bad := wire.Shape(body)
 	if !s.withinBounds(w, sh.Objects, sh.Elements) {

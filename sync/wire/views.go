@@ -47,7 +47,7 @@ var views = jsonv2.JoinUnmarshalers(
 			} `json:"spec"`
 			Status appsv1.StatefulSetStatus `json:"status"`
 		}
-		if err := jsonv2.UnmarshalDecode(dec, &w); err != nil {
+		if err := within(dec, &w); err != nil {
 			return err
 		}
 		sp := &w.Spec
@@ -63,7 +63,7 @@ var views = jsonv2.JoinUnmarshalers(
 			Metadata metav1.ObjectMeta `json:"metadata"`
 			Status   corev1.PodStatus  `json:"status"`
 		}
-		if err := jsonv2.UnmarshalDecode(dec, &w); err != nil {
+		if err := within(dec, &w); err != nil {
 			return err
 		}
 		*p = corev1.Pod{TypeMeta: w.TypeMeta, ObjectMeta: w.Metadata, Status: w.Status}
@@ -78,7 +78,7 @@ func identityOnly[T any](parts func(*T) (*metav1.TypeMeta, *metav1.ObjectMeta)) 
 			metav1.TypeMeta
 			Metadata metav1.ObjectMeta `json:"metadata"`
 		}
-		if err := jsonv2.UnmarshalDecode(dec, &w); err != nil {
+		if err := within(dec, &w); err != nil {
 			return err
 		}
 		tm, om := parts(o)
