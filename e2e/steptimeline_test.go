@@ -164,12 +164,19 @@ var etcdMarks = []string{"starting an etcd server", "ready to serve client reque
 	"became follower", "applied a configuration change", "published local member"}
 
 func (s *scenario) agentMarks(tl *stepTimeline, pod string) {
+	var all strings.Builder
 	for _, l := range s.logLines(s.ns, pod, "etcd", tl.start) {
 		var m map[string]any
 		if json.Unmarshal([]byte(l), &m) != nil {
 			continue
 		}
 		msg, _ := m["msg"].(string)
+		// Every line, in the test log only: the table keeps the marks.
+		for _, k := range []string{"time", "ts"} {
+			if t, ok := logTime(m, k); ok {
+				fmt.Fprintf(&all, "%.3f %s %s\n", t.Sub(tl.start).Seconds(), k, l)
+			}
+		}
 		if t, ok := logTime(m, "time"); ok {
 			what := msg
 			for _, k := range []string{"action", "reason", "state", "member"} {
@@ -189,6 +196,7 @@ func (s *scenario) agentMarks(tl *stepTimeline, pod string) {
 			}
 		}
 	}
+	s.t.Logf("the new member's log lines (s after the apply):\n%s", all.String())
 }
 
 // hookMarks: every sync of this cluster in the hook replicas' logs, with the phase and message it answered.
