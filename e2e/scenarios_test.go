@@ -99,10 +99,10 @@ func TestScale(t *testing.T) {
 		if plus {
 			tl.mark(time.Now(), "test", "apply returned")
 		}
-		took := s.waitFor(fmt.Sprintf("size %d", n), stepTimeout, s.settled(n))
+		took := s.waitEvery(fmt.Sprintf("size %d", n), stepTimeout, 100*time.Millisecond, s.settled(n))
 		timings = append(timings, fmt.Sprintf("to %d: %s", n, took.Round(100*time.Millisecond)))
 		if plus {
-			tl.mark(time.Now(), "test", "settled seen (the test looks every 500 ms)")
+			tl.mark(time.Now(), "test", "settled seen (the test looks every 100 ms, as the floor does)")
 			table := timeline()
 			t.Logf("timeline of scale 3 -> 4:\n%s", table)
 			plusOne = fmt.Sprintf("scale +1: %.1fx the floor (3 -> 4 in %s; floor: etcd's member add and one pod started with the new member list, to every member answering: %s)\n\ntimeline of scale 3 -> 4 (receive times of watches; the agent's, etcd's and the hook's own log times):\n\n%s\n",
