@@ -42,6 +42,8 @@ type Agent struct {
 	// peers: the peer URL through a TLS switch (peerswitch.go).
 	peers peerSwitch
 	left  bool // this member removed itself on intent leave
+	// joining: the learner this agent started, until promoted (agent_promote.go).
+	joining learnerJoin
 	// stopRunning stops the etcd the agent runs now (nil when none): the leave stops it before the
 	// removal (drain.go).
 	stopRunning func()

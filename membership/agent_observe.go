@@ -16,10 +16,14 @@ func (a *Agent) observe(ctx context.Context, bound *bool) observation {
 	r := api.Report{ClusterUID: a.Cfg.ClusterUID, Role: api.RoleNone}
 	st, err := a.Etcd.Status(ctx, a.Cfg.ClientURL)
 	if err != nil {
+		a.promoteEarly(ctx)
 		r = a.rep.kept()
 		r.SetError(api.ReasonStarting, "etcd does not answer yet: "+err.Error())
 		a.rep.report(ctx, r, false)
 		return stillRunning
+	}
+	if !st.IsLearner {
+		a.joining = learnerJoin{}
 	}
 	a.proc.setState("running", true)
 	a.rep.crashLoop = false
@@ -93,6 +97,7 @@ func (a *Agent) observe(ctx context.Context, bound *bool) observation {
 			if perr == nil {
 				// No learner report now: the next look (FastTick) reports the voter with its member list,
 				// which is what the hook waits for before the next step.
+				a.joining = learnerJoin{}
 				a.Log.Info("promotion accepted", "member", r.MemberID)
 				a.env.event(EventMemberPromoted, "Promote", false, "learner %s promoted to voter", r.MemberID)
 				return stillRunning
