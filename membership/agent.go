@@ -44,6 +44,9 @@ type Agent struct {
 	left  bool // this member removed itself on intent leave
 	// joining: the learner this agent started, until promoted (agent_promote.go).
 	joining learnerJoin
+	lookNow bool // the next look at a running etcd comes at once (promoted)
+	// promotedID: the member this agent promoted, which its etcd may still show as a learner for a moment.
+	promotedID string
 	// stopRunning stops the etcd the agent runs now (nil when none): the leave stops it before the
 	// removal (drain.go).
 	stopRunning func()

@@ -324,7 +324,7 @@ func (a *Agent) runEtcd(ctx context.Context, state string, initial []api.Member)
 			a.proc.drain(a.Log, "the pod is being deleted", a.Cfg.TerminatingWait)
 			stop()
 			return ctx.Err()
-		case <-time.After(a.env.nextLook(started, a.rep.settled())):
+		case <-time.After(a.nextLook(started)):
 		}
 		if a.proc.isKilled() {
 			<-exited
