@@ -223,12 +223,19 @@ func (s *scenario) settled(size int) func() bool {
 // waitFor polls cond every 500 ms until it holds; it fails the test after timeout.
 func (s *scenario) waitFor(what string, timeout time.Duration, cond func() bool) time.Duration {
 	s.t.Helper()
+	return s.waitEvery(what, timeout, 500*time.Millisecond, cond)
+}
+
+// waitEvery is waitFor polling every every: a step compared with a floor polls as the floor does
+// (100 ms, floor_test.go), so that the ratio does not carry the poll's granularity.
+func (s *scenario) waitEvery(what string, timeout, every time.Duration, cond func() bool) time.Duration {
+	s.t.Helper()
 	start := time.Now()
 	for time.Since(start) < timeout {
 		if cond() {
 			return time.Since(start)
 		}
-		time.Sleep(500 * time.Millisecond)
+		time.Sleep(every)
 	}
 	// One direct read: the cluster may be gone (a deletion test), and the timeout is the message.
 	u, err := s.e.dyn.Resource(gvrCluster).Namespace(s.ns).Get(s.ctx, s.name, metav1.GetOptions{})

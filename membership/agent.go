@@ -42,6 +42,11 @@ type Agent struct {
 	// peers: the peer URL through a TLS switch (peerswitch.go).
 	peers peerSwitch
 	left  bool // this member removed itself on intent leave
+	// joining: the learner this agent started, until promoted (agent_promote.go).
+	joining learnerJoin
+	lookNow bool // the next look at a running etcd comes at once (promoted)
+	// promotedID: the member this agent promoted, which its etcd may still show as a learner for a moment.
+	promotedID string
 	// stopRunning stops the etcd the agent runs now (nil when none): the leave stops it before the
 	// removal (drain.go).
 	stopRunning func()

@@ -16,10 +16,14 @@ func (a *Agent) observe(ctx context.Context, bound *bool) observation {
 	r := api.Report{ClusterUID: a.Cfg.ClusterUID, Role: api.RoleNone}
 	st, err := a.Etcd.Status(ctx, a.Cfg.ClientURL)
 	if err != nil {
+		a.promoteEarly(ctx)
 		r = a.rep.kept()
 		r.SetError(api.ReasonStarting, "etcd does not answer yet: "+err.Error())
 		a.rep.report(ctx, r, false)
 		return stillRunning
+	}
+	if !st.IsLearner {
+		a.joining = learnerJoin{}
 	}
 	a.proc.setState("running", true)
 	a.rep.crashLoop = false
@@ -86,13 +90,17 @@ func (a *Agent) observe(ctx context.Context, bound *bool) observation {
 			}
 			return stillRunning
 		}
+		if a.promotedID == r.MemberID {
+			// Promoted, and etcd here has not applied it yet: promoting again would only say so twice.
+			return stillRunning
+		}
 		if err == nil {
 			pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			perr := a.Etcd.Promote(pctx, voterEndpoints(l.Members, r.MemberID), self)
 			cancel()
 			if perr == nil {
-				// No learner report now: the next look (FastTick) reports the voter with its member list,
-				// which is what the hook waits for before the next step.
+				// No learner report now: the next look, at once, reports the voter with its member list.
+				a.promoted(r.MemberID)
 				a.Log.Info("promotion accepted", "member", r.MemberID)
 				a.env.event(EventMemberPromoted, "Promote", false, "learner %s promoted to voter", r.MemberID)
 				return stillRunning

@@ -181,6 +181,9 @@ func (a *Agent) start(ctx context.Context, d Decision, f StartFacts) error {
 		a.env.event(EventClusterBootstrapped, "Bootstrap", false, "one of %d members of a new cluster: starting etcd from a static initial cluster", len(f.Static))
 	case StartLearner, StartListed:
 		initial = f.Members
+		if d.Action == StartLearner && d.Member != nil {
+			a.joining.begin(d.Member.ID, initial)
+		}
 	case Join, Replace:
 		// A join never outlives its permission: past the deadline the hook counts the step as over.
 		deadline := time.Now().Add(a.joinTimeout())
@@ -214,6 +217,7 @@ func (a *Agent) start(ctx context.Context, d Decision, f StartFacts) error {
 		}
 		a.env.event(EventMemberAdded, "AddLearner", false, "added as learner %s (%s); %d members now", api.FormatID(id), why, len(members))
 		initial = members
+		a.joining.begin(api.FormatID(id), members)
 	}
 	return a.runEtcd(ctx, state, initial)
 }
@@ -320,7 +324,7 @@ func (a *Agent) runEtcd(ctx context.Context, state string, initial []api.Member)
 			a.proc.drain(a.Log, "the pod is being deleted", a.Cfg.TerminatingWait)
 			stop()
 			return ctx.Err()
-		case <-time.After(a.env.nextLook(started, a.rep.settled())):
+		case <-time.After(a.nextLook(started)):
 		}
 		if a.proc.isKilled() {
 			<-exited
