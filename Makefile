@@ -7,6 +7,10 @@ export CGO_ENABLED := 0
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 IMAGE   ?= ghcr.io/etcdhook/etcdhook:v0.1.0
 LDFLAGS := -s -w -X main.version=$(VERSION)
+# cloud.google.com/go/storage's opt-out of its gRPC transport's modules (the GCS store speaks its JSON API
+# over HTTP): a 12.7 MB smaller binary, 5.5 MiB less resident in every process (docs/performance.md).
+# The image's build (cmd/etcdhook/image -tags) and the Dockerfile use the same tag.
+GOTAGS  := disable_grpc_modules
 # A count of executions, not a duration: a duration also pays for the baseline coverage of the seed
 # corpus (every fixture, about 20 s on 2 cores), and a run whose baseline used up the time failed with
 # "context deadline exceeded" without any failing input (CI at aae6fd5, 581 seeds).
@@ -15,7 +19,7 @@ FUZZTIME ?= 2000x
 .PHONY: build run test chart rules servers unit fuzz fixtures bench loadtest backupload simulate timings image sbom lint e2e-local e2e plugin-dist clean
 
 build:
-	$(GO) build -ldflags '$(LDFLAGS)' -o bin/etcdhook ./cmd/etcdhook
+	$(GO) build -tags '$(GOTAGS)' -ldflags '$(LDFLAGS)' -o bin/etcdhook ./cmd/etcdhook
 
 # The hook server on :8080, ready for: curl --json @hooks/testdata/sync/new-cluster.request.json localhost:8080/sync
 run: build
@@ -112,7 +116,7 @@ IMAGE_PLATFORMS ?= linux/amd64,linux/arm64
 PUSH ?=
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 image:
-	$(GO) run ./cmd/etcdhook/image -tag $(IMAGE) -platforms $(IMAGE_PLATFORMS) -ldflags '$(LDFLAGS)' -version $(VERSION) \
+	$(GO) run ./cmd/etcdhook/image -tag $(IMAGE) -platforms $(IMAGE_PLATFORMS) -tags '$(GOTAGS)' -ldflags '$(LDFLAGS)' -version $(VERSION) \
 	  -revision "$$(git rev-parse HEAD 2>/dev/null)" -epoch $(SOURCE_DATE_EPOCH) -out bin/image $(if $(PUSH),-push $(PUSH))
 
 # The release's SBOM: the Go modules linked into etcdhook, with their licences, as CycloneDX JSON in
@@ -120,7 +124,7 @@ image:
 # module's version from the checkout's tag with go-git, which opens a clone but not a `git worktree`.
 sbom:
 	mkdir -p dist
-	GOOS=linux "$$(scripts/gotool.sh cyclonedx-gomod)" app -json -licenses -main cmd/etcdhook -output dist/etcdhook_$(VERSION).cdx.json .
+	GOOS=linux GOFLAGS=-tags=$(GOTAGS) "$$(scripts/gotool.sh cyclonedx-gomod)" app -json -licenses -main cmd/etcdhook -output dist/etcdhook_$(VERSION).cdx.json .
 
 # The kubectl plugin's krew release in dist/, built by cmd/kubectl-etcd/dist: kubectl-etcd cross-built
 # (CGO_ENABLED=0, -trimpath) for linux and darwin on amd64 and arm64 and for windows/amd64, one
