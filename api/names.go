@@ -97,6 +97,11 @@ const (
 	// certificates carry its mark, so a value used again finds them renewed already. Member keys are
 	// kept (a restart rotates them); the client Secret gets a new key (docs/design/14-tls.md §14.7).
 	AnnRenewCertificates = "etcd.io/renew-certificates"
+	// AnnPromote on a standby EtcdCluster promotes it (any token; docs/design/21-standby.md §21.6):
+	// the first token is recorded in status.standby.promoted, and a later one changes nothing.
+	AnnPromote = "etcd.io/promote"
+	// AnnStandbyReport: the standby applier's report on the backup Lease (JSON, StandbyReport).
+	AnnStandbyReport = "etcd.io/standby"
 )
 
 // RenewalMark is what certificates renewed for an etcd.io/renew-certificates value carry (in their
