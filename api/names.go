@@ -65,6 +65,8 @@ const (
 	ComponentBackup = "backup"
 	// ComponentBackupWriter: the continuous backup writer's StatefulSet and pod.
 	ComponentBackupWriter = "backup-writer"
+	// ComponentStandby: a standby's applier StatefulSet and pod (docs/design/21-standby.md §21.2).
+	ComponentStandby = "standby"
 	ManagedBy             = "etcdhook"
 )
 
@@ -132,6 +134,9 @@ const (
 	// the annotation stays on the parent, and without this record its pass would be due forever and hide
 	// the schedule. Absent until a first on-demand pass completes.
 	ConfigKeyDefragNowDone = "defrag-now-done"
+	// ConfigKeyStandbyPromoted records a standby's promotion (JSON, StandbyPromoted): the applier is
+	// gone and the fence lifted for good, whatever later etcd.io/promote tokens or a wiped status say.
+	ConfigKeyStandbyPromoted = "standby-promoted"
 	// ConfigKeyRestoreInPlace records the in-place restore asked by etcd.io/restore-from (JSON): its
 	// request, the cluster IDs it replaces, whether the data was replaced (committed) and whether the
 	// restored member runs (done). Absent until a first in-place restore.
@@ -261,6 +266,9 @@ func (n Names) BackupName() string { return n.Cluster + "-backup" }
 
 // BackupWriter names the continuous backup writer's StatefulSet (its pod is <name>-backup-writer-0).
 func (n Names) BackupWriter() string { return n.Cluster + "-backup-writer" }
+
+// StandbyApplier is a standby's applier StatefulSet (docs/design/21-standby.md §21.2).
+func (n Names) StandbyApplier() string { return n.Cluster + "-standby" }
 
 // HookOwnedSecret says whether name is a Secret the hook creates for this cluster (the built-in CA,
 // with its key, and the client Secret); HookOwnedClaim whether it is a member's data claim. A

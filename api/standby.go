@@ -1,6 +1,7 @@
 package api
 
 import (
+	"fmt"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -94,3 +95,35 @@ type StandbyReport struct {
 	// Stop: following stopped for good.
 	Stop *StandbyStop `json:"stop,omitempty"`
 }
+
+// ParseStandbyReport reads the applier's report; empty is no report.
+func ParseStandbyReport(s string) (*StandbyReport, error) {
+	return parseReport(s, func(r *StandbyReport) error {
+		switch {
+		case r.ReportTime.IsZero():
+			return fmt.Errorf("no reportTime")
+		case r.Revision < 0 || r.Newest < 0 || r.LagSeconds < 0:
+			return fmt.Errorf("a negative revision or lag")
+		}
+		return nil
+	})
+}
+
+// String renders the report for its annotation.
+func (r StandbyReport) String() string {
+	r.Problem = reportMessage(r.Problem)
+	return reportJSON(r)
+}
+
+// ParseStandbyPromoted reads the ConfigMap's record of a promotion; empty is none.
+func ParseStandbyPromoted(s string) (*StandbyPromoted, error) {
+	return parseReport(s, func(r *StandbyPromoted) error {
+		if r.Token == "" || r.Time.IsZero() {
+			return fmt.Errorf("no token or time")
+		}
+		return nil
+	})
+}
+
+// String renders the promotion for the ConfigMap's record.
+func (p StandbyPromoted) String() string { return reportJSON(p) }

@@ -109,3 +109,13 @@ func validateStandbyChange(applied *ClusterSpec, next ClusterSpec) []Problem {
 	}
 	return nil
 }
+
+// SeedRestore is what the seed restores before its first start: spec.restore, or a standby's primary
+// snapshot (spec.standby.from), restored with its revisions kept (KeepRevisions, §21.1); nil for a
+// cluster that starts empty.
+func (s ClusterSpec) SeedRestore() (r *RestoreSpec, keepRevisions bool) {
+	if sb := s.Standby; sb != nil && s.Restore == nil {
+		return &RestoreSpec{From: sb.From, CredentialsSecret: sb.CredentialsSecret, Encryption: sb.Encryption, StoreAccess: sb.StoreAccess}, true
+	}
+	return s.Restore, false
+}

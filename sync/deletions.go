@@ -84,10 +84,13 @@ func (p *plan) deletions(rendered map[wire.ChildID]bool) ([]Deletion, error) {
 			case wire.KeyServiceAccount, wire.KeyRole, wire.KeyRoleBinding, wire.KeyCronJob:
 				reason, ok = "not a name etcdhook renders", true
 			case wire.KeyStatefulSet:
-				if c.name == p.f.Names.BackupWriter() {
+				switch c.name {
+				case p.f.Names.BackupWriter():
 					reason = p.writerWanted()
-					ok = reason != ""
+				case p.f.Names.StandbyApplier():
+					reason = p.applierWanted()
 				}
+				ok = reason != ""
 			case wire.KeyNetworkPolicy:
 				if c.name != p.f.Names.NetworkPolicy() {
 					reason, ok = "not a name etcdhook renders", true

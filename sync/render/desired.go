@@ -45,6 +45,8 @@ type Desired struct {
 	Config Config
 	// Backup: the backup children, nil without spec.backup.
 	Backup *Backup
+	// Standby: a standby's applier, nil when none is rendered (not a standby, not formed, promoted).
+	Standby *Standby
 	// NetworkPolicy: spec.network.policy is on and the registration declares the kind.
 	NetworkPolicy bool
 	// Jobs: the membership and volume Jobs, new and carried (a name listed twice renders once).
@@ -91,6 +93,14 @@ type Config struct {
 	RetiredClusters []string
 	// SpaceQuota and SpaceStorage: the raised quota and claim size, written only when set.
 	SpaceQuota, SpaceStorage string
+	// StandbyPromoted: the standby's promotion record (JSON), written only when set.
+	StandbyPromoted string
+}
+
+// Standby is what a standby's applier renders from (spec.standby is Desired.Spec.Standby).
+type Standby struct {
+	// Replicas: 1 while it follows, 0 while a promotion stops it.
+	Replicas int32
 }
 
 // Backup is what the backup children render from (spec.backup is Desired.Spec.Backup).

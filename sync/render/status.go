@@ -154,6 +154,7 @@ func Status(f *facts.Facts, d *steps.Decision) *api.ClusterStatus {
 	st.Space = spaceStatus(d)
 	st.Recovery = recoveryStatus(f, d)
 	st.Auth = authStatus(f, d, add)
+	st.Standby = standbyStatus(d, add)
 	tlsConditions(f, d, st.TLS, add, userCertsExpiring(st.Auth, f.Now.Add(api.CertExpiringDays*24*time.Hour)))
 	backupConditions(f, d, st.Backup, add)
 	continuousConditions(f, d, st.Backup, add)
