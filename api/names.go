@@ -67,7 +67,7 @@ const (
 	ComponentBackupWriter = "backup-writer"
 	// ComponentStandby: a standby's applier StatefulSet and pod (docs/design/21-standby.md §21.2).
 	ComponentStandby = "standby"
-	ManagedBy             = "etcdhook"
+	ManagedBy        = "etcdhook"
 )
 
 // Other annotations.
