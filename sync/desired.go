@@ -46,8 +46,8 @@ func (p *plan) desired() *render.Desired {
 		RetiredClusters: p.retiredClusters(),
 		StandbyPromoted: p.standbyPromotedRecord(),
 	}
-	if p.Standby.Applier && f.Bootstrapped {
-		d.Standby = &render.Standby{Replicas: p.Standby.ApplierReplicas}
+	if p.Standby.On {
+		d.Standby = &render.Standby{Applier: p.applierWanted() == "", Replicas: p.Standby.ApplierReplicas}
 	}
 	d.SpecRecord = p.userSpec
 	if p.Space.Quota > p.Space.SpecQuota {

@@ -45,7 +45,7 @@ type Desired struct {
 	Config Config
 	// Backup: the backup children, nil without spec.backup.
 	Backup *Backup
-	// Standby: a standby's applier, nil when none is rendered (not a standby, not formed, promoted).
+	// Standby: a standby's children, nil when not a standby.
 	Standby *Standby
 	// NetworkPolicy: spec.network.policy is on and the registration declares the kind.
 	NetworkPolicy bool
@@ -97,9 +97,11 @@ type Config struct {
 	StandbyPromoted string
 }
 
-// Standby is what a standby's applier renders from (spec.standby is Desired.Spec.Standby).
+// Standby is what a standby's children render from (spec.standby is Desired.Spec.Standby).
 type Standby struct {
-	// Replicas: 1 while it follows, 0 while a promotion stops it.
+	// Applier: render the applier (a formed standby not yet promoted), with Replicas: 1 while it
+	// follows, 0 while a promotion stops it.
+	Applier  bool
 	Replicas int32
 }
 

@@ -9,9 +9,10 @@ import (
 	"github.com/etcdhook/etcdhook/api"
 )
 
-// StandbyObjects are a standby's children (docs/design/21-standby.md §21.2): its applier, and, without
-// spec.backup (whose children include them), the backup Lease the applier reports on and the account it
-// runs as.
+// StandbyObjects are a standby's children (docs/design/21-standby.md §21.2): its applier while it runs,
+// and, without spec.backup (whose children include them), the backup Lease the applier reports on and
+// the account it runs as. The Lease stays after promotion: its last report is status.standby's record
+// of where the standby ended.
 func StandbyObjects(d *Desired) []any {
 	if d.Standby == nil || d.Spec.Standby == nil {
 		return nil
@@ -25,7 +26,10 @@ func StandbyObjects(d *Desired) []any {
 			ObjectMeta: meta(n, n.BackupName(), api.ComponentBackup),
 		})
 	}
-	return append(out, StandbyApplier(d))
+	if d.Standby.Applier {
+		out = append(out, StandbyApplier(d))
+	}
+	return out
 }
 
 // StandbyApplier is `etcdhook standby-follow` in a one-replica StatefulSet: never two pods, since two
