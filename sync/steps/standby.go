@@ -81,6 +81,8 @@ func Standby(f *facts.Facts, in StandbyInput) StandbyPart {
 		d.Waiting = fmt.Sprintf("the applier StatefulSet %s to stop before the promotion %q: %s", f.Names.StandbyApplier(), token, why)
 		return d
 	}
+	// No applier pod is left: the promotion is recorded, and the applier released in the same answer.
+	d.Applier = false
 	d.Promoted, d.Record = &api.StandbyPromoted{Token: token, Time: metav1.Time{Time: f.Now.UTC()}}, true
 	if r := d.Report; r != nil {
 		d.Promoted.Revision, d.Promoted.PrimaryNewestRevision = r.Revision, r.Newest

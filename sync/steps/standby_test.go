@@ -61,8 +61,8 @@ func TestStandby(t *testing.T) {
 		{name: "promote asked: a pod still terminates", token: "t1", lease: report(0, time.Second, nil), sts: applier(0, 1, now.Add(-time.Hour)),
 			wantApplier: true, wantReplicas: 0, wantFence: true, wantWaiting: true},
 		{name: "promote asked before the seed restored", token: "t1", notFormed: true, wantApplier: true, wantReplicas: 0, wantFence: true, wantWaiting: true},
-		{name: "promote: no applier pod left, recorded", token: "t1", lease: report(0, time.Second, nil), sts: applier(0, 0, now.Add(-time.Hour)),
-			wantApplier: true, wantReplicas: 0, wantRecord: true},
+		{name: "promote: no applier pod left, recorded, the applier released", token: "t1", lease: report(0, time.Second, nil), sts: applier(0, 0, now.Add(-time.Hour)),
+			wantRecord: true},
 		{name: "promoted", token: "t1", lease: report(0, time.Second, nil), promoted: recorded},
 		{name: "a second promote is a no-op", token: "t2", lease: report(0, time.Second, nil), promoted: recorded},
 	} {
