@@ -66,6 +66,9 @@ type AgentRestore struct {
 	CredentialsDir string     `json:"credentialsDir,omitempty"`
 	// EncryptionDir is where spec.restore.encryption's Secret is mounted ("" without one).
 	EncryptionDir string `json:"encryptionDir,omitempty"`
+	// KeepRevisions: a standby's seed (spec.standby, docs/design/21-standby.md §21.1) restores the
+	// primary's snapshot with its revisions as they are, without the revision bump.
+	KeepRevisions bool `json:"keepRevisions,omitempty"`
 }
 
 // AgentTLS is the TLS configuration as the agent needs it.

@@ -116,6 +116,7 @@ var annotationBounds = map[string]Bound{
 	AnnBackupFailure:    BoundReportJSON,
 	AnnBackupContinuous: BoundReportJSON,
 	AnnBackupCopy:       BoundReportJSON,
+	AnnStandbyReport:    BoundReportJSON,
 	AnnRestoreReport:    BoundReportJSON,
 	// Alarms: up to two types on every member. CAs: the fingerprints (65 bytes each) a member trusts,
 	// a user's bundle included.
@@ -128,6 +129,7 @@ var annotationBounds = map[string]Bound{
 	AnnDefragNow:         BoundUserToken,
 	AnnBackupNow:         BoundUserToken,
 	AnnRenewCertificates: BoundUserToken,
+	AnnPromote:           BoundUserToken,
 	AnnRotateCA:          BoundUserToken,
 	AnnHoldTLSSwitch:     BoundUserToken,
 }

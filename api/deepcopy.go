@@ -163,6 +163,17 @@ func (s *ClusterSpec) DeepCopy() *ClusterSpec {
 		}
 		out.Restore = &c
 	}
+	if sb := s.Standby; sb != nil {
+		c := *sb
+		if sb.MaxLag != nil {
+			c.MaxLag = ptr.To(*sb.MaxLag)
+		}
+		if e := sb.Encryption; e != nil {
+			ec := *e
+			c.Encryption = &ec
+		}
+		out.Standby = &c
+	}
 	return &out
 }
 

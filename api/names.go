@@ -65,7 +65,9 @@ const (
 	ComponentBackup = "backup"
 	// ComponentBackupWriter: the continuous backup writer's StatefulSet and pod.
 	ComponentBackupWriter = "backup-writer"
-	ManagedBy             = "etcdhook"
+	// ComponentStandby: a standby's applier StatefulSet and pod (docs/design/21-standby.md §21.2).
+	ComponentStandby = "standby"
+	ManagedBy        = "etcdhook"
 )
 
 // Other annotations.
@@ -97,6 +99,11 @@ const (
 	// certificates carry its mark, so a value used again finds them renewed already. Member keys are
 	// kept (a restart rotates them); the client Secret gets a new key (docs/design/14-tls.md §14.7).
 	AnnRenewCertificates = "etcd.io/renew-certificates"
+	// AnnPromote on a standby EtcdCluster promotes it (any token; docs/design/21-standby.md §21.6):
+	// the first token is recorded in status.standby.promoted, and a later one changes nothing.
+	AnnPromote = "etcd.io/promote"
+	// AnnStandbyReport: the standby applier's report on the backup Lease (JSON, StandbyReport).
+	AnnStandbyReport = "etcd.io/standby"
 )
 
 // RenewalMark is what certificates renewed for an etcd.io/renew-certificates value carry (in their
@@ -127,6 +134,9 @@ const (
 	// the annotation stays on the parent, and without this record its pass would be due forever and hide
 	// the schedule. Absent until a first on-demand pass completes.
 	ConfigKeyDefragNowDone = "defrag-now-done"
+	// ConfigKeyStandbyPromoted records a standby's promotion (JSON, StandbyPromoted): the applier is
+	// gone and the fence lifted for good, whatever later etcd.io/promote tokens or a wiped status say.
+	ConfigKeyStandbyPromoted = "standby-promoted"
 	// ConfigKeyRestoreInPlace records the in-place restore asked by etcd.io/restore-from (JSON): its
 	// request, the cluster IDs it replaces, whether the data was replaced (committed) and whether the
 	// restored member runs (done). Absent until a first in-place restore.
@@ -256,6 +266,9 @@ func (n Names) BackupName() string { return n.Cluster + "-backup" }
 
 // BackupWriter names the continuous backup writer's StatefulSet (its pod is <name>-backup-writer-0).
 func (n Names) BackupWriter() string { return n.Cluster + "-backup-writer" }
+
+// StandbyApplier is a standby's applier StatefulSet (docs/design/21-standby.md §21.2).
+func (n Names) StandbyApplier() string { return n.Cluster + "-standby" }
 
 // HookOwnedSecret says whether name is a Secret the hook creates for this cluster (the built-in CA,
 // with its key, and the client Secret); HookOwnedClaim whether it is a member's data claim. A

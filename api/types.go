@@ -56,6 +56,9 @@ type ClusterSpec struct {
 	Auth *AuthSpec `json:"auth,omitempty"`
 	// Network: the cluster's NetworkPolicy (docs/design/15-maintenance.md §15.4).
 	Network NetworkSpec `json:"network,omitempty"`
+	// Standby: this cluster is a warm standby of another one's backups (docs/design/21-standby.md),
+	// set only when the cluster is created; nil: a normal cluster.
+	Standby *StandbySpec `json:"standby,omitempty"`
 }
 
 // NetworkSpec says who may reach the members' ports. The NetworkPolicy admits, to the peer port, the
@@ -337,6 +340,7 @@ type ClusterStatus struct {
 	Space              *SpaceStatus       `json:"space,omitempty"`
 	Recovery           *RecoveryStatus    `json:"recovery,omitempty"`
 	Auth               *AuthStatus        `json:"auth,omitempty"`
+	Standby            *StandbyStatus     `json:"standby,omitempty"`
 	Conditions         []metav1.Condition `json:"conditions,omitempty"`
 }
 
@@ -587,4 +591,9 @@ const (
 	// CondDefragmenting: a defragmentation pass is due; the message names the member defragmenting, or
 	// why the pass waits.
 	CondDefragmenting = "Defragmenting"
+	// CondStandbyLagging: a standby is further behind the primary's newest chunk than
+	// spec.standby.maxLag, or its applier reported nothing for as long.
+	CondStandbyLagging = "StandbyLagging"
+	// CondStandbyStopped: a standby's following stopped for good; the message names the object.
+	CondStandbyStopped = "StandbyStopped"
 )

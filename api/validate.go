@@ -161,6 +161,7 @@ func Validate(name string, s ClusterSpec) []Problem {
 	ps = append(ps, validateRecovery(s)...)
 	ps = append(ps, validateSpace(s)...)
 	ps = append(ps, validateAuth(name, s)...)
+	ps = append(ps, validateStandby(s)...)
 	return append(ps, validateNetwork(s)...)
 }
 
@@ -230,6 +231,7 @@ func ValidateChange(applied *ClusterSpec, next ClusterSpec, running, images []Se
 		ps = append(ps, Problem{"InvalidAuth", "spec.security.tls.client.auth cannot change while spec.auth.enabled is true: set enabled: false first, change it, then enable auth again"})
 	}
 	ps = append(ps, validateRestoreChange(applied, next)...)
+	ps = append(ps, validateStandbyChange(applied, next)...)
 	to, err := ParseVersion(next.Version)
 	if err != nil {
 		return ps

@@ -71,6 +71,11 @@ type clusterSample struct {
 	// BackupLagging is true.
 	restorable time.Time
 	lagging    bool
+	// standby: the cluster is a standby not yet promoted (status.standby); standbyLagging:
+	// StandbyLagging is true; standbyLag the lag its applier reported.
+	standby, hasStandbyLag bool
+	standbyLagging         bool
+	standbyLag             time.Duration
 	// userCert: the earliest expiry of a spec.auth user's certificate (status.auth.users; zero: none).
 	userCert time.Time
 }
@@ -83,7 +88,7 @@ type clusterMetrics struct {
 	mu       sync.Mutex
 	clusters map[string]clusterSample // by "namespace/name"
 
-	phase, step, stalled, available, desired, replicas, ready, members, voters, healthyVoters, learners, lastSync, backupSuccess, restorable, lagging, userCert *prometheus.Desc
+	phase, step, stalled, available, desired, replicas, ready, members, voters, healthyVoters, learners, lastSync, backupSuccess, restorable, lagging, userCert, standbyLagging, standbyLag *prometheus.Desc
 }
 
 func newClusterMetrics(reg prometheus.Registerer, now func() time.Time, ttl time.Duration) *clusterMetrics {
@@ -122,6 +127,10 @@ func newClusterMetrics(reg prometheus.Registerer, now func() time.Time, ttl time
 			"1 while BackupLagging is true: the newest restorable point is older than spec.backup.continuous.maxLag; absent without spec.backup."),
 		userCert: d("etcdhook_cluster_user_certificate_expiry_timestamp_seconds",
 			"The earliest expiry of a spec.auth user's certificate (status.auth.users); absent without spec.auth or before the first is issued."),
+		standbyLagging: d("etcdhook_cluster_standby_lagging",
+			"1 while StandbyLagging is true: the standby is further behind its primary's newest chunk than spec.standby.maxLag, or its applier is silent as long; absent but for a standby not promoted."),
+		standbyLag: d("etcdhook_cluster_standby_lag_seconds",
+			"How far the standby is behind its primary's newest chunk stored (status.standby.lag); absent but for a standby not promoted, and before its applier reports."),
 		backupSuccess: d("etcdhook_cluster_last_backup_timestamp_seconds",
 			"When the newest backup of the cluster succeeded (status.backup.lastSuccessTime); 0 until one did, absent without spec.backup."),
 	}
@@ -169,6 +178,12 @@ func sample(st *api.ClusterStatus) clusterSample {
 			s.restorable = c.Time.Time
 		}
 	}
+	if sb := st.Standby; sb != nil && sb.Promoted == nil {
+		s.standby = true
+		if sb.Lag != nil {
+			s.hasStandbyLag, s.standbyLag = true, sb.Lag.Duration
+		}
+	}
 	if a := st.Auth; a != nil {
 		for i := range a.Users {
 			if t, err := time.Parse(time.RFC3339, a.Users[i].NotAfter); err == nil && (s.userCert.IsZero() || t.Before(s.userCert)) {
@@ -194,6 +209,8 @@ func sample(st *api.ClusterStatus) clusterSample {
 			s.available = c.Status == "True"
 		case api.CondBackupLagging:
 			s.lagging = c.Status == "True"
+		case api.CondStandbyLagging:
+			s.standbyLagging = c.Status == "True"
 		case api.CondProgressing:
 			if c.Status == "True" {
 				for j, r := range steps {
@@ -211,7 +228,7 @@ func sample(st *api.ClusterStatus) clusterSample {
 // Describe implements prometheus.Collector.
 func (m *clusterMetrics) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{m.phase, m.step, m.stalled, m.available, m.desired, m.replicas, m.ready,
-		m.members, m.voters, m.healthyVoters, m.learners, m.lastSync, m.backupSuccess, m.restorable, m.lagging, m.userCert} {
+		m.members, m.voters, m.healthyVoters, m.learners, m.lastSync, m.backupSuccess, m.restorable, m.lagging, m.userCert, m.standbyLagging, m.standbyLag} {
 		ch <- d
 	}
 }
@@ -259,6 +276,12 @@ func (m *clusterMetrics) Collect(ch chan<- prometheus.Metric) {
 		g(m.lastSync, float64(s.synced.UnixNano())/1e9)
 		if !s.userCert.IsZero() {
 			g(m.userCert, float64(s.userCert.Unix()))
+		}
+		if s.standby {
+			g(m.standbyLagging, b2f(s.standbyLagging))
+			if s.hasStandbyLag {
+				g(m.standbyLag, s.standbyLag.Seconds())
+			}
 		}
 		if s.hasBackup {
 			// 0 until the first success: EtcdBackupStale then fires for backups that never succeed.

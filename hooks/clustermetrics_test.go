@@ -284,3 +284,25 @@ func TestClusterBackupSuccessGauge(t *testing.T) {
 	require.Zero(t, v)
 	require.NotContains(t, clusterSeries(t, reg, "prod", "c"), "etcdhook_cluster_last_backup_timestamp_seconds")
 }
+
+// A standby not promoted has its lagging gauge (and its lag once reported); a promoted one, and a
+// cluster that is no standby, have neither.
+func TestClusterStandbyGauges(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := newClusterMetrics(reg, func() time.Time { return fixtureNow }, time.Minute)
+	lagging := []metav1.Condition{{Type: api.CondStandbyLagging, Status: "True"}}
+	m.observe(&etcdsync.Response{Parent: "dr/a", Status: &api.ClusterStatus{Phase: api.PhaseRunning, Conditions: lagging,
+		Standby: &api.StandbyStatus{Lag: &metav1.Duration{Duration: 90 * time.Second}}}})
+	m.observe(&etcdsync.Response{Parent: "dr/b", Status: &api.ClusterStatus{Phase: api.PhaseRunning, Standby: &api.StandbyStatus{}}})
+	m.observe(&etcdsync.Response{Parent: "dr/c", Status: &api.ClusterStatus{Phase: api.PhaseRunning,
+		Standby: &api.StandbyStatus{Promoted: &api.StandbyPromoted{Token: "t"}}}})
+	a := clusterSeries(t, reg, "dr", "a")
+	require.Equal(t, 1.0, a["etcdhook_cluster_standby_lagging"])
+	require.Equal(t, 90.0, a["etcdhook_cluster_standby_lag_seconds"])
+	b := clusterSeries(t, reg, "dr", "b")
+	v, ok := b["etcdhook_cluster_standby_lagging"]
+	require.True(t, ok)
+	require.Zero(t, v)
+	require.NotContains(t, b, "etcdhook_cluster_standby_lag_seconds", "no report yet")
+	require.NotContains(t, clusterSeries(t, reg, "dr", "c"), "etcdhook_cluster_standby_lagging")
+}

@@ -103,5 +103,5 @@ func (a *Agent) restoreSeed(ctx context.Context) {
 	}
 	a.bound.restored = &Restored{URL: res.URL, Revision: res.Revision}
 	a.seed = seedRestore{}
-	a.env.event(EventSnapshotRestored, "Restore", false, "restored snapshot %s (revision %d, %d bytes) as the seed of this cluster; revisions continue from %d", res.URL, res.Revision, res.Manifest.Size, res.Revision+RevisionBump)
+	a.env.event(EventSnapshotRestored, "Restore", false, "restored snapshot %s (revision %d, %d bytes) as the seed of this cluster; revisions continue from %d", res.URL, res.Revision, res.Manifest.Size, res.Revision+req.Bump())
 }

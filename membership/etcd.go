@@ -596,3 +596,7 @@ func statusHealthy(errors int, alarms []string, leader uint64) bool {
 	}
 	return true
 }
+
+// Client is a client of eps with e's identity (the TLS directory, root's login), for a caller that keeps
+// it open (a standby's applier); the caller closes it.
+func (e *Etcd) Client(eps []string) (*clientv3.Client, error) { return e.client(eps) }

@@ -139,6 +139,8 @@ type tcluster struct {
 	events *MemRecorder
 	// restore, when set, is the snapshot the seed (slot 0) restores (spec.restore.from).
 	restore *backup.Source
+	// keepRevisions: the seed's restore is a standby's (no revision bump).
+	keepRevisions bool
 	// flags are added to every member's etcd command line (e.g. a tiny --quota-backend-bytes).
 	flags []string
 	// retired are the cluster IDs an in-place restore replaced (agent.json's retiredClusters);
@@ -344,7 +346,7 @@ func (c *tcluster) start(i int, tick time.Duration) {
 	}
 	if c.restore != nil && i == 0 {
 		a.Cfg.Restore = &RestoreRequest{Source: *c.restore, Namespace: "ns", Cluster: "src",
-			DataDir: s.dataDir(), Name: s.name, PeerURL: s.peerURL, Token: "tok-" + c.parent}
+			DataDir: s.dataDir(), Name: s.name, PeerURL: s.peerURL, Token: "tok-" + c.parent, KeepRevisions: c.keepRevisions}
 	}
 	if c.events != nil {
 		a.Events = c.events

@@ -57,6 +57,19 @@ type RestoreRequest struct {
 	VerifyOnly bool
 	// Keys open an encrypted snapshot and chain (their identities).
 	Keys backup.Keys
+	// KeepRevisions restores the revisions as they are: no RevisionBump, nothing marked compacted. A
+	// standby's seed (docs/design/21-standby.md §21.1) must hold exactly the primary's numbers, or no
+	// revision the primary's chain records would land on its own; it is a new etcd cluster all the same
+	// (its own Token), and takes no client writes until promoted, so nothing is issued twice.
+	KeepRevisions bool
+}
+
+// Bump is the revision bump a restore applies: RevisionBump, or none with KeepRevisions.
+func (r RestoreRequest) Bump() int64 {
+	if r.KeepRevisions {
+		return 0
+	}
+	return RevisionBump
 }
 
 // ErrForeignSnapshot: the snapshot's manifest names another EtcdCluster than the one restored in place.
@@ -232,7 +245,7 @@ type RestoreResult struct {
 	// URL is the snapshot's address.
 	URL string
 	// Revision is the restored keyspace's revision, read from the snapshot file itself (after the
-	// replay of a chain, the point reached); the restored store continues from Revision + RevisionBump.
+	// replay of a chain, the point reached); the restored store continues from Revision + the request's Bump.
 	Revision int64
 	// Time is when that revision was written, as far as the backups know: the snapshot's time, or the
 	// time the continuous writer received the revision. Keys is how many keys the keyspace holds.
@@ -343,8 +356,8 @@ func Restore(ctx context.Context, log *slog.Logger, req RestoreRequest) (Restore
 		PeerURLs:            []string{req.PeerURL},
 		InitialCluster:      req.Name + "=" + req.PeerURL,
 		InitialClusterToken: req.Token,
-		RevisionBump:        RevisionBump,
-		MarkCompacted:       true,
+		RevisionBump:        uint64(req.Bump()),
+		MarkCompacted:       !req.KeepRevisions,
 	})
 	res.Took.Restore = time.Since(t3)
 

@@ -33,7 +33,12 @@ func decide(f *facts.Facts, opts Options) (p *plan, err error) {
 	p.userSpec = p.Spec
 	space := steps.Space(f, steps.SpaceInput{Spec: p.Spec, Paused: p.Paused, Replicas: p.Replicas})
 	p.Space, p.Spec = space.State, space.Spec
-	auth := steps.Auth(f, steps.AuthInput{HasSpec: p.HasSpec, Spec: p.Spec})
+	p.Standby = steps.Standby(f, steps.StandbyInput{HasSpec: p.HasSpec, Spec: p.Spec})
+	p.Distrusted = append(p.Distrusted, p.Standby.Distrusted...)
+	if p.Standby.Waiting != "" {
+		p.wait(steps.Promote, "", "%s", p.Standby.Waiting)
+	}
+	auth := steps.Auth(f, steps.AuthInput{HasSpec: p.HasSpec, Spec: p.Standby.AuthSpec(p.Spec)})
 	p.Auth = auth.Config
 	p.Distrusted = append(p.Distrusted, auth.Distrusted...)
 	// Every URL the plan renders (Job endpoints, status) has the scheme every member serves now.

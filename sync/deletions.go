@@ -66,6 +66,8 @@ type deletionInput struct {
 	released  map[string]string
 	policyOn  bool
 	writerOff string
+	// applierOff: why the standby's applier StatefulSet is let go ("" while it is rendered).
+	applierOff string
 }
 
 // deletions checks the rendered children against the observed ones: each observed child left out must
@@ -93,9 +95,13 @@ func deletions(f *facts.Facts, rendered map[wire.ChildID]bool, in deletionInput)
 			case wire.KeyServiceAccount, wire.KeyRole, wire.KeyRoleBinding, wire.KeyCronJob:
 				reason, ok = "not a name etcdhook renders", true
 			case wire.KeyStatefulSet:
-				if c.name == f.Names.BackupWriter() {
-					reason, ok = in.writerOff, in.writerOff != ""
+				switch c.name {
+				case f.Names.BackupWriter():
+					reason = in.writerOff
+				case f.Names.StandbyApplier():
+					reason = in.applierOff
 				}
+				ok = reason != ""
 			case wire.KeyNetworkPolicy:
 				if c.name != f.Names.NetworkPolicy() {
 					reason, ok = "not a name etcdhook renders", true

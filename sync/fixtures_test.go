@@ -231,7 +231,7 @@ func authSettledThen(edit func(*api.ClusterSpec)) func(*world) {
 }
 
 func fixtures() []fixture {
-	return []fixture{
+	return append([]fixture{
 		{name: "new-cluster", build: func(w *world) {}},
 		{name: "new-cluster-size-5-custom", build: func(w *world) {
 			w.spec.Size = ptr(int32(5))
@@ -1196,7 +1196,7 @@ func fixtures() []fixture {
 		{name: "error-child-group-absent", raw: `{"parent":` + rawParent + `,` + emptyGroups(map[string]string{wire.KeyLease: "-"}) + `}`},
 		// finalizing about a parent that is not being deleted would release every child.
 		{name: "error-finalizing-live-parent", raw: `{"parent":` + rawParent + `,` + emptyGroups(nil) + `,"finalizing":true}`},
-	}
+	}, standbyFixtures()...)
 }
 
 // rawParent is a minimal valid parent for the hand-written error fixtures.

@@ -107,9 +107,11 @@ type world struct {
 	deleting bool
 	// parentAnn are the parent's annotations (etcd.io/backup-now); backupAnn what the backup Jobs
 	// wrote on the backup Lease; noCronJobs: a registration from before backups (no CronJob group).
-	parentAnn  map[string]string
-	backupAnn  map[string]string
-	noCronJobs bool
+	parentAnn map[string]string
+	// applierPods: the standby applier's pods (its StatefulSet's status.replicas).
+	applierPods int64
+	backupAnn   map[string]string
+	noCronJobs  bool
 	// noNetworkPolicies: a registration from before the NetworkPolicy child.
 	noNetworkPolicies bool
 	failBackups       bool
@@ -353,6 +355,11 @@ func (w *world) observe(key, name string, desired map[string]any) map[string]any
 	case wire.KeyStatefulSet:
 		md["generation"] = w.stsGen
 		o["status"] = w.stsStatus()
+		if name == w.names().StandbyApplier() {
+			// The applier's pod, as the controllers step left it.
+			md["generation"] = int64(1)
+			o["status"] = map[string]any{"observedGeneration": int64(1), "replicas": w.applierPods}
+		}
 	case wire.KeyLease:
 		if name == w.names().BackupName() && len(w.backupAnn) > 0 {
 			ann := map[string]any{}
@@ -615,6 +622,12 @@ func groupKey(obj map[string]any) string {
 // ---- the StatefulSet controller ---------------------------------------------------------------------
 
 func (w *world) controllers() {
+	// A standby's applier: its pod follows spec.replicas (gone with its StatefulSet).
+	w.applierPods = 0
+	if a := w.desired[wire.KeyStatefulSet][w.names().StandbyApplier()]; a != nil {
+		r, _ := dig(a, "spec", "replicas").(float64)
+		w.applierPods = int64(r)
+	}
 	if w.sts() == nil || w.stsLag {
 		return
 	}

@@ -422,5 +422,6 @@ func agentRestore(r *api.AgentRestore, cfg api.AgentConfig, names api.Names, ord
 	return &membership.RestoreRequest{
 		Source: src, Namespace: ns, Cluster: cfg.Cluster, CredentialsDir: r.CredentialsDir,
 		DataDir: cfg.DataDir, Name: pod, PeerURL: names.PeerURL(ordinal), Token: cfg.Token, Point: point, Keys: keys,
+		KeepRevisions: r.KeepRevisions,
 	}, nil
 }

@@ -20,6 +20,7 @@ commands:
                    delete the StatefulSet, keeping its pods and claims, for a new claim template
   backup           snapshot the cluster into its destination and apply retention (the backup Jobs)
   backup-follow    follow the revisions after the newest snapshot and upload them beside it (continuous backup)
+  standby-follow   apply the primary's backups to a standby as they appear (a standby's applier)
   backup-list      print what a cluster's backups can be restored to (snapshots and their chains, JSON)
   restore          restore a snapshot into a new data directory (what a restored cluster's seed does)
   certs            create or renew the hook's serving certificate (the hook pod's init container)
@@ -39,6 +40,7 @@ var commands = map[string]func(args []string) error{
 	"backup":          runBackup,
 	"backup-follow":   runBackupFollow,
 	"backup-list":     runBackupList,
+	"standby-follow":  runStandbyFollow,
 	"restore":         runRestore,
 	"certs":           runCerts,
 	"install":         runInstall,

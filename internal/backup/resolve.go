@@ -143,3 +143,9 @@ var ErrPointNotReached = fmt.Errorf("%w for that point", ErrNoSnapshot)
 func isStoreError(err error) bool {
 	return gcerrors.Code(err) != gcerrors.Unknown
 }
+
+// SplitFolder reads d as a cluster's folder (<parent>/<namespace>/<name>), as a standby's source
+// names its primary's: ok is false when the path is too short to hold one.
+func (d Destination) SplitFolder() (parent Destination, namespace, name string, ok bool) {
+	return d.splitFolder()
+}

@@ -434,3 +434,29 @@ func (a *Applier) verify(ctx context.Context, r delta.Revision) error {
 	}
 	return nil
 }
+
+// SeedClusterID is the primary's etcd cluster ID whose history a standby at revision holds: that of
+// the newest complete snapshot of the folder at or before revision (the seed restored the newest one,
+// and the applier went on in that cluster's chains). A primary re-created since whose snapshots are all
+// after the standby's revision is not taken for it: Follow then stops on them as foreign.
+func SeedClusterID(ctx context.Context, b *blob.Bucket, namespace, name string, revision int64) (string, error) {
+	all, _, err := backup.List(ctx, b, namespace, name)
+	if err != nil {
+		return "", err
+	}
+	best := -1
+	for i, m := range all {
+		if m.Revision <= revision && (best < 0 || m.Revision > all[best].Revision) {
+			best = i
+		}
+	}
+	if best < 0 {
+		return "", fmt.Errorf("no complete snapshot of %s/%s at or before the standby's revision %d", namespace, name, revision)
+	}
+	return all[best].EtcdClusterID, nil
+}
+
+// Revision is the standby's revision, read through c.
+func Revision(ctx context.Context, c *clientv3.Client) (int64, error) {
+	return (&Applier{Client: c}).revision(ctx)
+}

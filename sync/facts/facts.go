@@ -131,6 +131,8 @@ type Facts struct {
 	Formed bool
 	// defragNowDone: the last etcd.io/defrag-now value whose pass completed (the ConfigMap's record).
 	DefragNowDone string
+	// StandbyPromoted: the standby's promotion recorded (ConfigKeyStandbyPromoted); nil before it.
+	StandbyPromoted *api.StandbyPromoted
 	// spaceQuota and spaceStorage: the raised quota and claim size recorded (ConfigKeySpaceQuota,
 	// ConfigKeySpaceStorage); 0 and nil when absent or ignored (space.go).
 	SpaceQuota   int64

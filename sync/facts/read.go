@@ -49,6 +49,14 @@ func Read(o *wire.Observed, now time.Time) *Facts {
 		v, ok := f.cm.Data[api.ConfigKeyFormed]
 		f.Formed = v == "true" || !ok
 		f.DefragNowDone = f.cm.Data[api.ConfigKeyDefragNowDone]
+		if v := f.cm.Data[api.ConfigKeyStandbyPromoted]; v != "" {
+			var err error
+			if f.StandbyPromoted, err = api.ParseStandbyPromoted(v); err != nil {
+				// Kept as recorded (a promotion is never undone by a hand edit), but said.
+				f.Distrusted = append(f.Distrusted, fmt.Sprintf("ConfigMap %s key %s does not parse (%v): the standby counts as promoted", f.Names.ConfigMap(), api.ConfigKeyStandbyPromoted, err))
+				f.StandbyPromoted = &api.StandbyPromoted{Token: "unreadable"}
+			}
+		}
 		f.readSpaceRecords()
 	}
 	for _, pod := range o.Pods {

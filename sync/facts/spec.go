@@ -72,6 +72,10 @@ func (f *Facts) checkCandidate() Candidate {
 	c := Candidate{Spec: api.Defaulted(api.WithAppliedDefaults(f.Parent.Spec, f.Recorded))}
 	c.Spec.Paused = false
 	c.Problems = api.Validate(f.Names.Cluster, c.Spec)
+	if msg := api.StandbyOwnFolder(f.Names, c.Spec); msg != "" {
+		// The namespace is not in the spec, so CEL cannot see that a standby follows its own folder.
+		c.Problems = append(c.Problems, api.Problem{Reason: "InvalidStandby", Message: msg})
+	}
 	if f.Observed.SpecError != "" {
 		c.Problems = append([]api.Problem{{Reason: "SpecDoesNotDecode", Message: "spec: " + f.Observed.SpecError}}, c.Problems...)
 	}

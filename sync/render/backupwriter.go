@@ -36,20 +36,31 @@ func BackupWriter(d *Desired) *appsv1.StatefulSet {
 	// Memory is bounded by the chunk size (4 MiB of keys and values held at most), not the database's.
 	// GOMEMLIMIT keeps the Go heap near that bound after a full snapshot's stream (measured: anonymous
 	// memory 132 MiB after a snapshot without it, 60 MiB with it; docs/performance.md).
+	followerResources(ct)
+	return followerSet(n, n.BackupWriter(), api.ComponentBackupWriter, 1, pod)
+}
+
+// followerResources: a pod that follows a stream (the writer, a standby's applier) holds one chunk at a
+// time, bounded by the chunk size (4 MiB of keys and values), not the database's.
+func followerResources(ct *corev1.Container) {
 	ct.Env = append(ct.Env, corev1.EnvVar{Name: "GOMEMLIMIT", Value: "64MiB"})
 	ct.Resources = corev1.ResourceRequirements{
 		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
 		Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")},
 	}
-	labels := n.ObjectLabels(api.ComponentBackupWriter)
+}
+
+// followerSet is a one-pod StatefulSet of an ops pod.
+func followerSet(n api.Names, name, component string, replicas int32, pod corev1.PodSpec) *appsv1.StatefulSet {
+	labels := n.ObjectLabels(component)
 	return &appsv1.StatefulSet{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "StatefulSet"},
-		ObjectMeta: meta(n, n.BackupWriter(), api.ComponentBackupWriter),
+		ObjectMeta: meta(n, name, component),
 		Spec: appsv1.StatefulSetSpec{
-			Replicas:       ptr(int32(1)),
+			Replicas:       ptr(replicas),
 			UpdateStrategy: appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType},
 			Selector:       &metav1.LabelSelector{MatchLabels: labels},
-			// The peer Service's selector is the members': the writer gets no DNS record there.
+			// The peer Service's selector is the members': the pod gets no DNS record there.
 			ServiceName: n.PeerService(),
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},

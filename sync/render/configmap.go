@@ -22,18 +22,18 @@ func AgentConfig(d *Desired) api.AgentConfig {
 		LeaseDurationSeconds: api.DefaultLeaseDurationSeconds,
 		AdoptExistingData:    d.Spec.AdoptExistingData,
 		TLS:                  agentTLS(d),
-		Restore:              agentRestore(d.Spec.Restore),
+		Restore:              agentRestore(d.Spec.SeedRestore()),
 		RetiredClusters:      d.Config.RetiredClusters,
 		Bootstrap:            d.Bootstrap,
 	}
 }
 
 // agentRestore is spec.restore for the agent, nil without one.
-func agentRestore(r *api.RestoreSpec) *api.AgentRestore {
+func agentRestore(r *api.RestoreSpec, keepRevisions bool) *api.AgentRestore {
 	if r == nil {
 		return nil
 	}
-	a := &api.AgentRestore{From: r.From}
+	a := &api.AgentRestore{From: r.From, KeepRevisions: keepRevisions}
 	if r.ToRevision != nil {
 		a.ToRevision = *r.ToRevision
 	}
@@ -134,6 +134,9 @@ func ConfigMap(d *Desired) *corev1.ConfigMap {
 	}
 	if v := d.Config.DefragNowDone; v != "" {
 		cm.Data[api.ConfigKeyDefragNowDone] = v
+	}
+	if v := d.Config.StandbyPromoted; v != "" {
+		cm.Data[api.ConfigKeyStandbyPromoted] = v
 	}
 	if v := d.Config.SpaceQuota; v != "" {
 		cm.Data[api.ConfigKeySpaceQuota] = v

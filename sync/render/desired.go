@@ -46,6 +46,8 @@ type Desired struct {
 	Config Config
 	// Backup: the backup children, nil without spec.backup.
 	Backup *Backup
+	// Standby: a standby's children, nil when not a standby.
+	Standby *Standby
 	// NetworkPolicy: spec.network.policy is on and the registration declares the kind.
 	NetworkPolicy bool
 	// Jobs: the membership and volume Jobs, new and carried (a name listed twice renders once).
@@ -92,6 +94,16 @@ type Config struct {
 	RetiredClusters []string
 	// SpaceQuota and SpaceStorage: the raised quota and claim size, written only when set.
 	SpaceQuota, SpaceStorage string
+	// StandbyPromoted: the standby's promotion record (JSON), written only when set.
+	StandbyPromoted string
+}
+
+// Standby is what a standby's children render from (spec.standby is Desired.Spec.Standby).
+type Standby struct {
+	// Applier: render the applier (a formed standby not yet promoted), with Replicas: 1 while it
+	// follows, 0 while a promotion stops it.
+	Applier  bool
+	Replicas int32
 }
 
 // Backup is what the backup children render from (spec.backup is Desired.Spec.Backup).

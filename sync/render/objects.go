@@ -14,6 +14,7 @@ func Objects(d *Desired) []any {
 		objs = append(objs, l)
 	}
 	objs = append(objs, BackupObjects(d)...)
+	objs = append(objs, StandbyObjects(d)...)
 	if np := NetworkPolicy(d); np != nil {
 		objs = append(objs, np)
 	}

@@ -139,10 +139,10 @@ func PodTemplate(d *Desired) corev1.PodTemplateSpec {
 	if s.Resources != nil {
 		etcd.Resources = *s.Resources.DeepCopy()
 	}
-	// A restored cluster's seed reads the snapshot with these (docs/design/16-backup-restore.md §16.4); spec.restore is
-	// set at creation and never changes, so this never rolls a running cluster.
+	// A restored cluster's seed, or a standby's, reads the snapshot with these (docs/design/16-backup-restore.md
+	// §16.4); spec.restore and spec.standby are set at creation, so this never rolls a running cluster.
 	var restoreVolumes []corev1.Volume
-	if r := s.Restore; r != nil {
+	if r, _ := s.SeedRestore(); r != nil {
 		vols, mounts, _ := BackupStore(Store{r.CredentialsSecret, r.VolumeClaimName, encryptionName(r.Encryption)})
 		restoreVolumes = vols
 		etcd.VolumeMounts = append(etcd.VolumeMounts, mounts...)

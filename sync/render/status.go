@@ -154,6 +154,7 @@ func Status(f *facts.Facts, d *steps.Decision) *api.ClusterStatus {
 	st.Space = spaceStatus(d)
 	st.Recovery = recoveryStatus(f, d)
 	st.Auth = authStatus(f, d, add)
+	st.Standby = standbyStatus(d, add)
 	tlsConditions(f, d, st.TLS, add, userCertsExpiring(st.Auth, f.Now.Add(api.CertExpiringDays*24*time.Hour)))
 	backupConditions(f, d, st.Backup, add)
 	continuousConditions(f, d, st.Backup, add)
@@ -273,9 +274,9 @@ func phase(f *facts.Facts, d *steps.Decision, available, unhealthy bool) string 
 		return api.PhasePaused
 	case d.Restoring:
 		return api.PhaseRestoring
-	case !d.HasSpec, f.SplitBrain, !f.Bootstrapped && foreignData(f) != "", d.Spec.Restore != nil && f.SeedRefused():
+	case !d.HasSpec, f.SplitBrain, !f.Bootstrapped && foreignData(f) != "", seeding(d) && f.SeedRefused():
 		return api.PhaseFailed
-	case !f.Bootstrapped && d.Spec.Restore != nil:
+	case !f.Bootstrapped && seeding(d):
 		return api.PhaseRestoring
 	case !f.Bootstrapped, creating(f, d):
 		return api.PhaseCreating
@@ -317,4 +318,11 @@ func keptNote(f *facts.Facts, d *steps.Decision) string {
 		return fmt.Sprintf(" (children keep the last valid spec: size %d, version %s)", *d.Spec.Size, d.Spec.Version)
 	}
 	return ""
+}
+
+// seeding says whether the seed restores a snapshot before its first start (spec.restore, or a
+// standby's primary snapshot).
+func seeding(d *steps.Decision) bool {
+	r, _ := d.Spec.SeedRestore()
+	return r != nil
 }

@@ -41,6 +41,8 @@ type Decision struct {
 	Recovery RecoveryState
 	// Auth: the auth config the agents apply (steps.Auth); nil without spec.auth.
 	Auth *api.AuthConfig
+	// Standby: a warm standby's applier, fence and promotion (steps.Standby).
+	Standby StandbyPart
 	// Defrag: the defragmentation pass due and the member asked (steps.Defrag).
 	Defrag DefragState
 	// CARot: the CA rotation's step and restart (steps.RotateCA).

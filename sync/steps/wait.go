@@ -38,6 +38,8 @@ const (
 	CARotation
 	// Pause: spec.paused.
 	Pause
+	// Promote: a standby's promotion (its applier stopping).
+	Promote
 )
 
 // Wait is one thing the hook waits for. Its text is Subject (when the sentence starts with what is

@@ -416,7 +416,7 @@ func unexpectedCore(o *Observed) error {
 		got  []string
 		want []string
 	}{
-		{"StatefulSet", names(o.StatefulSets), []string{n.StatefulSet(), n.BackupWriter()}},
+		{"StatefulSet", names(o.StatefulSets), []string{n.StatefulSet(), n.BackupWriter(), n.StandbyApplier()}},
 		{"Service", names(o.Services), []string{n.ClientService(), n.PeerService()}},
 		{"PodDisruptionBudget", names(o.PDBs), []string{n.PDB()}},
 		{"ConfigMap", names(o.ConfigMaps), []string{n.ConfigMap()}},

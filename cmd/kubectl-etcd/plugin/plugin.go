@@ -32,6 +32,7 @@ Usage:
                        [--credentials-secret S] [--claim PVC] [--wait=false] [--timeout 30m]
   kubectl etcd restore NAME --in-place [--from URL] [--wait=false] [--timeout 30m]
   kubectl etcd recover NAME [--plan | --apply [--id TOKEN] [--wait=false] [--timeout 30m]]
+  kubectl etcd promote NAME [--id TOKEN] [--wait=false] [--timeout 10m]
   kubectl etcd version
 
 status   phase, message, conditions, members (from the status and the agents' member Leases), the
@@ -75,6 +76,10 @@ recover  shows the plan for a quorum that lost its data for good (status.recover
          --apply carries it out (annotation etcd.io/recover-apply=TOKEN; --id refuses a plan that
          changed since): the others' data is set aside, the survivor restarts alone on its data,
          the others rejoin as learners. Waits until every member is back.
+promote  promotes a standby (spec.standby) to a normal cluster on the data it holds (annotation
+         etcd.io/promote=TOKEN): its applier stops, status.standby.promoted records the revision it
+         ends at and the primary's newest it had seen, and its write fence is lifted. Nothing moves,
+         the primary is not contacted. A second promote changes nothing. Waits until Available.
 
 Connection flags as kubectl's: --kubeconfig, --context, -n/--namespace, --cluster, --user, --server,
 --token, --as, ... (run 'kubectl etcd status --help' for all).
@@ -138,6 +143,7 @@ var commands = map[string]func(ctx context.Context, env Env, args []string) erro
 	"renew":       runRenew,
 	"rotate-ca":   runRotateCA,
 	"rotate-user": runRotateUser,
+	"promote":     runPromote,
 	"recover":     runRecover,
 }
 

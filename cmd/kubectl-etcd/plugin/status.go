@@ -494,6 +494,9 @@ func writeText(w io.Writer, s *Snapshot, now time.Time) error {
 	if v := st.Auth; v != nil {
 		fmt.Fprintf(tw, "Auth:\t%s\n", authLine(v))
 	}
+	if v := st.Standby; v != nil {
+		fmt.Fprintf(tw, "Standby:\t%s\n", standbyLine(v))
+	}
 	if v := st.Recovery; v != nil {
 		fmt.Fprintf(tw, "Recovery:\t%s%s (kubectl etcd recover %s --plan)\n", v.Phase, dashPrefix(v.Message), s.Name)
 	}
