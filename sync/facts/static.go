@@ -74,13 +74,13 @@ func (f *Facts) LeaseRecord() int {
 
 // FreshCreation says whether nothing of an earlier cluster can exist: no StatefulSet, ConfigMap, pod,
 // claim or Lease of this name, a status that never saw a member, and a spec that neither adopts data nor
-// restores a snapshot. Only then may every member start from one static initial cluster; any evidence
+// restores a snapshot (spec.restore, or a standby's seed). Only then may every member start from one static initial cluster; any evidence
 // of earlier data takes the seed's path, whose joins etcd checks one at a time.
 func (f *Facts) FreshCreation(spec api.ClusterSpec) bool {
 	o, st := f.Observed, f.Parent.Status
 	return f.StatefulSet == nil && f.cm == nil && len(o.Pods) == 0 && len(o.PVCs) == 0 && len(o.Leases) == 0 &&
 		!st.Bootstrapped && st.ClusterID == "" && len(st.Members) == 0 && f.InPlace.Record == nil && len(f.retired) == 0 &&
-		!spec.AdoptExistingData && spec.Restore == nil && spec.Storage.EmptyDir == nil &&
+		!spec.AdoptExistingData && spec.Restore == nil && spec.Standby == nil && spec.Storage.EmptyDir == nil &&
 		spec.Size != nil && *spec.Size >= 2
 }
 
