@@ -138,8 +138,8 @@ func standbyConditions(now time.Time, maxLag time.Duration, r *api.StandbyReport
 		return "", fmt.Sprintf("following stopped at revision %d: %s: %s (%s); the standby holds the primary's keyspace at that revision, and may still be promoted", r.Stop.Revision, r.Stop.Reason, r.Stop.Object, r.Stop.Message)
 	case now.Sub(r.ReportTime) > maxLag:
 		return fmt.Sprintf("the standby applier last reported %s ago (maxLag %s)", now.Sub(r.ReportTime).Round(time.Second), maxLag), ""
-	case time.Duration(r.LagSeconds*float64(time.Second)) > maxLag:
-		return fmt.Sprintf("the standby is %s behind the primary's newest revision %d in the store (at %d; maxLag %s)", time.Duration(r.LagSeconds*float64(time.Second)).Round(time.Second), r.Newest, r.Revision, maxLag), ""
+	case reportedLag(r) > maxLag:
+		return fmt.Sprintf("the standby is %s behind the primary's newest revision %d in the store (at %d; maxLag %s)", reportedLag(r).Round(time.Second), r.Newest, r.Revision, maxLag), ""
 	}
 	return "", ""
 }
@@ -150,4 +150,13 @@ func (d StandbyPart) AuthSpec(spec api.ClusterSpec) api.ClusterSpec {
 		spec.Auth = d.Auth
 	}
 	return spec
+}
+
+// maxReportedLag bounds the lag an applier's report may state: the report is its word, and seconds too
+// many for a Duration would convert to a negative one and read as no lag at all.
+const maxReportedLag = 1e9 // seconds, about 31 years
+
+// reportedLag is the report's lag as a Duration, bounded by maxReportedLag.
+func reportedLag(r *api.StandbyReport) time.Duration {
+	return time.Duration(min(r.LagSeconds, maxReportedLag) * float64(time.Second))
 }

@@ -103,3 +103,13 @@ func TestStandby(t *testing.T) {
 	}
 	require.Equal(t, StandbyPart{}, Standby(&facts.Facts{}, StandbyInput{HasSpec: true, Spec: api.ClusterSpec{}}), "not a standby")
 }
+
+// A lag too large for a Duration (the applier's report is its word) still reads as lagging, never as a
+// negative lag that would hide it.
+func TestStandbyHugeReportedLagIsLagging(t *testing.T) {
+	now := time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)
+	r := &api.StandbyReport{Revision: 90, Newest: 100, LagSeconds: 1e300, ReportTime: now}
+	lagging, stopped := standbyConditions(now, time.Minute, r, nil)
+	require.Contains(t, lagging, "behind the primary's newest revision 100")
+	require.Empty(t, stopped)
+}
