@@ -96,7 +96,7 @@ func decideAnswer(ctx context.Context, o *Observed, now time.Time, opts Options)
 	if err != nil {
 		return nil, err
 	}
-	deleted, err := deletions(p.f, rendered, deletionInput{released: p.released, policyOn: p.Spec.Network.PolicyOn(), writerOff: p.writerWanted(), applierOff: p.applierWanted()})
+	deleted, err := deletions(p.f, rendered, deletionInput{released: p.released, policyOn: p.Spec.Network.PolicyOn(), writerOff: p.writerWanted(), applierOff: p.Standby.ApplierOff})
 	if err != nil {
 		return nil, err
 	}

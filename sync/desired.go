@@ -44,10 +44,10 @@ func (p *plan) desired() *render.Desired {
 		DefragNowDone:   steps.DefragNowDone(p.f, p.Defrag),
 		RestoreInPlace:  p.inPlaceRecordJSON(),
 		RetiredClusters: p.retiredClusters(),
-		StandbyPromoted: p.standbyPromotedRecord(),
+		StandbyPromoted: p.Standby.PromotedRecord(),
 	}
 	if p.Standby.On {
-		d.Standby = &render.Standby{Applier: p.applierWanted() == "", Replicas: p.Standby.ApplierReplicas}
+		d.Standby = &render.Standby{Applier: p.Standby.ApplierOff == "", Replicas: p.Standby.ApplierReplicas}
 	}
 	d.SpecRecord = p.userSpec
 	if p.Space.Quota > p.Space.SpecQuota {
@@ -166,28 +166,6 @@ func runningRecord(vs []api.SemVer) string {
 // off, nothing to follow before the cluster formed, nor while an in-place restore has it down. The
 // same reason lets Metacontroller delete a writer that runs (deletions): it resumes its chain when it
 // is rendered again.
-// standbyPromotedRecord is the promotion to record (ConfigKeyStandbyPromoted), "" before one; the one
-// recorded is rendered again from what was read.
-func (p *plan) standbyPromotedRecord() string {
-	if p.Standby.Promoted == nil {
-		return ""
-	}
-	return p.Standby.Promoted.String()
-}
-
-// applierWanted says why a standby's applier StatefulSet is let go ("" when it is rendered).
-func (p *plan) applierWanted() string {
-	switch {
-	case !p.Standby.On:
-		return "spec.standby is not set"
-	case !p.Standby.Applier:
-		return "the standby is promoted"
-	case !p.f.Bootstrapped:
-		return "the standby's seed has not restored yet"
-	}
-	return ""
-}
-
 func (p *plan) writerWanted() string {
 	switch {
 	case !p.HasSpec || p.Spec.Backup == nil || p.Spec.Backup.Continuous == nil:

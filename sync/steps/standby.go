@@ -48,11 +48,43 @@ type StandbyPart struct {
 	Lagging, Stopped string
 	// Distrusted: reports ignored, for InputIgnored.
 	Distrusted []string
+	// ApplierOff: why the applier StatefulSet is not rendered ("" while it is), the reason Metacontroller
+	// is let delete one that runs.
+	ApplierOff string
 }
 
 // Standby decides the standby's step from the facts: its applier, its auth declaration, its
 // promotion and its conditions.
 func Standby(f *facts.Facts, in StandbyInput) StandbyPart {
+	d := standbyStep(f, in)
+	d.ApplierOff = applierOff(f, d)
+	return d
+}
+
+// applierOff says why the applier StatefulSet is let go ("" when it is rendered).
+func applierOff(f *facts.Facts, d StandbyPart) string {
+	switch {
+	case !d.On:
+		return "spec.standby is not set"
+	case !d.Applier:
+		return "the standby is promoted"
+	case !f.Bootstrapped:
+		return "the standby's seed has not restored yet"
+	}
+	return ""
+}
+
+// PromotedRecord is the promotion to record (ConfigKeyStandbyPromoted), "" before one; the one recorded
+// is rendered again from what was read.
+func (d StandbyPart) PromotedRecord() string {
+	if d.Promoted == nil {
+		return ""
+	}
+	return d.Promoted.String()
+}
+
+// standbyStep is Standby but for the reasons derived from its result.
+func standbyStep(f *facts.Facts, in StandbyInput) StandbyPart {
 	if !in.HasSpec || in.Spec.Standby == nil {
 		return StandbyPart{}
 	}

@@ -101,7 +101,7 @@ func TestStandby(t *testing.T) {
 			}
 		})
 	}
-	require.Equal(t, StandbyPart{}, Standby(&facts.Facts{}, StandbyInput{HasSpec: true, Spec: api.ClusterSpec{}}), "not a standby")
+	require.Equal(t, StandbyPart{ApplierOff: "spec.standby is not set"}, Standby(&facts.Facts{}, StandbyInput{HasSpec: true, Spec: api.ClusterSpec{}}), "not a standby")
 }
 
 // A lag too large for a Duration (the applier's report is its word) still reads as lagging, never as a
